@@ -1,0 +1,3 @@
+from study.cli import main
+
+raise SystemExit(main())

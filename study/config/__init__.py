@@ -1,0 +1,1 @@
+"""Typed, validated inputs: targets, trial specifications and study files."""

@@ -1,0 +1,95 @@
+"""What a trial produces: its state, its measurement curve and its summary numbers."""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class TrialState(str, enum.Enum):
+    """How a trial ended (or that it is still running).
+
+    ``reached``: the target held at some evaluation; ``not_reached``: the budget ran out first;
+    ``diverged``: the loss became NaN/inf; ``pruned``: stopped early because it could no longer
+    win its stratum; ``failed``: an exception; ``infeasible``: the host cannot run it.
+    """
+
+    RUNNING = "running"
+    REACHED = "reached"
+    NOT_REACHED = "not_reached"
+    DIVERGED = "diverged"
+    PRUNED = "pruned"
+    FAILED = "failed"
+    INFEASIBLE = "infeasible"
+
+    def is_finished(self) -> bool:
+        return self is not TrialState.RUNNING
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One evaluation: training progress so far and every validation metric."""
+
+    step: int
+    examples: int
+    train_seconds: float
+    train_loss: float
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+    def as_row(self) -> dict[str, float]:
+        row = {
+            "step": self.step,
+            "examples": self.examples,
+            "train_seconds": self.train_seconds,
+            "train_loss": self.train_loss,
+        }
+        row.update(self.metrics)
+        return row
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """The outcome of one training run.
+
+    ``steps_to_target`` is the first evaluation step at which the target held (Shallue et al.),
+    ``None`` unless the state is ``reached``.
+    """
+
+    state: TrialState
+    steps_run: int = 0
+    examples_run: int = 0
+    train_seconds: float = 0.0
+    steps_to_target: int | None = None
+    examples_to_target: int | None = None
+    seconds_to_target: float | None = None
+    curve: tuple[Measurement, ...] = ()
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps_run / self.train_seconds if self.train_seconds > 0 else math.nan
+
+    @property
+    def examples_per_second(self) -> float:
+        return self.examples_run / self.train_seconds if self.train_seconds > 0 else math.nan
+
+    def summary_metrics(self) -> dict[str, float]:
+        """Summary numbers (finite values only), for logging."""
+        values = {
+            "steps_to_target": self.steps_to_target,
+            "examples_to_target": self.examples_to_target,
+            "seconds_to_target": self.seconds_to_target,
+            "steps_run": self.steps_run,
+            "examples_run": self.examples_run,
+            "train_seconds": self.train_seconds,
+            "steps_per_second": self.steps_per_second,
+            "examples_per_second": self.examples_per_second,
+        }
+        return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)}
