@@ -22,7 +22,7 @@ SCHEDULES = ("constant", "linear", "cosine")
 class OptimizerSpec:
     """Optimizer and its metaparameters.
 
-    ``sgd`` is plain SGD (``momentum`` is used if > 0), ``momentum`` is heavy-ball SGD,
+    ``sgd`` is plain SGD (``momentum`` is ignored), ``momentum`` is heavy-ball SGD,
     ``nesterov`` is SGD with Nesterov momentum, ``adam`` uses ``beta1``, ``beta2``, ``epsilon``.
     """
 

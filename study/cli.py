@@ -1,0 +1,111 @@
+"""The `study` command line.
+
+Light commands (``--help``, ``ls``, ``status``) import neither TensorFlow nor MLflow; each
+handler imports what it needs. Bad input raises `UsageError`: one line on stderr, exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from study import __version__
+from study.errors import UsageError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``study train: error: ...``) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _add_train(sub: Any) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train one trial until a validation target is met, and log it to MLflow",
+        description="Train one workload at one (batch size, learning rate, strategy) until the "
+        "target holds or the budget runs out; print steps/examples/seconds to target and log "
+        "the run to MLflow.",
+    )
+    w = p.add_argument_group("workload")
+    w.add_argument("--workload", default="mnist1d", help="tabular, mnist1d, digits, csv, or module:callable (default: mnist1d)")
+    w.add_argument("--model", help="model of the workload (default: the workload's first)")
+    w.add_argument("--samples", type=int, help="mnist1d: number of generated samples")
+    w.add_argument("--csv", metavar="FILE", help="csv workload: the CSV file")
+    w.add_argument("--label", metavar="COLUMN", help="csv workload: the label column")
+    w.add_argument("--text-column", metavar="COLUMN", help="csv workload: a text column to tokenise")
+    w.add_argument("--workload-option", action="append", default=[], metavar="KEY=VALUE", help="any other workload option (repeatable)")
+    o = p.add_argument_group("optimizer and schedule")
+    o.add_argument("--batch-size", type=int, default=128, help="global batch size (default: 128)")
+    o.add_argument("--lr", type=float, default=0.05, help="learning rate (default: 0.05)")
+    o.add_argument("--optimizer", default="nesterov", help="sgd, momentum, nesterov or adam (default: nesterov)")
+    o.add_argument("--momentum", type=float, default=0.9, help="momentum for momentum/nesterov (default: 0.9)")
+    o.add_argument("--beta1", type=float, default=0.9, help="Adam beta1")
+    o.add_argument("--beta2", type=float, default=0.999, help="Adam beta2")
+    o.add_argument("--epsilon", type=float, default=1e-7, help="Adam epsilon")
+    o.add_argument("--weight-decay", type=float, default=0.0, help="decoupled weight decay")
+    o.add_argument("--schedule", default="constant", help="constant, linear or cosine (default: constant)")
+    o.add_argument("--warmup", type=int, default=0, metavar="STEPS", help="linear warmup steps")
+    o.add_argument("--decay-steps", type=int, help="decay horizon (default: until the step budget)")
+    o.add_argument("--end-factor", type=float, default=0.0, help="final rate as a fraction of the base rate")
+    t = p.add_argument_group("target, budget and evaluation")
+    t.add_argument("--target", help="e.g. 'val_accuracy>=0.6' or 'val_loss<=0.3' (default: the workload's)")
+    t.add_argument("--max-steps", type=int, help="step budget (default: 10000 if no other budget)")
+    t.add_argument("--max-examples", type=int, help="example budget")
+    t.add_argument("--max-seconds", type=float, help="training-time budget in seconds")
+    t.add_argument("--eval-every", default="geometric:1.05", help="N steps, or geometric:RATIO (default: geometric:1.05)")
+    t.add_argument("--seed", type=int, default=0)
+    r = p.add_argument_group("distribution and tracking")
+    r.add_argument("--strategy", default="auto", help="auto, default, one_device, mirrored:N, multi_worker_mirrored, tpu (default: auto)")
+    r.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db)")
+    r.add_argument("--experiment", default="study-train", help="MLflow experiment (default: study-train)")
+    r.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+    r.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(handler=_lazy("study.commands.train", "main"))
+
+
+def _lazy(module: str, attr: str) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        import importlib
+
+        return getattr(importlib.import_module(module), attr)(args)
+
+    return handler
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="study",
+        description="Experiment-tracked hyperparameter scaling studies for TensorFlow models: "
+        "how batch size, learning rate and distribution strategy trade off.",
+    )
+    parser.add_argument("--version", action="version", version=f"study {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for add in _COMMANDS:
+        add(sub)
+    return parser
+
+
+_COMMANDS: list[Callable[[Any], None]] = [_add_train]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.handler(args) or 0)
+    except UsageError as exc:
+        print(f"study {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"study {args.command}: interrupted", file=sys.stderr)
+        return 130

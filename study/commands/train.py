@@ -1,0 +1,168 @@
+"""`study train`: one trial, trained in a worker and logged to MLflow."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from study.config.target import Target
+from study.config.trial import Budget, EvalCadence, OptimizerSpec, ScheduleSpec, TrialSpec
+from study.errors import UsageError
+from study.results import TrialResult, TrialState
+from study.strategies import StrategySpec, check_batch_divisible
+
+
+def workload_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Workload options from the dedicated flags and ``--workload-option KEY=VALUE``."""
+    options: dict[str, Any] = {}
+    for item in args.workload_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--workload-option: expected KEY=VALUE (got {item!r})")
+        options[key.strip()] = _scalar(value)
+    if args.samples is not None:
+        options["samples"] = args.samples
+    for flag, key in (("csv", "path"), ("label", "label"), ("text_column", "text_column")):
+        value = getattr(args, flag)
+        if value is not None:
+            if args.workload != "csv":
+                raise UsageError(f"--{flag.replace('_', '-')} applies only to --workload csv")
+            options[key] = value
+    return options
+
+
+def build_spec(args: argparse.Namespace) -> TrialSpec:
+    """Validate every option (no TensorFlow) and build the trial spec."""
+    from study.workloads import get_workload
+
+    options = workload_options(args)
+    if args.workload == "csv" and "path" not in options:
+        raise UsageError("--workload csv needs --csv FILE and --label COLUMN")
+    if args.workload == "csv" and "label" not in options:
+        raise UsageError("--workload csv needs --label COLUMN")
+    workload = get_workload(args.workload, options)
+    workload.validate()
+    model = workload.check_model(args.model)
+    strategy = StrategySpec.parse(args.strategy)
+    target = Target.parse(args.target or workload.default_target)
+    no_budget = args.max_steps is None and args.max_examples is None and args.max_seconds is None
+    budget = Budget(
+        max_steps=10_000 if no_budget else args.max_steps,
+        max_examples=args.max_examples,
+        max_seconds=args.max_seconds,
+    )
+    spec = TrialSpec(
+        workload=args.workload,
+        workload_options=options,
+        model=model,
+        batch_size=args.batch_size,
+        optimizer=OptimizerSpec(
+            name=args.optimizer,
+            learning_rate=args.lr,
+            momentum=args.momentum,
+            beta1=args.beta1,
+            beta2=args.beta2,
+            epsilon=args.epsilon,
+            weight_decay=args.weight_decay,
+        ),
+        schedule=ScheduleSpec(
+            name=args.schedule,
+            warmup_steps=args.warmup,
+            decay_steps=args.decay_steps,
+            end_factor=args.end_factor,
+        ),
+        target=target,
+        budget=budget,
+        cadence=EvalCadence.parse(args.eval_every),
+        strategy=str(strategy),
+        seed=args.seed,
+    )
+    if strategy.static_replicas:
+        check_batch_divisible(spec.batch_size, strategy.static_replicas, strategy=spec.strategy)
+    return spec
+
+
+def main(args: argparse.Namespace) -> int:
+    spec = build_spec(args)
+    from study.runner import WorkerPool
+
+    logger = run_id = None
+    if not args.no_track:
+        from study.tracking.mlflow_logger import MlflowLogger
+        from study.tracking.store import tracking_uri
+
+        logger = MlflowLogger(tracking_uri(args.tracking_uri))
+        experiment = logger.experiment_id(args.experiment)
+        run_id = logger.start_run(experiment, f"{spec.workload}-b{spec.batch_size}-lr{spec.learning_rate:g}")
+    try:
+        with WorkerPool(1) as pool:
+            result = pool.run(spec)
+    except BaseException:
+        if logger and run_id:
+            logger.client.set_terminated(run_id, status="KILLED")
+        raise
+    if result.error and result.error.startswith("UsageError: "):
+        if logger and run_id:
+            logger.client.delete_run(run_id)
+        raise UsageError(result.error.removeprefix("UsageError: ").strip())
+    if logger and run_id:
+        logger.log_trial(run_id, spec, result)
+    _print(spec, result, run_id, args.json)
+    return 0 if result.state is not TrialState.FAILED else 1
+
+
+def _print(spec: TrialSpec, result: TrialResult, run_id: str | None, as_json: bool) -> None:
+    summary = {
+        "status": result.state.value,
+        "steps_to_target": result.steps_to_target,
+        "examples_to_target": result.examples_to_target,
+        "seconds_to_target": result.seconds_to_target,
+        "steps_run": result.steps_run,
+        "train_seconds": round(result.train_seconds, 4),
+        "steps_per_second": _round(result.steps_per_second),
+        "examples_per_second": _round(result.examples_per_second),
+        "final": dict(result.curve[-1].metrics) if result.curve else {},
+        "environment": dict(result.environment),
+        "mlflow_run_id": run_id,
+    }
+    if as_json:
+        print(json.dumps(summary, default=str))
+        return
+    env = result.environment
+    print(
+        f"{spec.workload}/{spec.model} batch {spec.batch_size} lr {spec.learning_rate:g} "
+        f"on {env.get('strategy', spec.strategy)} ({env.get('replicas', '?')} replica(s)): "
+        f"{result.state.value}"
+    )
+    if result.state is TrialState.REACHED:
+        print(
+            f"  target {spec.target} at step {result.steps_to_target} "
+            f"({result.examples_to_target} examples, {result.seconds_to_target:.2f} s of training)"
+        )
+    elif result.curve:
+        last = result.curve[-1]
+        value = last.metrics.get(spec.target.metric, math.nan)
+        print(f"  target {spec.target} not met; {spec.target.metric}={value:.4f} at step {last.step}")
+    print(
+        f"  {result.steps_run} steps in {result.train_seconds:.2f} s: "
+        f"{result.steps_per_second:.1f} steps/s, {result.examples_per_second:.0f} examples/s"
+    )
+    if result.error:
+        print(f"  error: {result.error.strip().splitlines()[-1]}")
+    if run_id:
+        print(f"  MLflow run {run_id}")
+
+
+def _round(value: float) -> float | None:
+    return round(value, 3) if math.isfinite(value) else None
+
+
+def _scalar(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text

@@ -1,0 +1,5 @@
+"""Running trials: worker processes keyed by device configuration."""
+
+from study.runner.pool import WorkerPool
+
+__all__ = ["WorkerPool"]

@@ -1,0 +1,157 @@
+"""A pool of trainer workers keyed by device configuration.
+
+`WorkerPool.run` hands a trial to an idle worker whose device configuration matches the trial's
+strategy (starting one if needed, retiring an idle one of another configuration when the pool
+is full) and relays every measurement to the caller's hook, so the study engine can prune.
+Thread-safe: the engine runs ``--workers N`` trials at once from N threads.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from study.config.trial import TrialSpec
+from study.results import Measurement, TrialResult, TrialState
+from study.strategies import device_key
+
+_CTX = mp.get_context("spawn")
+_START_TIMEOUT_S = 300.0
+
+
+@dataclass
+class _Worker:
+    key: str
+    process: Any
+    conn: Any
+    busy: bool = False
+    trials: int = 0
+    info: dict = field(default_factory=dict)
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        try:
+            self.conn.send(("exit", None))
+        except (OSError, ValueError):
+            pass
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout)
+        self.conn.close()
+
+
+class WorkerError(RuntimeError):
+    """A worker could not start or died."""
+
+
+class WorkerPool:
+    """At most ``max_workers`` worker processes; consecutive trials of one configuration share one."""
+
+    def __init__(self, max_workers: int = 1) -> None:
+        self.max_workers = max(1, max_workers)
+        self._workers: list[_Worker] = []
+        self._lock = threading.Condition()
+        self.started = 0
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.stop()
+
+    def _acquire(self, key: str) -> _Worker:
+        with self._lock:
+            while True:
+                self._workers = [w for w in self._workers if w.busy or w.alive()]
+                for worker in self._workers:
+                    if worker.key == key and not worker.busy:
+                        worker.busy = True
+                        return worker
+                if len(self._workers) < self.max_workers:
+                    break
+                idle = [w for w in self._workers if not w.busy]
+                if idle:
+                    self._workers.remove(idle[0])
+                    idle[0].stop()
+                    break
+                self._lock.wait()
+            worker = self._spawn(key)
+            worker.busy = True
+            self._workers.append(worker)
+            return worker
+
+    def _spawn(self, key: str) -> _Worker:
+        from study.runner.worker import worker_main
+
+        parent, child = _CTX.Pipe()
+        logical_cpus = int(key.removeprefix("cpu"))
+        process = _CTX.Process(
+            target=worker_main, args=(child, logical_cpus), daemon=True, name=f"study-{key}"
+        )
+        process.start()
+        child.close()
+        self.started += 1
+        if not parent.poll(_START_TIMEOUT_S):
+            process.kill()
+            raise WorkerError(f"trainer worker for {key} did not start in {_START_TIMEOUT_S:.0f} s")
+        kind, info = parent.recv()
+        if info.get("error"):
+            process.join(5)
+            raise WorkerError(f"trainer worker for {key} failed to start:\n{info['error']}")
+        return _Worker(key=key, process=process, conn=parent, info=info)
+
+    def _release(self, worker: _Worker, healthy: bool) -> None:
+        with self._lock:
+            worker.busy = False
+            worker.trials += 1
+            if not healthy:
+                if worker in self._workers:
+                    self._workers.remove(worker)
+                worker.process.kill()
+            self._lock.notify_all()
+
+    def run(
+        self, spec: TrialSpec, hook: Callable[[Measurement], bool] | None = None
+    ) -> TrialResult:
+        """Run one trial in a worker; a dead worker becomes a ``failed`` result, never an exception."""
+        started = time.monotonic()
+        try:
+            worker = self._acquire(device_key(spec.strategy))
+        except WorkerError as exc:
+            return TrialResult(state=TrialState.FAILED, error=str(exc))
+        healthy = False
+        try:
+            worker.conn.send(("trial", spec))
+            while True:
+                kind, payload = worker.conn.recv()
+                if kind == "measurement":
+                    keep_going = True if hook is None else bool(hook(payload))
+                    worker.conn.send(("prune", keep_going))
+                    continue
+                healthy = True
+                return payload
+        except (EOFError, OSError, BrokenPipeError):
+            worker.process.join(1)
+            code = worker.process.exitcode
+            return TrialResult(
+                state=TrialState.FAILED,
+                error=(
+                    f"trainer worker died during the trial (exit code {code}) after "
+                    f"{time.monotonic() - started:.1f} s"
+                ),
+            )
+        finally:
+            self._release(worker, healthy)

@@ -1,0 +1,124 @@
+"""The trainer worker: one process, one TensorFlow runtime, one device configuration.
+
+TensorFlow fixes its logical devices when it initialises and cannot host MirroredStrategy
+instances over different device sets, so each worker is started for one configuration (its
+number of logical CPUs) and reuses its runtime, strategies and generated data across trials.
+
+Protocol over a `multiprocessing` pipe (parent -> worker: ``("trial", spec)``, ``("prune", bool)``,
+``("exit", None)``; worker -> parent: ``("ready", info)``, ``("measurement", m)``,
+``("result", result)``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+from typing import Any
+
+from study.config.trial import TrialSpec
+from study.errors import InfeasibleError, UsageError
+from study.results import TrialResult, TrialState
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this worker when its parent dies (no orphan keeps training)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:  # pragma: no cover - not glibc
+            pass
+
+
+class _Runtime:
+    """TensorFlow, strategies and datasets, created once per worker and reused."""
+
+    def __init__(self, logical_cpus: int) -> None:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow as tf
+
+        from study.strategies import configure_devices, probe_host
+
+        self.tf = tf
+        configure_devices(tf, logical_cpus)
+        self.host = probe_host(tf)
+        tf.config.experimental.enable_op_determinism()
+        self._strategies: dict[str, Any] = {}
+        self._data: dict[tuple, Any] = {}
+
+    def strategy(self, name: str) -> tuple[Any, Any]:
+        from study.strategies import build_strategy, resolve
+
+        if name not in self._strategies:
+            resolved = resolve(name, self.host)
+            self._strategies[name] = (build_strategy(self.tf, resolved), resolved)
+        return self._strategies[name]
+
+    def dataset(self, spec: TrialSpec) -> tuple[Any, Any]:
+        from study.workloads import get_workload
+
+        key = (spec.workload, tuple(sorted((k, repr(v)) for k, v in spec.workload_options.items())))
+        if key not in self._data:
+            workload = get_workload(spec.workload, spec.workload_options)
+            self._data[key] = (workload, workload.load())
+        return self._data[key]
+
+    def run(self, spec: TrialSpec, hook: Any) -> TrialResult:
+        import keras
+
+        from study.trainer.loop import train
+
+        strategy, resolved = self.strategy(spec.strategy)
+        workload, data = self.dataset(spec)
+        model_name = workload.check_model(spec.model)
+        keras.backend.clear_session()
+        return train(
+            spec,
+            data,
+            lambda: workload.build_model(model_name, data),
+            strategy,
+            resolved,
+            hook=hook,
+        )
+
+
+def run_trial_safely(runtime: _Runtime, spec: TrialSpec, hook: Any) -> TrialResult:
+    """Run one trial; never raise: errors become ``infeasible`` or ``failed`` results."""
+    try:
+        return runtime.run(spec, hook)
+    except InfeasibleError as exc:
+        return TrialResult(state=TrialState.INFEASIBLE, error=str(exc))
+    except UsageError as exc:
+        return TrialResult(state=TrialState.FAILED, error=f"UsageError: {exc}")
+    except Exception:
+        return TrialResult(state=TrialState.FAILED, error=traceback.format_exc())
+
+
+def worker_main(conn: Any, logical_cpus: int) -> None:
+    """Entry point of a worker process."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C does
+    try:
+        runtime = _Runtime(logical_cpus)
+    except Exception:
+        conn.send(("ready", {"error": traceback.format_exc()}))
+        return
+    conn.send(("ready", {"gpus": runtime.host.gpus, "logical_cpus": logical_cpus}))
+
+    def hook(measurement: Any) -> bool:
+        conn.send(("measurement", measurement))
+        kind, keep_going = conn.recv()
+        return kind == "prune" and bool(keep_going)
+
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            return
+        if kind == "exit":
+            return
+        result = run_trial_safely(runtime, payload, hook)
+        conn.send(("result", result))

@@ -1,0 +1,233 @@
+"""Distribution strategies: names, hardware detection and construction.
+
+Parsing and detection are pure Python (testable with a faked `HostInfo`); only `build_strategy`
+and `probe_host` touch TensorFlow, and they run inside a trainer worker.
+
+Names: ``auto`` (detect), ``default``, ``one_device``, ``mirrored`` (all GPUs), ``mirrored:N``
+(N replicas: N GPUs, or N logical CPU devices on a CPU-only host), ``multi_worker_mirrored``
+(workers from ``TF_CONFIG``), ``tpu``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from study.errors import InfeasibleError, UsageError
+
+_NAME = re.compile(r"^(auto|default|one_device|mirrored|multi_worker_mirrored|tpu)(?::([0-9]+))?$")
+
+
+class StrategyKind(str, enum.Enum):
+    AUTO = "auto"
+    DEFAULT = "default"
+    ONE_DEVICE = "one_device"
+    MIRRORED = "mirrored"
+    MULTI_WORKER_MIRRORED = "multi_worker_mirrored"
+    TPU = "tpu"
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """A parsed strategy name. ``replicas`` is set only for ``mirrored:N``."""
+
+    kind: StrategyKind
+    replicas: int | None = None
+
+    @classmethod
+    def parse(cls, name: str, *, option: str = "--strategy") -> StrategySpec:
+        """Parse a strategy name; raise `UsageError` naming the option and value if unknown.
+
+        Example: ``StrategySpec.parse("mirrored:2")`` is ``StrategySpec(MIRRORED, 2)``.
+        """
+        match = _NAME.match(str(name).strip())
+        if not match:
+            raise UsageError(
+                f"{option}: unknown strategy {name!r}; choose from auto, default, one_device, "
+                "mirrored, mirrored:N, multi_worker_mirrored, tpu"
+            )
+        kind, count = StrategyKind(match.group(1)), match.group(2)
+        if count is not None:
+            if kind is not StrategyKind.MIRRORED:
+                raise UsageError(f"{option}: only mirrored takes a replica count (got {name!r})")
+            if int(count) < 1:
+                raise UsageError(f"{option}: mirrored:N needs N >= 1 (got {name!r})")
+            return cls(kind, int(count))
+        return cls(kind)
+
+    @property
+    def static_replicas(self) -> int | None:
+        """Replicas known without looking at the hardware (None for auto, tpu, multi-worker)."""
+        if self.kind in (StrategyKind.DEFAULT, StrategyKind.ONE_DEVICE):
+            return 1
+        return self.replicas
+
+    @property
+    def logical_cpus(self) -> int:
+        """Logical CPU devices a worker must create before TensorFlow starts (CPU-only hosts)."""
+        return self.replicas if self.kind is StrategyKind.MIRRORED and self.replicas else 1
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}:{self.replicas}" if self.replicas else self.kind.value
+
+
+def device_key(name: str) -> str:
+    """The device configuration a strategy needs; trials with equal keys may share a worker."""
+    return f"cpu{StrategySpec.parse(name).logical_cpus}"
+
+
+def check_batch_divisible(batch_size: int, replicas: int, *, strategy: str) -> None:
+    """Reject a global batch that does not split evenly across replicas."""
+    if batch_size % replicas:
+        raise UsageError(
+            f"--batch-size {batch_size} is not divisible by the {replicas} replicas of "
+            f"strategy {strategy!r}; use a multiple of {replicas}"
+        )
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """What the host offers: accelerators and the multi-worker cluster, if any."""
+
+    gpus: int = 0
+    tpu: bool = False
+    workers: int = 1
+
+    def describe(self) -> str:
+        tpu = "a TPU" if self.tpu else "no TPU"
+        return f"{self.gpus} GPU(s), {tpu}, {self.workers} worker(s) in TF_CONFIG"
+
+
+@dataclass(frozen=True)
+class ResolvedStrategy:
+    """A concrete strategy for this host: its kind, replica count and devices."""
+
+    kind: StrategyKind
+    replicas: int
+    devices: tuple[str, ...]
+    requested: str
+
+    def describe(self) -> str:
+        return f"{self.kind.value} ({self.replicas} replica(s) on {', '.join(self.devices)})"
+
+
+def tf_config_workers(env: Mapping[str, str] | None = None) -> int:
+    """Number of workers (chief included) described by ``TF_CONFIG`` (1 if unset or malformed)."""
+    raw = (env if env is not None else os.environ).get("TF_CONFIG")
+    if not raw:
+        return 1
+    try:
+        cluster = json.loads(raw).get("cluster", {})
+    except (ValueError, AttributeError):
+        return 1
+    return max(1, len(cluster.get("worker", [])) + len(cluster.get("chief", [])))
+
+
+def tpu_hint(env: Mapping[str, str] | None = None, dev: Path = Path("/dev")) -> bool:
+    """Whether a TPU may be reachable, judged without any network call."""
+    env = env if env is not None else os.environ
+    if any(env.get(k) for k in ("TPU_NAME", "COLAB_TPU_ADDR", "TPU_ACCELERATOR_TYPE")):
+        return True
+    return any(dev.glob("accel[0-9]*")) if dev.is_dir() else False
+
+
+def detect(host: HostInfo) -> StrategySpec:
+    """The strategy ``auto`` picks for a host.
+
+    TPU if reachable; multi-worker mirrored if TF_CONFIG has more than one worker; mirrored over
+    all GPUs when there are two or more; one_device on one GPU; default on a CPU-only host.
+    """
+    if host.tpu:
+        return StrategySpec(StrategyKind.TPU)
+    if host.workers > 1:
+        return StrategySpec(StrategyKind.MULTI_WORKER_MIRRORED)
+    if host.gpus >= 2:
+        return StrategySpec(StrategyKind.MIRRORED, host.gpus)
+    if host.gpus == 1:
+        return StrategySpec(StrategyKind.ONE_DEVICE)
+    return StrategySpec(StrategyKind.DEFAULT)
+
+
+def resolve(name: str, host: HostInfo) -> ResolvedStrategy:
+    """Decide replicas and devices for a strategy name on a host.
+
+    Raises:
+        InfeasibleError: naming the strategy and what was detected, if the host cannot provide it.
+    """
+    spec = StrategySpec.parse(name)
+    if spec.kind is StrategyKind.AUTO:
+        spec = detect(host)
+    gpu_devices = tuple(f"/gpu:{i}" for i in range(host.gpus))
+    if spec.kind is StrategyKind.DEFAULT:
+        return ResolvedStrategy(spec.kind, 1, gpu_devices[:1] or ("/cpu:0",), name)
+    if spec.kind is StrategyKind.ONE_DEVICE:
+        return ResolvedStrategy(spec.kind, 1, gpu_devices[:1] or ("/cpu:0",), name)
+    if spec.kind is StrategyKind.MIRRORED:
+        if host.gpus:
+            wanted = spec.replicas or host.gpus
+            if wanted > host.gpus:
+                raise InfeasibleError(
+                    f"strategy {name!r} needs {wanted} GPUs; detected {host.describe()}"
+                )
+            return ResolvedStrategy(spec.kind, wanted, gpu_devices[:wanted], name)
+        wanted = spec.replicas or 1
+        return ResolvedStrategy(spec.kind, wanted, tuple(f"/cpu:{i}" for i in range(wanted)), name)
+    if spec.kind is StrategyKind.MULTI_WORKER_MIRRORED:
+        local = max(1, host.gpus)
+        devices = gpu_devices or ("/cpu:0",)
+        return ResolvedStrategy(spec.kind, local * host.workers, devices, name)
+    if not host.tpu:
+        raise InfeasibleError(
+            f"strategy {name!r} needs a TPU; detected {host.describe()} "
+            "(set TPU_NAME or run on a TPU VM)"
+        )
+    return ResolvedStrategy(spec.kind, 8, ("/tpu",), name)
+
+
+def probe_host(tf: Any) -> HostInfo:
+    """Read the host's devices through TensorFlow without initialising its runtime."""
+    return HostInfo(
+        gpus=len(tf.config.list_physical_devices("GPU")),
+        tpu=tpu_hint(),
+        workers=tf_config_workers(),
+    )
+
+
+def configure_devices(tf: Any, logical_cpus: int) -> None:
+    """Split the CPU into ``logical_cpus`` devices; must run before TensorFlow initialises."""
+    if logical_cpus <= 1 or tf.config.list_physical_devices("GPU"):
+        return
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(logical_cpus)]
+    )
+
+
+def build_strategy(tf: Any, resolved: ResolvedStrategy) -> Any:
+    """Construct the `tf.distribute.Strategy` for a resolved strategy."""
+    kind = resolved.kind
+    if kind is StrategyKind.DEFAULT:
+        return tf.distribute.get_strategy()
+    if kind is StrategyKind.ONE_DEVICE:
+        return tf.distribute.OneDeviceStrategy(resolved.devices[0])
+    if kind is StrategyKind.MIRRORED:
+        available = {d.name.lower().replace("/device:", "/") for d in tf.config.list_logical_devices()}
+        missing = [d for d in resolved.devices if not any(a.endswith(d[1:]) for a in available)]
+        if missing:
+            raise InfeasibleError(
+                f"strategy {resolved.requested!r} needs devices {', '.join(resolved.devices)}; "
+                f"this worker has {', '.join(sorted(available))}"
+            )
+        return tf.distribute.MirroredStrategy(list(resolved.devices))
+    if kind is StrategyKind.MULTI_WORKER_MIRRORED:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)

@@ -1,0 +1,1 @@
+"""Experiment tracking in MLflow: one run per trial, nested under a parent run per study."""

@@ -1,0 +1,127 @@
+"""Logging trials to MLflow with batched calls.
+
+Each trial is one run (nested under its study's parent run when there is one). Params: every
+metaparameter, global and per-replica batch, strategy, replicas, workload (plus whatever the
+caller adds: tuner, trial number, stratum). Metrics: the whole measurement curve with
+``step`` = training step, then the summary numbers. Tag ``status``: the trial state.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+from study.config.trial import TrialSpec
+from study.results import TrialResult, TrialState
+from study.tracking.store import artifact_root
+
+_MAX_METRICS_PER_BATCH = 1000
+_MAX_PARAMS_PER_BATCH = 100
+_MAX_PARAM_LENGTH = 6000
+
+#: MLflow run status for each trial state.
+RUN_STATUS = {
+    TrialState.REACHED: "FINISHED",
+    TrialState.NOT_REACHED: "FINISHED",
+    TrialState.DIVERGED: "FINISHED",
+    TrialState.PRUNED: "KILLED",
+    TrialState.FAILED: "FAILED",
+    TrialState.INFEASIBLE: "FAILED",
+}
+
+
+class MlflowLogger:
+    """A thin, batched writer on top of `MlflowClient`."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self.client = MlflowClient(tracking_uri=uri)
+
+    def experiment_id(self, name: str) -> str:
+        """The id of experiment ``name``, created (with artifacts under ``mlruns/``) if missing."""
+        experiment = self.client.get_experiment_by_name(name)
+        if experiment is not None:
+            if experiment.lifecycle_stage == "deleted":
+                self.client.restore_experiment(experiment.experiment_id)
+            return experiment.experiment_id
+        location = artifact_root(self.uri)
+        if location:
+            location = f"{location}/{name}"
+        return self.client.create_experiment(name, artifact_location=location)
+
+    def start_run(
+        self,
+        experiment_id: str,
+        name: str,
+        *,
+        parent_run_id: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> str:
+        """Create a run (nested under ``parent_run_id`` if given) and return its id."""
+        all_tags = dict(tags or {})
+        if parent_run_id:
+            all_tags["mlflow.parentRunId"] = parent_run_id
+        run = self.client.create_run(experiment_id, run_name=name, tags=all_tags)
+        return run.info.run_id
+
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        items = [Param(k, _param_value(v)) for k, v in params.items() if v is not None]
+        for i in range(0, len(items), _MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(run_id, params=items[i : i + _MAX_PARAMS_PER_BATCH])
+
+    def log_metrics(self, run_id: str, metrics: list[Metric]) -> None:
+        for i in range(0, len(metrics), _MAX_METRICS_PER_BATCH):
+            self.client.log_batch(run_id, metrics=metrics[i : i + _MAX_METRICS_PER_BATCH])
+
+    def log_trial(
+        self,
+        run_id: str,
+        spec: TrialSpec,
+        result: TrialResult,
+        *,
+        extra_params: Mapping[str, Any] | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
+        """Log one finished trial into ``run_id`` (params, curve, summary, status) and end it."""
+        params = spec.to_params()
+        env = dict(result.environment)
+        replicas = env.get("replicas")
+        params["replicas"] = replicas
+        params["per_replica_batch"] = spec.batch_size // replicas if replicas else None
+        params["strategy_resolved"] = env.get("strategy")
+        params.update(extra_params or {})
+        self.log_params(run_id, params)
+        self.log_metrics(run_id, curve_metrics(result))
+        all_tags = {"status": result.state.value, **{k: str(v) for k, v in env.items()}}
+        all_tags.update(tags or {})
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in all_tags.items()])
+        if result.error:
+            self.client.log_text(run_id, result.error, "error.txt")
+        self.client.set_terminated(run_id, status=RUN_STATUS.get(result.state, "FINISHED"))
+
+    def log_dict(self, run_id: str, data: Mapping[str, Any], path: str) -> None:
+        self.client.log_text(run_id, json.dumps(data, indent=2, default=str), path)
+
+
+def curve_metrics(result: TrialResult) -> list[Metric]:
+    """The measurement curve (step = training step) and the summary numbers, as MLflow metrics."""
+    now = int(time.time() * 1000)
+    metrics: list[Metric] = []
+    for m in result.curve:
+        for key, value in m.as_row().items():
+            if key != "step" and value is not None and math.isfinite(value):
+                metrics.append(Metric(key, float(value), now, int(m.step)))
+    for key, value in result.summary_metrics().items():
+        metrics.append(Metric(f"summary.{key}", value, now, int(result.steps_run)))
+    return metrics
+
+
+def _param_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text[:_MAX_PARAM_LENGTH]

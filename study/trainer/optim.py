@@ -1,0 +1,83 @@
+"""Optimizers and learning-rate schedules built from their specs (inside a strategy scope)."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+from keras import ops
+
+from study.config.trial import OptimizerSpec, ScheduleSpec
+
+
+@keras.saving.register_keras_serializable(package="study")
+class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup over ``warmup_steps``, then constant, linear or cosine decay.
+
+    Example: base 0.1, warmup 10, linear decay over 100 steps to end_factor 0: the rate is 0.01
+    at the first step, 0.1 at step 9, 0.05 at step 60 and 0.0 from step 110 on.
+    """
+
+    def __init__(
+        self, base: float, kind: str, warmup_steps: int, decay_steps: int, end_factor: float
+    ) -> None:
+        self.base = float(base)
+        self.kind = kind
+        self.warmup_steps = int(warmup_steps)
+        self.decay_steps = max(1, int(decay_steps))
+        self.end_factor = float(end_factor)
+
+    def __call__(self, step):  # type: ignore[override]
+        t = ops.cast(step, "float32")
+        warm = float(max(1, self.warmup_steps))
+        warmup_scale = ops.minimum((t + 1.0) / warm, 1.0) if self.warmup_steps else 1.0
+        frac = ops.clip((t - self.warmup_steps) / float(self.decay_steps), 0.0, 1.0)
+        if self.kind == "linear":
+            decay = 1.0 - (1.0 - self.end_factor) * frac
+        elif self.kind == "cosine":
+            decay = self.end_factor + (1.0 - self.end_factor) * 0.5 * (1.0 + ops.cos(math.pi * frac))
+        else:
+            decay = 1.0
+        return self.base * warmup_scale * decay
+
+    def get_config(self) -> dict:
+        return {
+            "base": self.base,
+            "kind": self.kind,
+            "warmup_steps": self.warmup_steps,
+            "decay_steps": self.decay_steps,
+            "end_factor": self.end_factor,
+        }
+
+
+def learning_rate(spec: OptimizerSpec, schedule: ScheduleSpec, step_limit: int | None):
+    """A float for a constant rate without warmup, else a `WarmupDecay` schedule."""
+    if schedule.name == "constant" and not schedule.warmup_steps:
+        return spec.learning_rate
+    horizon = schedule.decay_steps or max(1, (step_limit or 10_000) - schedule.warmup_steps)
+    return WarmupDecay(
+        spec.learning_rate, schedule.name, schedule.warmup_steps, horizon, schedule.end_factor
+    )
+
+
+def make_optimizer(
+    spec: OptimizerSpec, schedule: ScheduleSpec, step_limit: int | None
+) -> keras.optimizers.Optimizer:
+    """Build the Keras optimizer for a spec; call it inside ``strategy.scope()``."""
+    lr = learning_rate(spec, schedule, step_limit)
+    decay = spec.weight_decay or None
+    if spec.name == "adam":
+        return keras.optimizers.Adam(
+            learning_rate=lr,
+            beta_1=spec.beta1,
+            beta_2=spec.beta2,
+            epsilon=spec.epsilon,
+            weight_decay=decay,
+        )
+    momentum = 0.0 if spec.name == "sgd" else spec.momentum
+    return keras.optimizers.SGD(
+        learning_rate=lr,
+        momentum=momentum,
+        nesterov=spec.name == "nesterov",
+        weight_decay=decay,
+    )

@@ -1,0 +1,102 @@
+from pathlib import Path
+
+import pytest
+
+from study.errors import InfeasibleError, UsageError
+from study.strategies import (
+    HostInfo,
+    StrategyKind,
+    StrategySpec,
+    check_batch_divisible,
+    detect,
+    device_key,
+    resolve,
+    tf_config_workers,
+    tpu_hint,
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "replicas"),
+    [
+        ("auto", StrategyKind.AUTO, None),
+        ("default", StrategyKind.DEFAULT, None),
+        ("one_device", StrategyKind.ONE_DEVICE, None),
+        ("mirrored", StrategyKind.MIRRORED, None),
+        ("mirrored:4", StrategyKind.MIRRORED, 4),
+        ("multi_worker_mirrored", StrategyKind.MULTI_WORKER_MIRRORED, None),
+        ("tpu", StrategyKind.TPU, None),
+    ],
+)
+def test_parse_names(name, kind, replicas):
+    spec = StrategySpec.parse(name)
+    assert spec.kind is kind
+    assert spec.replicas == replicas
+    assert str(spec) == name
+
+
+@pytest.mark.parametrize("name", ["mirored:2", "mirrored:0", "mirrored:x", "tpu:2", "", "gpu"])
+def test_parse_rejects(name):
+    with pytest.raises(UsageError, match="--strategy"):
+        StrategySpec.parse(name)
+
+
+def test_device_keys_separate_device_sets():
+    assert device_key("default") == device_key("auto") == device_key("one_device") == "cpu1"
+    assert device_key("mirrored:2") == "cpu2"
+    assert device_key("mirrored:4") != device_key("mirrored:2")
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        (HostInfo(gpus=0), "default"),
+        (HostInfo(gpus=1), "one_device"),
+        (HostInfo(gpus=4), "mirrored:4"),
+        (HostInfo(gpus=2, workers=3), "multi_worker_mirrored"),
+        (HostInfo(gpus=8, tpu=True), "tpu"),
+    ],
+)
+def test_auto_detection(host, expected):
+    assert str(detect(host)) == expected
+    assert resolve("auto", host).kind is StrategySpec.parse(expected).kind
+
+
+def test_resolve_mirrored_on_cpu_uses_logical_devices():
+    r = resolve("mirrored:3", HostInfo(gpus=0))
+    assert r.replicas == 3
+    assert r.devices == ("/cpu:0", "/cpu:1", "/cpu:2")
+
+
+def test_resolve_mirrored_on_gpus():
+    r = resolve("mirrored", HostInfo(gpus=2))
+    assert (r.replicas, r.devices) == (2, ("/gpu:0", "/gpu:1"))
+    assert resolve("one_device", HostInfo(gpus=2)).devices == ("/gpu:0",)
+
+
+def test_infeasible_strategies_name_strategy_and_detection():
+    with pytest.raises(InfeasibleError, match=r"'tpu' needs a TPU; detected 0 GPU\(s\), no TPU"):
+        resolve("tpu", HostInfo())
+    with pytest.raises(InfeasibleError, match=r"'mirrored:4' needs 4 GPUs; detected 2 GPU"):
+        resolve("mirrored:4", HostInfo(gpus=2))
+
+
+def test_multi_worker_replicas_from_tf_config():
+    env = {"TF_CONFIG": '{"cluster": {"worker": ["a:1", "b:1", "c:1"]}, "task": {"type": "worker", "index": 0}}'}
+    assert tf_config_workers(env) == 3
+    assert tf_config_workers({}) == 1
+    assert tf_config_workers({"TF_CONFIG": "not json"}) == 1
+    assert resolve("multi_worker_mirrored", HostInfo(workers=3)).replicas == 3
+
+
+def test_tpu_hint_without_network(tmp_path: Path):
+    assert not tpu_hint({}, dev=tmp_path)
+    assert tpu_hint({"TPU_NAME": "my-tpu"}, dev=tmp_path)
+    (tmp_path / "accel0").touch()
+    assert tpu_hint({}, dev=tmp_path)
+
+
+def test_batch_divisibility():
+    check_batch_divisible(128, 2, strategy="mirrored:2")
+    with pytest.raises(UsageError, match=r"--batch-size 127 is not divisible by the 2 replicas"):
+        check_batch_divisible(127, 2, strategy="mirrored:2")
