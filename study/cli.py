@@ -91,7 +91,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_COMMANDS: list[Callable[[Any], None]] = [_add_train]
+def _add_storage(p: argparse.ArgumentParser, tracking: bool = False) -> None:
+    p.add_argument("--storage", metavar="URL", help="Optuna storage: an RDB URL (postgresql://, mysql://, sqlite:///) or a journal file (default: mlruns/optuna.journal)")
+    if tracking:
+        p.add_argument("--tracking-uri", metavar="URL", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db)")
+
+
+def _add_run_options(p: argparse.ArgumentParser, default_tuner: str | None) -> None:
+    p.add_argument("--tuner", choices=("optuna", "keras-tuner", "both"), default=default_tuner, help="search backend(s) (default: both; resume: as first run)")
+    p.add_argument("--trials", type=int, help="total trial budget (default: trials_per_stratum x strata)")
+    p.add_argument("--workers", type=int, default=1, help="trials run at once (default: 1)")
+    _add_storage(p, tracking=True)
+
+
+def _add_run(sub: Any) -> None:
+    p = sub.add_parser("run", help="run (or continue) a scaling study from a study file", description="Run a study file: every (batch size, strategy) stratum gets its trials; Optuna and KerasTuner search the learning rate and other metaparameters; every trial is logged to MLflow. Running it again continues where it stopped.")
+    p.add_argument("file", help="a study file, e.g. search_spaces/quickstart.yaml")
+    _add_run_options(p, "both")
+    p.set_defaults(handler=_lazy("study.commands.run", "main"))
+    p = sub.add_parser("resume", help="continue an interrupted study by name", description="Continue a study from its ledger (the study file is stored there).")
+    p.add_argument("name")
+    _add_run_options(p, None)
+    p.set_defaults(handler=_lazy("study.commands.run", "resume"))
+
+
+def _add_inspect(sub: Any) -> None:
+    p = sub.add_parser("ls", help="list studies with trial counts and state")
+    _add_storage(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_lazy("study.commands.studies", "ls"))
+    p = sub.add_parser("status", help="per-stratum table: trials, best steps to target, its learning rate")
+    p.add_argument("name")
+    _add_storage(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_lazy("study.commands.studies", "status"))
+    p = sub.add_parser("ui", help="start the MLflow UI on the study store (127.0.0.1)")
+    p.add_argument("--port", type=int, default=5000)
+    p.add_argument("--tracking-uri", metavar="URL", help="MLflow tracking URI (default: the study store)")
+    p.set_defaults(handler=_lazy("study.commands.ui", "main"))
+
+
+_COMMANDS: list[Callable[[Any], None]] = [_add_train, _add_run, _add_inspect]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -123,16 +123,20 @@ class EvalCadence:
     def parse(cls, text: str | int, *, option: str = "--eval-every") -> EvalCadence:
         """``"25"`` (every 25 steps), ``"geometric"`` or ``"geometric:1.1"``."""
         raw = str(text).strip()
+        kind, _, ratio = raw.partition(":")
         try:
-            if raw.startswith("geometric"):
-                _, _, ratio = raw.partition(":")
-                return cls(kind="geometric", ratio=float(ratio) if ratio else 1.05)
-            return cls(kind="fixed", every=int(raw))
+            if kind == "geometric":
+                value = float(ratio) if ratio else 1.05
+            else:
+                value = int(raw)
         except ValueError:
             raise UsageError(
                 f"{option}: cannot parse {raw!r}; use a step count (e.g. 25) or geometric:RATIO "
                 "(e.g. geometric:1.1)"
             ) from None
+        if kind == "geometric":
+            return cls(kind="geometric", ratio=value)
+        return cls(kind="fixed", every=int(value))
 
     def next_step(self, step: int) -> int:
         """The evaluation step after ``step``."""

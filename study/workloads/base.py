@@ -49,9 +49,7 @@ class Workload(abc.ABC):
 
     def __init__(self, **options: Any) -> None:
         if options:
-            raise UsageError(
-                f"workload {self.name!r} takes no option {sorted(options)[0]!r}"
-            )
+            raise UsageError(f"workload {self.name!r} takes no option {sorted(options)[0]!r}")
         self._options: dict[str, Any] = {}
 
     @property

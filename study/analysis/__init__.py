@@ -1,0 +1,122 @@
+"""Pure analysis of a scaling study: the measurement table, measures, fits and plots.
+
+No TensorFlow, MLflow or Optuna here: everything reads the standard measurement table (see
+`study.analysis.table`). The plot functions are re-exported lazily: matplotlib is imported
+only when one of them is first used.
+
+Example::
+
+    from study.analysis import steps_to_result, fit_noise_scale_from_trials, trial_steps_to_target
+    trials = trial_steps_to_target(df, Target.parse("val_accuracy>=0.6"))
+    fit = fit_noise_scale_from_trials(trials, n_boot=1000)
+"""
+
+from __future__ import annotations
+
+from study.analysis.fits import (
+    LrPowerLawFit,
+    NoiseScaleFit,
+    Recommendation,
+    Regimes,
+    fit_lr_power_law,
+    fit_noise_scale,
+    fit_noise_scale_from_trials,
+    recommend,
+    scaling_efficiency,
+    scaling_regimes,
+)
+from study.analysis.measures import (
+    steps_to_result,
+    strategy_table,
+    summarize_trials,
+    target_holds,
+    throughput_by_strategy,
+    trial_steps_to_target,
+)
+from study.analysis.table import (
+    BATCH_SIZE,
+    COLUMNS,
+    EXAMPLES,
+    HP_PREFIX,
+    INDEX,
+    LEARNING_RATE,
+    REPLICAS,
+    STATE,
+    STEP,
+    STRATEGY,
+    STUDY,
+    TRAIN_LOSS,
+    TRAIN_SECONDS,
+    TRIAL,
+    TUNER,
+    export_table,
+    flatten_table,
+    hp_columns,
+    index_table,
+    metric_columns,
+    read_table,
+    to_csv,
+    to_parquet,
+    validate_table,
+)
+
+_PLOTS = (
+    "plot_best_lr",
+    "plot_examples_to_result",
+    "plot_feasible_region",
+    "plot_steps_to_result",
+    "plot_time_to_result",
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _PLOTS:
+        from study.analysis import plots
+
+        return getattr(plots, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    *_PLOTS,
+    "BATCH_SIZE",
+    "COLUMNS",
+    "EXAMPLES",
+    "HP_PREFIX",
+    "INDEX",
+    "LEARNING_RATE",
+    "REPLICAS",
+    "STATE",
+    "STEP",
+    "STRATEGY",
+    "STUDY",
+    "TRAIN_LOSS",
+    "TRAIN_SECONDS",
+    "TRIAL",
+    "TUNER",
+    "LrPowerLawFit",
+    "NoiseScaleFit",
+    "Recommendation",
+    "Regimes",
+    "export_table",
+    "fit_lr_power_law",
+    "fit_noise_scale",
+    "fit_noise_scale_from_trials",
+    "flatten_table",
+    "hp_columns",
+    "index_table",
+    "metric_columns",
+    "read_table",
+    "recommend",
+    "scaling_efficiency",
+    "scaling_regimes",
+    "steps_to_result",
+    "strategy_table",
+    "summarize_trials",
+    "target_holds",
+    "throughput_by_strategy",
+    "to_csv",
+    "to_parquet",
+    "trial_steps_to_target",
+    "validate_table",
+]

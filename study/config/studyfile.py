@@ -1,0 +1,799 @@
+"""Study files: one YAML file per study, validated once into frozen, typed objects.
+
+A study searches jointly over batch size, distribution strategy and learning rate (plus any
+further metaparameters). Each ``(batch_size, strategy)`` pair is a *stratum*; inside each stratum
+the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed to reach
+``target``. A full example (``search_spaces/mnist1d_mlp.yaml`` is close to it)::
+
+    name: mnist1d-mlp                  # required; letters, digits, '_', '.', '-'
+    workload: mnist1d                  # required; a built-in name or module:callable
+    workload_options: {samples: 10000} # optional; passed to the workload as keyword arguments
+    model: mlp                         # optional; the workload's default model if omitted
+    target: "val_accuracy>=0.6"        # required; METRIC OP NUMBER, OP one of < <= > >=
+    budget:                            # required; at least one limit, the others null/omitted
+      max_steps: 5000
+      max_examples: null
+      max_seconds: null
+    eval_every: "geometric:1.05"       # optional; an int N (every N steps) or geometric[:RATIO]
+    optimizer: nesterov                # optional; sgd | momentum | nesterov | adam
+    schedule: constant                 # optional; constant | linear | cosine
+    seed: 0                            # optional; default 0
+    trials_per_stratum: 8              # required; >= 1
+    search_space:                      # required
+      batch_size: [8, 32, 128]         # required; ints >= 1, or {low: 8, high: 4096}:
+                                       #   every power of two in [low, high]
+      learning_rate: {low: 1.0e-3, high: 1.0, scale: log}   # required; low > 0, low < high,
+                                       #   scale log (default) or linear
+      strategy: [default, mirrored:2]  # optional; default [auto]; auto, default, one_device,
+                                       #   mirrored, mirrored:N, multi_worker_mirrored, tpu
+      momentum: {low: 0.8, high: 0.99, scale: linear}       # optional further metaparameters:
+      warmup_steps: {choices: [0, 100]}                     #   {low, high, scale} or {choices}
+    tuner:                             # optional
+      sampler: tpe                     # Optuna: tpe | random | qmc | grid (default tpe)
+      oracle: bayesian                 # KerasTuner: random | bayesian | hyperband (default bayesian)
+      pruning: true                    # default true
+      max_consecutive_failures: 5      # default 5; >= 1
+
+Further metaparameters are the ones `TrialSpec` understands: ``momentum``, ``beta1``, ``beta2``,
+``epsilon``, ``weight_decay``, ``end_factor`` (floats), ``warmup_steps``, ``decay_steps``
+(integers: integer bounds and choices) and ``schedule``, ``optimizer`` (``choices`` only; they
+override the fixed ``schedule`` / ``optimizer``). To hold one fixed, give a single choice, e.g.
+``momentum: {choices: [0.9]}``. The learning rate is always a range (it is what each stratum
+tunes); with ``tuner.sampler: grid`` the backend splits each range into grid points.
+Every batch size must be divisible by N for each ``mirrored:N`` strategy.
+
+Numbers: YAML 1.1 reads ``1e-3`` as text; write ``1.0e-3``. Unknown keys anywhere are errors,
+and every error is one `UsageError` line naming the file, the key, the rule and the value.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import enum
+import math
+import re
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+
+from study.config.target import Target
+from study.config.trial import (
+    OPTIMIZERS,
+    SCHEDULES,
+    Budget,
+    EvalCadence,
+    OptimizerSpec,
+    ScheduleSpec,
+    TrialSpec,
+)
+from study.errors import UsageError
+
+__all__ = [
+    "SCHEMA_PATH",
+    "CategoricalParam",
+    "FloatParam",
+    "IntParam",
+    "Oracle",
+    "Param",
+    "Sampler",
+    "SearchSpace",
+    "StudyConfig",
+    "TunerSettings",
+    "load_study_file",
+    "parse_study",
+]
+
+SCHEMA_PATH = Path(__file__).with_name("study.schema.json")
+"""JSON Schema (draft 2020-12) of the format, for editors; the loader checks a few rules more."""
+
+TOP_LEVEL_KEYS = (
+    "name",
+    "workload",
+    "workload_options",
+    "model",
+    "target",
+    "budget",
+    "eval_every",
+    "optimizer",
+    "schedule",
+    "seed",
+    "trials_per_stratum",
+    "search_space",
+    "tuner",
+)
+REQUIRED_KEYS = ("name", "workload", "target", "budget", "trials_per_stratum", "search_space")
+BUDGET_KEYS = ("max_steps", "max_examples", "max_seconds")
+TUNER_KEYS = ("sampler", "oracle", "pruning", "max_consecutive_failures")
+
+# Further metaparameters: kind and the interval each value must lie in (for TrialSpec).
+FLOAT_PARAMS: dict[str, str] = {
+    "momentum": "[0, 1)",
+    "beta1": "[0, 1)",
+    "beta2": "[0, 1)",
+    "epsilon": "> 0",
+    "weight_decay": ">= 0",
+    "end_factor": "[0, 1]",
+}
+INT_PARAMS: dict[str, str] = {"warmup_steps": ">= 0", "decay_steps": ">= 1"}
+CHOICE_PARAMS: dict[str, tuple[str, ...]] = {"schedule": SCHEDULES, "optimizer": OPTIMIZERS}
+SPACE_KEYS = (
+    "batch_size",
+    "learning_rate",
+    "strategy",
+    *FLOAT_PARAMS,
+    *INT_PARAMS,
+    *CHOICE_PARAMS,
+)
+_OPTIMIZER_FIELDS = ("momentum", "beta1", "beta2", "epsilon", "weight_decay")
+_SCHEDULE_FIELDS = ("warmup_steps", "decay_steps", "end_factor")
+_RULES = {
+    "> 0": lambda v: v > 0,
+    ">= 0": lambda v: v >= 0,
+    ">= 1": lambda v: v >= 1,
+    "[0, 1)": lambda v: 0 <= v < 1,
+    "[0, 1]": lambda v: 0 <= v <= 1,
+}
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_WORKLOAD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
+_STRATEGY = re.compile(
+    r"^(auto|default|one_device|mirrored(:[1-9][0-9]*)?|multi_worker_mirrored|tpu)$"
+)
+_GEOMETRIC = re.compile(r"^geometric(:[0-9.eE+-]+)?$")
+
+
+class Sampler(str, enum.Enum):
+    """Optuna sampler used inside each stratum."""
+
+    TPE = "tpe"
+    RANDOM = "random"
+    QMC = "qmc"
+    GRID = "grid"
+
+
+class Oracle(str, enum.Enum):
+    """KerasTuner oracle used inside each stratum."""
+
+    RANDOM = "random"
+    BAYESIAN = "bayesian"
+    HYPERBAND = "hyperband"
+
+
+@dataclass(frozen=True)
+class FloatParam:
+    """A float in ``[low, high]``, sampled uniformly or (``log=True``) log-uniformly."""
+
+    name: str
+    low: float
+    high: float
+    log: bool = False
+
+    def __post_init__(self) -> None:
+        _check_range(self.name, self.low, self.high, self.log)
+
+    def contains(self, value: Any) -> bool:
+        return self.low <= value <= self.high
+
+
+@dataclass(frozen=True)
+class IntParam:
+    """An integer in ``[low, high]`` (both included), uniform or (``log=True``) log-uniform."""
+
+    name: str
+    low: int
+    high: int
+    log: bool = False
+
+    def __post_init__(self) -> None:
+        _check_range(self.name, self.low, self.high, self.log)
+
+    def contains(self, value: Any) -> bool:
+        return self.low <= value <= self.high
+
+
+@dataclass(frozen=True)
+class CategoricalParam:
+    """One of a fixed tuple of values (a single choice holds the parameter fixed)."""
+
+    name: str
+    choices: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        if not self.choices:
+            raise UsageError(f"parameter {self.name!r} needs at least one choice")
+
+    def contains(self, value: Any) -> bool:
+        return value in self.choices
+
+
+Param = FloatParam | IntParam | CategoricalParam
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Backend-neutral search space: stratum coordinates plus the tuned parameters.
+
+    ``batch_sizes`` are sorted ascending; ``params[0]`` is always ``learning_rate``.
+    Example: batch sizes ``(16, 64)`` and strategies ``("default", "mirrored:2")`` give the
+    strata ``[(16, "default"), (16, "mirrored:2"), (64, "default"), (64, "mirrored:2")]``.
+    """
+
+    batch_sizes: tuple[int, ...]
+    strategies: tuple[str, ...]
+    params: tuple[Param, ...]
+
+    def __post_init__(self) -> None:
+        if not self.batch_sizes or not self.strategies:
+            raise UsageError("a search space needs at least one batch size and one strategy")
+        if not self.params or self.params[0].name != "learning_rate":
+            raise UsageError("the first parameter of a search space must be learning_rate")
+
+    def strata(self) -> list[tuple[int, str]]:
+        """Every ``(batch_size, strategy)`` pair, batch size major."""
+        return [(b, s) for b in self.batch_sizes for s in self.strategies]
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def param(self, name: str) -> Param:
+        """The parameter called ``name``; `UsageError` listing the known ones otherwise."""
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise UsageError(
+            f"unknown search-space parameter {name!r}; known: {', '.join(self.param_names)}"
+        )
+
+
+@dataclass(frozen=True)
+class TunerSettings:
+    """How each stratum is searched (Optuna sampler or KerasTuner oracle) and when to give up."""
+
+    sampler: Sampler = Sampler.TPE
+    oracle: Oracle = Oracle.BAYESIAN
+    pruning: bool = True
+    max_consecutive_failures: int = 5
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """A validated study file. Build with `load_study_file` or `parse_study`.
+
+    ``text`` is the file as written and ``raw`` the parsed mapping, kept for archiving next to
+    the results; ``source`` is the path (or label) used in error messages.
+    """
+
+    name: str
+    workload: str
+    target: Target
+    budget: Budget
+    trials_per_stratum: int
+    space: SearchSpace
+    workload_options: Mapping[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    cadence: EvalCadence = field(default_factory=EvalCadence)
+    optimizer: str = "nesterov"
+    schedule: str = "constant"
+    seed: int = 0
+    tuner: TunerSettings = field(default_factory=TunerSettings)
+    source: str = "<memory>"
+    text: str = ""
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_trials(self) -> int:
+        """Number of strata times ``trials_per_stratum``."""
+        return len(self.space.strata()) * self.trials_per_stratum
+
+    def trial_spec(
+        self,
+        batch_size: int,
+        strategy: str,
+        params: Mapping[str, Any],
+        *,
+        seed: int | None = None,
+    ) -> TrialSpec:
+        """The `TrialSpec` for one trial of stratum ``(batch_size, strategy)``.
+
+        ``params`` holds sampled values by name and must include ``learning_rate``; parameters
+        not given keep the study's fixed settings (``optimizer``, ``schedule``) or the
+        `OptimizerSpec` / `ScheduleSpec` defaults. ``batch_size`` and ``strategy`` may also appear
+        in ``params`` (as backends report them) if they agree with the arguments.
+
+        Raises:
+            UsageError: the stratum is not in the space, a parameter is unknown or
+                ``learning_rate`` is missing.
+        """
+        self._check_stratum(batch_size, strategy, params)
+        values = self._typed_params(params)
+        optimizer = OptimizerSpec(
+            name=values.get("optimizer", self.optimizer),
+            learning_rate=values["learning_rate"],
+            **{k: v for k, v in values.items() if k in _OPTIMIZER_FIELDS},
+        )
+        schedule = ScheduleSpec(
+            name=values.get("schedule", self.schedule),
+            **{k: v for k, v in values.items() if k in _SCHEDULE_FIELDS},
+        )
+        return TrialSpec(
+            workload=self.workload,
+            batch_size=batch_size,
+            optimizer=optimizer,
+            target=self.target,
+            model=self.model,
+            workload_options=copy.deepcopy(dict(self.workload_options)),
+            schedule=schedule,
+            budget=self.budget,
+            cadence=self.cadence,
+            strategy=strategy,
+            seed=self.seed if seed is None else seed,
+        )
+
+    def _check_stratum(self, batch_size: int, strategy: str, params: Mapping[str, Any]) -> None:
+        if (batch_size, strategy) not in self.space.strata():
+            raise UsageError(
+                f"{self.source}: stratum (batch_size={batch_size}, strategy={strategy!r}) is not "
+                f"in the study (batch sizes {list(self.space.batch_sizes)}, strategies "
+                f"{list(self.space.strategies)})"
+            )
+        for key, expected in (("batch_size", batch_size), ("strategy", strategy)):
+            if key in params and params[key] != expected:
+                raise UsageError(
+                    f"{self.source}: params[{key!r}] is {params[key]!r} but the stratum has "
+                    f"{key}={expected!r}"
+                )
+
+    def _typed_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        if "learning_rate" not in params:
+            raise UsageError(f"{self.source}: trial params must include 'learning_rate'")
+        values: dict[str, Any] = {}
+        for name, value in params.items():
+            if name in ("batch_size", "strategy"):
+                continue
+            if name not in self.space.param_names:
+                raise UsageError(
+                    f"{self.source}: unknown trial parameter {name!r}; the search space has "
+                    f"{', '.join(self.space.param_names)}"
+                )
+            if name in FLOAT_PARAMS or name == "learning_rate":
+                values[name] = float(value)
+            elif name in INT_PARAMS:
+                values[name] = int(value)
+            else:
+                values[name] = value
+        return values
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_study_file(path: str | Path) -> StudyConfig:
+    """Read and validate a study file.
+
+    Raises:
+        UsageError: the file is missing, is not valid YAML (the message gives the line), or
+            breaks a rule of the format (the message gives the key path and the value).
+    """
+    source = str(path)
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(
+            f"study file {source!r} not found; give the path of a YAML study file "
+            "(the shipped ones are in search_spaces/)"
+        )
+    text = file.read_text(encoding="utf-8")
+    try:
+        mapping = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise UsageError(_yaml_message(source, exc)) from None
+    return parse_study(mapping, source, text=text)
+
+
+def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyConfig:
+    """Validate an already-parsed study mapping; ``source`` names it in error messages.
+
+    Raises:
+        UsageError: as `load_study_file`.
+    """
+    r = _Reader(source)
+    if not isinstance(mapping, Mapping):
+        r.fail(
+            "",
+            f"the top level must be a mapping of keys (name, workload, ...), got {_kind(mapping)}",
+        )
+    r.keys(mapping, "", TOP_LEVEL_KEYS, REQUIRED_KEYS)
+    raw = copy.deepcopy(dict(mapping))
+    return StudyConfig(  # keyword arguments are checked in file order
+        name=r.string(
+            mapping["name"], "name", pattern=_NAME, rule="letters, digits, '_', '.' or '-'"
+        ),
+        workload=r.string(
+            mapping["workload"],
+            "workload",
+            pattern=_WORKLOAD,
+            rule="a workload name (e.g. mnist1d) or module:callable",
+        ),
+        workload_options=_workload_options(r, mapping.get("workload_options")),
+        model=None if mapping.get("model") is None else r.string(mapping["model"], "model"),
+        target=_target(r, mapping["target"]),
+        budget=_budget(r, mapping["budget"]),
+        cadence=_cadence(r, mapping.get("eval_every", "geometric:1.05")),
+        optimizer=r.choice(mapping.get("optimizer", "nesterov"), "optimizer", OPTIMIZERS),
+        schedule=r.choice(mapping.get("schedule", "constant"), "schedule", SCHEDULES),
+        seed=r.integer(mapping.get("seed", 0), "seed", minimum=0),
+        trials_per_stratum=r.integer(
+            mapping["trials_per_stratum"], "trials_per_stratum", minimum=1
+        ),
+        space=_search_space(r, mapping["search_space"]),
+        tuner=_tuner(r, mapping.get("tuner")),
+        source=source,
+        text=yaml.safe_dump(raw, sort_keys=False) if text is None else text,
+        raw=raw,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+
+
+def _target(r: _Reader, value: Any) -> Target:
+    text = r.string(value, "target")
+    return Target.parse(text, option=f"{r.source}: target")
+
+
+def _workload_options(r: _Reader, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    options = r.mapping(value, "workload_options")
+    for key in options:
+        if not isinstance(key, str) or not key.isidentifier():
+            r.fail("workload_options", "keys must be option names (identifiers)", key)
+    return copy.deepcopy(dict(options))
+
+
+def _budget(r: _Reader, value: Any) -> Budget:
+    budget = r.keys(value, "budget", BUDGET_KEYS, ())
+    steps, examples, seconds = (budget.get(k) for k in BUDGET_KEYS)
+    if steps is None and examples is None and seconds is None:
+        r.fail(
+            "budget",
+            "needs at least one of max_steps, max_examples, max_seconds (not null)",
+            dict(budget),
+        )
+    limits: dict[str, Any] = dict.fromkeys(BUDGET_KEYS)
+    for key in ("max_steps", "max_examples"):
+        if budget.get(key) is not None:
+            limits[key] = r.integer(budget[key], f"budget.{key}", minimum=1)
+    if seconds is not None:
+        limits["max_seconds"] = r.number(seconds, "budget.max_seconds", rule="> 0")
+    return Budget(**limits)
+
+
+def _cadence(r: _Reader, value: Any) -> EvalCadence:
+    if isinstance(value, str) and _GEOMETRIC.match(value.strip()):
+        _, _, ratio = value.strip().partition(":")
+        try:
+            number = float(ratio) if ratio else 1.05
+        except ValueError:
+            number = math.nan
+        if not (number > 1 and math.isfinite(number)):
+            r.fail("eval_every", "geometric ratio must be a number > 1", value)
+        return EvalCadence(kind="geometric", ratio=number)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return EvalCadence(kind="fixed", every=r.integer(value, "eval_every", minimum=1))
+    r.fail(
+        "eval_every",
+        "must be a step count >= 1 or 'geometric:RATIO' (e.g. 25 or 'geometric:1.05')",
+        value,
+    )
+
+
+def _tuner(r: _Reader, value: Any) -> TunerSettings:
+    if value is None:
+        return TunerSettings()
+    tuner = r.keys(value, "tuner", TUNER_KEYS, ())
+    pruning = tuner.get("pruning", True)
+    if not isinstance(pruning, bool):
+        r.fail("tuner.pruning", "must be true or false", pruning)
+    return TunerSettings(
+        sampler=Sampler(r.choice(tuner.get("sampler", "tpe"), "tuner.sampler", _values(Sampler))),
+        oracle=Oracle(r.choice(tuner.get("oracle", "bayesian"), "tuner.oracle", _values(Oracle))),
+        pruning=pruning,
+        max_consecutive_failures=r.integer(
+            tuner.get("max_consecutive_failures", 5), "tuner.max_consecutive_failures", minimum=1
+        ),
+    )
+
+
+def _search_space(r: _Reader, value: Any) -> SearchSpace:
+    space = r.keys(value, "search_space", SPACE_KEYS, ("batch_size", "learning_rate"))
+    batch_sizes = _batch_sizes(r, space["batch_size"])
+    strategies = _strategies(r, space.get("strategy", ["auto"]))
+    _check_divisible(r, batch_sizes, strategies)
+    params = [_param(r, name, spec) for name, spec in space.items() if name not in SPACE_KEYS[:3]]
+    return SearchSpace(
+        batch_sizes=batch_sizes,
+        strategies=strategies,
+        params=(_param(r, "learning_rate", space["learning_rate"]), *params),
+    )
+
+
+def _batch_sizes(r: _Reader, value: Any) -> tuple[int, ...]:
+    path = "search_space.batch_size"
+    if isinstance(value, Mapping):
+        bounds = r.keys(value, path, ("low", "high"), ("low", "high"))
+        low = r.integer(bounds["low"], f"{path}.low", minimum=1)
+        high = r.integer(bounds["high"], f"{path}.high", minimum=1)
+        powers = tuple(2**k for k in range(high.bit_length()) if low <= 2**k <= high)
+        if not powers:
+            r.fail(path, "contains no power of two between low and high", dict(bounds))
+        return powers
+    if not isinstance(value, list) or not value:
+        r.fail(path, "must be a non-empty list of ints or {low: L, high: H} (powers of two)", value)
+    sizes = [r.integer(v, f"{path}[{i}]", minimum=1) for i, v in enumerate(value)]
+    _check_unique(r, path, sizes)
+    return tuple(sorted(sizes))
+
+
+def _strategies(r: _Reader, value: Any) -> tuple[str, ...]:
+    path = "search_space.strategy"
+    if not isinstance(value, list) or not value:
+        r.fail(
+            path, "must be a non-empty list of strategy names (e.g. [default, mirrored:2])", value
+        )
+    names = [_check_strategy(r, v, f"{path}[{i}]") for i, v in enumerate(value)]
+    _check_unique(r, path, names)
+    return tuple(names)
+
+
+def _check_strategy(r: _Reader, name: Any, path: str) -> str:
+    if not isinstance(name, str) or not _STRATEGY.match(name):
+        r.fail(
+            path,
+            "unknown strategy; choose from auto, default, one_device, mirrored, mirrored:N "
+            "(N >= 1), multi_worker_mirrored, tpu",
+            name,
+        )
+    return name
+
+
+def _check_divisible(r: _Reader, batch_sizes: Sequence[int], strategies: Sequence[str]) -> None:
+    for strategy in strategies:
+        _, _, count = strategy.partition(":")
+        replicas = int(count) if count else 1
+        for size in batch_sizes:
+            if size % replicas:
+                r.fail(
+                    "search_space.batch_size",
+                    f"must be divisible by {replicas}, the replica count of strategy {strategy!r} "
+                    f"in search_space.strategy; drop {size} or that strategy",
+                    size,
+                )
+
+
+def _param(r: _Reader, name: str, value: Any) -> Param:
+    path = f"search_space.{name}"
+    if name == "learning_rate" and not (isinstance(value, Mapping) and "low" in value):
+        r.fail(path, "must be {low: L, high: H, scale: log|linear} (a range to tune)", value)
+    if isinstance(value, Mapping) and "choices" in value:
+        spec = r.keys(value, path, ("choices",), ("choices",))
+        return _categorical(r, name, spec["choices"])
+    if name in CHOICE_PARAMS:
+        r.fail(path, "must be {choices: [...]}", value)
+    if not isinstance(value, Mapping):
+        r.fail(path, "must be {low: L, high: H, scale: log|linear} or {choices: [...]}", value)
+    spec = r.keys(value, path, ("low", "high", "scale"), ("low", "high"))
+    scale = r.choice(spec.get("scale", "log"), f"{path}.scale", ("log", "linear"))
+    is_int = name in INT_PARAMS
+    read = r.integer if is_int else r.number
+    low = read(spec["low"], f"{path}.low")
+    high = read(spec["high"], f"{path}.high")
+    _check_bounds(r, name, low, high, log=scale == "log")
+    if is_int:
+        return IntParam(name=name, low=low, high=high, log=scale == "log")
+    return FloatParam(name=name, low=float(low), high=float(high), log=scale == "log")
+
+
+def _check_bounds(r: _Reader, name: str, low: float, high: float, *, log: bool) -> None:
+    path = f"search_space.{name}"
+    rule = _rule_of(name)
+    for key, bound in (("low", low), ("high", high)):
+        if not _RULES[rule](bound):
+            r.fail(f"{path}.{key}", f"must be {_rule_text(rule)}", bound)
+    if not low < high:
+        fix = f"to hold {name} fixed write {{choices: [{low}]}}" if low == high else "swap them"
+        if name == "learning_rate" and low == high:
+            fix = "give a range: the learning rate is what each stratum tunes"
+        r.fail(f"{path}.low", f"must be < high; {fix}", got=f"low={low}, high={high}")
+    if log and low <= 0:
+        r.fail(f"{path}.low", "must be > 0 with scale log (use scale: linear to include 0)", low)
+
+
+def _categorical(r: _Reader, name: str, choices: Any) -> CategoricalParam:
+    path = f"search_space.{name}.choices"
+    if not isinstance(choices, list) or not choices:
+        r.fail(path, "must be a non-empty list", choices)
+    if name in CHOICE_PARAMS:
+        values = [r.choice(c, f"{path}[{i}]", CHOICE_PARAMS[name]) for i, c in enumerate(choices)]
+    else:
+        is_int = name in INT_PARAMS
+        read = r.integer if is_int else r.number
+        values = [read(c, f"{path}[{i}]", rule=_rule_of(name)) for i, c in enumerate(choices)]
+        values = [int(v) if is_int else float(v) for v in values]
+    _check_unique(r, path, values)
+    return CategoricalParam(name=name, choices=tuple(values))
+
+
+def _rule_of(name: str) -> str:
+    if name == "learning_rate":
+        return "> 0"
+    return FLOAT_PARAMS.get(name) or INT_PARAMS[name]
+
+
+def _rule_text(rule: str) -> str:
+    return f"in {rule}" if rule.startswith("[") else rule
+
+
+def _check_unique(r: _Reader, path: str, values: Sequence[Any]) -> None:
+    seen: list[Any] = []
+    for value in values:
+        if value in seen:
+            r.fail(path, "lists a value twice", value)
+        seen.append(value)
+
+
+def _check_range(name: str, low: float, high: float, log: bool) -> None:
+    if not low < high:
+        raise UsageError(f"parameter {name!r}: low must be < high (low={low}, high={high})")
+    if log and low <= 0:
+        raise UsageError(f"parameter {name!r}: log scale needs low > 0 (got {low})")
+
+
+def _values(enum_cls: type[enum.Enum]) -> tuple[str, ...]:
+    return tuple(member.value for member in enum_cls)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading helpers: every failure is one line naming the file, the key path, the rule, the value.
+
+
+class _Reader:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, path: str, rule: str, value: Any = ..., *, got: str | None = None) -> NoReturn:
+        """Raise ``SOURCE: PATH RULE (got VALUE)``; ``got`` replaces the shown value."""
+        where = f"{path} " if path else ""
+        if got is None and value is not ...:
+            got = _show(value)
+        tail = f" (got {got})" if got is not None else ""
+        raise UsageError(f"{self.source}: {where}{rule}{tail}")
+
+    def mapping(self, value: Any, path: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            self.fail(path, "must be a mapping", value)
+        return value
+
+    def keys(
+        self, value: Any, path: str, known: Sequence[str], required: Sequence[str]
+    ) -> Mapping[str, Any]:
+        """Check ``value`` is a mapping with only ``known`` keys and all ``required`` ones."""
+        where = f"in {path}" if path else "at top level"
+        mapping = self.mapping(value, path) if path else value
+        for key in mapping:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise UsageError(
+                    f"{self.source}: unknown key {key!r} {where} ({hint}known: {', '.join(known)})"
+                )
+        for key in required:
+            if mapping.get(key) is None:
+                raise UsageError(f"{self.source}: missing required key {key!r} {where}")
+        return mapping
+
+    def string(
+        self, value: Any, path: str, *, pattern: re.Pattern[str] | None = None, rule: str = ""
+    ) -> str:
+        if not isinstance(value, str) or not value.strip():
+            self.fail(path, "must be a non-empty string", value)
+        if pattern is not None and not pattern.match(value):
+            self.fail(path, f"must be {rule}", value)
+        return value
+
+    def choice(self, value: Any, path: str, choices: Sequence[str]) -> str:
+        if value not in choices:
+            self.fail(path, f"must be one of {', '.join(choices)}", value)
+        return value
+
+    def integer(self, value: Any, path: str, *, minimum: int | None = None, rule: str = "") -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            hint = (
+                "; write a whole number without a decimal point" if isinstance(value, float) else ""
+            )
+            self.fail(path, f"must be an integer{hint}", value)
+        if minimum is not None and value < minimum:
+            self.fail(path, f"must be >= {minimum}", value)
+        if rule and not _RULES[rule](value):
+            self.fail(path, f"must be {_rule_text(rule)}", value)
+        return value
+
+    def number(self, value: Any, path: str, *, rule: str = "") -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            hint = ""
+            if isinstance(value, str) and _looks_numeric(value):
+                hint = f"; YAML reads {value} as text, write it with a decimal point (e.g. 1.0e-3)"
+            self.fail(path, f"must be a number{hint}", value)
+        if not math.isfinite(value):
+            self.fail(path, "must be finite", value)
+        if rule and not _RULES[rule](value):
+            self.fail(path, f"must be {_rule_text(rule)}", value)
+        return value
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
+    if value is None:
+        return "null"
+    return repr(value).replace("\n", " ")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "an empty document"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {_show(value)}"
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A safe loader that rejects duplicate keys (PyYAML keeps the last one silently)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    loader.flatten_mapping(node)
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, Hashable):
+            continue  # construct_mapping reports unhashable keys
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _yaml_message(source: str, exc: yaml.YAMLError) -> str:
+    """``SOURCE: line L, column C: invalid YAML: PROBLEM (CONTEXT at line L0)`` on one line."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context and context_mark is not None and mark is not None and context_mark.line != mark.line:
+        problem = f"{problem} ({context} at line {context_mark.line + 1})"
+    problem = " ".join(str(problem).split())
+    return f"{source}: {where}invalid YAML: {problem}"

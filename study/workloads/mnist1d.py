@@ -1,0 +1,148 @@
+"""MNIST-1D (Greydanus 2020), generated locally and cached as ``.npz``; never downloaded.
+
+The cache lives in ``$STUDY_CACHE_DIR`` or ``~/.cache/study``, one file per (samples, seed),
+written atomically so that concurrent trial workers can share it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+import warnings
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from study.workloads import int_option
+from study.workloads.base import Dataset, Workload
+
+if TYPE_CHECKING:  # pragma: no cover
+    import keras
+
+_CACHE_VERSION = 1  # bump when the generation changes, so old cache files are not reused
+_KEYS = ("x", "y", "x_test", "y_test")
+
+
+def cache_dir() -> Path:
+    """``$STUDY_CACHE_DIR`` if set, else ``~/.cache/study``."""
+    configured = os.environ.get("STUDY_CACHE_DIR")
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "study"
+
+
+class Mnist1DWorkload(Workload):
+    """MNIST-1D: 40-long signals, 10 classes, 80/20 split; options ``samples`` and ``seed``.
+
+    Example: ``Mnist1DWorkload(samples=10000)`` gives 8,000 training and 2,000 validation examples.
+    """
+
+    name: ClassVar[str] = "mnist1d"
+    models: ClassVar[tuple[str, ...]] = ("mlp", "cnn")
+    default_target: ClassVar[str] = "val_accuracy>=0.6"
+
+    def __init__(self, *, samples: int = 10_000, seed: int = 42) -> None:
+        super().__init__()
+        self._options = {
+            "samples": int_option("samples", samples, minimum=100),
+            "seed": int_option("seed", seed, minimum=0),
+        }
+
+    @property
+    def cache_path(self) -> Path:
+        """The ``.npz`` file holding this configuration's arrays."""
+        o = self._options
+        return cache_dir() / f"mnist1d-v{_CACHE_VERSION}-samples{o['samples']}-seed{o['seed']}.npz"
+
+    def load(self) -> Dataset:
+        """Read the cached arrays, or generate and cache them."""
+        arrays = _read_cache(self.cache_path)
+        if arrays is None:
+            arrays = _generate(self._options["samples"], self._options["seed"])
+            _write_cache(self.cache_path, arrays)
+        return Dataset(
+            x_train=arrays["x"].astype(np.float32, copy=False),
+            y_train=arrays["y"].astype(np.int32, copy=False),
+            x_val=arrays["x_test"].astype(np.float32, copy=False),
+            y_val=arrays["y_test"].astype(np.int32, copy=False),
+            num_classes=10,
+        )
+
+    def build_model(self, model: str, data: Dataset) -> keras.Model:
+        """``mlp``: Dense(100, relu) x 2 -> Dense(10); ``cnn``: 3 x Conv1D(25, 5, stride 2) -> Dense(10)."""
+        import keras
+
+        model = self.check_model(model)
+        if model == "mlp":
+            body = [
+                keras.layers.Dense(100, activation="relu"),
+                keras.layers.Dense(100, activation="relu"),
+            ]
+        else:
+            conv = {"kernel_size": 5, "strides": 2, "padding": "same", "activation": "relu"}
+            body = [
+                keras.layers.Reshape((data.input_shape[0], 1)),
+                keras.layers.Conv1D(25, **conv),
+                keras.layers.Conv1D(25, **conv),
+                keras.layers.Conv1D(25, **conv),
+                keras.layers.Flatten(),
+            ]
+        return keras.Sequential(
+            [keras.Input(shape=data.input_shape), *body, keras.layers.Dense(data.num_classes)],
+            name=f"mnist1d_{model}",
+        )
+
+
+def _generate(samples: int, seed: int) -> dict[str, np.ndarray]:
+    """Run ``mnist1d.data.make_dataset`` (it reseeds the global RNGs; their state is restored)."""
+    from mnist1d.data import get_dataset_args, make_dataset
+
+    args = get_dataset_args()
+    args.num_samples = samples
+    args.seed = seed
+    np_state, py_state = np.random.get_state(), random.getstate()
+    try:
+        data = make_dataset(args)
+    finally:
+        np.random.set_state(np_state)
+        random.setstate(py_state)
+    return {
+        "x": np.asarray(data["x"], dtype=np.float32),
+        "y": np.asarray(data["y"], dtype=np.int32),
+        "x_test": np.asarray(data["x_test"], dtype=np.float32),
+        "y_test": np.asarray(data["y_test"], dtype=np.int32),
+    }
+
+
+def _read_cache(path: Path) -> dict[str, np.ndarray] | None:
+    """The cached arrays, or None if the file is missing or unreadable (it is then rebuilt)."""
+    try:
+        with np.load(path) as npz:
+            return {key: npz[key] for key in _KEYS}
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        warnings.warn(f"ignoring unreadable MNIST-1D cache {path}; regenerating", stacklevel=3)
+        return None
+
+
+def _write_cache(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write ``path`` atomically (temp file + ``os.replace``); a failure only costs a warning."""
+    tmp_name = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            dir=path.parent, prefix=path.stem + ".", suffix=".tmp", delete=False
+        ) as tmp:
+            tmp_name = tmp.name
+            np.savez(tmp, **arrays)
+        os.replace(tmp_name, path)
+    except OSError as exc:
+        warnings.warn(
+            f"could not cache MNIST-1D in {path.parent} ({exc}); set STUDY_CACHE_DIR to a "
+            "writable directory to avoid regenerating it",
+            stacklevel=3,
+        )
+        if tmp_name is not None and os.path.exists(tmp_name):
+            os.unlink(tmp_name)
