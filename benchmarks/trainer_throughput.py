@@ -26,7 +26,6 @@ STRATEGIES = ("default", "mirrored:2")
 
 def measure(strategy_name: str, steps: int, repeats: int) -> dict:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import numpy as np
     import tensorflow as tf
 
     from study.strategies import build_strategy, configure_devices, probe_host, resolve
@@ -59,11 +58,13 @@ def measure(strategy_name: str, steps: int, repeats: int) -> dict:
         trainer = []
         for _ in range(repeats):
             keras.backend.clear_session()
-            result = train(spec, data, lambda: workload.build_model("mlp", data), strategy, resolved)
+            result = train(
+                spec, data, lambda: workload.build_model("mlp", data), strategy, resolved
+            )
             trainer.append(result.train_seconds / result.steps_run)
 
         # (b) hand-written multi-step tf.function with strategy.run inside.
-        def hand_written() -> float:
+        def hand_written(batch: int = batch) -> float:
             keras.backend.clear_session()
             keras.utils.set_random_seed(0)
             with strategy.scope():
@@ -80,7 +81,7 @@ def measure(strategy_name: str, steps: int, repeats: int) -> dict:
             )
             iterator = iter(strategy.experimental_distribute_dataset(ds))
 
-            def step_fn(xb, yb):
+            def step_fn(xb, yb, batch=batch):
                 with tf.GradientTape() as tape:
                     loss = tf.reduce_sum(loss_fn(yb, model(xb, training=True))) / batch
                 grads = tape.gradient(loss, model.trainable_variables)
@@ -101,7 +102,7 @@ def measure(strategy_name: str, steps: int, repeats: int) -> dict:
         loop = [hand_written() for _ in range(repeats)]
 
         # (c) Model.fit with default settings.
-        def fit() -> float:
+        def fit(batch: int = batch) -> float:
             keras.backend.clear_session()
             with strategy.scope():
                 model = workload.build_model("mlp", data)
@@ -136,11 +137,24 @@ def main() -> None:
     if args.worker:
         print(json.dumps(measure(args.worker, args.steps, args.repeats)))
         return
-    print(f"MNIST-1D MLP, {args.steps} steps, best of {args.repeats}; microseconds per training step")
-    print(f"{'strategy':<12}{'batch':>6}{'(a) trainer':>13}{'(b) loop':>10}{'(c) fit':>10}{'a/b':>7}{'c/a':>7}")
+    print(
+        f"MNIST-1D MLP, {args.steps} steps, best of {args.repeats}; microseconds per training step"
+    )
+    print(
+        f"{'strategy':<12}{'batch':>6}{'(a) trainer':>13}{'(b) loop':>10}{'(c) fit':>10}{'a/b':>7}{'c/a':>7}"
+    )
     for name in STRATEGIES:
         proc = subprocess.run(
-            [sys.executable, __file__, "--worker", name, "--steps", str(args.steps), "--repeats", str(args.repeats)],
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                name,
+                "--steps",
+                str(args.steps),
+                "--repeats",
+                str(args.repeats),
+            ],
             capture_output=True,
             text=True,
             check=True,

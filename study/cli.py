@@ -33,37 +33,74 @@ def _add_train(sub: Any) -> None:
         "the run to MLflow.",
     )
     w = p.add_argument_group("workload")
-    w.add_argument("--workload", default="mnist1d", help="tabular, mnist1d, digits, csv, or module:callable (default: mnist1d)")
+    w.add_argument(
+        "--workload",
+        default="mnist1d",
+        help="tabular, mnist1d, digits, csv, or module:callable (default: mnist1d)",
+    )
     w.add_argument("--model", help="model of the workload (default: the workload's first)")
     w.add_argument("--samples", type=int, help="mnist1d: number of generated samples")
     w.add_argument("--csv", metavar="FILE", help="csv workload: the CSV file")
     w.add_argument("--label", metavar="COLUMN", help="csv workload: the label column")
-    w.add_argument("--text-column", metavar="COLUMN", help="csv workload: a text column to tokenise")
-    w.add_argument("--workload-option", action="append", default=[], metavar="KEY=VALUE", help="any other workload option (repeatable)")
+    w.add_argument(
+        "--text-column", metavar="COLUMN", help="csv workload: a text column to tokenise"
+    )
+    w.add_argument(
+        "--workload-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other workload option (repeatable)",
+    )
     o = p.add_argument_group("optimizer and schedule")
     o.add_argument("--batch-size", type=int, default=128, help="global batch size (default: 128)")
     o.add_argument("--lr", type=float, default=0.05, help="learning rate (default: 0.05)")
-    o.add_argument("--optimizer", default="nesterov", help="sgd, momentum, nesterov or adam (default: nesterov)")
-    o.add_argument("--momentum", type=float, default=0.9, help="momentum for momentum/nesterov (default: 0.9)")
+    o.add_argument(
+        "--optimizer",
+        default="nesterov",
+        help="sgd, momentum, nesterov or adam (default: nesterov)",
+    )
+    o.add_argument(
+        "--momentum", type=float, default=0.9, help="momentum for momentum/nesterov (default: 0.9)"
+    )
     o.add_argument("--beta1", type=float, default=0.9, help="Adam beta1")
     o.add_argument("--beta2", type=float, default=0.999, help="Adam beta2")
     o.add_argument("--epsilon", type=float, default=1e-7, help="Adam epsilon")
     o.add_argument("--weight-decay", type=float, default=0.0, help="decoupled weight decay")
-    o.add_argument("--schedule", default="constant", help="constant, linear or cosine (default: constant)")
+    o.add_argument(
+        "--schedule", default="constant", help="constant, linear or cosine (default: constant)"
+    )
     o.add_argument("--warmup", type=int, default=0, metavar="STEPS", help="linear warmup steps")
     o.add_argument("--decay-steps", type=int, help="decay horizon (default: until the step budget)")
-    o.add_argument("--end-factor", type=float, default=0.0, help="final rate as a fraction of the base rate")
+    o.add_argument(
+        "--end-factor", type=float, default=0.0, help="final rate as a fraction of the base rate"
+    )
     t = p.add_argument_group("target, budget and evaluation")
-    t.add_argument("--target", help="e.g. 'val_accuracy>=0.6' or 'val_loss<=0.3' (default: the workload's)")
+    t.add_argument(
+        "--target", help="e.g. 'val_accuracy>=0.6' or 'val_loss<=0.3' (default: the workload's)"
+    )
     t.add_argument("--max-steps", type=int, help="step budget (default: 10000 if no other budget)")
     t.add_argument("--max-examples", type=int, help="example budget")
     t.add_argument("--max-seconds", type=float, help="training-time budget in seconds")
-    t.add_argument("--eval-every", default="geometric:1.05", help="N steps, or geometric:RATIO (default: geometric:1.05)")
+    t.add_argument(
+        "--eval-every",
+        default="geometric:1.05",
+        help="N steps, or geometric:RATIO (default: geometric:1.05)",
+    )
     t.add_argument("--seed", type=int, default=0)
     r = p.add_argument_group("distribution and tracking")
-    r.add_argument("--strategy", default="auto", help="auto, default, one_device, mirrored:N, multi_worker_mirrored, tpu (default: auto)")
-    r.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db)")
-    r.add_argument("--experiment", default="study-train", help="MLflow experiment (default: study-train)")
+    r.add_argument(
+        "--strategy",
+        default="auto",
+        help="auto, default, one_device, mirrored:N, multi_worker_mirrored, tpu (default: auto)",
+    )
+    r.add_argument(
+        "--tracking-uri",
+        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db)",
+    )
+    r.add_argument(
+        "--experiment", default="study-train", help="MLflow experiment (default: study-train)"
+    )
     r.add_argument("--no-track", action="store_true", help="do not log to MLflow")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=_lazy("study.commands.train", "main"))
@@ -92,24 +129,47 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_storage(p: argparse.ArgumentParser, tracking: bool = False) -> None:
-    p.add_argument("--storage", metavar="URL", help="Optuna storage: an RDB URL (postgresql://, mysql://, sqlite:///) or a journal file (default: mlruns/optuna.journal)")
+    p.add_argument(
+        "--storage",
+        metavar="URL",
+        help="Optuna storage: an RDB URL (postgresql://, mysql://, sqlite:///) or a journal file (default: mlruns/optuna.journal)",
+    )
     if tracking:
-        p.add_argument("--tracking-uri", metavar="URL", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db)")
+        p.add_argument(
+            "--tracking-uri",
+            metavar="URL",
+            help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db)",
+        )
 
 
 def _add_run_options(p: argparse.ArgumentParser, default_tuner: str | None) -> None:
-    p.add_argument("--tuner", choices=("optuna", "keras-tuner", "both"), default=default_tuner, help="search backend(s) (default: both; resume: as first run)")
-    p.add_argument("--trials", type=int, help="total trial budget (default: trials_per_stratum x strata)")
+    p.add_argument(
+        "--tuner",
+        choices=("optuna", "keras-tuner", "both"),
+        default=default_tuner,
+        help="search backend(s) (default: both; resume: as first run)",
+    )
+    p.add_argument(
+        "--trials", type=int, help="total trial budget (default: trials_per_stratum x strata)"
+    )
     p.add_argument("--workers", type=int, default=1, help="trials run at once (default: 1)")
     _add_storage(p, tracking=True)
 
 
 def _add_run(sub: Any) -> None:
-    p = sub.add_parser("run", help="run (or continue) a scaling study from a study file", description="Run a study file: every (batch size, strategy) stratum gets its trials; Optuna and KerasTuner search the learning rate and other metaparameters; every trial is logged to MLflow. Running it again continues where it stopped.")
+    p = sub.add_parser(
+        "run",
+        help="run (or continue) a scaling study from a study file",
+        description="Run a study file: every (batch size, strategy) stratum gets its trials; Optuna and KerasTuner search the learning rate and other metaparameters; every trial is logged to MLflow. Running it again continues where it stopped.",
+    )
     p.add_argument("file", help="a study file, e.g. search_spaces/quickstart.yaml")
     _add_run_options(p, "both")
     p.set_defaults(handler=_lazy("study.commands.run", "main"))
-    p = sub.add_parser("resume", help="continue an interrupted study by name", description="Continue a study from its ledger (the study file is stored there).")
+    p = sub.add_parser(
+        "resume",
+        help="continue an interrupted study by name",
+        description="Continue a study from its ledger (the study file is stored there).",
+    )
     p.add_argument("name")
     _add_run_options(p, None)
     p.set_defaults(handler=_lazy("study.commands.run", "resume"))
@@ -120,14 +180,18 @@ def _add_inspect(sub: Any) -> None:
     _add_storage(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=_lazy("study.commands.studies", "ls"))
-    p = sub.add_parser("status", help="per-stratum table: trials, best steps to target, its learning rate")
+    p = sub.add_parser(
+        "status", help="per-stratum table: trials, best steps to target, its learning rate"
+    )
     p.add_argument("name")
     _add_storage(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=_lazy("study.commands.studies", "status"))
     p = sub.add_parser("ui", help="start the MLflow UI on the study store (127.0.0.1)")
     p.add_argument("--port", type=int, default=5000)
-    p.add_argument("--tracking-uri", metavar="URL", help="MLflow tracking URI (default: the study store)")
+    p.add_argument(
+        "--tracking-uri", metavar="URL", help="MLflow tracking URI (default: the study store)"
+    )
     p.set_defaults(handler=_lazy("study.commands.ui", "main"))
 
 

@@ -55,8 +55,10 @@ def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
     if url and "://" in url:
         try:
             return optuna.storages.RDBStorage(url, heartbeat_interval=60, grace_period=180)
-        except Exception as exc:  # noqa: BLE001 - report any driver/URL error as bad input
-            raise UsageError(f"--storage: cannot open {url!r}: {str(exc).splitlines()[0]}") from None
+        except Exception as exc:
+            raise UsageError(
+                f"--storage: cannot open {url!r}: {str(exc).splitlines()[0]}"
+            ) from None
     path = Path(url) if url else store_root() / "optuna.journal"
     path.parent.mkdir(parents=True, exist_ok=True)
     from optuna.storages.journal import JournalFileBackend, JournalStorage
@@ -94,7 +96,9 @@ def _process_start(pid: int) -> str:
         return "?"
 
 
-def score(result: TrialResult, step_limit: int, maximize: bool, threshold: float, metric: str) -> float:
+def score(
+    result: TrialResult, step_limit: int, maximize: bool, threshold: float, metric: str
+) -> float:
     """The objective a tuner minimises: steps to target, or a penalty that ranks below them.
 
     Reached: its steps. Not reached or pruned: ``2 * limit * (1 + shortfall)`` with the final
@@ -141,7 +145,9 @@ class Ledger:
         self.storage.set_study_user_attr(sid, key, value)
 
     # -- strata ---------------------------------------------------------------------------
-    def stratum_study(self, stratum: Stratum, sampler: optuna.samplers.BaseSampler | None = None) -> optuna.Study:
+    def stratum_study(
+        self, stratum: Stratum, sampler: optuna.samplers.BaseSampler | None = None
+    ) -> optuna.Study:
         study = optuna.create_study(
             storage=self.storage,
             study_name=stratum.study_name(self.name),
@@ -199,8 +205,10 @@ class Ledger:
         for stratum in strata:
             for t in self.trials(stratum):
                 owner = t.user_attrs.get("owner")
-                fresh = owner is None and t.datetime_start and (
-                    time.time() - t.datetime_start.timestamp() < 60
+                fresh = (
+                    owner is None
+                    and t.datetime_start
+                    and (time.time() - t.datetime_start.timestamp() < 60)
                 )
                 if t.state is OptunaState.RUNNING and not fresh and not owner_alive(owner):
                     self.storage.set_trial_user_attr(t._trial_id, "status", "interrupted")

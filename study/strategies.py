@@ -217,7 +217,9 @@ def build_strategy(tf: Any, resolved: ResolvedStrategy) -> Any:
     if kind is StrategyKind.ONE_DEVICE:
         return tf.distribute.OneDeviceStrategy(resolved.devices[0])
     if kind is StrategyKind.MIRRORED:
-        available = {d.name.lower().replace("/device:", "/") for d in tf.config.list_logical_devices()}
+        available = {
+            d.name.lower().replace("/device:", "/") for d in tf.config.list_logical_devices()
+        }
         missing = [d for d in resolved.devices if not any(a.endswith(d[1:]) for a in available)]
         if missing:
             raise InfeasibleError(

@@ -82,7 +82,9 @@ def test_infeasible_strategies_name_strategy_and_detection():
 
 
 def test_multi_worker_replicas_from_tf_config():
-    env = {"TF_CONFIG": '{"cluster": {"worker": ["a:1", "b:1", "c:1"]}, "task": {"type": "worker", "index": 0}}'}
+    env = {
+        "TF_CONFIG": '{"cluster": {"worker": ["a:1", "b:1", "c:1"]}, "task": {"type": "worker", "index": 0}}'
+    }
     assert tf_config_workers(env) == 3
     assert tf_config_workers({}) == 1
     assert tf_config_workers({"TF_CONFIG": "not json"}) == 1

@@ -7,7 +7,7 @@ import argparse
 from study.errors import UsageError
 
 
-def options(args: argparse.Namespace):  # noqa: ANN201 - RunOptions, imported lazily
+def options(args: argparse.Namespace):
     from study.runner.engine import RunOptions
 
     return RunOptions(
@@ -27,10 +27,10 @@ def main(args: argparse.Namespace) -> int:
 
 
 def resume(args: argparse.Namespace) -> int:
+    import yaml
+
     from study.config.studyfile import parse_study
     from study.ledger import Ledger, open_storage
-
-    import yaml
 
     attrs = Ledger(open_storage(args.storage), args.name).root_attrs()
     if not attrs.get("config_text"):
@@ -44,7 +44,7 @@ def resume(args: argparse.Namespace) -> int:
     return _run(config, args)
 
 
-def _run(config, args: argparse.Namespace) -> int:  # noqa: ANN001
+def _run(config, args: argparse.Namespace) -> int:
     if getattr(args, "tuner", None) is None:
         args.tuner = "both"
     opts = options(args)

@@ -31,9 +31,15 @@ def study_summary(storage: Any, name: str) -> dict[str, Any]:
             if t.user_attrs.get("status") not in ("interrupted", "discarded")
         ]
         reached = [t for t in trials if t.user_attrs.get("status") == "reached"]
-        best = min(reached, key=lambda t: (t.user_attrs["steps_to_target"], t.params.get("learning_rate", 0)), default=None)
+        best = min(
+            reached,
+            key=lambda t: (t.user_attrs["steps_to_target"], t.params.get("learning_rate", 0)),
+            default=None,
+        )
         running = [
-            t for t in trials if t.state is OptunaState.RUNNING and owner_alive(t.user_attrs.get("owner"))
+            t
+            for t in trials
+            if t.state is OptunaState.RUNNING and owner_alive(t.user_attrs.get("owner"))
         ]
         counts: dict[str, int] = {}
         for t in trials:
@@ -60,7 +66,14 @@ def study_summary(storage: Any, name: str) -> dict[str, Any]:
     state = "running" if running else ("complete" if total and done >= total else "incomplete")
     if attrs.get("kind") == "imported":
         state = "imported"
-    return {"study": name, "state": state, "trials_done": done, "trials_total": total or done, "running": running, "strata": strata}
+    return {
+        "study": name,
+        "state": state,
+        "trials_done": done,
+        "trials_total": total or done,
+        "running": running,
+        "strata": strata,
+    }
 
 
 def ls(args: argparse.Namespace) -> int:
@@ -76,7 +89,9 @@ def ls(args: argparse.Namespace) -> int:
         return 0
     print(f"{'study':<32}{'trials':>12}{'strata':>8}  state")
     for r in rows:
-        print(f"{r['study']:<32}{r['trials_done']:>6}/{r['trials_total']:<5}{len(r['strata']):>8}  {r['state']}")
+        print(
+            f"{r['study']:<32}{r['trials_done']:>6}/{r['trials_total']:<5}{len(r['strata']):>8}  {r['state']}"
+        )
     return 0
 
 
@@ -87,8 +102,12 @@ def status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print(f"study {summary['study']}: {summary['trials_done']}/{summary['trials_total']} trials, {summary['state']}")
-    print(f"{'stratum':<26}{'trials':>7}{'reached':>9}{'pruned':>8}{'diverged':>10}{'best steps':>12}{'best lr':>10}  tuner")
+    print(
+        f"study {summary['study']}: {summary['trials_done']}/{summary['trials_total']} trials, {summary['state']}"
+    )
+    print(
+        f"{'stratum':<26}{'trials':>7}{'reached':>9}{'pruned':>8}{'diverged':>10}{'best steps':>12}{'best lr':>10}  tuner"
+    )
     for r in summary["strata"]:
         c = r["statuses"]
         best = r["best_steps"]

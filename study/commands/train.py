@@ -95,7 +95,9 @@ def main(args: argparse.Namespace) -> int:
 
         logger = MlflowLogger(tracking_uri(args.tracking_uri))
         experiment = logger.experiment_id(args.experiment)
-        run_id = logger.start_run(experiment, f"{spec.workload}-b{spec.batch_size}-lr{spec.learning_rate:g}")
+        run_id = logger.start_run(
+            experiment, f"{spec.workload}-b{spec.batch_size}-lr{spec.learning_rate:g}"
+        )
     try:
         with WorkerPool(1) as pool:
             result = pool.run(spec)
@@ -144,7 +146,9 @@ def _print(spec: TrialSpec, result: TrialResult, run_id: str | None, as_json: bo
     elif result.curve:
         last = result.curve[-1]
         value = last.metrics.get(spec.target.metric, math.nan)
-        print(f"  target {spec.target} not met; {spec.target.metric}={value:.4f} at step {last.step}")
+        print(
+            f"  target {spec.target} not met; {spec.target.metric}={value:.4f} at step {last.step}"
+        )
     print(
         f"  {result.steps_run} steps in {result.train_seconds:.2f} s: "
         f"{result.steps_per_second:.1f} steps/s, {result.examples_per_second:.0f} examples/s"

@@ -12,7 +12,18 @@ from study.tracking.store import artifact_root, tracking_uri
 
 def command(uri: str, port: int, host: str = "127.0.0.1") -> list[str]:
     """The ``mlflow ui`` command line for a tracking URI."""
-    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "ui",
+        "--backend-store-uri",
+        uri,
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
     artifacts = artifact_root(uri)
     if artifacts:
         cmd += ["--default-artifact-root", artifacts]

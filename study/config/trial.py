@@ -83,7 +83,9 @@ class Budget:
 
     def __post_init__(self) -> None:
         if self.max_steps is None and self.max_examples is None and self.max_seconds is None:
-            raise UsageError("budget: give at least one of --max-steps, --max-examples, --max-seconds")
+            raise UsageError(
+                "budget: give at least one of --max-steps, --max-examples, --max-seconds"
+            )
         for name, value in (("--max-steps", self.max_steps), ("--max-examples", self.max_examples)):
             if value is not None and value < 1:
                 raise UsageError(f"{name} must be >= 1 (got {value})")
@@ -125,10 +127,7 @@ class EvalCadence:
         raw = str(text).strip()
         kind, _, ratio = raw.partition(":")
         try:
-            if kind == "geometric":
-                value = float(ratio) if ratio else 1.05
-            else:
-                value = int(raw)
+            value = (float(ratio) if ratio else 1.05) if kind == "geometric" else int(raw)
         except ValueError:
             raise UsageError(
                 f"{option}: cannot parse {raw!r}; use a step count (e.g. 25) or geometric:RATIO "
@@ -185,8 +184,18 @@ class TrialSpec:
             "target": str(self.target),
             "eval_cadence": str(self.cadence),
         }
-        params.update({f"optimizer.{k}" if k != "name" else "optimizer": v for k, v in asdict(self.optimizer).items()})
-        params.update({f"schedule.{k}" if k != "name" else "schedule": v for k, v in asdict(self.schedule).items()})
+        params.update(
+            {
+                f"optimizer.{k}" if k != "name" else "optimizer": v
+                for k, v in asdict(self.optimizer).items()
+            }
+        )
+        params.update(
+            {
+                f"schedule.{k}" if k != "name" else "schedule": v
+                for k, v in asdict(self.schedule).items()
+            }
+        )
         params.update({f"budget.{k}": v for k, v in asdict(self.budget).items()})
         params.update({f"workload.{k}": v for k, v in self.workload_options.items()})
         return {k: v for k, v in params.items() if v is not None}

@@ -60,7 +60,9 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         if self.tuner not in TUNERS:
-            raise UsageError(f"--tuner: unknown tuner {self.tuner!r}; choose from {', '.join(TUNERS)}")
+            raise UsageError(
+                f"--tuner: unknown tuner {self.tuner!r}; choose from {', '.join(TUNERS)}"
+            )
         if self.trials is not None and self.trials < 1:
             raise UsageError(f"--trials must be >= 1 (got {self.trials})")
         if self.workers < 1:
@@ -82,7 +84,17 @@ def budgets(strata: list[Stratum], total: int) -> dict[Stratum, int]:
 def environment_info() -> dict[str, Any]:
     """Package versions and host facts, without importing TensorFlow."""
     packages = {}
-    for name in ("study", "tensorflow", "tensorflow-cpu", "keras", "keras-tuner", "optuna", "mlflow", "numpy", "pandas"):
+    for name in (
+        "study",
+        "tensorflow",
+        "tensorflow-cpu",
+        "keras",
+        "keras-tuner",
+        "optuna",
+        "mlflow",
+        "numpy",
+        "pandas",
+    ):
         try:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -148,7 +160,10 @@ class StudyEngine:
             self.studies[stratum] = self.ledger.stratum_study(stratum, self.optuna.sampler(stratum))
         self.keras_tuner: TunerBackend | None = None
         if self.options.tuner in ("keras-tuner", "both"):
-            from study.tuners.keras_tuner_backend import KerasTunerBackend
+            from study.runner.worker import quiet_stderr
+
+            with quiet_stderr():
+                from study.tuners.keras_tuner_backend import KerasTunerBackend
 
             self.keras_tuner = KerasTunerBackend(self.config, self.ledger)
 
@@ -212,7 +227,9 @@ class StudyEngine:
     def _key(self, stratum: Stratum, number: int) -> str:
         return f"{stratum.study_name(self.config.name)}#{number}"
 
-    def _trial_params(self, stratum: Stratum, number: int, attrs: Mapping[str, Any]) -> dict[str, Any]:
+    def _trial_params(
+        self, stratum: Stratum, number: int, attrs: Mapping[str, Any]
+    ) -> dict[str, Any]:
         return {
             "tuner": attrs.get("tuner"),
             "origin": attrs.get("origin"),
@@ -220,7 +237,9 @@ class StudyEngine:
             "stratum": str(stratum),
         }
 
-    def _trial_tags(self, stratum: Stratum, number: int, attrs: Mapping[str, Any]) -> dict[str, str]:
+    def _trial_tags(
+        self, stratum: Stratum, number: int, attrs: Mapping[str, Any]
+    ) -> dict[str, str]:
         return {
             "mlflow.runName": f"{stratum}#{number}",
             "tuner": str(attrs.get("tuner")),
@@ -296,7 +315,9 @@ class StudyEngine:
         attrs["owner"] = trial.user_attrs.get("owner")
         spec = self._spec(stratum, proposal)
         key = self._key(stratum, trial.number)
-        self.tracker.start_trial(key, f"{stratum}#{trial.number}", self._trial_tags(stratum, trial.number, attrs))
+        self.tracker.start_trial(
+            key, f"{stratum}#{trial.number}", self._trial_tags(stratum, trial.number, attrs)
+        )
         self._progress_running(stratum, +1)
         hook = self._pruning_hook(stratum) if self.config.tuner.pruning else None
         limit = spec.budget.step_limit(spec.batch_size) or 10_000
@@ -304,7 +325,11 @@ class StudyEngine:
         def run() -> Outcome:
             result = self.pool.run(spec, hook)
             objective = score(
-                result, limit, self.config.target.maximize, self.config.target.threshold, self.config.target.metric
+                result,
+                limit,
+                self.config.target.maximize,
+                self.config.target.threshold,
+                self.config.target.metric,
             )
             return Outcome(result, objective)
 
@@ -320,8 +345,11 @@ class StudyEngine:
             self.storage.set_trial_user_attr(trial._trial_id, "status", "interrupted")
             study.tell(trial, state=OptunaState.FAIL)
             self.tracker.finish_trial(
-                key, spec, dataclasses.replace(result, state=TrialState.FAILED, error="interrupted"),
-                self._trial_params(stratum, trial.number, attrs), {**self._trial_tags(stratum, trial.number, attrs), "status": "interrupted"},
+                key,
+                spec,
+                dataclasses.replace(result, state=TrialState.FAILED, error="interrupted"),
+                self._trial_params(stratum, trial.number, attrs),
+                {**self._trial_tags(stratum, trial.number, attrs), "status": "interrupted"},
             )
             return
         self.ledger.finish(study, trial, result, outcome.objective, attrs)
@@ -349,7 +377,9 @@ class StudyEngine:
 
         return hook
 
-    def _after(self, stratum: Stratum, number: int, proposal: Proposal, lr: float, result: TrialResult) -> None:
+    def _after(
+        self, stratum: Stratum, number: int, proposal: Proposal, lr: float, result: TrialResult
+    ) -> None:
         if result.state is TrialState.REACHED and result.steps_to_target is not None:
             self._note_best(stratum, result.steps_to_target)
         with self._state_lock:
@@ -391,12 +421,17 @@ class StudyEngine:
             for t in self.ledger.counted(self.ledger.trials(stratum)):
                 if t.user_attrs.get("status") in FINAL:
                     p.done += 1
-                    if t.user_attrs.get("status") == "reached" and t.user_attrs["steps_to_target"] < p.best_steps:
+                    if (
+                        t.user_attrs.get("status") == "reached"
+                        and t.user_attrs["steps_to_target"] < p.best_steps
+                    ):
                         p.best_steps = float(t.user_attrs["steps_to_target"])
                         p.best_lr = t.params.get("learning_rate")
             done += p.done
             strata[str(stratum)] = p
-        self.progress = ProgressState(total=sum(self.budgets.values()), done_before=done, strata=strata)
+        self.progress = ProgressState(
+            total=sum(self.budgets.values()), done_before=done, strata=strata
+        )
 
     # -- the run --------------------------------------------------------------------------
     def run(self) -> int:
@@ -407,7 +442,10 @@ class StudyEngine:
         self._init_progress()
         self.display = ProgressDisplay(self.config.name, self.progress, self.options.live)
         if stale:
-            print(f"marked {len(stale)} interrupted trial(s) failed; their slots run again", flush=True)
+            print(
+                f"marked {len(stale)} interrupted trial(s) failed; their slots run again",
+                flush=True,
+            )
         status = 0
         threads = [
             threading.Thread(target=self._guarded_loop, name=f"study-worker-{i}", daemon=True)
@@ -434,20 +472,26 @@ class StudyEngine:
         if self.failure_message:
             print(f"study {self.config.name}: stopped: {self.failure_message}", file=sys.stderr)
             status = 1
-        run_status = "FINISHED" if complete else ("KILLED" if status == 130 else ("FAILED" if status else None))
+        run_status = (
+            "FINISHED"
+            if complete
+            else ("KILLED" if status == 130 else ("FAILED" if status else None))
+        )
         if run_status:
             self.tracker.end_parent(run_status, self._summary_metrics())
         self.tracker.close()
         print(summarize(self.progress.strata))
         seconds = sum(self._trial_seconds)
-        share = f" ({100 * self.tracker.busy_seconds / seconds:.1f}% of trial time)" if seconds else ""
+        share = (
+            f" ({100 * self.tracker.busy_seconds / seconds:.1f}% of trial time)" if seconds else ""
+        )
         print(f"MLflow logging: {self.tracker.busy_seconds:.2f} s{share}; run `study ui` to browse")
         return status
 
     def _guarded_loop(self) -> None:
         try:
             self._worker_loop()
-        except Exception as exc:  # noqa: BLE001 - report, stop the study, keep finished trials
+        except Exception as exc:
             import traceback
 
             self.failure_message = f"internal error: {type(exc).__name__}: {exc}"

@@ -8,6 +8,7 @@ Thread-safe: the engine runs ``--workers N`` trials at once from N threads.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import threading
 import time
@@ -36,10 +37,8 @@ class _Worker:
         return self.process.is_alive()
 
     def stop(self, timeout: float = 5.0) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.conn.send(("exit", None))
-        except (OSError, ValueError):
-            pass
         self.process.join(timeout)
         if self.process.is_alive():
             self.process.kill()
@@ -107,7 +106,7 @@ class WorkerPool:
         if not parent.poll(_START_TIMEOUT_S):
             process.kill()
             raise WorkerError(f"trainer worker for {key} did not start in {_START_TIMEOUT_S:.0f} s")
-        kind, info = parent.recv()
+        _kind, info = parent.recv()
         if info.get("error"):
             process.join(5)
             raise WorkerError(f"trainer worker for {key} failed to start:\n{info['error']}")

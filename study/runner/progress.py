@@ -85,7 +85,10 @@ class ProgressDisplay:
             else:
                 s = self.state
                 elapsed = format_seconds(time.monotonic() - s.started)
-                print(f"[{s.done}/{s.total} {elapsed} eta {format_seconds(s.eta_seconds())}] {line}", flush=True)
+                print(
+                    f"[{s.done}/{s.total} {elapsed} eta {format_seconds(s.eta_seconds())}] {line}",
+                    flush=True,
+                )
 
     def _render(self) -> Any:
         from rich.table import Table

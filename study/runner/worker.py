@@ -11,10 +11,12 @@ Protocol over a `multiprocessing` pipe (parent -> worker: ``("trial", spec)``, `
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 from study.config.trial import TrialSpec
@@ -33,12 +35,27 @@ def _die_with_parent() -> None:
             pass
 
 
+@contextlib.contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """Hide TensorFlow's C++ start-up chatter (it ignores TF_CPP_MIN_LOG_LEVEL for some lines)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 class _Runtime:
     """TensorFlow, strategies and datasets, created once per worker and reused."""
 
     def __init__(self, logical_cpus: int) -> None:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import tensorflow as tf
+        with quiet_stderr():
+            import tensorflow as tf
 
         from study.strategies import configure_devices, probe_host
 

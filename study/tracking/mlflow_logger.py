@@ -9,6 +9,7 @@ caller adds: tuner, trial number, stratum). Metrics: the whole measurement curve
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections.abc import Mapping
@@ -20,6 +21,9 @@ from mlflow.tracking import MlflowClient
 from study.config.trial import TrialSpec
 from study.results import TrialResult, TrialState
 from study.tracking.store import artifact_root
+
+for _name in ("mlflow", "alembic"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
@@ -96,11 +100,25 @@ class MlflowLogger:
         params["per_replica_batch"] = spec.batch_size // replicas if replicas else None
         params["strategy_resolved"] = env.get("strategy")
         params.update(extra_params or {})
-        self.log_params(run_id, params)
-        self.log_metrics(run_id, curve_metrics(result))
         all_tags = {"status": result.state.value, **{k: str(v) for k, v in env.items()}}
         all_tags.update(tags or {})
-        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in all_tags.items()])
+        param_items = [Param(k, _param_value(v)) for k, v in params.items() if v is not None]
+        tag_items = [RunTag(k, str(v)) for k, v in all_tags.items()]
+        metrics = curve_metrics(result)
+        room = _MAX_METRICS_PER_BATCH - len(param_items) - len(tag_items)
+        if (
+            len(param_items) <= _MAX_PARAMS_PER_BATCH
+            and len(tag_items) <= _MAX_PARAMS_PER_BATCH
+            and room > 0
+        ):
+            self.client.log_batch(
+                run_id, metrics=metrics[:room], params=param_items, tags=tag_items
+            )
+            self.log_metrics(run_id, metrics[room:])
+        else:
+            self.log_params(run_id, params)
+            self.client.log_batch(run_id, tags=tag_items)
+            self.log_metrics(run_id, metrics)
         if result.error:
             self.client.log_text(run_id, result.error, "error.txt")
         self.client.set_terminated(run_id, status=RUN_STATUS.get(result.state, "FINISHED"))

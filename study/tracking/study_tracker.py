@@ -51,7 +51,7 @@ class StudyTracker:
             start = time.perf_counter()
             try:
                 job()
-            except Exception as exc:  # noqa: BLE001 - tracking must never stop a study
+            except Exception as exc:
                 message = f"MLflow logging failed: {type(exc).__name__}: {exc}"
                 if message not in self.errors:
                     self.errors.append(message)
@@ -78,7 +78,9 @@ class StudyTracker:
         existing = self._parents()
         if not existing:
             run_id = self.logger.start_run(
-                self.experiment_id, self.study, tags={"study.role": PARENT_ROLE, "study.name": self.study}
+                self.experiment_id,
+                self.study,
+                tags={"study.role": PARENT_ROLE, "study.name": self.study},
             )
             existing = self._parents()
             keep = existing[0].info.run_id if existing else run_id
@@ -192,7 +194,9 @@ def result_from_ledger(attrs: Mapping[str, Any]) -> TrialResult:
                 step=int(row["step"]),
                 examples=int(row["examples"]),
                 train_seconds=float(row["train_seconds"]),
-                train_loss=float("nan") if row.get("train_loss") is None else float(row["train_loss"]),
+                train_loss=float("nan")
+                if row.get("train_loss") is None
+                else float(row["train_loss"]),
                 metrics=metrics,
             )
         )

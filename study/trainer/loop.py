@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import keras
 import numpy as np
 import tensorflow as tf
 
-import keras
 from study.config.trial import TrialSpec
 from study.results import Measurement, TrialResult, TrialState
 from study.strategies import ResolvedStrategy, check_batch_divisible
@@ -100,7 +100,9 @@ def _compile(
     def eval_chunk(xv: tf.Tensor, yv: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         logits = model(xv, training=False)
         loss_sum = tf.reduce_sum(loss_fn(yv, logits))
-        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), yv), tf.float32))
+        correct = tf.reduce_sum(
+            tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), yv), tf.float32)
+        )
         return loss_sum, correct
 
     n_val = int(data.y_val.shape[0])
@@ -108,11 +110,17 @@ def _compile(
     def evaluate() -> dict[str, float]:
         loss_sum, correct = 0.0, 0.0
         for start in range(0, n_val, _EVAL_CHUNK):
-            ls, c = eval_chunk(x_val[start : start + _EVAL_CHUNK], y_val[start : start + _EVAL_CHUNK])
+            ls, c = eval_chunk(
+                x_val[start : start + _EVAL_CHUNK], y_val[start : start + _EVAL_CHUNK]
+            )
             loss_sum += float(ls)
             correct += float(c)
         accuracy = correct / max(1, n_val)
-        return {"val_loss": loss_sum / max(1, n_val), "val_accuracy": accuracy, "val_error": 1.0 - accuracy}
+        return {
+            "val_loss": loss_sum / max(1, n_val),
+            "val_accuracy": accuracy,
+            "val_error": 1.0 - accuracy,
+        }
 
     return _Compiled(train_chunk=train_chunk, evaluate=evaluate)
 

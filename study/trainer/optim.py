@@ -35,7 +35,9 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         if self.kind == "linear":
             decay = 1.0 - (1.0 - self.end_factor) * frac
         elif self.kind == "cosine":
-            decay = self.end_factor + (1.0 - self.end_factor) * 0.5 * (1.0 + ops.cos(math.pi * frac))
+            decay = self.end_factor + (1.0 - self.end_factor) * 0.5 * (
+                1.0 + ops.cos(math.pi * frac)
+            )
         else:
             decay = 1.0
         return self.base * warmup_scale * decay

@@ -19,6 +19,7 @@ from study.config.studyfile import StudyConfig
 from study.ledger import Ledger, Stratum
 from study.results import TrialResult
 
+
 @dataclass(frozen=True)
 class Outcome:
     """A finished trial as the engine scored it (lower ``objective`` is better)."""
@@ -54,7 +55,9 @@ class TunerBackend(abc.ABC):
         self.ledger = ledger
 
     @abc.abstractmethod
-    def propose(self, stratum: Stratum, study: optuna.Study, trial: optuna.Trial) -> Proposal | None:
+    def propose(
+        self, stratum: Stratum, study: optuna.Study, trial: optuna.Trial
+    ) -> Proposal | None:
         """Metaparameters for the claimed ledger ``trial`` (None: nothing to propose now)."""
 
     def execute(self, proposal: Proposal, run: Callable[[], Outcome]) -> Outcome:
@@ -99,7 +102,9 @@ def transfer_learning_rate(
     return min(high, max(low, lr))
 
 
-def neighbour_best(ledger: Ledger, config: StudyConfig, stratum: Stratum) -> list[tuple[int, float]]:
+def neighbour_best(
+    ledger: Ledger, config: StudyConfig, stratum: Stratum
+) -> list[tuple[int, float]]:
     """(batch size, best learning rate) of the other batch sizes with the same strategy."""
     out = []
     for batch in config.space.batch_sizes:
@@ -116,9 +121,17 @@ def neighbour_best(ledger: Ledger, config: StudyConfig, stratum: Stratum) -> lis
 
 
 def finished_count(trials: Sequence[Any]) -> int:
-    return sum(1 for t in trials if t.state.is_finished() and t.user_attrs.get("status") not in ("interrupted", "discarded"))
+    return sum(
+        1
+        for t in trials
+        if t.state.is_finished() and t.user_attrs.get("status") not in ("interrupted", "discarded")
+    )
 
 
 def clean_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """Drop stratum coordinates and backend bookkeeping (``tuner/...``) from proposed values."""
-    return {k: v for k, v in params.items() if k not in ("batch_size", "strategy") and not k.startswith("tuner/")}
+    return {
+        k: v
+        for k, v in params.items()
+        if k not in ("batch_size", "strategy") and not k.startswith("tuner/")
+    }

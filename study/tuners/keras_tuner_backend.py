@@ -142,7 +142,9 @@ class KerasTunerBackend(TunerBackend):
         self._seen[stratum] = self._state_mtime(stratum)
 
     # -- the backend contract -------------------------------------------------------------
-    def propose(self, stratum: Stratum, study: optuna.Study, trial: optuna.Trial) -> Proposal | None:
+    def propose(
+        self, stratum: Stratum, study: optuna.Study, trial: optuna.Trial
+    ) -> Proposal | None:
         tuner_id = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
         with self._locked(stratum) as tuner:
             known = set(tuner.oracle.trials)

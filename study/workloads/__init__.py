@@ -93,7 +93,8 @@ def _import_custom(spec: str) -> Callable[..., Any]:
             ) from None
     if not callable(obj):
         raise UsageError(
-            f"--workload: {spec!r} is a {type(obj).__name__}, not a Workload class or factory"
+            f"--workload: {spec!r} is not callable (got {type(obj).__name__}); "
+            "give a Workload subclass or a factory returning one"
         )
     return obj
 
