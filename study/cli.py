@@ -195,7 +195,60 @@ def _add_inspect(sub: Any) -> None:
     p.set_defaults(handler=_lazy("study.commands.ui", "main"))
 
 
-_COMMANDS: list[Callable[[Any], None]] = [_add_train, _add_run, _add_inspect]
+def _add_report(sub: Any) -> None:
+    p = sub.add_parser(
+        "report",
+        help="fit batch-size-vs-steps curves and export a scaling report",
+        description="Analyse a study: steps to result per batch size, McCandlish et al.'s S(B) = S_min (1 + B_noise/B) fit with bootstrap intervals, Shallue et al.'s scaling regimes, the best learning rate against batch size, time to result per strategy, and a recommendation for N accelerators. The report is also attached to the study's MLflow parent run.",
+    )
+    p.add_argument("name", help="a study name (see `study ls`)")
+    p.add_argument(
+        "--format",
+        choices=("html", "md", "csv", "json"),
+        action="append",
+        help="output format(s) (repeatable; default: all four)",
+    )
+    p.add_argument("--out", metavar="DIR", help="output directory (default: reports/NAME)")
+    p.add_argument(
+        "--target",
+        help="recompute everything for another target, e.g. 'val_accuracy>=0.7' or 'val/classification_error<0.1'",
+    )
+    p.add_argument(
+        "--accelerators",
+        type=int,
+        help="recommend a batch size and learning rate for N accelerators (default: the study's largest replica count, at least 8)",
+    )
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="bootstrap resamples for confidence intervals (default: 1000)",
+    )
+    p.add_argument(
+        "--no-mlflow", action="store_true", help="do not attach the report to the MLflow parent run"
+    )
+    _add_storage(p, tracking=True)
+    p.set_defaults(handler=_lazy("study.commands.report", "main"))
+    p = sub.add_parser("export", help="export a study's measurement table as CSV or Parquet")
+    p.add_argument("name")
+    p.add_argument("--out", required=True, metavar="FILE", help="a .csv or .parquet file")
+    _add_storage(p)
+    p.set_defaults(handler=_lazy("study.commands.report", "export"))
+    p = sub.add_parser(
+        "import-batch-science",
+        help="import Shallue et al.'s released measurements as a study",
+        description="Read the layout of Shallue et al.'s data release (dataset/model/optimizer/batch_size/study.json, .../trial_id/metadata.json and measurements.csv) into a study that `study ls`, `study status` and `study report` accept.",
+    )
+    p.add_argument(
+        "dir", help="a directory in that layout (a workload directory or any parent of one)"
+    )
+    p.add_argument("--name", help="study name (default: dataset-model-optimizer)")
+    _add_storage(p)
+    p.set_defaults(handler=_lazy("study.commands.importer", "main"))
+
+
+_COMMANDS: list[Callable[[Any], None]] = [_add_train, _add_run, _add_inspect, _add_report]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

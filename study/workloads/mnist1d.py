@@ -70,7 +70,11 @@ class Mnist1DWorkload(Workload):
         )
 
     def build_model(self, model: str, data: Dataset) -> keras.Model:
-        """``mlp``: Dense(100, relu) x 2 -> Dense(10); ``cnn``: 3 x Conv1D(25, 5, stride 2) -> Dense(10)."""
+        """``mlp``: Dense(100, relu) x 2 -> Dense(10).
+
+        ``cnn``: reshape to (40, 1) -> 3 x Conv1D(25, kernel 5, stride 2, same, relu) -> Flatten
+        -> Dense(10).
+        """
         import keras
 
         model = self.check_model(model)

@@ -24,7 +24,7 @@ _LABEL_NOISE = 0.01
 
 
 class TabularWorkload(Workload):
-    """Synthetic binary classification table; options ``rows``, ``features``, ``seed``, ``val_fraction``."""
+    """Synthetic two-class table; options ``rows``, ``features``, ``seed``, ``val_fraction``."""
 
     name: ClassVar[str] = "tabular"
     models: ClassVar[tuple[str, ...]] = ("mlp",)
@@ -47,7 +47,7 @@ class TabularWorkload(Workload):
         }
 
     def load(self) -> Dataset:
-        """Generate the table; rows are i.i.d., so the last ``val_fraction`` of them is validation."""
+        """Generate the table; rows are i.i.d., so the last ``val_fraction`` is validation."""
         rows, features = self._options["rows"], self._options["features"]
         rng = np.random.default_rng(self._options["seed"])
         u = rng.uniform(-1.0, 1.0, size=(rows, features))
