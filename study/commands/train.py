@@ -87,6 +87,9 @@ def build_spec(args: argparse.Namespace) -> TrialSpec:
 def main(args: argparse.Namespace) -> int:
     spec = build_spec(args)
     from study.runner import WorkerPool
+    from study.runner.pool import require_tensorflow
+
+    require_tensorflow()
 
     logger = run_id = None
     if not args.no_track:

@@ -436,6 +436,9 @@ class StudyEngine:
     # -- the run --------------------------------------------------------------------------
     def run(self) -> int:
         """Run to completion (or interruption); return the exit status."""
+        from study.runner.pool import require_tensorflow
+
+        require_tensorflow()
         self._setup()
         self._setup_tracking()
         stale = self._recover()
