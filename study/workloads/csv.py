@@ -173,15 +173,7 @@ class CsvWorkload(Workload):
                 "--label: the csv workload needs the label column; give --label COLUMN"
             )
         self._require_column("--label", label, frame)
-        _reject_missing("--label", frame[label], self._file_name)
-        uniques = sorted(pd.unique(frame[label]))
-        class_names = tuple(_plain(v) for v in uniques)
-        if len(class_names) < 2:
-            raise UsageError(
-                f"--label: column {label!r} in {self._file_name} has only the value "
-                f"{class_names[0]!r}; a classifier needs at least 2 classes"
-            )
-        labels = pd.Categorical(frame[label], categories=uniques).codes.astype(np.int32)
+        labels, class_names = self._encode_labels(frame[label])
         if text is not None:
             self._require_column("--text-column", text, frame)
             if text == label:
@@ -193,6 +185,18 @@ class CsvWorkload(Workload):
             features = self._numeric_features(frame.drop(columns=[label]))
         self.class_names = class_names
         return _Table(features, labels, class_names)
+
+    def _encode_labels(self, values: pd.Series) -> tuple[np.ndarray, tuple[Any, ...]]:
+        """Class ids 0..K-1 in sorted order of the values, and the values (class names)."""
+        _reject_missing("--label", values, self._file_name)
+        uniques = sorted(pd.unique(values))
+        class_names = tuple(_plain(v) for v in uniques)
+        if len(class_names) < 2:
+            raise UsageError(
+                f"--label: column {values.name!r} in {self._file_name} has only the value "
+                f"{class_names[0]!r}; a classifier needs at least 2 classes"
+            )
+        return pd.Categorical(values, categories=uniques).codes.astype(np.int32), class_names
 
     def _require_column(self, option: str, column: str, frame: pd.DataFrame) -> None:
         if column not in frame.columns:

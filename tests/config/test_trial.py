@@ -204,10 +204,17 @@ def test_cadence_values_are_validated(changes: dict, pattern: str) -> None:
         EvalCadence(**changes)
 
 
-@pytest.mark.parametrize("text", ["0", "geometric:1.0", "geometric:0.5"])
-def test_cadence_parse_rejects_out_of_range_values(text: str) -> None:
-    # parse() reports these as "cannot parse" (UsageError is a ValueError); the value is named.
-    with pytest.raises(UsageError, match=rf"--eval-every.*{text!r}"):
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        ("0", r"--eval-every must be >= 1 step \(got 0\)"),
+        ("geometric:1.0", r"geometric ratio must be > 1 \(got 1.0\)"),
+        ("geometric:0.5", r"geometric ratio must be > 1 \(got 0.5\)"),
+    ],
+)
+def test_cadence_parse_rejects_out_of_range_values(text: str, pattern: str) -> None:
+    # The rule and the value are named, not a generic "cannot parse".
+    with pytest.raises(UsageError, match=pattern):
         EvalCadence.parse(text)
 
 

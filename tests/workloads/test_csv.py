@@ -236,8 +236,8 @@ def test_missing_feature_value(write_csv: WriteCsv) -> None:
     path = write_csv("x.csv", "a,b,y\n1,2,p\n2,,q\n3,4,p\n4,,q\n")
     message = _error(csv_workload(path, label="y"))
     assert (
-        message
-        == "--csv: column 'b' in x.csv has 2 empty value(s) (first at data row 2); fill or drop those rows"
+        message == "--csv: column 'b' in x.csv has 2 empty value(s) (first at data row 2); "
+        "fill or drop those rows"
     )
 
 
@@ -249,8 +249,8 @@ def test_missing_label_value(write_csv: WriteCsv) -> None:
 def test_single_class(write_csv: WriteCsv) -> None:
     message = _error(csv_workload(write_csv("x.csv", "a,y\n1,p\n2,p\n"), label="y"))
     assert (
-        message
-        == "--label: column 'y' in x.csv has only the value 'p'; a classifier needs at least 2 classes"
+        message == "--label: column 'y' in x.csv has only the value 'p'; "
+        "a classifier needs at least 2 classes"
     )
 
 

@@ -98,7 +98,8 @@ def test_unknown_workload_names_the_choices() -> None:
 def test_unknown_option_lists_the_known_ones() -> None:
     with pytest.raises(
         UsageError,
-        match=r"workload 'tabular' takes no option 'bogus'; its options are rows, features, seed, val_fraction",
+        match=r"workload 'tabular' takes no option 'bogus'; "
+        r"its options are rows, features, seed, val_fraction",
     ):
         get_workload("tabular", {"bogus": 1})
 
@@ -159,9 +160,7 @@ def test_workload_modules_and_validate_avoid_tensorflow(tmp_path: Path) -> None:
         get_workload("csv", {{"path": {str(data)!r}, "label": "label"}}).validate()
         """
     )
-    assert "tensorflow" not in heavy
-    assert "keras" not in heavy
-    assert "mnist1d" not in heavy
+    assert heavy == []
 
 
 def test_custom_workload_class(custom_module: Callable[[str], str]) -> None:
