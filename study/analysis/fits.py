@@ -301,7 +301,7 @@ def fit_noise_scale_from_trials(
     rng = np.random.default_rng(seed)
     replicates = np.column_stack(
         [
-            np.nan_to_num(values, nan=np.inf)[
+            np.nan_to_num(values, nan=np.inf, posinf=np.inf)[
                 rng.integers(0, values.size, size=(n_boot, values.size))
             ].min(axis=1)
             for _, values in groups

@@ -51,6 +51,8 @@ EXAMPLES = "examples"
 TRAIN_SECONDS = "train_seconds"
 TRAIN_LOSS = "train_loss"
 HP_PREFIX = "hp."
+STRATUM_TRIAL = "stratum_trial"
+"""Optional: a trial's number inside its stratum (as in MLflow run names ``b128/default#3``)."""
 
 INDEX = (BATCH_SIZE, TRIAL, STEP)
 """The index levels set by `index_table`."""
@@ -85,7 +87,7 @@ def metric_columns(df: pd.DataFrame) -> list[str]:
     Example: a table with ``train_loss``, ``val_loss`` and ``val/classification_error`` gives
     ``["val_loss", "val/classification_error"]``.
     """
-    fixed = set(COLUMNS)
+    fixed = set(COLUMNS) | {STRATUM_TRIAL}
     return [
         c
         for c in df.columns

@@ -29,6 +29,7 @@ def study_summary(storage: Any, name: str) -> dict[str, Any]:
             t
             for t in storage.get_all_trials(s._study_id, deepcopy=False)
             if t.user_attrs.get("status") not in ("interrupted", "discarded")
+            and not _died_running(t)  # its slot runs again on the next start
         ]
         reached = [t for t in trials if t.user_attrs.get("status") == "reached"]
         best = min(
@@ -74,6 +75,15 @@ def study_summary(storage: Any, name: str) -> dict[str, Any]:
         "running": running,
         "strata": strata,
     }
+
+
+def _died_running(trial: Any) -> bool:
+    """A trial still RUNNING in the ledger whose process is gone (not yet marked interrupted)."""
+    from optuna.trial import TrialState as OptunaState
+
+    from study.ledger import owner_alive
+
+    return trial.state is OptunaState.RUNNING and not owner_alive(trial.user_attrs.get("owner"))
 
 
 def ls(args: argparse.Namespace) -> int:

@@ -204,10 +204,10 @@ class StudyEngine:
                 if status == "interrupted" and run is not None and run.info.status == "RUNNING":
                     self.tracker.submit(lambda r=run.info.run_id: self.tracker.mark_interrupted(r))
                 elif status in FINAL and (run is None or run.info.status == "RUNNING"):
-                    self._relog(stratum, t)
+                    self._relog(stratum, t, None if run is None else run.info.run_id)
         return stale
 
-    def _relog(self, stratum: Stratum, t: Any) -> None:
+    def _relog(self, stratum: Stratum, t: Any, run_id: str | None = None) -> None:
         from study.tracking.study_tracker import result_from_ledger
 
         params = {k: v for k, v in t.params.items()}
@@ -219,8 +219,12 @@ class StudyEngine:
             self._key(stratum, t.number),
             spec,
             result,
-            self._trial_params(stratum, t.number, t.user_attrs),
+            {
+                **self._trial_params(stratum, t.number, t.user_attrs),
+                **{f"hp.{k}": v for k, v in params.items()},
+            },
             self._trial_tags(stratum, t.number, t.user_attrs),
+            run_id=run_id,
         )
 
     # -- bookkeeping ----------------------------------------------------------------------

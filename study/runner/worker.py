@@ -60,6 +60,7 @@ class _Runtime:
         from study.strategies import configure_devices, probe_host
 
         self.tf = tf
+        tf.get_logger().setLevel("ERROR")  # one new tf.function per trial is expected
         configure_devices(tf, logical_cpus)
         self.host = probe_host(tf)
         tf.config.experimental.enable_op_determinism()
@@ -128,6 +129,8 @@ def worker_main(conn: Any, logical_cpus: int) -> None:
     def hook(measurement: Any) -> bool:
         conn.send(("measurement", measurement))
         kind, keep_going = conn.recv()
+        if kind == "exit":  # the parent shuts down (Ctrl-C): stop the trial, do not call it pruned
+            raise SystemExit(0)
         return kind == "prune" and bool(keep_going)
 
     while True:

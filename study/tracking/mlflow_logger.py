@@ -8,14 +8,18 @@ caller adds: tuner, trial number, stratum). Metrics: the whole measurement curve
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from study.config.trial import TrialSpec
@@ -45,7 +49,8 @@ class MlflowLogger:
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
-        self.client = MlflowClient(tracking_uri=uri)
+        with _store_lock(uri):  # the client creates (migrates) a new store's tables
+            self.client = MlflowClient(tracking_uri=uri)
 
     def experiment_id(self, name: str) -> str:
         """The id of experiment ``name``, created (with artifacts under ``mlruns/``) if missing."""
@@ -57,7 +62,13 @@ class MlflowLogger:
         location = artifact_root(self.uri)
         if location:
             location = f"{location}/{name}"
-        return self.client.create_experiment(name, artifact_location=location)
+        try:
+            return self.client.create_experiment(name, artifact_location=location)
+        except MlflowException:
+            experiment = self.client.get_experiment_by_name(name)  # another process made it
+            if experiment is None:
+                raise
+            return experiment.experiment_id
 
     def start_run(
         self,
@@ -138,6 +149,22 @@ def curve_metrics(result: TrialResult) -> list[Metric]:
     for key, value in result.summary_metrics().items():
         metrics.append(Metric(f"summary.{key}", value, now, int(result.steps_run)))
     return metrics
+
+
+@contextlib.contextmanager
+def _store_lock(uri: str) -> Iterator[None]:
+    """Hold a file lock next to a local SQLite store (MLflow's table creation is not safe for
+    two processes starting at once); no-op for other stores."""
+    db = Path(uri.removeprefix("sqlite:///").partition("?")[0])
+    if not uri.startswith("sqlite:///") or not db.parent.is_dir():
+        yield
+        return
+    with open(db.with_name(db.name + ".lock"), "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _param_value(value: Any) -> str:

@@ -139,19 +139,24 @@ class StudyTracker:
         result: TrialResult,
         params: Mapping[str, Any],
         tags: Mapping[str, str],
+        run_id: str | None = None,
     ) -> None:
-        """Log a finished trial (params, curve, summary, status) and close its run."""
+        """Log a finished trial (params, curve, summary, status) and close its run.
+
+        The run is the one `start_trial` opened, else ``run_id`` (a run left open by a process
+        that died), else a new one.
+        """
 
         def job() -> None:
-            run_id = self._runs.pop(key, None)
-            if run_id is None:
-                run_id = self.logger.start_run(
+            target = self._runs.pop(key, None) or run_id
+            if target is None:
+                target = self.logger.start_run(
                     self.experiment_id,
                     tags.get("mlflow.runName", key),
                     parent_run_id=self.parent_run_id,
                     tags={"study.role": TRIAL_ROLE, "study.trial": key},
                 )
-            self.logger.log_trial(run_id, spec, result, extra_params=params, tags=tags)
+            self.logger.log_trial(target, spec, result, extra_params=params, tags=tags)
 
         self.submit(job)
 

@@ -25,7 +25,8 @@ from study.strategies import ResolvedStrategy, check_batch_divisible
 from study.trainer.optim import make_optimizer
 from study.workloads.base import Dataset
 
-#: Called after every evaluation; return False to stop the trial (it is then ``pruned``).
+#: Called after every evaluation that did not end the trial (target met, diverged, budget spent);
+#: return False to stop the trial (it is then ``pruned``).
 MeasurementHook = Callable[[Measurement], bool]
 
 _MAX_INDICES_PER_CALL = 1 << 22  # bounds the index array handed to one compiled call

@@ -1,0 +1,201 @@
+"""`study import-batch-science DIR`: Shallue et al.'s released measurements as ledger studies.
+
+Each workload (dataset, model, optimizer) below DIR becomes one study named ``--name`` or
+``dataset-model-optimizer``: a root study with user attributes ``kind: imported``, ``source``,
+``dataset``, ``model``, ``optimizer``, ``trials_total``, and one stratum study
+``NAME/b{B}/default`` per batch size. Every released trial becomes a finished Optuna trial with
+its curve in the user attributes, so `study ls`, `study status` and `study report --target ...`
+read it like any other study. The release holds no target: ``status`` is ``not_reached`` for
+COMPLETE and INCOMPLETE trials and ``diverged`` for INFEASIBLE ones, and ``study report``
+re-derives reached/not reached from the curves for the target it is given.
+
+Example::
+
+    study import-batch-science batch_science/mnist/simple_cnn/nesterov_momentum
+    study report mnist-simple_cnn-nesterov_momentum --target "val/classification_error<0.01"
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from study.errors import UsageError
+
+TUNER = "batch_science"
+STRATEGY = "default"
+
+
+def main(args: argparse.Namespace) -> int:
+    """Import every workload below ``args.dir`` into ``args.storage``; print the names."""
+    from study.analysis.batch_science import scan_release
+    from study.ledger import open_storage
+
+    workloads = scan_release(args.dir)
+    names = study_names(workloads, args.name)
+    storage = open_storage(args.storage)
+    taken = _taken(storage, names)
+    if taken:
+        raise UsageError(
+            f"a study named {taken[0]!r} already exists in this storage; nothing was imported "
+            "(choose another --name, or another --storage)"
+        )
+    source = str(Path(args.dir).resolve())
+    for workload, name in zip(workloads, names):
+        counts = import_workload(storage, workload, name, source=source)
+        batches = ", ".join(str(s.batch_size) for s in workload.studies)
+        statuses = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        print(
+            f"imported {name}: {len(workload.studies)} batch sizes ({batches}), "
+            f"{workload.trials_total} trials ({statuses})"
+        )
+    example = names[0]
+    print(f"next: study report {example} --target 'val/classification_error<0.1'")
+    return 0
+
+
+def study_names(workloads: Sequence[Any], name: str | None) -> list[str]:
+    """One study name per workload: ``name``, or ``dataset-model-optimizer``.
+
+    Two workloads with the same triple (e.g. ``solution_quality/...`` next to the top-level
+    workload) are told apart by their directory path instead.
+
+    Raises:
+        UsageError: ``name`` given for several workloads, or not a valid study name.
+    """
+    from study.analysis.batch_science import sanitize_name
+
+    if name is not None:
+        if len(workloads) > 1:
+            listed = ", ".join(str(w.path) for w in workloads[:5])
+            raise UsageError(
+                f"--name names one study, but the directory holds {len(workloads)} workloads "
+                f"({listed}{', ...' if len(workloads) > 5 else ''}); import one workload "
+                "directory at a time, or leave out --name"
+            )
+        if sanitize_name(name) != name:
+            raise UsageError(
+                f"--name: {name!r} is not a valid study name; use letters, digits, '_', '.', "
+                f"'-' (e.g. {sanitize_name(name)!r})"
+            )
+        return [name]
+    names = [w.name for w in workloads]
+    common = Path(*_common_parts([w.path for w in workloads]))
+    for i, w in enumerate(workloads):
+        if names.count(w.name) > 1:
+            relative = w.path.relative_to(common) if common.parts else w.path
+            names[i] = sanitize_name("-".join((*relative.parts, w.name)))
+    return names
+
+
+def import_workload(storage: Any, workload: Any, name: str, *, source: str) -> dict[str, int]:
+    """Write one workload into the ledger as study ``name``; return trial counts per status.
+
+    If anything fails half-way (e.g. a measurements file that does not parse), every study
+    created here is deleted again, so the storage is as before.
+    """
+    import optuna
+
+    from study.ledger import Ledger, Stratum
+
+    ledger = Ledger(storage, name)
+    created = [name]
+    counts: dict[str, int] = {}
+    try:
+        ledger.ensure_root(
+            {
+                "kind": "imported",
+                "source": source,
+                "dataset": workload.dataset,
+                "model": workload.model,
+                "optimizer": workload.optimizer,
+                "trials_total": workload.trials_total,
+                "created": time.time(),
+            }
+        )
+        for release_study in workload.studies:
+            stratum = Stratum(release_study.batch_size, STRATEGY)
+            distributions = _distributions(release_study.trials)
+            trials = [
+                _frozen_trial(t, release_study.batch_size, distributions)
+                for t in release_study.trials
+            ]
+            created.append(stratum.study_name(name))
+            study = ledger.stratum_study(stratum)
+            study.set_user_attr("source", str(release_study.path))
+            for trial, release_trial in zip(trials, release_study.trials):
+                study.add_trial(trial)
+                counts[release_trial.status] = counts.get(release_trial.status, 0) + 1
+    except BaseException:
+        for study_name in reversed(created):
+            with contextlib.suppress(KeyError):
+                optuna.delete_study(study_name=study_name, storage=storage)
+        raise
+    return counts
+
+
+def _frozen_trial(trial: Any, batch_size: int, distributions: dict[str, Any]) -> Any:
+    """The Optuna trial of a released trial: COMPLETE (value: its last step) or FAIL."""
+    import optuna
+
+    from study.analysis.batch_science import curve_rows
+
+    rows = curve_rows(trial, batch_size)
+    params = dict(trial.params)
+    last_step = float(rows[-1]["step"]) if rows else 0.0
+    failed = trial.status == "INFEASIBLE"
+    return optuna.trial.create_trial(
+        params=params,
+        distributions={k: distributions[k] for k in params},
+        state=optuna.trial.TrialState.FAIL if failed else optuna.trial.TrialState.COMPLETE,
+        value=None if failed else last_step,
+        user_attrs={
+            "status": trial.state,
+            "source_status": trial.status,
+            "source_trial_id": trial.trial_id,
+            "tuner": TUNER,
+            "batch_size": batch_size,
+            "strategy": STRATEGY,
+            "steps_run": int(last_step),
+            "curve": json.dumps(rows),
+        },
+    )
+
+
+def _distributions(trials: Sequence[Any]) -> dict[str, Any]:
+    """Per metaparameter of a study: a FloatDistribution over the observed range (log if all
+    values are > 0), or a CategoricalDistribution of the observed values if not all numbers."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
+
+    values: dict[str, list[Any]] = {}
+    for t in trials:
+        for name, value in t.params.items():
+            values.setdefault(name, []).append(value)
+    out: dict[str, Any] = {}
+    for name, seen in values.items():
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in seen):
+            low, high = float(min(seen)), float(max(seen))
+            out[name] = FloatDistribution(low, high, log=low > 0)
+        else:
+            out[name] = CategoricalDistribution(sorted(set(seen), key=repr))
+    return out
+
+
+def _taken(storage: Any, names: Sequence[str]) -> list[str]:
+    existing = [s.study_name for s in storage.get_all_studies()]
+    return [n for n in names if any(e == n or e.startswith(f"{n}/") for e in existing)]
+
+
+def _common_parts(paths: Sequence[Path]) -> tuple[str, ...]:
+    parts = [p.parts for p in paths]
+    common: list[str] = []
+    for items in zip(*parts):
+        if len(set(items)) != 1:
+            break
+        common.append(items[0])
+    return tuple(common)

@@ -1,0 +1,183 @@
+"""`study report NAME` and `study export NAME`: analyse a study from its ledger.
+
+`main` builds the measurement table from the ledger, computes the scaling report for the study
+file's target (or ``--target``), writes it (HTML, Markdown, CSV, JSON; default all four) to
+``--out`` or ``reports/NAME``, prints the files and a short summary, and attaches the files to
+the study's MLflow parent run under ``report/``. `export` writes the measurement table as CSV or
+Parquet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from study.errors import UsageError
+
+_EXPORT_SUFFIXES = (".csv", ".parquet", ".pq")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Write the report of study ``args.name``; return the exit status."""
+    from study.analysis.load import ledger_table
+    from study.commands.studies import study_summary
+    from study.ledger import Ledger, open_storage
+    from study.report import FORMATS, build_report, summary_lines, write_report
+
+    if args.accelerators is not None and args.accelerators < 1:
+        raise UsageError(f"--accelerators must be at least 1 (got {args.accelerators})")
+    if args.bootstrap < 0:
+        raise UsageError(f"--bootstrap must be 0 or more (got {args.bootstrap})")
+    storage = open_storage(args.storage)
+    summary = study_summary(storage, args.name)  # UsageError for an unknown study
+    attrs = Ledger(storage, args.name).root_attrs()
+    table = ledger_table(storage, args.name)
+    target = _target(args, attrs, table)
+    formats = list(dict.fromkeys(args.format or FORMATS))
+    out_dir = Path(args.out) if args.out else Path("reports") / args.name
+    report = build_report(
+        table,
+        target,
+        study=args.name,
+        accelerators=args.accelerators,
+        n_boot=args.bootstrap,
+        state=summary["state"],
+        command=_command(args, target),
+        context=_context(args, attrs),
+    )
+    paths = write_report(report, out_dir, formats)
+    print(f"wrote {len(paths)} file(s) to {out_dir}:")
+    for path in paths.values():
+        print(f"  {path}")
+    for line in summary_lines(report):
+        print(line)
+    if not args.no_mlflow:
+        attached = attach_to_parent_run(args.name, list(paths.values()), args.tracking_uri)
+        if attached:
+            print(f"attached to MLflow run {attached} under report/")
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    """Write the measurement table of study ``args.name`` to ``args.out`` (.csv or .parquet)."""
+    from study.analysis.load import ledger_table
+    from study.analysis.table import export_table
+    from study.commands.studies import study_summary
+    from study.ledger import open_storage
+
+    out = Path(args.out)
+    if out.suffix.lower() not in _EXPORT_SUFFIXES:
+        raise UsageError(
+            f"--out: cannot export to {str(out)!r}; the file name must end in .csv or .parquet "
+            f"(got {out.suffix or 'no suffix'!r})"
+        )
+    storage = open_storage(args.storage)
+    study_summary(storage, args.name)  # UsageError for an unknown study
+    table = ledger_table(storage, args.name)
+    if out.parent and not out.parent.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+    export_table(table, out)
+    trials = table["trial"].nunique() if len(table) else 0
+    print(f"wrote {len(table)} measurements of {trials} trials to {out}")
+    return 0
+
+
+def _target(args: argparse.Namespace, attrs: dict[str, Any], table: Any) -> Any:
+    """``--target`` if given, else the target of the study file stored in the ledger."""
+    from study.config.target import Target
+
+    if args.target:
+        return Target.parse(args.target, option="--target")
+    text = attrs.get("config_text")
+    if not text:
+        from study.report.build import measured_metrics
+
+        metrics = measured_metrics(table)
+        example = metrics[0] if metrics else "val/classification_error"
+        raise UsageError(
+            f"study {args.name!r} was imported and has no target of its own; pass --target, "
+            f"e.g. --target '{example}<0.1' (metrics: {', '.join(metrics) or 'none'})"
+        )
+    import yaml
+
+    from study.config.studyfile import parse_study
+
+    source = attrs.get("config_source") or f"<study {args.name}>"
+    return parse_study(yaml.safe_load(text), source, text=text).target
+
+
+def _command(args: argparse.Namespace, target: Any) -> str:
+    parts = ["study", "report", args.name, "--target", str(target)]
+    if args.accelerators is not None:
+        parts += ["--accelerators", str(args.accelerators)]
+    if args.bootstrap != 1000:
+        parts += ["--bootstrap", str(args.bootstrap)]
+    if args.storage:
+        parts += ["--storage", args.storage]
+    return shlex.join(parts)
+
+
+def _context(args: argparse.Namespace, attrs: dict[str, Any]) -> dict[str, str]:
+    from study import __version__
+
+    context = {"storage": args.storage or "mlruns/optuna.journal (default)"}
+    if attrs.get("config_source"):
+        context["study file"] = str(attrs["config_source"])
+    if attrs.get("kind") == "imported":
+        context["imported from"] = str(attrs.get("source", "?"))
+        workload = [attrs.get(k) for k in ("dataset", "model", "optimizer")]
+        context["workload"] = " / ".join(str(w) for w in workload if w)
+    context["study package"] = __version__
+    return context
+
+
+def attach_to_parent_run(study: str, files: list[Path], uri_option: str | None) -> str | None:
+    """Log ``files`` (the report just written) to the study's MLflow parent run under ``report/``.
+
+    Only the written files are logged, not the whole output directory, so ``--out .`` does not
+    upload whatever else lies there.
+
+    Returns:
+        The run id, or None when there is no MLflow store, experiment or parent run (a study
+        imported or run without tracking). Tracking errors are warnings: the report is written.
+    """
+    from study.tracking.store import DEFAULT_ROOT, tracking_uri
+
+    if not uri_option and not os.environ.get("MLFLOW_TRACKING_URI"):
+        root = Path(os.environ.get("STUDY_HOME", DEFAULT_ROOT))
+        if not (root / "mlflow.db").exists():
+            return None  # no local store: do not create one just to find no parent run
+    uri = tracking_uri(uri_option)
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
+        return None
+    try:
+        from mlflow.tracking import MlflowClient
+
+        from study.tracking.study_tracker import PARENT_ROLE
+
+        client = MlflowClient(tracking_uri=uri)
+        experiment = client.get_experiment_by_name(study)
+        if experiment is None:
+            return None
+        runs = client.search_runs(
+            [experiment.experiment_id],
+            filter_string=f"tags.`study.role` = '{PARENT_ROLE}'",
+            max_results=50,
+        )
+        if not runs:
+            return None
+        run = min(runs, key=lambda r: (r.info.start_time, r.info.run_id))
+        for path in files:
+            client.log_artifact(run.info.run_id, str(path), "report")
+        return run.info.run_id
+    except Exception as exc:
+        print(
+            f"study report: warning: could not attach the report to MLflow ({uri}): "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            file=sys.stderr,
+        )
+        return None

@@ -1,0 +1,194 @@
+"""`study report` and `study export` on a tiny ledger written directly (no training)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+
+from study.cli import main as cli
+from study.ledger import Ledger, Stratum, open_storage
+
+NAME = "tiny"
+BATCH_SIZES = (8, 16, 32, 64, 128, 256)
+STUDY_YAML = f"""\
+name: {NAME}
+workload: mnist1d
+target: "val_accuracy>=0.6"
+budget: {{max_steps: 4000}}
+trials_per_stratum: 3
+search_space:
+  batch_size: {list(BATCH_SIZES)}
+  learning_rate: {{low: 1.0e-3, high: 1.0, scale: log}}
+"""
+
+
+def _curve(batch: int, needed: float, seconds_per_step: float) -> list[dict[str, float]]:
+    """Accuracy rising linearly from 0.1 to 0.6 at ``needed`` steps (0.7 at 1.2x), capped."""
+    rows, step = [], 0
+    while step <= 2 * needed:
+        acc = min(0.9, 0.1 + 0.5 * step / needed)
+        rows.append(
+            {
+                "step": step,
+                "examples": step * batch,
+                "train_seconds": step * seconds_per_step,
+                "train_loss": 2 * (1 - acc),
+                "val_accuracy": acc,
+                "val_loss": 2.2 * (1 - acc),
+            }
+        )
+        step = max(step + 1, math.ceil(step * 1.1))
+    return rows
+
+
+def write_ledger(journal: Path) -> None:
+    """A finished study: 6 batch sizes x 3 learning rates, S(B) = 100 (1 + 64 / B)."""
+    storage = open_storage(str(journal))
+    ledger = Ledger(storage, NAME)
+    ledger.ensure_root(
+        {
+            "kind": "study",
+            "config_text": STUDY_YAML,
+            "config_source": "tiny.yaml",
+            "trials_total": 3 * len(BATCH_SIZES),
+        }
+    )
+    distribution = optuna.distributions.FloatDistribution(1e-3, 1.0, log=True)
+    for batch in BATCH_SIZES:
+        study = ledger.stratum_study(Stratum(batch, "default"))
+        best = 0.01 * (batch / 8) ** 0.5
+        for factor in (1 / 3, 1.0, 3.0):
+            needed = 100 * (1 + 64 / batch) * (1 + math.log(factor) ** 2)
+            curve = _curve(batch, needed, 0.001 * (1 + batch / 64))
+            steps = next(r["step"] for r in curve if r["val_accuracy"] >= 0.6)
+            trial = optuna.trial.create_trial(
+                params={"learning_rate": best * factor},
+                distributions={"learning_rate": distribution},
+                value=float(steps),
+                user_attrs={
+                    "status": "reached",
+                    "steps_to_target": steps,
+                    "tuner": "optuna",
+                    "curve": json.dumps(curve),
+                    "environment": {"replicas": 1},
+                },
+            )
+            study.add_trial(trial)
+
+
+@pytest.fixture
+def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("STUDY_HOME", raising=False)
+    path = tmp_path / "j.journal"
+    write_ledger(path)
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    status = cli([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def report_json(capsys, journal: Path, out: Path, *args: str) -> dict:
+    status, _, err = run(
+        capsys, "report", NAME, "--storage", journal, "--out", out, "--format", "json",
+        "--no-mlflow", "--bootstrap", "50", *args,
+    )  # fmt: skip
+    assert status == 0, err
+    return json.loads((out / "report.json").read_text())
+
+
+def test_report_writes_every_format(journal: Path, tmp_path: Path, capsys) -> None:
+    status, out, err = run(capsys, "report", NAME, "--storage", journal, "--bootstrap", "100")
+    assert status == 0, err
+    folder = tmp_path / "reports" / NAME  # the default --out
+    names = {p.name for p in folder.iterdir()}
+    assert {"report.html", "report.md", "report.json", "trials.csv", "measurements.csv"} <= names
+    assert {"steps_to_result.png", "best_lr.png"} <= names
+    assert f"reports/{NAME}/report.html" in out
+    assert "B_noise = " in out and f"{NAME}: target val_accuracy>=0.6" in out
+    # No MLflow store here: nothing attached, and none created.
+    assert "attached" not in out and not (tmp_path / "mlruns").exists()
+    data = json.loads((folder / "report.json").read_text())
+    assert data["target"]["text"] == "val_accuracy>=0.6"  # the study file's target
+    assert data["state"] == "complete"
+    assert data["noise_scale"]["ok"] and data["recommendation"]["accelerators"] == 8
+
+
+def test_target_option_recomputes(journal: Path, tmp_path: Path, capsys) -> None:
+    base = report_json(capsys, journal, tmp_path / "a")
+    harder = report_json(capsys, journal, tmp_path / "b", "--target", "val_accuracy>=0.7")
+    assert harder["target"]["text"] == "val_accuracy>=0.7"
+    before = {r["batch_size"]: r["steps_to_result"] for r in base["batch_sizes"]}
+    after = {r["batch_size"]: r["steps_to_result"] for r in harder["batch_sizes"]}
+    assert set(before) == set(after) == set(BATCH_SIZES)
+    assert all(after[b] > before[b] for b in BATCH_SIZES)
+    assert "--target 'val_accuracy>=0.7'" in harder["command"]
+
+
+def test_accelerators_option(journal: Path, tmp_path: Path, capsys) -> None:
+    data = report_json(capsys, journal, tmp_path / "a", "--accelerators", "4")
+    assert data["accelerators"] == 4 and data["recommendation"]["accelerators"] == 4
+    status, _, err = run(capsys, "report", NAME, "--storage", journal, "--accelerators", "0")
+    assert status == 2 and "--accelerators" in err
+
+
+def test_unknown_study_exits_2(journal: Path, capsys) -> None:
+    status, _out, err = run(capsys, "report", "nope", "--storage", journal, "--no-mlflow")
+    assert status == 2
+    assert err.strip() == (
+        "study report: error: no study named 'nope' in this storage; `study ls` lists the studies"
+    )
+
+
+@pytest.mark.parametrize("target", ["val_accuracy=>0.6", "accuracy", "val_accuracy>=high"])
+def test_bad_target_exits_2(journal: Path, capsys, target: str) -> None:
+    status, _, err = run(capsys, "report", NAME, "--storage", journal, "--target", target)
+    assert status == 2
+    assert err.startswith("study report: error: --target") and len(err.strip().splitlines()) == 1
+
+
+def test_report_is_attached_to_the_mlflow_parent_run(journal: Path, tmp_path: Path, capsys) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment(NAME, artifact_location=(tmp_path / "art").as_uri())
+    parent = client.create_run(experiment, tags={"study.role": "parent", "study.name": NAME})
+    client.create_run(experiment, tags={"study.role": "trial"})
+    out = tmp_path / "out"
+    status, stdout, err = run(
+        capsys, "report", NAME, "--storage", journal, "--tracking-uri", uri, "--out", out,
+        "--format", "json", "--format", "md", "--bootstrap", "20",
+    )  # fmt: skip
+    assert status == 0, err
+    run_id = parent.info.run_id
+    assert f"attached to MLflow run {run_id}" in stdout
+    attached = {Path(a.path).name for a in client.list_artifacts(run_id, "report")}
+    assert attached == {p.name for p in out.iterdir()}
+    assert {"report.json", "report.md", "steps_to_result.png"} <= attached
+
+
+def test_export_writes_csv_and_parquet(journal: Path, tmp_path: Path, capsys) -> None:
+    for name in ("table.csv", "table.parquet"):
+        path = tmp_path / "exports" / name
+        status, out, err = run(capsys, "export", NAME, "--storage", journal, "--out", path)
+        assert status == 0, err
+        df = pd.read_csv(path) if name.endswith(".csv") else pd.read_parquet(path)
+        assert set(df["batch_size"]) == set(BATCH_SIZES)
+        assert df["trial"].nunique() == 3 * len(BATCH_SIZES)
+        assert f"to {path}" in out
+    status, _, err = run(capsys, "export", NAME, "--storage", journal, "--out", tmp_path / "t.xlsx")
+    assert status == 2 and ".csv or .parquet" in err
+    status, _, err = run(
+        capsys, "export", "nope", "--storage", journal, "--out", tmp_path / "t.csv"
+    )
+    assert status == 2 and "no study named 'nope'" in err

@@ -1,0 +1,298 @@
+"""Tests of `study train` end to end: subprocesses of ``python -m study`` in ``tmp_path``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HEAVY_MODULES = ("tensorflow", "keras", "mlflow", "optuna", "keras_tuner")
+
+
+def study(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m study ARGS`` in ``cwd`` with no tracking store configured."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
+    env["STUDY_CACHE_DIR"] = str(cwd / "cache")
+    return subprocess.run(
+        [sys.executable, "-m", "study", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def write_files(directory: Path) -> None:
+    """Small files for the bad-input cases."""
+    (directory / "ok.csv").write_text("a,b,y\n1,2,0\n3,4,1\n5,6,0\n", encoding="utf-8")
+    (directory / "garbage.csv").write_bytes(b"\x00\xff\xfe\x9c garbage \x81\x01\n\xc3\x28")
+    (directory / "quote.csv").write_text('a,"b\n1,2\n3,4\n', encoding="utf-8")
+    (directory / "folder.csv").mkdir()
+
+
+BAD_INPUTS = [
+    pytest.param(["--workload", "nope"], ["--workload", "'nope'"], id="unknown-workload"),
+    pytest.param(
+        ["--workload", "tabular", "--model", "cnn"], ["--model", "'cnn'"], id="unknown-model"
+    ),
+    pytest.param(
+        ["--workload", "tabular", "--strategy", "warp:2"],
+        ["--strategy", "'warp:2'"],
+        id="unknown-strategy",
+    ),
+    pytest.param(
+        ["--workload", "tabular", "--target", "accuracy=0.9"],
+        ["--target", "'accuracy=0.9'"],
+        id="malformed-target",
+    ),
+    pytest.param(["--workload", "tabular", "--lr", "0"], ["--lr", "0"], id="lr-zero"),
+    pytest.param(["--workload", "tabular", "--lr", "-0.5"], ["--lr", "-0.5"], id="lr-negative"),
+    pytest.param(
+        ["--workload", "tabular", "--batch-size", "0"], ["--batch-size", "0"], id="batch-zero"
+    ),
+    pytest.param(
+        ["--workload", "tabular", "--batch-size", "abc"],
+        ["--batch-size", "'abc'"],
+        id="batch-not-a-number",
+    ),
+    pytest.param(
+        ["--workload", "tabular", "--batch-size", "63", "--strategy", "mirrored:2"],
+        ["--batch-size 63", "mirrored:2", "2 replicas"],
+        id="batch-not-divisible",
+    ),
+    pytest.param(
+        ["--workload", "csv", "--csv", "missing.csv", "--label", "y"],
+        ["--csv", "missing.csv"],
+        id="csv-missing",
+    ),
+    pytest.param(
+        ["--workload", "csv", "--csv", "garbage.csv", "--label", "y"],
+        ["--csv", "garbage.csv"],
+        id="csv-garbage",
+    ),
+    pytest.param(
+        ["--workload", "csv", "--csv", "quote.csv", "--label", "y"],
+        ["--csv", "quote.csv"],
+        id="csv-malformed",
+    ),
+    pytest.param(
+        ["--workload", "csv", "--csv", "folder.csv", "--label", "y"],
+        ["--csv", "folder.csv"],
+        id="csv-is-a-directory",
+    ),
+    pytest.param(
+        ["--workload", "csv", "--csv", "ok.csv", "--label", "label"],
+        ["--label", "'label'", "ok.csv"],
+        id="csv-label-column-missing",
+    ),
+    pytest.param(["--workload", "csv", "--csv", "ok.csv"], ["--label"], id="csv-without-label"),
+    pytest.param(
+        ["--workload", "tabular", "--csv", "ok.csv"],
+        ["--csv", "--workload csv"],
+        id="csv-without-csv-workload",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "needles"), BAD_INPUTS)
+def test_bad_input_is_one_line_and_exit_status_2(
+    tmp_path: Path, args: list[str], needles: list[str]
+) -> None:
+    write_files(tmp_path)
+    before = set(tmp_path.iterdir())
+    proc = study("train", *args, cwd=tmp_path)
+
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("study train: error: ")
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0]
+    assert set(tmp_path.iterdir()) == before  # no mlruns/, no mlflow.db, nothing
+    assert not (tmp_path / "mlruns").exists()
+
+
+@pytest.mark.slow
+def test_train_tabular_reaches_target_and_logs_one_run(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path}/m.db"
+    proc = study(
+        "train",
+        "--workload",
+        "tabular",
+        "--workload-option",
+        "rows=2000",
+        "--batch-size",
+        "64",
+        "--lr",
+        "0.1",
+        "--max-steps",
+        "1500",
+        "--tracking-uri",
+        uri,
+        "--json",
+        cwd=tmp_path,
+    )
+
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "reached"
+    assert 0 < out["steps_to_target"] <= 1500
+    assert out["examples_to_target"] == out["steps_to_target"] * 64
+    assert out["final"]["val_accuracy"] >= 0.9
+    assert out["environment"]["replicas"] == 1
+    assert not (tmp_path / "mlruns").exists()  # everything went to the given store
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("study-train")
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.info.run_id == out["mlflow_run_id"]
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["status"] == "reached"
+    params = run.data.params
+    assert params["workload"] == "tabular"
+    assert params["workload.rows"] == "2000"
+    assert params["batch_size"] == "64"
+    assert params["per_replica_batch"] == "64"
+    assert params["replicas"] == "1"
+    assert params["strategy"] == "auto"
+    assert params["strategy_resolved"] == "default"
+    assert params["optimizer"] == "nesterov"
+    assert params["optimizer.learning_rate"] == "0.1"
+    assert params["budget.max_steps"] == "1500"
+    assert params["target"] == "val_accuracy>=0.9"
+    metrics = run.data.metrics
+    assert metrics["summary.steps_to_target"] == out["steps_to_target"]
+    assert metrics["summary.examples_to_target"] == out["examples_to_target"]
+    accuracy = client.get_metric_history(run.info.run_id, "val_accuracy")
+    last = max(accuracy, key=lambda m: m.step)
+    assert last.step == out["steps_to_target"]
+    assert last.value >= 0.9
+    assert min(m.step for m in accuracy) == 0
+
+
+def numeric_csv(path: Path, rows: int = 600) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, size=(rows, 3))
+    labels = np.where(x[:, 0] > x[:, 1], "up", "down")
+    lines = ["x1,x2,noise,label"]
+    lines += [f"{a:.4f},{b:.4f},{c:.4f},{y}" for (a, b, c), y in zip(x, labels)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def text_csv(path: Path, rows: int = 400) -> None:
+    rng = np.random.default_rng(1)
+    positive = ["great", "lovely", "excellent", "superb", "fun", "wonderful"]
+    negative = ["awful", "boring", "terrible", "dull", "bad", "tedious"]
+    neutral = ["the", "film", "was", "plot", "actors", "really", "quite", "story"]
+    lines = ["id,review,sentiment"]
+    for i in range(rows):
+        good = i % 2 == 0
+        words = list(rng.choice(neutral, size=5)) + list(
+            rng.choice(positive if good else negative, size=2)
+        )
+        rng.shuffle(words)
+        lines.append(f"{i},{' '.join(words)},{'pos' if good else 'neg'}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_train_csv_numeric(tmp_path: Path) -> None:
+    numeric_csv(tmp_path / "points.csv")
+    proc = study(
+        "train",
+        "--workload",
+        "csv",
+        "--csv",
+        "points.csv",
+        "--label",
+        "label",
+        "--batch-size",
+        "32",
+        "--lr",
+        "0.1",
+        "--max-steps",
+        "2000",
+        "--target",
+        "val_accuracy>=0.9",
+        "--no-track",
+        "--json",
+        cwd=tmp_path,
+    )
+
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "reached", out
+    assert out["final"]["val_accuracy"] >= 0.9
+    assert out["mlflow_run_id"] is None
+    assert not (tmp_path / "mlruns").exists()
+
+
+@pytest.mark.slow
+def test_train_csv_text(tmp_path: Path) -> None:
+    text_csv(tmp_path / "reviews.csv")
+    proc = study(
+        "train",
+        "--workload",
+        "csv",
+        "--csv",
+        "reviews.csv",
+        "--label",
+        "sentiment",
+        "--text-column",
+        "review",
+        "--batch-size",
+        "32",
+        "--lr",
+        "0.1",
+        "--max-steps",
+        "2000",
+        "--target",
+        "val_accuracy>=0.85",
+        "--no-track",
+        "--json",
+        cwd=tmp_path,
+    )
+
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "reached", out
+    assert out["final"]["val_accuracy"] >= 0.85
+
+
+def test_help_imports_no_heavy_module(tmp_path: Path) -> None:
+    code = f"""
+import contextlib, io, json, sys
+from study.cli import main
+for argv in (["--help"], ["train", "--help"]):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        main(argv)
+print(json.dumps(sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules)))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert json.loads(proc.stdout) == []
+
+
+def test_help_lists_train(tmp_path: Path) -> None:
+    proc = study("--help", cwd=tmp_path)
+
+    assert proc.returncode == 0, proc.stderr
+    assert "train" in proc.stdout
+    proc = study("train", "--help", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "--batch-size" in proc.stdout
+    assert "--strategy" in proc.stdout

@@ -1,0 +1,97 @@
+"""Synthetic measurement tables for the report tests (no TensorFlow, no ledger)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+matplotlib.use("Agg")
+
+S_MIN = 100.0
+B_NOISE = 128.0
+BATCH_SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
+STRATEGIES = (("default", 1, 0.010), ("mirrored:2", 2, 0.006))
+"""(name, replicas, seconds per step at batch 8)."""
+
+
+def best_lr(batch_size: float) -> float:
+    """The best learning rate of the synthetic workload: ``0.01 * (B / 8) ** 0.5``."""
+    return 0.01 * (batch_size / 8) ** 0.5
+
+
+def synthetic_table(
+    *,
+    s_min: float = S_MIN,
+    b_noise: float = B_NOISE,
+    batch_sizes: Sequence[int] = BATCH_SIZES,
+    lr_factors: Sequence[float] = (1 / 3, 1.0, 3.0),
+    strategies: Sequence[tuple[str, int, float]] = STRATEGIES,
+    noise: float = 0.05,
+    seed: int = 0,
+    study: str = "synthetic",
+    ratio: float = 1.08,
+) -> pd.DataFrame:
+    """Trials whose steps to ``val_accuracy >= 0.6`` follow ``S(B) = s_min (1 + b_noise / B)``.
+
+    Every batch size tries the learning rates ``best_lr(B) * f`` for ``f`` in ``lr_factors``; a
+    trial at ``lr`` needs ``S(B) * (1 + log(lr / best_lr(B))**2) * lognormal(0, noise)`` steps,
+    its accuracy rising linearly to 0.6 at that step and to 0.8 at twice it (evaluated on a
+    geometric grid of ``ratio``). Each strategy runs every trial again, with its own seconds
+    per step ``seconds * (1 + B / 256) / replicas``.
+    """
+    rng = np.random.default_rng(seed)
+    rows: list[dict[str, Any]] = []
+    trial = 0
+    for name, replicas, seconds in strategies:
+        for b in batch_sizes:
+            for factor in lr_factors:
+                lr = best_lr(b) * factor
+                penalty = 1.0 + np.log(factor) ** 2
+                needed = s_min * (1.0 + b_noise / b) * penalty * rng.lognormal(0.0, noise)
+                per_step = seconds * (1 + b / 256) / replicas
+                for step in _grid(int(np.ceil(2 * needed)), ratio):
+                    acc = min(0.8, 0.1 + 0.5 * step / needed)
+                    rows.append(
+                        {
+                            "study": study,
+                            "trial": trial,
+                            "batch_size": b,
+                            "strategy": name,
+                            "replicas": replicas,
+                            "tuner": "optuna",
+                            "state": "reached",
+                            "learning_rate": lr,
+                            "hp.momentum": 0.9,
+                            "step": step,
+                            "examples": step * b,
+                            "train_seconds": step * per_step,
+                            "train_loss": 2.0 * (1.0 - acc),
+                            "val_accuracy": acc,
+                            "val_loss": 2.2 * (1.0 - acc),
+                        }
+                    )
+                trial += 1
+    return pd.DataFrame(rows)
+
+
+def _grid(last: int, ratio: float) -> list[int]:
+    steps, step = [0], 0
+    while step < last:
+        step = min(last, max(step + 1, int(np.ceil(step * ratio))))
+        steps.append(step)
+    return steps
+
+
+@pytest.fixture(scope="session")
+def make_table() -> Callable[..., pd.DataFrame]:
+    return synthetic_table
+
+
+@pytest.fixture(scope="session")
+def table() -> pd.DataFrame:
+    return synthetic_table()

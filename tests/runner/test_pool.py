@@ -1,0 +1,206 @@
+"""Tests for study.runner.pool: trials in spawned worker processes keyed by device configuration.
+
+One pool serves the whole module (each worker imports TensorFlow once, ~4 s): the first trials
+run `default` twice and then `mirrored:2` (two logical CPUs, so a second worker), and the other
+tests reuse the `default` worker.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from study.config.target import Target
+from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSpec
+from study.results import Measurement, TrialResult, TrialState
+from study.runner import WorkerPool
+from study.strategies import tpu_hint
+
+pytestmark = pytest.mark.slow
+
+LOSS_RTOL = 1e-5
+FAILING_WORKLOAD = """
+    from study.workloads.base import Workload
+
+
+    class Exploding(Workload):
+        name = "exploding"
+
+        def load(self):
+            raise RuntimeError("exploding workload: load() failed on purpose")
+
+        def build_model(self, model, data):
+            raise AssertionError("never called: load() raises first")
+"""
+
+
+def make_spec(strategy: str = "default", **changes: Any) -> TrialSpec:
+    fields: dict[str, Any] = {
+        "workload": "tabular",
+        "workload_options": {"rows": 2000},
+        "batch_size": 64,
+        "optimizer": OptimizerSpec(name="nesterov", learning_rate=0.1),
+        "target": Target.parse("val_accuracy>=1.01"),
+        "budget": Budget(max_steps=30),
+        "cadence": EvalCadence(kind="fixed", every=10),
+        "strategy": strategy,
+        "seed": 7,
+    }
+    fields.update(changes)
+    return TrialSpec(**fields)
+
+
+@pytest.fixture(scope="module")
+def failing_workload(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A custom workload module whose load() raises: its directory and ``module:callable``."""
+    directory = tmp_path_factory.mktemp("workloads")
+    module = f"exploding_workload_{uuid.uuid4().hex[:8]}"
+    (directory / f"{module}.py").write_text(textwrap.dedent(FAILING_WORKLOAD), encoding="utf-8")
+    return directory, f"{module}:Exploding"
+
+
+@pytest.fixture(scope="module")
+def pool(failing_workload: tuple[Path, str]) -> Iterator[WorkerPool]:
+    """Two worker slots; workers see the custom workload's directory on ``sys.path``."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(failing_workload[0]))  # spawned workers inherit sys.path
+        with WorkerPool(max_workers=2) as workers:
+            yield workers
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    default: TrialResult
+    default_again: TrialResult
+    mirrored: TrialResult
+    started: tuple[int, int, int]  # pool.started after each of the three trials
+
+
+@pytest.fixture(scope="module")
+def equivalence(pool: WorkerPool) -> Equivalence:
+    """The same global batch, seed and rate on ``default`` (twice), then on ``mirrored:2``."""
+    spec = make_spec(budget=Budget(max_steps=100))
+    default = pool.run(spec)
+    after_first = pool.started
+    default_again = pool.run(spec)
+    after_second = pool.started
+    mirrored = pool.run(make_spec("mirrored:2", budget=Budget(max_steps=100)))
+    return Equivalence(default, default_again, mirrored, (after_first, after_second, pool.started))
+
+
+def relative_difference(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(a), abs(b))
+
+
+def test_default_and_mirrored_give_the_same_loss_curve(equivalence: Equivalence) -> None:
+    default, mirrored = equivalence.default, equivalence.mirrored
+    assert default.state is TrialState.NOT_REACHED, default.error
+    assert mirrored.state is TrialState.NOT_REACHED, mirrored.error
+    assert mirrored.environment["replicas"] == 2
+    assert mirrored.environment["per_replica_batch"] == 32
+    assert mirrored.environment["strategy"] == "mirrored"
+    assert default.environment["replicas"] == 1
+    assert default.environment["per_replica_batch"] == 64
+    assert [m.step for m in default.curve] == list(range(0, 101, 10))
+    assert [m.step for m in mirrored.curve] == [m.step for m in default.curve]
+
+    assert math.isnan(default.curve[0].train_loss) and math.isnan(mirrored.curve[0].train_loss)
+    worst = 0.0
+    for d, m in zip(default.curve, mirrored.curve, strict=True):
+        pairs = [(d.metrics["val_loss"], m.metrics["val_loss"])]
+        if d.step:
+            pairs.append((d.train_loss, m.train_loss))
+        for a, b in pairs:
+            assert b == pytest.approx(a, rel=LOSS_RTOL), f"step {d.step}"
+            worst = max(worst, relative_difference(a, b))
+        assert abs(d.metrics["val_accuracy"] - m.metrics["val_accuracy"]) <= 1 / 400 + 1e-9
+    # The curve must actually move, or equal curves would prove nothing.
+    assert default.curve[-1].metrics["val_loss"] < 0.95 * default.curve[0].metrics["val_loss"]
+    print(f"max relative loss difference default vs mirrored:2: {worst:.3g}")
+
+
+def test_worker_is_reused_per_device_configuration(equivalence: Equivalence) -> None:
+    first, second, third = equivalence.started
+    assert first >= 1
+    assert second == first  # the second default trial ran in the same worker
+    assert third == second + 1  # mirrored:2 needs two logical CPUs: a new worker
+
+
+def test_reused_worker_repeats_a_trial_exactly(equivalence: Equivalence) -> None:
+    a, b = equivalence.default.curve, equivalence.default_again.curve
+    assert [m.step for m in a] == [m.step for m in b]
+    assert [m.train_loss for m in a[1:]] == [m.train_loss for m in b[1:]]
+    assert [dict(m.metrics) for m in a] == [dict(m.metrics) for m in b]
+
+
+def test_strategy_the_host_lacks_is_infeasible(pool: WorkerPool) -> None:
+    if tpu_hint():
+        pytest.skip("this host looks like it has a TPU")
+    result = pool.run(make_spec("tpu"))
+
+    assert result.state is TrialState.INFEASIBLE
+    assert "'tpu'" in result.error
+    assert "needs a TPU" in result.error
+    assert "detected 0 GPU(s), no TPU" in result.error
+    assert result.curve == ()
+
+    started = pool.started
+    after = pool.run(make_spec())
+    assert after.state is TrialState.NOT_REACHED, after.error
+    assert after.steps_run == 30
+    assert pool.started == started  # the same worker carried on
+
+
+def test_workload_that_raises_fails_the_trial_only(
+    pool: WorkerPool, failing_workload: tuple[Path, str]
+) -> None:
+    result = pool.run(make_spec(workload=failing_workload[1], workload_options={}))
+
+    assert result.state is TrialState.FAILED
+    assert result.error.startswith("Traceback (most recent call last)")
+    assert "in load" in result.error
+    assert "RuntimeError: exploding workload: load() failed on purpose" in result.error
+
+    started = pool.started
+    after = pool.run(make_spec())
+    assert after.state is TrialState.NOT_REACHED, after.error
+    assert after.steps_run == 30
+    assert pool.started == started  # a failed trial does not cost the worker
+
+
+def test_hook_gets_measurements_across_processes_and_can_prune(pool: WorkerPool) -> None:
+    seen: list[Measurement] = []
+
+    def hook(m: Measurement) -> bool:
+        seen.append(m)
+        return m.step < 20
+
+    result = pool.run(make_spec(budget=Budget(max_steps=1000)), hook)
+
+    assert result.state is TrialState.PRUNED
+    assert result.steps_run == 20
+    assert all(isinstance(m, Measurement) for m in seen)
+    assert [m.step for m in seen] == [0, 10, 20]
+    assert [m.step for m in result.curve] == [0, 10, 20]
+    assert seen[1:] == list(result.curve[1:])  # step 0 has a NaN train loss (NaN != NaN)
+    assert seen[0].metrics == result.curve[0].metrics
+
+
+def test_hook_that_keeps_going_sees_the_whole_curve(pool: WorkerPool) -> None:
+    steps: list[int] = []
+
+    def hook(m: Measurement) -> bool:
+        steps.append(m.step)
+        return True
+
+    result = pool.run(make_spec(), hook)
+
+    assert result.state is TrialState.NOT_REACHED
+    assert steps == [m.step for m in result.curve] == [0, 10, 20, 30]

@@ -1,0 +1,321 @@
+"""Tests for study.tracking.mlflow_logger and study.tracking.store, on a temporary SQLite store.
+
+Results are built by hand (no TensorFlow). Creating an MLflow SQLite store runs its migrations
+(several seconds), so one store serves the module; every test uses its own runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from study.config.target import Target
+from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSpec
+from study.results import Measurement, TrialResult, TrialState
+from study.tracking.mlflow_logger import MlflowLogger
+from study.tracking.store import artifact_root, tracking_uri
+
+SPEC = TrialSpec(
+    workload="tabular",
+    workload_options={"rows": 2000},
+    batch_size=64,
+    optimizer=OptimizerSpec(name="adam", learning_rate=0.003),
+    target=Target.parse("val_accuracy>=0.9"),
+    budget=Budget(max_steps=500),
+    cadence=EvalCadence(kind="fixed", every=10),
+    strategy="mirrored:2",
+    seed=3,
+)
+ENVIRONMENT = {
+    "strategy": "mirrored",
+    "strategy_requested": "mirrored:2",
+    "replicas": 2,
+    "per_replica_batch": 32,
+    "devices": "/cpu:0,/cpu:1",
+}
+
+
+def measurement(step: int, train_loss: float, accuracy: float) -> Measurement:
+    return Measurement(
+        step=step,
+        examples=step * 64,
+        train_seconds=step * 0.025,
+        train_loss=train_loss,
+        metrics={"val_loss": 1.0 - accuracy, "val_accuracy": accuracy, "val_error": 1 - accuracy},
+    )
+
+
+REACHED = TrialResult(
+    state=TrialState.REACHED,
+    steps_run=20,
+    examples_run=1280,
+    train_seconds=0.5,
+    steps_to_target=20,
+    examples_to_target=1280,
+    seconds_to_target=0.5,
+    curve=(
+        measurement(0, math.nan, 0.5),
+        measurement(10, 0.6, 0.75),
+        measurement(20, 0.3, 0.925),
+    ),
+    environment=ENVIRONMENT,
+)
+
+
+@pytest.fixture(scope="module")
+def logger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowLogger]:
+    path = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
+    yield MlflowLogger(f"sqlite:///{path}")
+
+
+@pytest.fixture(scope="module")
+def experiment(logger: MlflowLogger) -> str:
+    return logger.experiment_id("logger-tests")
+
+
+@pytest.fixture
+def client(logger: MlflowLogger) -> MlflowClient:
+    return MlflowClient(tracking_uri=logger.uri)
+
+
+def log(logger: MlflowLogger, experiment: str, result: TrialResult, **kwargs) -> str:
+    run_id = logger.start_run(experiment, "trial")
+    logger.log_trial(run_id, SPEC, result, **kwargs)
+    return run_id
+
+
+def history(client: MlflowClient, run_id: str, key: str) -> list[tuple[int, float]]:
+    return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+
+
+# log_trial
+
+
+def test_log_trial_writes_every_param(logger, experiment, client) -> None:
+    run = client.get_run(log(logger, experiment, REACHED))
+    params = run.data.params
+
+    assert set(SPEC.to_params()) <= set(params)
+    expected = {
+        "workload": "tabular",
+        "workload.rows": "2000",
+        "model": "default",
+        "batch_size": "64",
+        "per_replica_batch": "32",
+        "strategy": "mirrored:2",
+        "strategy_resolved": "mirrored",
+        "replicas": "2",
+        "optimizer": "adam",
+        "optimizer.learning_rate": "0.003",
+        "optimizer.beta2": "0.999",
+        "schedule": "constant",
+        "target": "val_accuracy>=0.9",
+        "budget.max_steps": "500",
+        "eval_cadence": "10",
+        "seed": "3",
+    }
+    assert {k: params.get(k) for k in expected} == expected
+    assert "budget.max_examples" not in params  # None values are left out
+
+
+def test_log_trial_writes_the_curve_with_training_steps(logger, experiment, client) -> None:
+    run_id = log(logger, experiment, REACHED)
+
+    assert history(client, run_id, "val_accuracy") == [(0, 0.5), (10, 0.75), (20, 0.925)]
+    assert history(client, run_id, "examples") == [(0, 0.0), (10, 640.0), (20, 1280.0)]
+    assert history(client, run_id, "train_seconds") == [(0, 0.0), (10, 0.25), (20, 0.5)]
+    # The NaN train loss before any training is not logged.
+    assert history(client, run_id, "train_loss") == [(10, 0.6), (20, 0.3)]
+    assert [s for s, _ in history(client, run_id, "val_loss")] == [0, 10, 20]
+    assert [s for s, _ in history(client, run_id, "val_error")] == [0, 10, 20]
+    assert history(client, run_id, "step") == []
+
+
+def test_log_trial_writes_summary_metrics_status_and_ends_the_run(
+    logger, experiment, client
+) -> None:
+    run = client.get_run(log(logger, experiment, REACHED))
+    metrics = run.data.metrics
+
+    assert metrics["summary.steps_to_target"] == 20
+    assert metrics["summary.examples_to_target"] == 1280
+    assert metrics["summary.seconds_to_target"] == 0.5
+    assert metrics["summary.steps_run"] == 20
+    assert metrics["summary.steps_per_second"] == pytest.approx(40.0)
+    assert metrics["summary.examples_per_second"] == pytest.approx(2560.0)
+    assert history(client, run.info.run_id, "summary.steps_to_target") == [(20, 20.0)]
+    assert run.data.tags["status"] == "reached"
+    assert run.data.tags["replicas"] == "2"
+    assert run.data.tags["devices"] == "/cpu:0,/cpu:1"
+    assert run.info.status == "FINISHED"
+    assert run.info.end_time is not None
+    assert client.list_artifacts(run.info.run_id) == []
+
+
+def test_not_reached_trial_has_no_to_target_metrics(logger, experiment, client) -> None:
+    result = TrialResult(
+        state=TrialState.NOT_REACHED,
+        steps_run=500,
+        examples_run=32000,
+        train_seconds=2.0,
+        curve=REACHED.curve,
+        environment=ENVIRONMENT,
+    )
+    run = client.get_run(log(logger, experiment, result))
+
+    assert not any(k.endswith("_to_target") for k in run.data.metrics)
+    assert run.data.metrics["summary.steps_run"] == 500
+    assert run.data.tags["status"] == "not_reached"
+    assert run.info.status == "FINISHED"
+
+
+def test_failed_trial_is_failed_with_its_error(logger, experiment, client, tmp_path) -> None:
+    error = "Traceback (most recent call last):\n  ...\nRuntimeError: boom\n"
+    run_id = log(logger, experiment, TrialResult(state=TrialState.FAILED, error=error))
+    run = client.get_run(run_id)
+
+    assert run.info.status == "FAILED"
+    assert run.data.tags["status"] == "failed"
+    assert run.data.params["batch_size"] == "64"
+    assert "per_replica_batch" not in run.data.params  # no environment: replicas unknown
+    assert [a.path for a in client.list_artifacts(run_id)] == ["error.txt"]
+    local = client.download_artifacts(run_id, "error.txt", str(tmp_path))
+    assert Path(local).read_text(encoding="utf-8") == error
+
+
+@pytest.mark.parametrize(
+    ("state", "status"),
+    [
+        (TrialState.REACHED, "FINISHED"),
+        (TrialState.NOT_REACHED, "FINISHED"),
+        (TrialState.DIVERGED, "FINISHED"),
+        (TrialState.PRUNED, "KILLED"),
+        (TrialState.FAILED, "FAILED"),
+        (TrialState.INFEASIBLE, "FAILED"),
+    ],
+)
+def test_run_status_follows_trial_state(logger, experiment, client, state, status) -> None:
+    run = client.get_run(log(logger, experiment, TrialResult(state=state)))
+
+    assert run.info.status == status
+    assert run.data.tags["status"] == state.value
+
+
+def test_long_curve_is_logged_completely(logger, experiment, client) -> None:
+    curve = tuple(measurement(10 * i, 1.0 / (i + 1), min(1.0, i / 400)) for i in range(400))
+    result = TrialResult(
+        state=TrialState.NOT_REACHED,
+        steps_run=3990,
+        examples_run=3990 * 64,
+        train_seconds=99.75,
+        curve=curve,
+        environment=ENVIRONMENT,
+    )
+    run_id = log(logger, experiment, result)  # 2,400 curve metrics: several batches
+
+    for key in ("val_loss", "val_accuracy", "examples", "train_seconds", "train_loss"):
+        assert [s for s, _ in history(client, run_id, key)] == [m.step for m in curve], key
+    assert history(client, run_id, "train_loss")[-1] == (3990, pytest.approx(1 / 400))
+    assert client.get_run(run_id).data.metrics["summary.steps_run"] == 3990
+
+
+def test_many_extra_params_and_tags(logger, experiment, client) -> None:
+    extra = {f"extra.{i:03d}": i for i in range(150)}
+    tags = {"tuner": "optuna", "stratum": "b64-mirrored:2"}
+    run_id = log(logger, experiment, REACHED, extra_params=extra, tags=tags)
+    run = client.get_run(run_id)
+
+    assert all(run.data.params[k] == str(v) for k, v in extra.items())
+    assert run.data.params["batch_size"] == "64"
+    assert run.data.tags["tuner"] == "optuna"
+    assert run.data.tags["stratum"] == "b64-mirrored:2"
+    assert run.data.tags["status"] == "reached"
+    assert history(client, run_id, "val_accuracy") == [(0, 0.5), (10, 0.75), (20, 0.925)]
+    assert run.info.status == "FINISHED"
+
+
+# Experiments and runs
+
+
+def test_experiment_is_created_once_with_artifacts_next_to_the_database(logger, client) -> None:
+    first = logger.experiment_id("created-once")
+    second = logger.experiment_id("created-once")
+
+    assert first == second
+    db = Path(logger.uri.removeprefix("sqlite:///"))
+    location = client.get_experiment(first).artifact_location
+    assert location == f"{(db.parent / 'artifacts').as_uri()}/created-once"
+
+
+def test_deleted_experiment_is_restored(logger, client) -> None:
+    experiment_id = logger.experiment_id("deleted-then-used")
+    client.delete_experiment(experiment_id)
+
+    assert logger.experiment_id("deleted-then-used") == experiment_id
+    assert client.get_experiment(experiment_id).lifecycle_stage == "active"
+
+
+def test_nested_run_points_at_its_parent(logger, experiment, client) -> None:
+    parent = logger.start_run(experiment, "study")
+    child = logger.start_run(experiment, "trial-0", parent_run_id=parent, tags={"k": "v"})
+    run = client.get_run(child)
+
+    assert run.data.tags["mlflow.parentRunId"] == parent
+    assert run.data.tags["k"] == "v"
+    assert run.info.run_name == "trial-0"
+
+
+# tracking_uri and artifact_root
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("STUDY_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return Path.cwd()
+
+
+def test_tracking_uri_option_wins(clean_env, monkeypatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///from-env.db")
+
+    assert tracking_uri("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+
+
+def test_tracking_uri_env_beats_the_default(clean_env, monkeypatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///from-env.db")
+
+    assert tracking_uri() == "sqlite:///from-env.db"
+    assert tracking_uri(None) == "sqlite:///from-env.db"
+    assert not (clean_env / "mlruns").exists()
+
+
+def test_tracking_uri_default_is_sqlite_under_the_store_root(clean_env) -> None:
+    uri = tracking_uri()
+
+    assert uri == f"sqlite:///{clean_env / 'mlruns' / 'mlflow.db'}"
+    assert (clean_env / "mlruns").is_dir()
+
+
+def test_tracking_uri_empty_env_falls_back_to_the_default(clean_env, monkeypatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "")
+
+    assert tracking_uri() == f"sqlite:///{clean_env / 'mlruns' / 'mlflow.db'}"
+
+
+def test_tracking_uri_default_follows_study_home(clean_env, monkeypatch) -> None:
+    monkeypatch.setenv("STUDY_HOME", str(clean_env / "elsewhere"))
+
+    assert tracking_uri() == f"sqlite:///{clean_env / 'elsewhere' / 'mlflow.db'}"
+    assert (
+        tracking_uri(root=clean_env / "given") == f"sqlite:///{clean_env / 'given' / 'mlflow.db'}"
+    )
+
+
+def test_artifact_root(tmp_path: Path) -> None:
+    assert artifact_root(f"sqlite:///{tmp_path}/m.db") == (tmp_path / "artifacts").as_uri()
+    assert artifact_root("http://127.0.0.1:5000") is None
