@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -67,6 +68,10 @@ class WorkerPool:
 
     def __init__(self, max_workers: int = 1) -> None:
         self.max_workers = max(1, max_workers)
+        #: TensorFlow threads per worker: the cores split between workers (0: TF's default).
+        self.threads_per_worker = (
+            max(1, (os.cpu_count() or 1) // self.max_workers) if self.max_workers > 1 else 0
+        )
         self._workers: list[_Worker] = []
         self._lock = threading.Condition()
         self.started = 0
@@ -110,7 +115,10 @@ class WorkerPool:
         parent, child = _CTX.Pipe()
         logical_cpus = int(key.removeprefix("cpu"))
         process = _CTX.Process(
-            target=worker_main, args=(child, logical_cpus), daemon=True, name=f"study-{key}"
+            target=worker_main,
+            args=(child, logical_cpus, self.threads_per_worker),
+            daemon=True,
+            name=f"study-{key}",
         )
         process.start()
         child.close()

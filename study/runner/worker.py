@@ -53,7 +53,7 @@ def quiet_stderr() -> Iterator[None]:
 class _Runtime:
     """TensorFlow, strategies and datasets, created once per worker and reused."""
 
-    def __init__(self, logical_cpus: int) -> None:
+    def __init__(self, logical_cpus: int, threads: int = 0) -> None:
         with quiet_stderr():
             import tensorflow as tf
 
@@ -62,6 +62,9 @@ class _Runtime:
         self.tf = tf
         tf.get_logger().setLevel("ERROR")  # one new tf.function per trial is expected
         configure_devices(tf, logical_cpus)
+        if threads:  # several workers share the cores: don't oversubscribe them
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
         self.host = probe_host(tf)
         tf.config.experimental.enable_op_determinism()
         self._strategies: dict[str, Any] = {}
@@ -115,12 +118,12 @@ def run_trial_safely(runtime: _Runtime, spec: TrialSpec, hook: Any) -> TrialResu
         return TrialResult(state=TrialState.FAILED, error=traceback.format_exc())
 
 
-def worker_main(conn: Any, logical_cpus: int) -> None:
+def worker_main(conn: Any, logical_cpus: int, threads: int = 0) -> None:
     """Entry point of a worker process."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C does
     try:
-        runtime = _Runtime(logical_cpus)
+        runtime = _Runtime(logical_cpus, threads)
     except Exception:
         conn.send(("ready", {"error": traceback.format_exc()}))
         return
