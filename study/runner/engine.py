@@ -21,6 +21,7 @@ import platform
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -297,7 +298,23 @@ class StudyEngine:
             slot = self._claim()
             if slot is None:
                 return
-            self._run_slot(*slot)
+            try:
+                self._run_slot(*slot)
+            except Exception:
+                self._fail_slot(*slot, traceback.format_exc())
+
+    def _fail_slot(
+        self, stratum: Stratum, study: optuna.Study, trial: optuna.Trial, error: str
+    ) -> None:
+        """Record a slot whose proposal or bookkeeping raised as a failed trial."""
+        frozen = self.storage.get_trial(trial._trial_id)
+        if not frozen.state.is_finished():
+            trial.set_user_attr("status", TrialState.FAILED.value)
+            trial.set_user_attr("error", error[-4000:])
+            study.tell(trial, state=OptunaState.FAIL)
+        result = TrialResult(state=TrialState.FAILED, error=error)
+        proposal = Proposal(tuner=str(frozen.user_attrs.get("tuner", "unknown")), params={})
+        self._after(stratum, trial.number, proposal, math.nan, result)
 
     def _run_slot(self, stratum: Stratum, study: optuna.Study, trial: optuna.Trial) -> None:
         backend = self._backend(trial.number)
@@ -358,11 +375,10 @@ class StudyEngine:
             return
         self.ledger.finish(study, trial, result, outcome.objective, attrs)
         backend.report(proposal, outcome)
-        self.tracker.finish_trial(
-            key, spec, result,
-            {**self._trial_params(stratum, trial.number, attrs), **{f"hp.{k}": v for k, v in proposal.params.items()}},
-            self._trial_tags(stratum, trial.number, attrs),
-        )  # fmt: skip
+        params = self._trial_params(stratum, trial.number, attrs)
+        params.update({f"hp.{k}": v for k, v in proposal.params.items()})
+        tags = self._trial_tags(stratum, trial.number, attrs)
+        self.tracker.finish_trial(key, spec, result, params, tags)
         self._after(stratum, trial.number, proposal, spec.learning_rate, result)
 
     def _spec(self, stratum: Stratum, proposal: Proposal) -> Any:
