@@ -160,6 +160,14 @@ class Ledger:
             study.set_user_attr("strategy", stratum.strategy)
         return study
 
+    def stratum_attrs(self, stratum: Stratum) -> dict[str, Any]:
+        """User attributes of a stratum's study ({} before it exists)."""
+        try:
+            sid = self.storage.get_study_id_from_name(stratum.study_name(self.name))
+        except KeyError:
+            return {}
+        return self.storage.get_study_user_attrs(sid)
+
     def trials(self, stratum: Stratum) -> list[FrozenTrial]:
         try:
             sid = self.storage.get_study_id_from_name(stratum.study_name(self.name))

@@ -505,10 +505,13 @@ class StudyEngine:
         self.tracker.close()
         print(summarize(self.progress.strata))
         seconds = sum(self._trial_seconds)
-        share = (
-            f" ({100 * self.tracker.busy_seconds / seconds:.1f}% of trial time)" if seconds else ""
-        )
-        print(f"MLflow logging: {self.tracker.busy_seconds:.2f} s{share}; run `study ui` to browse")
+        if seconds:
+            t = self.tracker
+            print(
+                f"MLflow logging (background thread): {t.busy_seconds:.2f} s wall, "
+                f"{t.cpu_seconds:.2f} s CPU = {100 * t.cpu_seconds / seconds:.1f}% of "
+                f"{seconds:.1f} s of trials; run `study ui` to browse"
+            )
         return status
 
     def _guarded_loop(self) -> None:

@@ -35,6 +35,7 @@ class StudyTracker:
         self.experiment_id = self.logger.experiment_id(study)
         self.parent_run_id: str | None = None
         self.busy_seconds = 0.0
+        self.cpu_seconds = 0.0
         self.errors: list[str] = []
         self._runs: dict[str, str] = {}
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
@@ -48,7 +49,7 @@ class StudyTracker:
             if job is None:
                 self._queue.task_done()
                 return
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             try:
                 job()
             except Exception as exc:
@@ -58,6 +59,7 @@ class StudyTracker:
                     print(f"study: warning: {message}", file=sys.stderr)
             finally:
                 self.busy_seconds += time.perf_counter() - start
+                self.cpu_seconds += time.thread_time() - cpu
                 self._queue.task_done()
 
     def submit(self, job: Callable[[], None]) -> None:

@@ -102,6 +102,24 @@ def transfer_learning_rate(
     return min(high, max(low, lr))
 
 
+#: The learning-rate search of a stratum centred by transfer spans this factor each way.
+WINDOW_FACTOR = 10.0
+
+
+def lr_window(ledger: Ledger, stratum: Stratum) -> tuple[float, float] | None:
+    """The learning-rate range a stratum's search was centred on, if any (set by transfer)."""
+    window = ledger.stratum_attrs(stratum).get("lr_window")
+    return (float(window[0]), float(window[1])) if window else None
+
+
+def centred_window(centre: float, low: float, high: float) -> tuple[float, float]:
+    """``[centre / WINDOW_FACTOR, centre * WINDOW_FACTOR]`` clipped to ``[low, high]``.
+
+    Example: centre 0.3 in [0.001, 3.0] gives (0.03, 3.0).
+    """
+    return max(low, centre / WINDOW_FACTOR), min(high, centre * WINDOW_FACTOR)
+
+
 def neighbour_best(
     ledger: Ledger, config: StudyConfig, stratum: Stratum
 ) -> list[tuple[int, float]]:

@@ -10,6 +10,7 @@ read-modify-write of it holds a file lock and reloads what other processes saved
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import io
 import os
@@ -28,7 +29,7 @@ from study.config.studyfile import Oracle, StudyConfig
 from study.ledger import Ledger, Stratum, owner_alive
 from study.results import TrialState
 from study.tracking.store import store_root
-from study.tuners.base import Outcome, Proposal, TunerBackend, clean_params
+from study.tuners.base import Outcome, Proposal, TunerBackend, clean_params, lr_window
 from study.tuners.keras_tuner_space import add_hyperparameter
 
 OBJECTIVE = keras_tuner.Objective("score", direction="min")
@@ -82,7 +83,10 @@ class KerasTunerBackend(TunerBackend):
 
     def _oracle(self, stratum: Stratum) -> keras_tuner.Oracle:
         hp = keras_tuner.HyperParameters()
+        window = lr_window(self.ledger, stratum)
         for param in self.config.space.params:
+            if param.name == "learning_rate" and window is not None:
+                param = dataclasses.replace(param, low=window[0], high=window[1])
             add_hyperparameter(hp, param)
         seed = (self.config.seed * 7919 + zlib.crc32(str(stratum).encode())) % (2**31)
         common = {

@@ -14,8 +14,10 @@ from study.ledger import Ledger, Stratum, record_params
 from study.tuners.base import (
     Proposal,
     TunerBackend,
+    centred_window,
     clean_params,
     finished_count,
+    lr_window,
     neighbour_best,
     transfer_learning_rate,
 )
@@ -47,7 +49,9 @@ class OptunaBackend(TunerBackend):
         if kind is Sampler.GRID:
             return optuna.samplers.GridSampler(self.grid(), seed=seed)
         startup = max(2, min(5, self.config.trials_per_stratum // 3))
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup)
+        return optuna.samplers.TPESampler(
+            seed=seed, n_startup_trials=startup, multivariate=True, warn_independent_sampling=False
+        )
 
     def grid(self) -> dict[str, list[Any]]:
         """Grid values: ``trials_per_stratum`` points over each numeric range, every choice."""
@@ -73,12 +77,19 @@ class OptunaBackend(TunerBackend):
         origin = "sampler"
         fixed_lr = self._transfer_lr(stratum, study) if self.transfer else None
         if fixed_lr is not None:
+            lr = self.config.space.param("learning_rate")
+            study.set_user_attr("lr_window", list(centred_window(fixed_lr, lr.low, lr.high)))
+            study.set_user_attr("lr_centre", fixed_lr)
             params["learning_rate"] = fixed_lr
             record_params(self.ledger.storage, trial, params, self.distributions)
             origin = "transfer"
+        window = lr_window(self.ledger, stratum)
         for name, dist in self.distributions.items():
-            if name not in params:
-                params[name] = suggest(trial, name, dist)
+            if name in params:
+                continue
+            if name == "learning_rate" and window is not None:
+                dist = optuna.distributions.FloatDistribution(window[0], window[1], log=dist.log)
+            params[name] = suggest(trial, name, dist)
         return Proposal(tuner=self.name, params=params, origin=origin)
 
     def _transfer_lr(self, stratum: Stratum, study: optuna.Study) -> float | None:
