@@ -74,6 +74,7 @@ class WorkerPool:
         )
         self._workers: list[_Worker] = []
         self._lock = threading.Condition()
+        self._starting = 0
         self.started = 0
 
     def __enter__(self) -> WorkerPool:
@@ -89,6 +90,7 @@ class WorkerPool:
             worker.stop()
 
     def _acquire(self, key: str) -> _Worker:
+        retired: _Worker | None = None
         with self._lock:
             while True:
                 self._workers = [w for w in self._workers if w.busy or w.alive()]
@@ -96,18 +98,27 @@ class WorkerPool:
                     if worker.key == key and not worker.busy:
                         worker.busy = True
                         return worker
-                if len(self._workers) < self.max_workers:
+                if len(self._workers) + self._starting < self.max_workers:
                     break
                 idle = [w for w in self._workers if not w.busy]
                 if idle:
-                    self._workers.remove(idle[0])
-                    idle[0].stop()
+                    retired = idle[0]
+                    self._workers.remove(retired)
                     break
                 self._lock.wait()
+            self._starting += 1  # reserve the slot; start the process without holding the lock
+        try:
+            if retired is not None:
+                retired.stop()
             worker = self._spawn(key)
+        finally:
+            with self._lock:
+                self._starting -= 1
+                self._lock.notify_all()
+        with self._lock:
             worker.busy = True
             self._workers.append(worker)
-            return worker
+        return worker
 
     def _spawn(self, key: str) -> _Worker:
         from study.runner.worker import worker_main
@@ -122,7 +133,8 @@ class WorkerPool:
         )
         process.start()
         child.close()
-        self.started += 1
+        with self._lock:
+            self.started += 1
         if not parent.poll(_START_TIMEOUT_S):
             process.kill()
             raise WorkerError(f"trainer worker for {key} did not start in {_START_TIMEOUT_S:.0f} s")

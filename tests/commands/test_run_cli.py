@@ -1,0 +1,175 @@
+"""`study run`, `study resume` and `study status` on bad input: exit status 2, one line on
+stderr, no traceback, and a study already in the store left as it was. Re-running a finished
+study is a no-op; a different study file under the same name is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from study.ledger import open_storage
+
+pytestmark = pytest.mark.slow
+
+STUDY: dict[str, Any] = {
+    "name": "recorded",
+    "workload": "tabular",
+    "workload_options": {"rows": 1500},
+    "target": "val_accuracy>=0.85",
+    "budget": {"max_steps": 400},
+    "eval_every": 10,
+    "trials_per_stratum": 2,
+    "search_space": {
+        "batch_size": [128],
+        "learning_rate": {"low": 1.0e-2, "high": 0.3, "scale": "log"},
+        "strategy": ["default"],
+    },
+}
+
+
+def study(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``study ARGS`` in ``cwd``: its default store is ``cwd/mlruns``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    return subprocess.run(
+        [sys.executable, "-m", "study", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+def write(path: Path, data: Any) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@dataclass
+class Recorded:
+    """A directory whose store holds the finished study `STUDY` (file ``recorded.yaml``)."""
+
+    cwd: Path
+    file: Path
+
+    def ledger(self) -> dict[str, Any]:
+        """Every study in the Optuna storage, its attributes and its trials."""
+        storage = open_storage(str(self.cwd / "mlruns" / "optuna.journal"))
+        return {
+            s.study_name: {
+                "attrs": s.user_attrs,
+                "trials": [
+                    (t.number, t.state, t.params, t.user_attrs, t.values, t.intermediate_values)
+                    for t in storage.get_all_trials(s._study_id, deepcopy=False)
+                ],
+            }
+            for s in storage.get_all_studies()
+        }
+
+    def mlflow_digest(self) -> str:
+        return hashlib.sha256((self.cwd / "mlruns" / "mlflow.db").read_bytes()).hexdigest()
+
+    def child_runs(self) -> list[tuple[str, str]]:
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=f"sqlite:///{self.cwd / 'mlruns' / 'mlflow.db'}")
+        experiment = client.get_experiment_by_name(STUDY["name"])
+        runs = client.search_runs([experiment.experiment_id])
+        return sorted(
+            (r.info.run_id, r.info.status) for r in runs if r.data.tags.get("study.role") == "trial"
+        )
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    cwd = tmp_path_factory.mktemp("recorded")
+    file = write(cwd / "recorded.yaml", STUDY)
+    result = study("run", str(file), "--tuner", "optuna", cwd=cwd)
+    assert result.returncode == 0, result.stderr[-3000:]
+    done = Recorded(cwd, file)
+    trials = done.ledger()["recorded/b128/default"]["trials"]
+    assert [t[3]["status"] in ("reached", "pruned", "not_reached") for t in trials] == [True] * 2
+    return done
+
+
+def assert_usage_error(result: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    """Exit status 2 and exactly one line on stderr, naming ``fragments``; no traceback."""
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+    return lines[0]
+
+
+MALFORMED = {**STUDY, "name": "malformed", "budgets": {"max_steps": 400}}
+del MALFORMED["budget"]
+
+BAD_INPUT = {
+    "missing file": (["run", "no-such-study.yaml"], ["no-such-study.yaml", "not found"]),
+    "malformed file": (["run", "malformed.yaml"], ["malformed.yaml", "'budgets'", "'budget'"]),
+    "unknown tuner": (["run", "recorded.yaml", "--tuner", "nope"], ["--tuner", "nope"]),
+    "zero trials": (["run", "recorded.yaml", "--trials", "0"], ["--trials", ">= 1"]),
+    "zero workers": (["run", "recorded.yaml", "--workers", "0"], ["--workers", ">= 1"]),
+    "resume unknown": (["resume", "unknown-name"], ["'unknown-name'", "study ls"]),
+    "status unknown": (["status", "unknown-name"], ["'unknown-name'", "study ls"]),
+}
+
+
+@pytest.mark.parametrize(("argv", "fragments"), BAD_INPUT.values(), ids=BAD_INPUT.keys())
+def test_bad_input_is_one_line_and_leaves_the_store_alone(
+    recorded: Recorded, argv: list[str], fragments: list[str]
+) -> None:
+    write(recorded.cwd / "malformed.yaml", MALFORMED)
+    ledger, mlflow = recorded.ledger(), recorded.mlflow_digest()
+
+    result = study(*argv, cwd=recorded.cwd)
+
+    line = assert_usage_error(result, *fragments)
+    assert line.startswith(f"study {argv[0]}: error: ")
+    assert recorded.ledger() == ledger
+    assert recorded.mlflow_digest() == mlflow
+
+
+def test_rerunning_a_finished_study_runs_nothing(recorded: Recorded) -> None:
+    ledger, runs = recorded.ledger(), recorded.child_runs()
+
+    result = study("run", str(recorded.file), cwd=recorded.cwd)
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "reached at step" not in result.stdout
+    assert recorded.ledger() == ledger
+    assert recorded.child_runs() == runs
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"workload_options": {"rows": 2000}},
+        {"search_space": {**STUDY["search_space"], "batch_size": [64, 128]}},
+    ],
+    ids=["workload", "space"],
+)
+def test_another_study_under_the_same_name_is_refused(
+    recorded: Recorded, tmp_path: Path, change: dict[str, Any]
+) -> None:
+    other = write(tmp_path / "other.yaml", {**STUDY, **change})
+    ledger, mlflow = recorded.ledger(), recorded.mlflow_digest()
+
+    result = study("run", str(other), cwd=recorded.cwd)
+
+    assert_usage_error(result, "'recorded'", "already exists")
+    assert recorded.ledger() == ledger
+    assert recorded.mlflow_digest() == mlflow

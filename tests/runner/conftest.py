@@ -1,0 +1,380 @@
+"""Shared helpers for the runner tests: tiny study files, `study` subprocesses, and readers of
+the two stores (the Optuna ledger and MLflow) that a study writes under ``tmp_path/mlruns``.
+
+Every study here is the tabular workload on 1,500 rows with target ``val_accuracy>=0.85``,
+which the MLP reaches in about 100 steps at batch 128 and 180 at batch 32 (well inside the
+400-step budget), so a trial takes a second or two on a 2-core CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from optuna.trial import FrozenTrial
+from optuna.trial import TrialState as OptunaState
+
+from study.ledger import Ledger, Stratum, curve_rows, open_storage
+
+#: Ledger statuses of trials that consume no budget (their slot is run again).
+UNCOUNTED = ("interrupted", "discarded")
+#: Ledger statuses of finished trials.
+FINISHED = ("reached", "not_reached", "diverged", "pruned", "failed", "infeasible")
+#: MLflow run status of a finished trial, by ledger status.
+RUN_STATUS = {
+    "reached": "FINISHED",
+    "not_reached": "FINISHED",
+    "diverged": "FINISHED",
+    "pruned": "KILLED",
+    "failed": "FAILED",
+    "infeasible": "FAILED",
+    "interrupted": "FAILED",
+}
+#: Optuna state of a finished trial, by ledger status.
+OPTUNA_STATE = {
+    "reached": OptunaState.COMPLETE,
+    "not_reached": OptunaState.COMPLETE,
+    "diverged": OptunaState.COMPLETE,
+    "pruned": OptunaState.PRUNED,
+    "failed": OptunaState.FAIL,
+    "infeasible": OptunaState.FAIL,
+    "interrupted": OptunaState.FAIL,
+    "discarded": OptunaState.FAIL,
+}
+
+TINY: dict[str, Any] = {
+    "name": "tiny",
+    "workload": "tabular",
+    "workload_options": {"rows": 1500},
+    "target": "val_accuracy>=0.85",
+    "budget": {"max_steps": 400},
+    "eval_every": 10,
+    "trials_per_stratum": 3,
+    "search_space": {
+        "batch_size": [32, 128],
+        "learning_rate": {"low": 1.0e-2, "high": 0.3, "scale": "log"},
+        "strategy": ["default"],
+    },
+}
+
+
+def tiny_study(**overrides: Any) -> dict[str, Any]:
+    """`TINY` with top-level keys replaced (``search_space`` and ``tuner`` are merged)."""
+    data = copy.deepcopy(TINY)
+    for key, value in overrides.items():
+        if key in ("search_space", "tuner") and isinstance(value, Mapping):
+            data[key] = {**data.get(key, {}), **value}
+        else:
+            data[key] = value
+    return data
+
+
+def write_study(directory: Path, data: Mapping[str, Any], file: str | None = None) -> Path:
+    """Write a study file into ``directory`` (named after the study) and return its path."""
+    path = directory / (file or f"{data['name']}.yaml")
+    path.write_text(yaml.safe_dump(dict(data), sort_keys=False), encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# Running `study`
+
+
+def study_env() -> dict[str, str]:
+    """The environment for `study` subprocesses: no inherited store locations."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def study_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "study", *args]
+
+
+def run_study(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """Run ``study ARGS`` in ``cwd`` (so its default store is ``cwd/mlruns``) and wait."""
+    return subprocess.run(
+        study_cmd(*args),
+        cwd=cwd,
+        env=study_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@dataclass
+class Background:
+    """A `study` process started in its own session (its process group id is its pid)."""
+
+    process: subprocess.Popen[bytes]
+    stdout: Path
+    stderr: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def signal_group(self, sig: int) -> None:
+        os.killpg(os.getpgid(self.pid), sig)
+
+    def wait(self, timeout: float = 240) -> int:
+        return self.process.wait(timeout)
+
+    def output(self) -> tuple[str, str]:
+        return (
+            self.stdout.read_text(encoding="utf-8", errors="replace"),
+            self.stderr.read_text(encoding="utf-8", errors="replace"),
+        )
+
+    def stop(self) -> None:
+        """Kill the whole group if it still runs (test clean-up)."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.signal_group(signal.SIGKILL)
+            self.process.wait(30)
+
+
+@pytest.fixture
+def background() -> Iterator[Callable[..., Background]]:
+    """Start ``study ARGS`` in the background (``start(*args, cwd=..., tag=...)``); every
+    process still running at the end of the test is killed with its group."""
+    started: list[Background] = []
+
+    def start(*args: str, cwd: Path, tag: str = "study") -> Background:
+        stdout, stderr = cwd / f"{tag}.out", cwd / f"{tag}.err"
+        with open(stdout, "wb") as out, open(stderr, "wb") as err:
+            process = subprocess.Popen(
+                study_cmd(*args),
+                cwd=cwd,
+                env=study_env(),
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+        job = Background(process, stdout, stderr)
+        started.append(job)
+        return job
+
+    yield start
+    for job in started:
+        job.stop()
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str, poll: float = 0.1) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(poll)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def freeze_when(pgid: int, find: Callable[[], Any], confirm: Callable[[Any], bool] = bool) -> Any:
+    """Stop process group ``pgid`` (SIGSTOP) as soon as ``find()`` returns something, and
+    return what it returns once the group has stopped if ``confirm`` accepts it; otherwise let
+    the group go on (SIGCONT) and return None. ``confirm`` may be slow: nothing moves meanwhile.
+    """
+    if not find():
+        return None
+    os.killpg(pgid, signal.SIGSTOP)
+    time.sleep(0.2)  # let writes already under way land before reading again
+    found = find()
+    if found and confirm(found):
+        return found
+    os.killpg(pgid, signal.SIGCONT)
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Reading the stores
+
+
+@dataclass
+class Store:
+    """The local store of one directory: ``mlruns/optuna.journal`` and ``mlruns/mlflow.db``."""
+
+    cwd: Path
+    _storage: Any = field(default=None, repr=False)
+    _client: Any = field(default=None, repr=False)
+
+    @property
+    def root(self) -> Path:
+        return self.cwd / "mlruns"
+
+    @property
+    def journal(self) -> Path:
+        return self.root / "optuna.journal"
+
+    @property
+    def tracking_uri(self) -> str:
+        return f"sqlite:///{self.root / 'mlflow.db'}"
+
+    def storage(self, fresh: bool = False) -> Any:
+        """An Optuna storage on the journal (``fresh``: re-read the file from scratch)."""
+        if fresh or self._storage is None:
+            self._storage = open_storage(str(self.journal))
+        return self._storage
+
+    def ledger(self, name: str, fresh: bool = False) -> Ledger:
+        return Ledger(self.storage(fresh), name)
+
+    def trials(
+        self, config: Mapping[str, Any], fresh: bool = False
+    ) -> dict[str, list[FrozenTrial]]:
+        """Every ledger trial of a study by stratum (``"b128/default"``), in trial order."""
+        ledger = self.ledger(config["name"], fresh)
+        return {
+            str(stratum): sorted(ledger.trials(stratum), key=lambda t: t.number)
+            for stratum in strata(config)
+        }
+
+    def mlflow(self) -> Any:
+        """An MLflow client on the store (create it only once a study has made the database)."""
+        if self._client is None:
+            from mlflow.tracking import MlflowClient
+
+            self._client = MlflowClient(tracking_uri=self.tracking_uri)
+        return self._client
+
+    def runs(self, name: str) -> list[Any]:
+        """The active MLflow runs of a study's experiment."""
+        client = self.mlflow()
+        experiment = client.get_experiment_by_name(name)
+        assert experiment is not None, f"no MLflow experiment named {name!r}"
+        return list(client.search_runs([experiment.experiment_id], max_results=5000))
+
+
+def strata(config: Mapping[str, Any]) -> list[Stratum]:
+    space = config["search_space"]
+    return [Stratum(b, s) for b in space["batch_size"] for s in space.get("strategy", ["auto"])]
+
+
+def status(t: FrozenTrial) -> str | None:
+    return t.user_attrs.get("status")
+
+
+def counted(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    return [t for t in trials if status(t) not in UNCOUNTED]
+
+
+def trial_key(name: str, stratum: str, number: int) -> str:
+    """The key of a trial's MLflow run (tag ``study.trial``)."""
+    return f"{name}/{stratum}#{number}"
+
+
+def snapshot(trial: FrozenTrial) -> dict[str, Any]:
+    """What a finished trial recorded: params, results, state (for before/after comparisons)."""
+    keep = ("status", "tuner", "origin", "owner", "steps_to_target", "steps_run", "curve")
+    return {
+        "number": trial.number,
+        "state": trial.state,
+        "params": dict(trial.params),
+        "value": trial.value,
+        **{k: trial.user_attrs.get(k) for k in keep},
+    }
+
+
+def assert_budget_spent(by_stratum: Mapping[str, list[FrozenTrial]], per_stratum: int) -> None:
+    """Each stratum holds exactly ``per_stratum`` counted trials, all finished, and every
+    uncounted trial is closed (failed in Optuna) and not running."""
+    for stratum, trials in by_stratum.items():
+        kept = counted(trials)
+        assert len(kept) == per_stratum, (stratum, Counter(status(t) for t in trials))
+        for t in trials:
+            assert status(t) in (*FINISHED, *UNCOUNTED), (stratum, t.number, status(t))
+            assert t.state is OPTUNA_STATE[status(t)], (stratum, t.number, status(t), t.state)
+
+
+def assert_mlflow_mirrors_ledger(
+    store: Store, config: Mapping[str, Any], by_stratum: Mapping[str, list[FrozenTrial]]
+) -> dict[str, Any]:
+    """MLflow holds one experiment named after the study, one parent run, and one nested child
+    run per trial that started (finished or interrupted), agreeing with the ledger; no run is
+    left RUNNING. Returns the child runs by trial key."""
+    name = config["name"]
+    client = store.mlflow()
+    experiments = [e for e in client.search_experiments() if e.name == name]
+    assert len(experiments) == 1
+    runs = store.runs(name)
+    assert [r.info.run_name for r in runs if r.info.status == "RUNNING"] == []
+    parents = [r for r in runs if r.data.tags.get("study.role") == "parent"]
+    assert len(parents) == 1, [r.info.run_id for r in parents]
+    parent = parents[0]
+    assert parent.info.run_name == name
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"study.yaml", "environment.json"} <= artifacts
+
+    children = [r for r in runs if r is not parent]
+    assert all(r.data.tags.get("mlflow.parentRunId") == parent.info.run_id for r in children)
+    assert all(r.data.tags.get("study.role") == "trial" for r in children)
+    by_key: dict[str, Any] = {}
+    for run in children:
+        key = run.data.tags["study.trial"]
+        assert key not in by_key, f"two MLflow runs for trial {key}"
+        by_key[key] = run
+
+    expected = set()
+    for stratum, trials in by_stratum.items():
+        for t in trials:
+            key = trial_key(name, stratum, t.number)
+            if status(t) == "discarded":
+                assert key not in by_key, key  # an over-budget claim never ran
+                continue
+            if status(t) == "interrupted" and key not in by_key:
+                continue  # killed before its run reached MLflow
+            expected.add(key)
+            run = by_key.get(key)
+            assert run is not None, f"no MLflow run for finished trial {key}"
+            assert run.data.tags["status"] == status(t), key
+            assert run.info.status == RUN_STATUS[status(t)], key
+            if status(t) == "interrupted":
+                continue
+            _assert_child_matches(client, run, stratum, t)
+    assert set(by_key) == expected
+    return by_key
+
+
+def _assert_child_matches(client: Any, run: Any, stratum: str, t: FrozenTrial) -> None:
+    params = run.data.params
+    assert params["tuner"] == t.user_attrs["tuner"]
+    assert int(params["trial_number"]) == t.number
+    assert params["stratum"] == stratum
+    assert int(params["batch_size"]) == t.user_attrs["batch_size"]
+    assert float(params["optimizer.learning_rate"]) == t.params["learning_rate"]
+    assert float(params["hp.learning_rate"]) == t.params["learning_rate"]
+    assert run.data.tags["tuner"] == t.user_attrs["tuner"]
+    rows = curve_rows(t)
+    if not rows:  # e.g. infeasible: nothing was measured
+        return
+    history = client.get_metric_history(run.info.run_id, "val_accuracy")
+    assert [m.step for m in history] == [r["step"] for r in rows]
+    assert [m.value for m in history] == pytest.approx([r["val_accuracy"] for r in rows])
+    assert run.data.metrics["summary.steps_run"] == t.user_attrs["steps_run"]
+
+
+def best_before(trials: list[FrozenTrial], t: FrozenTrial) -> float:
+    """Fewest steps to target among the trials that reached it before ``t`` finished."""
+    steps = [
+        o.user_attrs["steps_to_target"]
+        for o in trials
+        if status(o) == "reached" and o.user_attrs["finished_at"] < t.user_attrs["finished_at"]
+    ]
+    return float(min(steps)) if steps else math.inf

@@ -1,0 +1,260 @@
+"""The study engine end to end, in process, on tiny tabular studies: each tuner backend spends
+exactly the budget and records its proposals in the ledger, MLflow mirrors the ledger, pruning
+stops only trials that can no longer win, an infeasible strategy does not stop the study, and
+`study status` / `study ls` report what the ledger holds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.trial import FrozenTrial
+from optuna.trial import TrialState as OptunaState
+
+from study import cli
+from study.config.studyfile import load_study_file
+from study.runner.engine import RunOptions, StudyEngine
+from tests.runner.conftest import (
+    FINISHED,
+    Store,
+    assert_budget_spent,
+    assert_mlflow_mirrors_ledger,
+    best_before,
+    status,
+    tiny_study,
+    write_study,
+)
+
+pytestmark = pytest.mark.slow
+
+TUNERS = ("optuna", "keras-tuner", "both")
+EVAL_EVERY = 10
+
+
+@dataclass
+class Finished:
+    """A study run to the end by `StudyEngine.run` in its own directory."""
+
+    config: dict[str, Any]
+    file: Path
+    store: Store
+    exit_status: int
+    trials: dict[str, list[FrozenTrial]]
+
+
+def run_engine(directory: Path, data: dict[str, Any], tuner: str) -> Finished:
+    """Run a study in process with its stores (and KerasTuner's state) under ``directory``."""
+    file = write_study(directory, data)
+    store = Store(directory)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STUDY_HOME", str(store.root))
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        options = RunOptions(
+            tuner=tuner,
+            storage=str(store.journal),
+            tracking_uri=store.tracking_uri,
+            live=False,
+        )
+        exit_status = StudyEngine(load_study_file(file), options).run()
+    return Finished(data, file, store, exit_status, store.trials(data, fresh=True))
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Finished]:
+    """``finished(tuner)``: the tiny study (2 batch sizes x 3 trials, pruning on) run with that
+    tuner; each is run once per module."""
+    done: dict[str, Finished] = {}
+
+    def get(tuner: str) -> Finished:
+        if tuner not in done:
+            data = tiny_study(name=f"tiny-{tuner}")
+            done[tuner] = run_engine(tmp_path_factory.mktemp(tuner), data, tuner)
+        return done[tuner]
+
+    return get
+
+
+def all_trials(run: Finished) -> list[FrozenTrial]:
+    return [t for trials in run.trials.values() for t in trials]
+
+
+@pytest.mark.parametrize("tuner", TUNERS)
+def test_each_tuner_spends_the_budget_and_records_its_proposals(
+    finished: Callable[[str], Finished], tuner: str
+) -> None:
+    run = finished(tuner)
+
+    assert run.exit_status == 0
+    assert_budget_spent(run.trials, run.config["trials_per_stratum"])
+    assert all(status(t) in FINISHED for t in all_trials(run))
+    expected = {"optuna", "keras-tuner"} if tuner == "both" else {tuner}
+    for stratum, trials in run.trials.items():
+        assert {t.user_attrs["tuner"] for t in trials} == expected, stratum
+    lr = run.config["search_space"]["learning_rate"]
+    for t in all_trials(run):
+        # whoever proposed it, the stratum's Optuna study holds the trial's parameters
+        assert t.distributions["learning_rate"] == optuna.distributions.FloatDistribution(
+            lr["low"], lr["high"], log=True
+        )
+        assert lr["low"] <= t.params["learning_rate"] <= lr["high"]
+        assert t.user_attrs["origin"] in ("sampler", "transfer")
+        if status(t) == "reached":
+            assert t.value == t.user_attrs["steps_to_target"]
+
+
+@pytest.mark.parametrize("tuner", ["keras-tuner", "both"])
+def test_keras_tuner_proposals_are_the_ledger_params(
+    finished: Callable[[str], Finished], tuner: str
+) -> None:
+    run = finished(tuner)
+    state = run.store.root / "keras_tuner" / run.config["name"]
+    for stratum, trials in run.trials.items():
+        project = state / stratum.replace("/", "-")
+        for t in (t for t in trials if t.user_attrs["tuner"] == "keras-tuner"):
+            saved = json.loads(
+                (project / f"trial_{t.user_attrs['kt_trial_id']}" / "trial.json").read_text()
+            )
+            assert saved["hyperparameters"]["values"]["learning_rate"] == t.params["learning_rate"]
+            assert saved["status"] == "COMPLETED"
+            assert saved["score"] == pytest.approx(t.value)
+
+
+@pytest.mark.parametrize("tuner", TUNERS)
+def test_mlflow_mirrors_the_ledger(finished: Callable[[str], Finished], tuner: str) -> None:
+    run = finished(tuner)
+    name = run.config["name"]
+
+    children = assert_mlflow_mirrors_ledger(run.store, run.config, run.trials)
+
+    assert len(children) == sum(len(ts) for ts in run.trials.values())
+    client = run.store.mlflow()
+    (parent,) = [r for r in run.store.runs(name) if r.data.tags.get("study.role") == "parent"]
+    assert parent.info.status == "FINISHED"
+    assert parent.data.params["tuner"] == tuner
+    assert parent.data.metrics["trials_done"] == len(children)
+    text = Path(client.download_artifacts(parent.info.run_id, "study.yaml", str(run.store.cwd)))
+    assert text.read_text() == run.file.read_text()
+    environment = client.download_artifacts(
+        parent.info.run_id, "environment.json", str(run.store.cwd)
+    )
+    assert "optuna" in json.loads(Path(environment).read_text())["packages"]
+
+
+def test_pruning_stops_only_trials_that_can_no_longer_win(
+    finished: Callable[[str], Finished],
+) -> None:
+    run = finished("both")
+    pruned = [t for t in all_trials(run) if status(t) == "pruned"]
+    assert pruned, "a stratum with several trials should prune some"
+    for stratum, trials in run.trials.items():
+        for t in trials:
+            best = best_before(trials, t)
+            if status(t) == "pruned":
+                # stopped at the first evaluation at or past the best steps so far
+                assert best <= t.user_attrs["steps_run"] < best + EVAL_EVERY, (stratum, t.number)
+                assert t.state is OptunaState.PRUNED
+                assert list(t.intermediate_values) == [t.user_attrs["steps_run"]]
+            elif math.isfinite(best) and status(t) != "diverged":
+                # a trial that ran while a better one was known reached the target in time
+                assert status(t) == "reached", (stratum, t.number)
+                assert t.user_attrs["steps_to_target"] <= best
+
+
+def test_without_pruning_every_trial_runs_to_the_target_or_the_budget(tmp_path: Path) -> None:
+    data = tiny_study(
+        name="no-pruning", search_space={"batch_size": [128]}, tuner={"pruning": False}
+    )
+    run = run_engine(tmp_path, data, "optuna")
+
+    assert run.exit_status == 0
+    (trials,) = run.trials.values()
+    assert len(trials) == 3
+    for t in trials:
+        assert t.state is OptunaState.COMPLETE
+        assert status(t) in ("reached", "not_reached")
+        limit = t.user_attrs["steps_to_target"] or data["budget"]["max_steps"]
+        assert t.user_attrs["steps_run"] == limit
+    # some trial went on past the best steps known when it ran: pruning would have stopped it
+    assert any(t.user_attrs["steps_run"] > best_before(trials, t) for t in trials)
+
+
+def test_an_infeasible_strategy_does_not_stop_the_study(tmp_path: Path) -> None:
+    data = tiny_study(
+        name="needs-tpu",
+        trials_per_stratum=2,
+        search_space={"batch_size": [128], "strategy": ["tpu", "default"]},
+        tuner={"max_consecutive_failures": 1},  # infeasible trials are not failures
+    )
+    run = run_engine(tmp_path, data, "optuna")
+
+    assert run.exit_status == 0
+    assert_budget_spent(run.trials, 2)
+    for t in run.trials["b128/tpu"]:
+        assert status(t) == "infeasible"
+        assert t.state is OptunaState.FAIL
+        assert "TPU" in t.user_attrs["error"]
+    assert all(status(t) != "infeasible" for t in run.trials["b128/default"])
+    runs = assert_mlflow_mirrors_ledger(run.store, data, run.trials)
+    assert Counter(r.data.tags["status"] for r in runs.values())["infeasible"] == 2
+    summary = study_status(run)
+    assert summary["state"] == "complete"
+
+
+def study_status(run: Finished) -> dict[str, Any]:
+    return cli_json(["status", run.config["name"], "--storage", str(run.store.journal)])
+
+
+def cli_json(argv: list[str]) -> Any:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main([*argv, "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
+def test_status_and_ls_report_the_ledger(
+    finished: Callable[[str], Finished], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = finished("both")
+    name, journal = run.config["name"], str(run.store.journal)
+
+    summary = study_status(run)
+
+    total = 2 * run.config["trials_per_stratum"]
+    assert (summary["study"], summary["state"]) == (name, "complete")
+    assert (summary["trials_done"], summary["trials_total"], summary["running"]) == (
+        total,
+        total,
+        0,
+    )
+    assert [s["stratum"] for s in summary["strata"]] == ["b32/default", "b128/default"]
+    for row in summary["strata"]:
+        trials = run.trials[row["stratum"]]
+        assert row["trials"] == len(trials)
+        assert row["statuses"] == dict(Counter(status(t) for t in trials))
+        reached = [t for t in trials if status(t) == "reached"]
+        best = min(reached, key=lambda t: t.user_attrs["steps_to_target"])
+        assert row["best_steps"] == best.user_attrs["steps_to_target"]
+        assert row["best_learning_rate"] == best.params["learning_rate"]
+        assert (row["best_trial"], row["best_tuner"]) == (best.number, best.user_attrs["tuner"])
+    assert cli_json(["ls", "--storage", journal]) == [summary]
+
+    assert cli.main(["status", name, "--storage", journal]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0] == f"study {name}: {total}/{total} trials, complete"
+    for row in summary["strata"]:
+        line = next(line for line in table if line.startswith(row["stratum"] + " "))
+        assert line.split()[1:3] == [str(row["trials"]), str(row["statuses"].get("reached", 0))]
+    assert cli.main(["ls", "--storage", journal]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert listing[1].split() == [name, f"{total}/{total}", "2", "complete"]

@@ -1,0 +1,317 @@
+"""Resuming a study after its processes die: SIGKILL of the whole process group mid-trial,
+Ctrl-C (SIGINT to the group), and a restart that repairs the MLflow mirror from the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from optuna.trial import FrozenTrial
+from optuna.trial import TrialState as OptunaState
+
+from study.ledger import owner_alive
+from tests.runner.conftest import (
+    FINISHED,
+    Background,
+    Store,
+    assert_budget_spent,
+    assert_mlflow_mirrors_ledger,
+    counted,
+    freeze_when,
+    run_study,
+    snapshot,
+    status,
+    study_cmd,
+    study_env,
+    tiny_study,
+    trial_key,
+    wait_for,
+    write_study,
+)
+
+pytestmark = pytest.mark.slow
+
+# 2 strata x 4 trials, every trial run to the target or the budget (no pruning), so a trial
+# lasts a second or two. With --tuner both, odd trial numbers are KerasTuner's.
+KILLED = tiny_study(name="killed", trials_per_stratum=4, tuner={"pruning": False})
+
+
+@dataclass
+class Killed:
+    """A study SIGKILLed while KerasTuner's trial #1 of a stratum ran, then resumed."""
+
+    cwd: Path
+    file: Path
+    store: Store
+    before: dict[str, list[FrozenTrial]]  # the ledger just after the kill
+    victim: tuple[str, FrozenTrial]  # (stratum, the trial that was running)
+    victim_run_status: str  # its MLflow run's status just before the kill
+    status_after_kill: subprocess.CompletedProcess[str]  # `study status NAME --json`
+    resumed: subprocess.CompletedProcess[str]
+    after: dict[str, list[FrozenTrial]]  # the ledger after the resume
+
+
+def running_trial(
+    store: Store,
+    config: dict[str, Any],
+    min_finished: int,
+    number: int | None = None,
+    tuner: str | None = None,
+) -> tuple[str, FrozenTrial] | None:
+    """A trial that runs (optionally trial ``number`` of ``tuner``) once ``min_finished``
+    trials finished: (stratum, trial), else None. Reads only the ledger (fast)."""
+    if not store.journal.exists():
+        return None
+    trials = [(stratum, t) for stratum, ts in store.trials(config).items() for t in ts]
+    finished = sum(t.state.is_finished() and status(t) in FINISHED for _, t in trials)
+    for stratum, t in trials:
+        if (
+            t.state is OptunaState.RUNNING
+            and status(t) == "running"  # `finish` writes the status before closing the trial
+            and "tuner" in t.user_attrs
+            and number in (None, t.number)
+            and tuner in (None, t.user_attrs["tuner"])
+            and finished >= min_finished
+        ):
+            return stratum, t
+    return None
+
+
+def run_status(store: Store, config: dict[str, Any], stratum: str, number: int) -> str | None:
+    """The status of a trial's MLflow run (None: no run yet)."""
+    key = trial_key(config["name"], stratum, number)
+    try:
+        runs = store.runs(config["name"])
+    except Exception:  # e.g. the database is locked by a stopped process: ask again
+        return None
+    return next((r.info.status for r in runs if r.data.tags.get("study.trial") == key), None)
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
+    cwd = tmp_path_factory.mktemp("killed")
+    file = write_study(cwd, KILLED)
+    store = Store(cwd)
+    with open(cwd / "run.out", "wb") as out, open(cwd / "run.err", "wb") as err:
+        process = subprocess.Popen(
+            study_cmd("run", str(file)),
+            cwd=cwd,
+            env=study_env(),
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+    try:
+        stratum, _ = wait_for(
+            lambda: freeze_when(
+                process.pid,
+                lambda: running_trial(store, KILLED, 2, 1, "keras-tuner"),
+                lambda found: run_status(store, KILLED, found[0], 1) == "RUNNING",
+            ),
+            180,
+            "KerasTuner's trial #1 to run after two trials finished",
+        )
+        frozen_run_status = run_status(store, KILLED, stratum, 1)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)
+    before = store.trials(KILLED, fresh=True)  # the journal still loads
+    victim = next(t for t in before[stratum] if t.number == 1)
+    status_after_kill = run_study("status", KILLED["name"], "--json", cwd=cwd)
+    resumed = run_study("resume", KILLED["name"], cwd=cwd)
+    yield Killed(
+        cwd=cwd,
+        file=file,
+        store=store,
+        before=before,
+        victim=(stratum, victim),
+        victim_run_status=frozen_run_status or "",
+        status_after_kill=status_after_kill,
+        resumed=resumed,
+        after=store.trials(KILLED, fresh=True),
+    )
+
+
+def kt_project(stratum: str) -> str:
+    """KerasTuner's project directory of a stratum: ``b32/default`` -> ``b32-default``."""
+    return stratum.replace("/", "-").replace(":", "_")
+
+
+def test_sigkill_leaves_a_loadable_ledger_with_the_trial_running(killed: Killed) -> None:
+    _, victim = killed.victim
+    finished = [t for ts in killed.before.values() for t in ts if status(t) in FINISHED]
+    assert len(finished) >= 2
+    assert victim.state is OptunaState.RUNNING
+    assert status(victim) == "running"
+    assert not owner_alive(victim.user_attrs["owner"])
+    assert killed.victim_run_status == "RUNNING"
+
+
+def test_status_after_the_kill_does_not_count_the_dead_trial(killed: Killed) -> None:
+    assert killed.status_after_kill.returncode == 0, killed.status_after_kill.stderr
+    summary = json.loads(killed.status_after_kill.stdout)
+    finished = sum(status(t) in FINISHED for ts in killed.before.values() for t in ts)
+    assert (summary["state"], summary["running"]) == ("incomplete", 0)
+    assert summary["trials_done"] == finished
+    assert all("running" not in row["statuses"] for row in summary["strata"])
+
+
+def test_resume_keeps_every_finished_trial_and_spends_the_budget(killed: Killed) -> None:
+    assert killed.resumed.returncode == 0, killed.resumed.stderr[-3000:]
+    assert "marked 1 interrupted trial(s) failed" in killed.resumed.stdout
+    for stratum, trials in killed.before.items():
+        after = {t.number: t for t in killed.after[stratum]}
+        for t in trials:
+            if status(t) in FINISHED:
+                assert snapshot(after[t.number]) == snapshot(t)
+    assert_budget_spent(killed.after, KILLED["trials_per_stratum"])
+    total = sum(len(counted(ts)) for ts in killed.after.values())
+    assert total == 2 * KILLED["trials_per_stratum"]
+    for stratum, trials in killed.after.items():
+        rates = [t.params["learning_rate"] for t in counted(trials)]
+        assert len(set(rates)) == len(rates), f"{stratum}: a trial was run twice"
+
+
+def test_interrupted_trial_is_failed_and_its_run_closed(killed: Killed) -> None:
+    stratum, victim = killed.victim
+    after = next(t for t in killed.after[stratum] if t.number == victim.number)
+    assert status(after) == "interrupted"
+    assert after.state is OptunaState.FAIL
+    assert all(t.state is not OptunaState.RUNNING for ts in killed.after.values() for t in ts)
+    runs = assert_mlflow_mirrors_ledger(killed.store, KILLED, killed.after)
+    run = runs[trial_key(KILLED["name"], stratum, victim.number)]
+    assert (run.info.status, run.data.tags["status"]) == ("FAILED", "interrupted")
+    parent = [r for r in killed.store.runs(KILLED["name"]) if r.info.run_name == KILLED["name"]]
+    assert [r.info.status for r in parent] == ["FINISHED"]
+
+
+def test_keras_tuner_state_is_reloaded_and_the_interrupted_proposal_retried(
+    killed: Killed,
+) -> None:
+    stratum, victim = killed.victim
+    state = killed.store.root / "keras_tuner" / KILLED["name"]
+    project = state / kt_project(stratum)
+    assert project.is_dir()
+    kt_id = victim.user_attrs["kt_trial_id"]
+    retried = [t for t in counted(killed.after[stratum]) if t.user_attrs.get("origin") == "retry"]
+    assert len(retried) == 1, "the reloaded KerasTuner state should retry the lost proposal"
+    retry = retried[0]
+    assert retry.user_attrs["tuner"] == "keras-tuner"
+    assert retry.user_attrs["kt_trial_id"] == kt_id
+    assert retry.params == victim.params
+    oracle = json.loads((project / "oracle.json").read_text())
+    assert oracle["ongoing_trials"] == {} and oracle["retry_queue"] == []
+    # Every KerasTuner trial of the ledger, before and after the kill, is one completed
+    # KerasTuner trial with the ledger's objective as its score.
+    for stratum_name, trials in killed.after.items():
+        directory = state / kt_project(stratum_name)
+        kt = [t for t in counted(trials) if t.user_attrs["tuner"] == "keras-tuner"]
+        assert len({t.user_attrs["kt_trial_id"] for t in kt}) == len(kt)
+        for t in kt:
+            saved = json.loads(
+                (directory / f"trial_{t.user_attrs['kt_trial_id']}" / "trial.json").read_text()
+            )
+            assert saved["status"] == "COMPLETED"
+            assert saved["score"] == pytest.approx(t.value)
+            assert saved["hyperparameters"]["values"]["learning_rate"] == t.params["learning_rate"]
+
+
+def test_restart_repairs_runs_a_dead_process_left_behind(killed: Killed, tmp_path: Path) -> None:
+    """A process killed after the ledger recorded a trial but before MLflow did leaves the
+    trial's run open (or missing): the next start closes it from the ledger, once."""
+    shutil.copytree(killed.store.root, tmp_path / "mlruns")
+    file = shutil.copy(killed.file, tmp_path)
+    store = Store(tmp_path)
+    client = store.mlflow()
+    runs = {r.data.tags.get("study.trial"): r for r in store.runs(KILLED["name"])}
+    parent = runs.pop(None)
+    stratum = "b128/default"
+    open_key, lost_key = (trial_key(KILLED["name"], stratum, n) for n in (0, 1))
+    for key in (open_key, lost_key):
+        client.delete_run(runs[key].info.run_id)
+    left_open = client.create_run(  # what `start_trial` logs before the trial runs
+        runs[open_key].info.experiment_id,
+        run_name=f"{stratum}#0",
+        tags={
+            "study.role": "trial",
+            "study.trial": open_key,
+            "status": "running",
+            "mlflow.parentRunId": parent.info.run_id,
+        },
+    )
+    before = store.trials(KILLED)
+
+    result = run_study("run", str(file), "--tuner", "optuna", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    after = store.trials(KILLED, fresh=True)
+    assert {s: [snapshot(t) for t in ts] for s, ts in after.items()} == {
+        s: [snapshot(t) for t in ts] for s, ts in before.items()
+    }
+    repaired = assert_mlflow_mirrors_ledger(store, KILLED, after)
+    assert repaired[open_key].info.run_id == left_open.info.run_id  # closed, not duplicated
+
+
+CTRL_C = tiny_study(
+    name="ctrl-c",
+    trials_per_stratum=3,
+    search_space={"batch_size": [128]},
+    tuner={"pruning": False},
+)
+
+
+def test_ctrl_c_stops_with_130_and_the_study_resumes(
+    tmp_path: Path, background: Callable[..., Background]
+) -> None:
+    file = write_study(tmp_path, CTRL_C)
+    store = Store(tmp_path)
+    job = background("run", str(file), "--tuner", "optuna", cwd=tmp_path)
+
+    _, victim = wait_for(
+        lambda: freeze_when(
+            job.pid,
+            lambda: running_trial(store, CTRL_C, 1),
+            lambda found: run_status(store, CTRL_C, found[0], found[1].number) == "RUNNING",
+        ),
+        180,
+        "a trial to run after the first finished",
+    )
+    job.signal_group(signal.SIGINT)  # delivered when the group continues
+    job.signal_group(signal.SIGCONT)
+    assert job.wait(60) == 130
+    _, err = job.output()
+    assert "Traceback" not in err
+
+    trials = store.trials(CTRL_C, fresh=True)["b128/default"]
+    stopped = next(t for t in trials if t.number == victim.number)
+    assert (status(stopped), stopped.state) == ("interrupted", OptunaState.FAIL)
+    assert all(t.state is not OptunaState.RUNNING for t in trials)
+    runs = assert_mlflow_mirrors_ledger(store, CTRL_C, {"b128/default": trials})
+    stopped_run = runs[trial_key(CTRL_C["name"], "b128/default", victim.number)]
+    assert stopped_run.data.tags["status"] == "interrupted"
+    parent = [r for r in store.runs(CTRL_C["name"]) if r.data.tags.get("study.role") == "parent"]
+    assert [r.info.status for r in parent] == ["KILLED"]
+
+    result = run_study("run", str(file), "--tuner", "optuna", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    after = store.trials(CTRL_C, fresh=True)
+    assert_budget_spent(after, CTRL_C["trials_per_stratum"])
+    for t in after["b128/default"]:
+        assert t.state is not OptunaState.RUNNING
+        assert status(t) != "running"
+    assert_mlflow_mirrors_ledger(store, CTRL_C, after)
+    parent = [r for r in store.runs(CTRL_C["name"]) if r.data.tags.get("study.role") == "parent"]
+    assert [r.info.status for r in parent] == ["FINISHED"]
