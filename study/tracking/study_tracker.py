@@ -8,7 +8,9 @@ logged from the ledger).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import queue
 import sys
 import threading
@@ -44,6 +46,8 @@ class StudyTracker:
 
     # -- the background thread ------------------------------------------------------------
     def _loop(self) -> None:
+        with contextlib.suppress(AttributeError, OSError):  # Linux: lower this thread's priority
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         while True:
             job = self._queue.get()
             if job is None:
