@@ -15,6 +15,7 @@ import pandas as pd
 
 from study.analysis.table import (
     BATCH_SIZE,
+    COLUMNS,
     EXAMPLES,
     HP_PREFIX,
     LEARNING_RATE,
@@ -22,8 +23,8 @@ from study.analysis.table import (
     STATE,
     STEP,
     STRATEGY,
+    STRATUM_TRIAL,
     STUDY,
-    TRAIN_LOSS,
     TRAIN_SECONDS,
     TRIAL,
     TUNER,
@@ -62,21 +63,7 @@ def ledger_table(storage: Any, name: str, *, include_running: bool = True) -> pd
     rows: list[dict[str, Any]] = []
     for number, (_, stratum_name, attrs, t) in enumerate(found):
         rows.extend(_trial_rows(name, number, stratum_name.removeprefix(prefix), attrs, t))
-    columns = [
-        STUDY,
-        TRIAL,
-        "stratum_trial",
-        BATCH_SIZE,
-        STRATEGY,
-        REPLICAS,
-        TUNER,
-        STATE,
-        LEARNING_RATE,
-        STEP,
-        EXAMPLES,
-        TRAIN_SECONDS,
-        TRAIN_LOSS,
-    ]
+    columns = [*COLUMNS[:2], STRATUM_TRIAL, *COLUMNS[2:]]
     df = pd.DataFrame(rows)
     for column in columns:
         if column not in df.columns:
@@ -91,7 +78,7 @@ def _trial_rows(study: str, number: int, stratum: str, attrs: dict, t: Any) -> l
     base = {
         STUDY: study,
         TRIAL: number,
-        "stratum_trial": t.number,
+        STRATUM_TRIAL: t.number,
         BATCH_SIZE: batch,
         STRATEGY: t.user_attrs.get("strategy", attrs.get("strategy", "default")),
         REPLICAS: environment.get(

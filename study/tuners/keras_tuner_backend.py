@@ -16,6 +16,7 @@ import io
 import os
 import socket
 import threading
+import warnings
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -150,7 +151,8 @@ class KerasTunerBackend(TunerBackend):
         self, stratum: Stratum, study: optuna.Study, trial: optuna.Trial
     ) -> Proposal | None:
         tuner_id = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
-        with self._locked(stratum) as tuner:
+        with self._locked(stratum) as tuner, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the GP's convergence chatter on a few points
             known = set(tuner.oracle.trials)
             kt_trial = tuner.oracle.create_trial(tuner_id)
             if kt_trial.status != keras_tuner.engine.trial.TrialStatus.RUNNING:
