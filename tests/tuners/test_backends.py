@@ -1,0 +1,97 @@
+"""Each sampler and oracle choice builds the right search object and proposes inside the space."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from study.config.studyfile import load_study_file
+from study.ledger import Ledger, Stratum, open_storage
+from study.tuners.optuna_backend import OptunaBackend
+
+keras_tuner = pytest.importorskip("keras_tuner")
+from study.tuners.keras_tuner_backend import KerasTunerBackend  # noqa: E402
+
+STUDY = """\
+name: backends
+workload: tabular
+target: "val_accuracy>=0.9"
+budget: {{max_steps: 100}}
+trials_per_stratum: 4
+search_space:
+  batch_size: [32, 64]
+  learning_rate: {{low: 1.0e-3, high: 1.0, scale: log}}
+  momentum: {{low: 0.5, high: 0.99, scale: linear}}
+  warmup_steps: {{choices: [0, 10]}}
+tuner: {{sampler: {sampler}, oracle: {oracle}}}
+"""
+
+
+def config(tmp_path: Path, sampler: str = "tpe", oracle: str = "bayesian"):
+    path = tmp_path / "s.yaml"
+    path.write_text(STUDY.format(sampler=sampler, oracle=oracle))
+    return load_study_file(path)
+
+
+@pytest.mark.parametrize(
+    ("sampler", "cls"),
+    [
+        ("tpe", optuna.samplers.TPESampler),
+        ("random", optuna.samplers.RandomSampler),
+        ("qmc", optuna.samplers.QMCSampler),
+        ("grid", optuna.samplers.GridSampler),
+    ],
+)
+def test_optuna_sampler_choice_proposes_inside_the_space(tmp_path, sampler, cls):
+    cfg = config(tmp_path, sampler=sampler)
+    ledger = Ledger(open_storage(str(tmp_path / "j.journal")), cfg.name)
+    backend = OptunaBackend(cfg, ledger)
+    stratum = Stratum(32, "auto")
+    assert isinstance(backend.sampler(stratum), cls)
+    study = ledger.stratum_study(stratum, backend.sampler(stratum))
+    for _ in range(3):
+        trial = ledger.claim(study, budget=4)
+        proposal = backend.propose(stratum, study, trial)
+        assert proposal.tuner == "optuna"
+        assert 1e-3 <= proposal.params["learning_rate"] <= 1.0
+        assert 0.5 <= proposal.params["momentum"] <= 0.99
+        assert proposal.params["warmup_steps"] in (0, 10)
+        study.tell(trial, 100.0)
+
+
+def test_grid_points_cover_each_range(tmp_path):
+    grid = OptunaBackend(config(tmp_path, sampler="grid"), None).grid()
+    assert grid["learning_rate"][0] == pytest.approx(1e-3)
+    assert grid["learning_rate"][-1] == pytest.approx(1.0)
+    assert len(grid["learning_rate"]) == 4
+    assert grid["warmup_steps"] == [0, 10]
+
+
+@pytest.mark.parametrize(
+    ("oracle", "cls"),
+    [
+        ("random", keras_tuner.oracles.RandomSearchOracle),
+        ("bayesian", keras_tuner.oracles.BayesianOptimizationOracle),
+        ("hyperband", keras_tuner.oracles.HyperbandOracle),
+    ],
+)
+def test_keras_tuner_oracle_choice_proposes_and_saves_state(tmp_path, oracle, cls):
+    cfg = config(tmp_path, oracle=oracle)
+    ledger = Ledger(open_storage(str(tmp_path / "j.journal")), cfg.name)
+    backend = KerasTunerBackend(cfg, ledger, root=tmp_path / "mlruns")
+    stratum = Stratum(64, "auto")
+    study = ledger.stratum_study(stratum)
+    trial = ledger.claim(study, budget=4)
+    proposal = backend.propose(stratum, study, trial)
+    assert proposal is not None and proposal.tuner == "keras-tuner"
+    assert isinstance(backend._tuners[stratum].oracle, cls)
+    assert 1e-3 <= proposal.params["learning_rate"] <= 1.0
+    assert not any(k.startswith("tuner/") for k in proposal.params)
+    assert 0 < proposal.budget_fraction <= 1.0
+    if oracle == "hyperband":
+        assert proposal.budget_fraction < 1.0  # Hyperband starts with short trials
+    saved = tmp_path / "mlruns" / "keras_tuner" / "backends" / "b64-auto" / "oracle.json"
+    assert saved.exists()
+    assert "kt_trial_id" in proposal.attrs
