@@ -29,6 +29,10 @@ from study.tracking.store import artifact_root
 for _name in ("mlflow", "alembic"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
+#: Experiment tag that makes the MLflow UI open studies in its model-training view (runs table).
+EXPERIMENT_KIND = "mlflow.experimentKind"
+MODEL_TRAINING = "custom_model_development"
+
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
 _MAX_PARAM_LENGTH = 6000
@@ -58,12 +62,18 @@ class MlflowLogger:
         if experiment is not None:
             if experiment.lifecycle_stage == "deleted":
                 self.client.restore_experiment(experiment.experiment_id)
+            if EXPERIMENT_KIND not in experiment.tags:
+                self.client.set_experiment_tag(
+                    experiment.experiment_id, EXPERIMENT_KIND, MODEL_TRAINING
+                )
             return experiment.experiment_id
         location = artifact_root(self.uri)
         if location:
             location = f"{location}/{name}"
         try:
-            return self.client.create_experiment(name, artifact_location=location)
+            return self.client.create_experiment(
+                name, artifact_location=location, tags={EXPERIMENT_KIND: MODEL_TRAINING}
+            )
         except MlflowException:
             experiment = self.client.get_experiment_by_name(name)  # another process made it
             if experiment is None:

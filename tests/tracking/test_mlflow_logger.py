@@ -319,3 +319,15 @@ def test_tracking_uri_default_follows_study_home(clean_env, monkeypatch) -> None
 def test_artifact_root(tmp_path: Path) -> None:
     assert artifact_root(f"sqlite:///{tmp_path}/m.db") == (tmp_path / "artifacts").as_uri()
     assert artifact_root("http://127.0.0.1:5000") is None
+
+
+def test_experiments_open_in_the_model_training_view(tmp_path):
+    from study.tracking.mlflow_logger import EXPERIMENT_KIND, MODEL_TRAINING, MlflowLogger
+
+    logger = MlflowLogger(f"sqlite:///{tmp_path}/kind.db")
+    new = logger.client.get_experiment(logger.experiment_id("fresh"))
+    assert new.tags[EXPERIMENT_KIND] == MODEL_TRAINING
+    legacy = logger.client.create_experiment("legacy")
+    assert EXPERIMENT_KIND not in logger.client.get_experiment(legacy).tags
+    assert logger.experiment_id("legacy") == legacy
+    assert logger.client.get_experiment(legacy).tags[EXPERIMENT_KIND] == MODEL_TRAINING
