@@ -54,10 +54,13 @@ def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
     """The Optuna storage for a URL (RDB URL, or a journal file path; default under mlruns/)."""
     if url and "://" in url:
         try:
-            return optuna.storages.RDBStorage(url, heartbeat_interval=60, grace_period=180)
-        except Exception as exc:
+            return optuna.storages.RDBStorage(url)
+        except Exception as exc:  # any driver or URL error is bad input
+            hint = ""
+            if "DB access module" in str(exc):
+                hint = " (install the driver: pip install -e '.[postgres]' or '.[mysql]')"
             raise UsageError(
-                f"--storage: cannot open {url!r}: {str(exc).splitlines()[0]}"
+                f"--storage: cannot open {url!r}: {str(exc).splitlines()[0]}{hint}"
             ) from None
     path = Path(url) if url else store_root() / "optuna.journal"
     path.parent.mkdir(parents=True, exist_ok=True)
