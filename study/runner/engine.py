@@ -503,7 +503,8 @@ class StudyEngine:
         if run_status:
             self.tracker.end_parent(run_status, self._summary_metrics())
         self.tracker.close()
-        print(summarize(self.progress.strata))
+        if not self.display.live:  # the live table already shows it
+            print(summarize(self.progress.strata))
         seconds = sum(self._trial_seconds)
         if seconds:
             t = self.tracker
