@@ -14,7 +14,7 @@ def study_summary(storage: Any, name: str) -> dict[str, Any]:
     """Per-stratum trial counts and best results of one study, read from the ledger."""
     from optuna.trial import TrialState as OptunaState
 
-    from study.ledger import Ledger, owner_alive
+    from study.ledger import UNCOUNTED, Ledger, owner_alive
 
     ledger = Ledger(storage, name)
     attrs = ledger.root_attrs()
@@ -28,7 +28,7 @@ def study_summary(storage: Any, name: str) -> dict[str, Any]:
         trials = [
             t
             for t in storage.get_all_trials(s._study_id, deepcopy=False)
-            if t.user_attrs.get("status") not in ("interrupted", "discarded")
+            if t.user_attrs.get("status") not in UNCOUNTED
             and not _died_running(t)  # its slot runs again on the next start
         ]
         reached = [t for t in trials if t.user_attrs.get("status") == "reached"]

@@ -239,7 +239,7 @@ class StudyEngine:
     def _relog(self, stratum: Stratum, t: Any, run_id: str | None = None) -> None:
         from study.tracking.study_tracker import result_from_ledger
 
-        params = {k: v for k, v in t.params.items()}
+        params = dict(t.params)
         if "learning_rate" not in params:
             return
         spec = self.config.trial_spec(stratum.batch_size, stratum.strategy, params)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import optuna
 
 from study.config.studyfile import StudyConfig
-from study.ledger import Ledger, Stratum
+from study.ledger import UNCOUNTED, Ledger, Stratum
 from study.results import TrialResult
 
 
@@ -140,9 +140,7 @@ def neighbour_best(
 
 def finished_count(trials: Sequence[Any]) -> int:
     return sum(
-        1
-        for t in trials
-        if t.state.is_finished() and t.user_attrs.get("status") not in ("interrupted", "discarded")
+        1 for t in trials if t.state.is_finished() and t.user_attrs.get("status") not in UNCOUNTED
     )
 
 
