@@ -54,38 +54,29 @@ import enum
 import math
 import re
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
 
-from study.config.target import Target
-from study.config.trial import (
-    OPTIMIZERS,
-    SCHEDULES,
-    Budget,
-    EvalCadence,
-    OptimizerSpec,
-    ScheduleSpec,
-    TrialSpec,
+from study.config.space import (
+    CHOICE_PARAMS,
+    FLOAT_PARAMS,
+    INT_PARAMS,
+    RULES,
+    CategoricalParam,
+    FloatParam,
+    IntParam,
+    Param,
+    SearchSpace,
+    rule_of,
 )
+from study.config.study import Oracle, Sampler, StudyConfig, TunerSettings
+from study.config.target import Target
+from study.config.trial import OPTIMIZERS, SCHEDULES, Budget, EvalCadence
 from study.errors import UsageError
 
-__all__ = [
-    "SCHEMA_PATH",
-    "CategoricalParam",
-    "FloatParam",
-    "IntParam",
-    "Oracle",
-    "Param",
-    "Sampler",
-    "SearchSpace",
-    "StudyConfig",
-    "TunerSettings",
-    "load_study_file",
-    "parse_study",
-]
+__all__ = ["SCHEMA_PATH", "load_study_file", "parse_study"]
 
 SCHEMA_PATH = Path(__file__).with_name("study.schema.json")
 """JSON Schema (draft 2020-12) of the format, for editors; the loader checks a few rules more."""
@@ -109,17 +100,6 @@ REQUIRED_KEYS = ("name", "workload", "target", "budget", "trials_per_stratum", "
 BUDGET_KEYS = ("max_steps", "max_examples", "max_seconds")
 TUNER_KEYS = ("sampler", "oracle", "pruning", "max_consecutive_failures")
 
-# Further metaparameters: kind and the interval each value must lie in (for TrialSpec).
-FLOAT_PARAMS: dict[str, str] = {
-    "momentum": "[0, 1)",
-    "beta1": "[0, 1)",
-    "beta2": "[0, 1)",
-    "epsilon": "> 0",
-    "weight_decay": ">= 0",
-    "end_factor": "[0, 1]",
-}
-INT_PARAMS: dict[str, str] = {"warmup_steps": ">= 0", "decay_steps": ">= 1"}
-CHOICE_PARAMS: dict[str, tuple[str, ...]] = {"schedule": SCHEDULES, "optimizer": OPTIMIZERS}
 SPACE_KEYS = (
     "batch_size",
     "learning_rate",
@@ -128,245 +108,12 @@ SPACE_KEYS = (
     *INT_PARAMS,
     *CHOICE_PARAMS,
 )
-_OPTIMIZER_FIELDS = ("momentum", "beta1", "beta2", "epsilon", "weight_decay")
-_SCHEDULE_FIELDS = ("warmup_steps", "decay_steps", "end_factor")
-_RULES = {
-    "> 0": lambda v: v > 0,
-    ">= 0": lambda v: v >= 0,
-    ">= 1": lambda v: v >= 1,
-    "[0, 1)": lambda v: 0 <= v < 1,
-    "[0, 1]": lambda v: 0 <= v <= 1,
-}
-
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _WORKLOAD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
 _STRATEGY = re.compile(
     r"^(auto|default|one_device|mirrored(:[1-9][0-9]*)?|multi_worker_mirrored|tpu)$"
 )
 _GEOMETRIC = re.compile(r"^geometric(:[0-9.eE+-]+)?$")
-
-
-class Sampler(str, enum.Enum):
-    """Optuna sampler used inside each stratum."""
-
-    TPE = "tpe"
-    RANDOM = "random"
-    QMC = "qmc"
-    GRID = "grid"
-
-
-class Oracle(str, enum.Enum):
-    """KerasTuner oracle used inside each stratum."""
-
-    RANDOM = "random"
-    BAYESIAN = "bayesian"
-    HYPERBAND = "hyperband"
-
-
-@dataclass(frozen=True)
-class FloatParam:
-    """A float in ``[low, high]``, sampled uniformly or (``log=True``) log-uniformly."""
-
-    name: str
-    low: float
-    high: float
-    log: bool = False
-
-    def __post_init__(self) -> None:
-        _check_range(self.name, self.low, self.high, self.log)
-
-    def contains(self, value: Any) -> bool:
-        return self.low <= value <= self.high
-
-
-@dataclass(frozen=True)
-class IntParam:
-    """An integer in ``[low, high]`` (both included), uniform or (``log=True``) log-uniform."""
-
-    name: str
-    low: int
-    high: int
-    log: bool = False
-
-    def __post_init__(self) -> None:
-        _check_range(self.name, self.low, self.high, self.log)
-
-    def contains(self, value: Any) -> bool:
-        return self.low <= value <= self.high
-
-
-@dataclass(frozen=True)
-class CategoricalParam:
-    """One of a fixed tuple of values (a single choice holds the parameter fixed)."""
-
-    name: str
-    choices: tuple[Any, ...]
-
-    def __post_init__(self) -> None:
-        if not self.choices:
-            raise UsageError(f"parameter {self.name!r} needs at least one choice")
-
-    def contains(self, value: Any) -> bool:
-        return value in self.choices
-
-
-Param = FloatParam | IntParam | CategoricalParam
-
-
-@dataclass(frozen=True)
-class SearchSpace:
-    """Backend-neutral search space: stratum coordinates plus the tuned parameters.
-
-    ``batch_sizes`` are sorted ascending; ``params[0]`` is always ``learning_rate``.
-    Example: batch sizes ``(16, 64)`` and strategies ``("default", "mirrored:2")`` give the
-    strata ``[(16, "default"), (16, "mirrored:2"), (64, "default"), (64, "mirrored:2")]``.
-    """
-
-    batch_sizes: tuple[int, ...]
-    strategies: tuple[str, ...]
-    params: tuple[Param, ...]
-
-    def __post_init__(self) -> None:
-        if not self.batch_sizes or not self.strategies:
-            raise UsageError("a search space needs at least one batch size and one strategy")
-        if not self.params or self.params[0].name != "learning_rate":
-            raise UsageError("the first parameter of a search space must be learning_rate")
-
-    def strata(self) -> list[tuple[int, str]]:
-        """Every ``(batch_size, strategy)`` pair, batch size major."""
-        return [(b, s) for b in self.batch_sizes for s in self.strategies]
-
-    @property
-    def param_names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.params)
-
-    def param(self, name: str) -> Param:
-        """The parameter called ``name``; `UsageError` listing the known ones otherwise."""
-        for p in self.params:
-            if p.name == name:
-                return p
-        raise UsageError(
-            f"unknown search-space parameter {name!r}; known: {', '.join(self.param_names)}"
-        )
-
-
-@dataclass(frozen=True)
-class TunerSettings:
-    """How each stratum is searched (Optuna sampler or KerasTuner oracle) and when to give up."""
-
-    sampler: Sampler = Sampler.TPE
-    oracle: Oracle = Oracle.BAYESIAN
-    pruning: bool = True
-    max_consecutive_failures: int = 5
-
-
-@dataclass(frozen=True)
-class StudyConfig:
-    """A validated study file. Build with `load_study_file` or `parse_study`.
-
-    ``text`` is the file as written and ``raw`` the parsed mapping, kept for archiving next to
-    the results; ``source`` is the path (or label) used in error messages.
-    """
-
-    name: str
-    workload: str
-    target: Target
-    budget: Budget
-    trials_per_stratum: int
-    space: SearchSpace
-    workload_options: Mapping[str, Any] = field(default_factory=dict)
-    model: str | None = None
-    cadence: EvalCadence = field(default_factory=EvalCadence)
-    optimizer: str = "nesterov"
-    schedule: str = "constant"
-    seed: int = 0
-    tuner: TunerSettings = field(default_factory=TunerSettings)
-    source: str = "<memory>"
-    text: str = ""
-    raw: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def total_trials(self) -> int:
-        """Number of strata times ``trials_per_stratum``."""
-        return len(self.space.strata()) * self.trials_per_stratum
-
-    def trial_spec(
-        self,
-        batch_size: int,
-        strategy: str,
-        params: Mapping[str, Any],
-        *,
-        seed: int | None = None,
-    ) -> TrialSpec:
-        """The `TrialSpec` for one trial of stratum ``(batch_size, strategy)``.
-
-        ``params`` holds sampled values by name and must include ``learning_rate``; parameters
-        not given keep the study's fixed settings (``optimizer``, ``schedule``) or the
-        `OptimizerSpec` / `ScheduleSpec` defaults. ``batch_size`` and ``strategy`` may also appear
-        in ``params`` (as backends report them) if they agree with the arguments.
-
-        Raises:
-            UsageError: the stratum is not in the space, a parameter is unknown or
-                ``learning_rate`` is missing.
-        """
-        self._check_stratum(batch_size, strategy, params)
-        values = self._typed_params(params)
-        optimizer = OptimizerSpec(
-            name=values.get("optimizer", self.optimizer),
-            learning_rate=values["learning_rate"],
-            **{k: v for k, v in values.items() if k in _OPTIMIZER_FIELDS},
-        )
-        schedule = ScheduleSpec(
-            name=values.get("schedule", self.schedule),
-            **{k: v for k, v in values.items() if k in _SCHEDULE_FIELDS},
-        )
-        return TrialSpec(
-            workload=self.workload,
-            batch_size=batch_size,
-            optimizer=optimizer,
-            target=self.target,
-            model=self.model,
-            workload_options=copy.deepcopy(dict(self.workload_options)),
-            schedule=schedule,
-            budget=self.budget,
-            cadence=self.cadence,
-            strategy=strategy,
-            seed=self.seed if seed is None else seed,
-        )
-
-    def _check_stratum(self, batch_size: int, strategy: str, params: Mapping[str, Any]) -> None:
-        if (batch_size, strategy) not in self.space.strata():
-            raise UsageError(
-                f"{self.source}: stratum (batch_size={batch_size}, strategy={strategy!r}) is not "
-                f"in the study (batch sizes {list(self.space.batch_sizes)}, strategies "
-                f"{list(self.space.strategies)})"
-            )
-        for key, expected in (("batch_size", batch_size), ("strategy", strategy)):
-            if key in params and params[key] != expected:
-                raise UsageError(
-                    f"{self.source}: params[{key!r}] is {params[key]!r} but the stratum has "
-                    f"{key}={expected!r}"
-                )
-
-    def _typed_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        if "learning_rate" not in params:
-            raise UsageError(f"{self.source}: trial params must include 'learning_rate'")
-        values: dict[str, Any] = {}
-        for name, value in params.items():
-            if name in ("batch_size", "strategy"):
-                continue
-            if name not in self.space.param_names:
-                raise UsageError(
-                    f"{self.source}: unknown trial parameter {name!r}; the search space has "
-                    f"{', '.join(self.space.param_names)}"
-                )
-            if name in FLOAT_PARAMS or name == "learning_rate":
-                values[name] = float(value)
-            elif name in INT_PARAMS:
-                values[name] = int(value)
-            else:
-                values[name] = value
-        return values
 
 
 # --------------------------------------------------------------------------------------------
@@ -604,9 +351,9 @@ def _param(r: _Reader, name: str, value: Any) -> Param:
 
 def _check_bounds(r: _Reader, name: str, low: float, high: float, *, log: bool) -> None:
     path = f"search_space.{name}"
-    rule = _rule_of(name)
+    rule = rule_of(name)
     for key, bound in (("low", low), ("high", high)):
-        if not _RULES[rule](bound):
+        if not RULES[rule](bound):
             r.fail(f"{path}.{key}", f"must be {_rule_text(rule)}", bound)
     if not low < high:
         fix = f"to hold {name} fixed write {{choices: [{low}]}}" if low == high else "swap them"
@@ -626,16 +373,10 @@ def _categorical(r: _Reader, name: str, choices: Any) -> CategoricalParam:
     else:
         is_int = name in INT_PARAMS
         read = r.integer if is_int else r.number
-        values = [read(c, f"{path}[{i}]", rule=_rule_of(name)) for i, c in enumerate(choices)]
+        values = [read(c, f"{path}[{i}]", rule=rule_of(name)) for i, c in enumerate(choices)]
         values = [int(v) if is_int else float(v) for v in values]
     _check_unique(r, path, values)
     return CategoricalParam(name=name, choices=tuple(values))
-
-
-def _rule_of(name: str) -> str:
-    if name == "learning_rate":
-        return "> 0"
-    return FLOAT_PARAMS.get(name) or INT_PARAMS[name]
 
 
 def _rule_text(rule: str) -> str:
@@ -648,13 +389,6 @@ def _check_unique(r: _Reader, path: str, values: Sequence[Any]) -> None:
         if value in seen:
             r.fail(path, "lists a value twice", value)
         seen.append(value)
-
-
-def _check_range(name: str, low: float, high: float, log: bool) -> None:
-    if not low < high:
-        raise UsageError(f"parameter {name!r}: low must be < high (low={low}, high={high})")
-    if log and low <= 0:
-        raise UsageError(f"parameter {name!r}: log scale needs low > 0 (got {low})")
 
 
 def _values(enum_cls: type[enum.Enum]) -> tuple[str, ...]:
@@ -722,7 +456,7 @@ class _Reader:
             self.fail(path, f"must be an integer{hint}", value)
         if minimum is not None and value < minimum:
             self.fail(path, f"must be >= {minimum}", value)
-        if rule and not _RULES[rule](value):
+        if rule and not RULES[rule](value):
             self.fail(path, f"must be {_rule_text(rule)}", value)
         return value
 
@@ -734,7 +468,7 @@ class _Reader:
             self.fail(path, f"must be a number{hint}", value)
         if not math.isfinite(value):
             self.fail(path, "must be finite", value)
-        if rule and not _RULES[rule](value):
+        if rule and not RULES[rule](value):
             self.fail(path, f"must be {_rule_text(rule)}", value)
         return value
 

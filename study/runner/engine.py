@@ -30,7 +30,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState as OptunaState
 
-from study.config.studyfile import StudyConfig
+from study.config.study import StudyConfig
 from study.errors import UsageError
 from study.ledger import Ledger, Stratum, open_storage, owner_alive, record_params, score
 from study.results import Measurement, TrialResult, TrialState

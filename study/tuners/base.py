@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import optuna
 
-from study.config.studyfile import StudyConfig
+from study.config.study import StudyConfig
 from study.ledger import UNCOUNTED, Ledger, Stratum
 from study.results import TrialResult
 

@@ -26,7 +26,7 @@ import keras_tuner
 import optuna
 from optuna.trial import TrialState as OptunaState
 
-from study.config.studyfile import Oracle, StudyConfig
+from study.config.study import Oracle, StudyConfig
 from study.ledger import Ledger, Stratum, owner_alive
 from study.results import TrialState
 from study.tracking.store import store_root

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from study.config.studyfile import CategoricalParam, FloatParam, IntParam, Param, SearchSpace
+from study.config.space import CategoricalParam, FloatParam, IntParam, Param, SearchSpace
 
 if TYPE_CHECKING:  # pragma: no cover
     import keras_tuner

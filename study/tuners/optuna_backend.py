@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import optuna
 
-from study.config.studyfile import CategoricalParam, FloatParam, IntParam, Sampler, StudyConfig
+from study.config.space import CategoricalParam, FloatParam, IntParam
+from study.config.study import Sampler, StudyConfig
 from study.ledger import Ledger, Stratum, record_params
 from study.tuners.base import (
     Proposal,

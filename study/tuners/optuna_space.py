@@ -15,7 +15,7 @@ from optuna.distributions import (
     IntDistribution,
 )
 
-from study.config.studyfile import CategoricalParam, FloatParam, IntParam, Param, SearchSpace
+from study.config.space import CategoricalParam, FloatParam, IntParam, Param, SearchSpace
 
 __all__ = ["to_optuna_distribution", "to_optuna_distributions"]
 

@@ -1,0 +1,159 @@
+"""A study, as data: what to train, the search space, the budget and how to search.
+
+Built once from a study file by `study.config.studyfile`; frozen afterwards. `StudyConfig`
+turns a stratum and a tuner's proposal into the `TrialSpec` the trainer runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from study.config.space import FLOAT_PARAMS, INT_PARAMS, SearchSpace, Stratum
+from study.config.target import Target
+from study.config.trial import Budget, EvalCadence, OptimizerSpec, ScheduleSpec, TrialSpec
+from study.errors import UsageError
+
+__all__ = ["Oracle", "Sampler", "StudyConfig", "TunerSettings"]
+
+_OPTIMIZER_FIELDS = ("momentum", "beta1", "beta2", "epsilon", "weight_decay")
+_SCHEDULE_FIELDS = ("warmup_steps", "decay_steps", "end_factor")
+
+
+class Sampler(str, enum.Enum):
+    """Optuna sampler used inside each stratum."""
+
+    TPE = "tpe"
+    RANDOM = "random"
+    QMC = "qmc"
+    GRID = "grid"
+
+
+class Oracle(str, enum.Enum):
+    """KerasTuner oracle used inside each stratum."""
+
+    RANDOM = "random"
+    BAYESIAN = "bayesian"
+    HYPERBAND = "hyperband"
+
+
+@dataclass(frozen=True)
+class TunerSettings:
+    """How each stratum is searched (Optuna sampler or KerasTuner oracle) and when to give up."""
+
+    sampler: Sampler = Sampler.TPE
+    oracle: Oracle = Oracle.BAYESIAN
+    pruning: bool = True
+    max_consecutive_failures: int = 5
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """A validated study file. Build with `load_study_file` or `parse_study`.
+
+    ``text`` is the file as written and ``raw`` the parsed mapping, kept for archiving next to
+    the results; ``source`` is the path (or label) used in error messages.
+    """
+
+    name: str
+    workload: str
+    target: Target
+    budget: Budget
+    trials_per_stratum: int
+    space: SearchSpace
+    workload_options: Mapping[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    cadence: EvalCadence = field(default_factory=EvalCadence)
+    optimizer: str = "nesterov"
+    schedule: str = "constant"
+    seed: int = 0
+    tuner: TunerSettings = field(default_factory=TunerSettings)
+    source: str = "<memory>"
+    text: str = ""
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_trials(self) -> int:
+        """Number of strata times ``trials_per_stratum``."""
+        return len(self.strata) * self.trials_per_stratum
+
+    @property
+    def strata(self) -> list[Stratum]:
+        """Every stratum of the study, batch size major."""
+        return self.space.strata()
+
+    def trial_spec(
+        self, stratum: Stratum, params: Mapping[str, Any], *, seed: int | None = None
+    ) -> TrialSpec:
+        """The `TrialSpec` for one trial of ``stratum``.
+
+        ``params`` holds sampled values by name and must include ``learning_rate``; parameters
+        not given keep the study's fixed settings (``optimizer``, ``schedule``) or the
+        `OptimizerSpec` / `ScheduleSpec` defaults. ``batch_size`` and ``strategy`` may also appear
+        in ``params`` (as backends report them) if they agree with the arguments.
+
+        Raises:
+            UsageError: the stratum is not in the space, a parameter is unknown or
+                ``learning_rate`` is missing.
+        """
+        self._check_stratum(stratum, params)
+        values = self._typed_params(params)
+        optimizer = OptimizerSpec(
+            name=values.get("optimizer", self.optimizer),
+            learning_rate=values["learning_rate"],
+            **{k: v for k, v in values.items() if k in _OPTIMIZER_FIELDS},
+        )
+        schedule = ScheduleSpec(
+            name=values.get("schedule", self.schedule),
+            **{k: v for k, v in values.items() if k in _SCHEDULE_FIELDS},
+        )
+        return TrialSpec(
+            workload=self.workload,
+            batch_size=stratum.batch_size,
+            optimizer=optimizer,
+            target=self.target,
+            model=self.model,
+            workload_options=copy.deepcopy(dict(self.workload_options)),
+            schedule=schedule,
+            budget=self.budget,
+            cadence=self.cadence,
+            strategy=stratum.strategy,
+            seed=self.seed if seed is None else seed,
+        )
+
+    def _check_stratum(self, stratum: Stratum, params: Mapping[str, Any]) -> None:
+        if stratum not in self.space.strata():
+            raise UsageError(
+                f"{self.source}: stratum {stratum} is not "
+                f"in the study (batch sizes {list(self.space.batch_sizes)}, strategies "
+                f"{list(self.space.strategies)})"
+            )
+        for key, expected in (("batch_size", stratum.batch_size), ("strategy", stratum.strategy)):
+            if key in params and params[key] != expected:
+                raise UsageError(
+                    f"{self.source}: params[{key!r}] is {params[key]!r} but the stratum has "
+                    f"{key}={expected!r}"
+                )
+
+    def _typed_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        if "learning_rate" not in params:
+            raise UsageError(f"{self.source}: trial params must include 'learning_rate'")
+        values: dict[str, Any] = {}
+        for name, value in params.items():
+            if name in ("batch_size", "strategy"):
+                continue
+            if name not in self.space.param_names:
+                raise UsageError(
+                    f"{self.source}: unknown trial parameter {name!r}; the search space has "
+                    f"{', '.join(self.space.param_names)}"
+                )
+            if name in FLOAT_PARAMS or name == "learning_rate":
+                values[name] = float(value)
+            elif name in INT_PARAMS:
+                values[name] = int(value)
+            else:
+                values[name] = value
+        return values
