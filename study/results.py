@@ -10,11 +10,14 @@ from typing import Any
 
 
 class TrialState(str, enum.Enum):
-    """How a trial ended (or that it is still running).
+    """Every status a trial can have, in the trainer and in the ledger.
 
-    ``reached``: the target held at some evaluation; ``not_reached``: the budget ran out first;
-    ``diverged``: the loss became NaN/inf; ``pruned``: stopped early because it could no longer
-    win its stratum; ``failed``: an exception; ``infeasible``: the host cannot run it.
+    Outcomes of training: ``reached`` (the target held at some evaluation), ``not_reached``
+    (the budget ran out first), ``diverged`` (the loss became NaN/inf), ``pruned`` (stopped early
+    because it could no longer win its stratum), ``failed`` (an exception), ``infeasible`` (the
+    host cannot run it). Ledger bookkeeping: ``running`` (claimed, not finished),
+    ``interrupted`` (its process died or was stopped; its slot runs again) and ``discarded``
+    (a claim beyond the stratum's budget; it never ran). The last two consume no budget.
     """
 
     RUNNING = "running"
@@ -24,9 +27,20 @@ class TrialState(str, enum.Enum):
     PRUNED = "pruned"
     FAILED = "failed"
     INFEASIBLE = "infeasible"
+    INTERRUPTED = "interrupted"
+    DISCARDED = "discarded"
 
     def is_finished(self) -> bool:
+        """Whether the trial is over (whatever the reason)."""
         return self is not TrialState.RUNNING
+
+    def is_outcome(self) -> bool:
+        """Whether this is how a trial's training ended (not running, interrupted or discarded)."""
+        return self not in (TrialState.RUNNING, TrialState.INTERRUPTED, TrialState.DISCARDED)
+
+    def counts(self) -> bool:
+        """Whether a trial in this state consumes its stratum's budget."""
+        return self not in (TrialState.INTERRUPTED, TrialState.DISCARDED)
 
     def __str__(self) -> str:
         return self.value

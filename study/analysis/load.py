@@ -1,14 +1,15 @@
-"""The measurement table of a study, read from its ledger (the Optuna storage).
+"""The measurement table of a study, built from its ledger records.
 
 Every trial's curve is stored with it in the ledger, so the table needs neither MLflow nor
 TensorFlow. Trials without a curve (failed, infeasible) get one row at step 0 with no metrics,
-so they still show on the feasible-region plot.
+so they still show on the feasible-region plot. The ledger itself is read by the caller
+(`study.ledger.Ledger.measurement_rows`); this module only shapes rows into the table.
 """
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -28,41 +29,23 @@ from study.analysis.table import (
     TRAIN_SECONDS,
     TRIAL,
     TUNER,
-    index_table,
 )
+from study.ledger.records import LedgerTrial
+from study.results import TrialState
 
-#: Ledger statuses that are not trials of the study (slots run again, over-budget claims).
-_SKIPPED = ("interrupted", "discarded")
 
+def ledger_table(
+    study: str, trials: Sequence[tuple[LedgerTrial, Sequence[Mapping[str, Any]]]]
+) -> pd.DataFrame:
+    """The standard measurement table (flat, one row per evaluation) of ``trials``: each trial
+    with its stored measurement rows, in start order (as `Ledger.measurement_rows` gives them).
 
-def ledger_table(storage: Any, name: str, *, include_running: bool = True) -> pd.DataFrame:
-    """All trials of study ``name`` as the standard measurement table (flat, one row per eval).
-
-    ``trial`` numbers run over the whole study in start order; ``stratum_trial`` is the trial's
+    ``trial`` numbers run over the whole study in that order; ``stratum_trial`` is the trial's
     number inside its stratum (as in MLflow run names ``b128/default#3``).
     """
-    prefix = f"{name}/"
-    found = []
-    for summary in storage.get_all_studies():
-        if not summary.study_name.startswith(prefix):
-            continue
-        attrs = summary.user_attrs
-        for t in storage.get_all_trials(summary._study_id, deepcopy=False):
-            status = t.user_attrs.get("status", "running")
-            if status in _SKIPPED or (status == "running" and not include_running):
-                continue
-            found.append(
-                (
-                    t.datetime_start.timestamp() if t.datetime_start else math.inf,
-                    summary.study_name,
-                    attrs,
-                    t,
-                )
-            )
-    found.sort(key=lambda item: (item[0], item[1], item[3].number))
     rows: list[dict[str, Any]] = []
-    for number, (_, stratum_name, attrs, t) in enumerate(found):
-        rows.extend(_trial_rows(name, number, stratum_name.removeprefix(prefix), attrs, t))
+    for number, (trial, curve) in enumerate(trials):
+        rows.extend(_trial_rows(study, number, trial, curve))
     columns = [*COLUMNS[:2], STRATUM_TRIAL, *COLUMNS[2:]]
     df = pd.DataFrame(rows)
     for column in columns:
@@ -72,26 +55,27 @@ def ledger_table(storage: Any, name: str, *, include_running: bool = True) -> pd
     return df[ordered].reset_index(drop=True)
 
 
-def _trial_rows(study: str, number: int, stratum: str, attrs: dict, t: Any) -> list[dict[str, Any]]:
-    environment = t.user_attrs.get("environment") or {}
-    batch = int(t.user_attrs.get("batch_size", attrs.get("batch_size")))
+def _trial_rows(
+    study: str, number: int, trial: LedgerTrial, curve: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    environment = trial.result.environment if trial.result else {}
+    batch = trial.stratum.batch_size
     base = {
         STUDY: study,
         TRIAL: number,
-        STRATUM_TRIAL: t.number,
+        STRATUM_TRIAL: trial.number,
         BATCH_SIZE: batch,
-        STRATEGY: t.user_attrs.get("strategy", attrs.get("strategy", "default")),
+        STRATEGY: trial.stratum.strategy,
         REPLICAS: environment.get(
-            "replicas", 1 if t.user_attrs.get("status") != "infeasible" else math.nan
+            "replicas", math.nan if trial.status is TrialState.INFEASIBLE else 1
         ),
-        TUNER: t.user_attrs.get("tuner", "unknown"),
-        STATE: t.user_attrs.get("status", "running"),
-        LEARNING_RATE: t.params.get("learning_rate", t.user_attrs.get("learning_rate", math.nan)),
+        TUNER: trial.tuner or "unknown",
+        STATE: trial.status.value,
+        LEARNING_RATE: trial.learning_rate,
     }
-    for key, value in t.params.items():
-        if key != "learning_rate":
+    for key, value in trial.params.items():
+        if key != LEARNING_RATE:
             base[f"{HP_PREFIX}{key}"] = value
-    curve = json.loads(t.user_attrs.get("curve") or "[]")
     if not curve:
         return [{**base, STEP: 0, EXAMPLES: 0, TRAIN_SECONDS: 0.0}]
     out = []
@@ -101,8 +85,3 @@ def _trial_rows(study: str, number: int, stratum: str, attrs: dict, t: Any) -> l
         values.setdefault(TRAIN_SECONDS, math.nan)
         out.append({**base, **values})
     return out
-
-
-def indexed_ledger_table(storage: Any, name: str) -> pd.DataFrame:
-    """`ledger_table` indexed by (batch_size, trial, step)."""
-    return index_table(ledger_table(storage, name))

@@ -18,8 +18,6 @@ Example::
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,7 +31,7 @@ STRATEGY = "default"
 
 def main(args: argparse.Namespace) -> int:
     """Import every workload below ``args.dir`` into ``args.storage``; print the names."""
-    from study.analysis.batch_science import scan_release
+    from study.importers.batch_science import scan_release
     from study.ledger import open_storage
 
     workloads = scan_release(args.dir)
@@ -68,7 +66,7 @@ def study_names(workloads: Sequence[Any], name: str | None) -> list[str]:
     Raises:
         UsageError: ``name`` given for several workloads, or not a valid study name.
     """
-    from study.analysis.batch_science import sanitize_name
+    from study.importers.batch_science import sanitize_name
 
     if name is not None:
         if len(workloads) > 1:
@@ -96,94 +94,39 @@ def study_names(workloads: Sequence[Any], name: str | None) -> list[str]:
 def import_workload(storage: Any, workload: Any, name: str, *, source: str) -> dict[str, int]:
     """Write one workload into the ledger as study ``name``; return trial counts per status.
 
-    If anything fails half-way (e.g. a measurements file that does not parse), every study
-    created here is deleted again, so the storage is as before.
+    If anything fails half-way (e.g. a measurements file that does not parse), the study is
+    deleted again, so the storage is as before.
     """
-    import optuna
-
-    from study.ledger import Ledger, Stratum
+    from study.config.space import Stratum
+    from study.importers.batch_science import ledger_trials
+    from study.ledger import Ledger, StudyRecord
 
     ledger = Ledger(storage, name)
-    created = [name]
     counts: dict[str, int] = {}
     try:
-        ledger.ensure_root(
-            {
-                "kind": "imported",
-                "source": source,
-                "dataset": workload.dataset,
-                "model": workload.model,
-                "optimizer": workload.optimizer,
-                "trials_total": workload.trials_total,
-                "created": time.time(),
-            }
+        ledger.create(
+            StudyRecord(
+                name=name,
+                kind="imported",
+                source=source,
+                dataset=workload.dataset,
+                model=workload.model,
+                optimizer=workload.optimizer,
+                trials_total=workload.trials_total,
+                created=time.time(),
+            )
         )
         for release_study in workload.studies:
             stratum = Stratum(release_study.batch_size, STRATEGY)
-            distributions = _distributions(release_study.trials)
-            trials = [
-                _frozen_trial(t, release_study.batch_size, distributions)
-                for t in release_study.trials
-            ]
-            created.append(stratum.study_name(name))
-            study = ledger.stratum_study(stratum)
-            study.set_user_attr("source", str(release_study.path))
-            for trial, release_trial in zip(trials, release_study.trials):
-                study.add_trial(trial)
-                counts[release_trial.status] = counts.get(release_trial.status, 0) + 1
+            trials = ledger_trials(release_study, tuner=TUNER, strategy=STRATEGY)
+            ledger.import_trials(stratum, trials)
+            ledger.set_stratum_source(stratum, str(release_study.path))
+            for trial in trials:
+                counts[trial.status.value] = counts.get(trial.status.value, 0) + 1
     except BaseException:
-        for study_name in reversed(created):
-            with contextlib.suppress(KeyError):
-                optuna.delete_study(study_name=study_name, storage=storage)
+        ledger.delete()
         raise
     return counts
-
-
-def _frozen_trial(trial: Any, batch_size: int, distributions: dict[str, Any]) -> Any:
-    """The Optuna trial of a released trial: COMPLETE (value: its last step) or FAIL."""
-    import optuna
-
-    from study.analysis.batch_science import curve_rows
-
-    rows = curve_rows(trial, batch_size)
-    params = dict(trial.params)
-    last_step = float(rows[-1]["step"]) if rows else 0.0
-    failed = trial.status == "INFEASIBLE"
-    return optuna.trial.create_trial(
-        params=params,
-        distributions={k: distributions[k] for k in params},
-        state=optuna.trial.TrialState.FAIL if failed else optuna.trial.TrialState.COMPLETE,
-        value=None if failed else last_step,
-        user_attrs={
-            "status": trial.state,
-            "source_status": trial.status,
-            "source_trial_id": trial.trial_id,
-            "tuner": TUNER,
-            "batch_size": batch_size,
-            "strategy": STRATEGY,
-            "steps_run": int(last_step),
-            "curve": json.dumps(rows),
-        },
-    )
-
-
-def _distributions(trials: Sequence[Any]) -> dict[str, Any]:
-    """Per metaparameter of a study: a FloatDistribution over the observed range (log if all
-    values are > 0), or a CategoricalDistribution of the observed values if not all numbers."""
-    from optuna.distributions import CategoricalDistribution, FloatDistribution
-
-    values: dict[str, list[Any]] = {}
-    for t in trials:
-        for name, value in t.params.items():
-            values.setdefault(name, []).append(value)
-    out: dict[str, Any] = {}
-    for name, seen in values.items():
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in seen):
-            low, high = float(min(seen)), float(max(seen))
-            out[name] = FloatDistribution(low, high, log=low > 0)
-        else:
-            out[name] = CategoricalDistribution(sorted(set(seen), key=repr))
-    return out
 
 
 def _taken(storage: Any, names: Sequence[str]) -> list[str]:

@@ -4,50 +4,42 @@ from __future__ import annotations
 
 import argparse
 
-from study.errors import UsageError
-
-
-def options(args: argparse.Namespace):
-    from study.runner.engine import RunOptions
-
-    return RunOptions(
-        tuner=args.tuner,
-        trials=args.trials,
-        workers=args.workers,
-        storage=args.storage,
-        tracking_uri=args.tracking_uri,
-    )
+from study.config.study import StudyConfig
 
 
 def main(args: argparse.Namespace) -> int:
     from study.config.studyfile import load_study_file
 
-    config = load_study_file(args.file)
-    return _run(config, args)
+    return _run(load_study_file(args.file), args, tuner=args.tuner or "both")
 
 
 def resume(args: argparse.Namespace) -> int:
     import yaml
 
     from study.config.studyfile import parse_study
-    from study.ledger import Ledger, open_storage
+    from study.ledger import Ledger
 
-    attrs = Ledger(open_storage(args.storage), args.name).root_attrs()
-    if not attrs.get("config_text"):
+    record = Ledger.open(args.storage, args.name).require()
+    if record.imported:
+        from study.errors import UsageError
+
         raise UsageError(
-            f"no study named {args.name!r} in this storage; `study ls` lists the studies"
+            f"study {args.name!r} was imported and has no study file to run; "
+            "`study report` analyses it"
         )
-    source = attrs.get("config_source") or f"<study {args.name}>"
-    config = parse_study(yaml.safe_load(attrs["config_text"]), source, text=attrs["config_text"])
-    if args.tuner is None:
-        args.tuner = attrs.get("tuner", "both")
-    return _run(config, args)
+    source = record.config_source or f"<study {args.name}>"
+    config = parse_study(yaml.safe_load(record.config_text), source, text=record.config_text)
+    return _run(config, args, tuner=args.tuner or record.tuner or "both")
 
 
-def _run(config, args: argparse.Namespace) -> int:
-    if getattr(args, "tuner", None) is None:
-        args.tuner = "both"
-    opts = options(args)
-    from study.runner.engine import StudyEngine
+def _run(config: StudyConfig, args: argparse.Namespace, *, tuner: str) -> int:
+    from study.runner.launch import RunOptions, run_study
 
-    return StudyEngine(config, opts).run()
+    options = RunOptions(
+        tuner=tuner,
+        trials=args.trials,
+        workers=args.workers,
+        storage=args.storage,
+        tracking_uri=args.tracking_uri,
+    )
+    return run_study(config, options)

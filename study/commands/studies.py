@@ -7,83 +7,16 @@ import json
 import math
 from typing import Any
 
-from study.errors import UsageError
-
 
 def study_summary(storage: Any, name: str) -> dict[str, Any]:
-    """Per-stratum trial counts and best results of one study, read from the ledger."""
-    from optuna.trial import TrialState as OptunaState
+    """Per-stratum trial counts and best results of one study, read from the ledger.
 
-    from study.ledger import UNCOUNTED, Ledger, owner_alive
+    Raises:
+        UsageError: no study of that name in the storage.
+    """
+    from study.ledger import Ledger
 
-    ledger = Ledger(storage, name)
-    attrs = ledger.root_attrs()
-    if not attrs.get("config_text") and attrs.get("kind") != "imported":
-        raise UsageError(f"no study named {name!r} in this storage; `study ls` lists the studies")
-    prefix = f"{name}/"
-    strata = []
-    for s in storage.get_all_studies():
-        if not s.study_name.startswith(prefix):
-            continue
-        trials = [
-            t
-            for t in storage.get_all_trials(s._study_id, deepcopy=False)
-            if t.user_attrs.get("status") not in UNCOUNTED
-            and not _died_running(t)  # its slot runs again on the next start
-        ]
-        reached = [t for t in trials if t.user_attrs.get("status") == "reached"]
-        best = min(
-            reached,
-            key=lambda t: (t.user_attrs["steps_to_target"], t.params.get("learning_rate", 0)),
-            default=None,
-        )
-        running = [
-            t
-            for t in trials
-            if t.state is OptunaState.RUNNING and owner_alive(t.user_attrs.get("owner"))
-        ]
-        counts: dict[str, int] = {}
-        for t in trials:
-            status = t.user_attrs.get("status", "running")
-            counts[status] = counts.get(status, 0) + 1
-        strata.append(
-            {
-                "stratum": s.study_name.removeprefix(prefix),
-                "batch_size": s.user_attrs.get("batch_size"),
-                "strategy": s.user_attrs.get("strategy"),
-                "trials": len(trials) - len(running),
-                "running": len(running),
-                "statuses": counts,
-                "best_steps": best.user_attrs["steps_to_target"] if best else None,
-                "best_learning_rate": best.params.get("learning_rate") if best else None,
-                "best_trial": best.number if best else None,
-                "best_tuner": best.user_attrs.get("tuner") if best else None,
-            }
-        )
-    strata.sort(key=lambda r: (str(r["strategy"]), r["batch_size"] or 0))
-    total = int(attrs.get("trials_total") or 0)
-    done = sum(r["trials"] for r in strata)
-    running = sum(r["running"] for r in strata)
-    state = "running" if running else ("complete" if total and done >= total else "incomplete")
-    if attrs.get("kind") == "imported":
-        state = "imported"
-    return {
-        "study": name,
-        "state": state,
-        "trials_done": done,
-        "trials_total": total or done,
-        "running": running,
-        "strata": strata,
-    }
-
-
-def _died_running(trial: Any) -> bool:
-    """A trial still RUNNING in the ledger whose process is gone (not yet marked interrupted)."""
-    from optuna.trial import TrialState as OptunaState
-
-    from study.ledger import owner_alive
-
-    return trial.state is OptunaState.RUNNING and not owner_alive(trial.user_attrs.get("owner"))
+    return Ledger(storage, name).summary().to_dict()
 
 
 def ls(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from study.tracking.store import artifact_root, tracking_uri
+from study.paths import artifact_root, tracking_uri
 
 
 def command(uri: str, port: int, host: str = "127.0.0.1") -> list[str]:

@@ -47,18 +47,6 @@ class _Worker:
         self.conn.close()
 
 
-def require_tensorflow() -> None:
-    """Fail early, with the install command, when TensorFlow is missing."""
-    import importlib.util
-
-    from study.errors import UsageError
-
-    if importlib.util.find_spec("tensorflow") is None:
-        raise UsageError(
-            "TensorFlow is not installed: pip install -e '.[cpu]' (or '.[gpu]' on a CUDA host)"
-        )
-
-
 class WorkerError(RuntimeError):
     """A worker could not start or died."""
 

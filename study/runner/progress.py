@@ -13,14 +13,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from study.config.space import Stratum
+from study.ledger import Ledger, LedgerTrial
+from study.results import TrialResult, TrialState
+
 
 @dataclass
 class StratumProgress:
+    """Trials done of a stratum's budget, its best so far and how many run now."""
+
     done: int = 0
     budget: int = 0
     best_steps: float = math.inf
     best_lr: float | None = None
     running: int = 0
+
+    def record_best(self, trial: LedgerTrial) -> None:
+        """Keep ``trial`` as the best if it reached the target in fewer steps."""
+        steps = trial.steps_to_target
+        if steps is not None and steps < self.best_steps:
+            self.best_steps, self.best_lr = float(steps), trial.learning_rate
 
 
 @dataclass
@@ -29,7 +41,7 @@ class ProgressState:
     done_before: int
     started: float = field(default_factory=time.monotonic)
     done_now: int = 0
-    strata: dict[str, StratumProgress] = field(default_factory=dict)
+    strata: dict[Stratum, StratumProgress] = field(default_factory=dict)
 
     @property
     def done(self) -> int:
@@ -102,9 +114,9 @@ class ProgressDisplay:
         )
         for column in ("stratum", "trials", "running", "best steps", "best lr"):
             table.add_column(column, justify="right" if column != "stratum" else "left")
-        for name, p in s.strata.items():
+        for stratum, p in s.strata.items():
             table.add_row(
-                name,
+                str(stratum),
                 f"{p.done}/{p.budget}",
                 str(p.running) if p.running else "",
                 f"{p.best_steps:.0f}" if math.isfinite(p.best_steps) else "-",
@@ -113,11 +125,55 @@ class ProgressDisplay:
         return table
 
 
-def summarize(strata: Mapping[str, StratumProgress]) -> str:
+def summarize(strata: Mapping[Stratum, StratumProgress]) -> str:
     """A plain-text table of strata (for the end of a run)."""
     lines = [f"{'stratum':<24}{'trials':>8}{'best steps':>12}{'best lr':>10}"]
-    for name, p in strata.items():
+    for stratum, p in strata.items():
+        name = str(stratum)
         best = f"{p.best_steps:.0f}" if math.isfinite(p.best_steps) else "-"
         lr = f"{p.best_lr:.3g}" if p.best_lr else "-"
         lines.append(f"{name:<24}{p.done:>4}/{p.budget:<3}{best:>12}{lr:>10}")
     return "\n".join(lines)
+
+
+class Progress:
+    """The progress of a run: its `ProgressState`, updated by the engine, and its display."""
+
+    def __init__(self, state: ProgressState, display: ProgressDisplay) -> None:
+        self.state = state
+        self.display = display
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_ledger(
+        cls, ledger: Ledger, budgets: Mapping[Stratum, int], title: str, live: bool | None
+    ) -> Progress:
+        """Start from what the ledger holds: finished trials and the best of each stratum."""
+        strata = {}
+        for stratum, budget in budgets.items():
+            p = StratumProgress(budget=budget)
+            for t in ledger.counted(stratum):
+                if t.status.is_outcome():
+                    p.done += 1
+                    p.record_best(t)
+            strata[stratum] = p
+        state = ProgressState(
+            total=sum(budgets.values()),
+            done_before=sum(p.done for p in strata.values()),
+            strata=strata,
+        )
+        return cls(state, ProgressDisplay(title, state, live))
+
+    def running(self, stratum: Stratum, delta: int) -> None:
+        with self._lock:
+            self.state.strata[stratum].running += delta
+        self.display.refresh()
+
+    def finished(self, trial: LedgerTrial, result: TrialResult) -> None:
+        """Count a trial this run finished (``result``: how it ended)."""
+        with self._lock:
+            p = self.state.strata[trial.stratum]
+            p.done += 1
+            self.state.done_now += 1
+            if result.state is TrialState.REACHED:
+                p.record_best(trial)

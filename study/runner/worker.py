@@ -11,15 +11,13 @@ Protocol over a `multiprocessing` pipe (parent -> worker: ``("trial", spec)``, `
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import sys
 import traceback
-from collections.abc import Iterator
 from typing import Any
 
 from study.config.trial import TrialSpec
+from study.deps import quiet_stderr
 from study.errors import InfeasibleError, UsageError
 from study.results import TrialResult, TrialState
 
@@ -33,21 +31,6 @@ def _die_with_parent() -> None:
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except OSError:  # pragma: no cover - not glibc
             pass
-
-
-@contextlib.contextmanager
-def quiet_stderr() -> Iterator[None]:
-    """Hide TensorFlow's C++ start-up chatter (it ignores TF_CPP_MIN_LOG_LEVEL for some lines)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with open(os.devnull, "w") as null:
-        os.dup2(null.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 class _Runtime:

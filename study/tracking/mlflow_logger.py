@@ -23,8 +23,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from study.config.trial import TrialSpec
+from study.paths import artifact_root
 from study.results import TrialResult, TrialState
-from study.tracking.store import artifact_root
 
 for _name in ("mlflow", "alembic"):
     logging.getLogger(_name).setLevel(logging.WARNING)

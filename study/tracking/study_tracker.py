@@ -1,15 +1,16 @@
 """MLflow for a whole study: one experiment, a parent run, a nested run per trial.
 
 All MLflow calls run on one background thread in submission order, so training never waits for
-the tracking store; `flush` waits for them. MLflow is a mirror of the ledger: `sync` repairs it
-after a crash (runs left RUNNING are closed, finished trials that never reached MLflow are
-logged from the ledger).
+the tracking store; `flush` waits for them. MLflow is a mirror of the ledger: `repair` mends it
+after a crash (runs of interrupted trials left RUNNING are closed, finished trials that never
+reached MLflow are logged from the ledger). A trial's run is keyed by the tag ``study.trial``
+(`trial_key`), its params and tags come from its `LedgerTrial`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import dataclasses
 import os
 import queue
 import sys
@@ -19,13 +20,70 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mlflow.entities import RunTag
+from mlflow.tracking import MlflowClient
 
+from study.config.space import Stratum
+from study.config.study import StudyConfig
 from study.config.trial import TrialSpec
-from study.results import Measurement, TrialResult, TrialState
+from study.ledger import Ledger, LedgerTrial
+from study.results import TrialResult, TrialState
 from study.tracking.mlflow_logger import MlflowLogger
 
 PARENT_ROLE = "parent"
 TRIAL_ROLE = "trial"
+
+
+def parent_runs(client: MlflowClient, experiment_id: str) -> list[Any]:
+    """The parent runs of a study's experiment, oldest first (normally exactly one)."""
+    runs = client.search_runs(
+        [experiment_id], filter_string=f"tags.`study.role` = '{PARENT_ROLE}'", max_results=50
+    )
+    return sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id))
+
+
+def trial_key(study: str, trial: LedgerTrial) -> str:
+    """The key of a trial's run (tag ``study.trial``), e.g. ``quickstart/b128/default#3``."""
+    return f"{study}/{trial.stratum}#{trial.number}"
+
+
+def trial_params(trial: LedgerTrial) -> dict[str, Any]:
+    """The study bookkeeping logged with a trial, and its proposed values as ``hp.*``."""
+    return {
+        "tuner": trial.tuner,
+        "origin": trial.origin,
+        "trial_number": trial.number,
+        "stratum": str(trial.stratum),
+        **{f"hp.{k}": v for k, v in trial.params.items()},
+    }
+
+
+def trial_tags(trial: LedgerTrial) -> dict[str, str]:
+    return {
+        "mlflow.runName": f"{trial.stratum}#{trial.number}",
+        "tuner": str(trial.tuner),
+        "stratum": str(trial.stratum),
+        "study.owner": str(trial.owner),
+    }
+
+
+def study_params(
+    config: StudyConfig, *, tuner: str, trials_total: int, strata: int
+) -> dict[str, Any]:
+    """The parent run's params: what the study searches and how."""
+    return {
+        "study": config.name,
+        "workload": config.workload,
+        "model": config.model or "default",
+        "target": str(config.target),
+        "trials_total": trials_total,
+        "strata": strata,
+        "batch_sizes": list(config.space.batch_sizes),
+        "strategies": list(config.space.strategies),
+        "tuner": tuner,
+        "sampler": config.tuner.sampler.value,
+        "oracle": config.tuner.oracle.value,
+        "pruning": config.tuner.pruning,
+    }
 
 
 class StudyTracker:
@@ -102,12 +160,7 @@ class StudyTracker:
         return run_id
 
     def _parents(self) -> list[Any]:
-        runs = self.logger.client.search_runs(
-            [self.experiment_id],
-            filter_string=f"tags.`study.role` = '{PARENT_ROLE}'",
-            max_results=50,
-        )
-        return sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id))
+        return parent_runs(self.logger.client, self.experiment_id)
 
     def end_parent(self, status: str, summary: Mapping[str, float] | None = None) -> None:
         run_id = self.parent_run_id
@@ -127,44 +180,69 @@ class StudyTracker:
         self.submit(job)
 
     # -- trial runs -----------------------------------------------------------------------
-    def start_trial(self, key: str, name: str, tags: Mapping[str, str]) -> None:
-        """Open a nested run for a trial (status RUNNING) in the background."""
+    def start_trial(self, trial: LedgerTrial) -> None:
+        """Open a nested run for a running trial (status RUNNING) in the background."""
+        key, tags = trial_key(self.study, trial), trial_tags(trial)
 
         def job() -> None:
             all_tags = {"study.role": TRIAL_ROLE, "study.trial": key, "status": "running", **tags}
             self._runs[key] = self.logger.start_run(
-                self.experiment_id, name, parent_run_id=self.parent_run_id, tags=all_tags
+                self.experiment_id,
+                tags["mlflow.runName"],
+                parent_run_id=self.parent_run_id,
+                tags=all_tags,
             )
 
         self.submit(job)
 
     def finish_trial(
         self,
-        key: str,
+        trial: LedgerTrial,
         spec: TrialSpec,
-        result: TrialResult,
-        params: Mapping[str, Any],
-        tags: Mapping[str, str],
+        result: TrialResult | None = None,
         run_id: str | None = None,
     ) -> None:
         """Log a finished trial (params, curve, summary, status) and close its run.
 
-        The run is the one `start_trial` opened, else ``run_id`` (a run left open by a process
-        that died), else a new one.
+        ``result`` defaults to the one recorded in the ledger; an interrupted trial is logged as
+        failed with status ``interrupted``. The run is the one `start_trial` opened, else
+        ``run_id`` (a run left open by a process that died), else a new one.
         """
+        key, params, tags = trial_key(self.study, trial), trial_params(trial), trial_tags(trial)
+        result = result or trial.result or TrialResult(state=TrialState.FAILED)
+        if trial.status is TrialState.INTERRUPTED:
+            tags["status"] = TrialState.INTERRUPTED.value
+            result = dataclasses.replace(result, state=TrialState.FAILED, error="interrupted")
 
         def job() -> None:
             target = self._runs.pop(key, None) or run_id
             if target is None:
                 target = self.logger.start_run(
                     self.experiment_id,
-                    tags.get("mlflow.runName", key),
+                    tags["mlflow.runName"],
                     parent_run_id=self.parent_run_id,
                     tags={"study.role": TRIAL_ROLE, "study.trial": key},
                 )
             self.logger.log_trial(target, spec, result, extra_params=params, tags=tags)
 
         self.submit(job)
+
+    def repair(self, ledger: Ledger, config: StudyConfig, strata: list[Stratum]) -> None:
+        """Mend MLflow from the ledger: close the runs of interrupted trials left RUNNING, and
+        log finished trials whose run is missing or still RUNNING (a process died between the
+        ledger and MLflow)."""
+        runs = self.trial_runs()
+        for stratum in strata:
+            for t in ledger.trials(stratum):
+                run = runs.get(trial_key(self.study, t))
+                open_run = run is not None and run.info.status == "RUNNING"
+                if t.status is TrialState.INTERRUPTED and open_run:
+                    self.submit(lambda r=run.info.run_id: self.mark_interrupted(r))
+                elif t.status.is_outcome() and (run is None or open_run):
+                    if "learning_rate" not in t.params:
+                        continue
+                    spec = config.trial_spec(stratum, t.params)
+                    self.finish_trial(t, spec, run_id=None if run is None else run.info.run_id)
 
     def trial_runs(self) -> dict[str, Any]:
         """Nested trial runs of this study by trial key (the newest per key)."""
@@ -189,37 +267,3 @@ class StudyTracker:
     def mark_interrupted(self, run_id: str) -> None:
         self.logger.client.log_batch(run_id, tags=[RunTag("status", "interrupted")])
         self.logger.client.set_terminated(run_id, status="FAILED")
-
-
-def result_from_ledger(attrs: Mapping[str, Any]) -> TrialResult:
-    """Rebuild a `TrialResult` from a ledger trial's user attributes (for `StudyTracker` repair)."""
-    curve = []
-    for row in json.loads(attrs.get("curve") or "[]"):
-        metrics = {
-            k: (v if v is not None else float("nan"))
-            for k, v in row.items()
-            if k not in ("step", "examples", "train_seconds", "train_loss")
-        }
-        curve.append(
-            Measurement(
-                step=int(row["step"]),
-                examples=int(row["examples"]),
-                train_seconds=float(row["train_seconds"]),
-                train_loss=float("nan")
-                if row.get("train_loss") is None
-                else float(row["train_loss"]),
-                metrics=metrics,
-            )
-        )
-    return TrialResult(
-        state=TrialState(attrs.get("status", "failed")),
-        steps_run=int(attrs.get("steps_run") or 0),
-        examples_run=int(attrs.get("examples_run") or 0),
-        train_seconds=float(attrs.get("train_seconds") or 0.0),
-        steps_to_target=attrs.get("steps_to_target"),
-        examples_to_target=attrs.get("examples_to_target"),
-        seconds_to_target=attrs.get("seconds_to_target"),
-        curve=tuple(curve),
-        environment=attrs.get("environment") or {},
-        error=attrs.get("error"),
-    )

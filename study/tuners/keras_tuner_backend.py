@@ -1,10 +1,10 @@
 """KerasTuner backend: an Oracle (random, Bayesian optimisation, Hyperband) per stratum, driving
 a `keras_tuner.Tuner` subclass whose ``run_trial`` calls the study's shared runner.
 
-State lives under ``mlruns/keras_tuner/<study>/<stratum>/`` (KerasTuner's own files). Every
-read-modify-write of it holds a file lock and reloads what other processes saved, so several
-``study run`` processes share one search; a trial left running by a dead process is retried
-(KerasTuner's reload sends it to the retry queue).
+State lives under ``mlruns/keras_tuner/<study>/<stratum>/`` (KerasTuner's own files,
+`study.paths.keras_tuner_dir`). Every read-modify-write of it holds a file lock and reloads what
+other processes saved, so several ``study run`` processes share one search; a trial left
+running by a dead process is retried (KerasTuner's reload sends it to the retry queue).
 """
 
 from __future__ import annotations
@@ -23,17 +23,18 @@ from pathlib import Path
 from typing import Any
 
 import keras_tuner
-import optuna
-from optuna.trial import TrialState as OptunaState
 
+from study.config.space import Stratum
 from study.config.study import Oracle, StudyConfig
-from study.ledger import Ledger, Stratum, owner_alive
+from study.ledger import Ledger, Slot
+from study.paths import keras_tuner_dir
 from study.results import TrialState
-from study.tracking.store import store_root
-from study.tuners.base import Outcome, Proposal, TunerBackend, clean_params, lr_window
+from study.tuners.base import History, Outcome, Proposal, TunerBackend, clean_params
 from study.tuners.keras_tuner_space import add_hyperparameter
 
 OBJECTIVE = keras_tuner.Objective("score", direction="min")
+#: The ledger extra that links a trial to its KerasTuner trial.
+KT_TRIAL_ID = "kt_trial_id"
 _HYPERBAND_MAX_EPOCHS = 9
 
 
@@ -60,7 +61,7 @@ class KerasTunerBackend(TunerBackend):
 
     def __init__(self, config: StudyConfig, ledger: Ledger, root: Path | None = None) -> None:
         super().__init__(config, ledger)
-        self.directory = (root or store_root()) / "keras_tuner" / config.name
+        self.directory = keras_tuner_dir(config.name, root)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._tuners: dict[Stratum, StudyTuner] = {}
         self._seen: dict[Stratum, float] = {}
@@ -69,22 +70,24 @@ class KerasTunerBackend(TunerBackend):
 
     # -- state shared with other processes ------------------------------------------------
     @contextlib.contextmanager
-    def _locked(self, stratum: Stratum) -> Iterator[StudyTuner]:
+    def _locked(
+        self, stratum: Stratum, window: tuple[float, float] | None = None
+    ) -> Iterator[StudyTuner]:
         project = self._project(stratum)
         (self.directory / project).mkdir(parents=True, exist_ok=True)
         with self._lock, open(self.directory / project / ".lock", "a+") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
-                yield self._synced(stratum)
+                yield self._synced(stratum, window)
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _project(self, stratum: Stratum) -> str:
         return f"b{stratum.batch_size}-{stratum.strategy.replace(':', '_')}"
 
-    def _oracle(self, stratum: Stratum) -> keras_tuner.Oracle:
+    def _oracle(self, stratum: Stratum, window: tuple[float, float] | None) -> keras_tuner.Oracle:
+        """The configured oracle; its learning-rate range is the stratum's window, if set."""
         hp = keras_tuner.HyperParameters()
-        window = lr_window(self.ledger, stratum)
         for param in self.config.space.params:
             if param.name == "learning_rate" and window is not None:
                 param = dataclasses.replace(param, low=window[0], high=window[1])
@@ -112,11 +115,12 @@ class KerasTunerBackend(TunerBackend):
         path = self.directory / self._project(stratum) / "oracle.json"
         return path.stat().st_mtime_ns if path.exists() else 0.0
 
-    def _synced(self, stratum: Stratum) -> StudyTuner:
+    def _synced(self, stratum: Stratum, window: tuple[float, float] | None) -> StudyTuner:
         """This process's tuner for a stratum, reloaded if another process saved since."""
         tuner = self._tuners.get(stratum)
         if tuner is None:
-            tuner = StudyTuner(self._oracle(stratum), str(self.directory), self._project(stratum))
+            oracle = self._oracle(stratum, window)
+            tuner = StudyTuner(oracle, str(self.directory), self._project(stratum))
             self._tuners[stratum] = tuner
             self._fix_ongoing(stratum, tuner)
         elif self._state_mtime(stratum) != self._seen.get(stratum):
@@ -130,15 +134,12 @@ class KerasTunerBackend(TunerBackend):
         """After a reload: keep trials of live processes out of the retry queue, ours ongoing."""
         oracle = tuner.oracle
         live = {
-            str(t.user_attrs["kt_trial_id"])
+            str(t.extras[KT_TRIAL_ID])
             for t in self.ledger.trials(stratum)
-            if t.state is OptunaState.RUNNING
-            and "kt_trial_id" in t.user_attrs
-            and owner_alive(t.user_attrs.get("owner"))
+            if KT_TRIAL_ID in t.extras and self.ledger.alive(t)
         }
-        ours = self._ours.get(stratum, {})
-        oracle._retry_queue = [tid for tid in oracle._retry_queue if tid not in live]
-        for tuner_id, trial_id in ours.items():
+        _drop_from_retry_queue(oracle, live)
+        for tuner_id, trial_id in self._ours.get(stratum, {}).items():
             if trial_id in oracle.trials:
                 oracle.ongoing_trials[tuner_id] = oracle.trials[trial_id]
 
@@ -147,11 +148,10 @@ class KerasTunerBackend(TunerBackend):
         self._seen[stratum] = self._state_mtime(stratum)
 
     # -- the backend contract -------------------------------------------------------------
-    def propose(
-        self, stratum: Stratum, study: optuna.Study, trial: optuna.Trial
-    ) -> Proposal | None:
+    def propose(self, slot: Slot, history: History) -> Proposal | None:
+        stratum = slot.stratum
         tuner_id = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
-        with self._locked(stratum) as tuner, warnings.catch_warnings():
+        with self._locked(stratum, history.window) as tuner, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the GP's convergence chatter on a few points
             known = set(tuner.oracle.trials)
             kt_trial = tuner.oracle.create_trial(tuner_id)
@@ -169,7 +169,7 @@ class KerasTunerBackend(TunerBackend):
             params=clean_params(values),
             origin="retry" if retry else "sampler",
             budget_fraction=fraction,
-            attrs={"kt_trial_id": kt_trial.trial_id},
+            extras={KT_TRIAL_ID: kt_trial.trial_id},
             handle=(stratum, tuner_id, kt_trial),
         )
 
@@ -202,3 +202,14 @@ class KerasTunerBackend(TunerBackend):
                 tuner.on_trial_end(trial)
             self._ours.get(stratum, {}).pop(tuner_id, None)
             self._seen[stratum] = self._state_mtime(stratum)
+
+
+def _drop_from_retry_queue(oracle: keras_tuner.Oracle, trial_ids: set[str]) -> None:
+    """Keep trials that live processes still run out of the oracle's retry queue.
+
+    KerasTuner's ``Oracle.reload`` sends every trial that was ongoing when the state was saved
+    to the retry queue, assuming the saving process died; with several processes sharing one
+    oracle most of them are alive. KerasTuner has no public API to edit the queue, so this one
+    adapter touches the private ``_retry_queue``.
+    """
+    oracle._retry_queue = [tid for tid in oracle._retry_queue if tid not in trial_ids]

@@ -1,4 +1,9 @@
-"""Optuna backend: a sampler per stratum (TPE by default; random, QMC, grid) on the ledger study."""
+"""Optuna backend: a sampler per stratum (TPE by default; random, QMC, grid) on the ledger.
+
+The ledger is an Optuna storage, so the sampler is installed on it (`Ledger.use_sampler`) and
+sees every ledger trial, whichever backend proposed it: proposals of other backends are stored
+as Optuna params (`adopt`).
+"""
 
 from __future__ import annotations
 
@@ -9,27 +14,20 @@ from typing import Any
 import numpy as np
 import optuna
 
-from study.config.space import CategoricalParam, FloatParam, IntParam
+from study.config.space import CategoricalParam, FloatParam, IntParam, Stratum
 from study.config.study import Sampler, StudyConfig
-from study.ledger import Ledger, Stratum, record_params
-from study.tuners.base import (
-    Proposal,
-    TunerBackend,
-    centred_window,
-    clean_params,
-    finished_count,
-    lr_window,
-    neighbour_best,
-    transfer_learning_rate,
-)
+from study.ledger import Ledger, Slot
+from study.tuners.base import History, Proposal, TunerBackend, clean_params
 from study.tuners.optuna_space import to_optuna_distributions
+from study.tuners.transfer import centred_window, transfer_learning_rate
 
 
 class OptunaBackend(TunerBackend):
     """Proposes by calling ``trial.suggest_*`` on the claimed ledger trial.
 
     The first trial of a stratum whose neighbouring batch sizes already reached the target takes
-    its learning rate from them (`transfer_learning_rate`); the sampler proposes the rest.
+    its learning rate from them (`transfer_learning_rate`), and the stratum's learning-rate
+    search is centred on it from then on; the sampler proposes the rest.
     """
 
     name = "optuna"
@@ -38,6 +36,7 @@ class OptunaBackend(TunerBackend):
         super().__init__(config, ledger)
         self.transfer = transfer
         self.distributions = clean_params(to_optuna_distributions(config.space))
+        ledger.use_sampler(self.sampler)
 
     def sampler(self, stratum: Stratum) -> optuna.samplers.BaseSampler:
         """The configured sampler, seeded per stratum."""
@@ -61,48 +60,50 @@ class OptunaBackend(TunerBackend):
         for param in self.config.space.params:
             if isinstance(param, CategoricalParam):
                 grid[param.name] = list(param.choices)
-            elif isinstance(param, (FloatParam, IntParam)):
-                points = (
-                    np.geomspace(param.low, param.high, n)
-                    if param.log
-                    else np.linspace(param.low, param.high, n)
-                )
-                values = [float(p) for p in points]
-                if isinstance(param, IntParam):
-                    values = sorted({round(v) for v in values})
-                grid[param.name] = values
+                continue
+            points = (
+                np.geomspace(param.low, param.high, n)
+                if param.log
+                else np.linspace(param.low, param.high, n)
+            )
+            values = [float(p) for p in points]
+            if isinstance(param, IntParam):
+                values = sorted({round(v) for v in values})
+            grid[param.name] = values
         return grid
 
-    def propose(self, stratum: Stratum, study: optuna.Study, trial: optuna.Trial) -> Proposal:
+    def propose(self, slot: Slot, history: History) -> Proposal:
         params: dict[str, Any] = {}
         origin = "sampler"
-        fixed_lr = self._transfer_lr(stratum, study) if self.transfer else None
+        window = history.window
+        fixed_lr = self._transfer_lr(history) if self.transfer else None
         if fixed_lr is not None:
             lr = self.config.space.param("learning_rate")
-            study.set_user_attr("lr_window", list(centred_window(fixed_lr, lr.low, lr.high)))
-            study.set_user_attr("lr_centre", fixed_lr)
+            window = centred_window(fixed_lr, lr.low, lr.high)
+            self.ledger.set_window(slot.stratum, window, fixed_lr)
             params["learning_rate"] = fixed_lr
-            record_params(self.ledger.storage, trial, params, self.distributions)
+            self.ledger.record_params(slot, params, self.distributions)
             origin = "transfer"
-        window = lr_window(self.ledger, stratum)
         for name, dist in self.distributions.items():
             if name in params:
                 continue
             if name == "learning_rate" and window is not None:
                 dist = optuna.distributions.FloatDistribution(window[0], window[1], log=dist.log)
-            params[name] = suggest(trial, name, dist)
+            params[name] = suggest(slot.trial, name, dist)
         return Proposal(tuner=self.name, params=params, origin=origin)
 
-    def _transfer_lr(self, stratum: Stratum, study: optuna.Study) -> float | None:
-        if self.config.tuner.sampler is Sampler.GRID:
+    def adopt(self, slot: Slot, proposal: Proposal) -> None:
+        self.ledger.record_params(slot, proposal.params, self.distributions)
+
+    def _transfer_lr(self, history: History) -> float | None:
+        if self.config.tuner.sampler is Sampler.GRID or history.finished > 0:
             return None
-        if finished_count(self.ledger.trials(stratum)) > 0:
-            return None
-        if any(t.user_attrs.get("origin") == "transfer" for t in self.ledger.trials(stratum)):
+        if any(t.origin == "transfer" for t in history.trials):
             return None
         lr = self.config.space.param("learning_rate")
+        assert isinstance(lr, FloatParam)
         value = transfer_learning_rate(
-            neighbour_best(self.ledger, self.config, stratum), stratum.batch_size, lr.low, lr.high
+            history.neighbours, history.stratum.batch_size, lr.low, lr.high
         )
         return None if value is None or not math.isfinite(value) else value
 

@@ -15,9 +15,9 @@ from mlflow.tracking import MlflowClient
 
 from study.config.target import Target
 from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSpec
+from study.paths import artifact_root, tracking_uri
 from study.results import Measurement, TrialResult, TrialState
 from study.tracking.mlflow_logger import MlflowLogger
-from study.tracking.store import artifact_root, tracking_uri
 
 SPEC = TrialSpec(
     workload="tabular",

@@ -14,15 +14,15 @@ import optuna
 import pytest
 
 from study.analysis import steps_to_result
-from study.analysis.batch_science import (
+from study.cli import main as cli
+from study.config.target import Target
+from study.importers.batch_science import (
     LayoutError,
     read_measurements,
     sanitize_name,
     scan_release,
     workload_table,
 )
-from study.cli import main as cli
-from study.config.target import Target
 from study.ledger import list_studies, open_storage
 
 TARGET = "val/classification_error<0.1"

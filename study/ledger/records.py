@@ -1,0 +1,286 @@
+"""What the ledger stores about a trial, as typed records, and how they are encoded.
+
+`LedgerTrial` is the only shape in which trials leave the ledger. This module is the one place
+that knows the storage keys: `encode_result` writes a `TrialResult` (summary numbers, the whole
+measurement curve as JSON, the environment, the error) and `decode_trial` reads everything back,
+side by side so the two cannot drift apart. No Optuna import: decoding takes the few plain
+fields of a stored trial.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from study.config.space import Stratum
+from study.results import Measurement, TrialResult, TrialState
+
+# Keys of a trial's stored attributes (Optuna user attributes).
+STATUS = "status"
+TUNER = "tuner"
+ORIGIN = "origin"
+OWNER = "owner"
+BATCH_SIZE = "batch_size"
+STRATEGY = "strategy"
+CURVE = "curve"
+ERROR = "error"
+FINISHED_AT = "finished_at"
+ENVIRONMENT = "environment"
+STEPS_TO_TARGET = "steps_to_target"
+_SUMMARY = (
+    STEPS_TO_TARGET,
+    "examples_to_target",
+    "seconds_to_target",
+    "steps_run",
+    "examples_run",
+    "train_seconds",
+)
+#: Keys with a meaning of their own; any other stored key is kept in `LedgerTrial.extras`.
+KNOWN_KEYS = frozenset(
+    (STATUS, TUNER, ORIGIN, OWNER, BATCH_SIZE, STRATEGY, CURVE, ERROR, FINISHED_AT, ENVIRONMENT)
+) | frozenset(_SUMMARY)
+_FIXED_CURVE_KEYS = ("step", "examples", "train_seconds", "train_loss")
+MAX_ERROR_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class LedgerTrial:
+    """One trial as the ledger holds it.
+
+    ``number`` counts the trials of its stratum from 0 (MLflow run names ``b128/default#3``).
+    ``open``: the storage still holds it as running (claimed and not closed, whatever its
+    owner's fate). ``result`` is None until the trial finished (and for interrupted ones). ``origin`` says how
+    its metaparameters were chosen (``sampler``, ``transfer``, ``retry``); ``extras`` holds
+    backend bookkeeping (e.g. KerasTuner's trial id) and imported provenance.
+    """
+
+    stratum: Stratum
+    number: int
+    status: TrialState
+    open: bool = False
+    params: Mapping[str, Any] = field(default_factory=dict)
+    result: TrialResult | None = None
+    tuner: str | None = None
+    origin: str | None = None
+    owner: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def learning_rate(self) -> float:
+        return float(self.params.get("learning_rate", self.extras.get("learning_rate", math.nan)))
+
+    @property
+    def steps_to_target(self) -> int | None:
+        """Steps to target of a reached trial, else None."""
+        if self.status is TrialState.REACHED and self.result is not None:
+            return self.result.steps_to_target
+        return None
+
+    def rank(self) -> tuple[float, float, int]:
+        """Sort key of reached trials: fewest steps, then the smaller learning rate, then number."""
+        steps = self.steps_to_target
+        return (math.inf if steps is None else steps, self.learning_rate, self.number)
+
+
+def best_of(trials: list[LedgerTrial] | tuple[LedgerTrial, ...]) -> LedgerTrial | None:
+    """The best reached trial (fewest steps to target; ties: smaller learning rate), or None.
+
+    Example: trials reaching the target in 120 steps at lr 0.3 and 0.1 and in 150 at lr 0.2
+    give the one at lr 0.1.
+    """
+    reached = [t for t in trials if t.steps_to_target is not None]
+    return min(reached, key=LedgerTrial.rank, default=None)
+
+
+def encode_result(result: TrialResult) -> dict[str, Any]:
+    """The stored attributes of a finished trial's result (JSON-friendly)."""
+    return {
+        STATUS: result.state.value,
+        STEPS_TO_TARGET: result.steps_to_target,
+        "examples_to_target": result.examples_to_target,
+        "seconds_to_target": result.seconds_to_target,
+        "steps_run": result.steps_run,
+        "examples_run": result.examples_run,
+        "train_seconds": result.train_seconds,
+        CURVE: encode_curve([m.as_row() for m in result.curve]),
+        ENVIRONMENT: dict(result.environment),
+        ERROR: truncate_error(result.error),
+        FINISHED_AT: time.time(),
+    }
+
+
+def truncate_error(error: str | None) -> str | None:
+    """The tail of a traceback, as stored (None for no error)."""
+    return (error or "")[-MAX_ERROR_CHARS:] or None
+
+
+def encode_curve(rows: list[Mapping[str, Any]]) -> str:
+    """Measurement rows as stored: JSON, non-finite numbers as null."""
+    return json.dumps([{k: _finite(v) for k, v in row.items()} for row in rows])
+
+
+def decode_curve(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The stored measurement rows (null metrics stay None)."""
+    raw = attrs.get(CURVE)
+    return json.loads(raw) if raw else []
+
+
+def decode_result(attrs: Mapping[str, Any], batch_size: int = 1) -> TrialResult:
+    """The `TrialResult` written by `encode_result` (missing numbers read as 0 / None; a curve
+    row without ``examples`` has processed ``step * batch_size``)."""
+    curve = tuple(_measurement(row, batch_size) for row in decode_curve(attrs))
+    return TrialResult(
+        state=TrialState(attrs.get(STATUS, TrialState.FAILED.value)),
+        steps_run=int(attrs.get("steps_run") or 0),
+        examples_run=int(attrs.get("examples_run") or 0),
+        train_seconds=float(attrs.get("train_seconds") or 0.0),
+        steps_to_target=attrs.get(STEPS_TO_TARGET),
+        examples_to_target=attrs.get("examples_to_target"),
+        seconds_to_target=attrs.get("seconds_to_target"),
+        curve=curve,
+        environment=attrs.get(ENVIRONMENT) or {},
+        error=attrs.get(ERROR),
+    )
+
+
+def decode_trial(
+    stratum: Stratum,
+    number: int,
+    attrs: Mapping[str, Any],
+    params: Mapping[str, Any],
+    started_at: float | None,
+    *,
+    open: bool,
+) -> LedgerTrial:
+    """A stored trial as a `LedgerTrial` (``attrs``: its user attributes)."""
+    status = TrialState(attrs.get(STATUS, TrialState.RUNNING.value))
+    finished = status.is_outcome()
+    return LedgerTrial(
+        stratum=stratum,
+        number=number,
+        status=status,
+        open=open,
+        params=dict(params),
+        result=decode_result(attrs, stratum.batch_size) if finished else None,
+        tuner=attrs.get(TUNER),
+        origin=attrs.get(ORIGIN),
+        owner=attrs.get(OWNER),
+        started_at=started_at,
+        finished_at=attrs.get(FINISHED_AT),
+        extras={k: v for k, v in attrs.items() if k not in KNOWN_KEYS},
+    )
+
+
+def _measurement(row: Mapping[str, Any], batch_size: int) -> Measurement:
+    metrics = {
+        k: (math.nan if v is None else v) for k, v in row.items() if k not in _FIXED_CURVE_KEYS
+    }
+    step = int(row["step"])
+    return Measurement(
+        step=step,
+        examples=int(row["examples"]) if row.get("examples") is not None else step * batch_size,
+        train_seconds=_float(row.get("train_seconds")),
+        train_loss=_float(row.get("train_loss")),
+        metrics=metrics,
+    )
+
+
+def _float(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """The study itself: how it was defined (``kind`` ``study``) or where it came from
+    (``imported``), and its trial budget."""
+
+    name: str
+    kind: str = "study"
+    config_text: str | None = None
+    config_source: str | None = None
+    fingerprint: str | None = None
+    tuner: str | None = None
+    trials_total: int = 0
+    created: float | None = None
+    source: str | None = None
+    dataset: str | None = None
+    model: str | None = None
+    optimizer: str | None = None
+
+    @property
+    def imported(self) -> bool:
+        return self.kind == "imported"
+
+    def to_attrs(self) -> dict[str, Any]:
+        """The stored attributes (unset fields left out)."""
+        return {
+            k: v
+            for k, v in self.__dict__.items()
+            if k != "name" and v is not None and not (k == "trials_total" and not v)
+        }
+
+    @classmethod
+    def from_attrs(cls, name: str, attrs: Mapping[str, Any]) -> StudyRecord:
+        fields = {k: attrs[k] for k in cls.__dataclass_fields__ if k in attrs and k != "name"}
+        fields["trials_total"] = int(fields.get("trials_total") or 0)
+        return cls(name=name, **fields)
+
+
+@dataclass(frozen=True)
+class StratumSummary:
+    """A stratum's counted trials: finished (``trials``), running, per status, and the best."""
+
+    stratum: Stratum
+    trials: int
+    running: int
+    statuses: Mapping[str, int]
+    best: LedgerTrial | None
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "stratum": str(self.stratum),
+            "batch_size": self.stratum.batch_size,
+            "strategy": self.stratum.strategy,
+            "trials": self.trials,
+            "running": self.running,
+            "statuses": dict(self.statuses),
+            "best_steps": best.steps_to_target if best else None,
+            "best_learning_rate": best.params.get("learning_rate") if best else None,
+            "best_trial": best.number if best else None,
+            "best_tuner": best.tuner if best else None,
+        }
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    """What `study ls` and `study status` show: trials done of total, state, the strata."""
+
+    name: str
+    state: str
+    trials_done: int
+    trials_total: int
+    running: int
+    strata: tuple[StratumSummary, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "study": self.name,
+            "state": self.state,
+            "trials_done": self.trials_done,
+            "trials_total": self.trials_total,
+            "running": self.running,
+            "strata": [s.to_dict() for s in self.strata],
+        }

@@ -1,0 +1,462 @@
+"""The ledger: one study's trials in an Optuna storage, behind typed methods.
+
+Layout in the storage: a root Optuna study named after the study (its attributes: a
+`StudyRecord`) and one Optuna study per stratum, named ``NAME/b{batch}/{strategy}``, whose
+trials are the stratum's trials (attributes encoded by `study.ledger.records`). Optuna's own
+trial state mirrors the ledger status (COMPLETE with the objective as value, PRUNED, FAIL), so
+Optuna's samplers and optuna-dashboard read the ledger as an ordinary Optuna study.
+
+Budgets are enforced through Optuna's atomic trial numbering: `Ledger.claim` asks for a trial
+and keeps it only if fewer than ``budget`` counted trials have lower numbers, so any number of
+processes on one storage never exceed a stratum's budget.
+
+This is the only module that touches the storage; everything else reads `LedgerTrial` records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+from optuna.trial import TrialState as OptunaState
+
+from study.config.space import Stratum
+from study.deps import INSTALL
+from study.errors import UsageError
+from study.ledger import records
+from study.ledger.owners import owner_alive, owner_id
+from study.ledger.records import (
+    LedgerTrial,
+    StratumSummary,
+    StudyRecord,
+    StudySummary,
+    best_of,
+    decode_curve,
+    decode_trial,
+    encode_result,
+    truncate_error,
+)
+from study.paths import journal_path
+from study.results import TrialResult, TrialState
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+#: A claimed trial that has no owner yet is left alone for this long (it is being set up).
+_SETUP_GRACE_S = 60.0
+_WINDOW = "lr_window"
+_CENTRE = "lr_centre"
+
+
+def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
+    """The Optuna storage for a URL (RDB URL, or a journal file path; default under mlruns/)."""
+    if url and "://" in url:
+        try:
+            return optuna.storages.RDBStorage(url)
+        except Exception as exc:  # any driver or URL error is bad input
+            hint = ""
+            if "DB access module" in str(exc):
+                hint = f" (install the driver: {INSTALL['database driver']})"
+            raise UsageError(
+                f"--storage: cannot open {url!r}: {str(exc).splitlines()[0]}{hint}"
+            ) from None
+    path = Path(url) if url else journal_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    return JournalStorage(JournalFileBackend(str(path)))
+
+
+def list_studies(storage: optuna.storages.BaseStorage) -> list[str]:
+    """Names of the studies in a storage (stratum studies hold a '/')."""
+    return sorted(s.study_name for s in storage.get_all_studies() if "/" not in s.study_name)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A claimed place in a stratum's budget: the trial about to run.
+
+    ``trial`` is the Optuna trial behind it; only the Optuna backend samples on it.
+    """
+
+    stratum: Stratum
+    number: int
+    owner: str
+    trial: Any = field(compare=False, repr=False)
+
+
+class Ledger:
+    """One study's trials in an Optuna storage (see the module docstring)."""
+
+    def __init__(self, storage: optuna.storages.BaseStorage, name: str) -> None:
+        self.storage = storage
+        self.name = name
+        self._studies: dict[Stratum, optuna.Study] = {}
+        self._sampler_for: Callable[[Stratum], Any] | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, url: str | None, name: str) -> Ledger:
+        """The ledger of study ``name`` in the storage at ``url`` (see `open_storage`)."""
+        return cls(open_storage(url), name)
+
+    # -- the study record -------------------------------------------------------------------
+    def record(self) -> StudyRecord | None:
+        """The study's record, or None if no study of this name is stored."""
+        attrs = self._study_attrs(self.name)
+        return None if attrs is None else StudyRecord.from_attrs(self.name, attrs)
+
+    def require(self) -> StudyRecord:
+        """The study's record; `UsageError` naming the fix if there is none."""
+        record = self.record()
+        if record is None or (not record.config_text and not record.imported):
+            raise UsageError(
+                f"no study named {self.name!r} in this storage; `study ls` lists the studies"
+            )
+        return record
+
+    def create(self, record: StudyRecord) -> StudyRecord:
+        """Create the study with ``record`` unless it exists; return the stored record."""
+        study = optuna.create_study(storage=self.storage, study_name=self.name, load_if_exists=True)
+        current = study.user_attrs
+        for key, value in record.to_attrs().items():
+            if key not in current:
+                study.set_user_attr(key, value)
+        stored = self.record()
+        assert stored is not None
+        return stored
+
+    def set_trials_total(self, total: int) -> None:
+        self.storage.set_study_user_attr(self._study_id(self.name), "trials_total", total)
+
+    def delete(self) -> None:
+        """Delete the study and all its strata (e.g. an import that failed half-way)."""
+        prefix = f"{self.name}/"
+        names = [s.study_name for s in self.storage.get_all_studies()]
+        strata = sorted((n for n in names if n.startswith(prefix)), reverse=True)
+        for name in [*strata, self.name]:
+            with contextlib.suppress(KeyError):
+                optuna.delete_study(study_name=name, storage=self.storage)
+        self._studies.clear()
+
+    # -- strata -----------------------------------------------------------------------------
+    def strata(self) -> list[Stratum]:
+        """The strata stored for this study, by strategy then batch size."""
+        prefix = f"{self.name}/"
+        found = [
+            self._stratum_of(s.study_name, s.user_attrs)
+            for s in self.storage.get_all_studies()
+            if s.study_name.startswith(prefix)
+        ]
+        return sorted(found, key=lambda s: (s.strategy, s.batch_size))
+
+    def use_sampler(self, sampler_for: Callable[[Stratum], Any]) -> None:
+        """Sample the parameters of claimed trials with ``sampler_for(stratum)`` (an Optuna
+        sampler; the Optuna backend installs it, so its sampler sees every ledger trial)."""
+        self._sampler_for = sampler_for
+
+    def window(self, stratum: Stratum) -> tuple[float, float] | None:
+        """The learning-rate range the stratum's search is centred on (set by transfer)."""
+        window = (self._study_attrs(self._stratum_name(stratum)) or {}).get(_WINDOW)
+        return (float(window[0]), float(window[1])) if window else None
+
+    def set_window(self, stratum: Stratum, window: tuple[float, float], centre: float) -> None:
+        study = self._study(stratum)
+        study.set_user_attr(_WINDOW, list(window))
+        study.set_user_attr(_CENTRE, centre)
+
+    def set_stratum_source(self, stratum: Stratum, source: str) -> None:
+        self._study(stratum).set_user_attr("source", source)
+
+    # -- writing trials -----------------------------------------------------------------------
+    def claim(self, stratum: Stratum, budget: int) -> Slot | None:
+        """Atomically take the next slot of a stratum, or return None when its budget is spent."""
+        study = self._study(stratum)
+        trial = study.ask()
+        owner = owner_id()
+        trial.set_user_attr(records.OWNER, owner)
+        trial.set_user_attr(records.STATUS, TrialState.RUNNING.value)
+        earlier = [
+            t
+            for t in self._frozen(stratum)
+            if t.number < trial.number and self._status(t).counts()
+        ]
+        if len(earlier) >= budget:
+            trial.set_user_attr(records.STATUS, TrialState.DISCARDED.value)
+            study.tell(trial, state=OptunaState.FAIL)
+            return None
+        return Slot(stratum, trial.number, owner, trial)
+
+    def record_params(
+        self, slot: Slot, params: Mapping[str, Any], distributions: Mapping[str, Any]
+    ) -> None:
+        """Store params chosen outside Optuna's sampler as the trial's Optuna params (with their
+        distributions), so Optuna's sampler learns from them; unknown names are skipped."""
+        trial_id = self._trial_id(slot.stratum, slot.number)
+        for name, value in params.items():
+            dist = distributions.get(name)
+            if dist is not None:
+                self.storage.set_trial_param(trial_id, name, dist.to_internal_repr(value), dist)
+
+    def start(
+        self, slot: Slot, *, tuner: str, origin: str, extras: Mapping[str, Any] | None = None
+    ) -> LedgerTrial:
+        """Note who proposed the slot's trial and how; return it as a running `LedgerTrial`."""
+        attrs = {
+            records.TUNER: tuner,
+            records.ORIGIN: origin,
+            records.BATCH_SIZE: slot.stratum.batch_size,
+            records.STRATEGY: slot.stratum.strategy,
+            **(extras or {}),
+        }
+        for key, value in attrs.items():
+            slot.trial.set_user_attr(key, value)
+        return self.trial(slot.stratum, slot.number)
+
+    def finish(self, slot: Slot, result: TrialResult, objective: float) -> LedgerTrial:
+        """Record a finished trial (its result, curve and objective), close it, return it."""
+        for key, value in encode_result(result).items():
+            slot.trial.set_user_attr(key, value)
+        study = self._study(slot.stratum)
+        if result.state in (TrialState.FAILED, TrialState.INFEASIBLE):
+            study.tell(slot.trial, state=OptunaState.FAIL)
+        elif result.state is TrialState.PRUNED:
+            slot.trial.report(objective, result.steps_run)
+            study.tell(slot.trial, state=OptunaState.PRUNED)
+        else:
+            study.tell(slot.trial, objective)
+        return self.trial(slot.stratum, slot.number)
+
+    def fail(self, slot: Slot, error: str) -> LedgerTrial:
+        """Close a slot whose proposal or bookkeeping raised as ``failed`` (if still open)."""
+        frozen = self.storage.get_trial(self._trial_id(slot.stratum, slot.number))
+        if not frozen.state.is_finished():
+            slot.trial.set_user_attr(records.STATUS, TrialState.FAILED.value)
+            slot.trial.set_user_attr(records.ERROR, truncate_error(error))
+            self._study(slot.stratum).tell(slot.trial, state=OptunaState.FAIL)
+        return self.trial(slot.stratum, slot.number)
+
+    def interrupt(self, slot: Slot) -> None:
+        """Close a trial stopped from outside (Ctrl-C) as ``interrupted``: its slot runs again."""
+        trial_id = self._trial_id(slot.stratum, slot.number)
+        self.storage.set_trial_user_attr(trial_id, records.STATUS, TrialState.INTERRUPTED.value)
+        self._study(slot.stratum).tell(slot.trial, state=OptunaState.FAIL)
+
+    def recover_stale(self, strata: Sequence[Stratum]) -> list[LedgerTrial]:
+        """Mark trials whose process died as ``interrupted`` (failed in Optuna); return them."""
+        stale = []
+        for stratum in strata:
+            for t in self.trials(stratum):
+                setting_up = (
+                    t.owner is None
+                    and t.started_at is not None
+                    and time.time() - t.started_at < _SETUP_GRACE_S
+                )
+                if t.open and not setting_up and not owner_alive(t.owner):
+                    trial_id = self._trial_id(stratum, t.number)
+                    self.storage.set_trial_user_attr(
+                        trial_id, records.STATUS, TrialState.INTERRUPTED.value
+                    )
+                    self.storage.set_trial_state_values(trial_id, OptunaState.FAIL)
+                    stale.append(t)
+        return stale
+
+    def import_trials(self, stratum: Stratum, trials: Sequence[LedgerTrial]) -> None:
+        """Add trials that ran elsewhere (e.g. a published study) as finished trials.
+
+        Each gets its result, tuner and extras as stored attributes; in Optuna it is COMPLETE
+        with its last step as value, or FAIL if it diverged or failed. Each parameter gets a
+        distribution over the values seen (a float range, log if all are positive; categorical
+        if not all numbers), so Optuna can load the trials.
+        """
+        distributions = _observed_distributions(trials)
+        study = self._study(stratum)
+        for trial in trials:
+            assert trial.result is not None, "imported trials are finished"
+            failed = trial.result.state in (
+                TrialState.DIVERGED,
+                TrialState.FAILED,
+                TrialState.INFEASIBLE,
+            )
+            attrs = {
+                **encode_result(trial.result),
+                records.TUNER: trial.tuner,
+                records.BATCH_SIZE: stratum.batch_size,
+                records.STRATEGY: stratum.strategy,
+                **trial.extras,
+            }
+            study.add_trial(
+                optuna.trial.create_trial(
+                    params=dict(trial.params),
+                    distributions={k: distributions[k] for k in trial.params},
+                    state=OptunaState.FAIL if failed else OptunaState.COMPLETE,
+                    value=None if failed else float(trial.result.steps_run),
+                    user_attrs=attrs,
+                )
+            )
+
+    # -- reading trials -----------------------------------------------------------------------
+    def trials(self, stratum: Stratum) -> list[LedgerTrial]:
+        """Every trial of a stratum, in number order (empty before the stratum exists)."""
+        return [self._decode(stratum, t) for t in self._frozen(stratum)]
+
+    def trial(self, stratum: Stratum, number: int) -> LedgerTrial:
+        frozen = self.storage.get_trial(self._trial_id(stratum, number))
+        return self._decode(stratum, frozen)
+
+    def counted(self, stratum: Stratum) -> list[LedgerTrial]:
+        """Trials that consume budget: finished or running, not interrupted or discarded."""
+        return [t for t in self.trials(stratum) if t.status.counts()]
+
+    def remaining(self, stratum: Stratum, budget: int) -> int:
+        return max(0, budget - len(self.counted(stratum)))
+
+    def best(self, stratum: Stratum) -> LedgerTrial | None:
+        """The stratum's best reached trial (see `records.best_of`), or None."""
+        return best_of(self.trials(stratum))
+
+    def alive(self, trial: LedgerTrial) -> bool:
+        """Whether a trial is running in a live process."""
+        return trial.open and owner_alive(trial.owner)
+
+    def measurement_rows(
+        self, *, include_running: bool = True
+    ) -> list[tuple[LedgerTrial, list[dict[str, Any]]]]:
+        """Every trial of the study with its stored measurement rows, in start order.
+
+        Interrupted and discarded trials are left out (they are not trials of the study);
+        running ones unless ``include_running`` is False.
+        """
+        found = []
+        for stratum in self.strata():
+            for frozen in self._frozen(stratum):
+                t = self._decode(stratum, frozen)
+                if not t.status.counts() or (
+                    t.status is TrialState.RUNNING and not include_running
+                ):
+                    continue
+                start = t.started_at if t.started_at is not None else math.inf
+                found.append((start, str(stratum), t.number, t, decode_curve(frozen.user_attrs)))
+        found.sort(key=lambda item: item[:3])
+        return [(t, rows) for *_, t, rows in found]
+
+    def summary(self) -> StudySummary:
+        """Trials done of total, per-stratum counts and bests, and the study's state.
+
+        Raises:
+            UsageError: no study of this name is stored.
+        """
+        record = self.require()
+        strata = []
+        for stratum in self.strata():
+            trials = [
+                t
+                for t in self.trials(stratum)
+                if t.status.counts() and not (t.open and not owner_alive(t.owner))
+            ]  # a trial whose process died runs again on the next start: not counted here
+            running = sum(1 for t in trials if self.alive(t))
+            strata.append(
+                StratumSummary(
+                    stratum=stratum,
+                    trials=len(trials) - running,
+                    running=running,
+                    statuses=Counter(t.status.value for t in trials),
+                    best=best_of(trials),
+                )
+            )
+        done = sum(s.trials for s in strata)
+        running = sum(s.running for s in strata)
+        total = record.trials_total
+        state = "running" if running else ("complete" if total and done >= total else "incomplete")
+        if record.imported:
+            state = "imported"
+        return StudySummary(self.name, state, done, total or done, running, tuple(strata))
+
+    # -- storage access -----------------------------------------------------------------------
+    def _stratum_name(self, stratum: Stratum) -> str:
+        return f"{self.name}/{stratum}"
+
+    def _stratum_of(self, study_name: str, attrs: Mapping[str, Any]) -> Stratum:
+        if "batch_size" in attrs and "strategy" in attrs:
+            return Stratum(int(attrs["batch_size"]), str(attrs["strategy"]))
+        return Stratum.parse(study_name.removeprefix(f"{self.name}/"))
+
+    def _study(self, stratum: Stratum) -> optuna.Study:
+        with self._lock:
+            study = self._studies.get(stratum)
+            if study is None:
+                sampler = self._sampler_for(stratum) if self._sampler_for else None
+                study = optuna.create_study(
+                    storage=self.storage,
+                    study_name=self._stratum_name(stratum),
+                    direction="minimize",
+                    sampler=sampler,
+                    load_if_exists=True,
+                )
+                if "batch_size" not in study.user_attrs:
+                    study.set_user_attr("batch_size", stratum.batch_size)
+                    study.set_user_attr("strategy", stratum.strategy)
+                self._studies[stratum] = study
+            return study
+
+    def _study_id(self, name: str) -> int:
+        return self.storage.get_study_id_from_name(name)
+
+    def _study_attrs(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self.storage.get_study_user_attrs(self._study_id(name))
+        except KeyError:
+            return None
+
+    def _frozen(self, stratum: Stratum) -> list[FrozenTrial]:
+        try:
+            study_id = self._study_id(self._stratum_name(stratum))
+        except KeyError:
+            return []
+        return self.storage.get_all_trials(study_id, deepcopy=False)
+
+    def _trial_id(self, stratum: Stratum, number: int) -> int:
+        study_id = self._study_id(self._stratum_name(stratum))
+        return self.storage.get_trial_id_from_study_id_trial_number(study_id, number)
+
+    @staticmethod
+    def _status(frozen: FrozenTrial) -> TrialState:
+        return TrialState(frozen.user_attrs.get(records.STATUS, TrialState.RUNNING.value))
+
+    @staticmethod
+    def _decode(stratum: Stratum, frozen: FrozenTrial) -> LedgerTrial:
+        started = frozen.datetime_start.timestamp() if frozen.datetime_start else None
+        return decode_trial(
+            stratum,
+            frozen.number,
+            frozen.user_attrs,
+            frozen.params,
+            started,
+            open=frozen.state is OptunaState.RUNNING,
+        )
+
+
+def _observed_distributions(trials: Sequence[LedgerTrial]) -> dict[str, Any]:
+    """Per parameter: a float range over the observed values (log if all > 0), or categorical."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
+
+    values: dict[str, list[Any]] = {}
+    for t in trials:
+        for name, value in t.params.items():
+            values.setdefault(name, []).append(value)
+    out: dict[str, Any] = {}
+    for name, seen in values.items():
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in seen):
+            low, high = float(min(seen)), float(max(seen))
+            out[name] = FloatDistribution(low, high, log=low > 0)
+        else:
+            out[name] = CategoricalDistribution(sorted(set(seen), key=repr))
+    return out

@@ -1,0 +1,71 @@
+"""Where a study's state lives on disk: the local store under ``mlruns/`` (or ``$STUDY_HOME``).
+
+Layout of the default store::
+
+    mlruns/optuna.journal   the ledger (Optuna journal storage; `study.ledger`)
+    mlruns/mlflow.db        MLflow's SQLite tracking store
+    mlruns/artifacts/       MLflow artifacts of every experiment
+    mlruns/keras_tuner/     KerasTuner oracle state, one folder per study and stratum
+
+``--storage`` replaces the journal with any Optuna storage URL; ``--tracking-uri`` (or
+``MLFLOW_TRACKING_URI``) replaces the MLflow store.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_ROOT = Path("mlruns")
+JOURNAL = "optuna.journal"
+MLFLOW_DB = "mlflow.db"
+ARTIFACTS = "artifacts"
+KERAS_TUNER = "keras_tuner"
+
+
+def store_root(root: Path | None = None, *, create: bool = True) -> Path:
+    """The local store directory (absolute): ``root``, ``$STUDY_HOME`` or ``./mlruns``."""
+    path = (root or Path(os.environ.get("STUDY_HOME", DEFAULT_ROOT))).absolute()
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def journal_path(root: Path | None = None) -> Path:
+    """The default ledger file."""
+    return store_root(root) / JOURNAL
+
+
+def keras_tuner_dir(study: str, root: Path | None = None) -> Path:
+    """KerasTuner's state of one study."""
+    return store_root(root) / KERAS_TUNER / study
+
+
+def local_tracking_uri(root: Path | None = None, *, create: bool = True) -> str:
+    """The URI of the local MLflow store, ``sqlite:///<store>/mlflow.db``."""
+    return f"sqlite:///{store_root(root, create=create) / MLFLOW_DB}"
+
+
+def tracking_uri(option: str | None = None, root: Path | None = None) -> str:
+    """The MLflow tracking URI: the option, else ``MLFLOW_TRACKING_URI``, else the local store."""
+    if option:
+        return option
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    return local_tracking_uri(root)
+
+
+def tracking_store_exists(option: str | None = None) -> bool:
+    """Whether the MLflow store a command would use already exists (remote stores: assumed)."""
+    uri = option or os.environ.get("MLFLOW_TRACKING_URI") or local_tracking_uri(create=False)
+    if uri.startswith("sqlite:///"):
+        return Path(uri.removeprefix("sqlite:///").partition("?")[0]).exists()
+    return True
+
+
+def artifact_root(uri: str) -> str | None:
+    """Artifact location for new experiments: ``artifacts/`` next to a local SQLite store."""
+    if uri.startswith("sqlite:///"):
+        db = Path(uri.removeprefix("sqlite:///"))
+        return (db.parent / ARTIFACTS).absolute().as_uri()
+    return None

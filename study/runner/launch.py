@@ -1,0 +1,172 @@
+"""One run of a study (``study run`` / ``study resume``): wire the collaborators, run, report.
+
+`run_study` opens the ledger and checks the study file against what it holds, splits the
+trial budget over the strata, builds the tuner lineup, opens (and repairs) the MLflow tracker,
+marks trials of dead processes interrupted, and hands everything to the `StudyEngine`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+
+from study.config.space import Stratum
+from study.config.study import StudyConfig
+from study.deps import require_tensorflow
+from study.errors import UsageError
+from study.host import environment_info
+from study.ledger import Ledger, StudyRecord
+from study.paths import tracking_uri
+from study.runner.engine import StudyEngine
+from study.runner.failures import FailurePolicy
+from study.runner.pool import WorkerPool
+from study.runner.progress import Progress, summarize
+from study.tracking.study_tracker import StudyTracker, study_params
+from study.tuners.registry import TUNERS, build_lineup
+
+_FINGERPRINT_KEYS = (
+    "workload", "workload_options", "model", "target", "budget", "eval_every",
+    "optimizer", "schedule", "search_space", "seed",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a study (the CLI flags of ``study run``)."""
+
+    tuner: str = "both"
+    trials: int | None = None
+    workers: int = 1
+    storage: str | None = None
+    tracking_uri: str | None = None
+    live: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.tuner not in TUNERS:
+            raise UsageError(
+                f"--tuner: unknown tuner {self.tuner!r}; choose from {', '.join(TUNERS)}"
+            )
+        if self.trials is not None and self.trials < 1:
+            raise UsageError(f"--trials must be >= 1 (got {self.trials})")
+        if self.workers < 1:
+            raise UsageError(f"--workers must be >= 1 (got {self.workers})")
+
+
+def fingerprint(config: StudyConfig) -> str:
+    """A hash of what defines a study's trials (not its budget or tuner settings)."""
+    raw = {k: config.raw.get(k) for k in _FINGERPRINT_KEYS}
+    return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def visiting_order(config: StudyConfig) -> list[Stratum]:
+    """Strata by strategy, then largest batch size first (so transfer can seed smaller ones)."""
+    return [
+        Stratum(b, s)
+        for s in config.space.strategies
+        for b in sorted(config.space.batch_sizes, reverse=True)
+    ]
+
+
+def budgets(strata: list[Stratum], total: int) -> dict[Stratum, int]:
+    """Split ``total`` trials over strata as evenly as possible (earlier strata get the extra)."""
+    base, extra = divmod(total, len(strata))
+    return {s: base + (1 if i < extra else 0) for i, s in enumerate(strata)}
+
+
+def open_study(config: StudyConfig, options: RunOptions) -> tuple[Ledger, StudyRecord]:
+    """The study's ledger, created from ``config`` if new.
+
+    Raises:
+        UsageError: a study of that name with other trials (workload, target, ...) exists.
+    """
+    ledger = Ledger.open(options.storage, config.name)
+    record = ledger.create(
+        StudyRecord(
+            name=config.name,
+            config_text=config.text,
+            config_source=str(config.source),
+            fingerprint=fingerprint(config),
+            tuner=options.tuner,
+            trials_total=options.trials or config.total_trials,
+            created=time.time(),
+        )
+    )
+    if record.fingerprint != fingerprint(config):
+        raise UsageError(
+            f"study {config.name!r} already exists in this storage with a different "
+            "workload, target, budget or search space; give the study a new name or use "
+            "another --storage"
+        )
+    if options.trials and options.trials != record.trials_total:
+        ledger.set_trials_total(options.trials)
+    return ledger, record
+
+
+def run_study(config: StudyConfig, options: RunOptions) -> int:
+    """Run (or continue) a study to completion or interruption; return the exit status."""
+    require_tensorflow()
+    ledger, record = open_study(config, options)
+    order = visiting_order(config)
+    plan = budgets(order, options.trials or record.trials_total or config.total_trials)
+    lineup = build_lineup(options.tuner, config, ledger)
+    tracker = StudyTracker(tracking_uri(options.tracking_uri), config.name)
+    tracker.ensure_parent(
+        study_params(
+            config, tuner=options.tuner, trials_total=sum(plan.values()), strata=len(order)
+        ),
+        {
+            "study.yaml": config.text,
+            "environment.json": json.dumps(environment_info(), indent=2),
+        },
+    )
+    stale = ledger.recover_stale(order)
+    tracker.repair(ledger, config, order)
+    progress = Progress.from_ledger(ledger, plan, config.name, options.live)
+    if stale:
+        print(f"marked {len(stale)} interrupted trial(s) failed; their slots run again", flush=True)
+    engine = StudyEngine(
+        config,
+        ledger,
+        lineup,
+        tracker,
+        plan,
+        progress,
+        FailurePolicy(config.tuner.max_consecutive_failures),
+    )
+    pool = WorkerPool(options.workers)
+    try:
+        status = engine.run(pool, options.workers)
+    finally:
+        pool.close()
+        lineup.close()
+    if engine.failures.message:
+        print(f"study {config.name}: stopped: {engine.failures.message}", file=sys.stderr)
+    run_status = {0: "FINISHED" if engine.complete() else None, 130: "KILLED"}.get(status, "FAILED")
+    if run_status:
+        tracker.end_parent(run_status, _summary_metrics(progress))
+    tracker.close()
+    if not progress.display.live:  # the live table already shows it
+        print(summarize(progress.state.strata))
+    seconds = sum(engine.trial_seconds)
+    if seconds:
+        print(
+            f"MLflow logging (background thread): {tracker.busy_seconds:.2f} s wall, "
+            f"{tracker.cpu_seconds:.2f} s CPU = {100 * tracker.cpu_seconds / seconds:.1f}% of "
+            f"{seconds:.1f} s of trials; run `study ui` to browse"
+        )
+    return status
+
+
+def _summary_metrics(progress: Progress) -> dict[str, float]:
+    state = progress.state
+    out = {
+        f"best_steps.{str(s).replace(':', '_')}": p.best_steps
+        for s, p in state.strata.items()
+        if math.isfinite(p.best_steps)
+    }
+    out["trials_done"] = state.done
+    return out

@@ -1,0 +1,54 @@
+"""Pruning: a trial still short of the target after as many steps as its stratum's best so far
+can never win its stratum, so it is stopped (``pruned``).
+
+The best is read from the ledger (so trials of other processes count) at most every few
+seconds, and lowered at once by trials this process finishes.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+
+from study.config.space import Stratum
+from study.ledger import Ledger
+from study.results import Measurement
+
+#: How long a stratum's best read from the ledger is trusted before it is read again.
+REFRESH_SECONDS = 5.0
+
+
+class Pruning:
+    """The stratum bests that measurement hooks compare against."""
+
+    def __init__(self, ledger: Ledger, refresh: float = REFRESH_SECONDS) -> None:
+        self.ledger = ledger
+        self.refresh = refresh
+        self._best: dict[Stratum, tuple[float, float]] = {}  # stratum -> (steps, read at)
+        self._lock = threading.Lock()
+
+    def best(self, stratum: Stratum) -> float:
+        """Fewest steps to target known for ``stratum`` (inf if none)."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._best.get(stratum)
+        if cached is not None and now - cached[1] <= self.refresh:
+            return cached[0]
+        trial = self.ledger.best(stratum)
+        read = math.inf if trial is None else float(trial.steps_to_target or math.inf)
+        with self._lock:
+            old = self._best.get(stratum, (math.inf, 0.0))[0]
+            self._best[stratum] = (min(read, old), now)
+            return min(read, old)
+
+    def note(self, stratum: Stratum, steps: float) -> None:
+        """A trial of this process reached the target in ``steps``."""
+        with self._lock:
+            old, at = self._best.get(stratum, (math.inf, time.monotonic()))
+            self._best[stratum] = (min(old, steps), at)
+
+    def hook(self, stratum: Stratum) -> Callable[[Measurement], bool]:
+        """The trainer's measurement hook: go on while the step is below the stratum's best."""
+        return lambda m: m.step < self.best(stratum)

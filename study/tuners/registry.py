@@ -1,0 +1,79 @@
+"""Which backends search a study, and which one proposes for which slot.
+
+Backends are registered by name with a lazy import (KerasTuner imports TensorFlow). The
+``--tuner`` choice builds a `Lineup`:
+
+- ``optuna``: Optuna proposes every trial;
+- ``keras-tuner``: KerasTuner proposes every trial;
+- ``both`` (default): they alternate within each stratum, Optuna the even-numbered trials and
+  KerasTuner the odd-numbered ones.
+
+Optuna is always part of the lineup (its sampler lives on the ledger) and stands in when the
+chosen backend has nothing to propose (e.g. Hyperband between brackets).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+
+from study.config.study import StudyConfig
+from study.errors import UsageError
+from study.ledger import Ledger, Slot
+from study.tuners.base import TunerBackend
+
+#: Backend name -> ``module:class``.
+BACKENDS = {
+    "optuna": "study.tuners.optuna_backend:OptunaBackend",
+    "keras-tuner": "study.tuners.keras_tuner_backend:KerasTunerBackend",
+}
+BOTH = "both"
+#: The values of ``--tuner``.
+TUNERS = (*BACKENDS, BOTH)
+
+
+def backend_class(name: str) -> type[TunerBackend]:
+    """The backend class registered as ``name`` (imported on first use)."""
+    if name not in BACKENDS:
+        raise UsageError(f"--tuner: unknown tuner {name!r}; choose from {', '.join(TUNERS)}")
+    module, _, attr = BACKENDS[name].partition(":")
+    if name == "keras-tuner":
+        from study.deps import quiet_stderr
+
+        with quiet_stderr():  # KerasTuner imports TensorFlow
+            return getattr(importlib.import_module(module), attr)
+    return getattr(importlib.import_module(module), attr)
+
+
+class Lineup:
+    """The backends of a run: ``rotation`` takes turns by trial number; ``fallback`` proposes
+    when the backend whose turn it is has nothing to propose."""
+
+    def __init__(self, rotation: Sequence[TunerBackend], fallback: TunerBackend) -> None:
+        self.rotation = tuple(rotation)
+        self.fallback = fallback
+
+    @property
+    def backends(self) -> list[TunerBackend]:
+        """Every backend once."""
+        return list(dict.fromkeys([*self.rotation, self.fallback]))
+
+    def for_slot(self, slot: Slot) -> TunerBackend:
+        return self.rotation[slot.number % len(self.rotation)]
+
+    def close(self) -> None:
+        for backend in self.backends:
+            backend.close()
+
+
+def build_lineup(choice: str, config: StudyConfig, ledger: Ledger) -> Lineup:
+    """The lineup for a ``--tuner`` choice (see the module docstring)."""
+    if choice not in TUNERS:
+        raise UsageError(f"--tuner: unknown tuner {choice!r}; choose from {', '.join(TUNERS)}")
+    optuna = backend_class("optuna")(config, ledger)
+    if choice == "optuna":
+        return Lineup([optuna], optuna)
+    keras_tuner = backend_class("keras-tuner")(config, ledger)
+    if choice == "keras-tuner":
+        return Lineup([keras_tuner], optuna)
+    return Lineup([optuna, keras_tuner], optuna)
