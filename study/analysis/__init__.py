@@ -1,8 +1,12 @@
 """Pure analysis of a scaling study: the measurement table, measures, fits and plots.
 
 No TensorFlow, MLflow or Optuna here: everything reads the standard measurement table (see
-`study.analysis.table`). The plot functions are re-exported lazily: matplotlib is imported
-only when one of them is first used.
+`study.analysis.table`). One module per job: `table` (the table and its vocabulary), `measures`
+(steps, examples and seconds to a result), one module per fitted model (`noise_scale`,
+`regimes`, `lr_scaling`, sharing `fitting`), `recommend` (the decision policy on top of the
+fits) and `plots` (each draws into a given ``ax``); `load` shapes a study's ledger records
+into the table. The plot functions are re-exported lazily: matplotlib is imported only when
+one of them is first used.
 
 Example::
 
@@ -13,18 +17,8 @@ Example::
 
 from __future__ import annotations
 
-from study.analysis.fits import (
-    LrPowerLawFit,
-    NoiseScaleFit,
-    Recommendation,
-    Regimes,
-    fit_lr_power_law,
-    fit_noise_scale,
-    fit_noise_scale_from_trials,
-    recommend,
-    scaling_efficiency,
-    scaling_regimes,
-)
+from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES
+from study.analysis.lr_scaling import LrPowerLawFit, fit_lr_power_law
 from study.analysis.measures import (
     steps_to_result,
     strategy_table,
@@ -33,6 +27,14 @@ from study.analysis.measures import (
     throughput_by_strategy,
     trial_steps_to_target,
 )
+from study.analysis.noise_scale import (
+    SEARCH_FACTOR,
+    NoiseScaleFit,
+    fit_noise_scale,
+    fit_noise_scale_from_trials,
+)
+from study.analysis.recommend import Recommendation, recommend
+from study.analysis.regimes import Regimes, scaling_efficiency, scaling_regimes
 from study.analysis.table import (
     BATCH_SIZE,
     COLUMNS,
@@ -81,11 +83,14 @@ __all__ = [
     *_PLOTS,
     "BATCH_SIZE",
     "COLUMNS",
+    "CONFIDENCE",
     "EXAMPLES",
     "HP_PREFIX",
     "INDEX",
     "LEARNING_RATE",
+    "MIN_BATCH_SIZES",
     "REPLICAS",
+    "SEARCH_FACTOR",
     "STATE",
     "STEP",
     "STRATEGY",

@@ -16,7 +16,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import LogNorm
 
-from study.analysis.fits import LrPowerLawFit, NoiseScaleFit, Regimes
+from study.analysis.lr_scaling import LrPowerLawFit
+from study.analysis.noise_scale import NoiseScaleFit
+from study.analysis.regimes import Regimes
 from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -1,5 +1,10 @@
-"""Scaling reports: assemble the analysis of a study (`build_report`) and write it out
+"""Scaling reports: compute the analysis of a study (`build_report`) and write it out
 (`write_report`) as self-contained HTML, Markdown with PNG figures, CSV tables and JSON.
+
+One module per job: `build` computes (`ScalingReport`, `build_report`), `prose` writes the
+sentences (answer, notes, summary lines), `formatting` writes numbers, `figures` draws,
+`tables` lays out the tables HTML and Markdown share, `html`, `markdown`, `csv` and `json`
+each write one format, and `write` dispatches by format.
 
 Example::
 
@@ -12,8 +17,11 @@ Matplotlib is imported only when figures are drawn.
 
 from __future__ import annotations
 
-from study.report.build import ScalingReport, answer, build_report, summary_lines
-from study.report.render import FORMATS, make_figures, report_dict, write_report
+from study.report.build import ScalingReport, build_report, measured_metrics
+from study.report.figures import make_figures
+from study.report.json import report_dict
+from study.report.prose import answer, summary_lines
+from study.report.write import FORMATS, write_report
 
 __all__ = [
     "FORMATS",
@@ -21,6 +29,7 @@ __all__ = [
     "answer",
     "build_report",
     "make_figures",
+    "measured_metrics",
     "report_dict",
     "summary_lines",
     "write_report",

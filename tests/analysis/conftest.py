@@ -130,6 +130,19 @@ def trial_steps(
     return pd.DataFrame(rows)
 
 
+def steps_table(
+    batch_sizes: Sequence[float], steps: Sequence[float], **columns: Any
+) -> pd.DataFrame:
+    """A per-batch-size table as `summarize_trials` gives, with only the columns asked for.
+
+    Example: ``steps_table([8, 16], [100, 50], best_learning_rate=[0.01, 0.014])``.
+    """
+    df = pd.DataFrame({"batch_size": batch_sizes, "steps_to_result": np.asarray(steps, float)})
+    for name, values in columns.items():
+        df[name] = values
+    return df
+
+
 @pytest.fixture(scope="session")
 def make_table() -> Callable[..., pd.DataFrame]:
     return build_table
@@ -143,3 +156,8 @@ def make_scaling_table() -> Callable[..., pd.DataFrame]:
 @pytest.fixture(scope="session")
 def make_trial_steps() -> Callable[..., pd.DataFrame]:
     return trial_steps
+
+
+@pytest.fixture(scope="session")
+def make_steps() -> Callable[..., pd.DataFrame]:
+    return steps_table

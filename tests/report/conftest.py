@@ -1,4 +1,4 @@
-"""Synthetic measurement tables for the report tests (no TensorFlow, no ledger)."""
+"""Synthetic measurement tables and reports built from them (no TensorFlow, no ledger)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from study.config.target import Target
+from study.report import ScalingReport, build_report, write_report
+
 matplotlib.use("Agg")
 
 S_MIN = 100.0
@@ -17,6 +20,9 @@ B_NOISE = 128.0
 BATCH_SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
 STRATEGIES = (("default", 1, 0.010), ("mirrored:2", 2, 0.006))
 """(name, replicas, seconds per step at batch 8)."""
+TARGET = Target.parse("val_accuracy>=0.6")
+EVIL = "<script>alert(1)</script>"
+"""A study and strategy name that is markup: every format must show it as text."""
 
 
 def best_lr(batch_size: float) -> float:
@@ -95,3 +101,36 @@ def make_table() -> Callable[..., pd.DataFrame]:
 @pytest.fixture(scope="session")
 def table() -> pd.DataFrame:
     return synthetic_table()
+
+
+def build(df: pd.DataFrame, target: Target = TARGET, **kwargs: Any) -> ScalingReport:
+    """`build_report` with the tests' defaults: study "synthetic", 200 bootstrap replicates."""
+    options = {"study": "synthetic", "accelerators": None, "n_boot": 200, **kwargs}
+    return build_report(df, target, **options)
+
+
+@pytest.fixture(scope="session")
+def make_report() -> Callable[..., ScalingReport]:
+    return build
+
+
+@pytest.fixture(scope="session")
+def report(table: pd.DataFrame) -> ScalingReport:
+    """A healthy study: eight batch sizes, two strategies, every trial reached the target."""
+    return build(table)
+
+
+@pytest.fixture(scope="session")
+def evil_report() -> ScalingReport:
+    """A healthy study whose study and strategy names are markup."""
+    df = synthetic_table(
+        strategies=(("default", 1, 0.01), (f"{EVIL}:2", 2, 0.006)), study=EVIL, ratio=1.15
+    )
+    return build(df, study=EVIL, n_boot=100)
+
+
+@pytest.fixture(scope="session")
+def written(evil_report: ScalingReport, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """`evil_report` written in every format: ``{"out": directory, "paths": files}``."""
+    out = tmp_path_factory.mktemp("report")
+    return {"out": out, "paths": write_report(evil_report, out)}

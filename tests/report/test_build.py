@@ -1,34 +1,16 @@
-"""build_report: the numbers of a scaling report and its notes on thin data."""
+"""build_report: the numbers of a scaling report, computed once from the measurement table."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from study.config.target import Target
-from study.report import ScalingReport, answer, build_report, summary_lines
+from study.report import measured_metrics
 
-TARGET = Target.parse("val_accuracy>=0.6")
-S_MIN, B_NOISE = 100.0, 128.0
+S_MIN, B_NOISE = 100.0, 128.0  # the truth of the `table` fixture
 BATCH_SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
-
-
-def build(df: pd.DataFrame, target: Target = TARGET, **kwargs) -> ScalingReport:
-    options = {"study": "synthetic", "accelerators": None, "n_boot": 200, **kwargs}
-    return build_report(df, target, **options)
-
-
-@pytest.fixture(scope="module")
-def table(make_table) -> pd.DataFrame:
-    return make_table(s_min=S_MIN, b_noise=B_NOISE, batch_sizes=BATCH_SIZES)
-
-
-@pytest.fixture(scope="module")
-def report(table: pd.DataFrame) -> ScalingReport:
-    return build(table)
 
 
 def test_steps_are_pooled_over_strategies_and_kept_per_stratum(report, table) -> None:
@@ -81,101 +63,62 @@ def test_throughput_and_strategy_tables(report) -> None:
     assert np.isfinite(strategies["seconds_to_result"]).all()
 
 
-def test_clean_data_has_no_thin_data_notes(report) -> None:
-    text = " ".join(report.notes)
-    for phrase in ("never reached", "Only", "still running", "edge", "never measured"):
-        assert phrase not in text
-    assert "B_noise = " in answer(report)
-    lines = summary_lines(report)
-    assert 3 <= len(lines) <= 5
-
-
-def test_accelerators_are_taken_as_given(table) -> None:
-    report = build(table, accelerators=4, n_boot=0)
+def test_accelerators_are_taken_as_given(make_report, table) -> None:
+    report = make_report(table, accelerators=4, n_boot=0)
     assert report.accelerators == 4 and report.recommendation.accelerators == 4
     assert report.noise_scale.b_noise_ci is None
 
 
-def test_another_target_gives_other_steps(report, table) -> None:
-    harder = build(table, Target.parse("val_accuracy>=0.7"), n_boot=0)
+def test_another_target_gives_other_steps(make_report, report, table) -> None:
+    harder = make_report(table, Target.parse("val_accuracy>=0.7"), n_boot=0)
     assert (harder.steps["steps_to_result"] > report.steps["steps_to_result"]).all()
 
 
-# ------------------------------------------------------------------------------- thin data
+def test_the_confidence_reaches_every_fit(make_report, report, table) -> None:
+    narrow = make_report(table, confidence=0.9)
+
+    assert narrow.confidence == 0.9 and report.confidence == 0.95
+    assert narrow.noise_scale.confidence == 0.9 and narrow.lr_fit.confidence == 0.9
+    assert narrow.noise_scale.b_noise == report.noise_scale.b_noise
+    wide_ci, narrow_ci = report.noise_scale.b_noise_ci, narrow.noise_scale.b_noise_ci
+    assert wide_ci[0] <= narrow_ci[0] < narrow_ci[1] <= wide_ci[1]
+    assert narrow.lr_fit.alpha_ci[1] - narrow.lr_fit.alpha_ci[0] < (
+        report.lr_fit.alpha_ci[1] - report.lr_fit.alpha_ci[0]
+    )
+    rec_wide, rec_narrow = report.recommendation, narrow.recommendation
+    assert rec_narrow.step_speedup == rec_wide.step_speedup
+    assert rec_wide.step_speedup_ci[0] <= rec_narrow.step_speedup_ci[0]
 
 
-def test_two_batch_sizes_give_no_fit_and_say_why(make_table) -> None:
-    report = build(make_table(batch_sizes=(32, 64)))
-    assert not report.noise_scale.ok and not report.lr_fit.ok and not report.recommendation.ok
-    (note,) = [n for n in report.notes if n.startswith("Only 2 batch size(s) (32 and 64)")]
-    assert "needs at least 3" in note
-    assert "no noise-scale fit" in answer(report).lower()
+def test_best_rates_on_the_edge_are_left_out_of_the_lr_law(make_table, make_report) -> None:
+    inner = make_table(batch_sizes=(8, 16, 32, 64), ratio=1.15)
+    edge = make_table(batch_sizes=(128,), lr_factors=(1 / 9, 1 / 3, 1.0), ratio=1.15, seed=1)
+    edge["trial"] += inner["trial"].max() + 1
+
+    report = make_report(pd.concat([inner, edge], ignore_index=True), n_boot=0)
+
+    assert report.steps.set_index("batch_size").loc[128, "lr_edge"] == "high"
+    assert report.lr_fit.ok and report.lr_fit.batch_sizes == (8, 16, 32, 64)
 
 
-def test_a_batch_size_that_never_reached_is_named(make_table) -> None:
-    df = make_table()
-    df.loc[df["batch_size"] == 1024, "val_accuracy"] = 0.2
-    report = build(df)
-    assert math.isinf(report.steps.set_index("batch_size").loc[1024, "steps_to_result"])
-    assert report.steps.set_index("batch_size").loc[1024, "regime"] == "not reached"
-    assert any(n.startswith("Batch size 1024 (6 trials) never reached") for n in report.notes)
-    assert report.noise_scale.ok and 1024 in report.noise_scale.excluded
-    # Bootstrap replicates leave the unreached batch size out too (inf steps are not data).
-    low, high = report.noise_scale.b_noise_ci
-    assert B_NOISE / 3 < low < high < 3 * B_NOISE
-
-
-def test_a_running_study_is_flagged(make_table) -> None:
-    df = make_table()
-    df.loc[df["trial"] == 0, "state"] = "running"
-    report = build(df, state="running")
-    assert any("still running (1 trial(s) in progress)" in n for n in report.notes)
-    assert any("incomplete" in n for n in build(make_table(), state="incomplete").notes)
-
-
-def test_best_learning_rate_on_the_range_edge_is_named(make_table) -> None:
-    # Only rates at and below the best: the best sits on the high edge everywhere.
-    report = build(make_table(lr_factors=(1 / 9, 1 / 3, 1.0)), n_boot=0)
-    (note,) = [n for n in report.notes if "high edge" in n]
-    assert "batch sizes 8, 16, 32, 64, 128, 256, 512 and 1024" in note
-    assert "widen the learning-rate range upwards" in note
-
-
-def test_a_missing_target_metric_is_said_not_raised(table) -> None:
-    report = build(table, Target.parse("val/f1>=0.5"))
-    assert report.trials.empty and report.steps.empty
-    assert not report.noise_scale.ok and not report.recommendation.ok
-    (note,) = [n for n in report.notes if "never measured" in n]
-    assert "val/f1" in note and "val_accuracy" in note
-
-
-@pytest.mark.parametrize(
-    "rows",
-    [slice(0, 0), slice(0, 1)],
-    ids=["empty", "one-evaluation"],
-)
-def test_tiny_tables_do_not_crash(table, rows) -> None:
-    report = build(table.iloc[rows])
+@pytest.mark.parametrize("rows", [slice(0, 0), slice(0, 1)], ids=["empty", "one-evaluation"])
+def test_tiny_tables_do_not_crash(make_report, table, rows) -> None:
+    report = make_report(table.iloc[rows])
     assert not report.noise_scale.ok
     assert report.notes
 
 
-def test_nothing_reached(table) -> None:
-    report = build(table, Target.parse("val_accuracy>=0.99"))
-    assert not np.isfinite(report.steps["steps_to_result"]).any()
-    assert "No batch size reached the target" in answer(report)
-    assert any("never reached" in n for n in report.notes)
-
-
-def test_bad_arguments_raise(table) -> None:
+def test_bad_arguments_raise(make_report, table) -> None:
     with pytest.raises(ValueError, match="accelerators"):
-        build(table, accelerators=0)
+        make_report(table, accelerators=0)
     with pytest.raises(ValueError, match="n_boot"):
-        build(table, n_boot=-1)
+        make_report(table, n_boot=-1)
+    with pytest.raises(ValueError, match=r"confidence must be between 0 and 1.*\(got 95\)"):
+        make_report(table, confidence=95)
 
 
-def test_an_unbounded_noise_scale_is_said(make_table) -> None:
-    # Perfect scaling over the whole measured range: B_noise is not bounded from above.
-    report = build(make_table(b_noise=1e6, batch_sizes=(8, 16, 32, 64)), n_boot=50)
-    assert report.noise_scale.ok
-    assert any("do not bound B_noise from above" in n for n in report.notes)
+def test_measured_metrics_are_the_validation_metrics(table) -> None:
+    ledger = table.assign(stratum_trial=0)  # `ledger_table` adds it; it is no metric
+
+    assert measured_metrics(ledger) == ["val_accuracy", "val_loss"]
+    assert measured_metrics(ledger.iloc[:0]) == []

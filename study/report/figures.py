@@ -1,0 +1,152 @@
+"""The report's figures: drawn by the plot functions of `study.analysis.plots` into `Figure`
+objects with an Agg canvas (no pyplot state), with the report's finishing touches (B_noise
+marked, the y axis kept near the data, plain tick labels), their captions and their PNG bytes.
+
+Example::
+
+    pngs = {name: figure_png(fig) for name, fig in make_figures(report).items()}
+"""
+
+from __future__ import annotations
+
+import io
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:  # pragma: no cover
+    from study.report.build import ScalingReport
+
+FIGURE_CAPTIONS = {
+    "steps_to_result": (
+        "Steps to result against global batch size (log-log). Dotted: perfect scaling (doubling "
+        "the batch halves the steps). Solid: the fit S(B) = S_min (1 + B_noise/B) with its "
+        "bootstrap band; dashed: B_noise. Shading: perfect scaling (green), diminishing returns "
+        "(orange), maximal data parallelism (red). Triangles: batch sizes that never reached "
+        "the target."
+    ),
+    "examples_to_result": (
+        "Examples to result (steps x batch size). Perfect scaling is a flat line; the fit is "
+        "E(B) = E_min (1 + B/B_noise)."
+    ),
+    "best_lr": (
+        "Best learning rate against batch size (log-log), the searched range as grey bars, best "
+        "rates on the range's edge ringed in red, and the power-law fit lr* = c B^alpha."
+    ),
+    "feasible_region": (
+        "Every trial on batch size x learning rate, coloured by steps to the target; x marks "
+        "diverged trials, open circles trials that never reached the target."
+    ),
+    "time_to_result": (
+        "Time to result per strategy: steps to result at that batch size (pooled over "
+        "strategies) times the measured seconds per step."
+    ),
+}
+
+
+def make_figures(report: ScalingReport) -> dict[str, Any]:
+    """The report's figures (`matplotlib.figure.Figure`, Agg canvas), keyed by file stem.
+
+    Only figures with something to show are made: ``steps_to_result`` and
+    ``examples_to_result`` need a batch size that reached the target, ``best_lr`` a best
+    learning rate, ``feasible_region`` a trial, ``time_to_result`` a measured time.
+    """
+    from study.analysis import plots
+
+    steps, trials = report.steps, report.trials
+    fit, regimes = report.noise_scale, report.regimes
+    figures: dict[str, Any] = {}
+    if np.isfinite(steps["steps_to_result"].to_numpy(dtype=float)).any():
+        fig, ax = _figure()
+        plots.plot_steps_to_result(ax, steps, fit, regimes)
+        _mark_b_noise(ax, report)
+        _clamp_ylim(ax, steps["steps_to_result"], steps["fit_steps"])
+        _plain_ticks(ax)
+        ax.set_title(f"Steps to reach {report.target}")
+        figures["steps_to_result"] = fig
+        fig, ax = _figure()
+        plots.plot_examples_to_result(ax, steps, fit, regimes)
+        _mark_b_noise(ax, report)
+        _clamp_ylim(ax, steps["examples_to_result"], steps["fit_examples"])
+        _plain_ticks(ax)
+        ax.set_title(f"Examples to reach {report.target}")
+        figures["examples_to_result"] = fig
+    if np.isfinite(steps["best_learning_rate"].to_numpy(dtype=float)).any():
+        fig, ax = _figure()
+        plots.plot_best_lr(ax, steps, lr_fit=report.lr_fit)
+        _plain_ticks(ax)
+        ax.set_title("Best learning rate per batch size")
+        figures["best_lr"] = fig
+    lrs = trials["learning_rate"].to_numpy(dtype=float) if len(trials) else np.array([])
+    if (np.isfinite(lrs) & (lrs > 0)).any():
+        fig, ax = _figure(width=7.4)
+        plots.plot_feasible_region(ax, trials[np.isfinite(lrs) & (lrs > 0)], colorbar=True)
+        _plain_ticks(ax)
+        ax.set_title(f"Trials: steps to reach {report.target}")
+        figures["feasible_region"] = fig
+    throughput = report.throughput
+    if np.isfinite(throughput["time_to_result"].to_numpy(dtype=float)).any():
+        fig, ax = _figure()
+        plots.plot_time_to_result(ax, throughput)
+        times = throughput["time_to_result"].to_numpy(dtype=float)
+        times = times[np.isfinite(times) & (times > 0)]
+        if times.max() / times.min() < 20:
+            ax.set_yscale("linear")  # bars on a log axis exaggerate small differences
+        ax.set_title("Time to result by strategy")
+        figures["time_to_result"] = fig
+    return figures
+
+
+def _figure(width: float = 6.8, height: float = 4.4) -> tuple[Any, Any]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
+def _plain_ticks(ax: Any) -> None:
+    """Plain numbers on log axes: batch sizes 8, 32, 128 (not 2^3, ...) and 0.01, 100, 20000
+    (not 10^-2, ...); a y axis spanning little more than a decade gets ticks at 1, 2 and 5."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    if ax.get_yscale() != "log":
+        return
+    low, high = ax.get_ylim()
+    subs = (1.0, 2.0, 5.0) if low > 0 and high / low < 30 else (1.0,)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _mark_b_noise(ax: Any, report: ScalingReport) -> None:
+    fit = report.noise_scale
+    if not fit.ok:
+        return
+    low, high = ax.get_xlim()
+    if low <= fit.b_noise <= high:
+        ax.axvline(fit.b_noise, ls="--", lw=1, color="tab:purple", label="B_noise")
+        ax.legend(fontsize="small")
+
+
+def _clamp_ylim(ax: Any, *columns: pd.Series) -> None:
+    """Keep the y axis near the data: a wide bootstrap band must not squash the points."""
+    values = np.concatenate([c.to_numpy(dtype=float) for c in columns])
+    values = values[np.isfinite(values) & (values > 0)]
+    if not values.size:
+        return
+    low, high = values.min() / 2.0, values.max() * 2.0
+    current = ax.get_ylim()
+    ax.set_ylim(max(current[0], low), min(current[1], high))
+
+
+def figure_png(fig: Any) -> bytes:
+    """The figure as PNG bytes."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()

@@ -1,0 +1,199 @@
+"""The HTML report: one self-contained ``report.html``.
+
+Inline CSS, figures as base64 PNG data URIs, no scripts or external resources: the page opens
+offline. Every string that comes from the user or the data (study, strategy and metric names,
+notes) goes through `html.escape`. The tables come from `study.report.tables`, the sentences
+from `study.report.prose`.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from study.report.figures import FIGURE_CAPTIONS, figure_png, make_figures
+from study.report.formatting import ci_text, fmt
+from study.report.prose import METHOD, NO_NOTES, answer, how_it_was_made
+from study.report.tables import report_tables
+
+if TYPE_CHECKING:  # pragma: no cover
+    from study.report.build import ScalingReport
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;
+ color:#1d2329;background:#fff;margin:0;line-height:1.5}
+main{max-width:1100px;margin:0 auto;padding:1.5rem 2rem 4rem}
+h1{font-size:1.7rem;margin:.2rem 0} h2{font-size:1.3rem;margin-top:2.2rem;
+ border-bottom:2px solid #e3e7eb;padding-bottom:.2rem} h3{font-size:1.05rem;margin-top:1.6rem}
+code{background:#f1f3f5;padding:0 .25em;border-radius:3px;font-size:.92em}
+.meta{color:#5b6670;margin:.2rem 0 1rem} nav a{margin-right:1rem;color:#1864ab}
+.answer{font-size:1.05rem;background:#f8f9fa;border-left:4px solid #1864ab;padding:.8rem 1rem}
+.cards{display:flex;flex-wrap:wrap;gap:.8rem;margin:1rem 0}
+.card{border:1px solid #dee2e6;border-radius:6px;padding:.5rem .9rem;min-width:10rem}
+.card b{display:block;font-size:1.35rem} .card span,.card small{display:block;color:#5b6670;
+ font-size:.82rem}
+figure{margin:1.2rem 0;display:inline-block;max-width:100%;vertical-align:top}
+figure img{max-width:100%;height:auto;border:1px solid #e9ecef}
+figcaption{color:#5b6670;font-size:.88rem;max-width:760px}
+.scroll{overflow-x:auto}
+table{border-collapse:collapse;font-size:.88rem;margin:.5rem 0}
+th,td{border:1px solid #dee2e6;padding:.25rem .55rem;text-align:right;white-space:nowrap}
+th{background:#f1f3f5} td.text,th.text{text-align:left;white-space:normal}
+ul.notes li{margin:.3rem 0} .none{color:#5b6670}
+dl.how{display:grid;grid-template-columns:max-content 1fr;gap:.3rem 1rem}
+dl.how dt{font-weight:600} dl.how dd{margin:0}
+"""
+
+
+def render_html(report: ScalingReport, pngs: Mapping[str, bytes] | None = None) -> str:
+    """The self-contained HTML page (``pngs``: figure PNGs by name, e.g. from `figure_png`;
+    drawn here when not given)."""
+    if pngs is None:
+        pngs = {name: figure_png(fig) for name, fig in make_figures(report).items()}
+    study = _esc(report.study)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>Scaling report: {study}</title>",
+        f"<style>{_CSS}</style></head><body><main>",
+        f"<h1>Scaling report: <code>{study}</code></h1>",
+        f'<p class="meta">target <code>{_esc(report.target)}</code> &middot; '
+        f"{len(report.trials)} trials &middot; {len(report.steps)} batch sizes &middot; study "
+        f"{_esc(report.state)} &middot; made {_esc(report.created)}</p>",
+        '<nav><a href="#summary">Summary</a><a href="#figures">Figures</a>'
+        '<a href="#tables">Tables</a><a href="#notes">Notes</a>'
+        '<a href="#method">How it was made</a></nav>',
+        *_summary(report),
+        *_figures(pngs),
+        '<section id="tables"><h2>Tables</h2>',
+    ]
+    for table in report_tables(report):
+        intro = f"<p>{_esc(table.intro)}</p>" if table.intro else ""
+        parts.append(f"<h3>{_esc(table.title)}</h3>" + intro)
+        parts.append(_table(table.headers, table.rows, table.text_columns))
+    parts.append('</section><section id="notes"><h2>Notes</h2>')
+    if report.notes:
+        parts += ['<ul class="notes">', *(f"<li>{_esc(n)}</li>" for n in report.notes), "</ul>"]
+    else:
+        parts.append(f'<p class="none">{_esc(NO_NOTES)}</p>')
+    parts.append('</section><section id="method"><h2>How it was made</h2><dl class="how">')
+    parts += [
+        f"<dt>{_esc(k)}</dt><dd><code>{_esc(v)}</code></dd>" for k, v in how_it_was_made(report)
+    ]
+    parts.append(f"</dl><p>{_esc(METHOD)}</p></section></main></body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _summary(report: ScalingReport) -> list[str]:
+    parts = [
+        '<section id="summary"><h2>Summary</h2>',
+        f'<p class="answer">{_esc(answer(report))}</p>',
+    ]
+    cards = _cards(report)
+    if cards:
+        parts.append('<div class="cards">')
+        parts += [
+            f'<div class="card"><span>{_esc(label)}</span><b>{_esc(value)}</b>'
+            f"<small>{_esc(detail.strip(' ()'))}</small></div>"
+            for label, value, detail in cards
+        ]
+        parts.append("</div>")
+    if report.notes:
+        parts.append(
+            f'<p><a href="#notes">{len(report.notes)} note(s)</a> qualify these results.</p>'
+        )
+    parts.append("</section>")
+    return parts
+
+
+def _cards(report: ScalingReport) -> list[tuple[str, str, str]]:
+    """The key numbers of the summary: (label, value, detail)."""
+    fit, regimes, lr, rec = (
+        report.noise_scale,
+        report.regimes,
+        report.lr_fit,
+        report.recommendation,
+    )
+    cards = []
+    if fit.ok:
+        cards.append(
+            (
+                "B_noise (critical batch size)",
+                fmt(fit.b_noise),
+                ci_text(fit.b_noise_ci, fit.confidence),
+            )
+        )
+        cards.append(
+            ("S_min (fewest steps)", fmt(fit.s_min), ci_text(fit.s_min_ci, fit.confidence))
+        )
+    if regimes.ok:
+        cards.append(("perfect scaling up to batch size", fmt(regimes.perfect_end), ""))
+        start = regimes.max_parallel_start
+        cards.append(
+            (
+                "maximal data parallelism from batch size",
+                fmt(start) if start is not None else "not reached",
+                "" if start is not None else f"within {fmt(regimes.batch_sizes[-1])}",
+            )
+        )
+    if lr.ok:
+        cards.append(
+            ("alpha in best lr ~ B^alpha", fmt(lr.alpha, 2), ci_text(lr.alpha_ci, lr.confidence, 2))
+        )
+    if rec.ok:
+        cards.append(
+            (
+                f"batch size for {rec.accelerators} accelerators",
+                fmt(rec.batch_size),
+                f"learning rate {fmt(rec.learning_rate)}",
+            )
+        )
+        cards.append(
+            (
+                "expected speed-up in steps",
+                f"{fmt(rec.step_speedup)}x",
+                ci_text(rec.step_speedup_ci, fit.confidence),
+            )
+        )
+    return cards
+
+
+def _figures(pngs: Mapping[str, bytes]) -> list[str]:
+    parts = ['<section id="figures"><h2>Figures</h2>']
+    if not pngs:
+        parts.append('<p class="none">No figures: no batch size reached the target.</p>')
+    for name, data in pngs.items():
+        uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+        parts.append(
+            f'<figure><img src="{uri}" alt="{_esc(name.replace("_", " "))}">'
+            f"<figcaption>{_esc(FIGURE_CAPTIONS.get(name, name))}</figcaption></figure>"
+        )
+    parts.append("</section>")
+    return parts
+
+
+def _table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], text_columns: Sequence[int] = ()
+) -> str:
+    if not rows:
+        return '<p class="none">No rows.</p>'
+
+    def cell(tag: str, i: int, value: str) -> str:
+        cls = ' class="text"' if i in text_columns else ""
+        return f"<{tag}{cls}>{_esc(value)}</{tag}>"
+
+    head = "".join(cell("th", i, h) for i, h in enumerate(headers))
+    body = "\n".join(
+        "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>" for row in rows
+    )
+    return (
+        f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>\n{body}\n</tbody></table></div>"
+    )

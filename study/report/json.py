@@ -1,0 +1,94 @@
+"""The JSON report: ``report.json`` with every fitted number and table of the report.
+
+``inf`` and NaN (which are not JSON) become ``null``; numpy and pandas scalars become plain
+numbers, tuples lists, DataFrames lists of records and dataclasses objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from study.report.prose import answer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from study.report.build import ScalingReport
+
+
+def render_json(report: ScalingReport) -> str:
+    """``report.json``: `report_dict`, indented; a non-finite number left over is an error."""
+    return json.dumps(report_dict(report), indent=2, allow_nan=False) + "\n"
+
+
+def report_dict(report: ScalingReport) -> dict[str, Any]:
+    """Every fitted number and table of the report as plain data (inf/NaN become None)."""
+    regimes = report.regimes
+    return plain(
+        {
+            "study": report.study,
+            "target": {
+                "text": str(report.target),
+                "metric": report.target.metric,
+                "op": report.target.op,
+                "threshold": report.target.threshold,
+            },
+            "state": report.state,
+            "created": report.created,
+            "command": report.command,
+            "context": dict(report.context),
+            "accelerators": report.accelerators,
+            "bootstrap": {"n_boot": report.n_boot, "seed": report.seed},
+            "summary": answer(report),
+            "noise_scale": _fields(report.noise_scale, ("boot_s_min", "boot_b_noise")),
+            "regimes": {
+                **_fields(regimes, ("table",)),
+                "perfect": regimes.perfect,
+                "diminishing": regimes.diminishing,
+                "maximal": regimes.maximal,
+                "efficiency": regimes.table,
+            },
+            "lr_power_law": _fields(report.lr_fit),
+            "recommendation": _fields(report.recommendation),
+            "batch_sizes": report.steps,
+            "by_strategy": report.steps_by_strategy,
+            "strategies": report.strategies,
+            "throughput": report.throughput,
+            "notes": list(report.notes),
+        }
+    )
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON-ready Python: finite floats or None, ints, str, lists and dicts.
+
+    Example: ``plain({"b": np.int64(8), "s": (math.inf, 1.5)}) == {"b": 8, "s": [None, 1.5]}``.
+    """
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, pd.DataFrame):
+        return [plain(r) for r in value.to_dict("records")]
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray, pd.Series)):
+        return [plain(v) for v in list(value)]
+    if dataclasses.is_dataclass(value):
+        return plain({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
+    return str(value)
+
+
+def _fields(obj: Any, skip: Sequence[str] = ()) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name not in skip}

@@ -1,0 +1,74 @@
+"""The Markdown report: ``report.md``, with the figures as PNG files next to it.
+
+Figures are referenced relatively (``![steps to result](steps_to_result.png)``), so the
+directory can be moved or published as it is. Text from the user or the data is escaped so it
+cannot open raw HTML tags or break a table; names and commands are shown as code spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from study.report.figures import FIGURE_CAPTIONS
+from study.report.prose import METHOD, NO_NOTES, answer, how_it_was_made
+from study.report.tables import report_tables
+
+if TYPE_CHECKING:  # pragma: no cover
+    from study.report.build import ScalingReport
+
+
+def render_markdown(report: ScalingReport, figures: Sequence[str] = ()) -> str:
+    """``report.md``; ``figures`` are the PNG file stems written next to it."""
+    out = [
+        f"# Scaling report: {_code(report.study)}",
+        "",
+        f"Target {_code(report.target)} · {len(report.trials)} trials · "
+        f"{len(report.steps)} batch sizes · study {_text(report.state)} · "
+        f"made {_text(report.created)}",
+        "",
+        "## Summary",
+        "",
+        _text(answer(report)),
+        "",
+        "## Figures",
+        "",
+    ]
+    if not figures:
+        out += ["_No figures: no batch size reached the target._", ""]
+    for name in figures:
+        caption = _text(FIGURE_CAPTIONS.get(name, name))
+        out += [f"![{name.replace('_', ' ')}]({name}.png)", "", f"_{caption}_", ""]
+    out += ["## Tables", ""]
+    for table in report_tables(report):
+        out += [f"### {table.title}", ""] + ([_text(table.intro), ""] if table.intro else [])
+        out += [_table(table.headers, table.rows), ""]
+    out += ["## Notes", ""]
+    out += [f"- {_text(n)}" for n in report.notes] if report.notes else [NO_NOTES]
+    out += ["", "## How it was made", ""]
+    out += [f"- **{_text(k)}**: {_code(v)}" for k, v in how_it_was_made(report)]
+    out += ["", _text(METHOD), ""]
+    return "\n".join(out)
+
+
+def _text(value: Any) -> str:
+    """Text safe in Markdown: no raw HTML tags, no table breaks."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|")
+
+
+def _code(value: Any) -> str:
+    """A code span on one line, fenced with two backticks when the text holds one."""
+    text = str(value).replace("\n", " ")
+    fence = "``" if "`" in text else "`"
+    return f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    if not rows:
+        return "_No rows._"
+    lines = [
+        "| " + " | ".join(_text(h) for h in headers) + " |",
+        "|" + "|".join("---" for _ in headers) + "|",
+    ]
+    lines += ["| " + " | ".join(_text(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)

@@ -1,0 +1,241 @@
+"""The report's tables as text, shared by the HTML and Markdown writers.
+
+A `Column` says which field of a row it shows, under which header, and how (`fmt` with its
+digits, or a function of the row); `report_tables` lays out every table of the report (per
+batch size, per batch size and strategy, the seed experiments, throughput, and the fitted
+numbers) as a `Table` of header and cell strings. The writers only add markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from study.analysis.table import BATCH_SIZE
+from study.report.formatting import fmt, interval_text, percent
+
+if TYPE_CHECKING:  # pragma: no cover
+    from study.report.build import ScalingReport
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: the row field ``name`` shown under ``header`` as ``cell(row)``."""
+
+    name: str
+    header: str
+    cell: Callable[[Mapping[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the report, as text: ``text_columns`` are the indices of left-aligned
+    (prose) columns; every other column holds numbers."""
+
+    title: str
+    intro: str
+    headers: list[str]
+    rows: list[list[str]]
+    text_columns: tuple[int, ...]
+
+
+Row = tuple[str, str, str, str]
+"""A row of the fitted-numbers table: (quantity, estimate, interval, comment)."""
+
+
+def _col(name: str, header: str, digits: int = 3) -> Column:
+    return Column(name, header, lambda row: fmt(row.get(name), digits))
+
+
+def _range(row: Mapping[str, Any]) -> str:
+    return f"{fmt(row.get('lr_min'))} to {fmt(row.get('lr_max'))}"
+
+
+STEPS_COLUMNS = (
+    _col(BATCH_SIZE, "batch size"),
+    _col("steps_to_result", "steps to result"),
+    _col("fit_steps", "fitted S(B)"),
+    _col("examples_to_result", "examples to result"),
+    _col("regime", "regime"),
+    _col("best_learning_rate", "best learning rate"),
+    Column("lr_range", "searched learning rates", _range),
+    Column("lr_edge", "best lr on edge", lambda row: str(row.get("lr_edge") or "no")),
+    _col("trials", "trials"),
+    _col("reached", "reached"),
+    _col("diverged", "diverged"),
+    _col("seconds_to_result", "fastest seconds to result"),
+)
+BY_STRATEGY_COLUMNS = (
+    _col(BATCH_SIZE, "batch size"),
+    _col("strategy", "strategy"),
+    _col("steps_to_result", "steps to result"),
+    _col("seconds_to_result", "fastest seconds to result"),
+    _col("best_learning_rate", "best learning rate"),
+    _col("trials", "trials"),
+    _col("reached", "reached"),
+    _col("diverged", "diverged"),
+)
+THROUGHPUT_COLUMNS = (
+    _col("strategy", "strategy"),
+    _col("replicas", "replicas"),
+    _col(BATCH_SIZE, "batch size"),
+    _col("seconds_per_step", "seconds per step"),
+    _col("examples_per_second", "examples per second"),
+    _col("steps_to_result", "steps to result (pooled)"),
+    _col("time_to_result", "time to result (s)"),
+    _col("measured_seconds_to_result", "measured seconds to result"),
+    _col("timed_trials", "timed trials"),
+)
+_STRATEGY_FIXED = (
+    _col("strategy", "strategy"),
+    _col("replicas", "replicas"),
+    _col(BATCH_SIZE, "batch size"),
+    _col("seconds_to_result", "seconds to result"),
+    _col("steps_to_result", "steps to result"),
+    _col("seconds_per_step", "seconds per step"),
+    _col("best_trial", "trial"),
+    _col("learning_rate", "learning rate"),
+)
+
+
+def strategy_columns(strategies: pd.DataFrame) -> list[Column]:
+    """The seed experiments' columns: the fixed ones, then ``final <metric>`` per metric."""
+    taken = {c.name for c in _STRATEGY_FIXED}
+    metrics = [c for c in strategies.columns if c not in taken]
+    return [*_STRATEGY_FIXED, *(_col(m, f"final {m}", 4) for m in metrics)]
+
+
+def report_tables(report: ScalingReport) -> list[Table]:
+    """Every table of the report, in the order they are shown."""
+    return [
+        _table("Per batch size (pooled over strategies)", report.steps, STEPS_COLUMNS, (4,)),
+        _table("Per batch size and strategy", report.steps_by_strategy, BY_STRATEGY_COLUMNS, (1,)),
+        _table(
+            "Strategies (seed experiments)",
+            report.strategies,
+            strategy_columns(report.strategies),
+            (0,),
+            intro="Per strategy and batch size: the trial fastest to the target in training "
+            "seconds, and its validation metrics at its last evaluation.",
+        ),
+        _table("Throughput", report.throughput, THROUGHPUT_COLUMNS, (0,)),
+        Table(
+            "Fitted numbers",
+            "",
+            ["quantity", "estimate", f"{percent(report.confidence)} interval", "comment"],
+            [list(r) for r in fitted_numbers(report)],
+            (0, 3),
+        ),
+    ]
+
+
+def _table(
+    title: str,
+    df: pd.DataFrame,
+    columns: Sequence[Column],
+    text_columns: tuple[int, ...],
+    *,
+    intro: str = "",
+) -> Table:
+    records = df.to_dict("records") if len(df) else []
+    rows = [[c.cell(r) for c in columns] for r in records]
+    return Table(title, intro, [c.header for c in columns], rows, text_columns)
+
+
+# ------------------------------------------------------------------------------ fitted numbers
+
+
+def fitted_numbers(report: ScalingReport) -> list[Row]:
+    """Rows of the fitted-numbers table: (quantity, estimate, interval at the report's
+    confidence, comment)."""
+    return [
+        *_noise_rows(report),
+        *_regime_rows(report),
+        *_lr_rows(report),
+        *_recommendation_rows(report),
+    ]
+
+
+def _noise_rows(report: ScalingReport) -> list[Row]:
+    fit = report.noise_scale
+    if not fit.ok:
+        return [("noise-scale fit", "not fitted", "", fit.reason)]
+    replicates = f"{fit.n_boot} bootstrap replicates over trials"
+    return [
+        ("B_noise (critical batch size)", fmt(fit.b_noise), interval_text(fit.b_noise_ci), ""),
+        ("S_min (fewest steps, large batches)", fmt(fit.s_min), interval_text(fit.s_min_ci), ""),
+        (
+            "E_min (fewest examples, small batches)",
+            fmt(fit.e_min),
+            interval_text(fit.e_min_ci),
+            "",
+        ),
+        ("fit residual (RMS of log steps)", fmt(fit.residual_rms), "", replicates),
+    ]
+
+
+def _regime_rows(report: ScalingReport) -> list[Row]:
+    regimes = report.regimes
+    if not regimes.ok:
+        return [("scaling regimes", "not determined", "", regimes.reason)]
+    start = regimes.max_parallel_start
+    return [
+        ("perfect scaling up to batch size", fmt(regimes.perfect_end), "", ""),
+        (
+            "maximal data parallelism from batch size",
+            fmt(start),
+            "",
+            "" if start is not None else "not within the measured range",
+        ),
+    ]
+
+
+def _lr_rows(report: ScalingReport) -> list[Row]:
+    lr = report.lr_fit
+    if not lr.ok:
+        return [("learning-rate power law", "not fitted", "", lr.reason)]
+    return [
+        (
+            "alpha in lr* = c B^alpha",
+            fmt(lr.alpha),
+            interval_text(lr.alpha_ci),
+            f"rule: {lr.rule}",
+        ),
+        ("c in lr* = c B^alpha", fmt(lr.c), "", f"R^2 = {fmt(lr.r_squared)}"),
+    ]
+
+
+def _recommendation_rows(report: ScalingReport) -> list[Row]:
+    rec = report.recommendation
+    if not rec.ok:
+        return [(f"recommendation ({rec.accelerators} accelerators)", "none", "", rec.reason)]
+    measured_steps = (
+        f"measured {fmt(rec.measured_step_speedup)}x ({fmt(rec.base_steps)} -> "
+        f"{fmt(rec.steps)} steps from batch size {fmt(rec.base_batch_size)})"
+    )
+    time_basis = rec.time_source + (f", strategy {rec.strategy}" if rec.strategy else "")
+    edge = ", on the range's edge" if rec.lr_on_edge else ""
+    return [
+        (
+            f"recommended batch size ({rec.accelerators} accelerators)",
+            fmt(rec.batch_size),
+            "",
+            f"{fmt(rec.per_device_batch)} per device, regime: {rec.regime}",
+        ),
+        ("recommended learning rate", fmt(rec.learning_rate), "", rec.lr_source + edge),
+        (
+            "expected speed-up in steps",
+            f"{fmt(rec.step_speedup)}x",
+            interval_text(rec.step_speedup_ci),
+            measured_steps,
+        ),
+        (
+            "expected speed-up in wall time",
+            f"{fmt(rec.time_speedup)}x",
+            interval_text(rec.time_speedup_ci),
+            f"{time_basis}; with the measured steps {fmt(rec.measured_time_speedup)}x",
+        ),
+    ]

@@ -1,0 +1,49 @@
+"""render_html: one self-contained page; user strings escaped; intervals at their confidence."""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+
+from study.report.html import render_html
+
+EVIL = "<script>alert(1)</script>"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_html_is_self_contained(written) -> None:
+    text = (written["out"] / "report.html").read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>")
+    for forbidden in ('src="http', "src='http", "<script", "<link", "url(", "@import"):
+        assert forbidden not in text
+    sources = re.findall(r'<img src="([^"]+)"', text)
+    assert len(sources) == 5
+    for src in sources:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1]).startswith(PNG)
+    for section in ("Summary", "Figures", "Tables", "Notes", "How it was made"):
+        assert f"<h2>{section}</h2>" in text
+    assert "B_noise" in text and "Fitted numbers" in text
+
+
+def test_html_escapes_user_strings(written) -> None:
+    text = (written["out"] / "report.html").read_text(encoding="utf-8")
+    assert EVIL not in text
+    assert html.escape(EVIL) in text  # the study name
+    assert html.escape(f"{EVIL}:2") in text  # the strategy name in the tables
+
+
+def test_cards_and_header_follow_the_confidence(make_report, table) -> None:
+    page = render_html(make_report(table, n_boot=50, confidence=0.9), pngs={})
+
+    assert "<small>90% CI " in page and "<th>90% interval</th>" in page
+    assert "95%" not in page
+
+
+def test_thin_data_has_no_figures_and_no_rows(make_report, table) -> None:
+    page = render_html(make_report(table.iloc[:0]))
+
+    assert '<p class="none">No figures: no batch size reached the target.</p>' in page
+    assert '<p class="none">No rows.</p>' in page
+    assert '<div class="cards">' not in page

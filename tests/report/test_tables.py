@@ -1,0 +1,67 @@
+"""The report's tables as text, shared by HTML and Markdown."""
+
+from __future__ import annotations
+
+from study.report.formatting import fmt
+from study.report.tables import fitted_numbers, report_tables
+
+TITLES = [
+    "Per batch size (pooled over strategies)",
+    "Per batch size and strategy",
+    "Strategies (seed experiments)",
+    "Throughput",
+    "Fitted numbers",
+]
+
+
+def test_every_table_in_order_with_one_row_per_record(report) -> None:
+    tables = report_tables(report)
+
+    assert [t.title for t in tables] == TITLES
+    steps, by_strategy, strategies, throughput, fitted = tables
+    assert len(steps.rows) == len(report.steps) == 8
+    assert len(by_strategy.rows) == len(report.steps_by_strategy)
+    assert len(throughput.rows) == len(report.throughput)
+    assert all(len(row) == len(t.headers) for t in tables for row in t.rows)
+    assert steps.headers[:3] == ["batch size", "steps to result", "fitted S(B)"]
+    assert steps.rows[0][0] == "8" and steps.rows[-1][0] == "1024"
+    assert steps.text_columns == (4,) and fitted.text_columns == (0, 3)
+    assert strategies.intro.startswith("Per strategy and batch size")
+    assert strategies.headers[-2:] == ["final val_accuracy", "final val_loss"]
+
+
+def test_fitted_numbers_name_their_interval_by_the_confidence(report, make_report, table) -> None:
+    assert report_tables(report)[-1].headers[2] == "95% interval"
+
+    narrow = make_report(table, n_boot=50, confidence=0.9)
+
+    assert report_tables(narrow)[-1].headers == ["quantity", "estimate", "90% interval", "comment"]
+
+
+def test_fitted_numbers_of_a_healthy_study(report) -> None:
+    rows = {row[0]: row[1:] for row in fitted_numbers(report)}
+
+    estimate, interval, _ = rows["B_noise (critical batch size)"]
+    low, high = report.noise_scale.b_noise_ci
+    assert estimate == fmt(report.noise_scale.b_noise)
+    assert interval == f"{fmt(low)} to {fmt(high)}"
+    assert rows["fit residual (RMS of log steps)"][2] == "200 bootstrap replicates over trials"
+    assert rows["alpha in lr* = c B^alpha"][2] == "rule: square-root"
+    batch = rows["recommended batch size (8 accelerators)"][0]
+    assert batch == str(report.recommendation.batch_size)
+    assert rows["expected speed-up in steps"][0].endswith("x")
+
+
+def test_fitted_numbers_say_why_a_fit_is_missing(make_report, make_table) -> None:
+    report = make_report(make_table(batch_sizes=(32, 64)), n_boot=0)
+
+    rows = fitted_numbers(report)
+
+    assert rows[0] == (
+        "noise-scale fit",
+        "not fitted",
+        "",
+        "fewer than 3 batch sizes reached the target (2)",
+    )
+    assert rows[-2][:2] == ("learning-rate power law", "not fitted")
+    assert rows[-1][:3] == ("recommendation (8 accelerators)", "none", "")
