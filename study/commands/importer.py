@@ -1,13 +1,7 @@
 """`study import-batch-science DIR`: Shallue et al.'s released measurements as ledger studies.
 
 Each workload (dataset, model, optimizer) below DIR becomes one study named ``--name`` or
-``dataset-model-optimizer``: a root study with user attributes ``kind: imported``, ``source``,
-``dataset``, ``model``, ``optimizer``, ``trials_total``, and one stratum study
-``NAME/b{B}/default`` per batch size. Every released trial becomes a finished Optuna trial with
-its curve in the user attributes, so `study ls`, `study status` and `study report --target ...`
-read it like any other study. The release holds no target: ``status`` is ``not_reached`` for
-COMPLETE and INCOMPLETE trials and ``diverged`` for INFEASIBLE ones, and ``study report``
-re-derives reached/not reached from the curves for the target it is given.
+``dataset-model-optimizer`` (see `study.importers.ledger` for what is stored).
 
 Example::
 
@@ -18,21 +12,18 @@ Example::
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from study.errors import UsageError
 
-TUNER = "batch_science"
-STRATEGY = "default"
-
 
 def main(args: argparse.Namespace) -> int:
     """Import every workload below ``args.dir`` into ``args.storage``; print the names."""
     from study.importers.batch_science import scan_release
-    from study.ledger import open_storage
+    from study.importers.ledger import import_workload
+    from study.ledger import Ledger, open_storage
 
     workloads = scan_release(args.dir)
     names = study_names(workloads, args.name)
@@ -45,7 +36,7 @@ def main(args: argparse.Namespace) -> int:
         )
     source = str(Path(args.dir).resolve())
     for workload, name in zip(workloads, names):
-        counts = import_workload(storage, workload, name, source=source)
+        counts = import_workload(Ledger(storage, name), workload, source=source)
         batches = ", ".join(str(s.batch_size) for s in workload.studies)
         statuses = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
         print(
@@ -89,44 +80,6 @@ def study_names(workloads: Sequence[Any], name: str | None) -> list[str]:
             relative = w.path.relative_to(common) if common.parts else w.path
             names[i] = sanitize_name("-".join((*relative.parts, w.name)))
     return names
-
-
-def import_workload(storage: Any, workload: Any, name: str, *, source: str) -> dict[str, int]:
-    """Write one workload into the ledger as study ``name``; return trial counts per status.
-
-    If anything fails half-way (e.g. a measurements file that does not parse), the study is
-    deleted again, so the storage is as before.
-    """
-    from study.config.space import Stratum
-    from study.importers.batch_science import ledger_trials
-    from study.ledger import Ledger, StudyRecord
-
-    ledger = Ledger(storage, name)
-    counts: dict[str, int] = {}
-    try:
-        ledger.create(
-            StudyRecord(
-                name=name,
-                kind="imported",
-                source=source,
-                dataset=workload.dataset,
-                model=workload.model,
-                optimizer=workload.optimizer,
-                trials_total=workload.trials_total,
-                created=time.time(),
-            )
-        )
-        for release_study in workload.studies:
-            stratum = Stratum(release_study.batch_size, STRATEGY)
-            trials = ledger_trials(release_study, tuner=TUNER, strategy=STRATEGY)
-            ledger.import_trials(stratum, trials)
-            ledger.set_stratum_source(stratum, str(release_study.path))
-            for trial in trials:
-                counts[trial.status.value] = counts.get(trial.status.value, 0) + 1
-    except BaseException:
-        ledger.delete()
-        raise
-    return counts
 
 
 def _taken(storage: Any, names: Sequence[str]) -> list[str]:

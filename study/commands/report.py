@@ -10,13 +10,15 @@ Parquet.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from study.errors import UsageError
+
+if TYPE_CHECKING:
+    from study.ledger import StudyRecord
 
 _EXPORT_SUFFIXES = (".csv", ".parquet", ".pq")
 
@@ -24,19 +26,18 @@ _EXPORT_SUFFIXES = (".csv", ".parquet", ".pq")
 def main(args: argparse.Namespace) -> int:
     """Write the report of study ``args.name``; return the exit status."""
     from study.analysis.load import ledger_table
-    from study.commands.studies import study_summary
-    from study.ledger import Ledger, open_storage
+    from study.ledger import Ledger
     from study.report import FORMATS, build_report, summary_lines, write_report
 
     if args.accelerators is not None and args.accelerators < 1:
         raise UsageError(f"--accelerators must be at least 1 (got {args.accelerators})")
     if args.bootstrap < 0:
         raise UsageError(f"--bootstrap must be 0 or more (got {args.bootstrap})")
-    storage = open_storage(args.storage)
-    summary = study_summary(storage, args.name)  # UsageError for an unknown study
-    attrs = Ledger(storage, args.name).root_attrs()
-    table = ledger_table(storage, args.name)
-    target = _target(args, attrs, table)
+    ledger = Ledger.open(args.storage, args.name)
+    summary = ledger.summary()  # UsageError for an unknown study
+    record = ledger.require()
+    table = ledger_table(args.name, ledger.measurement_rows())
+    target = _target(args, record, table)
     formats = list(dict.fromkeys(args.format or FORMATS))
     out_dir = Path(args.out) if args.out else Path("reports") / args.name
     report = build_report(
@@ -45,9 +46,9 @@ def main(args: argparse.Namespace) -> int:
         study=args.name,
         accelerators=args.accelerators,
         n_boot=args.bootstrap,
-        state=summary["state"],
+        state=summary.state,
         command=_command(args, target),
-        context=_context(args, attrs),
+        context=_context(args, record),
     )
     paths = write_report(report, out_dir, formats)
     print(f"wrote {len(paths)} file(s) to {out_dir}:")
@@ -66,8 +67,7 @@ def export(args: argparse.Namespace) -> int:
     """Write the measurement table of study ``args.name`` to ``args.out`` (.csv or .parquet)."""
     from study.analysis.load import ledger_table
     from study.analysis.table import export_table
-    from study.commands.studies import study_summary
-    from study.ledger import open_storage
+    from study.ledger import Ledger
 
     out = Path(args.out)
     if out.suffix.lower() not in _EXPORT_SUFFIXES:
@@ -75,9 +75,9 @@ def export(args: argparse.Namespace) -> int:
             f"--out: cannot export to {str(out)!r}; the file name must end in .csv or .parquet "
             f"(got {out.suffix or 'no suffix'!r})"
         )
-    storage = open_storage(args.storage)
-    study_summary(storage, args.name)  # UsageError for an unknown study
-    table = ledger_table(storage, args.name)
+    ledger = Ledger.open(args.storage, args.name)
+    ledger.require()  # UsageError for an unknown study
+    table = ledger_table(args.name, ledger.measurement_rows())
     if out.parent and not out.parent.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
     export_table(table, out)
@@ -86,13 +86,13 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _target(args: argparse.Namespace, attrs: dict[str, Any], table: Any) -> Any:
+def _target(args: argparse.Namespace, record: StudyRecord, table: Any) -> Any:
     """``--target`` if given, else the target of the study file stored in the ledger."""
     from study.config.target import Target
 
     if args.target:
         return Target.parse(args.target, option="--target")
-    text = attrs.get("config_text")
+    text = record.config_text
     if not text:
         from study.report.build import measured_metrics
 
@@ -106,7 +106,7 @@ def _target(args: argparse.Namespace, attrs: dict[str, Any], table: Any) -> Any:
 
     from study.config.studyfile import parse_study
 
-    source = attrs.get("config_source") or f"<study {args.name}>"
+    source = record.config_source or f"<study {args.name}>"
     return parse_study(yaml.safe_load(text), source, text=text).target
 
 
@@ -121,15 +121,15 @@ def _command(args: argparse.Namespace, target: Any) -> str:
     return shlex.join(parts)
 
 
-def _context(args: argparse.Namespace, attrs: dict[str, Any]) -> dict[str, str]:
+def _context(args: argparse.Namespace, record: StudyRecord) -> dict[str, str]:
     from study import __version__
 
     context = {"storage": args.storage or "mlruns/optuna.journal (default)"}
-    if attrs.get("config_source"):
-        context["study file"] = str(attrs["config_source"])
-    if attrs.get("kind") == "imported":
-        context["imported from"] = str(attrs.get("source", "?"))
-        workload = [attrs.get(k) for k in ("dataset", "model", "optimizer")]
+    if record.config_source:
+        context["study file"] = str(record.config_source)
+    if record.imported:
+        context["imported from"] = str(record.source or "?")
+        workload = [record.dataset, record.model, record.optimizer]
         context["workload"] = " / ".join(str(w) for w in workload if w)
     context["study package"] = __version__
     return context
@@ -145,32 +145,24 @@ def attach_to_parent_run(study: str, files: list[Path], uri_option: str | None) 
         The run id, or None when there is no MLflow store, experiment or parent run (a study
         imported or run without tracking). Tracking errors are warnings: the report is written.
     """
-    from study.tracking.store import DEFAULT_ROOT, tracking_uri
+    from study.paths import tracking_store_exists, tracking_uri
 
-    if not uri_option and not os.environ.get("MLFLOW_TRACKING_URI"):
-        root = Path(os.environ.get("STUDY_HOME", DEFAULT_ROOT))
-        if not (root / "mlflow.db").exists():
-            return None  # no local store: do not create one just to find no parent run
+    if not tracking_store_exists(uri_option):
+        return None  # no local store: do not create one just to find no parent run
     uri = tracking_uri(uri_option)
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
-        return None
     try:
         from mlflow.tracking import MlflowClient
 
-        from study.tracking.study_tracker import PARENT_ROLE
+        from study.tracking.study_tracker import parent_runs
 
         client = MlflowClient(tracking_uri=uri)
         experiment = client.get_experiment_by_name(study)
         if experiment is None:
             return None
-        runs = client.search_runs(
-            [experiment.experiment_id],
-            filter_string=f"tags.`study.role` = '{PARENT_ROLE}'",
-            max_results=50,
-        )
+        runs = parent_runs(client, experiment.experiment_id)
         if not runs:
             return None
-        run = min(runs, key=lambda r: (r.info.start_time, r.info.run_id))
+        run = runs[0]
         for path in files:
             client.log_artifact(run.info.run_id, str(path), "report")
         return run.info.run_id

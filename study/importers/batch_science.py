@@ -13,10 +13,9 @@ release) or ``"hparams"``, or as further top-level numbers; ``measurements.csv``
 column and one column per metric, e.g. ``val/classification_error``.
 
 `scan_release` finds and checks every study below a directory (reading only the JSON files and
-the CSV headers); `read_measurements` reads one trial's curve; `ledger_trials` turns a released
-study into ledger records (`study import-batch-science` stores them); `workload_table` turns a
-whole workload into the standard measurement table (see `study.analysis.table`), so the release
-can also be analysed without importing it into a ledger.
+the CSV headers); `read_measurements` reads one trial's curve; `workload_table` turns a whole
+workload into the standard measurement table (see `study.analysis.table`), so the release can
+be analysed without importing it into a ledger (`study.importers.ledger` imports it).
 
 Example::
 
@@ -54,10 +53,7 @@ from study.analysis.table import (
     TRIAL,
     TUNER,
 )
-from study.config.space import Stratum
 from study.errors import UsageError
-from study.ledger.records import LedgerTrial
-from study.results import Measurement, TrialResult, TrialState
 
 STUDY_FILE = "study.json"
 TRIAL_FILE = "metadata.json"
@@ -285,49 +281,6 @@ def curve_rows(trial: ReleaseTrial, batch_size: int) -> list[dict[str, float | i
             row[str(metric)] = value if math.isfinite(value) else None
         rows.append(row)
     return rows
-
-
-def ledger_trials(study: ReleaseStudy, *, tuner: str, strategy: str) -> list[LedgerTrial]:
-    """The trials of a released study as finished ledger records.
-
-    The release holds no target: a trial is ``not_reached`` (COMPLETE, INCOMPLETE) or
-    ``diverged`` (INFEASIBLE), and ``study report --target`` re-derives reached/not reached
-    from the curves. ``extras`` keep the release's status and trial id.
-    """
-    stratum = Stratum(study.batch_size, strategy)
-    out = []
-    for number, trial in enumerate(study.trials):
-        rows = curve_rows(trial, study.batch_size)
-        curve = tuple(_measurement(row) for row in rows)
-        result = TrialResult(
-            state=TrialState(trial.state),
-            steps_run=curve[-1].step if curve else 0,
-            examples_run=curve[-1].examples if curve else 0,
-            curve=curve,
-        )
-        out.append(
-            LedgerTrial(
-                stratum=stratum,
-                number=number,
-                status=result.state,
-                params=dict(trial.params),
-                result=result,
-                tuner=tuner,
-                extras={"source_status": trial.status, "source_trial_id": trial.trial_id},
-            )
-        )
-    return out
-
-
-def _measurement(row: Mapping[str, Any]) -> Measurement:
-    fixed = (STEP, EXAMPLES, TRAIN_SECONDS)
-    return Measurement(
-        step=int(row[STEP]),
-        examples=int(row[EXAMPLES]),
-        train_seconds=math.nan,
-        train_loss=math.nan,
-        metrics={k: math.nan if v is None else v for k, v in row.items() if k not in fixed},
-    )
 
 
 def workload_table(workload: ReleaseWorkload, *, study: str | None = None) -> pd.DataFrame:

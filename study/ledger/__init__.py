@@ -1,9 +1,10 @@
 """The study ledger: every trial of every tuner, in one Optuna storage.
 
 `Ledger` (in `store`) is the only way in or out; trials come out as frozen `LedgerTrial`
-records (in `records`, with the one encoding of results). `owners` tells whether the process
-that claimed a trial still runs. `records` imports no Optuna (analysis reads it); the storage
-names are imported lazily.
+records (in `records`, with the one encoding of results). `storage` opens the Optuna storage,
+`summary` sums a study up for `study ls`/`status`, and `owners` tells whether the process that
+claimed a trial still runs. `records` imports no Optuna (analysis reads it); the names that need
+Optuna are imported lazily.
 
 Default storage: Optuna's journal file ``mlruns/optuna.journal`` (safe for several processes on
 one machine); any Optuna RDB URL (PostgreSQL, MySQL, SQLite) serves several machines.
@@ -15,19 +16,25 @@ from typing import Any
 
 from study.ledger.records import LedgerTrial, StratumSummary, StudyRecord, StudySummary, best_of
 
-_STORE = ("Ledger", "Slot", "list_studies", "open_storage")
+#: Names that need Optuna, imported on first use, and their modules.
+_LAZY = {
+    "Ledger": "store",
+    "Slot": "store",
+    "list_studies": "storage",
+    "open_storage": "storage",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _STORE:
-        from study.ledger import store
+    if name in _LAZY:
+        import importlib
 
-        return getattr(store, name)
+        return getattr(importlib.import_module(f"study.ledger.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
-    *_STORE,
+    *_LAZY,
     "LedgerTrial",
     "StratumSummary",
     "StudyRecord",

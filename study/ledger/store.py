@@ -19,10 +19,8 @@ import contextlib
 import math
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -30,13 +28,11 @@ from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
 from study.config.space import Stratum
-from study.deps import INSTALL
 from study.errors import UsageError
 from study.ledger import records
 from study.ledger.owners import owner_alive, owner_id
 from study.ledger.records import (
     LedgerTrial,
-    StratumSummary,
     StudyRecord,
     StudySummary,
     best_of,
@@ -45,7 +41,8 @@ from study.ledger.records import (
     encode_result,
     truncate_error,
 )
-from study.paths import journal_path
+from study.ledger.storage import open_storage
+from study.ledger.summary import summarize
 from study.results import TrialResult, TrialState
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -54,30 +51,6 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 _SETUP_GRACE_S = 60.0
 _WINDOW = "lr_window"
 _CENTRE = "lr_centre"
-
-
-def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
-    """The Optuna storage for a URL (RDB URL, or a journal file path; default under mlruns/)."""
-    if url and "://" in url:
-        try:
-            return optuna.storages.RDBStorage(url)
-        except Exception as exc:  # any driver or URL error is bad input
-            hint = ""
-            if "DB access module" in str(exc):
-                hint = f" (install the driver: {INSTALL['database driver']})"
-            raise UsageError(
-                f"--storage: cannot open {url!r}: {str(exc).splitlines()[0]}{hint}"
-            ) from None
-    path = Path(url) if url else journal_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    from optuna.storages.journal import JournalFileBackend, JournalStorage
-
-    return JournalStorage(JournalFileBackend(str(path)))
-
-
-def list_studies(storage: optuna.storages.BaseStorage) -> list[str]:
-    """Names of the studies in a storage (stratum studies hold a '/')."""
-    return sorted(s.study_name for s in storage.get_all_studies() if "/" not in s.study_name)
 
 
 @dataclass(frozen=True)
@@ -185,9 +158,7 @@ class Ledger:
         trial.set_user_attr(records.OWNER, owner)
         trial.set_user_attr(records.STATUS, TrialState.RUNNING.value)
         earlier = [
-            t
-            for t in self._frozen(stratum)
-            if t.number < trial.number and self._status(t).counts()
+            t for t in self._frozen(stratum) if t.number < trial.number and self._status(t).counts()
         ]
         if len(earlier) >= budget:
             trial.set_user_attr(records.STATUS, TrialState.DISCARDED.value)
@@ -354,31 +325,7 @@ class Ledger:
         Raises:
             UsageError: no study of this name is stored.
         """
-        record = self.require()
-        strata = []
-        for stratum in self.strata():
-            trials = [
-                t
-                for t in self.trials(stratum)
-                if t.status.counts() and not (t.open and not owner_alive(t.owner))
-            ]  # a trial whose process died runs again on the next start: not counted here
-            running = sum(1 for t in trials if self.alive(t))
-            strata.append(
-                StratumSummary(
-                    stratum=stratum,
-                    trials=len(trials) - running,
-                    running=running,
-                    statuses=Counter(t.status.value for t in trials),
-                    best=best_of(trials),
-                )
-            )
-        done = sum(s.trials for s in strata)
-        running = sum(s.running for s in strata)
-        total = record.trials_total
-        state = "running" if running else ("complete" if total and done >= total else "incomplete")
-        if record.imported:
-            state = "imported"
-        return StudySummary(self.name, state, done, total or done, running, tuple(strata))
+        return summarize(self)
 
     # -- storage access -----------------------------------------------------------------------
     def _stratum_name(self, stratum: Stratum) -> str:

@@ -10,7 +10,6 @@ running by a dead process is retried (KerasTuner's reload sends it to the retry 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import io
 import os
@@ -30,11 +29,11 @@ from study.ledger import Ledger, Slot
 from study.paths import keras_tuner_dir
 from study.results import TrialState
 from study.tuners.base import History, Outcome, Proposal, TunerBackend, clean_params
-from study.tuners.keras_tuner_space import add_hyperparameter
+from study.tuners.keras_tuner_space import to_hyperparameters
 
 OBJECTIVE = keras_tuner.Objective("score", direction="min")
 #: The ledger extra that links a trial to its KerasTuner trial.
-KT_TRIAL_ID = "kt_trial_id"
+KT_TRIAL = "keras_tuner_trial"
 _HYPERBAND_MAX_EPOCHS = 9
 
 
@@ -87,11 +86,7 @@ class KerasTunerBackend(TunerBackend):
 
     def _oracle(self, stratum: Stratum, window: tuple[float, float] | None) -> keras_tuner.Oracle:
         """The configured oracle; its learning-rate range is the stratum's window, if set."""
-        hp = keras_tuner.HyperParameters()
-        for param in self.config.space.params:
-            if param.name == "learning_rate" and window is not None:
-                param = dataclasses.replace(param, low=window[0], high=window[1])
-            add_hyperparameter(hp, param)
+        hp = to_hyperparameters(self.config.space, window)
         seed = (self.config.seed * 7919 + zlib.crc32(str(stratum).encode())) % (2**31)
         common = {
             "objective": OBJECTIVE,
@@ -134,9 +129,9 @@ class KerasTunerBackend(TunerBackend):
         """After a reload: keep trials of live processes out of the retry queue, ours ongoing."""
         oracle = tuner.oracle
         live = {
-            str(t.extras[KT_TRIAL_ID])
+            str(t.extras[KT_TRIAL])
             for t in self.ledger.trials(stratum)
-            if KT_TRIAL_ID in t.extras and self.ledger.alive(t)
+            if KT_TRIAL in t.extras and self.ledger.alive(t)
         }
         _drop_from_retry_queue(oracle, live)
         for tuner_id, trial_id in self._ours.get(stratum, {}).items():
@@ -169,7 +164,7 @@ class KerasTunerBackend(TunerBackend):
             params=clean_params(values),
             origin="retry" if retry else "sampler",
             budget_fraction=fraction,
-            extras={KT_TRIAL_ID: kt_trial.trial_id},
+            extras={KT_TRIAL: kt_trial.trial_id},
             handle=(stratum, tuner_id, kt_trial),
         )
 

@@ -17,7 +17,7 @@ import optuna
 from study.config.space import CategoricalParam, FloatParam, IntParam, Stratum
 from study.config.study import Sampler, StudyConfig
 from study.ledger import Ledger, Slot
-from study.tuners.base import History, Proposal, TunerBackend, clean_params
+from study.tuners.base import History, Proposal, TunerBackend
 from study.tuners.optuna_space import to_optuna_distributions
 from study.tuners.transfer import centred_window, transfer_learning_rate
 
@@ -35,7 +35,7 @@ class OptunaBackend(TunerBackend):
     def __init__(self, config: StudyConfig, ledger: Ledger, *, transfer: bool = True) -> None:
         super().__init__(config, ledger)
         self.transfer = transfer
-        self.distributions = clean_params(to_optuna_distributions(config.space))
+        self.distributions = to_optuna_distributions(config.space)
         ledger.use_sampler(self.sampler)
 
     def sampler(self, stratum: Stratum) -> optuna.samplers.BaseSampler:
@@ -84,12 +84,9 @@ class OptunaBackend(TunerBackend):
             params["learning_rate"] = fixed_lr
             self.ledger.record_params(slot, params, self.distributions)
             origin = "transfer"
-        for name, dist in self.distributions.items():
-            if name in params:
-                continue
-            if name == "learning_rate" and window is not None:
-                dist = optuna.distributions.FloatDistribution(window[0], window[1], log=dist.log)
-            params[name] = suggest(slot.trial, name, dist)
+        for name, dist in to_optuna_distributions(self.config.space, window).items():
+            if name not in params:
+                params[name] = suggest(slot.trial, name, dist)
         return Proposal(tuner=self.name, params=params, origin=origin)
 
     def adopt(self, slot: Slot, proposal: Proposal) -> None:

@@ -6,12 +6,14 @@ import json
 import math
 from pathlib import Path
 
-import optuna
 import pandas as pd
 import pytest
 
 from study.cli import main as cli
-from study.ledger import Ledger, Stratum, open_storage
+from study.config.space import Stratum
+from study.config.target import Target
+from study.ledger import Ledger, StudyRecord
+from tests.fakes import finished_trial, rising_curve, write_ledger
 
 NAME = "tiny"
 BATCH_SIZES = (8, 16, 32, 64, 128, 256)
@@ -27,58 +29,22 @@ search_space:
 """
 
 
-def _curve(batch: int, needed: float, seconds_per_step: float) -> list[dict[str, float]]:
-    """Accuracy rising linearly from 0.1 to 0.6 at ``needed`` steps (0.7 at 1.2x), capped."""
-    rows, step = [], 0
-    while step <= 2 * needed:
-        acc = min(0.9, 0.1 + 0.5 * step / needed)
-        rows.append(
-            {
-                "step": step,
-                "examples": step * batch,
-                "train_seconds": step * seconds_per_step,
-                "train_loss": 2 * (1 - acc),
-                "val_accuracy": acc,
-                "val_loss": 2.2 * (1 - acc),
-            }
-        )
-        step = max(step + 1, math.ceil(step * 1.1))
-    return rows
-
-
-def write_ledger(journal: Path) -> None:
+def write_tiny_ledger(journal: Path) -> None:
     """A finished study: 6 batch sizes x 3 learning rates, S(B) = 100 (1 + 64 / B)."""
-    storage = open_storage(str(journal))
-    ledger = Ledger(storage, NAME)
-    ledger.ensure_root(
-        {
-            "kind": "study",
-            "config_text": STUDY_YAML,
-            "config_source": "tiny.yaml",
-            "trials_total": 3 * len(BATCH_SIZES),
-        }
-    )
-    distribution = optuna.distributions.FloatDistribution(1e-3, 1.0, log=True)
+    target = Target.parse("val_accuracy>=0.6")
+    trials = []
     for batch in BATCH_SIZES:
-        study = ledger.stratum_study(Stratum(batch, "default"))
         best = 0.01 * (batch / 8) ** 0.5
-        for factor in (1 / 3, 1.0, 3.0):
+        for number, factor in enumerate((1 / 3, 1.0, 3.0)):
             needed = 100 * (1 + 64 / batch) * (1 + math.log(factor) ** 2)
-            curve = _curve(batch, needed, 0.001 * (1 + batch / 64))
-            steps = next(r["step"] for r in curve if r["val_accuracy"] >= 0.6)
-            trial = optuna.trial.create_trial(
-                params={"learning_rate": best * factor},
-                distributions={"learning_rate": distribution},
-                value=float(steps),
-                user_attrs={
-                    "status": "reached",
-                    "steps_to_target": steps,
-                    "tuner": "optuna",
-                    "curve": json.dumps(curve),
-                    "environment": {"replicas": 1},
-                },
+            curve = rising_curve(batch, needed, 0.001 * (1 + batch / 64))
+            trials.append(
+                finished_trial(Stratum(batch, "default"), number, best * factor, curve, target)
             )
-            study.add_trial(trial)
+    record = StudyRecord(
+        NAME, config_text=STUDY_YAML, config_source="tiny.yaml", trials_total=len(trials)
+    )
+    write_ledger(Ledger.open(str(journal), NAME), record, trials)
 
 
 @pytest.fixture
@@ -87,7 +53,7 @@ def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv("STUDY_HOME", raising=False)
     path = tmp_path / "j.journal"
-    write_ledger(path)
+    write_tiny_ledger(path)
     return path
 
 

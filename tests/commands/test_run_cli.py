@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from study.ledger import open_storage
+from study.ledger import Ledger, list_studies, open_storage
 
 pytestmark = pytest.mark.slow
 
@@ -65,16 +65,16 @@ class Recorded:
 
     def ledger(self) -> dict[str, Any]:
         """Every study in the Optuna storage, its attributes and its trials."""
-        storage = open_storage(str(self.cwd / "mlruns" / "optuna.journal"))
+        ledgers = [
+            Ledger.open(str(self.cwd / "mlruns" / "optuna.journal"), name)
+            for name in list_studies(open_storage(str(self.cwd / "mlruns" / "optuna.journal")))
+        ]
         return {
-            s.study_name: {
-                "attrs": s.user_attrs,
-                "trials": [
-                    (t.number, t.state, t.params, t.user_attrs, t.values, t.intermediate_values)
-                    for t in storage.get_all_trials(s._study_id, deepcopy=False)
-                ],
+            ledger.name: {
+                "record": ledger.record(),
+                "trials": {str(s): ledger.trials(s) for s in ledger.strata()},
             }
-            for s in storage.get_all_studies()
+            for ledger in ledgers
         }
 
     def mlflow_digest(self) -> str:
@@ -98,8 +98,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     result = study("run", str(file), "--tuner", "optuna", cwd=cwd)
     assert result.returncode == 0, result.stderr[-3000:]
     done = Recorded(cwd, file)
-    trials = done.ledger()["recorded/b128/default"]["trials"]
-    assert [t[3]["status"] in ("reached", "pruned", "not_reached") for t in trials] == [True] * 2
+    trials = done.ledger()["recorded"]["trials"]["b128/default"]
+    assert [t.status.value in ("reached", "pruned", "not_reached") for t in trials] == [True] * 2
     return done
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from study.analysis import steps_to_result
 from study.cli import main as cli
+from study.config.space import Stratum
 from study.config.target import Target
 from study.importers.batch_science import (
     LayoutError,
@@ -23,7 +24,8 @@ from study.importers.batch_science import (
     scan_release,
     workload_table,
 )
-from study.ledger import list_studies, open_storage
+from study.ledger import Ledger, list_studies, open_storage
+from study.results import TrialState
 
 TARGET = "val/classification_error<0.1"
 NAN = math.nan
@@ -220,35 +222,36 @@ def test_imported_trials_keep_their_curves_and_statuses(
     mnist: Path, env: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert run(capsys, "import-batch-science", str(mnist), "--storage", str(env))[0] == 0
-    storage = open_storage(str(env))
     name = "mnist-simple_cnn-nesterov_momentum"
-    root = storage.get_study_user_attrs(storage.get_study_id_from_name(name))
-    assert root["kind"] == "imported" and root["trials_total"] == 9
-    assert (root["dataset"], root["model"], root["optimizer"]) == (
+    ledger = Ledger.open(str(env), name)
+    record = ledger.record()
+    assert record is not None and record.imported and record.trials_total == 9
+    assert (record.dataset, record.model, record.optimizer) == (
         "mnist",
         "simple_cnn",
         "nesterov_momentum",
     )
-    assert root["source"] == str(mnist.resolve())
-    study = optuna.load_study(study_name=f"{name}/b64/default", storage=storage)
-    assert study.user_attrs["batch_size"] == 64 and study.user_attrs["strategy"] == "default"
-    by_status = {t.user_attrs["source_status"]: t for t in study.trials}
-    assert by_status["INFEASIBLE"].state is optuna.trial.TrialState.FAIL
-    assert by_status["INFEASIBLE"].user_attrs["status"] == "diverged"
+    assert record.source == str(mnist.resolve())
+    stratum = Stratum(64, "default")
+    assert stratum in ledger.strata()
+    by_status = {t.extras["source_status"]: t for t in ledger.trials(stratum)}
+    assert by_status["INFEASIBLE"].status is TrialState.DIVERGED
     complete = by_status["COMPLETE"]
-    assert complete.state is optuna.trial.TrialState.COMPLETE
-    assert complete.user_attrs["status"] == "not_reached"
-    assert complete.user_attrs["tuner"] == "batch_science"
+    assert complete.status is TrialState.NOT_REACHED and complete.tuner == "batch_science"
     assert complete.params == {"learning_rate": 0.03, "momentum": 0.9}
-    curve = json.loads(complete.user_attrs["curve"])
-    assert curve[1] == {
-        "step": 100,
-        "examples": 6400,
-        "train_seconds": None,
+    assert complete.result is not None
+    measured = complete.result.curve[1]
+    assert (measured.step, measured.examples) == (100, 6400)
+    assert dict(measured.metrics) == {
         "train/cross_entropy_error": 0.8,
         "val/classification_error": 0.4,
         "val/cross_entropy_error": 0.8,
     }
+    # Optuna sees the import as an ordinary study: diverged trials failed, the others complete
+    seen = optuna.load_study(study_name=f"{name}/{stratum}", storage=ledger.storage).trials
+    states = {t.number: t.state for t in seen}
+    assert states[by_status["INFEASIBLE"].number] is optuna.trial.TrialState.FAIL
+    assert states[complete.number] is optuna.trial.TrialState.COMPLETE
 
 
 def test_a_parent_directory_imports_every_workload(
@@ -290,9 +293,11 @@ def test_reimport_is_refused_and_the_study_is_untouched(
 
 def _trial_counts(journal: Path) -> dict[str, int]:
     storage = open_storage(str(journal))
-    return {
-        s.study_name: len(storage.get_all_trials(s._study_id)) for s in storage.get_all_studies()
-    }
+    counts = {}
+    for name in list_studies(storage):
+        ledger = Ledger(storage, name)
+        counts.update({f"{name}/{s}": len(ledger.trials(s)) for s in ledger.strata()})
+    return counts
 
 
 def test_name_with_several_workloads_is_refused(

@@ -22,17 +22,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import optuna
 import pytest
 import yaml
 from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
-from study.ledger import Ledger, Stratum, curve_rows, open_storage
+from study.config.space import Stratum
+from study.ledger import Ledger, LedgerTrial, open_storage
+from study.results import TrialState
 
 #: Ledger statuses of trials that consume no budget (their slot is run again).
-UNCOUNTED = ("interrupted", "discarded")
+UNCOUNTED = tuple(s.value for s in TrialState if not s.counts())
 #: Ledger statuses of finished trials.
-FINISHED = ("reached", "not_reached", "diverged", "pruned", "failed", "infeasible")
+FINISHED = tuple(s.value for s in TrialState if s.is_outcome())
 #: MLflow run status of a finished trial, by ledger status.
 RUN_STATUS = {
     "reached": "FINISHED",
@@ -238,11 +241,20 @@ class Store:
 
     def trials(
         self, config: Mapping[str, Any], fresh: bool = False
-    ) -> dict[str, list[FrozenTrial]]:
+    ) -> dict[str, list[LedgerTrial]]:
         """Every ledger trial of a study by stratum (``"b128/default"``), in trial order."""
         ledger = self.ledger(config["name"], fresh)
+        return {str(stratum): ledger.trials(stratum) for stratum in strata(config)}
+
+    def optuna_trials(
+        self, config: Mapping[str, Any], fresh: bool = False
+    ) -> dict[str, list[FrozenTrial]]:
+        """The same trials as Optuna (and optuna-dashboard) sees them, through Optuna's API."""
+        storage = self.storage(fresh)
         return {
-            str(stratum): sorted(ledger.trials(stratum), key=lambda t: t.number)
+            str(stratum): optuna.load_study(
+                study_name=f"{config['name']}/{stratum}", storage=storage
+            ).trials
             for stratum in strata(config)
         }
 
@@ -267,12 +279,12 @@ def strata(config: Mapping[str, Any]) -> list[Stratum]:
     return [Stratum(b, s) for b in space["batch_size"] for s in space.get("strategy", ["auto"])]
 
 
-def status(t: FrozenTrial) -> str | None:
-    return t.user_attrs.get("status")
+def status(t: LedgerTrial) -> str:
+    return t.status.value
 
 
-def counted(trials: list[FrozenTrial]) -> list[FrozenTrial]:
-    return [t for t in trials if status(t) not in UNCOUNTED]
+def counted(trials: list[LedgerTrial]) -> list[LedgerTrial]:
+    return [t for t in trials if t.status.counts()]
 
 
 def trial_key(name: str, stratum: str, number: int) -> str:
@@ -280,31 +292,33 @@ def trial_key(name: str, stratum: str, number: int) -> str:
     return f"{name}/{stratum}#{number}"
 
 
-def snapshot(trial: FrozenTrial) -> dict[str, Any]:
-    """What a finished trial recorded: params, results, state (for before/after comparisons)."""
-    keep = ("status", "tuner", "origin", "owner", "steps_to_target", "steps_run", "curve")
-    return {
-        "number": trial.number,
-        "state": trial.state,
-        "params": dict(trial.params),
-        "value": trial.value,
-        **{k: trial.user_attrs.get(k) for k in keep},
-    }
-
-
-def assert_budget_spent(by_stratum: Mapping[str, list[FrozenTrial]], per_stratum: int) -> None:
+def assert_budget_spent(by_stratum: Mapping[str, list[LedgerTrial]], per_stratum: int) -> None:
     """Each stratum holds exactly ``per_stratum`` counted trials, all finished, and every
-    uncounted trial is closed (failed in Optuna) and not running."""
+    uncounted trial is closed and not running."""
     for stratum, trials in by_stratum.items():
         kept = counted(trials)
         assert len(kept) == per_stratum, (stratum, Counter(status(t) for t in trials))
         for t in trials:
             assert status(t) in (*FINISHED, *UNCOUNTED), (stratum, t.number, status(t))
-            assert t.state is OPTUNA_STATE[status(t)], (stratum, t.number, status(t), t.state)
+            assert not t.open, (stratum, t.number, status(t))
+
+
+def assert_optuna_mirrors_ledger(store: Store, config: Mapping[str, Any]) -> None:
+    """Optuna's own view agrees with the ledger: the state that matches each status, the
+    objective of reached trials as the value, every trial's learning rate as an Optuna param."""
+    ledger, optuna_view = store.trials(config, fresh=True), store.optuna_trials(config)
+    for stratum, trials in ledger.items():
+        assert [t.number for t in optuna_view[stratum]] == [t.number for t in trials]
+        for t, o in zip(trials, optuna_view[stratum]):
+            assert o.state is OPTUNA_STATE[status(t)], (stratum, t.number, status(t), o.state)
+            if t.status is TrialState.REACHED:
+                assert o.value == t.steps_to_target
+            if t.status.is_outcome() and t.status is not TrialState.FAILED:
+                assert o.params["learning_rate"] == t.params["learning_rate"]
 
 
 def assert_mlflow_mirrors_ledger(
-    store: Store, config: Mapping[str, Any], by_stratum: Mapping[str, list[FrozenTrial]]
+    store: Store, config: Mapping[str, Any], by_stratum: Mapping[str, list[LedgerTrial]]
 ) -> dict[str, Any]:
     """MLflow holds one experiment named after the study, one parent run, and one nested child
     run per trial that started (finished or interrupted), agreeing with the ledger; no run is
@@ -352,29 +366,31 @@ def assert_mlflow_mirrors_ledger(
     return by_key
 
 
-def _assert_child_matches(client: Any, run: Any, stratum: str, t: FrozenTrial) -> None:
+def _assert_child_matches(client: Any, run: Any, stratum: str, t: LedgerTrial) -> None:
     params = run.data.params
-    assert params["tuner"] == t.user_attrs["tuner"]
+    assert params["tuner"] == t.tuner
     assert int(params["trial_number"]) == t.number
     assert params["stratum"] == stratum
-    assert int(params["batch_size"]) == t.user_attrs["batch_size"]
+    assert int(params["batch_size"]) == t.stratum.batch_size
     assert float(params["optimizer.learning_rate"]) == t.params["learning_rate"]
     assert float(params["hp.learning_rate"]) == t.params["learning_rate"]
-    assert run.data.tags["tuner"] == t.user_attrs["tuner"]
-    rows = curve_rows(t)
-    if not rows:  # e.g. infeasible: nothing was measured
+    assert run.data.tags["tuner"] == t.tuner
+    assert t.result is not None
+    curve = t.result.curve
+    if not curve:  # e.g. infeasible: nothing was measured
         return
     history = client.get_metric_history(run.info.run_id, "val_accuracy")
-    assert [m.step for m in history] == [r["step"] for r in rows]
-    assert [m.value for m in history] == pytest.approx([r["val_accuracy"] for r in rows])
-    assert run.data.metrics["summary.steps_run"] == t.user_attrs["steps_run"]
+    assert [m.step for m in history] == [m.step for m in curve]
+    assert [m.value for m in history] == pytest.approx([m.metrics["val_accuracy"] for m in curve])
+    assert run.data.metrics["summary.steps_run"] == t.result.steps_run
 
 
-def best_before(trials: list[FrozenTrial], t: FrozenTrial) -> float:
+def best_before(trials: list[LedgerTrial], t: LedgerTrial) -> float:
     """Fewest steps to target among the trials that reached it before ``t`` finished."""
+    assert t.finished_at is not None
     steps = [
-        o.user_attrs["steps_to_target"]
+        o.steps_to_target
         for o in trials
-        if status(o) == "reached" and o.user_attrs["finished_at"] < t.user_attrs["finished_at"]
+        if o.steps_to_target is not None and (o.finished_at or math.inf) < t.finished_at
     ]
     return float(min(steps)) if steps else math.inf

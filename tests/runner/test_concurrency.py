@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from optuna.trial import FrozenTrial
 
+from study.ledger import LedgerTrial
 from tests.runner.conftest import (
     Background,
     Store,
@@ -25,14 +25,15 @@ from tests.runner.conftest import (
 pytestmark = pytest.mark.slow
 
 
-def owner_pid(t: FrozenTrial) -> int:
+def owner_pid(t: LedgerTrial) -> int:
     """The pid of the process that claimed a trial (owner ``host:pid:start``)."""
-    return int(t.user_attrs["owner"].split(":")[1])
+    assert t.owner is not None
+    return int(t.owner.split(":")[1])
 
 
-def overlapping(trials: list[FrozenTrial]) -> int:
+def overlapping(trials: list[LedgerTrial]) -> int:
     """How many pairs of trials ran at the same time."""
-    spans = sorted((t.datetime_start, t.datetime_complete) for t in trials)
+    spans = sorted((t.started_at or 0.0, t.finished_at or 0.0) for t in trials)
     return sum(1 for i, a in enumerate(spans) for b in spans[i + 1 :] if b[0] < a[1])
 
 
@@ -69,6 +70,6 @@ def test_two_workers_in_one_process(tmp_path: Path) -> None:
     trials = store.trials(data, fresh=True)
     assert_budget_spent(trials, data["trials_per_stratum"])
     everything = [t for ts in trials.values() for t in ts]
-    assert len({t.user_attrs["owner"] for t in everything}) == 1
+    assert len({t.owner for t in everything}) == 1
     assert overlapping([t for t in everything if status(t) != "discarded"]) > 0
     assert_mlflow_mirrors_ledger(store, data, trials)

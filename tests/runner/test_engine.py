@@ -16,17 +16,19 @@ from typing import Any
 
 import optuna
 import pytest
-from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
 from study import cli
 from study.config.studyfile import load_study_file
-from study.runner.engine import RunOptions, StudyEngine
+from study.ledger import LedgerTrial
+from study.runner.launch import RunOptions, run_study
+from study.tuners.keras_tuner_backend import KT_TRIAL
 from tests.runner.conftest import (
     FINISHED,
     Store,
     assert_budget_spent,
     assert_mlflow_mirrors_ledger,
+    assert_optuna_mirrors_ledger,
     best_before,
     status,
     tiny_study,
@@ -41,13 +43,13 @@ EVAL_EVERY = 10
 
 @dataclass
 class Finished:
-    """A study run to the end by `StudyEngine.run` in its own directory."""
+    """A study run to the end by `run_study` in its own directory."""
 
     config: dict[str, Any]
     file: Path
     store: Store
     exit_status: int
-    trials: dict[str, list[FrozenTrial]]
+    trials: dict[str, list[LedgerTrial]]
 
 
 def run_engine(directory: Path, data: dict[str, Any], tuner: str) -> Finished:
@@ -63,7 +65,7 @@ def run_engine(directory: Path, data: dict[str, Any], tuner: str) -> Finished:
             tracking_uri=store.tracking_uri,
             live=False,
         )
-        exit_status = StudyEngine(load_study_file(file), options).run()
+        exit_status = run_study(load_study_file(file), options)
     return Finished(data, file, store, exit_status, store.trials(data, fresh=True))
 
 
@@ -82,7 +84,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Finish
     return get
 
 
-def all_trials(run: Finished) -> list[FrozenTrial]:
+def all_trials(run: Finished) -> list[LedgerTrial]:
     return [t for trials in run.trials.values() for t in trials]
 
 
@@ -97,18 +99,18 @@ def test_each_tuner_spends_the_budget_and_records_its_proposals(
     assert all(status(t) in FINISHED for t in all_trials(run))
     expected = {"optuna", "keras-tuner"} if tuner == "both" else {tuner}
     for stratum, trials in run.trials.items():
-        assert {t.user_attrs["tuner"] for t in trials} == expected, stratum
+        assert {t.tuner for t in trials} == expected, stratum
+    assert all(t.origin in ("sampler", "transfer") for t in all_trials(run))
+    assert_optuna_mirrors_ledger(run.store, run.config)
     lr = run.config["search_space"]["learning_rate"]
-    for t in all_trials(run):
-        # whoever proposed it, the stratum's Optuna study holds the trial's parameters: in the
-        # study's range, or in the window a transfer centred the stratum's search on
-        dist = t.distributions["learning_rate"]
-        assert isinstance(dist, optuna.distributions.FloatDistribution) and dist.log
-        assert lr["low"] <= dist.low < dist.high <= lr["high"]
-        assert dist.low <= t.params["learning_rate"] <= dist.high
-        assert t.user_attrs["origin"] in ("sampler", "transfer")
-        if status(t) == "reached":
-            assert t.value == t.user_attrs["steps_to_target"]
+    for trials in run.store.optuna_trials(run.config).values():
+        for t in trials:
+            # whoever proposed it, the stratum's Optuna study holds the trial's parameters: in
+            # the study's range, or in the window a transfer centred the stratum's search on
+            dist = t.distributions["learning_rate"]
+            assert isinstance(dist, optuna.distributions.FloatDistribution) and dist.log
+            assert lr["low"] <= dist.low < dist.high <= lr["high"]
+            assert dist.low <= t.params["learning_rate"] <= dist.high
 
 
 @pytest.mark.parametrize("tuner", ["keras-tuner", "both"])
@@ -119,13 +121,12 @@ def test_keras_tuner_proposals_are_the_ledger_params(
     state = run.store.root / "keras_tuner" / run.config["name"]
     for stratum, trials in run.trials.items():
         project = state / stratum.replace("/", "-")
-        for t in (t for t in trials if t.user_attrs["tuner"] == "keras-tuner"):
-            saved = json.loads(
-                (project / f"trial_{t.user_attrs['kt_trial_id']}" / "trial.json").read_text()
-            )
+        values = {t.number: t.value for t in run.store.optuna_trials(run.config)[stratum]}
+        for t in (t for t in trials if t.tuner == "keras-tuner"):
+            saved = json.loads((project / f"trial_{t.extras[KT_TRIAL]}" / "trial.json").read_text())
             assert saved["hyperparameters"]["values"]["learning_rate"] == t.params["learning_rate"]
             assert saved["status"] == "COMPLETED"
-            assert saved["score"] == pytest.approx(t.value)
+            assert saved["score"] == pytest.approx(values[t.number])
 
 
 @pytest.mark.parametrize("tuner", TUNERS)
@@ -155,18 +156,21 @@ def test_pruning_stops_only_trials_that_can_no_longer_win(
     run = finished("both")
     pruned = [t for t in all_trials(run) if status(t) == "pruned"]
     assert pruned, "a stratum with several trials should prune some"
+    optuna_view = run.store.optuna_trials(run.config)
     for stratum, trials in run.trials.items():
         for t in trials:
             best = best_before(trials, t)
+            assert t.result is not None
             if status(t) == "pruned":
                 # stopped at the first evaluation at or past the best steps so far
-                assert best <= t.user_attrs["steps_run"] < best + EVAL_EVERY, (stratum, t.number)
-                assert t.state is OptunaState.PRUNED
-                assert list(t.intermediate_values) == [t.user_attrs["steps_run"]]
+                assert best <= t.result.steps_run < best + EVAL_EVERY, (stratum, t.number)
+                seen = optuna_view[stratum][t.number]
+                assert seen.state is OptunaState.PRUNED
+                assert list(seen.intermediate_values) == [t.result.steps_run]
             elif math.isfinite(best) and status(t) != "diverged":
                 # a trial that ran while a better one was known reached the target in time
                 assert status(t) == "reached", (stratum, t.number)
-                assert t.user_attrs["steps_to_target"] <= best
+                assert (t.steps_to_target or math.inf) <= best
 
 
 def test_without_pruning_every_trial_runs_to_the_target_or_the_budget(tmp_path: Path) -> None:
@@ -178,13 +182,14 @@ def test_without_pruning_every_trial_runs_to_the_target_or_the_budget(tmp_path: 
     assert run.exit_status == 0
     (trials,) = run.trials.values()
     assert len(trials) == 3
+    assert_optuna_mirrors_ledger(run.store, data)
     for t in trials:
-        assert t.state is OptunaState.COMPLETE
         assert status(t) in ("reached", "not_reached")
-        limit = t.user_attrs["steps_to_target"] or data["budget"]["max_steps"]
-        assert t.user_attrs["steps_run"] == limit
+        assert t.result is not None
+        limit = t.steps_to_target or data["budget"]["max_steps"]
+        assert t.result.steps_run == limit
     # some trial went on past the best steps known when it ran: pruning would have stopped it
-    assert any(t.user_attrs["steps_run"] > best_before(trials, t) for t in trials)
+    assert any(t.result and t.result.steps_run > best_before(trials, t) for t in trials)
 
 
 def test_an_infeasible_strategy_does_not_stop_the_study(tmp_path: Path) -> None:
@@ -198,10 +203,10 @@ def test_an_infeasible_strategy_does_not_stop_the_study(tmp_path: Path) -> None:
 
     assert run.exit_status == 0
     assert_budget_spent(run.trials, 2)
+    assert_optuna_mirrors_ledger(run.store, data)
     for t in run.trials["b128/tpu"]:
         assert status(t) == "infeasible"
-        assert t.state is OptunaState.FAIL
-        assert "TPU" in t.user_attrs["error"]
+        assert t.result is not None and "TPU" in (t.result.error or "")
     assert all(status(t) != "infeasible" for t in run.trials["b128/default"])
     runs = assert_mlflow_mirrors_ledger(run.store, data, run.trials)
     assert Counter(r.data.tags["status"] for r in runs.values())["infeasible"] == 2
@@ -244,10 +249,10 @@ def test_status_and_ls_report_the_ledger(
         assert row["trials"] == len(trials)
         assert row["statuses"] == dict(Counter(status(t) for t in trials))
         reached = [t for t in trials if status(t) == "reached"]
-        best = min(reached, key=lambda t: t.user_attrs["steps_to_target"])
-        assert row["best_steps"] == best.user_attrs["steps_to_target"]
+        best = min(reached, key=lambda t: (t.steps_to_target, t.learning_rate))
+        assert row["best_steps"] == best.steps_to_target
         assert row["best_learning_rate"] == best.params["learning_rate"]
-        assert (row["best_trial"], row["best_tuner"]) == (best.number, best.user_attrs["tuner"])
+        assert (row["best_trial"], row["best_tuner"]) == (best.number, best.tuner)
     assert cli_json(["ls", "--storage", journal]) == [summary]
 
     assert cli.main(["status", name, "--storage", journal]) == 0

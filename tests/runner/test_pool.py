@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from study.config.target import Target
-from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSpec
+from study.config.trial import Budget, TrialSpec
 from study.results import Measurement, TrialResult, TrialState
 from study.runner import WorkerPool
 from study.strategies import tpu_hint
+from tests.fakes import tabular_spec
 
 pytestmark = pytest.mark.slow
 
@@ -42,19 +42,8 @@ FAILING_WORKLOAD = """
 
 
 def make_spec(strategy: str = "default", **changes: Any) -> TrialSpec:
-    fields: dict[str, Any] = {
-        "workload": "tabular",
-        "workload_options": {"rows": 2000},
-        "batch_size": 64,
-        "optimizer": OptimizerSpec(name="nesterov", learning_rate=0.1),
-        "target": Target.parse("val_accuracy>=1.01"),
-        "budget": Budget(max_steps=30),
-        "cadence": EvalCadence(kind="fixed", every=10),
-        "strategy": strategy,
-        "seed": 7,
-    }
-    fields.update(changes)
-    return TrialSpec(**fields)
+    """The shared tabular spec (`tests.fakes.tabular_spec`) on ``strategy``, seed 7."""
+    return tabular_spec(strategy=strategy, seed=7, **changes)
 
 
 @pytest.fixture(scope="module")

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
-from study.ledger import owner_alive
+from study.ledger import LedgerTrial
+from study.ledger.owners import owner_alive
+from study.tuners.keras_tuner_backend import KT_TRIAL
 from tests.runner.conftest import (
     FINISHED,
     Background,
@@ -28,7 +29,6 @@ from tests.runner.conftest import (
     counted,
     freeze_when,
     run_study,
-    snapshot,
     status,
     study_cmd,
     study_env,
@@ -52,12 +52,12 @@ class Killed:
     cwd: Path
     file: Path
     store: Store
-    before: dict[str, list[FrozenTrial]]  # the ledger just after the kill
-    victim: tuple[str, FrozenTrial]  # (stratum, the trial that was running)
+    before: dict[str, list[LedgerTrial]]  # the ledger just after the kill
+    victim: tuple[str, LedgerTrial]  # (stratum, the trial that was running)
     victim_run_status: str  # its MLflow run's status just before the kill
     status_after_kill: subprocess.CompletedProcess[str]  # `study status NAME --json`
     resumed: subprocess.CompletedProcess[str]
-    after: dict[str, list[FrozenTrial]]  # the ledger after the resume
+    after: dict[str, list[LedgerTrial]]  # the ledger after the resume
 
 
 def running_trial(
@@ -66,20 +66,20 @@ def running_trial(
     min_finished: int,
     number: int | None = None,
     tuner: str | None = None,
-) -> tuple[str, FrozenTrial] | None:
+) -> tuple[str, LedgerTrial] | None:
     """A trial that runs (optionally trial ``number`` of ``tuner``) once ``min_finished``
     trials finished: (stratum, trial), else None. Reads only the ledger (fast)."""
     if not store.journal.exists():
         return None
     trials = [(stratum, t) for stratum, ts in store.trials(config).items() for t in ts]
-    finished = sum(t.state.is_finished() and status(t) in FINISHED for _, t in trials)
+    finished = sum(not t.open and status(t) in FINISHED for _, t in trials)
     for stratum, t in trials:
         if (
-            t.state is OptunaState.RUNNING
+            t.open
             and status(t) == "running"  # `finish` writes the status before closing the trial
-            and "tuner" in t.user_attrs
+            and t.tuner is not None
             and number in (None, t.number)
-            and tuner in (None, t.user_attrs["tuner"])
+            and tuner in (None, t.tuner)
             and finished >= min_finished
         ):
             return stratum, t
@@ -153,9 +153,9 @@ def test_sigkill_leaves_a_loadable_ledger_with_the_trial_running(killed: Killed)
     _, victim = killed.victim
     finished = [t for ts in killed.before.values() for t in ts if status(t) in FINISHED]
     assert len(finished) >= 2
-    assert victim.state is OptunaState.RUNNING
+    assert victim.open
     assert status(victim) == "running"
-    assert not owner_alive(victim.user_attrs["owner"])
+    assert not owner_alive(victim.owner)
     assert killed.victim_run_status == "RUNNING"
 
 
@@ -175,7 +175,7 @@ def test_resume_keeps_every_finished_trial_and_spends_the_budget(killed: Killed)
         after = {t.number: t for t in killed.after[stratum]}
         for t in trials:
             if status(t) in FINISHED:
-                assert snapshot(after[t.number]) == snapshot(t)
+                assert after[t.number] == t
     assert_budget_spent(killed.after, KILLED["trials_per_stratum"])
     total = sum(len(counted(ts)) for ts in killed.after.values())
     assert total == 2 * KILLED["trials_per_stratum"]
@@ -188,8 +188,9 @@ def test_interrupted_trial_is_failed_and_its_run_closed(killed: Killed) -> None:
     stratum, victim = killed.victim
     after = next(t for t in killed.after[stratum] if t.number == victim.number)
     assert status(after) == "interrupted"
-    assert after.state is OptunaState.FAIL
-    assert all(t.state is not OptunaState.RUNNING for ts in killed.after.values() for t in ts)
+    assert not any(t.open for ts in killed.after.values() for t in ts)
+    optuna_view = killed.store.optuna_trials(KILLED, fresh=True)[stratum]
+    assert optuna_view[victim.number].state is OptunaState.FAIL
     runs = assert_mlflow_mirrors_ledger(killed.store, KILLED, killed.after)
     run = runs[trial_key(KILLED["name"], stratum, victim.number)]
     assert (run.info.status, run.data.tags["status"]) == ("FAILED", "interrupted")
@@ -204,27 +205,28 @@ def test_keras_tuner_state_is_reloaded_and_the_interrupted_proposal_retried(
     state = killed.store.root / "keras_tuner" / KILLED["name"]
     project = state / kt_project(stratum)
     assert project.is_dir()
-    kt_id = victim.user_attrs["kt_trial_id"]
-    retried = [t for t in counted(killed.after[stratum]) if t.user_attrs.get("origin") == "retry"]
+    kt_id = victim.extras[KT_TRIAL]
+    retried = [t for t in counted(killed.after[stratum]) if t.origin == "retry"]
     assert len(retried) == 1, "the reloaded KerasTuner state should retry the lost proposal"
     retry = retried[0]
-    assert retry.user_attrs["tuner"] == "keras-tuner"
-    assert retry.user_attrs["kt_trial_id"] == kt_id
+    assert retry.tuner == "keras-tuner"
+    assert retry.extras[KT_TRIAL] == kt_id
     assert retry.params == victim.params
     oracle = json.loads((project / "oracle.json").read_text())
     assert oracle["ongoing_trials"] == {} and oracle["retry_queue"] == []
     # Every KerasTuner trial of the ledger, before and after the kill, is one completed
     # KerasTuner trial with the ledger's objective as its score.
+    optuna_view = killed.store.optuna_trials(KILLED, fresh=True)
     for stratum_name, trials in killed.after.items():
         directory = state / kt_project(stratum_name)
-        kt = [t for t in counted(trials) if t.user_attrs["tuner"] == "keras-tuner"]
-        assert len({t.user_attrs["kt_trial_id"] for t in kt}) == len(kt)
+        kt = [t for t in counted(trials) if t.tuner == "keras-tuner"]
+        assert len({t.extras[KT_TRIAL] for t in kt}) == len(kt)
         for t in kt:
             saved = json.loads(
-                (directory / f"trial_{t.user_attrs['kt_trial_id']}" / "trial.json").read_text()
+                (directory / f"trial_{t.extras[KT_TRIAL]}" / "trial.json").read_text()
             )
             assert saved["status"] == "COMPLETED"
-            assert saved["score"] == pytest.approx(t.value)
+            assert saved["score"] == pytest.approx(optuna_view[stratum_name][t.number].value)
             assert saved["hyperparameters"]["values"]["learning_rate"] == t.params["learning_rate"]
 
 
@@ -257,9 +259,7 @@ def test_restart_repairs_runs_a_dead_process_left_behind(killed: Killed, tmp_pat
 
     assert result.returncode == 0, result.stderr[-3000:]
     after = store.trials(KILLED, fresh=True)
-    assert {s: [snapshot(t) for t in ts] for s, ts in after.items()} == {
-        s: [snapshot(t) for t in ts] for s, ts in before.items()
-    }
+    assert after == before
     repaired = assert_mlflow_mirrors_ledger(store, KILLED, after)
     assert repaired[open_key].info.run_id == left_open.info.run_id  # closed, not duplicated
 
@@ -296,8 +296,10 @@ def test_ctrl_c_stops_with_130_and_the_study_resumes(
 
     trials = store.trials(CTRL_C, fresh=True)["b128/default"]
     stopped = next(t for t in trials if t.number == victim.number)
-    assert (status(stopped), stopped.state) == ("interrupted", OptunaState.FAIL)
-    assert all(t.state is not OptunaState.RUNNING for t in trials)
+    assert (status(stopped), stopped.open) == ("interrupted", False)
+    assert not any(t.open for t in trials)
+    optuna_view = store.optuna_trials(CTRL_C)["b128/default"]
+    assert optuna_view[victim.number].state is OptunaState.FAIL
     runs = assert_mlflow_mirrors_ledger(store, CTRL_C, {"b128/default": trials})
     stopped_run = runs[trial_key(CTRL_C["name"], "b128/default", victim.number)]
     assert stopped_run.data.tags["status"] == "interrupted"
@@ -310,7 +312,7 @@ def test_ctrl_c_stops_with_130_and_the_study_resumes(
     after = store.trials(CTRL_C, fresh=True)
     assert_budget_spent(after, CTRL_C["trials_per_stratum"])
     for t in after["b128/default"]:
-        assert t.state is not OptunaState.RUNNING
+        assert not t.open
         assert status(t) != "running"
     assert_mlflow_mirrors_ledger(store, CTRL_C, after)
     parent = [r for r in store.runs(CTRL_C["name"]) if r.data.tags.get("study.role") == "parent"]

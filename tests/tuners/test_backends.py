@@ -7,12 +7,15 @@ from pathlib import Path
 import optuna
 import pytest
 
+from study.config.space import Stratum
 from study.config.studyfile import load_study_file
-from study.ledger import Ledger, Stratum, open_storage
+from study.ledger import Ledger
+from study.results import TrialResult, TrialState
+from study.tuners.base import History
 from study.tuners.optuna_backend import OptunaBackend
 
 keras_tuner = pytest.importorskip("keras_tuner")
-from study.tuners.keras_tuner_backend import KerasTunerBackend  # noqa: E402
+from study.tuners.keras_tuner_backend import KT_TRIAL, KerasTunerBackend  # noqa: E402
 
 STUDY = """\
 name: backends
@@ -46,23 +49,24 @@ def config(tmp_path: Path, sampler: str = "tpe", oracle: str = "bayesian"):
 )
 def test_optuna_sampler_choice_proposes_inside_the_space(tmp_path, sampler, cls):
     cfg = config(tmp_path, sampler=sampler)
-    ledger = Ledger(open_storage(str(tmp_path / "j.journal")), cfg.name)
+    ledger = Ledger.open(str(tmp_path / "j.journal"), cfg.name)
     backend = OptunaBackend(cfg, ledger)
     stratum = Stratum(32, "auto")
     assert isinstance(backend.sampler(stratum), cls)
-    study = ledger.stratum_study(stratum, backend.sampler(stratum))
     for _ in range(3):
-        trial = ledger.claim(study, budget=4)
-        proposal = backend.propose(stratum, study, trial)
+        slot = ledger.claim(stratum, budget=4)
+        assert slot is not None
+        proposal = backend.propose(slot, History(stratum, tuple(ledger.trials(stratum))))
         assert proposal.tuner == "optuna"
         assert 1e-3 <= proposal.params["learning_rate"] <= 1.0
         assert 0.5 <= proposal.params["momentum"] <= 0.99
         assert proposal.params["warmup_steps"] in (0, 10)
-        study.tell(trial, 100.0)
+        ledger.finish(slot, TrialResult(state=TrialState.NOT_REACHED), 100.0)
 
 
 def test_grid_points_cover_each_range(tmp_path):
-    grid = OptunaBackend(config(tmp_path, sampler="grid"), None).grid()
+    cfg = config(tmp_path, sampler="grid")
+    grid = OptunaBackend(cfg, Ledger.open(str(tmp_path / "j.journal"), cfg.name)).grid()
     assert grid["learning_rate"][0] == pytest.approx(1e-3)
     assert grid["learning_rate"][-1] == pytest.approx(1.0)
     assert len(grid["learning_rate"]) == 4
@@ -79,12 +83,12 @@ def test_grid_points_cover_each_range(tmp_path):
 )
 def test_keras_tuner_oracle_choice_proposes_and_saves_state(tmp_path, oracle, cls):
     cfg = config(tmp_path, oracle=oracle)
-    ledger = Ledger(open_storage(str(tmp_path / "j.journal")), cfg.name)
+    ledger = Ledger.open(str(tmp_path / "j.journal"), cfg.name)
     backend = KerasTunerBackend(cfg, ledger, root=tmp_path / "mlruns")
     stratum = Stratum(64, "auto")
-    study = ledger.stratum_study(stratum)
-    trial = ledger.claim(study, budget=4)
-    proposal = backend.propose(stratum, study, trial)
+    slot = ledger.claim(stratum, budget=4)
+    assert slot is not None
+    proposal = backend.propose(slot, History(stratum))
     assert proposal is not None and proposal.tuner == "keras-tuner"
     assert isinstance(backend._tuners[stratum].oracle, cls)
     assert 1e-3 <= proposal.params["learning_rate"] <= 1.0
@@ -94,4 +98,48 @@ def test_keras_tuner_oracle_choice_proposes_and_saves_state(tmp_path, oracle, cl
         assert proposal.budget_fraction < 1.0  # Hyperband starts with short trials
     saved = tmp_path / "mlruns" / "keras_tuner" / "backends" / "b64-auto" / "oracle.json"
     assert saved.exists()
-    assert "kt_trial_id" in proposal.attrs
+    assert KT_TRIAL in proposal.extras
+
+
+def test_keras_tuner_searches_the_stratum_window(tmp_path):
+    """A stratum centred by transfer: the oracle production builds samples inside the window."""
+    cfg = config(tmp_path, oracle="random")
+    ledger = Ledger.open(str(tmp_path / "j.journal"), cfg.name)
+    backend = KerasTunerBackend(cfg, ledger, root=tmp_path / "mlruns")
+    stratum = Stratum(32, "auto")
+    window = (0.05, 0.5)
+    for _ in range(4):
+        slot = ledger.claim(stratum, budget=4)
+        assert slot is not None
+        proposal = backend.propose(slot, History(stratum, window=window))
+        assert proposal is not None
+        assert window[0] <= proposal.params["learning_rate"] <= window[1]
+    hp = backend._tuners[stratum].oracle.hyperparameters
+    (lr,) = [p for p in hp.space if p.name == "learning_rate"]
+    assert (lr.min_value, lr.max_value, lr.sampling) == (0.05, 0.5, "log")
+
+
+def test_optuna_searches_the_stratum_window(tmp_path):
+    cfg = config(tmp_path, sampler="random")
+    ledger = Ledger.open(str(tmp_path / "j.journal"), cfg.name)
+    backend = OptunaBackend(cfg, ledger)
+    stratum = Stratum(32, "auto")
+    for _ in range(4):
+        slot = ledger.claim(stratum, budget=4)
+        assert slot is not None
+        proposal = backend.propose(slot, History(stratum, window=(0.05, 0.5)))
+        assert 0.05 <= proposal.params["learning_rate"] <= 0.5
+
+
+def test_first_trial_of_a_stratum_transfers_from_its_neighbours(tmp_path):
+    cfg = config(tmp_path)
+    ledger = Ledger.open(str(tmp_path / "j.journal"), cfg.name)
+    backend = OptunaBackend(cfg, ledger)
+    stratum = Stratum(64, "auto")
+    slot = ledger.claim(stratum, budget=4)
+    assert slot is not None
+    proposal = backend.propose(slot, History(stratum, neighbours=((32, 0.02),)))
+    # one neighbour: keep its rate, and centre the stratum's search on it, a decade each way
+    assert (proposal.origin, proposal.params["learning_rate"]) == ("transfer", 0.02)
+    assert ledger.window(stratum) == pytest.approx((0.002, 0.2))
+    assert ledger.trial(stratum, slot.number).params["learning_rate"] == 0.02

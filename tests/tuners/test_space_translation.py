@@ -8,14 +8,9 @@ from typing import Any
 import optuna
 import pytest
 
-from study.config.studyfile import (
-    CategoricalParam,
-    FloatParam,
-    IntParam,
-    SearchSpace,
-    StudyConfig,
-    load_study_file,
-)
+from study.config.space import CategoricalParam, FloatParam, IntParam, SearchSpace
+from study.config.study import StudyConfig
+from study.config.studyfile import load_study_file
 from study.tuners.optuna_space import to_optuna_distributions
 
 keras_tuner = pytest.importorskip("keras_tuner")
@@ -68,9 +63,12 @@ def space(config: StudyConfig) -> SearchSpace:
     return config.space
 
 
-def describe_optuna(space: SearchSpace) -> dict[str, tuple]:
+WINDOWS = [None, (0.01, 0.1)]
+
+
+def describe_optuna(space: SearchSpace, window: tuple[float, float] | None) -> dict[str, tuple]:
     out = {}
-    for name, dist in to_optuna_distributions(space).items():
+    for name, dist in to_optuna_distributions(space, window).items():
         if isinstance(dist, optuna.distributions.FloatDistribution):
             assert dist.step is None
             out[name] = ("float", dist.low, dist.high, dist.log)
@@ -83,9 +81,11 @@ def describe_optuna(space: SearchSpace) -> dict[str, tuple]:
     return out
 
 
-def describe_keras_tuner(space: SearchSpace) -> dict[str, tuple]:
+def describe_keras_tuner(
+    space: SearchSpace, window: tuple[float, float] | None
+) -> dict[str, tuple]:
     out = {}
-    for hp in to_hyperparameters(space).space:
+    for hp in to_hyperparameters(space, window).space:
         if isinstance(hp, keras_tuner.engine.hyperparameters.Float):
             assert hp.step is None
             out[hp.name] = ("float", hp.min_value, hp.max_value, hp.sampling == "log")
@@ -98,16 +98,15 @@ def describe_keras_tuner(space: SearchSpace) -> dict[str, tuple]:
     return out
 
 
-def describe_space(space: SearchSpace) -> dict[str, tuple]:
-    out: dict[str, tuple] = {
-        "batch_size": ("choice", space.batch_sizes),
-        "strategy": ("choice", space.strategies),
-    }
+def describe_space(space: SearchSpace, window: tuple[float, float] | None) -> dict[str, tuple]:
+    out: dict[str, tuple] = {}
     for p in space.params:
         if isinstance(p, CategoricalParam):
             out[p.name] = ("choice", p.choices)
         else:
             out[p.name] = ("float" if isinstance(p, FloatParam) else "int", p.low, p.high, p.log)
+    if window is not None:
+        out["learning_rate"] = ("float", *window, out["learning_rate"][3])
     return out
 
 
@@ -120,18 +119,18 @@ def test_every_kind_is_covered(every_kind: SearchSpace) -> None:
     }
 
 
-def test_both_translations_describe_the_same_space(space: SearchSpace) -> None:
-    expected = describe_space(space)
-    assert describe_optuna(space) == expected
-    assert describe_keras_tuner(space) == expected
-    assert list(describe_optuna(space)) == list(describe_keras_tuner(space))  # same order
+@pytest.mark.parametrize("window", WINDOWS, ids=["full range", "centred window"])
+def test_both_translations_describe_the_same_space(
+    space: SearchSpace, window: tuple[float, float] | None
+) -> None:
+    expected = describe_space(space, window)
+    assert describe_optuna(space, window) == expected
+    assert describe_keras_tuner(space, window) == expected
+    assert next(iter(describe_keras_tuner(space, window))) == "learning_rate"
+    assert list(describe_optuna(space, window)) == list(describe_keras_tuner(space, window))
 
 
 def in_space(space: SearchSpace, name: str, value: Any) -> bool:
-    if name == "batch_size":
-        return value in space.batch_sizes
-    if name == "strategy":
-        return value in space.strategies
     param = space.param(name)
     if isinstance(param, IntParam) and not isinstance(value, int):
         return False
@@ -153,7 +152,7 @@ def test_optuna_samples_stay_in_bounds(config: StudyConfig, sampler: str) -> Non
         assert set(trial.params) == set(distributions)
         for name, value in trial.params.items():
             assert in_space(space, name, value), (name, value)
-        spec = config.trial_spec(trial.params["batch_size"], trial.params["strategy"], trial.params)
+        spec = config.trial_spec(config.strata[i % len(config.strata)], trial.params)
         assert spec.learning_rate == trial.params["learning_rate"]
         study.tell(trial, float(i % 7))
 
@@ -165,7 +164,7 @@ def test_keras_tuner_samples_stay_in_bounds(config: StudyConfig) -> None:
         values = {hp.name: hp.random_sample(seed * 100 + i) for i, hp in enumerate(hps.space)}
         for name, value in values.items():
             assert in_space(space, name, value), (name, value)
-        spec = config.trial_spec(values["batch_size"], values["strategy"], values)
+        spec = config.trial_spec(config.strata[seed % len(config.strata)], values)
         assert spec.learning_rate == values["learning_rate"]
     for name, value in hps.values.items():  # defaults, too
         assert in_space(space, name, value), (name, value)

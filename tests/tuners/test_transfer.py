@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from study.tuners.base import WINDOW_FACTOR, centred_window, transfer_learning_rate
+from study.tuners.transfer import WINDOW_FACTOR, centred_window, transfer_learning_rate
 
 
 def test_transfer_interpolates_between_neighbours_in_log_log():

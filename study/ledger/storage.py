@@ -1,0 +1,38 @@
+"""Opening the Optuna storage that holds the ledgers: a journal file (default
+``mlruns/optuna.journal``) or any RDB URL (PostgreSQL, MySQL, SQLite)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+
+from study.deps import INSTALL
+from study.errors import UsageError
+from study.paths import journal_path
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
+    """The Optuna storage for a URL (RDB URL, or a journal file path; default under mlruns/)."""
+    if url and "://" in url:
+        try:
+            return optuna.storages.RDBStorage(url)
+        except Exception as exc:  # any driver or URL error is bad input
+            hint = ""
+            if "DB access module" in str(exc):
+                hint = f" (install the driver: {INSTALL['database driver']})"
+            raise UsageError(
+                f"--storage: cannot open {url!r}: {str(exc).splitlines()[0]}{hint}"
+            ) from None
+    path = Path(url) if url else journal_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    return JournalStorage(JournalFileBackend(str(path)))
+
+
+def list_studies(storage: optuna.storages.BaseStorage) -> list[str]:
+    """Names of the studies in a storage (stratum studies hold a '/')."""
+    return sorted(s.study_name for s in storage.get_all_studies() if "/" not in s.study_name)

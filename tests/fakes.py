@@ -1,0 +1,103 @@
+"""Fakes shared by the tests: trial specs, synthetic curves, and ledgers written through the
+ledger API (never by hand into Optuna)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from study.config.space import Stratum
+from study.config.target import Target
+from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSpec
+from study.ledger import Ledger, LedgerTrial, StudyRecord
+from study.results import Measurement, TrialResult, TrialState
+
+#: A target no tabular trial meets (accuracy is at most 1), so trials run their whole budget.
+UNREACHABLE = Target.parse("val_accuracy>=1.01")
+
+
+def tabular_spec(**changes: Any) -> TrialSpec:
+    """A 30-step trial of the tabular workload (2,000 rows), evaluated every 10 steps."""
+    fields: dict[str, Any] = {
+        "workload": "tabular",
+        "workload_options": {"rows": 2000},
+        "batch_size": 64,
+        "optimizer": OptimizerSpec(name="nesterov", learning_rate=0.1),
+        "target": UNREACHABLE,
+        "budget": Budget(max_steps=30),
+        "cadence": EvalCadence(kind="fixed", every=10),
+        "strategy": "default",
+    }
+    fields.update(changes)
+    return TrialSpec(**fields)
+
+
+def rising_curve(
+    batch: int, needed: float, seconds_per_step: float = 0.001, ratio: float = 1.1
+) -> tuple[Measurement, ...]:
+    """Validation accuracy rising linearly from 0.1 to 0.6 at ``needed`` steps (capped at 0.9),
+    evaluated on a geometric grid up to ``2 * needed``."""
+    rows, step = [], 0
+    while step <= 2 * needed:
+        acc = min(0.9, 0.1 + 0.5 * step / needed)
+        rows.append(
+            Measurement(
+                step=step,
+                examples=step * batch,
+                train_seconds=step * seconds_per_step,
+                train_loss=2 * (1 - acc),
+                metrics={"val_accuracy": acc, "val_loss": 2.2 * (1 - acc)},
+            )
+        )
+        step = max(step + 1, math.ceil(step * ratio))
+    return tuple(rows)
+
+
+def finished_trial(
+    stratum: Stratum,
+    number: int,
+    learning_rate: float,
+    curve: Sequence[Measurement],
+    target: Target,
+    *,
+    tuner: str = "optuna",
+    replicas: int = 1,
+) -> LedgerTrial:
+    """A trial that ran the whole ``curve``: ``reached`` at the first evaluation meeting
+    ``target``, else ``not_reached``."""
+    hit = next((m for m in curve if target.met_by(m.metrics)), None)
+    last = curve[-1]
+    result = TrialResult(
+        state=TrialState.REACHED if hit else TrialState.NOT_REACHED,
+        steps_run=last.step,
+        examples_run=last.examples,
+        train_seconds=last.train_seconds,
+        steps_to_target=hit.step if hit else None,
+        examples_to_target=hit.examples if hit else None,
+        seconds_to_target=hit.train_seconds if hit else None,
+        curve=tuple(curve),
+        environment={"replicas": replicas},
+    )
+    return LedgerTrial(
+        stratum=stratum,
+        number=number,
+        status=result.state,
+        params={"learning_rate": learning_rate},
+        result=result,
+        tuner=tuner,
+    )
+
+
+def write_ledger(
+    ledger: Ledger, record: StudyRecord, trials: Iterable[LedgerTrial]
+) -> list[LedgerTrial]:
+    """Create the study and store ``trials`` (grouped by stratum) through the ledger API;
+    return what the ledger holds."""
+    ledger.create(record)
+    by_stratum: dict[Stratum, list[LedgerTrial]] = {}
+    for trial in trials:
+        by_stratum.setdefault(trial.stratum, []).append(trial)
+    for stratum, group in by_stratum.items():
+        ledger.import_trials(stratum, group)
+    return [t for stratum in by_stratum for t in ledger.trials(stratum)]

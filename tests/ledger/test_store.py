@@ -1,0 +1,211 @@
+"""The ledger repository on a real Optuna journal: claims within budget, records and their
+Optuna view, recovery of trials whose process died, summaries, measurement rows, imports."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState as OptunaState
+
+from study.config.space import Stratum
+from study.config.target import Target
+from study.errors import UsageError
+from study.ledger import Ledger, StudyRecord, list_studies, open_storage
+from study.results import Measurement, TrialResult, TrialState
+from tests.fakes import finished_trial, rising_curve
+
+S32 = Stratum(32, "default")
+S64 = Stratum(64, "default")
+TARGET = Target.parse("val_accuracy>=0.6")
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    ledger = Ledger.open(str(tmp_path / "ledger.journal"), "s")
+    ledger.create(StudyRecord("s", config_text="name: s", trials_total=4))
+    return ledger
+
+
+def optuna_trials(ledger: Ledger, stratum: Stratum) -> list[optuna.trial.FrozenTrial]:
+    """The stratum's trials as Optuna (and optuna-dashboard) sees them."""
+    return optuna.load_study(study_name=f"{ledger.name}/{stratum}", storage=ledger.storage).trials
+
+
+def result(state: TrialState, steps: int = 50) -> TrialResult:
+    curve = (Measurement(0, 0, 0.0, 2.0, {"val_accuracy": 0.1}),) + (
+        (Measurement(steps, steps * 32, 0.1, 0.5, {"val_accuracy": 0.7}),) if steps else ()
+    )
+    return TrialResult(
+        state=state,
+        steps_run=steps,
+        steps_to_target=steps if state is TrialState.REACHED else None,
+        curve=curve,
+    )
+
+
+def run_one(ledger: Ledger, stratum: Stratum, lr: float, res: TrialResult, objective: float):
+    slot = ledger.claim(stratum, budget=10)
+    assert slot is not None
+    slot.trial.suggest_float("learning_rate", 1e-3, 1.0, log=True)
+    ledger.record_params(
+        slot,
+        {"learning_rate": lr},
+        {"learning_rate": optuna.distributions.FloatDistribution(1e-3, 1.0, log=True)},
+    )
+    ledger.start(slot, tuner="optuna", origin="sampler")
+    return ledger.finish(slot, res, objective)
+
+
+def test_claims_never_exceed_the_budget_even_from_many_threads(ledger: Ledger) -> None:
+    slots = []
+    lock = threading.Lock()
+
+    def claim() -> None:
+        while (slot := ledger.claim(S32, budget=3)) is not None:
+            with lock:
+                slots.append(slot)
+
+    threads = [threading.Thread(target=claim) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(slots) == 3 and ledger.remaining(S32, 3) == 0
+    statuses = [t.status for t in ledger.trials(S32)]
+    assert statuses.count(TrialState.RUNNING) == 3
+    assert set(statuses) <= {TrialState.RUNNING, TrialState.DISCARDED}
+    assert all(not t.open for t in ledger.trials(S32) if t.status is TrialState.DISCARDED)
+
+
+@pytest.mark.parametrize(
+    ("state", "optuna_state"),
+    [
+        (TrialState.REACHED, OptunaState.COMPLETE),
+        (TrialState.NOT_REACHED, OptunaState.COMPLETE),
+        (TrialState.DIVERGED, OptunaState.COMPLETE),
+        (TrialState.PRUNED, OptunaState.PRUNED),
+        (TrialState.FAILED, OptunaState.FAIL),
+        (TrialState.INFEASIBLE, OptunaState.FAIL),
+    ],
+)
+def test_finished_trials_read_back_and_optuna_sees_them(
+    ledger: Ledger, state: TrialState, optuna_state: OptunaState
+) -> None:
+    trial = run_one(ledger, S32, 0.1, result(state), 123.0)
+    assert (trial.status, trial.open, trial.tuner, trial.origin) == (
+        state,
+        False,
+        "optuna",
+        "sampler",
+    )
+    assert trial.result is not None and trial.result.curve == result(state).curve
+    (seen,) = optuna_trials(ledger, S32)
+    assert seen.state is optuna_state and seen.params == {"learning_rate": 0.1}
+    if optuna_state is OptunaState.COMPLETE:
+        assert seen.value == 123.0
+    if state is TrialState.PRUNED:
+        assert seen.intermediate_values == {50: 123.0}
+
+
+def test_best_and_summary(ledger: Ledger) -> None:
+    run_one(ledger, S32, 0.3, result(TrialState.REACHED, 40), 40)
+    run_one(ledger, S32, 0.1, result(TrialState.REACHED, 40), 40)
+    run_one(ledger, S32, 0.2, result(TrialState.PRUNED, 40), 5000)
+    run_one(ledger, S64, 0.5, result(TrialState.NOT_REACHED, 100), 4000)
+    best = ledger.best(S32)
+    assert best is not None and (best.number, best.learning_rate) == (1, 0.1)
+    assert ledger.best(S64) is None
+    summary = ledger.summary()
+    assert (summary.state, summary.trials_done, summary.trials_total) == ("complete", 4, 4)
+    rows = {str(s.stratum): s.to_dict() for s in summary.strata}
+    assert rows["b32/default"]["statuses"] == {"reached": 2, "pruned": 1}
+    assert (rows["b32/default"]["best_steps"], rows["b32/default"]["best_trial"]) == (40, 1)
+    assert rows["b64/default"]["best_steps"] is None
+
+
+def test_interrupted_and_stale_trials_free_their_slot(ledger: Ledger) -> None:
+    slot = ledger.claim(S32, budget=2)
+    assert slot is not None
+    ledger.interrupt(slot)
+    assert ledger.trials(S32)[0].status is TrialState.INTERRUPTED
+    assert ledger.remaining(S32, 2) == 2
+    # a trial claimed by a process that is gone: a pid that cannot exist on this host
+    stale = ledger.claim(S32, budget=2)
+    assert stale is not None
+    stale.trial.set_user_attr("owner", f"{stale.owner.split(':')[0]}:999999999:0")
+    assert ledger.summary().strata[0].running == 0  # not counted as running
+    (recovered,) = ledger.recover_stale([S32])
+    assert recovered.number == stale.number
+    after = ledger.trials(S32)[stale.number]
+    assert (after.status, after.open) == (TrialState.INTERRUPTED, False)
+    assert optuna_trials(ledger, S32)[stale.number].state is OptunaState.FAIL
+    assert ledger.recover_stale([S32]) == []
+
+
+def test_a_slot_whose_proposal_failed_is_closed_once(ledger: Ledger) -> None:
+    slot = ledger.claim(S32, budget=2)
+    assert slot is not None
+    trial = ledger.fail(slot, "Traceback ...\nValueError: bad proposal")
+    assert trial.status is TrialState.FAILED and not trial.open
+    assert ledger.fail(slot, "again").status is TrialState.FAILED  # idempotent
+
+
+def test_window_is_kept_per_stratum(ledger: Ledger) -> None:
+    assert ledger.window(S32) is None
+    ledger.set_window(S32, (0.01, 1.0), 0.1)
+    assert ledger.window(S32) == (0.01, 1.0) and ledger.window(S64) is None
+
+
+def test_measurement_rows_in_start_order_without_uncounted_trials(ledger: Ledger) -> None:
+    run_one(ledger, S64, 0.5, result(TrialState.REACHED, 30), 30)
+    discarded = ledger.claim(S32, budget=0)
+    assert discarded is None
+    running = ledger.claim(S32, budget=5)
+    assert running is not None
+    run_one(ledger, S32, 0.1, result(TrialState.REACHED, 40), 40)
+    rows = ledger.measurement_rows()
+    assert [(str(t.stratum), t.status.value) for t, _ in rows] == [
+        ("b64/default", "reached"),
+        ("b32/default", "running"),
+        ("b32/default", "reached"),
+    ]
+    assert rows[0][1][-1]["val_accuracy"] == 0.7 and rows[1][1] == []
+    assert len(ledger.measurement_rows(include_running=False)) == 2
+
+
+def test_import_then_delete_leaves_nothing(tmp_path: Path) -> None:
+    ledger = Ledger.open(str(tmp_path / "j.journal"), "imported")
+    ledger.create(StudyRecord("imported", kind="imported", source="x", trials_total=2))
+    curve = rising_curve(32, 20)
+    trials = [finished_trial(S32, n, lr, curve, TARGET) for n, lr in enumerate((0.1, 0.2))]
+    ledger.import_trials(S32, trials)
+    assert [t.learning_rate for t in ledger.trials(S32)] == [0.1, 0.2]
+    assert ledger.summary().state == "imported"
+    assert [t.state for t in optuna_trials(ledger, S32)] == [OptunaState.COMPLETE] * 2
+    ledger.delete()
+    assert ledger.storage.get_all_studies() == []
+
+
+def test_unknown_study_is_bad_input(tmp_path: Path) -> None:
+    ledger = Ledger.open(str(tmp_path / "j.journal"), "nope")
+    assert ledger.record() is None
+    with pytest.raises(UsageError, match=r"no study named 'nope'.*study ls"):
+        ledger.summary()
+
+
+def test_studies_are_listed_without_their_strata(ledger: Ledger) -> None:
+    run_one(ledger, S32, 0.1, result(TrialState.REACHED), 50)
+    assert list_studies(ledger.storage) == ["s"]
+
+
+def test_unusable_storage_url_is_bad_input() -> None:
+    with pytest.raises(UsageError, match=r"--storage: cannot open 'nosuchdb://x/y'"):
+        open_storage("nosuchdb://x/y")
+
+
+def test_sqlite_storage_url_opens(tmp_path: Path) -> None:
+    storage = open_storage(f"sqlite:///{tmp_path}/o.db")
+    assert storage.get_all_studies() == []

@@ -1,0 +1,65 @@
+"""The engine's small collaborators: the failure policy, pruning, budgets and visiting order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from study.config.space import Stratum
+from study.config.studyfile import parse_study
+from study.ledger import Ledger, StudyRecord
+from study.results import Measurement, TrialResult, TrialState
+from study.runner.failures import FailurePolicy
+from study.runner.launch import budgets, visiting_order
+from study.runner.pruning import Pruning
+
+FAILED = TrialResult(state=TrialState.FAILED, error="Traceback\nValueError: boom")
+REACHED = TrialResult(state=TrialState.REACHED, steps_to_target=10)
+
+
+def test_failures_stop_the_study_only_when_consecutive() -> None:
+    policy = FailurePolicy(limit=3)
+    outcomes = [FAILED, FAILED, REACHED, FAILED, FAILED]
+    assert [policy.record(r) for r in outcomes] == [False] * 5
+    assert policy.record(FAILED) is True
+    assert policy.message == "3 consecutive trials failed; last error: ValueError: boom"
+    assert policy.record(REACHED) is True  # once stopped, the study stays stopped
+
+
+def test_pruning_compares_with_the_best_known(tmp_path: Path) -> None:
+    ledger = Ledger.open(str(tmp_path / "j.journal"), "p")
+    ledger.create(StudyRecord("p", config_text="x"))
+    stratum = Stratum(32, "default")
+    pruning = Pruning(ledger, refresh=0.0)
+    hook = pruning.hook(stratum)
+    assert hook(Measurement(10_000, 0, 0.0, 1.0))  # nothing reached yet: go on
+    pruning.note(stratum, 120)
+    assert hook(Measurement(119, 0, 0.0, 1.0)) and not hook(Measurement(120, 0, 0.0, 1.0))
+    pruning.note(stratum, 200)  # a worse result does not raise the bar
+    assert pruning.best(stratum) == 120
+
+
+STUDY = {
+    "name": "order",
+    "workload": "tabular",
+    "target": "val_accuracy>=0.9",
+    "budget": {"max_steps": 100},
+    "trials_per_stratum": 2,
+    "search_space": {
+        "batch_size": [32, 8, 128],
+        "learning_rate": {"low": 0.01, "high": 1.0},
+        "strategy": ["default", "mirrored:2"],
+    },
+}
+
+
+def test_strata_are_visited_by_strategy_then_largest_batch_first() -> None:
+    order = visiting_order(parse_study(STUDY, "order.yaml"))
+    assert [str(s) for s in order] == [
+        "b128/default",
+        "b32/default",
+        "b8/default",
+        "b128/mirrored:2",
+        "b32/mirrored:2",
+        "b8/mirrored:2",
+    ]
+    assert list(budgets(order, 8).values()) == [2, 2, 1, 1, 1, 1]

@@ -1,0 +1,57 @@
+"""The house rules that keep the layers apart, checked on the source and on imports."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "study"
+
+
+def sources(exclude: str | None = None) -> list[Path]:
+    files = sorted(PACKAGE.rglob("*.py"))
+    return [f for f in files if exclude is None or exclude not in f.relative_to(PACKAGE).parts]
+
+
+def test_only_the_ledger_touches_stored_attributes_and_optuna_internals() -> None:
+    pattern = re.compile(r"user_attrs\[|\._trial_id|\._study_id|user_attrs\.get\(")
+    offenders = [
+        f"{f.relative_to(PACKAGE)}:{n}"
+        for f in sources(exclude="ledger")
+        for n, line in enumerate(f.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert offenders == []
+
+
+def test_nothing_imports_the_cli() -> None:
+    offenders = [
+        str(f.relative_to(PACKAGE))
+        for f in sources()
+        if f.name not in ("cli.py", "__main__.py")
+        and re.search(
+            r"^\s*(from study\.cli|from study import cli|import study\.cli)", f.read_text(), re.M
+        )
+    ]
+    assert offenders == []
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["study.analysis", "study.report", "study.ledger.records", "study.commands.studies"],
+)
+def test_light_layers_import_no_heavy_framework(module: str) -> None:
+    heavy = ["tensorflow", "keras", "mlflow"] + (
+        ["optuna"] if module != "study.commands.studies" else []
+    )
+    code = (
+        f"import importlib, json, sys; importlib.import_module({module!r}); "
+        f"print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
