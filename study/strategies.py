@@ -5,7 +5,9 @@ and `probe_host` touch TensorFlow, and they run inside a trainer worker.
 
 Names: ``auto`` (detect), ``default``, ``one_device``, ``mirrored`` (all GPUs), ``mirrored:N``
 (N replicas: N GPUs, or N logical CPU devices on a CPU-only host), ``multi_worker_mirrored``
-(workers from ``TF_CONFIG``), ``tpu``.
+(workers from ``TF_CONFIG``), ``tpu``. `StrategySpec.parse` is the one grammar for these names
+(``study train --strategy`` and a study file's ``search_space.strategy`` both use it); it and
+`check_batch_divisible` raise `FieldError` for the caller to name.
 """
 
 from __future__ import annotations
@@ -19,9 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from study.errors import InfeasibleError, UsageError
+from study.config.rules import FieldError
+from study.errors import InfeasibleError
 
 _NAME = re.compile(r"^(auto|default|one_device|mirrored|multi_worker_mirrored|tpu)(?::([0-9]+))?$")
+_CHOICES = "auto, default, one_device, mirrored, mirrored:N, multi_worker_mirrored, tpu"
+_RULE = (
+    "unknown strategy; choose from auto, default, one_device, mirrored, mirrored:N (N >= 1), "
+    "multi_worker_mirrored, tpu"
+)
 
 
 class StrategyKind(str, enum.Enum):
@@ -41,25 +49,26 @@ class StrategySpec:
     replicas: int | None = None
 
     @classmethod
-    def parse(cls, name: str, *, option: str = "--strategy") -> StrategySpec:
-        """Parse a strategy name; raise `UsageError` naming the option and value if unknown.
+    def parse(cls, name: str, *, option: str | None = None) -> StrategySpec:
+        """Parse a strategy name.
 
         Example: ``StrategySpec.parse("mirrored:2")`` is ``StrategySpec(MIRRORED, 2)``.
+
+        Raises:
+            FieldError: field ``strategy``, value ``name``; ``option``, if given, names it.
         """
         match = _NAME.match(str(name).strip())
         if not match:
-            raise UsageError(
-                f"{option}: unknown strategy {name!r}; choose from auto, default, one_device, "
-                "mirrored, mirrored:N, multi_worker_mirrored, tpu"
-            )
-        kind, count = StrategyKind(match.group(1)), match.group(2)
-        if count is not None:
-            if kind is not StrategyKind.MIRRORED:
-                raise UsageError(f"{option}: only mirrored takes a replica count (got {name!r})")
-            if int(count) < 1:
-                raise UsageError(f"{option}: mirrored:N needs N >= 1 (got {name!r})")
-            return cls(kind, int(count))
-        return cls(kind)
+            problem = f"unknown strategy {name!r}; choose from {_CHOICES}"
+        elif match.group(2) is None:
+            return cls(StrategyKind(match.group(1)))
+        elif match.group(1) != StrategyKind.MIRRORED.value:
+            problem = f"only mirrored takes a replica count (got {name!r})"
+        elif int(match.group(2)) < 1:
+            problem = f"mirrored:N needs N >= 1 (got {name!r})"
+        else:
+            return cls(StrategyKind.MIRRORED, int(match.group(2)))
+        raise FieldError("strategy", _RULE, name, detail=problem, name=option)
 
     @property
     def static_replicas(self) -> int | None:
@@ -83,11 +92,20 @@ def device_key(name: str) -> str:
 
 
 def check_batch_divisible(batch_size: int, replicas: int, *, strategy: str) -> None:
-    """Reject a global batch that does not split evenly across replicas."""
+    """Reject a global batch that does not split evenly across replicas.
+
+    Raises:
+        FieldError: field ``batch_size``, e.g. "batch_size 127 is not divisible by the 2
+            replicas of strategy 'mirrored:2'; use a multiple of 2".
+    """
     if batch_size % replicas:
-        raise UsageError(
-            f"--batch-size {batch_size} is not divisible by the {replicas} replicas of "
-            f"strategy {strategy!r}; use a multiple of {replicas}"
+        raise FieldError(
+            "batch_size",
+            f"must be divisible by {replicas}, the replica count of strategy {strategy!r}",
+            batch_size,
+            detail=f"{batch_size} is not divisible by the {replicas} replicas of strategy "
+            f"{strategy!r}; use a multiple of {replicas}",
+            sep=" ",
         )
 
 

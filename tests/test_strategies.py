@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from study.errors import InfeasibleError, UsageError
+from study.config.rules import FieldError
+from study.errors import InfeasibleError
 from study.strategies import (
     HostInfo,
     StrategyKind,
@@ -35,10 +36,31 @@ def test_parse_names(name, kind, replicas):
     assert str(spec) == name
 
 
-@pytest.mark.parametrize("name", ["mirored:2", "mirrored:0", "mirrored:x", "tpu:2", "", "gpu"])
-def test_parse_rejects(name):
-    with pytest.raises(UsageError, match="--strategy"):
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("mirored:2", "unknown strategy 'mirored:2'; choose from auto, default, one_device"),
+        ("mirrored:0", "mirrored:N needs N >= 1 (got 'mirrored:0')"),
+        ("mirrored:x", "unknown strategy 'mirrored:x'"),
+        ("tpu:2", "only mirrored takes a replica count (got 'tpu:2')"),
+        ("", "unknown strategy ''"),
+        ("gpu", "unknown strategy 'gpu'"),
+    ],
+)
+def test_parse_rejects(name, problem):
+    with pytest.raises(FieldError) as info:
         StrategySpec.parse(name)
+    err = info.value
+    assert (err.field, err.value) == ("strategy", name)
+    assert str(err).startswith(f"strategy: {problem}")
+    assert str(err.named("--strategy")).startswith(f"--strategy: {problem}")
+    assert err.rule.startswith("unknown strategy; choose from auto, default")  # for study files
+    with pytest.raises(FieldError, match=rf"^--strategy: {problem[:12]}"):
+        StrategySpec.parse(name, option="--strategy")
+
+
+def test_parse_canonical_name():
+    assert str(StrategySpec.parse(" mirrored:02 ")) == "mirrored:2"
 
 
 def test_device_keys_separate_device_sets():
@@ -100,5 +122,13 @@ def test_tpu_hint_without_network(tmp_path: Path):
 
 def test_batch_divisibility():
     check_batch_divisible(128, 2, strategy="mirrored:2")
-    with pytest.raises(UsageError, match=r"--batch-size 127 is not divisible by the 2 replicas"):
+    with pytest.raises(FieldError) as info:
         check_batch_divisible(127, 2, strategy="mirrored:2")
+    err = info.value
+    assert (err.field, err.value) == ("batch_size", 127)
+    assert str(err) == (
+        "batch_size 127 is not divisible by the 2 replicas of strategy 'mirrored:2'; "
+        "use a multiple of 2"
+    )
+    assert str(err.named("--batch-size")).startswith("--batch-size 127 is not divisible by the 2")
+    assert err.rule == "must be divisible by 2, the replica count of strategy 'mirrored:2'"

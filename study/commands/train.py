@@ -1,4 +1,8 @@
-"""`study train`: one trial, trained in a worker and logged to MLflow."""
+"""`study train`: one trial, trained in a worker and logged to MLflow.
+
+The data model checks the values and raises `FieldError` on a field; `build_spec` renames the
+field to its flag (`FLAGS`): "--lr must be > 0 (got -1.0)".
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,38 @@ import json
 import math
 from typing import Any
 
+from study.config.rules import FieldError
 from study.config.target import Target
 from study.config.trial import Budget, EvalCadence, OptimizerSpec, ScheduleSpec, TrialSpec
 from study.errors import UsageError
 from study.results import TrialResult, TrialState
 from study.strategies import StrategySpec, check_batch_divisible
+
+#: The flag that sets each field of the trial, for error messages.
+FLAGS: dict[str, str] = {
+    "workload": "--workload",
+    "batch_size": "--batch-size",
+    "strategy": "--strategy",
+    "target": "--target",
+    "seed": "--seed",
+    "optimizer": "--optimizer",
+    "optimizer.learning_rate": "--lr",
+    "optimizer.momentum": "--momentum",
+    "optimizer.beta1": "--beta1",
+    "optimizer.beta2": "--beta2",
+    "optimizer.epsilon": "--epsilon",
+    "optimizer.weight_decay": "--weight-decay",
+    "schedule": "--schedule",
+    "schedule.warmup_steps": "--warmup",
+    "schedule.decay_steps": "--decay-steps",
+    "schedule.end_factor": "--end-factor",
+    "budget.max_steps": "--max-steps",
+    "budget.max_examples": "--max-examples",
+    "budget.max_seconds": "--max-seconds",
+    "cadence": "--eval-every",
+    "cadence.every": "--eval-every",
+    "cadence.ratio": "--eval-every",
+}
 
 
 def workload_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -34,7 +65,20 @@ def workload_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_spec(args: argparse.Namespace) -> TrialSpec:
-    """Validate every option (no TensorFlow) and build the trial spec."""
+    """Validate every option (no TensorFlow) and build the trial spec.
+
+    Raises:
+        UsageError: one line naming the flag, e.g. "--lr must be > 0 (got -1.0)".
+    """
+    try:
+        return _build_spec(args)
+    except FieldError as err:
+        if err.field not in FLAGS:
+            raise
+        raise err.named(FLAGS[err.field]) from None
+
+
+def _build_spec(args: argparse.Namespace) -> TrialSpec:
     from study.workloads import get_workload
 
     options = workload_options(args)
@@ -86,15 +130,15 @@ def build_spec(args: argparse.Namespace) -> TrialSpec:
 
 def main(args: argparse.Namespace) -> int:
     spec = build_spec(args)
+    from study.deps import require_tensorflow
     from study.runner import WorkerPool
-    from study.runner.pool import require_tensorflow
 
     require_tensorflow()
 
     logger = run_id = None
     if not args.no_track:
+        from study.paths import tracking_uri
         from study.tracking.mlflow_logger import MlflowLogger
-        from study.tracking.store import tracking_uri
 
         logger = MlflowLogger(tracking_uri(args.tracking_uri))
         experiment = logger.experiment_id(args.experiment)

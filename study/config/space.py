@@ -11,11 +11,11 @@ Example: batch sizes ``(16, 64)`` and strategies ``("default", "mirrored:2")`` g
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from study.config.trial import OPTIMIZERS, SCHEDULES
+from study.config.rules import RULES, FieldError, check
+from study.config.trial import OPTIMIZER_RULES, OPTIMIZERS, SCHEDULE_RULES, SCHEDULES
 from study.errors import UsageError
 
 __all__ = [
@@ -33,33 +33,21 @@ __all__ = [
     "rule_of",
 ]
 
-#: Further metaparameters a study may tune, with the interval each value must lie in.
-FLOAT_PARAMS: dict[str, str] = {
-    "momentum": "[0, 1)",
-    "beta1": "[0, 1)",
-    "beta2": "[0, 1)",
-    "epsilon": "> 0",
-    "weight_decay": ">= 0",
-    "end_factor": "[0, 1]",
-}
-INT_PARAMS: dict[str, str] = {"warmup_steps": ">= 0", "decay_steps": ">= 1"}
-CHOICE_PARAMS: dict[str, tuple[str, ...]] = {"schedule": SCHEDULES, "optimizer": OPTIMIZERS}
+_RULE_OF: dict[str, str] = {**OPTIMIZER_RULES, **SCHEDULE_RULES}
 
-#: The interval rules above, as predicates.
-RULES: dict[str, Callable[[float], bool]] = {
-    "> 0": lambda v: v > 0,
-    ">= 0": lambda v: v >= 0,
-    ">= 1": lambda v: v >= 1,
-    "[0, 1)": lambda v: 0 <= v < 1,
-    "[0, 1]": lambda v: 0 <= v <= 1,
+#: Further metaparameters a study may tune, with the interval each value must lie in (the rules
+#: `OptimizerSpec` and `ScheduleSpec` check).
+FLOAT_PARAMS: dict[str, str] = {
+    name: _RULE_OF[name]
+    for name in ("momentum", "beta1", "beta2", "epsilon", "weight_decay", "end_factor")
 }
+INT_PARAMS: dict[str, str] = {name: _RULE_OF[name] for name in ("warmup_steps", "decay_steps")}
+CHOICE_PARAMS: dict[str, tuple[str, ...]] = {"schedule": SCHEDULES, "optimizer": OPTIMIZERS}
 
 
 def rule_of(name: str) -> str:
     """The interval rule of a numeric metaparameter (``learning_rate``: ``> 0``)."""
-    if name == "learning_rate":
-        return "> 0"
-    return FLOAT_PARAMS.get(name) or INT_PARAMS[name]
+    return _RULE_OF[name]
 
 
 _STRATUM = re.compile(r"^b([1-9][0-9]*)/(.+)$")
@@ -89,7 +77,12 @@ class Stratum:
 
 @dataclass(frozen=True)
 class RangeParam:
-    """A number in ``[low, high]`` (both included), uniform or (``log=True``) log-uniform."""
+    """A number in ``[low, high]`` (both included), uniform or (``log=True``) log-uniform.
+
+    Both bounds must obey the metaparameter's rule (`rule_of`), ``low < high``, and ``low > 0``
+    on a log scale. Errors are `FieldError` on ``NAME.low`` / ``NAME.high``; the fixes they
+    suggest are written in the study-file syntax, where search spaces come from.
+    """
 
     name: str
     low: float
@@ -97,12 +90,22 @@ class RangeParam:
     log: bool = False
 
     def __post_init__(self) -> None:
+        if self.name in _RULE_OF:
+            for key in ("low", "high"):
+                check(f"{self.name}.{key}", getattr(self, key), _RULE_OF[self.name])
         if not self.low < self.high:
-            raise UsageError(
-                f"parameter {self.name!r}: low must be < high (low={self.low}, high={self.high})"
-            )
+            got = f"low={self.low}, high={self.high}"
+            raise FieldError(f"{self.name}.low", f"must be < high; {self._fix()}", got=got)
         if self.log and self.low <= 0:
-            raise UsageError(f"parameter {self.name!r}: log scale needs low > 0 (got {self.low})")
+            rule = "must be > 0 with scale log (use scale: linear to include 0)"
+            raise FieldError(f"{self.name}.low", rule, self.low)
+
+    def _fix(self) -> str:
+        if self.low != self.high:
+            return "swap them"
+        if self.name == "learning_rate":
+            return "give a range: the learning rate is what each stratum tunes"
+        return f"to hold {self.name} fixed write {{choices: [{self.low}]}}"
 
     def contains(self, value: Any) -> bool:
         return self.low <= value <= self.high
@@ -110,7 +113,12 @@ class RangeParam:
 
 @dataclass(frozen=True)
 class FloatParam(RangeParam):
-    """A float range, e.g. ``FloatParam("learning_rate", 1e-3, 1.0, log=True)``."""
+    """A float range, e.g. ``FloatParam("learning_rate", 1e-3, 1.0, log=True)`` (bounds: floats)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "low", float(self.low))
+        object.__setattr__(self, "high", float(self.high))
 
 
 @dataclass(frozen=True)
@@ -123,14 +131,29 @@ class IntParam(RangeParam):
 
 @dataclass(frozen=True)
 class CategoricalParam:
-    """One of a fixed tuple of values (a single choice holds the parameter fixed)."""
+    """One of a fixed tuple of values (a single choice holds the parameter fixed).
+
+    Choices obey the same rules as ranges: ``schedule`` and ``optimizer`` take known names,
+    numeric metaparameters values within their interval (floats or ints as the metaparameter
+    is). Example: ``CategoricalParam("weight_decay", (0, 1e-4)).choices == (0.0, 1e-4)``.
+    """
 
     name: str
     choices: tuple[Any, ...]
 
     def __post_init__(self) -> None:
         if not self.choices:
-            raise UsageError(f"parameter {self.name!r} needs at least one choice")
+            raise FieldError(f"{self.name}.choices", "must be a non-empty list", list(self.choices))
+        names, rule = CHOICE_PARAMS.get(self.name), _RULE_OF.get(self.name)
+        for i, choice in enumerate(self.choices):
+            field = f"{self.name}.choices[{i}]"
+            if names is not None and choice not in names:
+                raise FieldError(field, f"must be one of {', '.join(names)}", choice)
+            if rule is not None:
+                check(field, choice, rule)
+        cast = int if self.name in INT_PARAMS else float if rule is not None else None
+        if cast is not None:
+            object.__setattr__(self, "choices", tuple(cast(c) for c in self.choices))
 
     def contains(self, value: Any) -> bool:
         return value in self.choices

@@ -1,7 +1,8 @@
 """A study, as data: what to train, the search space, the budget and how to search.
 
-Built once from a study file by `study.config.studyfile`; frozen afterwards. `StudyConfig`
-turns a stratum and a tuner's proposal into the `TrialSpec` the trainer runs.
+Built once from a study file by `study.config.studyfile` (the parser; this module knows no YAML);
+frozen afterwards. `StudyConfig` turns a stratum and a tuner's proposal into the `TrialSpec` the
+trainer runs.
 """
 
 from __future__ import annotations
@@ -14,13 +15,18 @@ from typing import Any
 
 from study.config.space import FLOAT_PARAMS, INT_PARAMS, SearchSpace, Stratum
 from study.config.target import Target
-from study.config.trial import Budget, EvalCadence, OptimizerSpec, ScheduleSpec, TrialSpec
+from study.config.trial import (
+    OPTIMIZER_RULES,
+    SCHEDULE_RULES,
+    Budget,
+    EvalCadence,
+    OptimizerSpec,
+    ScheduleSpec,
+    TrialSpec,
+)
 from study.errors import UsageError
 
 __all__ = ["Oracle", "Sampler", "StudyConfig", "TunerSettings"]
-
-_OPTIMIZER_FIELDS = ("momentum", "beta1", "beta2", "epsilon", "weight_decay")
-_SCHEDULE_FIELDS = ("warmup_steps", "decay_steps", "end_factor")
 
 
 class Sampler(str, enum.Enum):
@@ -104,11 +110,11 @@ class StudyConfig:
         optimizer = OptimizerSpec(
             name=values.get("optimizer", self.optimizer),
             learning_rate=values["learning_rate"],
-            **{k: v for k, v in values.items() if k in _OPTIMIZER_FIELDS},
+            **{k: v for k, v in values.items() if k in OPTIMIZER_RULES and k != "learning_rate"},
         )
         schedule = ScheduleSpec(
             name=values.get("schedule", self.schedule),
-            **{k: v for k, v in values.items() if k in _SCHEDULE_FIELDS},
+            **{k: v for k, v in values.items() if k in SCHEDULE_RULES},
         )
         return TrialSpec(
             workload=self.workload,
@@ -127,9 +133,9 @@ class StudyConfig:
     def _check_stratum(self, stratum: Stratum, params: Mapping[str, Any]) -> None:
         if stratum not in self.space.strata():
             raise UsageError(
-                f"{self.source}: stratum {stratum} is not "
-                f"in the study (batch sizes {list(self.space.batch_sizes)}, strategies "
-                f"{list(self.space.strategies)})"
+                f"{self.source}: stratum (batch_size={stratum.batch_size}, "
+                f"strategy={stratum.strategy!r}) is not in the study (batch sizes "
+                f"{list(self.space.batch_sizes)}, strategies {list(self.space.strategies)})"
             )
         for key, expected in (("batch_size", stratum.batch_size), ("strategy", stratum.strategy)):
             if key in params and params[key] != expected:

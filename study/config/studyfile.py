@@ -44,37 +44,46 @@ Every batch size must be divisible by N for each ``mirrored:N`` strategy.
 
 Numbers: YAML 1.1 reads ``1e-3`` as text; write ``1.0e-3``. Unknown keys anywhere are errors,
 and every error is one `UsageError` line naming the file, the key, the rule and the value.
+
+This module is the parser only: it checks the YAML's shape and types, then builds the data model
+(`study.config.study`, `study.config.space`, `study.config.trial`), which checks the values with
+the rules in `study.config.rules`; strategy names and the evaluation cadence are read by
+`StrategySpec.parse` and `EvalCadence.parse`, as on the command line. The parser renames each
+`FieldError` to the file and key (``FILE: budget.max_steps must be >= 1 (got 0)``).
+`load_study_file` also resolves the workload and model, so a typo fails at load, not in every
+trial.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import enum
 import math
 import re
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
 
+from study.config.rules import FieldError, check, show
 from study.config.space import (
     CHOICE_PARAMS,
     FLOAT_PARAMS,
     INT_PARAMS,
-    RULES,
     CategoricalParam,
     FloatParam,
     IntParam,
     Param,
     SearchSpace,
-    rule_of,
 )
 from study.config.study import Oracle, Sampler, StudyConfig, TunerSettings
 from study.config.target import Target
 from study.config.trial import OPTIMIZERS, SCHEDULES, Budget, EvalCadence
 from study.errors import UsageError
+from study.strategies import StrategySpec, check_batch_divisible
 
 __all__ = ["SCHEMA_PATH", "load_study_file", "parse_study"]
 
@@ -110,10 +119,6 @@ SPACE_KEYS = (
 )
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _WORKLOAD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
-_STRATEGY = re.compile(
-    r"^(auto|default|one_device|mirrored(:[1-9][0-9]*)?|multi_worker_mirrored|tpu)$"
-)
-_GEOMETRIC = re.compile(r"^geometric(:[0-9.eE+-]+)?$")
 
 
 # --------------------------------------------------------------------------------------------
@@ -121,11 +126,12 @@ _GEOMETRIC = re.compile(r"^geometric(:[0-9.eE+-]+)?$")
 
 
 def load_study_file(path: str | Path) -> StudyConfig:
-    """Read and validate a study file.
+    """Read and validate a study file, and resolve its workload and model.
 
     Raises:
-        UsageError: the file is missing, is not valid YAML (the message gives the line), or
-            breaks a rule of the format (the message gives the key path and the value).
+        UsageError: the file is missing, is not valid YAML (the message gives the line), breaks
+            a rule of the format (the message gives the key path and the value), or names a
+            workload, workload option or model that does not exist.
     """
     source = str(path)
     file = Path(path)
@@ -139,14 +145,19 @@ def load_study_file(path: str | Path) -> StudyConfig:
         mapping = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise UsageError(_yaml_message(source, exc)) from None
-    return parse_study(mapping, source, text=text)
+    config = parse_study(mapping, source, text=text)
+    _check_workload(config)
+    return config
 
 
 def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyConfig:
     """Validate an already-parsed study mapping; ``source`` names it in error messages.
 
+    The workload is not imported (a stored study can be read where its custom workload is not
+    importable); `load_study_file` checks it.
+
     Raises:
-        UsageError: as `load_study_file`.
+        UsageError: as `load_study_file`, except for the workload and model.
     """
     r = _Reader(source)
     if not isinstance(mapping, Mapping):
@@ -173,9 +184,9 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
         cadence=_cadence(r, mapping.get("eval_every", "geometric:1.05")),
         optimizer=r.choice(mapping.get("optimizer", "nesterov"), "optimizer", OPTIMIZERS),
         schedule=r.choice(mapping.get("schedule", "constant"), "schedule", SCHEDULES),
-        seed=r.integer(mapping.get("seed", 0), "seed", minimum=0),
+        seed=r.integer(mapping.get("seed", 0), "seed", rule=">= 0"),
         trials_per_stratum=r.integer(
-            mapping["trials_per_stratum"], "trials_per_stratum", minimum=1
+            mapping["trials_per_stratum"], "trials_per_stratum", rule=">= 1"
         ),
         space=_search_space(r, mapping["search_space"]),
         tuner=_tuner(r, mapping.get("tuner")),
@@ -185,13 +196,36 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
     )
 
 
+def _check_workload(config: StudyConfig) -> None:
+    """Build the workload (no data is loaded) and look its model up, naming file and key."""
+    from study.workloads import get_workload
+
+    source = config.source
+    try:
+        workload = get_workload(config.workload, config.workload_options)
+    except FieldError as err:
+        raise err.named(f"{source}: workload") from None
+    except UsageError as exc:  # the workload's own checks of its options
+        raise UsageError(f"{source}: workload_options: {exc}") from None
+    except Exception as exc:  # a custom workload's constructor failed
+        raise UsageError(
+            f"{source}: workload: building {config.workload!r} failed ({type(exc).__name__}: {exc})"
+        ) from None
+    if config.model is not None and config.model not in workload.models:
+        raise UsageError(
+            f"{source}: model: unknown model {config.model!r} for workload {workload.name!r}; "
+            f"choose from {', '.join(workload.models)}"
+        )
+
+
 # --------------------------------------------------------------------------------------------
 # Sections
 
 
 def _target(r: _Reader, value: Any) -> Target:
     text = r.string(value, "target")
-    return Target.parse(text, option=f"{r.source}: target")
+    with r.naming("target"):
+        return Target.parse(text)
 
 
 def _workload_options(r: _Reader, value: Any) -> dict[str, Any]:
@@ -206,41 +240,33 @@ def _workload_options(r: _Reader, value: Any) -> dict[str, Any]:
 
 def _budget(r: _Reader, value: Any) -> Budget:
     budget = r.keys(value, "budget", BUDGET_KEYS, ())
-    steps, examples, seconds = (budget.get(k) for k in BUDGET_KEYS)
-    if steps is None and examples is None and seconds is None:
-        r.fail(
-            "budget",
-            "needs at least one of max_steps, max_examples, max_seconds (not null)",
-            dict(budget),
-        )
     limits: dict[str, Any] = dict.fromkeys(BUDGET_KEYS)
     for key in ("max_steps", "max_examples"):
         if budget.get(key) is not None:
-            limits[key] = r.integer(budget[key], f"budget.{key}", minimum=1)
-    if seconds is not None:
-        limits["max_seconds"] = r.number(seconds, "budget.max_seconds", rule="> 0")
-    return Budget(**limits)
+            limits[key] = r.integer(budget[key], f"budget.{key}")
+    if budget.get("max_seconds") is not None:
+        limits["max_seconds"] = r.number(budget["max_seconds"], "budget.max_seconds")
+    try:
+        return Budget(**limits)
+    except FieldError as err:
+        if err.field == "budget":  # no limit at all: show the section as written
+            r.fail("budget", f"{err.rule} (not null)", dict(budget))
+        raise err.named(f"{r.source}: {err.field}") from None  # fields are keys: budget.max_steps
 
 
 def _cadence(r: _Reader, value: Any) -> EvalCadence:
-    if isinstance(value, str) and _GEOMETRIC.match(value.strip()):
-        _, _, ratio = value.strip().partition(":")
-        try:
-            number = float(ratio) if ratio else 1.05
-        except ValueError:
-            number = math.nan
-        if not (number > 1 and math.isfinite(number)):
-            r.fail("eval_every", "geometric ratio must be a number > 1", value)
-        return EvalCadence(kind="geometric", ratio=number)
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return EvalCadence(kind="fixed", every=r.integer(value, "eval_every", minimum=1))
-    r.fail(
-        "eval_every",
-        "must be a step count >= 1 or 'geometric:RATIO' (e.g. 25 or 'geometric:1.05')",
-        value,
-    )
+    """``eval_every``, read by `EvalCadence.parse` (as ``--eval-every``), in the file's words."""
+    rule = "must be a step count >= 1 or 'geometric:RATIO' (e.g. 25 or 'geometric:1.05')"
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        r.fail("eval_every", rule, value)
+    try:
+        return EvalCadence.parse(value)
+    except FieldError as err:
+        if err.field == "cadence.every":
+            rule = "must be >= 1"
+        elif err.field == "cadence.ratio":
+            rule = "geometric ratio must be a number > 1"
+        r.fail("eval_every", rule, value)
 
 
 def _tuner(r: _Reader, value: Any) -> TunerSettings:
@@ -255,7 +281,7 @@ def _tuner(r: _Reader, value: Any) -> TunerSettings:
         oracle=Oracle(r.choice(tuner.get("oracle", "bayesian"), "tuner.oracle", _values(Oracle))),
         pruning=pruning,
         max_consecutive_failures=r.integer(
-            tuner.get("max_consecutive_failures", 5), "tuner.max_consecutive_failures", minimum=1
+            tuner.get("max_consecutive_failures", 5), "tuner.max_consecutive_failures", rule=">= 1"
         ),
     )
 
@@ -268,7 +294,7 @@ def _search_space(r: _Reader, value: Any) -> SearchSpace:
     params = [_param(r, name, spec) for name, spec in space.items() if name not in SPACE_KEYS[:3]]
     return SearchSpace(
         batch_sizes=batch_sizes,
-        strategies=strategies,
+        strategies=tuple(str(strategy) for strategy in strategies),  # canonical names
         params=(_param(r, "learning_rate", space["learning_rate"]), *params),
     )
 
@@ -277,53 +303,48 @@ def _batch_sizes(r: _Reader, value: Any) -> tuple[int, ...]:
     path = "search_space.batch_size"
     if isinstance(value, Mapping):
         bounds = r.keys(value, path, ("low", "high"), ("low", "high"))
-        low = r.integer(bounds["low"], f"{path}.low", minimum=1)
-        high = r.integer(bounds["high"], f"{path}.high", minimum=1)
+        low = r.integer(bounds["low"], f"{path}.low", rule=">= 1")
+        high = r.integer(bounds["high"], f"{path}.high", rule=">= 1")
         powers = tuple(2**k for k in range(high.bit_length()) if low <= 2**k <= high)
         if not powers:
             r.fail(path, "contains no power of two between low and high", dict(bounds))
         return powers
     if not isinstance(value, list) or not value:
         r.fail(path, "must be a non-empty list of ints or {low: L, high: H} (powers of two)", value)
-    sizes = [r.integer(v, f"{path}[{i}]", minimum=1) for i, v in enumerate(value)]
+    sizes = [r.integer(v, f"{path}[{i}]", rule=">= 1") for i, v in enumerate(value)]
     _check_unique(r, path, sizes)
     return tuple(sorted(sizes))
 
 
-def _strategies(r: _Reader, value: Any) -> tuple[str, ...]:
+def _strategies(r: _Reader, value: Any) -> tuple[StrategySpec, ...]:
     path = "search_space.strategy"
     if not isinstance(value, list) or not value:
         r.fail(
             path, "must be a non-empty list of strategy names (e.g. [default, mirrored:2])", value
         )
-    names = [_check_strategy(r, v, f"{path}[{i}]") for i, v in enumerate(value)]
-    _check_unique(r, path, names)
-    return tuple(names)
+    specs = [_strategy(r, v, f"{path}[{i}]") for i, v in enumerate(value)]
+    _check_unique(r, path, [str(spec) for spec in specs])
+    return tuple(specs)
 
 
-def _check_strategy(r: _Reader, name: Any, path: str) -> str:
-    if not isinstance(name, str) or not _STRATEGY.match(name):
-        r.fail(
-            path,
-            "unknown strategy; choose from auto, default, one_device, mirrored, mirrored:N "
-            "(N >= 1), multi_worker_mirrored, tpu",
-            name,
-        )
-    return name
+def _strategy(r: _Reader, name: Any, path: str) -> StrategySpec:
+    try:
+        return StrategySpec.parse(name)
+    except FieldError as err:  # one message for every bad name, listing the good ones
+        r.fail(path, err.rule, name)
 
 
-def _check_divisible(r: _Reader, batch_sizes: Sequence[int], strategies: Sequence[str]) -> None:
+def _check_divisible(
+    r: _Reader, batch_sizes: Sequence[int], strategies: Sequence[StrategySpec]
+) -> None:
     for strategy in strategies:
-        _, _, count = strategy.partition(":")
-        replicas = int(count) if count else 1
-        for size in batch_sizes:
-            if size % replicas:
-                r.fail(
-                    "search_space.batch_size",
-                    f"must be divisible by {replicas}, the replica count of strategy {strategy!r} "
-                    f"in search_space.strategy; drop {size} or that strategy",
-                    size,
-                )
+        replicas = strategy.static_replicas
+        for size in batch_sizes if replicas else ():
+            try:
+                check_batch_divisible(size, replicas, strategy=str(strategy))
+            except FieldError as err:
+                rule = f"{err.rule} in search_space.strategy; drop {size} or that strategy"
+                r.fail("search_space.batch_size", rule, size)
 
 
 def _param(r: _Reader, name: str, value: Any) -> Param:
@@ -339,48 +360,30 @@ def _param(r: _Reader, name: str, value: Any) -> Param:
         r.fail(path, "must be {low: L, high: H, scale: log|linear} or {choices: [...]}", value)
     spec = r.keys(value, path, ("low", "high", "scale"), ("low", "high"))
     scale = r.choice(spec.get("scale", "log"), f"{path}.scale", ("log", "linear"))
-    is_int = name in INT_PARAMS
-    read = r.integer if is_int else r.number
+    param, read = (IntParam, r.integer) if name in INT_PARAMS else (FloatParam, r.number)
     low = read(spec["low"], f"{path}.low")
     high = read(spec["high"], f"{path}.high")
-    _check_bounds(r, name, low, high, log=scale == "log")
-    if is_int:
-        return IntParam(name=name, low=low, high=high, log=scale == "log")
-    return FloatParam(name=name, low=float(low), high=float(high), log=scale == "log")
-
-
-def _check_bounds(r: _Reader, name: str, low: float, high: float, *, log: bool) -> None:
-    path = f"search_space.{name}"
-    rule = rule_of(name)
-    for key, bound in (("low", low), ("high", high)):
-        if not RULES[rule](bound):
-            r.fail(f"{path}.{key}", f"must be {_rule_text(rule)}", bound)
-    if not low < high:
-        fix = f"to hold {name} fixed write {{choices: [{low}]}}" if low == high else "swap them"
-        if name == "learning_rate" and low == high:
-            fix = "give a range: the learning rate is what each stratum tunes"
-        r.fail(f"{path}.low", f"must be < high; {fix}", got=f"low={low}, high={high}")
-    if log and low <= 0:
-        r.fail(f"{path}.low", "must be > 0 with scale log (use scale: linear to include 0)", low)
+    with r.naming(_space_key):  # the param's own rules: intervals, low < high, log scale
+        return param(name=name, low=low, high=high, log=scale == "log")
 
 
 def _categorical(r: _Reader, name: str, choices: Any) -> CategoricalParam:
     path = f"search_space.{name}.choices"
     if not isinstance(choices, list) or not choices:
         r.fail(path, "must be a non-empty list", choices)
-    if name in CHOICE_PARAMS:
-        values = [r.choice(c, f"{path}[{i}]", CHOICE_PARAMS[name]) for i, c in enumerate(choices)]
-    else:
-        is_int = name in INT_PARAMS
-        read = r.integer if is_int else r.number
-        values = [read(c, f"{path}[{i}]", rule=rule_of(name)) for i, c in enumerate(choices)]
-        values = [int(v) if is_int else float(v) for v in values]
-    _check_unique(r, path, values)
-    return CategoricalParam(name=name, choices=tuple(values))
+    if name in INT_PARAMS:
+        choices = [r.integer(c, f"{path}[{i}]") for i, c in enumerate(choices)]
+    elif name in FLOAT_PARAMS:
+        choices = [r.number(c, f"{path}[{i}]") for i, c in enumerate(choices)]
+    with r.naming(_space_key):  # the param's own rules: known names, intervals
+        param = CategoricalParam(name=name, choices=tuple(choices))
+    _check_unique(r, path, param.choices)
+    return param
 
 
-def _rule_text(rule: str) -> str:
-    return f"in {rule}" if rule.startswith("[") else rule
+def _space_key(field: str) -> str:
+    """The file key of a search-space param's field: ``momentum.low`` is in ``search_space``."""
+    return f"search_space.{field}"
 
 
 def _check_unique(r: _Reader, path: str, values: Sequence[Any]) -> None:
@@ -407,9 +410,21 @@ class _Reader:
         """Raise ``SOURCE: PATH RULE (got VALUE)``; ``got`` replaces the shown value."""
         where = f"{path} " if path else ""
         if got is None and value is not ...:
-            got = _show(value)
+            got = show(value)
         tail = f" (got {got})" if got is not None else ""
         raise UsageError(f"{self.source}: {where}{rule}{tail}")
+
+    @contextlib.contextmanager
+    def naming(self, key: str | Callable[[str], str]) -> Iterator[None]:
+        """Rename a data-model `FieldError` raised inside to ``SOURCE: KEY``.
+
+        ``key`` is the file's key, or a function from the error's field to it.
+        """
+        try:
+            yield
+        except FieldError as err:
+            path = key(err.field) if callable(key) else key
+            raise err.named(f"{self.source}: {path}") from None
 
     def mapping(self, value: Any, path: str) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
@@ -448,19 +463,20 @@ class _Reader:
             self.fail(path, f"must be one of {', '.join(choices)}", value)
         return value
 
-    def integer(self, value: Any, path: str, *, minimum: int | None = None, rule: str = "") -> int:
+    def integer(self, value: Any, path: str, *, rule: str | None = None) -> int:
+        """An int (not a bool), obeying the interval ``rule`` if given (see `check`)."""
         if isinstance(value, bool) or not isinstance(value, int):
             hint = (
                 "; write a whole number without a decimal point" if isinstance(value, float) else ""
             )
             self.fail(path, f"must be an integer{hint}", value)
-        if minimum is not None and value < minimum:
-            self.fail(path, f"must be >= {minimum}", value)
-        if rule and not RULES[rule](value):
-            self.fail(path, f"must be {_rule_text(rule)}", value)
+        if rule is not None:
+            with self.naming(path):
+                check(path, value, rule)
         return value
 
-    def number(self, value: Any, path: str, *, rule: str = "") -> float:
+    def number(self, value: Any, path: str) -> float:
+        """A finite int or float (not a bool); the data model checks its interval."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             hint = ""
             if isinstance(value, str) and _looks_numeric(value):
@@ -468,8 +484,6 @@ class _Reader:
             self.fail(path, f"must be a number{hint}", value)
         if not math.isfinite(value):
             self.fail(path, "must be finite", value)
-        if rule and not RULES[rule](value):
-            self.fail(path, f"must be {_rule_text(rule)}", value)
         return value
 
 
@@ -481,22 +495,12 @@ def _looks_numeric(text: str) -> bool:
     return True
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
-    if value is None:
-        return "null"
-    return repr(value).replace("\n", " ")
-
-
 def _kind(value: Any) -> str:
     if value is None:
         return "an empty document"
     if isinstance(value, list):
         return "a list"
-    return f"{type(value).__name__} {_show(value)}"
+    return f"{type(value).__name__} {show(value)}"
 
 
 class _StrictLoader(yaml.SafeLoader):

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from study.errors import UsageError
+from study.config.rules import FieldError
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
@@ -16,6 +16,7 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
     ">": operator.gt,
 }
+_RULE = "must be METRIC OP NUMBER with OP one of <, <=, >, >= (e.g. 'val_accuracy>=0.9')"
 _PATTERN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_./-]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+|inf|-inf)\s*$")
 
 
@@ -31,25 +32,29 @@ class Target:
     threshold: float
 
     @classmethod
-    def parse(cls, text: str, *, option: str = "--target") -> Target:
+    def parse(cls, text: str, *, option: str | None = None) -> Target:
         """Parse ``METRIC OP THRESHOLD`` with OP one of ``<``, ``<=``, ``>``, ``>=``.
 
         Raises:
-            UsageError: naming the option and the value when the text does not parse.
+            FieldError: field ``target``, when the text does not parse; the message calls the
+                value ``option`` if given (e.g. ``--target``), else ``target``.
         """
         match = _PATTERN.match(str(text))
         if not match:
-            raise UsageError(
-                f"{option}: cannot parse {text!r}; write METRIC OP NUMBER with OP one of "
+            problem = (
+                f"cannot parse {text!r}; write METRIC OP NUMBER with OP one of "
                 "<, <=, >, >= (e.g. 'val_accuracy>=0.9' or 'val_loss<=0.3')"
             )
+            raise FieldError("target", _RULE, text, detail=problem, name=option)
         metric, op, raw = match.groups()
         try:
             threshold = float(raw)
         except ValueError:
-            raise UsageError(f"{option}: threshold {raw!r} in {text!r} is not a number") from None
+            problem = f"threshold {raw!r} in {text!r} is not a number"
+            raise FieldError("target", _RULE, text, detail=problem, name=option) from None
         if math.isnan(threshold):
-            raise UsageError(f"{option}: threshold in {text!r} must be a number, not nan")
+            problem = f"threshold in {text!r} must be a number, not nan"
+            raise FieldError("target", _RULE, text, detail=problem, name=option)
         return cls(metric=metric, op=op, threshold=threshold)
 
     @property

@@ -2,6 +2,10 @@
 
 A `TrialSpec` is plain data (picklable, JSON-friendly through `to_params`), so the runner can hand
 it to a worker process and the tracker can log it without touching TensorFlow.
+
+Bad values raise `FieldError` naming the field as `to_params` does (``optimizer.learning_rate``,
+``budget.max_steps``, ``batch_size``); ``study train`` renames it to its flag and the study-file
+parser to the file and key.
 """
 
 from __future__ import annotations
@@ -11,11 +15,26 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from study.config.rules import FieldError, check
 from study.config.target import Target
-from study.errors import UsageError
 
 OPTIMIZERS = ("sgd", "momentum", "nesterov", "adam")
 SCHEDULES = ("constant", "linear", "cosine")
+
+#: The interval each numeric metaparameter must lie in; search spaces tune them within the same.
+OPTIMIZER_RULES: dict[str, str] = {
+    "learning_rate": "> 0",
+    "momentum": "[0, 1)",
+    "beta1": "[0, 1)",
+    "beta2": "[0, 1)",
+    "epsilon": "> 0",
+    "weight_decay": ">= 0",
+}
+SCHEDULE_RULES: dict[str, str] = {
+    "warmup_steps": ">= 0",
+    "decay_steps": ">= 1",
+    "end_factor": "[0, 1]",
+}
 
 
 @dataclass(frozen=True)
@@ -35,17 +54,9 @@ class OptimizerSpec:
     weight_decay: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.name not in OPTIMIZERS:
-            raise UsageError(
-                f"--optimizer: unknown optimizer {self.name!r}; choose from {', '.join(OPTIMIZERS)}"
-            )
-        _positive("--lr", self.learning_rate)
-        _in_unit("--momentum", self.momentum, upper_open=True)
-        _in_unit("--beta1", self.beta1, upper_open=True)
-        _in_unit("--beta2", self.beta2, upper_open=True)
-        _positive("--epsilon", self.epsilon)
-        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
-            raise UsageError(f"--weight-decay must be >= 0 (got {self.weight_decay})")
+        _check_choice("optimizer", self.name, OPTIMIZERS)
+        for name, rule in OPTIMIZER_RULES.items():
+            check(f"optimizer.{name}", getattr(self, name), rule)
 
 
 @dataclass(frozen=True)
@@ -62,15 +73,12 @@ class ScheduleSpec:
     end_factor: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.name not in SCHEDULES:
-            raise UsageError(
-                f"--schedule: unknown schedule {self.name!r}; choose from {', '.join(SCHEDULES)}"
-            )
-        if self.warmup_steps < 0:
-            raise UsageError(f"--warmup must be >= 0 steps (got {self.warmup_steps})")
-        if self.decay_steps is not None and self.decay_steps < 1:
-            raise UsageError(f"--decay-steps must be >= 1 (got {self.decay_steps})")
-        _in_unit("--end-factor", self.end_factor, upper_open=False)
+        _check_choice("schedule", self.name, SCHEDULES)
+        rule = SCHEDULE_RULES
+        check("schedule.warmup_steps", self.warmup_steps, rule["warmup_steps"], unit="steps")
+        if self.decay_steps is not None:  # None: until the step budget runs out
+            check("schedule.decay_steps", self.decay_steps, rule["decay_steps"])
+        check("schedule.end_factor", self.end_factor, rule["end_factor"])
 
 
 @dataclass(frozen=True)
@@ -82,15 +90,14 @@ class Budget:
     max_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        if self.max_steps is None and self.max_examples is None and self.max_seconds is None:
-            raise UsageError(
-                "budget: give at least one of --max-steps, --max-examples, --max-seconds"
-            )
-        for name, value in (("--max-steps", self.max_steps), ("--max-examples", self.max_examples)):
-            if value is not None and value < 1:
-                raise UsageError(f"{name} must be >= 1 (got {value})")
-        if self.max_seconds is not None and not self.max_seconds > 0:
-            raise UsageError(f"--max-seconds must be > 0 (got {self.max_seconds})")
+        limits = asdict(self)
+        if all(value is None for value in limits.values()):
+            raise FieldError("budget", f"needs at least one of {', '.join(limits)}", limits)
+        for name in ("max_steps", "max_examples"):
+            if limits[name] is not None:
+                check(f"budget.{name}", limits[name], ">= 1")
+        if self.max_seconds is not None:  # inf: no time limit
+            check("budget.max_seconds", self.max_seconds, "> 0", finite=False)
 
     def step_limit(self, batch_size: int) -> int | None:
         """The number of steps allowed by the step and example budgets (None: unbounded)."""
@@ -115,23 +122,44 @@ class EvalCadence:
 
     def __post_init__(self) -> None:
         if self.kind not in ("fixed", "geometric"):
-            raise UsageError(f"--eval-every: unknown cadence {self.kind!r}; use N or geometric:R")
-        if self.every < 1:
-            raise UsageError(f"--eval-every must be >= 1 step (got {self.every})")
+            raise FieldError(
+                "cadence",
+                "must be fixed or geometric",
+                self.kind,
+                detail=f"unknown cadence {self.kind!r}; use N or geometric:R",
+            )
+        check("cadence.every", self.every, ">= 1", unit="step")
         if not (self.ratio > 1.0 and math.isfinite(self.ratio)):
-            raise UsageError(f"--eval-every geometric ratio must be > 1 (got {self.ratio})")
+            raise FieldError("cadence.ratio", "geometric ratio must be > 1", self.ratio)
 
     @classmethod
-    def parse(cls, text: str | int, *, option: str = "--eval-every") -> EvalCadence:
-        """``"25"`` (every 25 steps), ``"geometric"`` or ``"geometric:1.1"``."""
+    def parse(cls, text: str | int, *, option: str | None = None) -> EvalCadence:
+        """``"25"`` (every 25 steps), ``"geometric"`` or ``"geometric:1.1"``.
+
+        Raises:
+            FieldError: ``cadence`` (the text does not parse), ``cadence.every`` or
+                ``cadence.ratio`` (out of range); ``option``, if given, names the value.
+        """
+        try:
+            return cls._parse(text)
+        except FieldError as err:
+            if option is None:
+                raise
+            raise err.named(option) from None
+
+    @classmethod
+    def _parse(cls, text: str | int) -> EvalCadence:
         raw = str(text).strip()
         kind, _, ratio = raw.partition(":")
         try:
             value = (float(ratio) if ratio else 1.05) if kind == "geometric" else int(raw)
         except ValueError:
-            raise UsageError(
-                f"{option}: cannot parse {raw!r}; use a step count (e.g. 25) or geometric:RATIO "
-                "(e.g. geometric:1.1)"
+            raise FieldError(
+                "cadence",
+                "must be a step count or geometric:RATIO",
+                text,
+                detail=f"cannot parse {raw!r}; use a step count (e.g. 25) or geometric:RATIO "
+                "(e.g. geometric:1.1)",
             ) from None
         if kind == "geometric":
             return cls(kind="geometric", ratio=value)
@@ -165,9 +193,8 @@ class TrialSpec:
 
     def __post_init__(self) -> None:
         if isinstance(self.batch_size, bool) or int(self.batch_size) != self.batch_size:
-            raise UsageError(f"--batch-size must be an integer (got {self.batch_size!r})")
-        if self.batch_size < 1:
-            raise UsageError(f"--batch-size must be >= 1 (got {self.batch_size})")
+            raise FieldError("batch_size", "must be an integer", self.batch_size)
+        check("batch_size", self.batch_size, ">= 1")
 
     @property
     def learning_rate(self) -> float:
@@ -201,13 +228,12 @@ class TrialSpec:
         return {k: v for k, v in params.items() if v is not None}
 
 
-def _positive(option: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise UsageError(f"{option} must be > 0 (got {value})")
-
-
-def _in_unit(option: str, value: float, *, upper_open: bool) -> None:
-    ok = 0.0 <= value < 1.0 if upper_open else 0.0 <= value <= 1.0
-    if not ok:
-        interval = "[0, 1)" if upper_open else "[0, 1]"
-        raise UsageError(f"{option} must be in {interval} (got {value})")
+def _check_choice(field: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        listed = ", ".join(choices)
+        raise FieldError(
+            field,
+            f"must be one of {listed}",
+            value,
+            detail=f"unknown {field} {value!r}; choose from {listed}",
+        )

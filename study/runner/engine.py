@@ -48,6 +48,7 @@ class StudyEngine:
         ledger: Ledger,
         lineup: Lineup,
         tracker: StudyTracker,
+        pool: WorkerPool,
         budgets: Mapping[Stratum, int],
         progress: Progress,
         failures: FailurePolicy,
@@ -56,6 +57,7 @@ class StudyEngine:
         self.ledger = ledger
         self.lineup = lineup
         self.tracker = tracker
+        self.pool = pool
         self.budgets = dict(budgets)
         self.progress = progress
         self.failures = failures
@@ -71,9 +73,8 @@ class StudyEngine:
         return list(self.budgets)
 
     # -- the run ------------------------------------------------------------------------------
-    def run(self, pool: WorkerPool, workers: int = 1) -> int:
+    def run(self, workers: int = 1) -> int:
         """Run ``workers`` trials at a time until done; 0, 130 (Ctrl-C) or 1 (stopped)."""
-        self.pool = pool
         threads = [
             threading.Thread(target=self._guarded_loop, name=f"study-worker-{i}", daemon=True)
             for i in range(workers)
@@ -89,7 +90,7 @@ class StudyEngine:
                     self.progress.display.refresh()
         except KeyboardInterrupt:
             self._stop.set()
-            pool.close()
+            self.pool.close()
             for t in threads:
                 t.join(timeout=30)
             status = 130

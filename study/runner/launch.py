@@ -128,18 +128,19 @@ def run_study(config: StudyConfig, options: RunOptions) -> int:
     progress = Progress.from_ledger(ledger, plan, config.name, options.live)
     if stale:
         print(f"marked {len(stale)} interrupted trial(s) failed; their slots run again", flush=True)
+    pool = WorkerPool(options.workers)
     engine = StudyEngine(
         config,
         ledger,
         lineup,
         tracker,
+        pool,
         plan,
         progress,
         FailurePolicy(config.tuner.max_consecutive_failures),
     )
-    pool = WorkerPool(options.workers)
     try:
-        status = engine.run(pool, options.workers)
+        status = engine.run(options.workers)
     finally:
         pool.close()
         lineup.close()

@@ -144,9 +144,6 @@ class MlflowLogger:
             self.client.log_text(run_id, result.error, "error.txt")
         self.client.set_terminated(run_id, status=RUN_STATUS.get(result.state, "FINISHED"))
 
-    def log_dict(self, run_id: str, data: Mapping[str, Any], path: str) -> None:
-        self.client.log_text(run_id, json.dumps(data, indent=2, default=str), path)
-
 
 def curve_metrics(result: TrialResult) -> list[Metric]:
     """The measurement curve (step = training step) and the summary numbers, as MLflow metrics."""

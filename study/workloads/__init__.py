@@ -1,6 +1,8 @@
 """Workload registry: built-in names map to ``module:class`` strings, imported only when asked for.
 
-Importing this package is cheap (no TensorFlow, Keras, scikit-learn or mnist1d).
+Importing this package is cheap (no TensorFlow, Keras, scikit-learn or mnist1d). A name that
+cannot be resolved raises `FieldError` on field ``workload``; the caller names it (``--workload``
+on the command line, the ``workload`` key of a study file).
 
 Example: ``get_workload("mnist1d", {"samples": 2000})`` imports ``study.workloads.mnist1d`` and
 returns ``Mnist1DWorkload(samples=2000)``; ``get_workload("my_pkg.tasks:make_task")`` calls a
@@ -14,6 +16,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from study.config.rules import FieldError
 from study.errors import UsageError
 from study.workloads.base import Dataset, Workload
 
@@ -48,7 +51,8 @@ def get_workload(name: str, options: Mapping[str, Any] | None = None) -> Workloa
         options: keyword arguments for the workload.
 
     Raises:
-        UsageError: unknown name, custom import failure, unknown option, or bad option value.
+        FieldError: ``workload``: unknown name, custom import failure, not a workload.
+        UsageError: unknown option, or bad option value.
     """
     options = dict(options or {})
     if ":" in name:
@@ -57,44 +61,51 @@ def get_workload(name: str, options: Mapping[str, Any] | None = None) -> Workloa
         module_name, _, attr = _BUILTIN[name].partition(":")
         target = getattr(importlib.import_module(module_name), attr)
     else:
-        raise UsageError(
-            f"--workload: unknown workload {name!r}; choose from {', '.join(available())}, "
-            "or give module:callable"
-        )
+        choices = f"{', '.join(available())}, or give module:callable"
+        raise _workload_error(name, f"unknown workload {name!r}; choose from {choices}")
     _check_options(name, target, options)
     workload = target(**options)
     if not isinstance(workload, Workload):
-        raise UsageError(
-            f"--workload: {name!r} returned {type(workload).__name__}, not a "
-            "study.workloads.Workload; return an instance of a Workload subclass"
+        raise _workload_error(
+            name,
+            f"{name!r} returned {type(workload).__name__}, not a "
+            "study.workloads.Workload; return an instance of a Workload subclass",
         )
     return workload
+
+
+def _workload_error(spec: str, problem: str) -> FieldError:
+    """Field ``workload`` is wrong; ``problem`` says how, naming the value."""
+    return FieldError("workload", problem, spec, detail=problem)
 
 
 def _import_custom(spec: str) -> Callable[..., Any]:
     """Resolve ``module:attr`` (``attr`` may be dotted) to a callable."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise UsageError(f"--workload: expected module:callable (got {spec!r})")
+        raise _workload_error(spec, f"expected module:callable (got {spec!r})")
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:  # any failure while importing user code is a usage problem
-        raise UsageError(
-            f"--workload: cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
-            "check the name and that it is on PYTHONPATH"
+        raise _workload_error(
+            spec,
+            f"cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
+            "check the name and that it is on PYTHONPATH",
         ) from exc
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise UsageError(
-                f"--workload: module {module_name!r} has no attribute {attr!r}; "
-                "check the spelling after the ':'"
+            raise _workload_error(
+                spec,
+                f"module {module_name!r} has no attribute {attr!r}; "
+                "check the spelling after the ':'",
             ) from None
     if not callable(obj):
-        raise UsageError(
-            f"--workload: {spec!r} is not callable (got {type(obj).__name__}); "
-            "give a Workload subclass or a factory returning one"
+        raise _workload_error(
+            spec,
+            f"{spec!r} is not callable (got {type(obj).__name__}); "
+            "give a Workload subclass or a factory returning one",
         )
     return obj
 

@@ -11,6 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from study.cli import build_parser
+from study.commands.train import FLAGS, build_spec
+from study.config.trial import OPTIMIZER_RULES, SCHEDULE_RULES, Budget
+from study.errors import UsageError
+
 HEAVY_MODULES = ("tensorflow", "keras", "mlflow", "optuna", "keras_tuner")
 
 
@@ -98,7 +103,84 @@ BAD_INPUTS = [
         ["--csv", "--workload csv"],
         id="csv-without-csv-workload",
     ),
+    pytest.param(
+        ["--workload", "tabular", "--momentum", "1.0"],
+        ["--momentum must be in [0, 1) (got 1.0)"],
+        id="momentum-out-of-range",
+    ),
+    pytest.param(
+        ["--workload", "tabular", "--eval-every", "0"],
+        ["--eval-every must be >= 1 step (got 0)"],
+        id="eval-every-zero",
+    ),
+    pytest.param(
+        ["--workload", "tabular", "--optimizer", "rmsprop"],
+        ["--optimizer: unknown optimizer 'rmsprop'"],
+        id="unknown-optimizer",
+    ),
 ]
+
+# The data model names fields; `study train` names its flags, word for word as it always has.
+FLAG_MESSAGES = [
+    (["--workload", "nope"], "--workload: unknown workload 'nope'; choose from csv, digits, "
+     "mnist1d, tabular, or give module:callable"),
+    (["--workload", "study.errors:"], "--workload: expected module:callable (got 'study.errors:')"),
+    (["--workload", "study.errors:nothing"], "--workload: module 'study.errors' has no attribute "
+     "'nothing'; check the spelling after the ':'"),
+    (["--strategy", "warp:2"], "--strategy: unknown strategy 'warp:2'; choose from auto, default, "
+     "one_device, mirrored, mirrored:N, multi_worker_mirrored, tpu"),
+    (["--strategy", "tpu:2"], "--strategy: only mirrored takes a replica count (got 'tpu:2')"),
+    (["--strategy", "mirrored:0"], "--strategy: mirrored:N needs N >= 1 (got 'mirrored:0')"),
+    (["--target", "accuracy=0.9"], "--target: cannot parse 'accuracy=0.9'; write METRIC OP NUMBER "
+     "with OP one of <, <=, >, >= (e.g. 'val_accuracy>=0.9' or 'val_loss<=0.3')"),
+    (["--target", "acc>=1.2.3"], "--target: threshold '1.2.3' in 'acc>=1.2.3' is not a number"),
+    (["--lr", "-1"], "--lr must be > 0 (got -1.0)"),
+    (["--lr", "inf"], "--lr must be > 0 (got inf)"),
+    (["--momentum", "1.0"], "--momentum must be in [0, 1) (got 1.0)"),
+    (["--beta1", "-0.1"], "--beta1 must be in [0, 1) (got -0.1)"),
+    (["--beta2", "1.5"], "--beta2 must be in [0, 1) (got 1.5)"),
+    (["--epsilon", "0"], "--epsilon must be > 0 (got 0.0)"),
+    (["--weight-decay", "-1"], "--weight-decay must be >= 0 (got -1.0)"),
+    (["--optimizer", "rmsprop"], "--optimizer: unknown optimizer 'rmsprop'; choose from sgd, "
+     "momentum, nesterov, adam"),
+    (["--schedule", "step"], "--schedule: unknown schedule 'step'; choose from constant, linear, "
+     "cosine"),
+    (["--warmup", "-1"], "--warmup must be >= 0 steps (got -1)"),
+    (["--decay-steps", "0"], "--decay-steps must be >= 1 (got 0)"),
+    (["--end-factor", "1.5"], "--end-factor must be in [0, 1] (got 1.5)"),
+    (["--max-steps", "0"], "--max-steps must be >= 1 (got 0)"),
+    (["--max-examples", "0"], "--max-examples must be >= 1 (got 0)"),
+    (["--max-seconds", "0"], "--max-seconds must be > 0 (got 0.0)"),
+    (["--eval-every", "0"], "--eval-every must be >= 1 step (got 0)"),
+    (["--eval-every", "-5"], "--eval-every must be >= 1 step (got -5)"),
+    (["--eval-every", "often"], "--eval-every: cannot parse 'often'; use a step count (e.g. 25) "
+     "or geometric:RATIO (e.g. geometric:1.1)"),
+    (["--eval-every", "geometric:1.0"], "--eval-every geometric ratio must be > 1 (got 1.0)"),
+    (["--batch-size", "0"], "--batch-size must be >= 1 (got 0)"),
+    (["--batch-size", "63", "--strategy", "mirrored:2"], "--batch-size 63 is not divisible by the "
+     "2 replicas of strategy 'mirrored:2'; use a multiple of 2"),
+    (["--workload-option", "rows=5"], "workload option 'rows' must be an integer >= 100 (got 5)"),
+    (["--workload-option", "bogus=1"], "workload 'tabular' takes no option 'bogus'; its options "
+     "are rows, features, seed, val_fraction"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "message"), FLAG_MESSAGES, ids=[" ".join(a) for a, _ in FLAG_MESSAGES]
+)
+def test_errors_name_the_flag(args: list[str], message: str) -> None:
+    parsed = build_parser().parse_args(["train", "--workload", "tabular", *args])
+    with pytest.raises(UsageError) as info:
+        build_spec(parsed)
+    assert str(info.value) == message
+
+
+def test_every_field_train_sets_has_a_flag() -> None:
+    fields = {f"optimizer.{name}" for name in OPTIMIZER_RULES}
+    fields |= {f"schedule.{name}" for name in SCHEDULE_RULES}
+    fields |= {f"budget.{name}" for name in Budget.__dataclass_fields__}
+    fields |= {"optimizer", "schedule", "workload", "batch_size", "strategy", "target", "cadence"}
+    assert fields <= set(FLAGS)
 
 
 @pytest.mark.parametrize(("args", "needles"), BAD_INPUTS)

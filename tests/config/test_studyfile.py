@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,17 +15,10 @@ import pytest
 import yaml
 
 from study.config import studyfile
-from study.config.studyfile import (
-    SCHEMA_PATH,
-    CategoricalParam,
-    FloatParam,
-    IntParam,
-    Oracle,
-    Sampler,
-    StudyConfig,
-    load_study_file,
-    parse_study,
-)
+from study.config.rules import FieldError
+from study.config.space import CategoricalParam, FloatParam, IntParam, Stratum
+from study.config.study import Oracle, Sampler, StudyConfig, TunerSettings
+from study.config.studyfile import SCHEMA_PATH, load_study_file, parse_study
 from study.config.target import Target
 from study.config.trial import Budget, EvalCadence
 from study.errors import UsageError
@@ -99,11 +93,11 @@ def test_shipped_file_loads_and_matches_schema(path: Path, schema: dict[str, Any
     assert config.text == path.read_text(encoding="utf-8")
     assert config.space.params[0].name == "learning_rate"
     assert config.total_trials == len(config.space.strata()) * config.trials_per_stratum
-    batch, strategy = config.space.strata()[0]
+    stratum = config.space.strata()[0]
     lr = config.space.params[0]
     value = lr.choices[0] if isinstance(lr, CategoricalParam) else lr.low
-    trial = config.trial_spec(batch, strategy, {"learning_rate": value})
-    assert trial.batch_size == batch and trial.strategy == strategy
+    trial = config.trial_spec(stratum, {"learning_rate": value})
+    assert (trial.batch_size, trial.strategy) == (stratum.batch_size, stratum.strategy)
 
 
 def test_mnist1d_mlp() -> None:
@@ -143,13 +137,14 @@ def test_csv_example_points_at_shipped_data() -> None:
 def test_strata_are_batch_major() -> None:
     config = load_study_file(REPO / "search_spaces" / "tabular_strategies.yaml")
     assert config.space.strata() == [
-        (32, "default"),
-        (32, "mirrored:2"),
-        (128, "default"),
-        (128, "mirrored:2"),
-        (512, "default"),
-        (512, "mirrored:2"),
+        Stratum(32, "default"),
+        Stratum(32, "mirrored:2"),
+        Stratum(128, "default"),
+        Stratum(128, "mirrored:2"),
+        Stratum(512, "default"),
+        Stratum(512, "mirrored:2"),
     ]
+    assert config.strata == config.space.strata()
     assert config.total_trials == 6 * config.trials_per_stratum
 
 
@@ -163,7 +158,7 @@ def test_defaults() -> None:
     assert config.workload_options == {} and config.model is None
     assert config.cadence == EvalCadence(kind="geometric", ratio=1.05)
     assert (config.optimizer, config.schedule, config.seed) == ("nesterov", "constant", 0)
-    assert config.tuner == studyfile.TunerSettings()
+    assert config.tuner == TunerSettings()
     assert config.tuner.pruning is True and config.tuner.max_consecutive_failures == 5
 
 
@@ -212,7 +207,7 @@ def test_trial_spec_builds_optimizer_and_schedule() -> None:
         "schedule": "cosine",
         "optimizer": "adam",
     }
-    trial = config.trial_spec(32, "default", params, seed=7)
+    trial = config.trial_spec(Stratum(32, "default"), params, seed=7)
     assert trial.workload == "mnist1d" and trial.model == "mlp"
     assert trial.batch_size == 32 and trial.strategy == "default" and trial.seed == 7
     assert trial.optimizer.name == "adam"
@@ -227,29 +222,43 @@ def test_trial_spec_builds_optimizer_and_schedule() -> None:
 
 def test_trial_spec_uses_fixed_settings() -> None:
     config = parse_study(study(optimizer="adam", schedule="linear", seed=3), "m.yaml")
-    trial = config.trial_spec(8, "default", {"learning_rate": 1e-3})
+    trial = config.trial_spec(Stratum(8, "default"), {"learning_rate": 1e-3})
     assert trial.optimizer.name == "adam" and trial.schedule.name == "linear"
     assert trial.seed == 3
     assert trial.schedule.warmup_steps == 0  # ScheduleSpec default
 
 
 @pytest.mark.parametrize(
-    ("args", "pattern"),
+    ("stratum", "params", "pattern"),
     [
-        ((16, "default", {"learning_rate": 0.1}), r"stratum \(batch_size=16, strategy='default'\)"),
-        ((8, "mirrored:2", {"learning_rate": 0.1}), r"strategy='mirrored:2'\) is not in the study"),
-        ((8, "default", {}), r"must include 'learning_rate'"),
         (
-            (8, "default", {"learning_rate": 0.1, "momentum": 0.9}),
+            Stratum(16, "default"),
+            {"learning_rate": 0.1},
+            r"stratum \(batch_size=16, strategy='default'\)",
+        ),
+        (
+            Stratum(8, "mirrored:2"),
+            {"learning_rate": 0.1},
+            r"strategy='mirrored:2'\) is not in the study",
+        ),
+        (Stratum(8, "default"), {}, r"must include 'learning_rate'"),
+        (
+            Stratum(8, "default"),
+            {"learning_rate": 0.1, "momentum": 0.9},
             r"unknown trial parameter 'momentum'",
         ),
-        ((8, "default", {"learning_rate": 0.1, "batch_size": 32}), r"params\['batch_size'\] is 32"),
+        (
+            Stratum(8, "default"),
+            {"learning_rate": 0.1, "batch_size": 32},
+            r"params\['batch_size'\] is 32",
+        ),
     ],
 )
-def test_trial_spec_errors(args: tuple, pattern: str) -> None:
+def test_trial_spec_errors(stratum: Stratum, params: dict[str, Any], pattern: str) -> None:
     config = parse_study(study(), "m.yaml")
-    with pytest.raises(UsageError, match=pattern):
-        config.trial_spec(*args)
+    with pytest.raises(UsageError, match=pattern) as info:
+        config.trial_spec(stratum, params)
+    assert str(info.value).startswith("m.yaml: ")
 
 
 def test_total_trials() -> None:
@@ -281,13 +290,6 @@ def test_tuner_settings() -> None:
     config = parse_study(data, "m")
     assert config.tuner.sampler is Sampler.GRID and config.tuner.oracle is Oracle.HYPERBAND
     assert config.tuner.pruning is False and config.tuner.max_consecutive_failures == 5
-
-
-def test_params_validate_themselves() -> None:
-    with pytest.raises(UsageError, match="low must be < high"):
-        FloatParam("x", 1.0, 0.5)
-    with pytest.raises(UsageError, match="log scale needs low > 0"):
-        IntParam("x", 0, 5, log=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -667,8 +669,12 @@ def test_malformed_file(tmp_path: Path, case: str, content: Any, expected: list[
     message = str(info.value)
     assert message.startswith(f"{path}: "), message
     assert "\n" not in message, message
+    assert not FLAG.search(message), message  # a study file has keys, not command-line flags
     for part in expected:
         assert part in message, f"{part!r} not in {message!r}"
+
+
+FLAG = re.compile(r"(^|[\s(])--[a-z]")
 
 
 def test_at_least_ten_malformed_cases() -> None:
@@ -690,4 +696,160 @@ def test_parse_study_names_the_source() -> None:
 
 def test_valid_base_loads(tmp_path: Path) -> None:
     config = load_study_file(write(tmp_path, BASE))
-    assert config.space.strata() == [(8, "default"), (32, "default")]
+    assert config.space.strata() == [Stratum(8, "default"), Stratum(32, "default")]
+
+
+# --------------------------------------------------------------------------------------------
+# Errors of the data model, named by file and key: the workload and model are resolved at load,
+# and no message names a command-line flag for a value from the file.
+
+CUSTOM = """
+from study.workloads.base import Workload
+
+def broken() -> Workload:
+    raise RuntimeError("no GPU here")
+
+NOT_CALLABLE = 3
+"""
+
+AT_LOAD: list[tuple[str, Callable[[], dict[str, Any]], str]] = [
+    (
+        "unknown-workload",
+        _set("workload", "nosuchworkload"),
+        "workload: unknown workload 'nosuchworkload'; choose from csv, digits, mnist1d, tabular, "
+        "or give module:callable",
+    ),
+    (
+        "unknown-model",
+        _set("model", "nosuchmodel"),
+        "model: unknown model 'nosuchmodel' for workload 'mnist1d'; choose from mlp, cnn",
+    ),
+    (
+        "custom-not-importable",
+        _set("workload", "no_such_module_xyz:Thing"),
+        "workload: cannot import module 'no_such_module_xyz' (ModuleNotFoundError",
+    ),
+    (
+        "custom-missing-attribute",
+        _set("workload", "custom_for_studyfile:Missing"),
+        "workload: module 'custom_for_studyfile' has no attribute 'Missing'",
+    ),
+    (
+        "custom-not-callable",
+        _set("workload", "custom_for_studyfile:NOT_CALLABLE"),
+        "workload: 'custom_for_studyfile:NOT_CALLABLE' is not callable (got int)",
+    ),
+    (
+        "custom-constructor-fails",
+        lambda: study(workload="custom_for_studyfile:broken", workload_options={}, model=None),
+        "workload: building 'custom_for_studyfile:broken' failed (RuntimeError: no GPU here)",
+    ),
+    (
+        "bad-workload-option",
+        _set("workload_options", {"samples": 5}),
+        "workload_options: workload option 'samples' must be an integer >= 100 (got 5)",
+    ),
+    (
+        "unknown-workload-option",
+        _set("workload_options", {"rows": 5}),
+        "workload_options: workload 'mnist1d' takes no option 'rows'; its options are samples, seed",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "content", "expected"), AT_LOAD, ids=[c[0] for c in AT_LOAD])
+def test_workload_and_model_are_checked_at_load(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    case: str,
+    content: Callable[[], dict[str, Any]],
+    expected: str,
+) -> None:
+    (tmp_path / "custom_for_studyfile.py").write_text(CUSTOM, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = write(tmp_path, content())
+    with pytest.raises(UsageError) as info:
+        load_study_file(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: {expected}"), message
+    assert "\n" not in message and not FLAG.search(message), message
+
+
+def test_parse_study_leaves_the_workload_alone() -> None:
+    # A stored study is read (e.g. by `study report`) where its workload may not be importable.
+    config = parse_study(study(workload="not_installed.pkg:make", model="nosuchmodel"), "m")
+    assert config.workload == "not_installed.pkg:make" and config.model == "nosuchmodel"
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "message"),
+    [
+        (
+            _set("budget", {"max_steps": 0}),
+            "budget.max_steps",
+            "budget.max_steps must be >= 1 (got 0)",
+        ),
+        (
+            _set("search_space.momentum", {"low": 0.5, "high": 1.0, "scale": "linear"}),
+            "momentum.high",
+            "search_space.momentum.high must be in [0, 1) (got 1.0)",
+        ),
+        (
+            _set("search_space.epsilon", {"choices": [1.0e-8, 0]}),
+            "epsilon.choices[1]",
+            "search_space.epsilon.choices[1] must be > 0 (got 0)",
+        ),
+        (_set("target", "oops"), "target", "target: cannot parse 'oops'"),
+        (_set("workload", "nosuchworkload"), "workload", "workload: unknown workload"),
+    ],
+    ids=["budget", "range", "choice", "target", "workload"],
+)
+def test_data_model_errors_keep_their_field(
+    tmp_path: Path, data: Callable[[], dict[str, Any]], field: str, message: str
+) -> None:
+    path = write(tmp_path, data())
+    with pytest.raises(FieldError) as info:
+        load_study_file(path)
+    assert info.value.field == field
+    assert str(info.value).startswith(f"{path}: {message}")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("geometric:x", "eval_every must be a step count >= 1 or 'geometric:RATIO'"),
+        ("often", "(got 'often')"),
+        (2.5, "eval_every must be a step count >= 1 or 'geometric:RATIO'"),
+        (None, "(got null)"),
+        (-5, "eval_every must be >= 1 (got -5)"),
+        ("geometric:1.0", "eval_every geometric ratio must be a number > 1 (got 'geometric:1.0')"),
+    ],
+)
+def test_eval_every_is_read_by_the_cadence_grammar(value: Any, expected: str) -> None:
+    with pytest.raises(UsageError) as info:
+        parse_study(study(eval_every=value), "m.yaml")
+    message = str(info.value)
+    assert message.startswith("m.yaml: eval_every ") and expected in message, message
+
+
+@pytest.mark.parametrize(
+    ("value", "cadence"),
+    [
+        ("25", EvalCadence(kind="fixed", every=25)),
+        ("geometric", EvalCadence(kind="geometric", ratio=1.05)),
+        (" geometric:1.25 ", EvalCadence(kind="geometric", ratio=1.25)),
+    ],
+)
+def test_eval_every_accepts_what_the_command_line_accepts(value: str, cadence: EvalCadence) -> None:
+    assert parse_study(study(eval_every=value), "m").cadence == cadence
+
+
+def test_strategies_are_read_by_the_strategy_grammar() -> None:
+    config = parse_study(space(strategy=["mirrored", "mirrored:4", "one_device"]), "m")
+    assert config.space.strategies == ("mirrored", "mirrored:4", "one_device")
+    with pytest.raises(
+        UsageError, match=r"^m: search_space\.strategy\[0\] unknown strategy.*'tpu:2'"
+    ):
+        parse_study(space(strategy=["tpu:2"]), "m")
+    with pytest.raises(UsageError, match=r"^m: search_space\.strategy lists a value twice"):
+        parse_study(space(strategy=["mirrored:2", "mirrored:02"]), "m")  # the same strategy

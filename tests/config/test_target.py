@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from study.config.rules import FieldError
 from study.config.target import Target
 from study.errors import UsageError
 
@@ -80,19 +81,23 @@ def test_malformed_raises_usage_error_naming_value(text: str) -> None:
     with pytest.raises(UsageError) as info:
         Target.parse(text)
     message = str(info.value)
-    assert message.startswith("--target: cannot parse")
+    assert message.startswith("target: cannot parse")
     assert repr(text) in message
     assert "\n" not in message
+    assert isinstance(info.value, FieldError)
+    assert (info.value.field, info.value.value) == ("target", text)
 
 
 def test_threshold_that_is_not_a_number() -> None:
-    with pytest.raises(UsageError, match=r"threshold '1\.2\.3' in 'acc>=1\.2\.3' is not a number"):
+    with pytest.raises(FieldError, match=r"threshold '1\.2\.3' in 'acc>=1\.2\.3' is not a number"):
         Target.parse("acc>=1.2.3")
 
 
 def test_option_name_appears_in_message() -> None:
     with pytest.raises(UsageError, match=r"^study\.yaml: target: cannot parse 'oops'"):
         Target.parse("oops", option="study.yaml: target")
+    with pytest.raises(UsageError, match=r"^--target: cannot parse 'oops'; write METRIC OP NUMBER"):
+        Target.parse("oops", option="--target")
 
 
 def test_is_frozen() -> None:

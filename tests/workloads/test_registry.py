@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from study.config.rules import FieldError
 from study.errors import UsageError
 from study.workloads import Workload, available, float_option, get_workload, int_option
 
@@ -87,12 +88,14 @@ def test_options_are_passed_and_recorded() -> None:
 
 
 def test_unknown_workload_names_the_choices() -> None:
-    with pytest.raises(UsageError) as excinfo:
+    with pytest.raises(FieldError) as excinfo:
         get_workload("foo")
-    assert str(excinfo.value) == (
-        "--workload: unknown workload 'foo'; choose from csv, digits, mnist1d, tabular, "
-        "or give module:callable"
+    message = (
+        "unknown workload 'foo'; choose from csv, digits, mnist1d, tabular, or give module:callable"
     )
+    assert (excinfo.value.field, excinfo.value.value) == ("workload", "foo")
+    assert str(excinfo.value) == f"workload: {message}"
+    assert str(excinfo.value.named("--workload")) == f"--workload: {message}"
 
 
 def test_unknown_option_lists_the_known_ones() -> None:
@@ -179,28 +182,30 @@ def test_custom_workload_factory(custom_module: Callable[[str], str]) -> None:
 @pytest.mark.parametrize(
     ("attr", "options", "message"),
     [
-        ("missing", {}, r"--workload: module '{m}' has no attribute 'missing'"),
-        ("CONSTANT", {}, r"--workload: '{m}:CONSTANT' is not callable \(got int\)"),
-        ("not_a_workload", {}, r"--workload: '{m}:not_a_workload' returned int, not a"),
+        ("missing", {}, r"^workload: module '{m}' has no attribute 'missing'"),
+        ("CONSTANT", {}, r"^workload: '{m}:CONSTANT' is not callable \(got int\)"),
+        ("not_a_workload", {}, r"^workload: '{m}:not_a_workload' returned int, not a"),
         (
             "Tiny",
             {"colour": "red"},
             r"workload '{m}:Tiny' takes no option 'colour'; its options are size",
         ),
-        ("", {}, r"--workload: expected module:callable \(got '{m}:'\)"),
+        ("", {}, r"^workload: expected module:callable \(got '{m}:'\)"),
     ],
 )
 def test_custom_workload_errors(
     custom_module: Callable[[str], str], attr: str, options: dict, message: str
 ) -> None:
     module = custom_module(CUSTOM_SOURCE)
-    with pytest.raises(UsageError, match=message.format(m=module)):
+    with pytest.raises(UsageError, match=message.format(m=module)) as excinfo:
         get_workload(f"{module}:{attr}", options)
+    if message.startswith("^workload:"):  # the name is wrong: the caller names the field
+        assert isinstance(excinfo.value, FieldError) and excinfo.value.field == "workload"
 
 
 def test_custom_module_that_cannot_be_imported(custom_module: Callable[[str], str]) -> None:
     with pytest.raises(
-        UsageError, match=r"cannot import module 'no_such_module_xyz' \(ModuleNotFoundError"
+        FieldError, match=r"^workload: cannot import module 'no_such_module_xyz' \(ModuleNotFound"
     ):
         get_workload("no_such_module_xyz:Thing")
     broken = custom_module("def oops(:\n")
