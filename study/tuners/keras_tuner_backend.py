@@ -82,7 +82,8 @@ class KerasTunerBackend(TunerBackend):
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _project(self, stratum: Stratum) -> str:
-        return f"b{stratum.batch_size}-{stratum.strategy.replace(':', '_')}"
+        """The stratum's KerasTuner project folder, e.g. ``b64-mirrored_2``."""
+        return str(stratum).replace("/", "-").replace(":", "_")
 
     def _oracle(self, stratum: Stratum, window: tuple[float, float] | None) -> keras_tuner.Oracle:
         """The configured oracle; its learning-rate range is the stratum's window, if set."""
