@@ -14,6 +14,7 @@ Layout of the default store::
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 DEFAULT_ROOT = Path("mlruns")
@@ -31,9 +32,9 @@ def store_root(root: Path | None = None, *, create: bool = True) -> Path:
     return path
 
 
-def journal_path(root: Path | None = None) -> Path:
-    """The default ledger file."""
-    return store_root(root) / JOURNAL
+def journal_path(root: Path | None = None, *, create: bool = True) -> Path:
+    """The default ledger file (``create``: make its folder if missing)."""
+    return store_root(root, create=create) / JOURNAL
 
 
 def keras_tuner_dir(study: str, root: Path | None = None) -> Path:
@@ -69,3 +70,22 @@ def artifact_root(uri: str) -> str | None:
         db = Path(uri.removeprefix("sqlite:///"))
         return (db.parent / ARTIFACTS).absolute().as_uri()
     return None
+
+
+_PASSWORD = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<password>[^@/\s]+)@"
+)
+
+
+def masked(text: str, url: str | None = None) -> str:
+    """``text`` with every URL password replaced by ``***``; with ``url``, that URL's password
+    is also masked wherever it appears on its own (e.g. in a driver's error message).
+
+    Example: ``masked("postgresql://study:s3cret@db:5432/ledger")`` is
+    ``"postgresql://study:***@db:5432/ledger"``.
+    """
+    out = _PASSWORD.sub(r"\g<scheme>\g<user>:***@", text)
+    secret = _PASSWORD.search(url or "")
+    if secret:
+        out = out.replace(secret.group("password"), "***")
+    return out

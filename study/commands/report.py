@@ -33,7 +33,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--accelerators must be at least 1 (got {args.accelerators})")
     if args.bootstrap < 0:
         raise UsageError(f"--bootstrap must be 0 or more (got {args.bootstrap})")
-    ledger = Ledger.open(args.storage, args.name)
+    ledger = Ledger.open(args.storage, args.name, create=False)
     summary = ledger.summary()  # UsageError for an unknown study
     record = ledger.require()
     table = ledger_table(args.name, ledger.measurement_rows())
@@ -75,7 +75,7 @@ def export(args: argparse.Namespace) -> int:
             f"--out: cannot export to {str(out)!r}; the file name must end in .csv or .parquet "
             f"(got {out.suffix or 'no suffix'!r})"
         )
-    ledger = Ledger.open(args.storage, args.name)
+    ledger = Ledger.open(args.storage, args.name, create=False)
     ledger.require()  # UsageError for an unknown study
     table = ledger_table(args.name, ledger.measurement_rows())
     if out.parent and not out.parent.exists():

@@ -19,7 +19,7 @@ def resume(args: argparse.Namespace) -> int:
     from study.config.studyfile import parse_study
     from study.ledger import Ledger
 
-    record = Ledger.open(args.storage, args.name).require()
+    record = Ledger.open(args.storage, args.name, create=False).require()
     if record.imported:
         from study.errors import UsageError
 

@@ -22,7 +22,7 @@ def study_summary(storage: Any, name: str) -> dict[str, Any]:
 def ls(args: argparse.Namespace) -> int:
     from study.ledger import list_studies, open_storage
 
-    storage = open_storage(args.storage)
+    storage = open_storage(args.storage, create=False)
     rows = [study_summary(storage, name) for name in list_studies(storage)]
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -41,7 +41,7 @@ def ls(args: argparse.Namespace) -> int:
 def status(args: argparse.Namespace) -> int:
     from study.ledger import open_storage
 
-    summary = study_summary(open_storage(args.storage), args.name)
+    summary = study_summary(open_storage(args.storage, create=False), args.name)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0

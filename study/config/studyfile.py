@@ -216,6 +216,10 @@ def _check_workload(config: StudyConfig) -> None:
             f"{source}: model: unknown model {config.model!r} for workload {workload.name!r}; "
             f"choose from {', '.join(workload.models)}"
         )
+    try:
+        workload.check_target(config.target.metric)
+    except FieldError as err:
+        raise err.named(f"{source}: target") from None
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,8 +3,10 @@
 `LedgerTrial` is the only shape in which trials leave the ledger. This module is the one place
 that knows the storage keys: `encode_result` writes a `TrialResult` (summary numbers, the whole
 measurement curve as JSON, the environment, the error) and `decode_trial` reads everything back,
-side by side so the two cannot drift apart. No Optuna import: decoding takes the few plain
-fields of a stored trial.
+side by side so the two cannot drift apart. `split_stored` / `merge_stored` say where each key
+lives: the curve is a system attribute (out of what optuna-dashboard shows; the dashboard gets
+the target metric as the trial's intermediate values instead), everything else a user
+attribute. No Optuna import: decoding takes the few plain fields of a stored trial.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ OWNER = "owner"
 BATCH_SIZE = "batch_size"
 STRATEGY = "strategy"
 CURVE = "curve"
+#: Where the curve is stored: a system attribute (older ledgers: the user attribute `CURVE`).
+CURVE_SYSTEM = "study:curve"
+#: User attribute saying what the trial's objective value means.
+OBJECTIVE = "objective"
 ERROR = "error"
 FINISHED_AT = "finished_at"
 ENVIRONMENT = "environment"
@@ -42,7 +48,7 @@ _SUMMARY = (
 #: Keys with a meaning of their own; any other stored key is kept in `LedgerTrial.extras`.
 KNOWN_KEYS = frozenset(
     (STATUS, TUNER, ORIGIN, OWNER, BATCH_SIZE, STRATEGY, CURVE, ERROR, FINISHED_AT, ENVIRONMENT)
-) | frozenset(_SUMMARY)
+) | frozenset((*_SUMMARY, OBJECTIVE))
 _FIXED_CURVE_KEYS = ("step", "examples", "train_seconds", "train_loss")
 MAX_ERROR_CHARS = 4000
 
@@ -113,6 +119,35 @@ def encode_result(result: TrialResult) -> dict[str, Any]:
         ERROR: truncate_error(result.error),
         FINISHED_AT: time.time(),
     }
+
+
+def split_stored(attrs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Encoded attributes as (user attributes, system attributes): the curve goes to the
+    system attributes."""
+    user = {k: v for k, v in attrs.items() if k != CURVE}
+    return user, ({CURVE_SYSTEM: attrs[CURVE]} if CURVE in attrs else {})
+
+
+def merge_stored(user: Mapping[str, Any], system: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored trial's attributes in one mapping (the inverse of `split_stored`)."""
+    merged = dict(user)
+    if CURVE_SYSTEM in system:
+        merged[CURVE] = system[CURVE_SYSTEM]
+    return merged
+
+
+def thinned(curve: tuple[Measurement, ...], metric: str, most: int) -> dict[int, float]:
+    """At most ``most`` points ``step -> metric`` of a curve, spread evenly over its evaluations
+    (first and last kept), finite values only: the trial's intermediate values in Optuna.
+
+    Example: 197 evaluations and ``most=50`` keep evaluations 0, 4, 8, ..., 196.
+    """
+    points = [(m.step, m.metrics.get(metric, math.nan)) for m in curve]
+    points = [(step, float(v)) for step, v in points if v is not None and math.isfinite(v)]
+    if len(points) > most:
+        last = len(points) - 1
+        points = [points[round(i * last / (most - 1))] for i in range(most)]
+    return dict(points)
 
 
 def truncate_error(error: str | None) -> str | None:

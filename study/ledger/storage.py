@@ -9,13 +9,20 @@ import optuna
 
 from study.deps import INSTALL
 from study.errors import UsageError
-from study.paths import journal_path
+from study.paths import journal_path, masked
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
-    """The Optuna storage for a URL (RDB URL, or a journal file path; default under mlruns/)."""
+def open_storage(url: str | None = None, *, create: bool = True) -> optuna.storages.BaseStorage:
+    """The Optuna storage for a URL: an RDB URL, or a journal file path (default under mlruns/).
+
+    With ``create=False`` (read-only commands) a journal that does not exist yet is not
+    created: the storage is empty and in memory, and nothing is written to disk.
+
+    Raises:
+        UsageError: the URL cannot be opened (its password masked in the message).
+    """
     if url and "://" in url:
         try:
             return optuna.storages.RDBStorage(url)
@@ -23,10 +30,11 @@ def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
             hint = ""
             if "DB access module" in str(exc):
                 hint = f" (install the driver: {INSTALL['database driver']})"
-            raise UsageError(
-                f"--storage: cannot open {url!r}: {str(exc).splitlines()[0]}{hint}"
-            ) from None
-    path = Path(url) if url else journal_path()
+            reason = masked(str(exc).splitlines()[0], url)
+            raise UsageError(f"--storage: cannot open {masked(url)!r}: {reason}{hint}") from None
+    path = Path(url) if url else journal_path(create=create)
+    if not create and not path.exists():
+        return optuna.storages.InMemoryStorage()
     path.parent.mkdir(parents=True, exist_ok=True)
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 

@@ -17,19 +17,18 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
 from study.config.space import Stratum
 from study.errors import UsageError
 from study.ledger import records
+from study.ledger.access import StorageAccess
 from study.ledger.owners import owner_alive, owner_id
 from study.ledger.records import (
     LedgerTrial,
@@ -37,8 +36,10 @@ from study.ledger.records import (
     StudySummary,
     best_of,
     decode_curve,
-    decode_trial,
     encode_result,
+    merge_stored,
+    split_stored,
+    thinned,
     truncate_error,
 )
 from study.ledger.storage import open_storage
@@ -47,6 +48,9 @@ from study.results import TrialResult, TrialState
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
+#: At most this many points of a trial's curve become its Optuna intermediate values (each is
+#: one storage write).
+INTERMEDIATE_POINTS = 50
 #: A claimed trial that has no owner yet is left alone for this long (it is being set up).
 _SETUP_GRACE_S = 60.0
 _WINDOW = "lr_window"
@@ -66,20 +70,14 @@ class Slot:
     trial: Any = field(compare=False, repr=False)
 
 
-class Ledger:
+class Ledger(StorageAccess):
     """One study's trials in an Optuna storage (see the module docstring)."""
 
-    def __init__(self, storage: optuna.storages.BaseStorage, name: str) -> None:
-        self.storage = storage
-        self.name = name
-        self._studies: dict[Stratum, optuna.Study] = {}
-        self._sampler_for: Callable[[Stratum], Any] | None = None
-        self._lock = threading.Lock()
-
     @classmethod
-    def open(cls, url: str | None, name: str) -> Ledger:
-        """The ledger of study ``name`` in the storage at ``url`` (see `open_storage`)."""
-        return cls(open_storage(url), name)
+    def open(cls, url: str | None, name: str, *, create: bool = True) -> Ledger:
+        """The ledger of study ``name`` in the storage at ``url`` (see `open_storage`;
+        ``create=False`` for read-only use)."""
+        return cls(open_storage(url, create=create), name)
 
     # -- the study record -------------------------------------------------------------------
     def record(self) -> StudyRecord | None:
@@ -97,12 +95,18 @@ class Ledger:
         return record
 
     def create(self, record: StudyRecord) -> StudyRecord:
-        """Create the study with ``record`` unless it exists; return the stored record."""
-        study = optuna.create_study(storage=self.storage, study_name=self.name, load_if_exists=True)
-        current = study.user_attrs
-        for key, value in record.to_attrs().items():
-            if key not in current:
-                study.set_user_attr(key, value)
+        """Create the study with ``record`` unless it exists; return the stored record.
+
+        An existing study is left as it is (nothing is written), so a caller can compare the
+        stored record with its own before anything changes.
+        """
+        if self.record() is None:
+            study = optuna.create_study(
+                storage=self.storage, study_name=self.name, load_if_exists=True
+            )
+            for key, value in record.to_attrs().items():
+                if key not in study.user_attrs:
+                    study.set_user_attr(key, value)
         stored = self.record()
         assert stored is not None
         return stored
@@ -192,15 +196,39 @@ class Ledger:
             slot.trial.set_user_attr(key, value)
         return self.trial(slot.stratum, slot.number)
 
-    def finish(self, slot: Slot, result: TrialResult, objective: float) -> LedgerTrial:
-        """Record a finished trial (its result, curve and objective), close it, return it."""
-        for key, value in encode_result(result).items():
+    def finish(
+        self,
+        slot: Slot,
+        result: TrialResult,
+        objective: float,
+        *,
+        metric: str | None = None,
+        meaning: str | None = None,
+    ) -> LedgerTrial:
+        """Record a finished trial and close it; return it.
+
+        Stored: the result and its curve (see `records`), ``meaning`` (what the ``objective``
+        value says, e.g. "penalty: never reached val_accuracy>=0.6"), and the curve of
+        ``metric`` as the trial's intermediate values (at most `INTERMEDIATE_POINTS`). A pruned
+        trial's Optuna value is its last intermediate value (Optuna's rule).
+        """
+        user, system = split_stored(encode_result(result))
+        if meaning:
+            user[records.OBJECTIVE] = meaning
+        for key, value in user.items():
             slot.trial.set_user_attr(key, value)
+        trial_id = self._trial_id(slot.stratum, slot.number)
+        for key, value in system.items():
+            self.storage.set_trial_system_attr(trial_id, key, value)
+        if metric:
+            for step, value in thinned(result.curve, metric, INTERMEDIATE_POINTS).items():
+                slot.trial.report(value, step)
         study = self._study(slot.stratum)
         if result.state in (TrialState.FAILED, TrialState.INFEASIBLE):
             study.tell(slot.trial, state=OptunaState.FAIL)
         elif result.state is TrialState.PRUNED:
-            slot.trial.report(objective, result.steps_run)
+            if not metric:
+                slot.trial.report(objective, result.steps_run)
             study.tell(slot.trial, state=OptunaState.PRUNED)
         else:
             study.tell(slot.trial, objective)
@@ -257,20 +285,24 @@ class Ledger:
                 TrialState.FAILED,
                 TrialState.INFEASIBLE,
             )
-            attrs = {
-                **encode_result(trial.result),
-                records.TUNER: trial.tuner,
-                records.BATCH_SIZE: stratum.batch_size,
-                records.STRATEGY: stratum.strategy,
-                **trial.extras,
-            }
+            user, system = split_stored(encode_result(trial.result))
+            user.update(
+                {
+                    records.TUNER: trial.tuner,
+                    records.BATCH_SIZE: stratum.batch_size,
+                    records.STRATEGY: stratum.strategy,
+                    records.OBJECTIVE: "the trial's last step (an imported trial has no target)",
+                    **trial.extras,
+                }
+            )
             study.add_trial(
                 optuna.trial.create_trial(
                     params=dict(trial.params),
                     distributions={k: distributions[k] for k in trial.params},
                     state=OptunaState.FAIL if failed else OptunaState.COMPLETE,
                     value=None if failed else float(trial.result.steps_run),
-                    user_attrs=attrs,
+                    user_attrs=user,
+                    system_attrs=system,
                 )
             )
 
@@ -315,7 +347,8 @@ class Ledger:
                 ):
                     continue
                 start = t.started_at if t.started_at is not None else math.inf
-                found.append((start, str(stratum), t.number, t, decode_curve(frozen.user_attrs)))
+                stored = merge_stored(frozen.user_attrs, frozen.system_attrs)
+                found.append((start, str(stratum), t.number, t, decode_curve(stored)))
         found.sort(key=lambda item: item[:3])
         return [(t, rows) for *_, t, rows in found]
 
@@ -326,69 +359,6 @@ class Ledger:
             UsageError: no study of this name is stored.
         """
         return summarize(self)
-
-    # -- storage access -----------------------------------------------------------------------
-    def _stratum_name(self, stratum: Stratum) -> str:
-        return f"{self.name}/{stratum}"
-
-    def _stratum_of(self, study_name: str, attrs: Mapping[str, Any]) -> Stratum:
-        if "batch_size" in attrs and "strategy" in attrs:
-            return Stratum(int(attrs["batch_size"]), str(attrs["strategy"]))
-        return Stratum.parse(study_name.removeprefix(f"{self.name}/"))
-
-    def _study(self, stratum: Stratum) -> optuna.Study:
-        with self._lock:
-            study = self._studies.get(stratum)
-            if study is None:
-                sampler = self._sampler_for(stratum) if self._sampler_for else None
-                study = optuna.create_study(
-                    storage=self.storage,
-                    study_name=self._stratum_name(stratum),
-                    direction="minimize",
-                    sampler=sampler,
-                    load_if_exists=True,
-                )
-                if "batch_size" not in study.user_attrs:
-                    study.set_user_attr("batch_size", stratum.batch_size)
-                    study.set_user_attr("strategy", stratum.strategy)
-                self._studies[stratum] = study
-            return study
-
-    def _study_id(self, name: str) -> int:
-        return self.storage.get_study_id_from_name(name)
-
-    def _study_attrs(self, name: str) -> dict[str, Any] | None:
-        try:
-            return self.storage.get_study_user_attrs(self._study_id(name))
-        except KeyError:
-            return None
-
-    def _frozen(self, stratum: Stratum) -> list[FrozenTrial]:
-        try:
-            study_id = self._study_id(self._stratum_name(stratum))
-        except KeyError:
-            return []
-        return self.storage.get_all_trials(study_id, deepcopy=False)
-
-    def _trial_id(self, stratum: Stratum, number: int) -> int:
-        study_id = self._study_id(self._stratum_name(stratum))
-        return self.storage.get_trial_id_from_study_id_trial_number(study_id, number)
-
-    @staticmethod
-    def _status(frozen: FrozenTrial) -> TrialState:
-        return TrialState(frozen.user_attrs.get(records.STATUS, TrialState.RUNNING.value))
-
-    @staticmethod
-    def _decode(stratum: Stratum, frozen: FrozenTrial) -> LedgerTrial:
-        started = frozen.datetime_start.timestamp() if frozen.datetime_start else None
-        return decode_trial(
-            stratum,
-            frozen.number,
-            frozen.user_attrs,
-            frozen.params,
-            started,
-            open=frozen.state is OptunaState.RUNNING,
-        )
 
 
 def _observed_distributions(trials: Sequence[LedgerTrial]) -> dict[str, Any]:

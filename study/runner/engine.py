@@ -32,7 +32,7 @@ from study.runner.progress import Progress
 from study.runner.pruning import Pruning
 from study.tracking.study_tracker import StudyTracker
 from study.tuners.base import History, Outcome, Proposal
-from study.tuners.objective import score
+from study.tuners.objective import explain, score
 from study.tuners.registry import Lineup
 
 #: The step limit assumed for scoring when a budget has no step or example limit.
@@ -170,7 +170,13 @@ class StudyEngine:
             trial = dataclasses.replace(trial, status=TrialState.INTERRUPTED)
             self.tracker.finish_trial(trial, spec, outcome.result)
             return
-        trial = self.ledger.finish(slot, outcome.result, outcome.objective)
+        trial = self.ledger.finish(
+            slot,
+            outcome.result,
+            outcome.objective,
+            metric=self.config.target.metric,
+            meaning=explain(outcome.result, limit, self.config.target),
+        )
         backend.report(proposal, outcome)
         self.tracker.finish_trial(trial, spec, outcome.result)
         self._after(trial, proposal, outcome.result)

@@ -29,3 +29,22 @@ def score(result: TrialResult, step_limit: int, target: Target) -> float:
         shortfall = min(1.0, max(0.0, gap)) if math.isfinite(gap) else 1.0
         return 2.0 * limit * (1.0 + shortfall)
     return 5.0 * limit
+
+
+def explain(result: TrialResult, step_limit: int, target: Target) -> str:
+    """What `score` gives this result, in words (stored with the trial for Optuna users).
+
+    Example: "penalty 2500 = 2 x 1000-step limit x (1 + 0.25 shortfall): never reached
+    val_accuracy>=0.8".
+    """
+    value = score(result, step_limit, target)
+    if result.state is TrialState.REACHED:
+        return f"{value:.0f} steps to {target}"
+    if value >= 5.0 * max(1, step_limit):
+        return f"penalty {value:.0f} = 5 x {step_limit}-step limit: {result.state.value}"
+    shortfall = value / (2.0 * max(1, step_limit)) - 1.0
+    what = "pruned before" if result.state is TrialState.PRUNED else "never"
+    return (
+        f"penalty {value:.0f} = 2 x {step_limit}-step limit x (1 + {shortfall:.2f} shortfall): "
+        f"{what} reached {target}"
+    )

@@ -8,6 +8,7 @@ as Optuna params (`adopt`).
 from __future__ import annotations
 
 import math
+import warnings
 import zlib
 from typing import Any
 
@@ -45,13 +46,13 @@ class OptunaBackend(TunerBackend):
         if kind is Sampler.RANDOM:
             return optuna.samplers.RandomSampler(seed=seed)
         if kind is Sampler.QMC:
-            return optuna.samplers.QMCSampler(seed=seed, warn_independent_sampling=False)
+            with warnings.catch_warnings():  # experimental in Optuna; chosen on purpose here
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.samplers.QMCSampler(seed=seed, warn_independent_sampling=False)
         if kind is Sampler.GRID:
             return optuna.samplers.GridSampler(self.grid(), seed=seed)
         startup = max(2, min(5, self.config.trials_per_stratum // 3))
-        return optuna.samplers.TPESampler(
-            seed=seed, n_startup_trials=startup, multivariate=True, warn_independent_sampling=False
-        )
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True)
 
     def grid(self) -> dict[str, list[Any]]:
         """Grid values: ``trials_per_stratum`` points over each numeric range, every choice."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from study.config.rules import FieldError
 from study.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,6 +47,8 @@ class Workload(abc.ABC):
     name: ClassVar[str] = ""
     models: ClassVar[tuple[str, ...]] = ("mlp",)
     default_target: ClassVar[str] = "val_accuracy>=0.9"
+    #: The validation metrics a trial of this workload reports (what a target may name).
+    metrics: ClassVar[tuple[str, ...]] = ("val_loss", "val_accuracy", "val_error")
 
     def __init__(self, **options: Any) -> None:
         if options:
@@ -67,6 +70,21 @@ class Workload(abc.ABC):
                 f"choose from {', '.join(self.models)}"
             )
         return model
+
+    def check_target(self, metric: str) -> None:
+        """Raise `FieldError` on ``target`` unless ``metric`` is one this workload reports.
+
+        Example: ``nosuchmetric`` on MNIST-1D: "target: unknown metric 'nosuchmetric'; workload
+        'mnist1d' reports val_loss, val_accuracy, val_error".
+        """
+        if metric not in self.metrics:
+            raise FieldError(
+                "target",
+                "",
+                metric,
+                detail=f"unknown metric {metric!r}; workload {self.name!r} reports "
+                f"{', '.join(self.metrics)}",
+            )
 
     def validate(self) -> None:  # noqa: B027 - optional hook
         """Cheap checks run before any training (files exist, columns present); no TensorFlow."""

@@ -77,6 +77,10 @@ class Recorded:
             for ledger in ledgers
         }
 
+    def journal_bytes(self) -> bytes:
+        """The ledger file as stored: a command that changes nothing leaves it byte for byte."""
+        return (self.cwd / "mlruns" / "optuna.journal").read_bytes()
+
     def mlflow_digest(self) -> str:
         return hashlib.sha256((self.cwd / "mlruns" / "mlflow.db").read_bytes()).hexdigest()
 
@@ -133,13 +137,13 @@ def test_bad_input_is_one_line_and_leaves_the_store_alone(
     recorded: Recorded, argv: list[str], fragments: list[str]
 ) -> None:
     write(recorded.cwd / "malformed.yaml", MALFORMED)
-    ledger, mlflow = recorded.ledger(), recorded.mlflow_digest()
+    journal, mlflow = recorded.journal_bytes(), recorded.mlflow_digest()
 
     result = study(*argv, cwd=recorded.cwd)
 
     line = assert_usage_error(result, *fragments)
     assert line.startswith(f"study {argv[0]}: error: ")
-    assert recorded.ledger() == ledger
+    assert recorded.journal_bytes() == journal
     assert recorded.mlflow_digest() == mlflow
 
 
@@ -166,10 +170,39 @@ def test_another_study_under_the_same_name_is_refused(
     recorded: Recorded, tmp_path: Path, change: dict[str, Any]
 ) -> None:
     other = write(tmp_path / "other.yaml", {**STUDY, **change})
-    ledger, mlflow = recorded.ledger(), recorded.mlflow_digest()
+    journal, mlflow = recorded.journal_bytes(), recorded.mlflow_digest()
 
     result = study("run", str(other), cwd=recorded.cwd)
 
     assert_usage_error(result, "'recorded'", "already exists")
-    assert recorded.ledger() == ledger
+    assert recorded.journal_bytes() == journal  # not even a create_study record is appended
     assert recorded.mlflow_digest() == mlflow
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ls"],
+        ["ls", "--json"],
+        ["status", "recorded"],
+        ["status", "recorded", "--json"],
+        ["export", "recorded", "--out", "table.csv"],
+        ["report", "recorded", "--format", "json", "--no-mlflow", "--bootstrap", "10"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
+def test_read_only_commands_leave_the_ledger_untouched(
+    recorded: Recorded, tmp_path: Path, argv: list[str]
+) -> None:
+    journal = recorded.journal_bytes()
+    if argv[0] == "report":
+        argv = [*argv, "--out", str(tmp_path / "report")]
+    result = study(*argv, cwd=recorded.cwd)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert recorded.journal_bytes() == journal
+
+
+def test_read_only_commands_create_no_store(tmp_path: Path) -> None:
+    for argv in (["ls"], ["status", "nothing"], ["export", "nothing", "--out", "t.csv"]):
+        study(*argv, cwd=tmp_path)
+    assert list(tmp_path.iterdir()) == []
