@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 from study.errors import UsageError
 
 if TYPE_CHECKING:
-    from study.ledger import StudyRecord
+    from study.config.study import StudyConfig
+    from study.ledger import Ledger, StudyRecord
+    from study.report.about import StudyFacts
 
 _EXPORT_SUFFIXES = (".csv", ".parquet", ".pq")
 
@@ -37,7 +39,8 @@ def main(args: argparse.Namespace) -> int:
     summary = ledger.summary()  # UsageError for an unknown study
     record = ledger.require()
     table = ledger_table(args.name, ledger.measurement_rows())
-    target = _target(args, record, table)
+    config = _study_config(args, record)
+    target = _target(args, config, table)
     formats = list(dict.fromkeys(args.format or FORMATS))
     out_dir = Path(args.out) if args.out else Path("reports") / args.name
     report = build_report(
@@ -48,7 +51,8 @@ def main(args: argparse.Namespace) -> int:
         n_boot=args.bootstrap,
         state=summary.state,
         command=_command(args, target),
-        context=_context(args, record),
+        context=_context(args),
+        facts=_facts(ledger, record, config),
     )
     paths = write_report(report, out_dir, formats)
     print(f"wrote {len(paths)} file(s) to {out_dir}:")
@@ -86,14 +90,26 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _target(args: argparse.Namespace, record: StudyRecord, table: Any) -> Any:
+def _study_config(args: argparse.Namespace, record: StudyRecord) -> StudyConfig | None:
+    """The study file stored in the ledger, parsed (None for an imported study)."""
+    if not record.config_text:
+        return None
+    import yaml
+
+    from study.config.studyfile import parse_study
+
+    text = record.config_text
+    source = record.config_source or f"<study {args.name}>"
+    return parse_study(yaml.safe_load(text), source, text=text)
+
+
+def _target(args: argparse.Namespace, config: StudyConfig | None, table: Any) -> Any:
     """``--target`` if given, else the target of the study file stored in the ledger."""
     from study.config.target import Target
 
     if args.target:
         return Target.parse(args.target, option="--target")
-    text = record.config_text
-    if not text:
+    if config is None:
         from study.report.build import measured_metrics
 
         metrics = measured_metrics(table)
@@ -102,37 +118,91 @@ def _target(args: argparse.Namespace, record: StudyRecord, table: Any) -> Any:
             f"study {args.name!r} was imported and has no target of its own; pass --target, "
             f"e.g. --target '{example}<0.1' (metrics: {', '.join(metrics) or 'none'})"
         )
-    import yaml
-
-    from study.config.studyfile import parse_study
-
-    source = record.config_source or f"<study {args.name}>"
-    return parse_study(yaml.safe_load(text), source, text=text).target
+    return config.target
 
 
 def _command(args: argparse.Namespace, target: Any) -> str:
+    """The command that made the report (its storage shown as `_context` shows it)."""
     parts = ["study", "report", args.name, "--target", str(target)]
     if args.accelerators is not None:
         parts += ["--accelerators", str(args.accelerators)]
     if args.bootstrap != 1000:
         parts += ["--bootstrap", str(args.bootstrap)]
     if args.storage:
-        parts += ["--storage", args.storage]
+        parts += ["--storage", _storage(args)]
     return shlex.join(parts)
 
 
-def _context(args: argparse.Namespace, record: StudyRecord) -> dict[str, str]:
-    from study import __version__
+def _context(args: argparse.Namespace) -> dict[str, str]:
+    """Where the study was read from: the storage, relative to the working directory (or its
+    bare file name) and with any password masked."""
+    return {"storage": _storage(args) if args.storage else f"{_storage(args)} (default)"}
 
-    context = {"storage": args.storage or "mlruns/optuna.journal (default)"}
-    if record.config_source:
-        context["study file"] = str(record.config_source)
-    if record.imported:
-        context["imported from"] = str(record.source or "?")
-        workload = [record.dataset, record.model, record.optimizer]
-        context["workload"] = " / ".join(str(w) for w in workload if w)
-    context["study package"] = __version__
-    return context
+
+def _storage(args: argparse.Namespace) -> str:
+    from study.paths import JOURNAL, store_root
+    from study.report.formatting import display_storage
+
+    return display_storage(args.storage or str(store_root(create=False) / JOURNAL))
+
+
+def _facts(ledger: Ledger, record: StudyRecord, config: StudyConfig | None) -> StudyFacts:
+    """What the study trained and how it searched, for the top of the report: the study file
+    (or an imported study's dataset, model and optimizer), the trials planned, the package
+    versions here (`environment_info`, which imports no TensorFlow) and the versions the trials
+    recorded."""
+    from study.host import environment_info
+    from study.report.about import StudyFacts
+    from study.report.formatting import display_path, display_storage
+
+    environment = environment_info()
+    common: dict[str, Any] = {
+        "tuner": record.tuner or "",
+        "trials_planned": record.trials_total,
+        "packages": {**environment["packages"], "python": environment["python"]},
+        "trained_with": _trained_with(ledger),
+    }
+    if config is None:
+        return StudyFacts(
+            dataset=record.dataset or "",
+            model=record.model or "",
+            optimizer=record.optimizer or "",
+            imported_from=display_storage(record.source) if record.source else "",
+            **common,
+        )
+    source = record.config_source
+    return StudyFacts(
+        config=config,
+        study_file=display_path(source) if source and not source.startswith("<") else "",
+        default_model=_default_model(config),
+        **common,
+    )
+
+
+def _default_model(config: StudyConfig) -> str:
+    """The model a built-in workload trains when the study file names none ("" if unknown)."""
+    from study.config.rules import FieldError
+    from study.workloads import available, get_workload
+
+    if config.model is not None or config.workload not in available():
+        return config.model or ""
+    try:
+        return get_workload(config.workload, config.workload_options).check_model(None)
+    except (UsageError, FieldError):
+        return ""
+
+
+def _trained_with(ledger: Ledger) -> dict[str, str]:
+    """The TensorFlow and Keras versions the finished trials recorded, e.g.
+    ``{"tensorflow": "2.21.0", "keras": "3.15.1"}`` (several versions joined by " and ")."""
+    seen: dict[str, set[str]] = {"tensorflow": set(), "keras": set()}
+    for stratum in ledger.strata():
+        for trial in ledger.trials(stratum):
+            environment = trial.result.environment if trial.result else {}
+            for name, versions in seen.items():
+                if environment.get(name):
+                    versions.add(str(environment[name]))
+    return {name: " and ".join(sorted(v)) for name, v in seen.items() if v}
 
 
 def attach_to_parent_run(study: str, files: list[Path], uri_option: str | None) -> str | None:

@@ -36,6 +36,7 @@ from study.analysis.regimes import Regimes, scaling_regimes
 from study.analysis.table import BATCH_SIZE, REPLICAS, STRATEGY, flatten_table, metric_columns
 from study.config.target import Target
 from study.report import prose
+from study.report.about import StudyFacts
 
 DEFAULT_ACCELERATORS = 8
 """Accelerators the recommendation is made for when none are given (or more if the study ran
@@ -56,8 +57,9 @@ class ScalingReport:
     Fits: ``noise_scale``, ``regimes``, ``lr_fit`` and the ``recommendation`` for
     ``accelerators`` devices; their intervals are at ``confidence``. ``notes``: plain sentences
     about thin data. ``state``: the study's state when the report was made (``complete``,
-    ``running``, ``incomplete``, ``imported``). ``command`` and ``context`` say how the report
-    was made.
+    ``running``, ``incomplete``, ``imported``). ``facts``: what the study trained and how it
+    searched (`StudyFacts`: study file, packages), shown at the top of the report. ``command``
+    and ``context`` say how the report was made.
     """
 
     study: str
@@ -81,6 +83,7 @@ class ScalingReport:
     command: str = ""
     context: Mapping[str, str] = field(default_factory=dict, compare=False)
     created: str = ""
+    facts: StudyFacts = field(default_factory=StudyFacts, compare=False)
 
 
 def build_report(
@@ -95,6 +98,7 @@ def build_report(
     state: str = "complete",
     command: str = "",
     context: Mapping[str, str] | None = None,
+    facts: StudyFacts | None = None,
 ) -> ScalingReport:
     """Compute every measure, fit and note of a scaling report.
 
@@ -110,6 +114,9 @@ def build_report(
         state: the study's state (``complete``, ``running``, ``incomplete``, ``imported``).
         command: the command that made the report, for its "how it was made" section.
         context: further facts for that section, e.g. ``{"storage": "mlruns/optuna.journal"}``.
+        facts: what the study trained and how it searched, for the top of the report (the
+            study file, package versions); without them the report shows what the
+            measurements hold.
 
     Raises:
         ValueError: if ``accelerators < 1``, ``n_boot < 0`` or ``confidence`` is not strictly
@@ -168,6 +175,7 @@ def build_report(
         confidence=confidence,
         command=command or f"study report {study} --target '{target}'",
         context=dict(context or {}),
+        facts=facts or StudyFacts(),
         created=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     )
 

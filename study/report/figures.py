@@ -1,6 +1,7 @@
 """The report's figures: drawn by the plot functions of `study.analysis.plots` into `Figure`
 objects with an Agg canvas (no pyplot state), with the report's finishing touches (B_noise
-marked, the y axis kept near the data, plain tick labels), their captions and their PNG bytes.
+marked, the y axis kept near the data, plain tick labels, fitted numbers in the legends written
+as the text writes them), their captions and their PNG bytes.
 
 Example::
 
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+from study.report.formatting import ci_text, fmt
 
 if TYPE_CHECKING:  # pragma: no cover
     from study.report.build import ScalingReport
@@ -60,6 +63,7 @@ def make_figures(report: ScalingReport) -> dict[str, Any]:
     if np.isfinite(steps["steps_to_result"].to_numpy(dtype=float)).any():
         fig, ax = _figure()
         plots.plot_steps_to_result(ax, steps, fit, regimes)
+        _relabel_fit(ax, "fit: B_noise", f"fit: B_noise = {fmt(fit.b_noise)}")
         _mark_b_noise(ax, report)
         _clamp_ylim(ax, steps["steps_to_result"], steps["fit_steps"])
         _plain_ticks(ax)
@@ -67,6 +71,7 @@ def make_figures(report: ScalingReport) -> dict[str, Any]:
         figures["steps_to_result"] = fig
         fig, ax = _figure()
         plots.plot_examples_to_result(ax, steps, fit, regimes)
+        _relabel_fit(ax, "fit: B_noise", f"fit: B_noise = {fmt(fit.b_noise)}")
         _mark_b_noise(ax, report)
         _clamp_ylim(ax, steps["examples_to_result"], steps["fit_examples"])
         _plain_ticks(ax)
@@ -75,6 +80,10 @@ def make_figures(report: ScalingReport) -> dict[str, Any]:
     if np.isfinite(steps["best_learning_rate"].to_numpy(dtype=float)).any():
         fig, ax = _figure()
         plots.plot_best_lr(ax, steps, lr_fit=report.lr_fit)
+        lr = report.lr_fit
+        _relabel_fit(
+            ax, "fit: alpha", f"fit: alpha = {fmt(lr.alpha)}{ci_text(lr.alpha_ci, lr.confidence)}"
+        )
         _plain_ticks(ax)
         ax.set_title("Best learning rate per batch size")
         figures["best_lr"] = fig
@@ -122,6 +131,16 @@ def _plain_ticks(ax: Any) -> None:
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
     ax.yaxis.set_major_formatter(plain)
     ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _relabel_fit(ax: Any, prefix: str, label: str) -> None:
+    """Give the fitted curve whose legend label starts with ``prefix`` the label ``label``
+    (the report's three significant digits), and redraw the legend."""
+    lines = [line for line in ax.lines if str(line.get_label()).startswith(prefix)]
+    for line in lines:
+        line.set_label(label)
+    if lines:
+        ax.legend(fontsize="small")
 
 
 def _mark_b_noise(ax: Any, report: ScalingReport) -> None:

@@ -2,24 +2,34 @@
 
 Inline CSS, figures as base64 PNG data URIs, no scripts or external resources: the page opens
 offline. Every string that comes from the user or the data (study, strategy and metric names,
-notes) goes through `html.escape`. The tables come from `study.report.tables`, the sentences
-from `study.report.prose`.
+notes) goes through `html.escape`. The page opens with what the study is about
+(`study.report.about`); the tables come from `study.report.tables`, the sentences from
+`study.report.prose`.
+
+Text stays in a column of at most 1100 px; a table with more than `WIDE_COLUMNS` columns may
+use the window's width, its headers wrap, and a table wider still scrolls sideways in its box,
+with a visible scroll bar and a shadow on the edge that has more columns behind it (header
+cells are translucent so that the shadow shows through them).
 """
 
 from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from study.report.about import about_rows, headline
 from study.report.figures import FIGURE_CAPTIONS, figure_png, make_figures
 from study.report.formatting import ci_text, fmt
 from study.report.prose import METHOD, NO_NOTES, answer, how_it_was_made
-from study.report.tables import report_tables
+from study.report.tables import Table, report_tables
 
 if TYPE_CHECKING:  # pragma: no cover
     from study.report.build import ScalingReport
+
+WIDE_COLUMNS = 8
+"""Tables with more columns than this may be wider than the text column."""
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;
@@ -28,7 +38,12 @@ main{max-width:1100px;margin:0 auto;padding:1.5rem 2rem 4rem}
 h1{font-size:1.7rem;margin:.2rem 0} h2{font-size:1.3rem;margin-top:2.2rem;
  border-bottom:2px solid #e3e7eb;padding-bottom:.2rem} h3{font-size:1.05rem;margin-top:1.6rem}
 code{background:#f1f3f5;padding:0 .25em;border-radius:3px;font-size:.92em}
-.meta{color:#5b6670;margin:.2rem 0 1rem} nav a{margin-right:1rem;color:#1864ab}
+.lead{font-size:1.15rem;margin:.2rem 0} .meta{color:#5b6670;margin:.2rem 0 1rem}
+nav{margin:1rem 0} nav a{margin-right:1rem;color:#1864ab}
+dl.facts{display:grid;grid-template-columns:repeat(auto-fill,minmax(15rem,1fr));gap:.5rem 1.2rem;
+ margin:.8rem 0;padding:.8rem 1rem;background:#f8f9fa;border:1px solid #e9ecef;border-radius:6px}
+dl.facts div{min-width:0} dl.facts div.wide{grid-column:span 2} dl.facts div.full{grid-column:1/-1}
+dl.facts dt{color:#5b6670;font-size:.8rem} dl.facts dd{margin:0;overflow-wrap:anywhere}
 .answer{font-size:1.05rem;background:#f8f9fa;border-left:4px solid #1864ab;padding:.8rem 1rem}
 .cards{display:flex;flex-wrap:wrap;gap:.8rem;margin:1rem 0}
 .card{border:1px solid #dee2e6;border-radius:6px;padding:.5rem .9rem;min-width:10rem}
@@ -37,13 +52,22 @@ code{background:#f1f3f5;padding:0 .25em;border-radius:3px;font-size:.92em}
 figure{margin:1.2rem 0;display:inline-block;max-width:100%;vertical-align:top}
 figure img{max-width:100%;height:auto;border:1px solid #e9ecef}
 figcaption{color:#5b6670;font-size:.88rem;max-width:760px}
-.scroll{overflow-x:auto}
-table{border-collapse:collapse;font-size:.88rem;margin:.5rem 0}
-th,td{border:1px solid #dee2e6;padding:.25rem .55rem;text-align:right;white-space:nowrap}
-th{background:#f1f3f5} td.text,th.text{text-align:left;white-space:normal}
+.scroll{overflow-x:auto;max-width:100%;margin:.5rem 0;scrollbar-color:#868e96 #e9ecef;
+ background:linear-gradient(to right,#fff 30%,rgba(255,255,255,0)) left/2.5rem 100% no-repeat local,
+ linear-gradient(to left,#fff 30%,rgba(255,255,255,0)) right/2.5rem 100% no-repeat local,
+ radial-gradient(farthest-side at 0 50%,rgba(0,0,0,.25),rgba(0,0,0,0)) left/1rem 100% no-repeat,
+ radial-gradient(farthest-side at 100% 50%,rgba(0,0,0,.25),rgba(0,0,0,0)) right/1rem 100%
+ no-repeat}
+.scroll.wide{margin-left:calc(50% - 50vw + 1.5rem);margin-right:calc(50% - 50vw + 1.5rem);
+ max-width:none}
+table{border-collapse:collapse;font-size:.88rem;margin:0} .wide table{margin:0 auto}
+th,td{border:1px solid #dee2e6;padding:.25rem .5rem;text-align:right}
+td{white-space:nowrap} th{background:rgba(222,226,230,.42);white-space:normal;vertical-align:bottom;
+ min-width:3.5rem;max-width:7.5rem;font-weight:600;line-height:1.25}
+td.text,th.text{text-align:left;white-space:normal} td.text{max-width:28rem}
 ul.notes li{margin:.3rem 0} .none{color:#5b6670}
 dl.how{display:grid;grid-template-columns:max-content 1fr;gap:.3rem 1rem}
-dl.how dt{font-weight:600} dl.how dd{margin:0}
+dl.how dt{font-weight:600} dl.how dd{margin:0;overflow-wrap:anywhere}
 """
 
 
@@ -53,28 +77,28 @@ def render_html(report: ScalingReport, pngs: Mapping[str, bytes] | None = None) 
     if pngs is None:
         pngs = {name: figure_png(fig) for name, fig in make_figures(report).items()}
     study = _esc(report.study)
+    about = headline(report)
+    title = f"Scaling report: {study}" + (f" ({_esc(about)})" if about else "")
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>Scaling report: {study}</title>",
+        f"<title>{title}</title>",
         f"<style>{_CSS}</style></head><body><main>",
         f"<h1>Scaling report: <code>{study}</code></h1>",
-        f'<p class="meta">target <code>{_esc(report.target)}</code> &middot; '
-        f"{len(report.trials)} trials &middot; {len(report.steps)} batch sizes &middot; study "
-        f"{_esc(report.state)} &middot; made {_esc(report.created)}</p>",
+        *([f'<p class="lead">{_esc(about)}</p>'] if about else []),
+        f'<p class="meta">{len(report.trials)} trials &middot; {len(report.steps)} batch sizes '
+        f"&middot; study {_esc(report.state)} &middot; made {_esc(report.created)}</p>",
+        *_facts(report),
         '<nav><a href="#summary">Summary</a><a href="#figures">Figures</a>'
         '<a href="#tables">Tables</a><a href="#notes">Notes</a>'
         '<a href="#method">How it was made</a></nav>',
         *_summary(report),
         *_figures(pngs),
         '<section id="tables"><h2>Tables</h2>',
+        *(_table(table) for table in report_tables(report)),
+        '</section><section id="notes"><h2>Notes</h2>',
     ]
-    for table in report_tables(report):
-        intro = f"<p>{_esc(table.intro)}</p>" if table.intro else ""
-        parts.append(f"<h3>{_esc(table.title)}</h3>" + intro)
-        parts.append(_table(table.headers, table.rows, table.text_columns))
-    parts.append('</section><section id="notes"><h2>Notes</h2>')
     if report.notes:
         parts += ['<ul class="notes">', *(f"<li>{_esc(n)}</li>" for n in report.notes), "</ul>"]
     else:
@@ -85,6 +109,22 @@ def render_html(report: ScalingReport, pngs: Mapping[str, bytes] | None = None) 
     ]
     parts.append(f"</dl><p>{_esc(METHOD)}</p></section></main></body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _facts(report: ScalingReport) -> list[str]:
+    """What the study is about, as a grid of labelled facts; long values take more room."""
+    items = []
+    for label, value in about_rows(report):
+        width = " full" if len(value) > 70 else " wide" if len(value) > 30 else ""
+        cls = f' class="{width.strip()}"' if width else ""
+        items.append(f"<div{cls}><dt>{_esc(label)}</dt><dd>{_esc(value)}</dd></div>")
+    return [
+        '<section id="study" aria-label="The study">',
+        '<dl class="facts">',
+        *items,
+        "</dl>",
+        "</section>",
+    ]
 
 
 def _esc(value: Any) -> str:
@@ -145,7 +185,7 @@ def _cards(report: ScalingReport) -> list[tuple[str, str, str]]:
         )
     if lr.ok:
         cards.append(
-            ("alpha in best lr ~ B^alpha", fmt(lr.alpha, 2), ci_text(lr.alpha_ci, lr.confidence, 2))
+            ("alpha in best lr ~ B^alpha", fmt(lr.alpha), ci_text(lr.alpha_ci, lr.confidence))
         )
     if rec.ok:
         cards.append(
@@ -179,21 +219,24 @@ def _figures(pngs: Mapping[str, bytes]) -> list[str]:
     return parts
 
 
-def _table(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], text_columns: Sequence[int] = ()
-) -> str:
-    if not rows:
-        return '<p class="none">No rows.</p>'
+def _table(table: Table) -> str:
+    """One table with its title and intro; a wide one in a box that may outgrow the text."""
+    intro = f"<p>{_esc(table.intro)}</p>" if table.intro else ""
+    title = f"<h3>{_esc(table.title)}</h3>{intro}"
+    if not table.rows:
+        return f'{title}<p class="none">No rows.</p>'
 
     def cell(tag: str, i: int, value: str) -> str:
-        cls = ' class="text"' if i in text_columns else ""
+        cls = ' class="text"' if i in table.text_columns else ""
         return f"<{tag}{cls}>{_esc(value)}</{tag}>"
 
-    head = "".join(cell("th", i, h) for i, h in enumerate(headers))
+    head = "".join(cell("th", i, h) for i, h in enumerate(table.headers))
     body = "\n".join(
-        "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>" for row in rows
+        "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>"
+        for row in table.rows
     )
+    box = "scroll wide" if len(table.headers) > WIDE_COLUMNS else "scroll"
     return (
-        f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
-        f"<tbody>\n{body}\n</tbody></table></div>"
+        f'{title}<div class="{box}" tabindex="0" role="region" aria-label="{_esc(table.title)}">'
+        f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table></div>"
     )

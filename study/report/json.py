@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from study.report.about import about_dict
 from study.report.prose import answer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,11 +28,14 @@ def render_json(report: ScalingReport) -> str:
 
 
 def report_dict(report: ScalingReport) -> dict[str, Any]:
-    """Every fitted number and table of the report as plain data (inf/NaN become None)."""
+    """Every fitted number and table of the report as plain data (inf/NaN become None), and
+    what the study is about (``about``: workload, model, optimizer, search space, trial counts,
+    package versions)."""
     regimes = report.regimes
     return plain(
         {
             "study": report.study,
+            "about": about_dict(report),
             "target": {
                 "text": str(report.target),
                 "metric": report.target.metric,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from study.report.about import about_rows, headline
 from study.report.figures import FIGURE_CAPTIONS
 from study.report.prose import METHOD, NO_NOTES, answer, how_it_was_made
 from study.report.tables import report_tables
@@ -20,12 +21,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def render_markdown(report: ScalingReport, figures: Sequence[str] = ()) -> str:
     """``report.md``; ``figures`` are the PNG file stems written next to it."""
+    about = headline(report)
     out = [
         f"# Scaling report: {_code(report.study)}",
         "",
+        *([f"**{_text(about)}**", ""] if about else []),
         f"Target {_code(report.target)} · {len(report.trials)} trials · "
         f"{len(report.steps)} batch sizes · study {_text(report.state)} · "
         f"made {_text(report.created)}",
+        "",
+        "## The study",
+        "",
+        *(f"- **{_text(label)}**: {_text(value)}" for label, value in about_rows(report)),
         "",
         "## Summary",
         "",

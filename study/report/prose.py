@@ -56,9 +56,10 @@ def answer(report: ScalingReport) -> str:
 
 def _answer_sentences(report: ScalingReport) -> list[str]:
     steps, target = report.steps, report.target
+    training = _training(report)
     out = [
-        f"How many training steps does it take to reach {target} as the global batch size "
-        f"grows, and which batch size should {report.accelerators} accelerators use?"
+        f"How many training steps does it take to reach {target}{training} as the global batch "
+        f"size grows, and which batch size should {report.accelerators} accelerators use?"
     ]
     reached = steps[np.isfinite(steps["steps_to_result"].to_numpy(dtype=float))]
     if reached.empty:
@@ -100,11 +101,23 @@ def _answer_sentences(report: ScalingReport) -> list[str]:
     lr = report.lr_fit
     if lr.ok:
         out.append(
-            f"The best learning rate grows as B^{fmt(lr.alpha, 2)}"
-            f"{ci_text(lr.alpha_ci, lr.confidence, 2)}, {_RULES[lr.rule]}."
+            f"The best learning rate grows as B^{fmt(lr.alpha)}"
+            f"{ci_text(lr.alpha_ci, lr.confidence)}, {_RULES[lr.rule]}."
         )
     out.append(_recommendation_sentence(report.recommendation, fit.confidence))
     return out
+
+
+def _training(report: ScalingReport) -> str:
+    """``", training mlp on mnist1d with nesterov,"`` (empty when the facts are unknown)."""
+    facts = report.facts
+    if not facts.workload_name:
+        return ""
+    text = f" training {facts.model_name} on" if facts.model_name else " training on"
+    text += f" {facts.workload_name}"
+    if facts.optimizer_name:
+        text += f" with {facts.optimizer_name}"
+    return f",{text},"
 
 
 def _recommendation_sentence(rec: Recommendation, confidence: float) -> str:
@@ -287,9 +300,8 @@ def fit_notes(
         notes += [_sentence(f"Learning-rate fit: {n}") for n in lr_fit.notes]
         if lr_fit.r_squared > 0.999:
             notes.append(
-                f"The best learning rates lie almost exactly on a power law (R^2 = "
-                f"{lr_fit.r_squared:.4f}), hence the narrow interval for alpha. If the winning "
-                "trials were proposed by extrapolating from other batch sizes (Optuna's "
+                "The best learning rates lie almost exactly on a power law (R^2 above 0.999), "
+                "hence the narrow interval for alpha. If the winning trials were proposed by extrapolating from other batch sizes (Optuna's "
                 "transfer proposals), alpha reflects that extrapolation as much as the optimum."
             )
     elif not thin and lr_fit.reason:

@@ -1,7 +1,7 @@
 """The report's tables as text, shared by the HTML and Markdown writers.
 
-A `Column` says which field of a row it shows, under which header, and how (`fmt` with its
-digits, or a function of the row); `report_tables` lays out every table of the report (per
+A `Column` says which field of a row it shows, under which header, and how (`fmt`, at three
+significant digits like every number of the report, or a function of the row); `report_tables` lays out every table of the report (per
 batch size, per batch size and strategy, the seed experiments, throughput, and the fitted
 numbers) as a `Table` of header and cell strings. The writers only add markup.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from study.analysis.table import BATCH_SIZE
-from study.report.formatting import fmt, interval_text, percent
+from study.report.formatting import fmt, interval_text, percent, r_squared_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from study.report.build import ScalingReport
@@ -46,8 +46,8 @@ Row = tuple[str, str, str, str]
 """A row of the fitted-numbers table: (quantity, estimate, interval, comment)."""
 
 
-def _col(name: str, header: str, digits: int = 3) -> Column:
-    return Column(name, header, lambda row: fmt(row.get(name), digits))
+def _col(name: str, header: str) -> Column:
+    return Column(name, header, lambda row: fmt(row.get(name)))
 
 
 def _range(row: Mapping[str, Any]) -> str:
@@ -105,7 +105,7 @@ def strategy_columns(strategies: pd.DataFrame) -> list[Column]:
     """The seed experiments' columns: the fixed ones, then ``final <metric>`` per metric."""
     taken = {c.name for c in _STRATEGY_FIXED}
     metrics = [c for c in strategies.columns if c not in taken]
-    return [*_STRATEGY_FIXED, *(_col(m, f"final {m}", 4) for m in metrics)]
+    return [*_STRATEGY_FIXED, *(_col(m, f"final {m}") for m in metrics)]
 
 
 def report_tables(report: ScalingReport) -> list[Table]:
@@ -204,8 +204,13 @@ def _lr_rows(report: ScalingReport) -> list[Row]:
             interval_text(lr.alpha_ci),
             f"rule: {lr.rule}",
         ),
-        ("c in lr* = c B^alpha", fmt(lr.c), "", f"R^2 = {fmt(lr.r_squared)}"),
+        ("c in lr* = c B^alpha", fmt(lr.c), "", f"R^2 {_r_squared(lr.r_squared)}"),
     ]
+
+
+def _r_squared(r_squared: float) -> str:
+    text = r_squared_text(r_squared)
+    return text if text.startswith(">") else f"= {text}"
 
 
 def _recommendation_rows(report: ScalingReport) -> list[Row]:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
 from study.cli import main as cli
+from study.commands.report import _command, _context
 from study.config.space import Stratum
 from study.config.target import Target
 from study.ledger import Ledger, StudyRecord
@@ -29,8 +32,9 @@ search_space:
 """
 
 
-def write_tiny_ledger(journal: Path) -> None:
-    """A finished study: 6 batch sizes x 3 learning rates, S(B) = 100 (1 + 64 / B)."""
+def write_tiny_ledger(journal: Path, **record: Any) -> None:
+    """A finished study: 6 batch sizes x 3 learning rates, S(B) = 100 (1 + 64 / B); ``record``
+    changes its `StudyRecord`."""
     target = Target.parse("val_accuracy>=0.6")
     trials = []
     for batch in BATCH_SIZES:
@@ -41,10 +45,8 @@ def write_tiny_ledger(journal: Path) -> None:
             trials.append(
                 finished_trial(Stratum(batch, "default"), number, best * factor, curve, target)
             )
-    record = StudyRecord(
-        NAME, config_text=STUDY_YAML, config_source="tiny.yaml", trials_total=len(trials)
-    )
-    write_ledger(Ledger.open(str(journal), NAME), record, trials)
+    fields = {"config_text": STUDY_YAML, "config_source": "tiny.yaml", "trials_total": 18, **record}
+    write_ledger(Ledger.open(str(journal), NAME), StudyRecord(NAME, **fields), trials)
 
 
 @pytest.fixture
@@ -87,6 +89,86 @@ def test_report_writes_every_format(journal: Path, tmp_path: Path, capsys) -> No
     assert data["target"]["text"] == "val_accuracy>=0.6"  # the study file's target
     assert data["state"] == "complete"
     assert data["noise_scale"]["ok"] and data["recommendation"]["accelerators"] == 8
+
+
+def written(out: Path) -> dict[str, str]:
+    return {name: (out / name).read_text() for name in ("report.html", "report.md", "report.json")}
+
+
+def test_the_report_says_what_the_study_is_about(journal: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    status, _, err = run(
+        capsys, "report", NAME, "--storage", journal, "--out", out, "--no-mlflow",
+        "--bootstrap", "20", "--format", "html", "--format", "md", "--format", "json",
+    )  # fmt: skip
+    assert status == 0, err
+    files = written(out)
+
+    page = files["report.html"]
+    top = page[: page.index('<section id="summary">')]
+    assert '<p class="lead">mnist1d · mlp · nesterov</p>' in top
+    for fact in ("mlp (the workload&#x27;s default)", "constant", "4000 steps", "18 of 18 planned"):
+        assert fact in top
+    assert "<dd>tiny.yaml</dd>" in top
+    about = json.loads(files["report.json"])["about"]
+    assert (about["workload"], about["model"], about["optimizer"]) == ("mnist1d", "mlp", "nesterov")
+    assert about["study_file"] == "tiny.yaml" and about["trials_planned"] == 18
+    assert {"study", "numpy", "pandas", "optuna", "python"} <= set(about["packages"])
+    data = json.loads(files["report.json"])
+    assert data["context"] == {"storage": "j.journal"}  # --storage was absolute, inside cwd
+    assert "--storage j.journal" in data["command"]
+    for text in files.values():
+        assert str(tmp_path) not in text
+
+
+@pytest.mark.parametrize(
+    ("source", "shown"),
+    [("{tmp}/specs/tiny.yaml", "specs/tiny.yaml"), ("/elsewhere/specs/tiny.yaml", "tiny.yaml")],
+)
+def test_the_study_file_is_shown_relative_or_bare(
+    tmp_path: Path, monkeypatch, capsys, source: str, shown: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    journal = tmp_path / "j.journal"
+    write_tiny_ledger(journal, config_source=source.format(tmp=tmp_path))
+
+    data = report_json(capsys, journal, tmp_path / "out")
+
+    assert data["about"]["study_file"] == shown
+    assert ["study file", shown] in data["about"]["shown"]
+
+
+def test_an_imported_study_names_its_dataset_model_and_optimizer(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    journal = tmp_path / "j.journal"
+    write_tiny_ledger(
+        journal, kind="imported", config_text=None, config_source=None,
+        source=str(tmp_path.parent / "release" / "mnist_simple_cnn"),
+        dataset="mnist", model="simple_cnn", optimizer="nesterov_momentum",
+    )  # fmt: skip
+    out = tmp_path / "out"
+
+    data = report_json(capsys, journal, out, "--target", "val_accuracy>=0.6", "--format", "html")
+
+    about = data["about"]
+    assert (about["workload"], about["model"]) == ("mnist", "simple_cnn")
+    assert about["optimizer"] == "nesterov_momentum"
+    assert about["imported_from"] == "mnist_simple_cnn" and about["study_file"] is None
+    page = (out / "report.html").read_text()
+    assert '<p class="lead">mnist · simple_cnn · nesterov_momentum</p>' in page
+    assert str(tmp_path.parent) not in page
+
+
+def test_storage_passwords_never_reach_the_report() -> None:
+    args = argparse.Namespace(
+        name=NAME, accelerators=None, bootstrap=1000, storage="postgresql://ana:s3cret@db/studies"
+    )
+
+    assert _context(args) == {"storage": "postgresql://ana:***@db/studies"}
+    command = _command(args, Target.parse("val_accuracy>=0.6"))
+    assert "s3cret" not in command and "postgresql://ana:***@db/studies" in command
 
 
 def test_target_option_recomputes(journal: Path, tmp_path: Path, capsys) -> None:

@@ -9,9 +9,12 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
+from study.config.studyfile import parse_study
 from study.config.target import Target
 from study.report import ScalingReport, build_report, write_report
+from study.report.about import StudyFacts
 
 matplotlib.use("Agg")
 
@@ -23,6 +26,27 @@ STRATEGIES = (("default", 1, 0.010), ("mirrored:2", 2, 0.006))
 TARGET = Target.parse("val_accuracy>=0.6")
 EVIL = "<script>alert(1)</script>"
 """A study and strategy name that is markup: every format must show it as text."""
+STUDY_YAML = """\
+name: synthetic
+workload: mnist1d
+workload_options: {samples: 4000}
+model: mlp
+target: "val_accuracy>=0.6"
+budget: {max_steps: 2000, max_examples: 1000000}
+eval_every: "geometric:1.08"
+optimizer: nesterov
+schedule: constant
+seed: 3
+trials_per_stratum: 3
+search_space:
+  batch_size: [8, 16, 32, 64, 128, 256, 512, 1024]
+  learning_rate: {low: 1.0e-3, high: 1.0, scale: log}
+  strategy: [default, "mirrored:2"]
+  momentum: {choices: [0.9]}
+tuner: {sampler: tpe, pruning: true}
+"""
+"""The study file of the synthetic study (3 trials x 8 batch sizes x 2 strategies)."""
+PACKAGES = {"study": "0.1.0", "tensorflow": "2.21.0", "keras": "3.15.1", "python": "3.11.7"}
 
 
 def best_lr(batch_size: float) -> float:
@@ -118,6 +142,27 @@ def make_report() -> Callable[..., ScalingReport]:
 def report(table: pd.DataFrame) -> ScalingReport:
     """A healthy study: eight batch sizes, two strategies, every trial reached the target."""
     return build(table)
+
+
+def study_facts(**changes: Any) -> StudyFacts:
+    """The facts of the synthetic study, read from `STUDY_YAML` as `study report` does."""
+    config = parse_study(yaml.safe_load(STUDY_YAML), "synthetic.yaml", text=STUDY_YAML)
+    options = {
+        "config": config,
+        "study_file": "search_spaces/synthetic.yaml",
+        "tuner": "optuna",
+        "trials_planned": 48,
+        "packages": PACKAGES,
+        "trained_with": {"tensorflow": "2.21.0", "keras": "3.15.1"},
+        **changes,
+    }
+    return StudyFacts(**options)
+
+
+@pytest.fixture(scope="session")
+def facts_report(table: pd.DataFrame) -> ScalingReport:
+    """The healthy study with the facts of its study file, as `study report` makes it."""
+    return build(table, n_boot=100, facts=study_facts())
 
 
 @pytest.fixture(scope="session")
