@@ -77,14 +77,18 @@ _PASSWORD = re.compile(
 )
 
 
+_SECRET_QUERY = re.compile(r"([?&](?:password|passwd|pwd|secret|token)=)[^&\s]*", re.I)
+
+
 def masked(text: str, url: str | None = None) -> str:
-    """``text`` with every URL password replaced by ``***``; with ``url``, that URL's password
-    is also masked wherever it appears on its own (e.g. in a driver's error message).
+    """``text`` with every URL password (``user:PASSWORD@`` or ``?password=...``) replaced by
+    ``***``; with ``url``, that URL's password is also masked wherever it appears on its own
+    (e.g. in a driver's error message).
 
     Example: ``masked("postgresql://study:s3cret@db:5432/ledger")`` is
     ``"postgresql://study:***@db:5432/ledger"``.
     """
-    out = _PASSWORD.sub(r"\g<scheme>\g<user>:***@", text)
+    out = _SECRET_QUERY.sub(r"\1***", _PASSWORD.sub(r"\g<scheme>\g<user>:***@", text))
     secret = _PASSWORD.search(url or "")
     if secret:
         out = out.replace(secret.group("password"), "***")

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import pandas as pd
+
+from study.paths import masked
 
 DIGITS = 3
 """Significant digits of every number the report shows."""
@@ -111,9 +111,6 @@ def display_path(path: str | os.PathLike[str], cwd: str | os.PathLike[str] | Non
     return Path(normal).name
 
 
-_SECRET_QUERY = re.compile(r"((?:^|&)(?:password|passwd|pwd|secret|token)=)[^&]*", re.I)
-
-
 def display_storage(url: str, cwd: str | os.PathLike[str] | None = None) -> str:
     """A storage URL or file as a report shows it: any password masked, file paths shown as
     `display_path` shows them.
@@ -130,15 +127,5 @@ def display_storage(url: str, cwd: str | os.PathLike[str] | None = None) -> str:
     if scheme.startswith("sqlite"):
         path, query_sep, query = rest.removeprefix("/").partition("?")
         shown = display_path(path, cwd) if path and path != ":memory:" else path
-        return f"{scheme}:///{shown}{query_sep}{_mask_query(query)}"
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        user, _, host = netloc.rpartition("@")
-        netloc = f"{user.partition(':')[0]}:***@{host}"
-    return urlunsplit(parts._replace(netloc=netloc, query=_mask_query(parts.query)))
-
-
-def _mask_query(query: str) -> str:
-    """``password=...`` (and the like) in a URL's query as ``password=***``."""
-    return _SECRET_QUERY.sub(r"\1***", query)
+        return masked(f"{scheme}:///{shown}{query_sep}{query}")
+    return masked(url)

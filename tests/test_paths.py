@@ -1,0 +1,40 @@
+"""Where state lives, and URLs shown without their secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from study.paths import journal_path, masked, tracking_uri
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("postgresql://study:s3cret@db:5432/ledger", "postgresql://study:***@db:5432/ledger"),
+        ("mysql+pymysql://u:p%40ss@h/d?charset=utf8", "mysql+pymysql://u:***@h/d?charset=utf8"),
+        (
+            "postgresql://db/ledger?user=u&password=s3cret",
+            "postgresql://db/ledger?user=u&password=***",
+        ),
+        ("error at postgresql://u:pw@h/d: refused", "error at postgresql://u:***@h/d: refused"),
+        ("sqlite:///mlruns/optuna.db", "sqlite:///mlruns/optuna.db"),
+        ("http://127.0.0.1:5000", "http://127.0.0.1:5000"),
+    ],
+)
+def test_passwords_are_masked(text: str, shown: str) -> None:
+    assert masked(text) == shown
+
+
+def test_a_password_quoted_on_its_own_is_masked_too() -> None:
+    message = 'FATAL: password authentication failed for "u" (tried "s3cret")'
+    assert "s3cret" not in masked(message, "postgresql://u:s3cret@h/d")
+
+
+def test_read_only_lookups_create_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STUDY_HOME", str(tmp_path / "store"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert journal_path(create=False) == tmp_path / "store" / "optuna.journal"
+    assert not (tmp_path / "store").exists()
+    assert tracking_uri("http://example:5000") == "http://example:5000"
