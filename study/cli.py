@@ -187,8 +187,14 @@ def _add_inspect(sub: Any) -> None:
     _add_storage(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=_lazy("study.commands.studies", "status"))
-    p = sub.add_parser("ui", help="start the MLflow UI on the study store (127.0.0.1)")
-    p.add_argument("--port", type=int, default=5000)
+    p = sub.add_parser(
+        "ui",
+        help="start the MLflow UI on the study store (127.0.0.1)",
+        description="Start the MLflow UI on the study store, bound to 127.0.0.1, and print the "
+        "link that opens each study on its runs; Ctrl-C or SIGTERM stops it. On a tracking "
+        "server (--tracking-uri http://...) print the links only.",
+    )
+    p.add_argument("--port", type=int, default=5000, help="port to serve on (default: 5000)")
     p.add_argument(
         "--tracking-uri", metavar="URL", help="MLflow tracking URI (default: the study store)"
     )
@@ -199,7 +205,7 @@ def _add_report(sub: Any) -> None:
     p = sub.add_parser(
         "report",
         help="fit batch-size-vs-steps curves and export a scaling report",
-        description="Analyse a study: steps to result per batch size, McCandlish et al.'s S(B) = S_min (1 + B_noise/B) fit with bootstrap intervals, Shallue et al.'s scaling regimes, the best learning rate against batch size, time to result per strategy, and a recommendation for N accelerators. The report is also attached to the study's MLflow parent run.",
+        description="Analyse a study: steps to result per batch size, McCandlish et al.'s S(B) = S_min (1 + B_noise/B) fit with profile-likelihood intervals, Shallue et al.'s scaling regimes, the best learning rate against batch size, time to result per strategy, and a recommendation for N accelerators. The report is also attached to the study's MLflow parent run.",
     )
     p.add_argument("name", help="a study name (see `study ls`)")
     p.add_argument(
@@ -219,11 +225,18 @@ def _add_report(sub: Any) -> None:
         help="recommend a batch size and learning rate for N accelerators (default: the study's largest replica count, at least 8)",
     )
     p.add_argument(
+        "--confidence",
+        type=float,
+        default=0.95,
+        metavar="LEVEL",
+        help="confidence level of every interval, in (0, 1) (default: 0.95)",
+    )
+    p.add_argument(
         "--bootstrap",
         type=int,
         default=1000,
         metavar="N",
-        help="bootstrap resamples for confidence intervals (default: 1000)",
+        help="0 leaves the intervals out (intervals are profile likelihood: nothing is resampled)",
     )
     p.add_argument(
         "--no-mlflow", action="store_true", help="do not attach the report to the MLflow parent run"

@@ -2,21 +2,23 @@
 
 No TensorFlow, MLflow or Optuna here: everything reads the standard measurement table (see
 `study.analysis.table`). One module per job: `table` (the table and its vocabulary), `measures`
-(steps, examples and seconds to a result), one module per fitted model (`noise_scale`,
-`regimes`, `lr_scaling`, sharing `fitting`), `recommend` (the decision policy on top of the
-fits) and `plots` (each draws into a given ``ax``); `load` shapes a study's ledger records
-into the table. The plot functions are re-exported lazily: matplotlib is imported only when
+(steps, examples and seconds to a result), `crossings` (where each trial's crossing lies on its
+evaluation grid), one module per fitted model (`noise_scale`, `regimes`, `lr_scaling`, sharing
+`fitting`), `recommend` (the decision policy on top of the fits) and `plots` (each draws into a
+given ``ax``); `load` shapes a study's ledger records into the table. `simulate` draws
+synthetic studies with a known truth and `coverage` checks the fits' intervals against it. The plot functions are re-exported lazily: matplotlib is imported only when
 one of them is first used.
 
 Example::
 
-    from study.analysis import steps_to_result, fit_noise_scale_from_trials, trial_steps_to_target
-    trials = trial_steps_to_target(df, Target.parse("val_accuracy>=0.6"))
-    fit = fit_noise_scale_from_trials(trials, n_boot=1000)
+    from study.analysis import fit_noise_scale_from_trials, trial_crossings
+    trials = trial_crossings(df, Target.parse("val_accuracy>=0.6"))
+    fit = fit_noise_scale_from_trials(trials)  # profile-likelihood intervals at 95%
 """
 
 from __future__ import annotations
 
+from study.analysis.crossings import PREVIOUS_STEP, crossing_estimate, trial_crossings
 from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES
 from study.analysis.lr_scaling import LrPowerLawFit, fit_lr_power_law
 from study.analysis.measures import (
@@ -89,6 +91,7 @@ __all__ = [
     "INDEX",
     "LEARNING_RATE",
     "MIN_BATCH_SIZES",
+    "PREVIOUS_STEP",
     "REPLICAS",
     "SEARCH_FACTOR",
     "STATE",
@@ -103,6 +106,7 @@ __all__ = [
     "NoiseScaleFit",
     "Recommendation",
     "Regimes",
+    "crossing_estimate",
     "export_table",
     "fit_lr_power_law",
     "fit_noise_scale",
@@ -122,6 +126,7 @@ __all__ = [
     "throughput_by_strategy",
     "to_csv",
     "to_parquet",
+    "trial_crossings",
     "trial_steps_to_target",
     "validate_table",
 ]

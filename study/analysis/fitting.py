@@ -1,5 +1,6 @@
 """What the fits share: their minimum of batch sizes, the default confidence, percentile
-intervals of bootstrap replicates, and batch sizes as plain numbers.
+intervals of bootstrap replicates (the optional case bootstrap of `fit_lr_power_law`), and
+batch sizes as plain numbers.
 
 The fits themselves live in one module per model: `study.analysis.noise_scale` (McCandlish et
 al.'s S(B)), `study.analysis.regimes` (Shallue et al.'s scaling regimes) and
@@ -18,7 +19,7 @@ MIN_BATCH_SIZES = 3
 parameters each, and a third point is the least that says anything about the shape."""
 
 CONFIDENCE = 0.95
-"""The default confidence of every interval (bootstrap percentiles and t intervals)."""
+"""The default confidence of every interval (profile-likelihood, t and bootstrap intervals)."""
 
 
 def as_number(value: Any) -> int | float:

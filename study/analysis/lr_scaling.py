@@ -63,7 +63,10 @@ def fit_lr_power_law(
 
     The interval for alpha is t-based (``n - 2`` degrees of freedom) when ``n_boot == 0``, else a
     percentile interval from ``n_boot`` case-bootstrap replicates (replicates with a single
-    distinct batch size are skipped). Points with a NaN or non-positive rate are left out; a best
+    distinct batch size are skipped). The t interval is the one checked by simulation
+    (``benchmarks/interval_coverage.py``): with every batch size searched alike around its best
+    rate, the best rates scatter about the power law alike and it covers alpha about 95% of
+    the time. Points with a NaN or non-positive rate are left out; a best
     rate sitting on the edge of its search range (``lr_on_edge``) biases the fit, so consider
     leaving those out first. Fewer than 3 distinct batch sizes give ``ok=False``.
 

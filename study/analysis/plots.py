@@ -101,7 +101,7 @@ def plot_steps_to_result(
     """Steps to result against batch size, log-log.
 
     Draws the measured points, a perfect-scaling reference (slope -1 through the smallest batch
-    size), the noise-scale fit with its bootstrap band, the regimes as shaded spans, and a
+    size), the noise-scale fit with its profile-likelihood band, the regimes as shaded spans, and a
     triangle at the top for batch sizes that never reached the target.
     """
     return _result_curve(ax, steps_df, column, fit, regimes, examples=False)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from study.analysis.fitting import MIN_BATCH_SIZES, as_number, percentile_interval
+from study.analysis.fitting import MIN_BATCH_SIZES, as_number
 from study.analysis.lr_scaling import LrPowerLawFit
 from study.analysis.noise_scale import NoiseScaleFit
 from study.analysis.regimes import TOLERANCE, per_batch_size, scaling_regimes
@@ -33,7 +33,8 @@ class Recommendation:
     ``"power law"``) and ``lr_on_edge``; ``regime`` of the chosen batch size; ``base_batch_size``
     (the one-accelerator baseline); ``steps`` and ``base_steps`` (measured steps to result);
     ``step_speedup`` (expected, ``S(base) / S(B)`` from the noise-scale fit) with
-    ``step_speedup_ci`` (its bootstrap interval) and ``measured_step_speedup`` (``base_steps /
+    ``step_speedup_ci`` (its profile-likelihood interval, see `NoiseScaleFit.speedup_interval`;
+    None when the fit has no intervals) and ``measured_step_speedup`` (``base_steps /
     steps``); ``time_speedup``, ``time_speedup_ci`` and ``measured_time_speedup`` (the same
     times the per-step time ratio); ``time_source`` (``"throughput"`` or ``"ideal"``);
     ``strategy`` (fastest measured strategy with N replicas, if known); ``notes``.
@@ -82,7 +83,7 @@ def recommend(
     * **Learning rate**: the measured best rate at that batch size; the ``lr_fit`` prediction
       if none was measured.
     * **Speed-up in steps** over the baseline (``base_batch``, default the smallest measured
-      batch size, on one accelerator): ``S(base) / S(B)`` from ``fit``, with the bootstrap
+      batch size, on one accelerator): ``S(base) / S(B)`` from ``fit``, with the profile
       interval of that ratio (at ``fit.confidence``) as the uncertainty band; the measured
       ratio is reported too.
     * **Speed-up in wall time**: the step speed-up times the ratio of seconds per step. With
@@ -132,9 +133,8 @@ def recommend(
         notes.append("the best learning rate sits on the edge of its search range")
 
     base_steps, steps = float(per.loc[base, "steps_to_result"]), float(row["steps_to_result"])
-    predicted = fit.predict_steps(np.array([base, chosen], dtype=float))
-    step_speedup = float(predicted[0] / predicted[1])
-    step_ci = _speedup_interval(fit, float(base), float(chosen))
+    step_speedup = fit.speedup(float(base), float(chosen))
+    step_ci = fit.speedup_interval(float(base), float(chosen))
     factor, time_source, strategy, time_notes = _time_factor(
         throughput_df, float(base), float(chosen), accelerators
     )
@@ -180,15 +180,6 @@ def _choose_batch(
         f"took the smallest divisible by {accelerators}"
     )
     return min(divisible), [note]
-
-
-def _speedup_interval(fit: NoiseScaleFit, base: float, chosen: float) -> tuple[float, float] | None:
-    """The bootstrap interval of ``S(base) / S(chosen)`` (None without replicates)."""
-    if not fit.boot_b_noise:
-        return None
-    b_noise = np.asarray(fit.boot_b_noise)
-    ratios = (1.0 + b_noise / base) / (1.0 + b_noise / chosen)
-    return percentile_interval(ratios, fit.confidence)
 
 
 def _fastest(throughput: pd.DataFrame | None, batch: float, replicas: int) -> pd.Series | None:

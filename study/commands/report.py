@@ -35,6 +35,10 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--accelerators must be at least 1 (got {args.accelerators})")
     if args.bootstrap < 0:
         raise UsageError(f"--bootstrap must be 0 or more (got {args.bootstrap})")
+    if not 0 < args.confidence < 1:
+        raise UsageError(
+            f"--confidence must be a level between 0 and 1, e.g. 0.9 (got {args.confidence})"
+        )
     ledger = Ledger.open(args.storage, args.name, create=False)
     summary = ledger.summary()  # UsageError for an unknown study
     record = ledger.require()
@@ -49,6 +53,7 @@ def main(args: argparse.Namespace) -> int:
         study=args.name,
         accelerators=args.accelerators,
         n_boot=args.bootstrap,
+        confidence=args.confidence,
         state=summary.state,
         command=_command(args, target),
         context=_context(args),
@@ -126,8 +131,10 @@ def _command(args: argparse.Namespace, target: Any) -> str:
     parts = ["study", "report", args.name, "--target", str(target)]
     if args.accelerators is not None:
         parts += ["--accelerators", str(args.accelerators)]
-    if args.bootstrap != 1000:
-        parts += ["--bootstrap", str(args.bootstrap)]
+    if args.confidence != 0.95:
+        parts += ["--confidence", f"{args.confidence:g}"]
+    if args.bootstrap == 0:
+        parts += ["--bootstrap", "0"]
     if args.storage:
         parts += ["--storage", _storage(args)]
     return shlex.join(parts)

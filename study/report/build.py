@@ -22,14 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from study.analysis.crossings import trial_crossings
 from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES
 from study.analysis.lr_scaling import LrPowerLawFit, fit_lr_power_law
-from study.analysis.measures import (
-    strategy_table,
-    summarize_trials,
-    throughput_by_strategy,
-    trial_steps_to_target,
-)
+from study.analysis.measures import strategy_table, summarize_trials, throughput_by_strategy
 from study.analysis.noise_scale import NoiseScaleFit, fit_noise_scale_from_trials
 from study.analysis.recommend import Recommendation, recommend
 from study.analysis.regimes import Regimes, scaling_regimes
@@ -47,7 +43,7 @@ on more replicas)."""
 class ScalingReport:
     """Everything a scaling report shows, computed once.
 
-    Tables (DataFrames): ``trials`` (one row per trial, `trial_steps_to_target`); ``steps``
+    Tables (DataFrames): ``trials`` (one row per trial, `trial_crossings`); ``steps``
     (one row per batch size, pooled over strategies, `summarize_trials` plus ``regime``,
     ``fit_steps`` and ``fit_examples``: the noise-scale fit's prediction); ``steps_by_strategy``
     (one row per batch size and strategy); ``throughput`` (`throughput_by_strategy` with the
@@ -108,8 +104,9 @@ def build_report(
         study: the study name (shown in the report).
         accelerators: recommend for this many devices; None means the study's largest replica
             count, at least `DEFAULT_ACCELERATORS`.
-        n_boot: bootstrap replicates of the noise-scale fit (resampling trials per batch size).
-        seed: seed of the bootstrap.
+        n_boot: 0 leaves the noise-scale intervals out; any positive number keeps them (profile
+            likelihood; nothing is resampled).
+        seed: unused (kept for the command line).
         confidence: the confidence of every interval (0.9 makes the report say "90% CI").
         state: the study's state (``complete``, ``running``, ``incomplete``, ``imported``).
         command: the command that made the report, for its "how it was made" section.
@@ -133,7 +130,7 @@ def build_report(
     measured = flat.iloc[:0].assign(**{target.metric: np.nan}) if metric_missing else flat
     n_accelerators = accelerators or _default_accelerators(flat)
 
-    trials = trial_steps_to_target(measured, target)
+    trials = trial_crossings(measured, target)
     fit = fit_noise_scale_from_trials(trials, n_boot=n_boot, confidence=confidence, seed=seed)
     steps = summarize_trials(trials)
     regimes = scaling_regimes(steps)

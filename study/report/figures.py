@@ -25,7 +25,7 @@ FIGURE_CAPTIONS = {
     "steps_to_result": (
         "Steps to result against global batch size (log-log). Dotted: perfect scaling (doubling "
         "the batch halves the steps). Solid: the fit S(B) = S_min (1 + B_noise/B) with its "
-        "bootstrap band; dashed: B_noise. Shading: perfect scaling (green), diminishing returns "
+        "pointwise profile-likelihood band; dashed: B_noise. Shading: perfect scaling (green), diminishing returns "
         "(orange), maximal data parallelism (red). Triangles: batch sizes that never reached "
         "the target."
     ),
@@ -154,7 +154,7 @@ def _mark_b_noise(ax: Any, report: ScalingReport) -> None:
 
 
 def _clamp_ylim(ax: Any, *columns: pd.Series) -> None:
-    """Keep the y axis near the data: a wide bootstrap band must not squash the points."""
+    """Keep the y axis near the data: a wide band must not squash the points."""
     values = np.concatenate([c.to_numpy(dtype=float) for c in columns])
     values = values[np.isfinite(values) & (values > 0)]
     if not values.size:

@@ -47,7 +47,7 @@ def report_dict(report: ScalingReport) -> dict[str, Any]:
             "command": report.command,
             "context": dict(report.context),
             "accelerators": report.accelerators,
-            "bootstrap": {"n_boot": report.n_boot, "seed": report.seed},
+            "intervals": {"method": report.noise_scale.method, "confidence": report.confidence},
             "summary": answer(report),
             "noise_scale": _fields(report.noise_scale, ("boot_s_min", "boot_b_noise")),
             "regimes": {

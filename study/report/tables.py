@@ -163,7 +163,7 @@ def _noise_rows(report: ScalingReport) -> list[Row]:
     fit = report.noise_scale
     if not fit.ok:
         return [("noise-scale fit", "not fitted", "", fit.reason)]
-    replicates = f"{fit.n_boot} bootstrap replicates over trials"
+    replicates = f"{fit.method} intervals"
     return [
         ("B_noise (critical batch size)", fmt(fit.b_noise), interval_text(fit.b_noise_ci), ""),
         ("S_min (fewest steps, large batches)", fmt(fit.s_min), interval_text(fit.s_min_ci), ""),

@@ -163,7 +163,11 @@ def test_an_imported_study_names_its_dataset_model_and_optimizer(
 
 def test_storage_passwords_never_reach_the_report() -> None:
     args = argparse.Namespace(
-        name=NAME, accelerators=None, bootstrap=1000, storage="postgresql://ana:s3cret@db/studies"
+        name=NAME,
+        accelerators=None,
+        bootstrap=1000,
+        confidence=0.95,
+        storage="postgresql://ana:s3cret@db/studies",
     )
 
     assert _context(args) == {"storage": "postgresql://ana:***@db/studies"}
@@ -240,3 +244,21 @@ def test_export_writes_csv_and_parquet(journal: Path, tmp_path: Path, capsys) ->
         capsys, "export", "nope", "--storage", journal, "--out", tmp_path / "t.csv"
     )
     assert status == 2 and "no study named 'nope'" in err
+
+
+@pytest.mark.parametrize("level", ["0", "1", "1.5", "-0.2"])
+def test_confidence_outside_zero_one_is_bad_input(journal: Path, capsys, level: str) -> None:
+    status, _, err = run(capsys, "report", NAME, "--storage", journal, "--confidence", level)
+    assert status == 2 and "--confidence must be a level between 0 and 1" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_confidence_option_sets_every_interval(journal: Path, tmp_path: Path, capsys) -> None:
+    wide = report_json(capsys, journal, tmp_path / "a")
+    narrow = report_json(capsys, journal, tmp_path / "b", "--confidence", "0.8")
+    assert narrow["intervals"] == {"method": "profile likelihood", "confidence": 0.8}
+    (low95, high95), (low80, high80) = (
+        wide["noise_scale"]["b_noise_ci"],
+        narrow["noise_scale"]["b_noise_ci"],
+    )
+    assert low95 < low80 <= narrow["noise_scale"]["b_noise"] <= high80 < high95

@@ -31,7 +31,7 @@ def test_noise_scale_fit_recovers_the_truth_with_an_interval(report) -> None:
     assert fit.s_min == pytest.approx(S_MIN, rel=0.25)
     low, high = fit.b_noise_ci
     assert low <= fit.b_noise <= high
-    assert fit.n_boot == 200
+    assert fit.method == "profile likelihood"
     # The fit's prediction sits next to the measured steps in the per-batch table.
     ratio = report.steps["steps_to_result"] / report.steps["fit_steps"]
     assert np.all(np.abs(np.log(ratio)) < 0.3)

@@ -59,7 +59,7 @@ def test_how_it_was_made(make_report, table) -> None:
     rows = dict(how_it_was_made(report))
 
     assert rows["command"] == "study report synthetic --target 'val_accuracy>=0.6'"
-    assert rows["bootstrap"] == "10 replicates, seed 0"
+    assert rows["intervals"] == "profile likelihood, 95%"
     assert rows["trials"] == "0" and rows["storage"] == "x.journal"
 
 

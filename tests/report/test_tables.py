@@ -45,7 +45,7 @@ def test_fitted_numbers_of_a_healthy_study(report) -> None:
     low, high = report.noise_scale.b_noise_ci
     assert estimate == fmt(report.noise_scale.b_noise)
     assert interval == f"{fmt(low)} to {fmt(high)}"
-    assert rows["fit residual (RMS of log steps)"][2] == "200 bootstrap replicates over trials"
+    assert rows["fit residual (RMS of log steps)"][2] == "profile likelihood intervals"
     assert rows["alpha in lr* = c B^alpha"][2] == "rule: square-root"
     batch = rows["recommended batch size (8 accelerators)"][0]
     assert batch == str(report.recommendation.batch_size)

@@ -1,0 +1,287 @@
+"""Synthetic scaling studies with a known truth, for judging how well intervals cover it.
+
+A synthetic study follows McCandlish et al.'s ``S(B) = s_min (1 + b_noise / B)`` and a best
+learning rate ``lr*(B) = lr_scale (B / B_0) ** alpha`` (``B_0`` the smallest batch size). Each
+batch size gets ``trials_per_batch`` trials from a random search of the learning rate around a
+guess of ``lr*(B)``; a trial at learning rate ``lr`` first meets the target after
+
+    ``T = S(B) * exp(lr_sensitivity * ln(lr / lr*(B)) ** 2 + noise * z)``,  ``z ~ N(0, 1)``
+
+steps (continuous), diverges when ``lr > diverge_above * lr*(B)``, and does not reach the target
+within its budget when ``T > budget * S(B)``. The study only sees ``T`` through its evaluation
+grid (`EvalCadence` with ``geometric:eval_ratio``): the first evaluation at or after ``T``.
+
+The search is placed the same way relative to ``lr*(B)`` at every batch size, so the best of a
+batch size's trials is ``S(B)`` times a factor drawn from one distribution at every batch size:
+the expected best-of-N curve is ``best_of_n_factor(design) * S(B)``, which has the same
+``b_noise`` and ``alpha`` and a ``s_min`` scaled by that factor.
+
+`simulate_trials` gives one row per trial (the columns of `trial_steps_to_target` plus
+``previous_step`` and the true ``crossing``) and is fast enough for thousands of studies;
+`simulate_table` gives the same trials as the standard measurement table, curves and all.
+
+Example::
+
+    design = StudyDesign(batch_sizes=(8, 32, 128, 512, 2048), trials_per_batch=6)
+    truth = draw_truth(design, rng)
+    trials = simulate_trials(truth, design, rng)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from study.analysis.crossings import PREVIOUS_STEP
+from study.analysis.table import (
+    BATCH_SIZE,
+    EXAMPLES,
+    LEARNING_RATE,
+    REPLICAS,
+    STATE,
+    STEP,
+    STRATEGY,
+    STUDY,
+    TRAIN_LOSS,
+    TRAIN_SECONDS,
+    TRIAL,
+    TUNER,
+)
+from study.config.trial import EvalCadence
+
+TARGET = "val_accuracy>=0.6"
+"""The target every synthetic trial is measured against."""
+
+_THRESHOLD = 0.6
+_SECONDS_PER_STEP = 1e-3
+"""Seconds per step at a batch size of 256 (time grows with the batch: ``(1 + B / 256) / 2``)."""
+
+
+@dataclass(frozen=True)
+class StudyDesign:
+    """How a synthetic study searches and measures.
+
+    Fields: ``batch_sizes``; ``trials_per_batch``; ``eval_ratio`` (geometric evaluation grid);
+    ``noise`` (standard deviation of log steps between trials at the same learning rate);
+    ``lr_sensitivity`` (log steps grow by this times ``ln(lr / lr*)**2``: 0.7 costs 40% more
+    steps at twice or half the best rate); ``lr_window`` (the search draws ``log10 lr``
+    uniformly within this many decades either side of its centre); ``lr_centre_error`` (the
+    centre misses ``log10 lr*`` by a normal error of this many decades, per batch size);
+    ``diverge_above`` (rates above this times ``lr*`` diverge); ``budget`` (step budget as a
+    multiple of ``S(B)``).
+    """
+
+    batch_sizes: tuple[int, ...] = tuple(2**k for k in range(3, 13))
+    trials_per_batch: int = 8
+    eval_ratio: float = 1.05
+    noise: float = 0.1
+    lr_sensitivity: float = 0.7
+    lr_window: float = 0.5
+    lr_centre_error: float = 0.15
+    diverge_above: float = 3.0
+    budget: float = 10.0
+
+    def __post_init__(self) -> None:
+        if len(self.batch_sizes) < 2 or any(b < 1 for b in self.batch_sizes):
+            raise ValueError(
+                f"batch_sizes must hold at least 2 sizes >= 1 (got {self.batch_sizes})"
+            )
+        if self.trials_per_batch < 1:
+            raise ValueError(f"trials_per_batch must be >= 1 (got {self.trials_per_batch})")
+
+
+@dataclass(frozen=True)
+class StudyTruth:
+    """The generating values of a synthetic study.
+
+    Example: ``StudyTruth(100, 256, 0.5, 0.01).steps(256) == 200``.
+    """
+
+    s_min: float
+    b_noise: float
+    alpha: float
+    lr_scale: float
+    """``lr*`` at the smallest batch size of the design."""
+
+    @property
+    def e_min(self) -> float:
+        return self.s_min * self.b_noise
+
+    def steps(self, batch_size: float | np.ndarray) -> np.ndarray:
+        """``S(B) = s_min (1 + b_noise / B)``."""
+        return self.s_min * (1.0 + self.b_noise / np.asarray(batch_size, dtype=float))
+
+    def speedup(self, base: float, chosen: float) -> float:
+        """``S(base) / S(chosen)``: how many times fewer steps ``chosen`` needs."""
+        return float(self.steps(base) / self.steps(chosen))
+
+
+def draw_truth(design: StudyDesign, rng: np.random.Generator) -> StudyTruth:
+    """A random truth whose knee lies inside the measured batch sizes.
+
+    ``s_min`` log-uniform on [20, 500] steps; ``b_noise`` log-uniform between the second
+    smallest and the second largest batch size; ``alpha`` uniform on [0.3, 1]; ``lr_scale``
+    log-uniform on [0.001, 0.01].
+    """
+    b = np.sort(np.asarray(design.batch_sizes, dtype=float))
+    low, high = (b[1], b[-2]) if b.size >= 4 else (b[0], b[-1])
+    return StudyTruth(
+        s_min=float(np.exp(rng.uniform(math.log(20.0), math.log(500.0)))),
+        b_noise=float(np.exp(rng.uniform(math.log(low), math.log(high)))),
+        alpha=float(rng.uniform(0.3, 1.0)),
+        lr_scale=float(10.0 ** rng.uniform(-3.0, -2.0)),
+    )
+
+
+def evaluation_steps(last: int, ratio: float) -> np.ndarray:
+    """The evaluation steps of ``EvalCadence(ratio=ratio)`` from 0 up to and including ``last``.
+
+    Example: ``evaluation_steps(30, 1.1)`` is 0, 1, ..., 11, 13, 15, 17, 19, 21, 24, 27, 30
+    (the last step is always evaluated: the budget ends there).
+    """
+    cadence = EvalCadence(kind="geometric", ratio=ratio)
+    steps = [0]
+    while steps[-1] < last:
+        steps.append(min(last, cadence.next_step(steps[-1])))
+    return np.array(steps, dtype=float)
+
+
+def simulate_trials(
+    truth: StudyTruth, design: StudyDesign, rng: np.random.Generator
+) -> pd.DataFrame:
+    """One row per trial, as `trial_crossings` gives for a real study, plus the truth.
+
+    Columns: ``study``, ``batch_size``, ``trial``, ``strategy``, ``replicas``, ``tuner``,
+    ``learning_rate``, ``state`` (``reached``, ``not_reached`` or ``diverged``), ``reached``,
+    ``steps_to_target`` (the first evaluation at or after the crossing; ``inf`` if none),
+    ``previous_step`` (the evaluation before it), ``examples_to_target``,
+    ``seconds_to_target`` and ``crossing`` (the true, continuous crossing step; ``inf`` for a
+    diverged trial, beyond the budget for one not reached).
+    """
+    rows = []
+    trial = 0
+    for b in design.batch_sizes:
+        s_b = float(truth.steps(b))
+        budget = max(1, math.ceil(design.budget * s_b))
+        grid = evaluation_steps(budget, design.eval_ratio)
+        log_lr, crossing, diverged = _search(truth, design, b, s_b, rng)
+        index = np.searchsorted(grid, crossing, side="left")
+        reached = (~diverged) & (index < grid.size)
+        first = np.where(reached, grid[np.minimum(index, grid.size - 1)], math.inf)
+        previous = np.where(reached, grid[np.maximum(index - 1, 0)], math.nan)
+        seconds = _seconds_per_step(b)
+        for k in range(design.trials_per_batch):
+            state = "diverged" if diverged[k] else ("reached" if reached[k] else "not_reached")
+            rows.append(
+                {
+                    STUDY: "synthetic",
+                    BATCH_SIZE: int(b),
+                    TRIAL: trial,
+                    STRATEGY: "default",
+                    REPLICAS: 1,
+                    TUNER: "random",
+                    LEARNING_RATE: float(np.exp(log_lr[k])),
+                    STATE: state,
+                    "reached": bool(reached[k]),
+                    "steps_to_target": float(first[k]),
+                    PREVIOUS_STEP: float(previous[k]),
+                    "examples_to_target": float(first[k]) * b,
+                    "seconds_to_target": float(first[k]) * seconds,
+                    "crossing": math.inf if diverged[k] else float(crossing[k]),
+                }
+            )
+            trial += 1
+    return pd.DataFrame(rows)
+
+
+def simulate_table(
+    truth: StudyTruth, design: StudyDesign, rng: np.random.Generator
+) -> pd.DataFrame:
+    """The trials of `simulate_trials` (same ``rng`` state, same draws) as a measurement table.
+
+    ``val_accuracy = 0.6 * sqrt(step / crossing)`` (at most 0.9) at every evaluation step, so
+    ``trial_steps_to_target(table, Target.parse(TARGET))`` gives back the trials'
+    ``steps_to_target``. A reached trial stops at its first hit, as the study runner does; one
+    not reached runs to its budget; a diverged one turns NaN after three evaluations.
+    """
+    trials = simulate_trials(truth, design, rng)
+    frames = []
+    for row in trials.itertuples(index=False):
+        b = int(row.batch_size)
+        budget = max(1, math.ceil(design.budget * float(truth.steps(b))))
+        steps = evaluation_steps(budget, design.eval_ratio)
+        if row.state == "reached":
+            steps = steps[steps <= row.steps_to_target]
+        elif row.state == "diverged":
+            steps = steps[:4]
+        accuracy = np.minimum(0.9, _THRESHOLD * np.sqrt(steps / row.crossing))
+        if row.state == "diverged":
+            accuracy[1:] = math.nan
+        frames.append(
+            pd.DataFrame(
+                {
+                    STUDY: row.study,
+                    TRIAL: row.trial,
+                    BATCH_SIZE: b,
+                    STRATEGY: row.strategy,
+                    REPLICAS: row.replicas,
+                    TUNER: row.tuner,
+                    STATE: row.state,
+                    LEARNING_RATE: row.learning_rate,
+                    STEP: steps.astype(int),
+                    EXAMPLES: steps.astype(int) * b,
+                    TRAIN_SECONDS: steps * _seconds_per_step(b),
+                    TRAIN_LOSS: 2.0 * (1.0 - accuracy),
+                    "val_accuracy": accuracy,
+                    "val_loss": 2.2 * (1.0 - accuracy),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def best_of_n_factor(design: StudyDesign, *, draws: int = 200_000, seed: int = 12345) -> float:
+    """``exp(E[log(best crossing / S(B))])`` for the design's search: the level of the
+    expected best-of-N curve relative to ``S(B)`` (Monte Carlo over ``draws`` searches).
+
+    The expectation is over searches where at least one trial reached the target (a batch size
+    none reached is left out of a fit). Below 1 when the trial noise dominates (the luckiest of
+    many trials), above 1 when the learning-rate search is coarse.
+
+    Example: a single trial per batch size, centred exactly on ``lr*`` with a zero-width window,
+    gives ``exp(E[noise * z]) == 1``.
+    """
+    rng = np.random.default_rng(seed)
+    n = design.trials_per_batch
+    offset = rng.normal(0.0, design.lr_centre_error, size=(draws, 1)) + rng.uniform(
+        -design.lr_window, design.lr_window, size=(draws, n)
+    )
+    log_ratio = offset * math.log(10.0)
+    log_factor = design.lr_sensitivity * log_ratio**2 + design.noise * rng.normal(size=(draws, n))
+    usable = (log_ratio <= math.log(design.diverge_above)) & (log_factor <= math.log(design.budget))
+    best = np.where(usable, log_factor, np.inf).min(axis=1)
+    return float(np.exp(best[np.isfinite(best)].mean()))
+
+
+# ------------------------------------------------------------------------------------ pieces
+
+
+def _search(
+    truth: StudyTruth, design: StudyDesign, batch: int, s_b: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One batch size's random search: log learning rates, crossings and divergence."""
+    n = design.trials_per_batch
+    b0 = float(min(design.batch_sizes))
+    log_best = math.log(truth.lr_scale) + truth.alpha * math.log(batch / b0)
+    centre = log_best + rng.normal(0.0, design.lr_centre_error) * math.log(10.0)
+    log_lr = centre + rng.uniform(-design.lr_window, design.lr_window, size=n) * math.log(10.0)
+    log_ratio = log_lr - log_best
+    log_factor = design.lr_sensitivity * log_ratio**2 + design.noise * rng.normal(size=n)
+    return log_lr, s_b * np.exp(log_factor), log_ratio > math.log(design.diverge_above)
+
+
+def _seconds_per_step(batch: int) -> float:
+    return _SECONDS_PER_STEP * (1.0 + batch / 256.0) / 2.0
