@@ -140,8 +140,11 @@ def main(args: argparse.Namespace) -> int:
     if not args.no_track:
         from study.paths import tracking_uri
         from study.tracking.mlflow_logger import MlflowLogger
+        from study.tracking.server import check_answers
 
-        logger = MlflowLogger(tracking_uri(args.tracking_uri))
+        uri = tracking_uri(args.tracking_uri)
+        check_answers(uri, "--tracking-uri" if args.tracking_uri else "MLFLOW_TRACKING_URI")
+        logger = MlflowLogger(uri)
         experiment = logger.experiment_id(args.experiment)
         run_id = logger.start_run(
             experiment, f"{spec.workload}-b{spec.batch_size}-lr{spec.learning_rate:g}"

@@ -33,6 +33,9 @@ CURVE = "curve"
 CURVE_SYSTEM = "study:curve"
 #: User attribute saying what the trial's objective value means.
 OBJECTIVE = "objective"
+#: User attribute holding the objective the tuners were told (Optuna's value of a pruned trial
+#: is its last intermediate value instead).
+SCORE = "score"
 ERROR = "error"
 FINISHED_AT = "finished_at"
 ENVIRONMENT = "environment"
@@ -48,7 +51,7 @@ _SUMMARY = (
 #: Keys with a meaning of their own; any other stored key is kept in `LedgerTrial.extras`.
 KNOWN_KEYS = frozenset(
     (STATUS, TUNER, ORIGIN, OWNER, BATCH_SIZE, STRATEGY, CURVE, ERROR, FINISHED_AT, ENVIRONMENT)
-) | frozenset((*_SUMMARY, OBJECTIVE))
+) | frozenset((*_SUMMARY, OBJECTIVE, SCORE))
 _FIXED_CURVE_KEYS = ("step", "examples", "train_seconds", "train_loss")
 MAX_ERROR_CHARS = 4000
 
@@ -75,6 +78,7 @@ class LedgerTrial:
     owner: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    score: float | None = None
     extras: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -208,6 +212,7 @@ def decode_trial(
         owner=attrs.get(OWNER),
         started_at=started_at,
         finished_at=attrs.get(FINISHED_AT),
+        score=attrs.get(SCORE),
         extras={k: v for k, v in attrs.items() if k not in KNOWN_KEYS},
     )
 

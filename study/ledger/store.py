@@ -213,6 +213,7 @@ class Ledger(StorageAccess):
         trial's Optuna value is its last intermediate value (Optuna's rule).
         """
         user, system = split_stored(encode_result(result))
+        user[records.SCORE] = objective
         if meaning:
             user[records.OBJECTIVE] = meaning
         for key, value in user.items():

@@ -25,6 +25,7 @@ from study.runner.engine import StudyEngine
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
 from study.runner.progress import Progress, summarize
+from study.tracking.server import browse_hint, check_answers
 from study.tracking.study_tracker import StudyTracker, study_params
 from study.tuners.registry import TUNERS, build_lineup
 
@@ -109,11 +110,14 @@ def open_study(config: StudyConfig, options: RunOptions) -> tuple[Ledger, StudyR
 def run_study(config: StudyConfig, options: RunOptions) -> int:
     """Run (or continue) a study to completion or interruption; return the exit status."""
     require_tensorflow()
+    uri = tracking_uri(options.tracking_uri)
+    # Before the ledger records anything: a dead tracking server fails here in seconds.
+    check_answers(uri, "--tracking-uri" if options.tracking_uri else "MLFLOW_TRACKING_URI")
     ledger, record = open_study(config, options)
     order = visiting_order(config)
     plan = budgets(order, options.trials or record.trials_total or config.total_trials)
     lineup = build_lineup(options.tuner, config, ledger)
-    tracker = StudyTracker(tracking_uri(options.tracking_uri), config.name)
+    tracker = StudyTracker(uri, config.name)
     tracker.ensure_parent(
         study_params(
             config, tuner=options.tuner, trials_total=sum(plan.values()), strata=len(order)
@@ -148,7 +152,7 @@ def run_study(config: StudyConfig, options: RunOptions) -> int:
         print(f"study {config.name}: stopped: {engine.failures.message}", file=sys.stderr)
     run_status = {0: "FINISHED" if engine.complete() else None, 130: "KILLED"}.get(status, "FAILED")
     if run_status:
-        tracker.end_parent(run_status, _summary_metrics(progress))
+        tracker.end_parent(run_status, _summary_metrics(progress, config.space.strategies))
     tracker.close()
     if not progress.display.live:  # the live table already shows it
         print(summarize(progress.state.strata))
@@ -157,17 +161,29 @@ def run_study(config: StudyConfig, options: RunOptions) -> int:
         print(
             f"MLflow logging (background thread): {tracker.busy_seconds:.2f} s wall, "
             f"{tracker.cpu_seconds:.2f} s CPU = {100 * tracker.cpu_seconds / seconds:.1f}% of "
-            f"{seconds:.1f} s of trials; run `study ui` to browse"
+            f"{seconds:.1f} s of trials"
         )
+    hint = browse_hint(uri, tracker.experiment_id, uri_option=options.tracking_uri)
+    print(f"MLflow runs of {config.name}: {hint}")
     return status
 
 
-def _summary_metrics(progress: Progress) -> dict[str, float]:
-    state = progress.state
-    out = {
-        f"best_steps.{str(s).replace(':', '_')}": p.best_steps
-        for s, p in state.strata.items()
-        if math.isfinite(p.best_steps)
-    }
-    out["trials_done"] = state.done
+def _summary_metrics(
+    progress: Progress, strategies: tuple[str, ...]
+) -> dict[str, float | dict[int, float]]:
+    """The parent run's metrics: best steps to target and its learning rate by batch size (the
+    step), one key per strategy when there are several, and the finished trials."""
+    out: dict[str, float | dict[int, float]] = {"trials_done": progress.state.done}
+    for strategy in strategies:
+        suffix = f"/{strategy.replace(':', '_')}" if len(strategies) > 1 else ""
+        best = {
+            s.batch_size: p
+            for s, p in progress.state.strata.items()
+            if s.strategy == strategy and math.isfinite(p.best_steps)
+        }
+        if best:
+            out[f"best_steps{suffix}"] = {b: p.best_steps for b, p in best.items()}
+            out[f"best_learning_rate{suffix}"] = {
+                b: p.best_lr for b, p in best.items() if p.best_lr is not None
+            }
     return out

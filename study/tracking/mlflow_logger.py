@@ -2,8 +2,21 @@
 
 Each trial is one run (nested under its study's parent run when there is one). Params: every
 metaparameter, global and per-replica batch, strategy, replicas, workload (plus whatever the
-caller adds: tuner, trial number, stratum). Metrics: the whole measurement curve with
-``step`` = training step, then the summary numbers. Tag ``status``: the trial state.
+caller adds: tuner, trial number, stratum). Tag ``status``: the trial state.
+
+Metrics, with ``step`` = training step. MLflow's metric tab puts a key in the chart section
+named by what precedes its last ``/``, sorts named sections alphabetically and shows keys with
+no ``/`` last, so the names put the curves first and the one-point summary numbers last:
+
+- ``curves/train_loss``, ``curves/val_accuracy``, ``curves/val_loss``, ... (every validation
+  metric of the workload): what training did;
+- ``progress/examples``, ``progress/train_seconds``: examples seen and training time;
+- ``summary/steps_to_target``, ``summary/steps_run``, ... (`TrialResult.summary_metrics`), one
+  point each at the last step.
+
+Run status: a trial that trained is FINISHED whatever its outcome (``pruned`` and
+``not_reached`` included; the ``status`` tag tells them apart); only errors are FAILED and only
+interrupted trials KILLED (`RUN_STATUS`).
 """
 
 from __future__ import annotations
@@ -25,27 +38,31 @@ from mlflow.tracking import MlflowClient
 from study.config.trial import TrialSpec
 from study.paths import artifact_root
 from study.results import TrialResult, TrialState
+from study.tracking.server import EXPERIMENT_KIND, MODEL_TRAINING
 
 for _name in ("mlflow", "alembic"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
-#: Experiment tag that makes the MLflow UI open studies in its model-training view (runs table).
-EXPERIMENT_KIND = "mlflow.experimentKind"
-MODEL_TRAINING = "custom_model_development"
 
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
 _MAX_PARAM_LENGTH = 6000
 
-#: MLflow run status for each trial state.
+#: MLflow run status of a trial that ended in each state: only errors are FAILED and only
+#: interruptions KILLED (MLflow draws both as failures); every trained trial is FINISHED.
 RUN_STATUS = {
     TrialState.REACHED: "FINISHED",
     TrialState.NOT_REACHED: "FINISHED",
     TrialState.DIVERGED: "FINISHED",
-    TrialState.PRUNED: "KILLED",
+    TrialState.PRUNED: "FINISHED",
     TrialState.FAILED: "FAILED",
     TrialState.INFEASIBLE: "FAILED",
+    TrialState.INTERRUPTED: "KILLED",
 }
+
+#: Chart sections (metric key prefixes), in the order MLflow shows them.
+CURVES, PROGRESS, SUMMARY = "curves", "progress", "summary"
+_PROGRESS_KEYS = ("examples", "train_seconds")
 
 
 class MlflowLogger:
@@ -145,16 +162,23 @@ class MlflowLogger:
         self.client.set_terminated(run_id, status=RUN_STATUS.get(result.state, "FINISHED"))
 
 
+def metric_key(name: str) -> str:
+    """The MLflow key of a measurement column, e.g. ``val_accuracy`` -> ``curves/val_accuracy``
+    and ``examples`` -> ``progress/examples``."""
+    return f"{PROGRESS if name in _PROGRESS_KEYS else CURVES}/{name}"
+
+
 def curve_metrics(result: TrialResult) -> list[Metric]:
-    """The measurement curve (step = training step) and the summary numbers, as MLflow metrics."""
+    """The measurement curve (step = training step) and the summary numbers, as MLflow metrics
+    named by `metric_key` and ``summary/<name>``."""
     now = int(time.time() * 1000)
     metrics: list[Metric] = []
     for m in result.curve:
         for key, value in m.as_row().items():
             if key != "step" and value is not None and math.isfinite(value):
-                metrics.append(Metric(key, float(value), now, int(m.step)))
+                metrics.append(Metric(metric_key(key), float(value), now, int(m.step)))
     for key, value in result.summary_metrics().items():
-        metrics.append(Metric(f"summary.{key}", value, now, int(result.steps_run)))
+        metrics.append(Metric(f"{SUMMARY}/{key}", value, now, int(result.steps_run)))
     return metrics
 
 

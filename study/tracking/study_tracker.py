@@ -1,16 +1,23 @@
 """MLflow for a whole study: one experiment, a parent run, a nested run per trial.
 
-All MLflow calls run on one background thread in submission order, so training never waits for
-the tracking store; `flush` waits for them. MLflow is a mirror of the ledger: `repair` mends it
-after a crash (runs of interrupted trials left RUNNING are closed, finished trials that never
-reached MLflow are logged from the ledger). A trial's run is keyed by the tag ``study.trial``
-(`trial_key`), its params and tags come from its `LedgerTrial`.
+All MLflow calls run on one background thread in submission order (`BackgroundJobs`), so
+training never waits for the tracking store; `flush` waits for them. MLflow is a mirror of the
+ledger: `repair` mends it on the next start after a crash or after a tracking server stopped
+answering (runs of interrupted trials left RUNNING are closed as KILLED, finished trials that
+never reached MLflow are logged from the ledger). A trial's run is keyed by the tag
+``study.trial`` (`trial_key`), its params and tags come from its `LedgerTrial`.
+
+The parent run's metrics chart the study: ``best_steps`` (fewest steps to the target) and
+``best_learning_rate`` (the learning rate that got there) are logged with ``step`` = batch size,
+so each is one chart against batch size; with several strategies one chart each,
+``best_steps/<strategy>``. ``trials_done`` counts the finished trials.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import queue
 import sys
@@ -19,15 +26,17 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mlflow.entities import RunTag
+from mlflow.entities import Metric, RunTag
 from mlflow.tracking import MlflowClient
 
 from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import TrialSpec
 from study.ledger import Ledger, LedgerTrial
+from study.paths import masked
 from study.results import TrialResult, TrialState
-from study.tracking.mlflow_logger import MlflowLogger
+from study.tracking.mlflow_logger import RUN_STATUS, MlflowLogger
+from study.tracking.server import is_unreachable
 
 PARENT_ROLE = "parent"
 TRIAL_ROLE = "trial"
@@ -86,23 +95,26 @@ def study_params(
     }
 
 
-class StudyTracker:
-    """Asynchronous, batched MLflow logging for one study."""
+class BackgroundJobs:
+    """Jobs run one at a time, in submission order, on a low-priority daemon thread.
 
-    def __init__(self, uri: str, study: str) -> None:
-        self.logger = MlflowLogger(uri)
-        self.study = study
-        self.experiment_id = self.logger.experiment_id(study)
-        self.parent_run_id: str | None = None
+    A failing job prints one warning (once per distinct message) and the next one runs. Once a
+    job finds the tracking server unreachable, the jobs still queued and any submitted later are
+    dropped with one warning (``offline``): nothing waits minutes on a dead server, and the next
+    start repairs MLflow from the ledger.
+    """
+
+    def __init__(self, where: str) -> None:
+        self.where = where
         self.busy_seconds = 0.0
         self.cpu_seconds = 0.0
         self.errors: list[str] = []
-        self._runs: dict[str, str] = {}
+        self.offline = False
+        self.dropped = 0
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name="mlflow-tracker", daemon=True)
         self._thread.start()
 
-    # -- the background thread ------------------------------------------------------------
     def _loop(self) -> None:
         with contextlib.suppress(AttributeError, OSError):  # Linux: lower this thread's priority
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
@@ -111,18 +123,34 @@ class StudyTracker:
             if job is None:
                 self._queue.task_done()
                 return
+            if self.offline:
+                self.dropped += 1
+                self._queue.task_done()
+                continue
             start, cpu = time.perf_counter(), time.thread_time()
             try:
                 job()
             except Exception as exc:
-                message = f"MLflow logging failed: {type(exc).__name__}: {exc}"
-                if message not in self.errors:
-                    self.errors.append(message)
-                    print(f"study: warning: {message}", file=sys.stderr)
+                self._failed(exc)
             finally:
                 self.busy_seconds += time.perf_counter() - start
                 self.cpu_seconds += time.thread_time() - cpu
                 self._queue.task_done()
+
+    def _failed(self, exc: Exception) -> None:
+        if is_unreachable(exc):
+            self.offline = True
+            message = (
+                f"the MLflow tracking server at {self.where} stopped answering; MLflow logging "
+                "is off for the rest of this run (the ledger keeps every trial, and the next "
+                "`study run` or `study resume` logs them to MLflow)"
+            )
+        else:
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            message = f"MLflow logging failed: {type(exc).__name__}: {first}"
+        if message not in self.errors:
+            self.errors.append(message)
+            print(f"study: warning: {message}", file=sys.stderr, flush=True)
 
     def submit(self, job: Callable[[], None]) -> None:
         self._queue.put(job)
@@ -134,6 +162,42 @@ class StudyTracker:
         self.flush()
         self._queue.put(None)
         self._thread.join(timeout=30)
+
+
+class StudyTracker:
+    """Asynchronous, batched MLflow logging for one study."""
+
+    def __init__(self, uri: str, study: str) -> None:
+        self.logger = MlflowLogger(uri)
+        self.study = study
+        self.experiment_id = self.logger.experiment_id(study)
+        self.parent_run_id: str | None = None
+        self._runs: dict[str, str] = {}
+        self._jobs = BackgroundJobs(masked(uri))
+
+    @property
+    def busy_seconds(self) -> float:
+        """Wall time the background thread spent in MLflow calls."""
+        return self._jobs.busy_seconds
+
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU time the background thread spent in MLflow calls."""
+        return self._jobs.cpu_seconds
+
+    @property
+    def errors(self) -> list[str]:
+        """The distinct warnings MLflow logging printed."""
+        return self._jobs.errors
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._jobs.submit(job)
+
+    def flush(self) -> None:
+        self._jobs.flush()
+
+    def close(self) -> None:
+        self._jobs.close()
 
     # -- the parent run -------------------------------------------------------------------
     def ensure_parent(self, params: Mapping[str, Any], artifacts: Mapping[str, str]) -> str:
@@ -162,19 +226,19 @@ class StudyTracker:
     def _parents(self) -> list[Any]:
         return parent_runs(self.logger.client, self.experiment_id)
 
-    def end_parent(self, status: str, summary: Mapping[str, float] | None = None) -> None:
+    def end_parent(self, status: str, summary: Mapping[str, Any] | None = None) -> None:
+        """Log the study's metrics and close the parent run with ``status``.
+
+        ``summary`` maps a metric key to a number (logged at step 0) or to ``{step: number}``
+        (e.g. ``{"best_steps": {32: 180.0, 128: 100.0}}``: a chart against batch size).
+        """
         run_id = self.parent_run_id
         if not run_id:
             return
 
         def job() -> None:
             if summary:
-                from mlflow.entities import Metric
-
-                now = int(time.time() * 1000)
-                self.logger.log_metrics(
-                    run_id, [Metric(k, float(v), now, 0) for k, v in summary.items()]
-                )
+                self.logger.log_metrics(run_id, _summary_points(summary))
             self.logger.client.set_terminated(run_id, status=status)
 
         self.submit(job)
@@ -204,15 +268,14 @@ class StudyTracker:
     ) -> None:
         """Log a finished trial (params, curve, summary, status) and close its run.
 
-        ``result`` defaults to the one recorded in the ledger; an interrupted trial is logged as
-        failed with status ``interrupted``. The run is the one `start_trial` opened, else
+        ``result`` defaults to the one recorded in the ledger; an interrupted trial is logged
+        with status ``interrupted`` (run KILLED). The run is the one `start_trial` opened, else
         ``run_id`` (a run left open by a process that died), else a new one.
         """
         key, params, tags = trial_key(self.study, trial), trial_params(trial), trial_tags(trial)
         result = result or trial.result or TrialResult(state=TrialState.FAILED)
         if trial.status is TrialState.INTERRUPTED:
-            tags["status"] = TrialState.INTERRUPTED.value
-            result = dataclasses.replace(result, state=TrialState.FAILED, error="interrupted")
+            result = dataclasses.replace(result, state=TrialState.INTERRUPTED)
 
         def job() -> None:
             target = self._runs.pop(key, None) or run_id
@@ -265,5 +328,21 @@ class StudyTracker:
                 return out
 
     def mark_interrupted(self, run_id: str) -> None:
-        self.logger.client.log_batch(run_id, tags=[RunTag("status", "interrupted")])
-        self.logger.client.set_terminated(run_id, status="FAILED")
+        """Close the run of a trial whose process died: tag ``status`` = interrupted, KILLED."""
+        state = TrialState.INTERRUPTED
+        self.logger.client.log_batch(run_id, tags=[RunTag("status", state.value)])
+        self.logger.client.set_terminated(run_id, status=RUN_STATUS[state])
+
+
+def _summary_points(summary: Mapping[str, Any]) -> list[Metric]:
+    """MLflow metrics of `StudyTracker.end_parent`'s ``summary`` (non-finite values left out)."""
+    now = int(time.time() * 1000)
+    points: list[Metric] = []
+    for key, value in summary.items():
+        steps = value if isinstance(value, Mapping) else {0: value}
+        points += [
+            Metric(key, float(v), now, int(step))
+            for step, v in steps.items()
+            if v is not None and math.isfinite(v)
+        ]
+    return points

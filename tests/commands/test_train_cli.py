@@ -256,9 +256,9 @@ def test_train_tabular_reaches_target_and_logs_one_run(tmp_path: Path) -> None:
     assert params["budget.max_steps"] == "1500"
     assert params["target"] == "val_accuracy>=0.9"
     metrics = run.data.metrics
-    assert metrics["summary.steps_to_target"] == out["steps_to_target"]
-    assert metrics["summary.examples_to_target"] == out["examples_to_target"]
-    accuracy = client.get_metric_history(run.info.run_id, "val_accuracy")
+    assert metrics["summary/steps_to_target"] == out["steps_to_target"]
+    assert metrics["summary/examples_to_target"] == out["examples_to_target"]
+    accuracy = client.get_metric_history(run.info.run_id, "curves/val_accuracy")
     last = max(accuracy, key=lambda m: m.step)
     assert last.step == out["steps_to_target"]
     assert last.value >= 0.9

@@ -36,15 +36,16 @@ from study.results import TrialState
 UNCOUNTED = tuple(s.value for s in TrialState if not s.counts())
 #: Ledger statuses of finished trials.
 FINISHED = tuple(s.value for s in TrialState if s.is_outcome())
-#: MLflow run status of a finished trial, by ledger status.
+#: MLflow run status of a finished trial, by ledger status: every trial that trained is
+#: FINISHED (its ``status`` tag says how it ended); only errors are FAILED, interruptions KILLED.
 RUN_STATUS = {
     "reached": "FINISHED",
     "not_reached": "FINISHED",
     "diverged": "FINISHED",
-    "pruned": "KILLED",
+    "pruned": "FINISHED",
     "failed": "FAILED",
     "infeasible": "FAILED",
-    "interrupted": "FAILED",
+    "interrupted": "KILLED",
 }
 #: Optuna state of a finished trial, by ledger status.
 OPTUNA_STATE = {
@@ -379,10 +380,10 @@ def _assert_child_matches(client: Any, run: Any, stratum: str, t: LedgerTrial) -
     curve = t.result.curve
     if not curve:  # e.g. infeasible: nothing was measured
         return
-    history = client.get_metric_history(run.info.run_id, "val_accuracy")
+    history = client.get_metric_history(run.info.run_id, "curves/val_accuracy")
     assert [m.step for m in history] == [m.step for m in curve]
     assert [m.value for m in history] == pytest.approx([m.metrics["val_accuracy"] for m in curve])
-    assert run.data.metrics["summary.steps_run"] == t.result.steps_run
+    assert run.data.metrics["summary/steps_run"] == t.result.steps_run
 
 
 def best_before(trials: list[LedgerTrial], t: LedgerTrial) -> float:

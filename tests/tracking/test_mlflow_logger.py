@@ -1,12 +1,15 @@
-"""Tests for study.tracking.mlflow_logger and study.tracking.store, on a temporary SQLite store.
+"""Tests for study.tracking.mlflow_logger, on both kinds of store a study uses: a temporary
+SQLite store and a real tracking server through its REST API (`mlflow_server`).
 
 Results are built by hand (no TensorFlow). Creating an MLflow SQLite store runs its migrations
-(several seconds), so one store serves the module; every test uses its own runs.
+(several seconds), so one store of each kind serves the module; every test uses its own runs,
+and experiment names carry a random suffix (a CI server outlives the session).
 """
 
 from __future__ import annotations
 
 import math
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +20,7 @@ from study.config.target import Target
 from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSpec
 from study.paths import artifact_root, tracking_uri
 from study.results import Measurement, TrialResult, TrialState
-from study.tracking.mlflow_logger import MlflowLogger
+from study.tracking.mlflow_logger import RUN_STATUS, MlflowLogger, curve_metrics
 
 SPEC = TrialSpec(
     workload="tabular",
@@ -66,15 +69,26 @@ REACHED = TrialResult(
 )
 
 
+SUFFIX = uuid.uuid4().hex[:8]
+
+
 @pytest.fixture(scope="module")
-def logger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowLogger]:
+def sqlite_logger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowLogger]:
     path = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
     yield MlflowLogger(f"sqlite:///{path}")
 
 
+@pytest.fixture(scope="module", params=["sqlite", "server"])
+def logger(request: pytest.FixtureRequest) -> MlflowLogger:
+    """A logger on the SQLite store, then on the tracking server."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("sqlite_logger")
+    return MlflowLogger(request.getfixturevalue("mlflow_server"))
+
+
 @pytest.fixture(scope="module")
 def experiment(logger: MlflowLogger) -> str:
-    return logger.experiment_id("logger-tests")
+    return logger.experiment_id(f"logger-tests-{SUFFIX}")
 
 
 @pytest.fixture
@@ -125,14 +139,14 @@ def test_log_trial_writes_every_param(logger, experiment, client) -> None:
 def test_log_trial_writes_the_curve_with_training_steps(logger, experiment, client) -> None:
     run_id = log(logger, experiment, REACHED)
 
-    assert history(client, run_id, "val_accuracy") == [(0, 0.5), (10, 0.75), (20, 0.925)]
-    assert history(client, run_id, "examples") == [(0, 0.0), (10, 640.0), (20, 1280.0)]
-    assert history(client, run_id, "train_seconds") == [(0, 0.0), (10, 0.25), (20, 0.5)]
+    assert history(client, run_id, "curves/val_accuracy") == [(0, 0.5), (10, 0.75), (20, 0.925)]
+    assert history(client, run_id, "progress/examples") == [(0, 0.0), (10, 640.0), (20, 1280.0)]
+    assert history(client, run_id, "progress/train_seconds") == [(0, 0.0), (10, 0.25), (20, 0.5)]
     # The NaN train loss before any training is not logged.
-    assert history(client, run_id, "train_loss") == [(10, 0.6), (20, 0.3)]
-    assert [s for s, _ in history(client, run_id, "val_loss")] == [0, 10, 20]
-    assert [s for s, _ in history(client, run_id, "val_error")] == [0, 10, 20]
-    assert history(client, run_id, "step") == []
+    assert history(client, run_id, "curves/train_loss") == [(10, 0.6), (20, 0.3)]
+    assert [s for s, _ in history(client, run_id, "curves/val_loss")] == [0, 10, 20]
+    assert [s for s, _ in history(client, run_id, "curves/val_error")] == [0, 10, 20]
+    assert history(client, run_id, "progress/step") == []
 
 
 def test_log_trial_writes_summary_metrics_status_and_ends_the_run(
@@ -141,13 +155,13 @@ def test_log_trial_writes_summary_metrics_status_and_ends_the_run(
     run = client.get_run(log(logger, experiment, REACHED))
     metrics = run.data.metrics
 
-    assert metrics["summary.steps_to_target"] == 20
-    assert metrics["summary.examples_to_target"] == 1280
-    assert metrics["summary.seconds_to_target"] == 0.5
-    assert metrics["summary.steps_run"] == 20
-    assert metrics["summary.steps_per_second"] == pytest.approx(40.0)
-    assert metrics["summary.examples_per_second"] == pytest.approx(2560.0)
-    assert history(client, run.info.run_id, "summary.steps_to_target") == [(20, 20.0)]
+    assert metrics["summary/steps_to_target"] == 20
+    assert metrics["summary/examples_to_target"] == 1280
+    assert metrics["summary/seconds_to_target"] == 0.5
+    assert metrics["summary/steps_run"] == 20
+    assert metrics["summary/steps_per_second"] == pytest.approx(40.0)
+    assert metrics["summary/examples_per_second"] == pytest.approx(2560.0)
+    assert history(client, run.info.run_id, "summary/steps_to_target") == [(20, 20.0)]
     assert run.data.tags["status"] == "reached"
     assert run.data.tags["replicas"] == "2"
     assert run.data.tags["devices"] == "/cpu:0,/cpu:1"
@@ -168,7 +182,7 @@ def test_not_reached_trial_has_no_to_target_metrics(logger, experiment, client) 
     run = client.get_run(log(logger, experiment, result))
 
     assert not any(k.endswith("_to_target") for k in run.data.metrics)
-    assert run.data.metrics["summary.steps_run"] == 500
+    assert run.data.metrics["summary/steps_run"] == 500
     assert run.data.tags["status"] == "not_reached"
     assert run.info.status == "FINISHED"
 
@@ -193,9 +207,10 @@ def test_failed_trial_is_failed_with_its_error(logger, experiment, client, tmp_p
         (TrialState.REACHED, "FINISHED"),
         (TrialState.NOT_REACHED, "FINISHED"),
         (TrialState.DIVERGED, "FINISHED"),
-        (TrialState.PRUNED, "KILLED"),
+        (TrialState.PRUNED, "FINISHED"),
         (TrialState.FAILED, "FAILED"),
         (TrialState.INFEASIBLE, "FAILED"),
+        (TrialState.INTERRUPTED, "KILLED"),
     ],
 )
 def test_run_status_follows_trial_state(logger, experiment, client, state, status) -> None:
@@ -203,6 +218,39 @@ def test_run_status_follows_trial_state(logger, experiment, client, state, statu
 
     assert run.info.status == status
     assert run.data.tags["status"] == state.value
+
+
+def test_only_errors_fail_and_only_interruptions_are_killed() -> None:
+    ended = [s for s in TrialState if s not in (TrialState.RUNNING, TrialState.DISCARDED)]
+
+    assert set(RUN_STATUS) == set(ended)
+    assert {s for s, status in RUN_STATUS.items() if status == "FAILED"} == {
+        TrialState.FAILED,
+        TrialState.INFEASIBLE,
+    }
+    assert {s for s, status in RUN_STATUS.items() if status == "KILLED"} == {TrialState.INTERRUPTED}
+
+
+def ui_sections(keys: list[str]) -> list[str]:
+    """The chart sections of MLflow's metric tab, in order, for these keys: a key's section is
+    what precedes its last ``/``; named sections come sorted, keys without ``/`` last."""
+    named = sorted({k.rsplit("/", 1)[0] for k in keys if "/" in k})
+    return named + (["Model metrics"] if any("/" not in k for k in keys) else [])
+
+
+def test_curves_come_first_and_summary_numbers_last() -> None:
+    metrics = curve_metrics(REACHED)
+    keys = sorted({m.key for m in metrics})
+
+    assert ui_sections(keys) == ["curves", "progress", "summary"]
+    assert [k for k in keys if k.startswith("curves/")] == [
+        "curves/train_loss",
+        "curves/val_accuracy",
+        "curves/val_error",
+        "curves/val_loss",
+    ]
+    summary = [m for m in metrics if m.key.startswith("summary/")]
+    assert {m.step for m in summary} == {REACHED.steps_run}
 
 
 def test_long_curve_is_logged_completely(logger, experiment, client) -> None:
@@ -217,10 +265,11 @@ def test_long_curve_is_logged_completely(logger, experiment, client) -> None:
     )
     run_id = log(logger, experiment, result)  # 2,400 curve metrics: several batches
 
-    for key in ("val_loss", "val_accuracy", "examples", "train_seconds", "train_loss"):
+    keys = ("curves/val_loss", "curves/val_accuracy", "curves/train_loss", "progress/examples")
+    for key in (*keys, "progress/train_seconds"):
         assert [s for s, _ in history(client, run_id, key)] == [m.step for m in curve], key
-    assert history(client, run_id, "train_loss")[-1] == (3990, pytest.approx(1 / 400))
-    assert client.get_run(run_id).data.metrics["summary.steps_run"] == 3990
+    assert history(client, run_id, "curves/train_loss")[-1] == (3990, pytest.approx(1 / 400))
+    assert client.get_run(run_id).data.metrics["summary/steps_run"] == 3990
 
 
 def test_many_extra_params_and_tags(logger, experiment, client) -> None:
@@ -234,28 +283,36 @@ def test_many_extra_params_and_tags(logger, experiment, client) -> None:
     assert run.data.tags["tuner"] == "optuna"
     assert run.data.tags["stratum"] == "b64-mirrored:2"
     assert run.data.tags["status"] == "reached"
-    assert history(client, run_id, "val_accuracy") == [(0, 0.5), (10, 0.75), (20, 0.925)]
+    assert history(client, run_id, "curves/val_accuracy") == [(0, 0.5), (10, 0.75), (20, 0.925)]
     assert run.info.status == "FINISHED"
 
 
 # Experiments and runs
 
 
-def test_experiment_is_created_once_with_artifacts_next_to_the_database(logger, client) -> None:
-    first = logger.experiment_id("created-once")
-    second = logger.experiment_id("created-once")
+def test_experiment_is_created_once_with_artifacts_next_to_the_database(sqlite_logger) -> None:
+    first = sqlite_logger.experiment_id("created-once")
+    second = sqlite_logger.experiment_id("created-once")
 
     assert first == second
-    db = Path(logger.uri.removeprefix("sqlite:///"))
-    location = client.get_experiment(first).artifact_location
+    db = Path(sqlite_logger.uri.removeprefix("sqlite:///"))
+    location = sqlite_logger.client.get_experiment(first).artifact_location
     assert location == f"{(db.parent / 'artifacts').as_uri()}/created-once"
 
 
+def test_experiment_is_created_once_on_a_server(logger, client) -> None:
+    name = f"created-once-{SUFFIX}"
+    first = logger.experiment_id(name)
+
+    assert logger.experiment_id(name) == first
+    assert [e.experiment_id for e in client.search_experiments() if e.name == name] == [first]
+
+
 def test_deleted_experiment_is_restored(logger, client) -> None:
-    experiment_id = logger.experiment_id("deleted-then-used")
+    experiment_id = logger.experiment_id(f"deleted-then-used-{SUFFIX}")
     client.delete_experiment(experiment_id)
 
-    assert logger.experiment_id("deleted-then-used") == experiment_id
+    assert logger.experiment_id(f"deleted-then-used-{SUFFIX}") == experiment_id
     assert client.get_experiment(experiment_id).lifecycle_stage == "active"
 
 
@@ -321,13 +378,12 @@ def test_artifact_root(tmp_path: Path) -> None:
     assert artifact_root("http://127.0.0.1:5000") is None
 
 
-def test_experiments_open_in_the_model_training_view(tmp_path):
-    from study.tracking.mlflow_logger import EXPERIMENT_KIND, MODEL_TRAINING, MlflowLogger
+def test_experiments_open_in_the_model_training_view(logger, client) -> None:
+    from study.tracking.mlflow_logger import EXPERIMENT_KIND, MODEL_TRAINING
 
-    logger = MlflowLogger(f"sqlite:///{tmp_path}/kind.db")
-    new = logger.client.get_experiment(logger.experiment_id("fresh"))
+    new = client.get_experiment(logger.experiment_id(f"fresh-{SUFFIX}"))
     assert new.tags[EXPERIMENT_KIND] == MODEL_TRAINING
-    legacy = logger.client.create_experiment("legacy")
-    assert EXPERIMENT_KIND not in logger.client.get_experiment(legacy).tags
-    assert logger.experiment_id("legacy") == legacy
-    assert logger.client.get_experiment(legacy).tags[EXPERIMENT_KIND] == MODEL_TRAINING
+    legacy = client.create_experiment(f"legacy-{SUFFIX}")
+    assert EXPERIMENT_KIND not in client.get_experiment(legacy).tags
+    assert logger.experiment_id(f"legacy-{SUFFIX}") == legacy
+    assert client.get_experiment(legacy).tags[EXPERIMENT_KIND] == MODEL_TRAINING

@@ -1,0 +1,168 @@
+"""A study run against a real MLflow tracking server, checked through its REST API and in the
+MLflow UI itself (headless Chromium): one experiment marked as model training, one parent run
+FINISHED with study-level metrics charted against batch size, a nested run per trial whose
+status follows the ledger (pruned and not-reached trials FINISHED with a ``status`` tag), the
+curves first in a trial's metric tab, and the printed link opening the runs table.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from study.ledger import LedgerTrial
+from study.tracking.server import EXPERIMENT_KIND, MODEL_TRAINING, runs_view_url
+from tests.runner.conftest import (
+    Store,
+    assert_mlflow_mirrors_ledger,
+    run_study,
+    tiny_study,
+    write_study,
+)
+from tests.tracking.browser import Browser, require_chromium
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class ServerStore(Store):
+    """The ledger of a directory (``mlruns/optuna.journal``) with MLflow on a server."""
+
+    uri: str = ""
+
+    def mlflow(self) -> Any:
+        if self._client is None:
+            self._client = MlflowClient(tracking_uri=self.uri)
+        return self._client
+
+
+@dataclass
+class Served:
+    """A tiny study run with ``--tracking-uri`` pointing at the server."""
+
+    config: dict[str, Any]
+    store: ServerStore
+    result: subprocess.CompletedProcess[str]
+    trials: dict[str, list[LedgerTrial]]
+    experiment_id: str
+
+    @property
+    def name(self) -> str:
+        return str(self.config["name"])
+
+    def runs(self) -> list[Any]:
+        return self.store.runs(self.name)
+
+
+@pytest.fixture(scope="module")
+def served(mlflow_server: str, tmp_path_factory: pytest.TempPathFactory) -> Served:
+    """Two batch sizes, four trials each; the low end of the learning-rate range is too slow
+    for the target, so pruned (and possibly not-reached) trials come with the reached ones."""
+    config = tiny_study(
+        name=f"served-{uuid.uuid4().hex[:8]}",
+        trials_per_stratum=4,
+        search_space={"learning_rate": {"low": 1.0e-3, "high": 0.3, "scale": "log"}},
+    )
+    cwd = tmp_path_factory.mktemp("served")
+    file = write_study(cwd, config)
+    result = run_study("run", str(file), "--tracking-uri", mlflow_server, cwd=cwd)
+    assert result.returncode == 0, result.stderr[-3000:]
+    store = ServerStore(cwd, uri=mlflow_server)
+    experiment = store.mlflow().get_experiment_by_name(config["name"])
+    assert experiment is not None
+    return Served(config, store, result, store.trials(config), experiment.experiment_id)
+
+
+def test_the_study_is_one_model_training_experiment_mirroring_the_ledger(served: Served) -> None:
+    client = served.store.mlflow()
+
+    assert client.get_experiment(served.experiment_id).tags[EXPERIMENT_KIND] == MODEL_TRAINING
+    children = assert_mlflow_mirrors_ledger(served.store, served.config, served.trials)
+    assert len(children) == 8
+    statuses = {r.data.tags["status"] for r in children.values()}
+    assert "reached" in statuses and statuses <= {"reached", "not_reached", "pruned", "diverged"}
+    assert {r.info.status for r in children.values()} == {"FINISHED"}
+    for run in children.values():
+        assert {k.split("/")[0] for k in run.data.metrics} <= {"curves", "progress", "summary"}
+
+
+def test_the_parent_charts_the_study_against_batch_size(served: Served) -> None:
+    client = served.store.mlflow()
+    (parent,) = [r for r in served.runs() if r.data.tags.get("study.role") == "parent"]
+
+    assert parent.info.status == "FINISHED"
+    assert parent.data.metrics["trials_done"] == 8
+    best = {
+        stratum: min(t.steps_to_target for t in trials if t.steps_to_target is not None)
+        for stratum, trials in served.trials.items()
+    }
+    history = client.get_metric_history(parent.info.run_id, "best_steps")
+    assert {(m.step, m.value) for m in history} == {
+        (int(stratum.split("/")[0][1:]), steps) for stratum, steps in best.items()
+    }
+    rates = client.get_metric_history(parent.info.run_id, "best_learning_rate")
+    assert {m.step for m in rates} == {32, 128}
+
+
+def test_the_run_prints_the_runs_view_link_and_no_warnings(served: Served) -> None:
+    link = runs_view_url(served.store.uri, served.experiment_id)
+
+    assert served.result.stdout.splitlines()[-1] == f"MLflow runs of {served.name}: {link}"
+    assert "View run" not in served.result.stdout
+    assert "warning" not in served.result.stderr.lower(), served.result.stderr
+
+
+def test_the_runs_view_lists_the_parent_with_its_nested_trials(served: Served) -> None:
+    require_chromium()
+    trials = sorted(f"{s}#{t.number}" for s, ts in served.trials.items() for t in ts)
+    rows = "[...document.querySelectorAll('[role=row]')]"
+    with Browser() as browser:
+        browser.open(runs_view_url(served.store.uri, served.experiment_id))
+        browser.wait_for(
+            f"{rows}.some(r => r.innerText.includes({served.name!r}))", what="the parent run"
+        )
+        text = browser.text()
+        assert "Token Usage" not in text and "Traces 0" not in text  # not the GenAI overview
+        assert "usage data" not in text  # no telemetry notice
+        assert not any(t in text for t in trials)  # nested: folded under the parent
+        expanded = browser.evaluate(_CLICK_EXPANDER % {"name": served.name})
+        assert expanded, "the parent run has no expander: its trials are not nested under it"
+        names = browser.wait_for(
+            f"(() => {{ const t = document.body.innerText; "
+            f"return {trials!r}.every(n => t.includes(n)) && t; }})()",
+            what="the nested trial runs",
+        )
+        assert all(t in names for t in trials)
+
+
+def test_a_trials_metric_tab_opens_on_the_curves(served: Served) -> None:
+    require_chromium()
+    run = next(r for r in served.runs() if r.data.tags.get("status") == "reached")
+    url = runs_view_url(served.store.uri, served.experiment_id).replace(
+        "/runs?", f"/runs/{run.info.run_id}/model-metrics?"
+    )
+    with Browser() as browser:
+        browser.open(url)
+        browser.wait_for("document.body.innerText.includes('summary')", what="the summary section")
+        time.sleep(0.5)
+        sections = re.findall(r"^(.+)\n\((\d+)\)\nAdd chart$", browser.text(), re.M)
+    names = [name for name, count in sections if count != "0"]
+    assert names == ["curves", "progress", "summary"], sections
+
+
+#: Click the expander in the Run Name cell of the row that links to run ``name``.
+_CLICK_EXPANDER = """(() => {
+  const row = [...document.querySelectorAll('[role=row]')].find(
+    r => [...r.querySelectorAll('a')].some(a => a.innerText.trim() === %(name)r));
+  const button = row && row.querySelector('[col-id*="Run Name"] button');
+  if (!button) return false;
+  button.click();
+  return true;
+})()"""
