@@ -7,7 +7,8 @@
   `EvalCadence`): one trial.
 - `space` (`Stratum`, the params, `SearchSpace`) and `study` (`StudyConfig`, `TunerSettings`):
   one study.
-- `studyfile`: the YAML format and its parser (`load_study_file`, `parse_study`).
+- `studyfile`: the YAML format and its parser (`load_study_file`, `parse_study`), reading
+  through `yaml_reader` (key-by-key checks with one-line errors, duplicate keys rejected).
 
 Strategy names are parsed by `study.strategies.StrategySpec`, for both front ends.
 """

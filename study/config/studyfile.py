@@ -56,19 +56,16 @@ trial.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import difflib
 import enum
-import math
 import re
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import yaml
 
-from study.config.rules import FieldError, check, show
+from study.config.rules import FieldError
 from study.config.space import (
     CHOICE_PARAMS,
     FLOAT_PARAMS,
@@ -82,6 +79,7 @@ from study.config.space import (
 from study.config.study import Oracle, Sampler, StudyConfig, TunerSettings
 from study.config.target import Target
 from study.config.trial import OPTIMIZERS, SCHEDULES, Budget, EvalCadence
+from study.config.yaml_reader import Reader, StrictLoader, kind, yaml_message
 from study.errors import UsageError
 from study.strategies import StrategySpec, check_batch_divisible
 
@@ -142,9 +140,9 @@ def load_study_file(path: str | Path) -> StudyConfig:
         )
     text = file.read_text(encoding="utf-8")
     try:
-        mapping = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+        mapping = yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
-        raise UsageError(_yaml_message(source, exc)) from None
+        raise UsageError(yaml_message(source, exc)) from None
     config = parse_study(mapping, source, text=text)
     _check_workload(config)
     return config
@@ -159,11 +157,11 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
     Raises:
         UsageError: as `load_study_file`, except for the workload and model.
     """
-    r = _Reader(source)
+    r = Reader(source)
     if not isinstance(mapping, Mapping):
         r.fail(
             "",
-            f"the top level must be a mapping of keys (name, workload, ...), got {_kind(mapping)}",
+            f"the top level must be a mapping of keys (name, workload, ...), got {kind(mapping)}",
         )
     r.keys(mapping, "", TOP_LEVEL_KEYS, REQUIRED_KEYS)
     raw = copy.deepcopy(dict(mapping))
@@ -226,13 +224,13 @@ def _check_workload(config: StudyConfig) -> None:
 # Sections
 
 
-def _target(r: _Reader, value: Any) -> Target:
+def _target(r: Reader, value: Any) -> Target:
     text = r.string(value, "target")
     with r.naming("target"):
         return Target.parse(text)
 
 
-def _workload_options(r: _Reader, value: Any) -> dict[str, Any]:
+def _workload_options(r: Reader, value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     options = r.mapping(value, "workload_options")
@@ -242,7 +240,7 @@ def _workload_options(r: _Reader, value: Any) -> dict[str, Any]:
     return copy.deepcopy(dict(options))
 
 
-def _budget(r: _Reader, value: Any) -> Budget:
+def _budget(r: Reader, value: Any) -> Budget:
     budget = r.keys(value, "budget", BUDGET_KEYS, ())
     limits: dict[str, Any] = dict.fromkeys(BUDGET_KEYS)
     for key in ("max_steps", "max_examples"):
@@ -258,7 +256,7 @@ def _budget(r: _Reader, value: Any) -> Budget:
         raise err.named(f"{r.source}: {err.field}") from None  # fields are keys: budget.max_steps
 
 
-def _cadence(r: _Reader, value: Any) -> EvalCadence:
+def _cadence(r: Reader, value: Any) -> EvalCadence:
     """``eval_every``, read by `EvalCadence.parse` (as ``--eval-every``), in the file's words."""
     rule = "must be a step count >= 1 or 'geometric:RATIO' (e.g. 25 or 'geometric:1.05')"
     if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -273,7 +271,7 @@ def _cadence(r: _Reader, value: Any) -> EvalCadence:
         r.fail("eval_every", rule, value)
 
 
-def _tuner(r: _Reader, value: Any) -> TunerSettings:
+def _tuner(r: Reader, value: Any) -> TunerSettings:
     if value is None:
         return TunerSettings()
     tuner = r.keys(value, "tuner", TUNER_KEYS, ())
@@ -290,7 +288,7 @@ def _tuner(r: _Reader, value: Any) -> TunerSettings:
     )
 
 
-def _search_space(r: _Reader, value: Any) -> SearchSpace:
+def _search_space(r: Reader, value: Any) -> SearchSpace:
     space = r.keys(value, "search_space", SPACE_KEYS, ("batch_size", "learning_rate"))
     batch_sizes = _batch_sizes(r, space["batch_size"])
     strategies = _strategies(r, space.get("strategy", ["auto"]))
@@ -303,7 +301,7 @@ def _search_space(r: _Reader, value: Any) -> SearchSpace:
     )
 
 
-def _batch_sizes(r: _Reader, value: Any) -> tuple[int, ...]:
+def _batch_sizes(r: Reader, value: Any) -> tuple[int, ...]:
     path = "search_space.batch_size"
     if isinstance(value, Mapping):
         bounds = r.keys(value, path, ("low", "high"), ("low", "high"))
@@ -320,7 +318,7 @@ def _batch_sizes(r: _Reader, value: Any) -> tuple[int, ...]:
     return tuple(sorted(sizes))
 
 
-def _strategies(r: _Reader, value: Any) -> tuple[StrategySpec, ...]:
+def _strategies(r: Reader, value: Any) -> tuple[StrategySpec, ...]:
     path = "search_space.strategy"
     if not isinstance(value, list) or not value:
         r.fail(
@@ -331,7 +329,7 @@ def _strategies(r: _Reader, value: Any) -> tuple[StrategySpec, ...]:
     return tuple(specs)
 
 
-def _strategy(r: _Reader, name: Any, path: str) -> StrategySpec:
+def _strategy(r: Reader, name: Any, path: str) -> StrategySpec:
     try:
         return StrategySpec.parse(name)
     except FieldError as err:  # one message for every bad name, listing the good ones
@@ -339,7 +337,7 @@ def _strategy(r: _Reader, name: Any, path: str) -> StrategySpec:
 
 
 def _check_divisible(
-    r: _Reader, batch_sizes: Sequence[int], strategies: Sequence[StrategySpec]
+    r: Reader, batch_sizes: Sequence[int], strategies: Sequence[StrategySpec]
 ) -> None:
     for strategy in strategies:
         replicas = strategy.static_replicas
@@ -351,7 +349,7 @@ def _check_divisible(
                 r.fail("search_space.batch_size", rule, size)
 
 
-def _param(r: _Reader, name: str, value: Any) -> Param:
+def _param(r: Reader, name: str, value: Any) -> Param:
     path = f"search_space.{name}"
     if name == "learning_rate" and not (isinstance(value, Mapping) and "low" in value):
         r.fail(path, "must be {low: L, high: H, scale: log|linear} (a range to tune)", value)
@@ -371,7 +369,7 @@ def _param(r: _Reader, name: str, value: Any) -> Param:
         return param(name=name, low=low, high=high, log=scale == "log")
 
 
-def _categorical(r: _Reader, name: str, choices: Any) -> CategoricalParam:
+def _categorical(r: Reader, name: str, choices: Any) -> CategoricalParam:
     path = f"search_space.{name}.choices"
     if not isinstance(choices, list) or not choices:
         r.fail(path, "must be a non-empty list", choices)
@@ -390,7 +388,7 @@ def _space_key(field: str) -> str:
     return f"search_space.{field}"
 
 
-def _check_unique(r: _Reader, path: str, values: Sequence[Any]) -> None:
+def _check_unique(r: Reader, path: str, values: Sequence[Any]) -> None:
     seen: list[Any] = []
     for value in values:
         if value in seen:
@@ -400,142 +398,3 @@ def _check_unique(r: _Reader, path: str, values: Sequence[Any]) -> None:
 
 def _values(enum_cls: type[enum.Enum]) -> tuple[str, ...]:
     return tuple(member.value for member in enum_cls)
-
-
-# --------------------------------------------------------------------------------------------
-# Reading helpers: every failure is one line naming the file, the key path, the rule, the value.
-
-
-class _Reader:
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, path: str, rule: str, value: Any = ..., *, got: str | None = None) -> NoReturn:
-        """Raise ``SOURCE: PATH RULE (got VALUE)``; ``got`` replaces the shown value."""
-        where = f"{path} " if path else ""
-        if got is None and value is not ...:
-            got = show(value)
-        tail = f" (got {got})" if got is not None else ""
-        raise UsageError(f"{self.source}: {where}{rule}{tail}")
-
-    @contextlib.contextmanager
-    def naming(self, key: str | Callable[[str], str]) -> Iterator[None]:
-        """Rename a data-model `FieldError` raised inside to ``SOURCE: KEY``.
-
-        ``key`` is the file's key, or a function from the error's field to it.
-        """
-        try:
-            yield
-        except FieldError as err:
-            path = key(err.field) if callable(key) else key
-            raise err.named(f"{self.source}: {path}") from None
-
-    def mapping(self, value: Any, path: str) -> Mapping[str, Any]:
-        if not isinstance(value, Mapping):
-            self.fail(path, "must be a mapping", value)
-        return value
-
-    def keys(
-        self, value: Any, path: str, known: Sequence[str], required: Sequence[str]
-    ) -> Mapping[str, Any]:
-        """Check ``value`` is a mapping with only ``known`` keys and all ``required`` ones."""
-        where = f"in {path}" if path else "at top level"
-        mapping = self.mapping(value, path) if path else value
-        for key in mapping:
-            if key not in known:
-                close = difflib.get_close_matches(str(key), known, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise UsageError(
-                    f"{self.source}: unknown key {key!r} {where} ({hint}known: {', '.join(known)})"
-                )
-        for key in required:
-            if mapping.get(key) is None:
-                raise UsageError(f"{self.source}: missing required key {key!r} {where}")
-        return mapping
-
-    def string(
-        self, value: Any, path: str, *, pattern: re.Pattern[str] | None = None, rule: str = ""
-    ) -> str:
-        if not isinstance(value, str) or not value.strip():
-            self.fail(path, "must be a non-empty string", value)
-        if pattern is not None and not pattern.match(value):
-            self.fail(path, f"must be {rule}", value)
-        return value
-
-    def choice(self, value: Any, path: str, choices: Sequence[str]) -> str:
-        if value not in choices:
-            self.fail(path, f"must be one of {', '.join(choices)}", value)
-        return value
-
-    def integer(self, value: Any, path: str, *, rule: str | None = None) -> int:
-        """An int (not a bool), obeying the interval ``rule`` if given (see `check`)."""
-        if isinstance(value, bool) or not isinstance(value, int):
-            hint = (
-                "; write a whole number without a decimal point" if isinstance(value, float) else ""
-            )
-            self.fail(path, f"must be an integer{hint}", value)
-        if rule is not None:
-            with self.naming(path):
-                check(path, value, rule)
-        return value
-
-    def number(self, value: Any, path: str) -> float:
-        """A finite int or float (not a bool); the data model checks its interval."""
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            hint = ""
-            if isinstance(value, str) and _looks_numeric(value):
-                hint = f"; YAML reads {value} as text, write it with a decimal point (e.g. 1.0e-3)"
-            self.fail(path, f"must be a number{hint}", value)
-        if not math.isfinite(value):
-            self.fail(path, "must be finite", value)
-        return value
-
-
-def _looks_numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "an empty document"
-    if isinstance(value, list):
-        return "a list"
-    return f"{type(value).__name__} {show(value)}"
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """A safe loader that rejects duplicate keys (PyYAML keeps the last one silently)."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    loader.flatten_mapping(node)
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if not isinstance(key, Hashable):
-            continue  # construct_mapping reports unhashable keys
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _yaml_message(source: str, exc: yaml.YAMLError) -> str:
-    """``SOURCE: line L, column C: invalid YAML: PROBLEM (CONTEXT at line L0)`` on one line."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
-    if context and context_mark is not None and mark is not None and context_mark.line != mark.line:
-        problem = f"{problem} ({context} at line {context_mark.line + 1})"
-    problem = " ".join(str(problem).split())
-    return f"{source}: {where}invalid YAML: {problem}"
