@@ -2,9 +2,11 @@
 
 One compiled `tf.function` runs many training steps per call (a `tf.while_loop` around
 `strategy.run`), so per-step Python overhead vanishes; it returns after exactly as many steps as
-remain until the next evaluation. Only those calls are timed: evaluation is excluded from
-training seconds. The global batch is gathered once and each replica takes its contiguous slice,
-so `default` and `mirrored:N` do the same arithmetic with the same global batch.
+remain until the next evaluation. Its input signature leaves the number of steps unknown, so
+one trace, made and run once before the clock starts, serves every chunk length a cadence asks
+for. Only the compiled calls are timed: tracing, the warm-up step and evaluation are excluded
+from training seconds. The global batch is gathered once and each replica takes its contiguous
+slice, so `default` and `mirrored:N` do the same arithmetic with the same global batch.
 """
 
 from __future__ import annotations
@@ -53,6 +55,14 @@ class IndexStream:
 
 @dataclass
 class _Compiled:
+    """A trial's compiled functions.
+
+    ``train_chunk`` is the one concrete function of ``train_function``, traced for index arrays
+    of shape [steps, batch] with ``steps`` unknown: called directly, it skips tf.function's
+    argument matching on every call and can never retrace.
+    """
+
+    train_function: Any
     train_chunk: Any
     evaluate: Any
 
@@ -84,7 +94,8 @@ def _compile(
         optimizer.apply_gradients(zip(grads, variables))
         return loss
 
-    @tf.function(reduce_retracing=True)
+    # One trace for every chunk length: [steps, batch] with steps unknown.
+    @tf.function(input_signature=[tf.TensorSpec([None, batch_size], tf.int32)])
     def train_chunk(indices: tf.Tensor) -> tf.Tensor:
         steps = tf.shape(indices)[0]
         losses = tf.TensorArray(tf.float32, size=steps)
@@ -123,17 +134,21 @@ def _compile(
             "val_error": 1.0 - accuracy,
         }
 
-    return _Compiled(train_chunk=train_chunk, evaluate=evaluate)
+    return _Compiled(
+        train_function=train_chunk,
+        train_chunk=train_chunk.get_concrete_function(),
+        evaluate=evaluate,
+    )
 
 
 def _warm_up(
     compiled: _Compiled, model: keras.Model, optimizer: Any, batch_size: int, n: int
 ) -> None:
-    """Trace, optimise and run one step untimed, then restore every variable.
+    """Optimise and run one step untimed, then restore every variable.
 
-    The first call of a compiled loop pays for graph optimisation and allocation (~0.2 s here),
-    which is not training time. Restoring the weights and optimizer state keeps the trial
-    exactly as if the step had not run.
+    The first call of the compiled loop pays for graph optimisation and allocation, which is not
+    training time; like the trace made by `_compile`, it serves every later chunk length.
+    Restoring the weights and optimizer state keeps the trial exactly as if the step had not run.
     """
     variables = list(model.variables) + list(optimizer.variables)
     saved = [v.numpy() for v in variables]
@@ -204,9 +219,11 @@ def train(
             stop = min(stop, step_limit)
         while step < stop:
             count = min(stop - step, max_chunk)
-            indices = stream.take(count * spec.batch_size).reshape(count, spec.batch_size)
-            start = time.perf_counter()
-            losses = compiled.train_chunk(tf.constant(indices)).numpy()
+            indices = tf.constant(
+                stream.take(count * spec.batch_size).reshape(count, spec.batch_size)
+            )
+            start = time.perf_counter()  # the compiled call and fetching its losses
+            losses = compiled.train_chunk(indices).numpy()
             seconds += time.perf_counter() - start
             step += count
             pending_losses.extend(losses.tolist())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from study.config.target import Target
 from study.config.trial import Budget, EvalCadence, OptimizerSpec, ScheduleSpec, TrialSpec
 from study.results import Measurement, TrialResult, TrialState
 from study.strategies import HostInfo, build_strategy, resolve
+from study.trainer import loop
 from study.trainer.loop import IndexStream, train
 from study.trainer.optim import WarmupDecay, learning_rate, make_optimizer
 from study.workloads import Dataset, Workload, get_workload
@@ -245,6 +247,69 @@ def test_different_seeds_give_different_curves(run) -> None:
 
     assert numbers(first).shape == numbers(other).shape
     assert not np.array_equal(numbers(first), numbers(other), equal_nan=True)
+
+
+# Training time: one trace, made before the clock starts; the clock covers training calls only
+
+STEP_COST, TRACE_COST, EVAL_COST = 1.0, 1000.0, 1e6  # fake seconds (exact in binary)
+
+
+@pytest.fixture
+def fake_clock(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int]]:
+    """A training clock that charges STEP_COST per step, TRACE_COST per trace of the training
+    function and EVAL_COST per evaluation, whenever they happen (compiling, warming up, in a
+    timed call); returns the training calls as (steps, traces before, traces after), the
+    warm-up first.
+    """
+    now = [0.0]
+    calls: list[tuple[int, int, int]] = []
+    monkeypatch.setattr(loop, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    compile_real = loop._compile
+
+    def compile_charged(*args: Any) -> loop._Compiled:
+        real = compile_real(*args)
+        now[0] += TRACE_COST * real.train_function.experimental_get_tracing_count()
+
+        def train_chunk(indices: tf.Tensor) -> tf.Tensor:
+            before = real.train_function.experimental_get_tracing_count()
+            losses = real.train_chunk(indices)
+            after = real.train_function.experimental_get_tracing_count()
+            now[0] += STEP_COST * int(indices.shape[0]) + TRACE_COST * (after - before)
+            calls.append((int(indices.shape[0]), before, after))
+            return losses
+
+        def evaluate() -> dict[str, float]:
+            now[0] += EVAL_COST
+            return real.evaluate()
+
+        return loop._Compiled(real.train_function, train_chunk, evaluate)
+
+    monkeypatch.setattr(loop, "_compile", compile_charged)
+    return calls
+
+
+@pytest.mark.slow
+def test_one_trace_before_the_clock_serves_every_chunk_length(run, fake_clock) -> None:
+    result = run(tabular_spec(cadence=EvalCadence.parse("geometric:1.25"), budget=Budget(300)))
+
+    warm_up, *timed = fake_clock
+    assert warm_up == (1, 1, 1)  # traced once while compiling, then run untimed
+    assert all(before == after == 1 for _, before, after in timed)
+    lengths = [count for count, _, _ in timed]
+    assert len(set(lengths)) >= 10  # 1, 2, 3, 4, 5, 6, 8, ... 60: many shapes, one trace
+    assert sum(lengths) == result.steps_run == 300
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cadence", ["geometric:1.05", "geometric:1.5", "7"])
+def test_training_seconds_count_steps_only(run, fake_clock, cadence: str) -> None:
+    """With a clock charging 1 s per step, every interval costs exactly 1 s per step: tracing,
+    the warm-up step and evaluation never reach the training clock."""
+    result = run(tabular_spec(cadence=EvalCadence.parse(cadence), budget=Budget(200)))
+
+    assert [m.train_seconds for m in result.curve] == [STEP_COST * m.step for m in result.curve]
+    assert result.train_seconds == STEP_COST * result.steps_run == 200.0
+    check_curve_bookkeeping(result, BATCH)
 
 
 # Optimizers
