@@ -215,7 +215,12 @@ def test_import_then_ls_status_and_report(
     steps = {row["batch_size"]: row["steps_to_result"] for row in report["batch_sizes"]}
     assert steps == MNIST_STEPS
     assert report["noise_scale"]["ok"] is True
-    assert report["context"]["workload"] == "mnist / simple_cnn / nesterov_momentum"
+    about = report["about"]
+    assert (about["workload"], about["model"], about["optimizer"]) == (
+        "mnist",
+        "simple_cnn",
+        "nesterov_momentum",
+    )
 
 
 def test_imported_trials_keep_their_curves_and_statuses(

@@ -193,7 +193,7 @@ def test_interrupted_trial_is_failed_and_its_run_closed(killed: Killed) -> None:
     assert optuna_view[victim.number].state is OptunaState.FAIL
     runs = assert_mlflow_mirrors_ledger(killed.store, KILLED, killed.after)
     run = runs[trial_key(KILLED["name"], stratum, victim.number)]
-    assert (run.info.status, run.data.tags["status"]) == ("FAILED", "interrupted")
+    assert (run.info.status, run.data.tags["status"]) == ("KILLED", "interrupted")
     parent = [r for r in killed.store.runs(KILLED["name"]) if r.info.run_name == KILLED["name"]]
     assert [r.info.status for r in parent] == ["FINISHED"]
 
