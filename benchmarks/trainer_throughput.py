@@ -7,7 +7,8 @@ training steps per second, evaluation excluded, of:
   (b) a hand-written `tf.function` running many steps per call (`strategy.run` inside it),
   (c) `Model.fit` with default settings (inside the strategy scope).
 
-Each strategy runs in its own process (logical CPU devices are fixed when TensorFlow starts).
+Best of ``--repeats`` runs of ``--steps`` steps ((c): one run fewer, it is slow). Each strategy
+runs in its own process (logical CPU devices are fixed when TensorFlow starts).
 Usage: python benchmarks/trainer_throughput.py [--steps 3000] [--repeats 3]
 """
 
@@ -15,52 +16,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import time
 
+from trainer_bench import run_workers, start
+
 BATCHES = (32, 512)
-STRATEGIES = ("default", "mirrored:2")
 
 
 def measure(strategy_name: str, steps: int, repeats: int) -> dict:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    from study.strategies import build_strategy, configure_devices, probe_host, resolve
-
-    configure_devices(tf, 2 if strategy_name.startswith("mirrored") else 1)
-    import keras
-
-    from study.config.target import Target
-    from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSpec
-    from study.trainer.loop import train
-    from study.workloads import get_workload
-
-    workload = get_workload("mnist1d", {"samples": 10000})
-    data = workload.load()
-    resolved = resolve(strategy_name, probe_host(tf))
-    strategy = build_strategy(tf, resolved)
-    replicas = strategy.num_replicas_in_sync
+    bench = start(strategy_name)
+    tf, keras, strategy = bench.tf, bench.keras, bench.strategy
+    workload, data = bench.workload, bench.data
     out: dict = {}
     for batch in BATCHES:
-        # (a) the trainer: one evaluation at step 0 and one at the end; training time only.
-        spec = TrialSpec(
-            workload="mnist1d",
-            batch_size=batch,
-            optimizer=OptimizerSpec("nesterov", 0.01),
-            target=Target.parse("val_accuracy>=2"),
-            budget=Budget(max_steps=steps),
-            cadence=EvalCadence(kind="fixed", every=steps),
-            strategy=strategy_name,
-        )
+        # (a) the trainer: one evaluation at step 0 and one at the end, one compiled call of
+        # `steps` steps; training time only (tracing and the warm-up step are untimed).
         trainer = []
         for _ in range(repeats):
-            keras.backend.clear_session()
-            result = train(
-                spec, data, lambda: workload.build_model("mlp", data), strategy, resolved
-            )
+            result = bench.trial(batch, steps, str(steps))
             trainer.append(result.train_seconds / result.steps_run)
 
         # (b) hand-written multi-step tf.function with strategy.run inside.
@@ -123,7 +96,6 @@ def measure(strategy_name: str, steps: int, repeats: int) -> dict:
             "trainer_us": 1e6 * min(trainer),
             "loop_us": 1e6 * min(loop),
             "fit_us": 1e6 * min(fits),
-            "replicas": replicas,
         }
     return out
 
@@ -143,23 +115,9 @@ def main() -> None:
     print(
         f"{'strategy':<12}{'batch':>6}{'(a) trainer':>13}{'(b) loop':>10}{'(c) fit':>10}{'a/b':>7}{'c/a':>7}"
     )
-    for name in STRATEGIES:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--worker",
-                name,
-                "--steps",
-                str(args.steps),
-                "--repeats",
-                str(args.repeats),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name, rows in run_workers(
+        __file__, ["--steps", str(args.steps), "--repeats", str(args.repeats)]
+    ).items():
         for batch, r in rows.items():
             print(
                 f"{name:<12}{batch:>6}{r['trainer_us']:>13.0f}{r['loop_us']:>10.0f}{r['fit_us']:>10.0f}"

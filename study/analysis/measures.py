@@ -195,13 +195,46 @@ def summarize_trials(trials: pd.DataFrame, by: Sequence[str] = (BATCH_SIZE,)) ->
     return out[columns].reset_index()
 
 
+def call_and_step_seconds(steps: np.ndarray, seconds: np.ndarray) -> tuple[float, float]:
+    """Fit ``seconds = a + b * steps`` over evaluation intervals (one compiled call each):
+    ``a`` the fixed cost of a call, ``b`` the cost of a step, both >= 0.
+
+    Short trials run a few steps per call, so their seconds per step carry the call's fixed cost;
+    ``b`` is what a long run pays per step. With fewer than 3 intervals, or one interval length
+    only, ``a`` is 0 and ``b`` the pooled seconds per step.
+
+    Example: intervals of 1, 2 and 4 steps taking 1.5, 2.5 and 4.5 ms give a = 0.5 ms, b = 1 ms.
+    """
+    steps, seconds = np.asarray(steps, float), np.asarray(seconds, float)
+    pooled = float(seconds.sum() / steps.sum()) if steps.sum() > 0 else math.nan
+    if len(steps) < 3 or np.unique(steps).size < 2:
+        return 0.0, pooled
+    b, a = np.polyfit(steps, seconds, 1)
+    if a < 0 or b <= 0:
+        return 0.0, pooled
+    return float(a), float(b)
+
+
+def _intervals(flat: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """Steps and training seconds between consecutive evaluations of each trial."""
+    ordered = flat.sort_values([*key, STEP], kind="stable")
+    grouped = ordered.groupby(key, sort=False)
+    out = ordered.assign(
+        interval_steps=grouped[STEP].diff().astype(float),
+        interval_seconds=grouped[TRAIN_SECONDS].diff().astype(float),
+    )
+    ok = (out["interval_steps"] > 0) & (out["interval_seconds"] > 0)
+    return out[ok & np.isfinite(out["interval_seconds"])]
+
+
 def throughput_by_strategy(df: pd.DataFrame, target: Target | None = None) -> pd.DataFrame:
     """Training speed per (strategy, replicas, batch size) and, with a target, time to result.
 
-    Speed comes from the last evaluation of each trial that has trained (``step > 0`` and
-    ``train_seconds > 0``): ``steps_per_second = step / train_seconds`` and
-    ``examples_per_second = examples / train_seconds``, each the median over the stratum's
-    trials; ``seconds_per_step`` is ``1 / steps_per_second``.
+    ``seconds_per_step`` is the cost of a step in a long run: the slope of training seconds
+    against steps over every evaluation interval of the stratum's trials
+    (`call_and_step_seconds`); ``call_seconds`` is the fixed cost of one compiled call, which
+    short trials pay every few steps. ``steps_per_second`` and ``examples_per_second`` follow
+    from ``seconds_per_step``; ``timed_trials`` counts the trials that trained.
 
     With ``target``, ``steps_to_result`` is taken per batch size, pooled over strategies (a
     synchronous strategy does the same arithmetic as one device), and ``time_to_result =
@@ -215,20 +248,23 @@ def throughput_by_strategy(df: pd.DataFrame, target: Target | None = None) -> pd
     validate_table(flat, [STRATEGY, REPLICAS, BATCH_SIZE, TRIAL, STEP, EXAMPLES, TRAIN_SECONDS])
     key = trial_key(flat)
     stratum = [STRATEGY, REPLICAS, BATCH_SIZE]
-    seconds = flat[TRAIN_SECONDS].astype(float)
-    trained = flat[(flat[STEP].astype(float) > 0) & (seconds > 0) & np.isfinite(seconds)]
-    last = trained.sort_values([*key, STEP], kind="stable").drop_duplicates(subset=key, keep="last")
-    last = last.assign(
-        steps_per_second=last[STEP].astype(float) / last[TRAIN_SECONDS].astype(float),
-        examples_per_second=last[EXAMPLES].astype(float) / last[TRAIN_SECONDS].astype(float),
-    )
-    out = last.groupby(stratum, sort=True).agg(
-        steps_per_second=("steps_per_second", "median"),
-        examples_per_second=("examples_per_second", "median"),
-        timed_trials=("steps_per_second", "size"),
-    )
-    out["seconds_per_step"] = 1.0 / out["steps_per_second"]
-    out = out.reset_index()
+    intervals = _intervals(flat, key)
+    rows = []
+    for values, group in intervals.groupby(stratum, sort=True):
+        call, step = call_and_step_seconds(group["interval_steps"], group["interval_seconds"])
+        batch = float(values[2])
+        rows.append(
+            {
+                **dict(zip(stratum, values)),
+                "steps_per_second": 1.0 / step,
+                "examples_per_second": batch / step,
+                "timed_trials": group[key].drop_duplicates().shape[0],
+                "seconds_per_step": step,
+                "call_seconds": call,
+            }
+        )
+    columns = [*stratum, "steps_per_second", "examples_per_second", "timed_trials"]
+    out = pd.DataFrame(rows, columns=[*columns, "seconds_per_step", "call_seconds"])
     if target is None:
         return out
     pooled = steps_to_result(flat, target).set_index(BATCH_SIZE)["steps_to_result"]

@@ -18,6 +18,7 @@ from study.analysis import (
     trial_steps_to_target,
     validate_table,
 )
+from study.analysis.measures import call_and_step_seconds
 from study.config.target import Target
 
 ACC_60 = Target.parse("val_accuracy>=0.6")
@@ -201,9 +202,12 @@ def test_throughput_and_time_to_result_by_strategy(make_table):
 
     out = throughput_by_strategy(df, ACC_60).set_index("strategy")
 
-    # Median of 10 and 3.33 steps/s; steps to result pooled over strategies (20 steps).
-    assert out.loc["default", "steps_per_second"] == pytest.approx((10 + 10 / 3) / 2)
-    assert out.loc["default", "examples_per_second"] == pytest.approx(64 * (10 + 10 / 3) / 2)
+    # Both trials' intervals have one length: their pooled cost, 0.2 s/step (5 steps/s); steps
+    # to result pooled over strategies (20 steps).
+    assert out.loc["default", "seconds_per_step"] == pytest.approx(0.2)
+    assert out.loc["default", "steps_per_second"] == pytest.approx(5.0)
+    assert out.loc["default", "examples_per_second"] == pytest.approx(64 * 5.0)
+    assert out.loc["default", "timed_trials"] == 2
     assert out.loc["mirrored:2", "seconds_per_step"] == pytest.approx(0.05)
     assert out.loc["mirrored:2", "time_to_result"] == pytest.approx(20 * 0.05)
     assert out.loc["mirrored:2", "measured_seconds_to_result"] == math.inf
@@ -258,3 +262,24 @@ def test_target_holds_matches_target(text):
     values = [0.4, 0.5, 0.6, math.nan, math.inf]
 
     assert target_holds(np.array(values), target).tolist() == [target.holds(v) for v in values]
+
+
+def test_call_and_step_seconds_separates_the_fixed_cost_of_a_call() -> None:
+    steps = np.array([1, 2, 4, 8, 16])
+    assert call_and_step_seconds(steps, 0.5 + 1.0 * steps) == pytest.approx((0.5, 1.0))
+    # one interval length, or too few intervals: no call cost, the pooled cost per step
+    assert call_and_step_seconds(np.array([5, 5, 5]), np.array([1.0, 2.0, 3.0])) == (0.0, 0.4)
+    assert call_and_step_seconds(np.array([1, 2]), np.array([1.0, 2.0])) == (0.0, 1.0)
+
+
+def test_short_trials_report_the_speed_of_a_long_run(make_table) -> None:
+    """A geometric cadence gives intervals of many lengths; a 0.4 ms cost per call must not
+    inflate the 0.1 ms cost per step."""
+    steps = (0, 1, 2, 3, 4, 5, 7, 9, 12, 15, 19, 24, 30)  # geometric:1.25
+    df = make_table([_trial(trial=0, steps=steps, acc=[0.1] * len(steps))])
+    steps = df["step"].to_numpy(dtype=float)
+    calls = np.arange(len(steps))  # one call per evaluation interval
+    df["train_seconds"] = 1e-4 * steps + 4e-4 * calls
+    out = throughput_by_strategy(df).iloc[0]
+    assert out["seconds_per_step"] == pytest.approx(1e-4)
+    assert out["call_seconds"] == pytest.approx(4e-4)
