@@ -19,7 +19,14 @@ def sources(exclude: str | None = None) -> list[Path]:
 
 
 def test_only_the_ledger_touches_stored_attributes_and_optuna_internals() -> None:
-    pattern = re.compile(r"user_attrs\[|\._trial_id|\._study_id|user_attrs\.get\(")
+    # Built from pieces, so that grepping the repository for them finds only real uses.
+    names = (
+        "user_attrs" + r"\[",
+        r"\._" + "trial_id",
+        r"\._" + "study_id",
+        "user_attrs" + r"\.get\(",
+    )
+    pattern = re.compile("|".join(names))
     offenders = [
         f"{f.relative_to(PACKAGE)}:{n}"
         for f in sources(exclude="ledger")
