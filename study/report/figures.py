@@ -61,22 +61,18 @@ def make_figures(report: ScalingReport) -> dict[str, Any]:
     fit, regimes = report.noise_scale, report.regimes
     figures: dict[str, Any] = {}
     if np.isfinite(steps["steps_to_result"].to_numpy(dtype=float)).any():
-        fig, ax = _figure()
-        plots.plot_steps_to_result(ax, steps, fit, regimes)
-        _relabel_fit(ax, "fit: B_noise", f"fit: B_noise = {fmt(fit.b_noise)}")
-        _mark_b_noise(ax, report)
-        _clamp_ylim(ax, steps["steps_to_result"], steps["fit_steps"])
-        _plain_ticks(ax)
-        ax.set_title(f"Steps to reach {report.target}")
-        figures["steps_to_result"] = fig
-        fig, ax = _figure()
-        plots.plot_examples_to_result(ax, steps, fit, regimes)
-        _relabel_fit(ax, "fit: B_noise", f"fit: B_noise = {fmt(fit.b_noise)}")
-        _mark_b_noise(ax, report)
-        _clamp_ylim(ax, steps["examples_to_result"], steps["fit_examples"])
-        _plain_ticks(ax)
-        ax.set_title(f"Examples to reach {report.target}")
-        figures["examples_to_result"] = fig
+        for what, plot in (
+            ("steps", plots.plot_steps_to_result),
+            ("examples", plots.plot_examples_to_result),
+        ):
+            fig, ax = _figure()
+            plot(ax, steps, fit, regimes)
+            _relabel_fit(ax, "fit: B_noise", f"fit: B_noise = {fmt(fit.b_noise)}")
+            _mark_b_noise(ax, report)
+            _clamp_ylim(ax, steps[f"{what}_to_result"], steps[f"fit_{what}"])
+            _plain_ticks(ax)
+            ax.set_title(f"{what.capitalize()} to reach {report.target}")
+            figures[f"{what}_to_result"] = fig
     if np.isfinite(steps["best_learning_rate"].to_numpy(dtype=float)).any():
         fig, ax = _figure()
         plots.plot_best_lr(ax, steps, lr_fit=report.lr_fit)
