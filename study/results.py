@@ -67,6 +67,12 @@ class Measurement:
         return row
 
 
+#: The parts of a trial's wall time: building the model and optimizer (or re-initialising a
+#: reused one), tracing and warming up compiled functions, training (the timed compiled calls),
+#: evaluating, and bookkeeping (everything else: messages, ledger and tracking writes).
+TIMING_PARTS: tuple[str, ...] = ("build", "trace", "train", "evaluate", "bookkeeping")
+
+
 @dataclass(frozen=True)
 class TrialResult:
     """The outcome of one training run.
@@ -85,6 +91,8 @@ class TrialResult:
     curve: tuple[Measurement, ...] = ()
     environment: Mapping[str, Any] = field(default_factory=dict)
     error: str | None = None
+    #: Where the trial's wall time went, in seconds: `TIMING_PARTS` (those measured).
+    timings: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def steps_per_second(self) -> float:

@@ -91,7 +91,7 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
     model = workload.check_model(args.model)
     strategy = StrategySpec.parse(args.strategy)
     target = Target.parse(args.target or workload.default_target)
-    workload.check_target(target.metric)
+    workload.check_target(target)
     no_budget = args.max_steps is None and args.max_examples is None and args.max_seconds is None
     budget = Budget(
         max_steps=10_000 if no_budget else args.max_steps,

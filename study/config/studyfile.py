@@ -215,7 +215,7 @@ def _check_workload(config: StudyConfig) -> None:
             f"choose from {', '.join(workload.models)}"
         )
     try:
-        workload.check_target(config.target.metric)
+        workload.check_target(config.target)
     except FieldError as err:
         raise err.named(f"{source}: target") from None
 

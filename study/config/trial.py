@@ -175,6 +175,13 @@ class EvalCadence:
         return str(self.every) if self.kind == "fixed" else f"geometric:{self.ratio:g}"
 
 
+#: Numeric precision of a trial: ``auto`` is float32 on CPUs, mixed_float16 on GPUs and
+#: mixed_bfloat16 on TPUs (mixed_float16 trains with dynamic loss scaling).
+PRECISIONS: tuple[str, ...] = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+#: XLA compilation of the training step: ``auto`` is off on CPUs (slower here), on elsewhere.
+JIT_COMPILE: tuple[str, ...] = ("auto", "on", "off")
+
+
 @dataclass(frozen=True)
 class TrialSpec:
     """One training run: workload, global batch size, optimizer, schedule, target, budget."""
@@ -190,11 +197,17 @@ class TrialSpec:
     cadence: EvalCadence = field(default_factory=EvalCadence)
     strategy: str = "auto"
     seed: int = 0
+    #: The workload task's loss replaced: a built-in loss name or ``module:callable``.
+    loss: str | None = None
+    precision: str = "auto"
+    jit_compile: str = "auto"
 
     def __post_init__(self) -> None:
         if isinstance(self.batch_size, bool) or int(self.batch_size) != self.batch_size:
             raise FieldError("batch_size", "must be an integer", self.batch_size)
         check("batch_size", self.batch_size, ">= 1")
+        _check_choice("precision", self.precision, PRECISIONS)
+        _check_choice("jit_compile", self.jit_compile, JIT_COMPILE)
 
     @property
     def learning_rate(self) -> float:
@@ -210,6 +223,9 @@ class TrialSpec:
             "seed": self.seed,
             "target": str(self.target),
             "eval_cadence": str(self.cadence),
+            "loss": self.loss,
+            "precision": self.precision,
+            "jit_compile": self.jit_compile,
         }
         params.update(
             {

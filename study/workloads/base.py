@@ -1,20 +1,25 @@
-"""The workload contract: data plus models, framework-neutral until a model is built.
+"""The workload contract: data, models and a task, framework-neutral until a model is built.
 
-A workload module must not import TensorFlow at module level: `validate()` runs in the light CLI
-process, `load()` and `build_model()` run in a trainer worker.
+A workload module must not import TensorFlow at module level: `validate()` and `task` run in the
+light CLI process, `load()` and `build_model()` run in a trainer worker. `load()` returns either
+in-memory arrays (`Dataset`, the fast path) or `tf.data` factories (`Streams`, for files that do
+not fit in memory); the trainer distributes either over the strategy's replicas.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+import importlib.util
+import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from study.config.rules import FieldError
+from study.config.target import Target
 from study.errors import UsageError
+from study.workloads.task import Task
 
 if TYPE_CHECKING:  # pragma: no cover
     import keras
@@ -22,7 +27,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass(frozen=True)
 class Dataset:
-    """In-memory arrays: float32 (or int32 token ids) features, int32 class labels."""
+    """In-memory arrays: float32 (or int32 token ids) features and labels.
+
+    Labels follow the task: int32 class ids (multiclass), 0/1 (binary, shape [n]), [n, K] 0/1
+    (multilabel) or [n] / [n, K] reals (regression). ``num_classes`` is the number of model
+    outputs: classes, 1 for binary, labels or regression targets.
+    """
 
     x_train: np.ndarray
     y_train: np.ndarray
@@ -34,21 +44,50 @@ class Dataset:
     def input_shape(self) -> tuple[int, ...]:
         return tuple(self.x_train.shape[1:])
 
+    @property
+    def outputs(self) -> int:
+        return self.num_classes
+
+
+@dataclass(frozen=True)
+class Streams:
+    """A streamed dataset: `tf.data` factories instead of arrays (files larger than memory).
+
+    ``train(seed, num_shards, shard_index)`` returns one epoch of single ``(x, y)`` examples of
+    this shard, in an order drawn from ``seed`` that changes every epoch when repeated (shuffle
+    with ``reshuffle_each_iteration=True``); the trainer repeats, batches (per replica, batches
+    span epochs), prefetches and distributes it with the strategy's input context.
+    ``val()`` returns the validation examples once, in a fixed order; the trainer batches it and
+    evaluates every example exactly once. Shapes are per example; ``num_classes`` is the number
+    of model outputs (as in `Dataset`).
+    """
+
+    train: Callable[[int, int, int], Any]
+    val: Callable[[], Any]
+    input_shape: tuple[int, ...]
+    num_classes: int
+    train_examples: int
+    val_examples: int
+    input_dtype: str = "float32"
+
+    @property
+    def outputs(self) -> int:
+        return self.num_classes
+
 
 class Workload(abc.ABC):
     """A dataset and the models that can be trained on it.
 
     Subclasses set ``name``, ``models`` (the first is the default) and ``default_target``, take
     their options as keyword arguments (validated in ``__init__``, errors name the option), and
-    implement ``load`` and ``build_model``. Models output logits; the trainer applies sparse
-    categorical cross-entropy and reports ``val_loss``, ``val_accuracy`` and ``val_error``.
+    implement ``load`` and ``build_model``. ``task`` says what the model is trained for (loss,
+    metrics, default target); the default is multi-class classification from logits. A model
+    name ``module:callable`` is the user's own Keras model (see `build`).
     """
 
     name: ClassVar[str] = ""
     models: ClassVar[tuple[str, ...]] = ("mlp",)
     default_target: ClassVar[str] = "val_accuracy>=0.9"
-    #: The validation metrics a trial of this workload reports (what a target may name).
-    metrics: ClassVar[tuple[str, ...]] = ("val_loss", "val_accuracy", "val_error")
 
     def __init__(self, **options: Any) -> None:
         if options:
@@ -60,39 +99,125 @@ class Workload(abc.ABC):
         """The options this workload was built with (for logging and cache keys)."""
         return dict(self._options)
 
+    @property
+    def task(self) -> Task:
+        """What a model of this workload is trained for; override for other tasks."""
+        return Task.multiclass(self.default_target)
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """The validation metrics a trial reports (what a target may name)."""
+        return self.task.keys
+
     def check_model(self, model: str | None) -> str:
-        """Return the model name to use, or raise `UsageError` listing the known ones."""
+        """Return the model name to use, or raise `UsageError` listing the known ones.
+
+        ``module:callable`` (the user's own model) is accepted when the module can be found;
+        the callable itself is imported in the trainer.
+        """
         if model is None:
             return self.models[0]
+        if ":" in model:
+            return check_model_callable(model)
         if model not in self.models:
             raise UsageError(
                 f"--model: unknown model {model!r} for workload {self.name!r}; "
-                f"choose from {', '.join(self.models)}"
+                f"choose from {', '.join(self.models)}, or give module:callable"
             )
         return model
 
-    def check_target(self, metric: str) -> None:
-        """Raise `FieldError` on ``target`` unless ``metric`` is one this workload reports.
+    def check_target(self, target: Target) -> None:
+        """Raise `FieldError` on ``target`` unless it names a reported metric, in its direction.
 
-        Example: ``nosuchmetric`` on MNIST-1D: "target: unknown metric 'nosuchmetric'; workload
-        'mnist1d' reports val_loss, val_accuracy, val_error".
+        Example: ``nosuchmetric>=0.5`` on MNIST-1D: "target: unknown metric 'nosuchmetric';
+        workload 'mnist1d' reports val_loss, val_accuracy, val_error".
         """
-        if metric not in self.metrics:
-            raise FieldError(
-                "target",
-                "",
-                metric,
-                detail=f"unknown metric {metric!r}; workload {self.name!r} reports "
-                f"{', '.join(self.metrics)}",
-            )
+        self.task.check_target(target, workload=self.name)
 
     def validate(self) -> None:  # noqa: B027 - optional hook
         """Cheap checks run before any training (files exist, columns present); no TensorFlow."""
 
     @abc.abstractmethod
-    def load(self) -> Dataset:
+    def load(self) -> Dataset | Streams:
         """Generate or read the data. Deterministic; nothing is downloaded."""
 
     @abc.abstractmethod
-    def build_model(self, model: str, data: Dataset) -> keras.Model:
+    def build_model(self, model: str, data: Dataset | Streams) -> keras.Model:
         """Build (and call once so that its weights exist) the named model; runs in a strategy scope."""
+
+    def build(self, model: str, data: Dataset | Streams) -> keras.Model:
+        """The named model, or the user's own: ``module:callable`` is called with the keyword
+        arguments it declares among ``input_shape``, ``outputs`` (= ``num_classes``), ``task``
+        (the task kind's name) and ``workload`` (this object), and returns a Keras model,
+        compiled or not.
+        """
+        if ":" not in model:
+            return self.build_model(model, data)
+        factory = import_model_callable(model)
+        offered = {
+            "input_shape": tuple(data.input_shape),
+            "outputs": data.outputs,
+            "num_classes": data.outputs,
+            "task": self.task.kind.value,
+            "workload": self,
+        }
+        try:
+            params = inspect.signature(factory).parameters
+        except (TypeError, ValueError):
+            params = {}
+        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            kwargs = offered
+        else:
+            kwargs = {k: v for k, v in offered.items() if k in params}
+        built = factory(**kwargs)
+        if not _is_keras_model(built):
+            raise UsageError(
+                f"--model: {model!r} returned {type(built).__name__}, not a Keras model; "
+                "return a keras.Model (compiled or not)"
+            )
+        return built
+
+
+def _is_keras_model(obj: Any) -> bool:
+    import keras
+
+    return isinstance(obj, keras.Model)
+
+
+def check_model_callable(spec: str) -> str:
+    """Check that the module of ``module:callable`` exists, without importing it (no TensorFlow).
+
+    Raises:
+        UsageError: "--model: expected module:callable ..." or "--model: cannot find module ...".
+    """
+    module, _, attr = spec.partition(":")
+    if not module or not attr:
+        raise UsageError(f"--model: expected module:callable (got {spec!r})")
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise UsageError(
+            f"--model: cannot find module {module!r} of {spec!r}; check the name and that it "
+            "is on PYTHONPATH"
+        )
+    return spec
+
+
+def import_model_callable(spec: str) -> Callable[..., Any]:
+    """Import ``module:callable`` (``callable`` may be dotted); errors are `UsageError`."""
+    module_name, _, attr = check_model_callable(spec).partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:  # user code: any import failure is bad input
+        raise UsageError(
+            f"--model: cannot import module {module_name!r} ({type(exc).__name__}: {exc})"
+        ) from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise UsageError(f"--model: module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise UsageError(f"--model: {spec!r} is not callable; give a function returning a model")
+    return obj
