@@ -38,7 +38,16 @@ def _add_train(sub: Any) -> None:
         default="mnist1d",
         help="tabular, mnist1d, digits, csv, or module:callable (default: mnist1d)",
     )
-    w.add_argument("--model", help="model of the workload (default: the workload's first)")
+    w.add_argument(
+        "--model",
+        help="model of the workload (default: the workload's first), or module:callable "
+        "returning your own Keras model (compiled or not)",
+    )
+    w.add_argument(
+        "--loss",
+        help="replace the workload's loss: sparse_categorical_crossentropy, "
+        "binary_crossentropy, mse, mae, huber, or module:callable (a per-example loss)",
+    )
     w.add_argument("--samples", type=int, help="mnist1d: number of generated samples")
     w.add_argument("--csv", metavar="FILE", help="csv workload: the CSV file")
     w.add_argument("--label", metavar="COLUMN", help="csv workload: the label column")
@@ -93,6 +102,19 @@ def _add_train(sub: Any) -> None:
         "--strategy",
         default="auto",
         help="auto, default, one_device, mirrored:N, multi_worker_mirrored, tpu (default: auto)",
+    )
+    r.add_argument(
+        "--precision",
+        default="auto",
+        choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
+        help="numeric precision (default: auto = float32 on CPU, mixed_float16 on GPU, "
+        "mixed_bfloat16 on TPU)",
+    )
+    r.add_argument(
+        "--jit-compile",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="compile the training step with XLA (default: auto = off on CPU, on elsewhere)",
     )
     r.add_argument(
         "--tracking-uri",

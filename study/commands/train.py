@@ -42,6 +42,9 @@ FLAGS: dict[str, str] = {
     "cadence": "--eval-every",
     "cadence.every": "--eval-every",
     "cadence.ratio": "--eval-every",
+    "loss": "--loss",
+    "precision": "--precision",
+    "jit_compile": "--jit-compile",
 }
 
 
@@ -90,8 +93,9 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
     workload.validate()
     model = workload.check_model(args.model)
     strategy = StrategySpec.parse(args.strategy)
-    target = Target.parse(args.target or workload.default_target)
-    workload.check_target(target)
+    task = workload.task if args.loss is None else workload.task.with_loss(args.loss)
+    target = Target.parse(args.target or task.default_target)
+    task.check_target(target, workload=workload.name)
     no_budget = args.max_steps is None and args.max_examples is None and args.max_seconds is None
     budget = Budget(
         max_steps=10_000 if no_budget else args.max_steps,
@@ -123,6 +127,9 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
         cadence=EvalCadence.parse(args.eval_every),
         strategy=str(strategy),
         seed=args.seed,
+        loss=args.loss,
+        precision=args.precision,
+        jit_compile=args.jit_compile,
     )
     if strategy.static_replicas:
         check_batch_divisible(spec.batch_size, strategy.static_replicas, strategy=spec.strategy)

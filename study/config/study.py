@@ -76,6 +76,9 @@ class StudyConfig:
     optimizer: str = "nesterov"
     schedule: str = "constant"
     seed: int = 0
+    loss: str | None = None
+    precision: str = "auto"
+    jit_compile: str = "auto"
     tuner: TunerSettings = field(default_factory=TunerSettings)
     source: str = "<memory>"
     text: str = ""
@@ -128,6 +131,9 @@ class StudyConfig:
             cadence=self.cadence,
             strategy=stratum.strategy,
             seed=self.seed if seed is None else seed,
+            loss=self.loss,
+            precision=self.precision,
+            jit_compile=self.jit_compile,
         )
 
     def _check_stratum(self, stratum: Stratum, params: Mapping[str, Any]) -> None:

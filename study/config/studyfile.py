@@ -18,6 +18,10 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
     optimizer: nesterov                # optional; sgd | momentum | nesterov | adam
     schedule: constant                 # optional; constant | linear | cosine
     seed: 0                            # optional; default 0
+    loss: null                         # optional; replaces the workload task's loss: mse, mae,
+                                       #   huber, binary_crossentropy, ... or module:callable
+    precision: auto                    # optional; auto | float32 | mixed_float16 | mixed_bfloat16
+    jit_compile: auto                  # optional; auto | on | off (XLA for the training step)
     trials_per_stratum: 8              # required; >= 1
     search_space:                      # required
       batch_size: [8, 32, 128]         # required; ints >= 1, or {low: 8, high: 4096}:
@@ -78,7 +82,14 @@ from study.config.space import (
 )
 from study.config.study import Oracle, Sampler, StudyConfig, TunerSettings
 from study.config.target import Target
-from study.config.trial import OPTIMIZERS, SCHEDULES, Budget, EvalCadence
+from study.config.trial import (
+    JIT_COMPILE,
+    OPTIMIZERS,
+    PRECISIONS,
+    SCHEDULES,
+    Budget,
+    EvalCadence,
+)
 from study.config.yaml_reader import Reader, StrictLoader, kind, yaml_message
 from study.errors import UsageError
 from study.strategies import StrategySpec, check_batch_divisible
@@ -99,6 +110,9 @@ TOP_LEVEL_KEYS = (
     "optimizer",
     "schedule",
     "seed",
+    "loss",
+    "precision",
+    "jit_compile",
     "trials_per_stratum",
     "search_space",
     "tuner",
@@ -183,6 +197,9 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
         optimizer=r.choice(mapping.get("optimizer", "nesterov"), "optimizer", OPTIMIZERS),
         schedule=r.choice(mapping.get("schedule", "constant"), "schedule", SCHEDULES),
         seed=r.integer(mapping.get("seed", 0), "seed", rule=">= 0"),
+        loss=_loss(r, mapping.get("loss")),
+        precision=r.choice(mapping.get("precision", "auto"), "precision", PRECISIONS),
+        jit_compile=_jit_compile(r, mapping.get("jit_compile", "auto")),
         trials_per_stratum=r.integer(
             mapping["trials_per_stratum"], "trials_per_stratum", rule=">= 1"
         ),
@@ -209,15 +226,16 @@ def _check_workload(config: StudyConfig) -> None:
         raise UsageError(
             f"{source}: workload: building {config.workload!r} failed ({type(exc).__name__}: {exc})"
         ) from None
-    if config.model is not None and config.model not in workload.models:
-        raise UsageError(
-            f"{source}: model: unknown model {config.model!r} for workload {workload.name!r}; "
-            f"choose from {', '.join(workload.models)}"
-        )
+    if config.model is not None:
+        try:
+            workload.check_model(config.model)
+        except UsageError as exc:
+            raise UsageError(f"{source}: model: {str(exc).removeprefix('--model: ')}") from None
     try:
-        workload.check_target(config.target)
+        task = workload.task if config.loss is None else workload.task.with_loss(config.loss)
+        task.check_target(config.target, workload=workload.name)
     except FieldError as err:
-        raise err.named(f"{source}: target") from None
+        raise err.named(f"{source}: {err.field}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -228,6 +246,20 @@ def _target(r: Reader, value: Any) -> Target:
     text = r.string(value, "target")
     with r.naming("target"):
         return Target.parse(text)
+
+
+def _loss(r: Reader, value: Any) -> str | None:
+    """A built-in loss name or ``module:callable``; suitability is checked with the workload."""
+    if value is None:
+        return None
+    return r.string(value, "loss")
+
+
+def _jit_compile(r: Reader, value: Any) -> str:
+    """``auto``, ``on`` or ``off``; YAML booleans read as on/off."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return r.choice(value, "jit_compile", JIT_COMPILE)
 
 
 def _workload_options(r: Reader, value: Any) -> dict[str, Any]:

@@ -33,6 +33,7 @@ _FINGERPRINT_KEYS = (
     "workload", "workload_options", "model", "target", "budget", "eval_every",
     "optimizer", "schedule", "search_space", "seed",
 )  # fmt: skip
+_LATER_KEYS = ("loss", "precision", "jit_compile")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class RunOptions:
 def fingerprint(config: StudyConfig) -> str:
     """A hash of what defines a study's trials (not its budget or tuner settings)."""
     raw = {k: config.raw.get(k) for k in _FINGERPRINT_KEYS}
+    # Settings added later count only when given, so older studies keep their fingerprint.
+    raw.update({k: config.raw[k] for k in _LATER_KEYS if config.raw.get(k) is not None})
     return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -162,6 +162,19 @@ FLAG_MESSAGES = [
     (["--workload-option", "rows=5"], "workload option 'rows' must be an integer >= 100 (got 5)"),
     (["--workload-option", "bogus=1"], "workload 'tabular' takes no option 'bogus'; its options "
      "are rows, features, seed, val_fraction"),
+    (["--target", "nosuchmetric>=0.5"], "--target: unknown metric 'nosuchmetric'; workload "
+     "'tabular' reports val_loss, val_accuracy, val_error"),
+    (["--target", "val_loss>=0.3"], "--target: 'val_loss>=0.3' waits for val_loss to rise, but "
+     "lower val_loss is better; write val_loss<=0.3"),
+    (["--loss", "mse"], "--loss: loss 'mse' does not suit a multiclass task; use "
+     "sparse_categorical_crossentropy or module:callable"),
+    (["--loss", "l2"], "--loss: unknown loss 'l2'; choose from sparse_categorical_crossentropy, "
+     "binary_crossentropy, mse, mae, huber or give module:callable (a per-example loss "
+     "fn(y_true, y_pred))"),
+    (["--model", "no_such_module_xyz:build"], "--model: cannot find module 'no_such_module_xyz' "
+     "of 'no_such_module_xyz:build'; check the name and that it is on PYTHONPATH"),
+    (["--model", "resnet"], "--model: unknown model 'resnet' for workload 'tabular'; choose from "
+     "mlp, or give module:callable"),
 ]  # fmt: skip
 
 
@@ -180,7 +193,29 @@ def test_every_field_train_sets_has_a_flag() -> None:
     fields |= {f"schedule.{name}" for name in SCHEDULE_RULES}
     fields |= {f"budget.{name}" for name in Budget.__dataclass_fields__}
     fields |= {"optimizer", "schedule", "workload", "batch_size", "strategy", "target", "cadence"}
+    fields |= {"loss", "precision", "jit_compile"}
     assert fields <= set(FLAGS)
+
+
+def test_precision_jit_and_loss_reach_the_spec() -> None:
+    parsed = build_parser().parse_args(
+        [
+            *("train", "--workload", "tabular", "--precision", "mixed_bfloat16"),
+            *("--jit-compile", "on", "--loss", "pkg.losses:focal"),
+        ]
+    )
+    spec = build_spec(parsed)
+    assert (spec.precision, spec.jit_compile, spec.loss) == (
+        "mixed_bfloat16",
+        "on",
+        "pkg.losses:focal",
+    )
+    params = spec.to_params()
+    assert (params["precision"], params["jit_compile"], params["loss"]) == (
+        "mixed_bfloat16",
+        "on",
+        "pkg.losses:focal",
+    )
 
 
 @pytest.mark.parametrize(("args", "needles"), BAD_INPUTS)

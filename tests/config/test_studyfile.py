@@ -745,6 +745,27 @@ AT_LOAD: list[tuple[str, Callable[[], dict[str, Any]], str]] = [
         "workload: building 'custom_for_studyfile:broken' failed (RuntimeError: no GPU here)",
     ),
     (
+        "unknown-target-metric",
+        _set("target", "nosuchmetric>=0.5"),
+        "target: unknown metric 'nosuchmetric'; workload 'mnist1d' reports val_loss, "
+        "val_accuracy, val_error",
+    ),
+    (
+        "target-against-direction",
+        _set("target", "val_loss>=0.3"),
+        "target: 'val_loss>=0.3' waits for val_loss to rise, but lower val_loss is better",
+    ),
+    (
+        "loss-unsuited",
+        _set("loss", "mae"),
+        "loss: loss 'mae' does not suit a multiclass task",
+    ),
+    (
+        "model-module-missing",
+        _set("model", "no_such_module_xyz:build"),
+        "model: cannot find module 'no_such_module_xyz'",
+    ),
+    (
         "bad-workload-option",
         _set("workload_options", {"samples": 5}),
         "workload_options: workload option 'samples' must be an integer >= 100 (got 5)",
@@ -773,6 +794,48 @@ def test_workload_and_model_are_checked_at_load(
     message = str(info.value)
     assert message.startswith(f"{path}: {expected}"), message
     assert "\n" not in message and not FLAG.search(message), message
+
+
+def test_precision_jit_and_loss_reach_every_trial(tmp_path: Path) -> None:
+    data = study(
+        precision="mixed_bfloat16", jit_compile=True, loss="sparse_categorical_crossentropy"
+    )
+    config = load_study_file(write(tmp_path, data))
+    spec = config.trial_spec(Stratum(8, "default"), {"learning_rate": 0.1})
+    assert (spec.precision, spec.jit_compile, spec.loss) == (
+        "mixed_bfloat16",
+        "on",
+        "sparse_categorical_crossentropy",
+    )
+    default = load_study_file(write(tmp_path, BASE, "d.yaml"))
+    spec = default.trial_spec(Stratum(8, "default"), {"learning_rate": 0.1})
+    assert (spec.precision, spec.jit_compile, spec.loss) == ("auto", "auto", None)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "precision",
+            "fp8",
+            "precision must be one of auto, float32, mixed_float16, mixed_bfloat16",
+        ),
+        ("jit_compile", "maybe", "jit_compile must be one of auto, on, off"),
+        ("loss", 3, "loss must be"),
+    ],
+)
+def test_precision_jit_and_loss_errors(key: str, value: Any, message: str) -> None:
+    with pytest.raises(UsageError, match=f"^m: {message}"):
+        parse_study(study(**{key: value}), "m")
+
+
+def test_model_callable_is_accepted_when_its_module_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "my_models_for_studyfile.py").write_text("def build(): ...\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = load_study_file(write(tmp_path, study(model="my_models_for_studyfile:build")))
+    assert config.model == "my_models_for_studyfile:build"
 
 
 def test_parse_study_leaves_the_workload_alone() -> None:
