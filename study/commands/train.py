@@ -95,7 +95,7 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
     strategy = StrategySpec.parse(args.strategy)
     task = workload.task if args.loss is None else workload.task.with_loss(args.loss)
     target = Target.parse(args.target or task.default_target)
-    task.check_target(target, workload=workload.name)
+    task.check_target(target, workload=workload.name, open_metrics=":" in model)
     no_budget = args.max_steps is None and args.max_examples is None and args.max_seconds is None
     budget = Budget(
         max_steps=10_000 if no_budget else args.max_steps,

@@ -233,7 +233,8 @@ def _check_workload(config: StudyConfig) -> None:
             raise UsageError(f"{source}: model: {str(exc).removeprefix('--model: ')}") from None
     try:
         task = workload.task if config.loss is None else workload.task.with_loss(config.loss)
-        task.check_target(config.target, workload=workload.name)
+        own_model = config.model is not None and ":" in config.model
+        task.check_target(config.target, workload=workload.name, open_metrics=own_model)
     except FieldError as err:
         raise err.named(f"{source}: {err.field}") from None
 

@@ -231,8 +231,12 @@ class Task:
     def with_target(self, target: str) -> Task:
         return replace(self, default_target=target)
 
-    def check_target(self, target: Target, *, workload: str) -> None:
+    def check_target(self, target: Target, *, workload: str, open_metrics: bool = False) -> None:
         """Raise `FieldError` on ``target`` unless it names a reported metric, in its direction.
+
+        ``open_metrics``: the model may report more metrics than the task (a user's model,
+        compiled with its own metrics, checked when it is built); an unknown name then passes
+        here and its direction is read from its name (`direction_of`).
 
         Examples: ``nosuchmetric>=0.5`` on MNIST-1D: "target: unknown metric 'nosuchmetric';
         workload 'mnist1d' reports val_loss, val_accuracy, val_error"; ``val_loss>=0.3``:
@@ -240,6 +244,10 @@ class Task:
         write val_loss<=0.3".
         """
         metric = self.metric(target.metric)
+        if metric is None and open_metrics:
+            metric = Metric(
+                target.metric.removeprefix("val_"), "keras", direction_of(target.metric)
+            )
         if metric is None:
             raise FieldError(
                 "target",

@@ -95,3 +95,10 @@ def test_workload_checks_targets_through_its_task() -> None:
     assert workload.metrics == ("val_loss", "val_accuracy", "val_error")
     with pytest.raises(FieldError, match="lower val_error is better"):
         workload.check_target(Target.parse("val_error>0.5"))
+
+
+def test_open_metrics_let_a_compiled_models_metric_through_with_its_direction() -> None:
+    task = Task.multiclass()
+    task.check_target(Target.parse("val_top3>=0.9"), workload="w", open_metrics=True)
+    with pytest.raises(FieldError, match="lower val_hinge is better"):
+        task.check_target(Target.parse("val_hinge>=0.2"), workload="w", open_metrics=True)
