@@ -1,10 +1,29 @@
 """Your own CSV file: numeric feature columns (model ``mlp``) or one text column (model ``text``).
 
-Labels may be any values; they become class ids 0..K-1 in sorted order (``class_names``). In
-numeric mode every column but the label is a feature, standardised with training statistics. In
+Option ``task`` says what the ``label`` column(s) mean:
+
+- ``multiclass`` (default): any values; they become class ids 0..K-1 in sorted order
+  (``class_names``; numbers sort numerically).
+- ``binary``: exactly two values; the larger one in sorted order is the positive class (1), e.g.
+  ``no``/``yes`` -> ``yes`` = 1, ``0``/``1`` -> ``1`` = 1. One logit; default target
+  ``val_auc>=0.9``.
+- ``multilabel``: ``label`` lists several 0/1 columns separated by commas (``label=a,b,c``);
+  one logit per column; default target ``val_accuracy>=0.9`` (per-label accuracy).
+- ``regression``: one or more numeric columns, standardised with the training rows' mean and
+  standard deviation (``stats``), so the default target ``val_mse<=0.5`` means "explains at
+  least half the variance" (predicting the mean scores 1) whatever the units.
+
+In numeric mode every other column is a feature, standardised with training statistics. In
 text mode only the text column is used (an empty cell is an empty text): it is tokenised with
 ``keras.layers.TextVectorization`` adapted on the training texts, so the trainer receives int32
 token ids, as in the classic Keras sentiment model (padding id 0 is masked in the model).
+
+A file larger than memory is **streamed** (option ``streamed: true``, and automatically when the
+file is larger than 256 MiB; numeric mode only): one chunked pandas pass finds the row count,
+the class values or label statistics and the feature statistics on the training rows, then
+`tf.data` reads the file line by line (`study.workloads.csv_stream`). Its split is a seeded hash
+of the row number (``split: hash``, about ``val_fraction`` of rows; not stratified); the
+in-memory path uses the same split with ``split: hash`` and a seeded stratified one by default.
 """
 
 from __future__ import annotations
@@ -19,26 +38,82 @@ import pandas as pd
 
 from study.errors import UsageError
 from study.workloads import float_option, int_option
-from study.workloads.base import Dataset, Workload
+from study.workloads.base import Dataset, Streams, Workload
+from study.workloads.csv_scan import (
+    CLASSIFICATION,
+    Columns,
+    Labels,
+    Scan,
+    check_features,
+    check_labels,
+    check_split,
+    class_values,
+    encode_labels,
+    label_columns,
+    read_dtypes,
+    scan,
+)
+from study.workloads.files import (
+    bool_option,
+    cached_json,
+    fingerprint,
+    stratified_split,
+    task_option,
+    val_rows,
+)
+from study.workloads.task import Task, TaskKind
 
 if TYPE_CHECKING:  # pragma: no cover
     import keras
 
+__all__ = ["STREAM_BYTES", "CsvStats", "CsvWorkload"]
+
+#: Files larger than this are streamed unless ``streamed: false``.
+STREAM_BYTES = 256 * 2**20
+_SPLITS = ("stratified", "hash")
+_PEEK_ROWS = 1000  # rows `validate()` reads of a streamed file
+_SCAN_VERSION = 1  # bump when `scan` changes, so cached passes are not reused
+_TARGETS = {
+    TaskKind.BINARY: "val_auc>=0.9",
+    TaskKind.MULTILABEL: "val_accuracy>=0.9",
+    TaskKind.REGRESSION: "val_mse<=0.5",
+}
+
 
 @dataclass(frozen=True)
 class _Table:
-    """The checked contents of the file: features (a frame, or a text series) and class ids."""
+    """The checked contents of the file: features (a frame, or a text series) and labels."""
 
     features: pd.DataFrame | pd.Series
-    labels: np.ndarray
+    label_frame: pd.DataFrame
+    columns: Columns
+
+
+@dataclass(frozen=True)
+class CsvStats:
+    """What `load()` learned from the file (the same in both paths, up to round-off).
+
+    ``feature_mean``/``feature_std`` and (regression) ``label_mean``/``label_std`` are the
+    training rows' statistics used to standardise; ``class_names`` the sorted class values.
+    """
+
+    rows: int
+    train_rows: int
+    val_rows: int
     class_names: tuple[Any, ...]
+    feature_mean: tuple[float, ...]
+    feature_std: tuple[float, ...]
+    label_mean: tuple[float, ...] = ()
+    label_std: tuple[float, ...] = ()
 
 
 class CsvWorkload(Workload):
-    """Classify the rows of a CSV file by its ``label`` column.
+    """Classify, tag or regress the rows of a CSV file by its ``label`` column(s).
 
-    Example: ``CsvWorkload(path="reviews.csv", label="sentiment", text_column="review")``
-    trains the ``text`` model on token ids of the ``review`` column.
+    Examples: ``CsvWorkload(path="reviews.csv", label="sentiment", text_column="review")``
+    trains the ``text`` model on token ids of the ``review`` column;
+    ``CsvWorkload(path="houses.csv", label="price", task="regression", streamed=True)``
+    streams a large numeric file and reports ``val_mse`` on standardised prices.
     """
 
     name: ClassVar[str] = "csv"
@@ -51,8 +126,13 @@ class CsvWorkload(Workload):
         path: str | os.PathLike[str] | None = None,
         label: str | None = None,
         text_column: str | None = None,
+        task: str = "multiclass",
         val_fraction: float = 0.2,
         seed: int = 0,
+        split: str | None = None,
+        streamed: bool | str | None = None,
+        shuffle_buffer: int = 10_000,
+        chunk_rows: int = 100_000,
         max_tokens: int = 10_000,
         sequence_length: int = 64,
         embedding_dim: int = 16,
@@ -62,13 +142,59 @@ class CsvWorkload(Workload):
             "path": _name_option("--csv", path, "a file path"),
             "label": _name_option("--label", label, "a column name"),
             "text_column": _name_option("--text-column", text_column, "a column name"),
+            "task": task_option(task, list(TaskKind), workload=self.name).value,
             "val_fraction": float_option("val_fraction", val_fraction, low=0.0, high=1.0),
             "seed": int_option("seed", seed, minimum=0),
+            "split": _split_option(split),
+            "streamed": None if streamed is None else bool_option("streamed", streamed),
+            "shuffle_buffer": int_option("shuffle_buffer", shuffle_buffer, minimum=1),
+            "chunk_rows": int_option("chunk_rows", chunk_rows, minimum=1),
             "max_tokens": int_option("max_tokens", max_tokens, minimum=3),
             "sequence_length": int_option("sequence_length", sequence_length, minimum=1),
             "embedding_dim": int_option("embedding_dim", embedding_dim, minimum=1),
         }
+        if self._options["streamed"] and self._options["text_column"] is not None:
+            raise UsageError(
+                "workload option 'streamed': text mode (--text-column) reads the whole file; "
+                "a streamed csv needs numeric feature columns (or set streamed=false)"
+            )
+        if self._options["streamed"] and self._options["split"] == "stratified":
+            raise UsageError(
+                "workload option 'split': a streamed csv splits by row hash; "
+                "use split=hash (or streamed=false)"
+            )
         self.class_names: tuple[Any, ...] = ()
+        self.stats: CsvStats | None = None
+
+    # -- what it is ------------------------------------------------------------------------
+    @property
+    def kind(self) -> TaskKind:
+        return TaskKind(self._options["task"])
+
+    @property
+    def task(self) -> Task:
+        """Multi-class (default target ``val_accuracy>=0.8``), binary (``val_auc>=0.9``),
+        multi-label (``val_accuracy>=0.9``) or regression (``val_mse<=0.5``, standardised)."""
+        if self.kind is TaskKind.MULTICLASS:
+            return Task.multiclass(self.default_target)
+        return Task.named(self.kind.value, target=_TARGETS[self.kind])
+
+    @property
+    def streamed(self) -> bool:
+        """Streamed: option ``streamed``, else numeric mode and a file over 256 MiB."""
+        if self._options["streamed"] is not None:
+            return bool(self._options["streamed"])
+        if self._options["text_column"] is not None or self._options["path"] is None:
+            return False
+        try:
+            return os.path.getsize(Path(self._options["path"]).expanduser()) > STREAM_BYTES
+        except OSError:
+            return False
+
+    @property
+    def split(self) -> str:
+        """``hash`` when streamed or asked for, else ``stratified``."""
+        return self._options["split"] or ("hash" if self.streamed else "stratified")
 
     def check_model(self, model: str | None) -> str:
         """``text`` with a text column, else ``mlp``; the other model is refused."""
@@ -77,7 +203,7 @@ class CsvWorkload(Workload):
         if model is None:
             return default
         model = super().check_model(model)
-        if model != default:
+        if ":" not in model and model != default:
             fix = (
                 "model 'mlp' needs numeric columns, but --text-column is set; use --model text"
                 if text_mode
@@ -86,37 +212,53 @@ class CsvWorkload(Workload):
             raise UsageError(f"--model: {fix}")
         return model
 
+    # -- reading ---------------------------------------------------------------------------
     def validate(self) -> None:
-        """Read the file and check the columns (pandas only, no TensorFlow)."""
-        self._table()
+        """Read the file and check the columns (pandas only, no TensorFlow). A streamed file is
+        checked on its header and first 1,000 rows; the rest is checked by `load()`."""
+        if self.streamed:
+            self._peek()
+        else:
+            self._labels(self._table())
 
-    def load(self) -> Dataset:
-        """Read, check, split (seeded, stratified) and encode the file."""
+    def load(self) -> Dataset | Streams:
+        """Read, check, split and encode the file (streamed: one pass, then `Streams`)."""
+        if self.streamed:
+            return self._streams()
         table = self._table()
-        train, val = _split(table.labels, self._options["val_fraction"], self._options["seed"])
-        if len(train) == 0 or len(val) == 0:
-            raise UsageError(
-                f"--csv: {self._file_name} has only {len(table.labels)} data rows, too few for "
-                f"a validation split of {self._options['val_fraction']:g}; add rows"
+        labels = self._labels(table)
+        train, val = self._split_rows(table, labels)
+        frame = table.label_frame
+        if labels.kind is TaskKind.REGRESSION:
+            y_train_raw = frame.iloc[train].to_numpy(np.float64)
+            labels = Labels(
+                labels.kind,
+                labels.columns,
+                mean=_floats(y_train_raw.mean(axis=0)),
+                std=_floats(_safe_std(y_train_raw)),
             )
+        y = encode_labels(frame, labels)
         if isinstance(table.features, pd.Series):
             x_train, x_val = self._vectorize(table.features.to_numpy(), train, val)
+            mean: tuple[float, ...] = ()
+            std: tuple[float, ...] = ()
         else:
-            x_train, x_val = _standardize(table.features.to_numpy(np.float64), train, val)
-        return Dataset(
-            x_train,
-            table.labels[train],
-            x_val,
-            table.labels[val],
-            num_classes=len(table.class_names),
+            x = table.features.to_numpy(np.float64)
+            mean, std = _floats(x[train].mean(axis=0)), _floats(_safe_std(x[train]))
+            scaled = ((x - np.asarray(mean)) / np.asarray(std)).astype(np.float32)
+            x_train, x_val = scaled[train], scaled[val]
+        self.stats = CsvStats(
+            len(y), len(train), len(val), labels.class_values, mean, std, labels.mean, labels.std
         )
+        return Dataset(x_train, y[train], x_val, y[val], num_classes=labels.outputs)
 
-    def build_model(self, model: str, data: Dataset) -> keras.Model:
-        """``mlp``: Dense(64, relu) x 2 -> Dense(K).
+    def build_model(self, model: str, data: Dataset | Streams) -> keras.Model:
+        """``mlp``: Dense(64, relu) x 2 -> Dense(outputs).
 
         ``text``: Embedding(max_tokens, embedding_dim) -> GlobalAveragePooling1D -> Dense(16, relu)
-        -> Dense(K). Padding is masked out of the average: unmasked, the ~50 padding positions of
-        a short review drown its words and SGD stays at chance on examples/data/reviews.csv.
+        -> Dense(outputs). Padding is masked out of the average: unmasked, the ~50 padding
+        positions of a short review drown its words and SGD stays at chance on
+        examples/data/reviews.csv.
         """
         import keras
 
@@ -136,95 +278,118 @@ class CsvWorkload(Workload):
                 keras.layers.Dense(64, activation="relu"),
                 keras.layers.Dense(64, activation="relu"),
             ]
-        return keras.Sequential(
-            [*layers, keras.layers.Dense(data.num_classes)], name=f"csv_{model}"
-        )
+        return keras.Sequential([*layers, keras.layers.Dense(data.outputs)], name=f"csv_{model}")
 
+    # -- in memory -------------------------------------------------------------------------
     @property
     def _file_name(self) -> str:
         return Path(self._options["path"] or "").name
 
-    def _read(self) -> pd.DataFrame:
-        """The parsed file, or `UsageError` saying why it cannot be read."""
+    def _path(self) -> Path:
         path = self._options["path"]
         if path is None:
             raise UsageError("--csv: the csv workload needs a file; give --csv FILE")
-        try:
-            frame = pd.read_csv(Path(path).expanduser())
-        except OSError as exc:
-            raise UsageError(f"--csv: cannot read {path!r}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError as exc:
-            raise UsageError(
-                f"--csv: cannot read {path!r}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-            ) from None
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise UsageError(f"--csv: cannot read {path!r}: {reason}") from None
-        if frame.empty:
-            raise UsageError(f"--csv: {path!r} has no data rows; add rows below the header")
-        return frame
+        return Path(path).expanduser()
 
-    def _table(self) -> _Table:
-        """Check the columns and encode the labels; sets ``class_names``."""
-        frame = self._read()
-        label, text = self._options["label"], self._options["text_column"]
+    def _label_option(self) -> str:
+        label = self._options["label"]
         if label is None:
             raise UsageError(
                 "--label: the csv workload needs the label column; give --label COLUMN"
             )
-        self._require_column("--label", label, frame)
-        labels, class_names = self._encode_labels(frame[label])
+        return label
+
+    def _read(self, **kwargs: Any) -> pd.DataFrame:
+        """The parsed file (``kwargs`` for `pandas.read_csv`), or `UsageError` saying why not."""
+        path = self._path()
+        shown = self._options["path"]
+        try:
+            frame = pd.read_csv(path, **kwargs)
+        except OSError as exc:
+            raise UsageError(f"--csv: cannot read {shown!r}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise UsageError(
+                f"--csv: cannot read {shown!r}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from None
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+            raise UsageError(f"--csv: cannot read {shown!r}: {_reason(exc)}") from None
+        return frame
+
+    def _columns(self, header: list[str]) -> Columns:
+        """Label columns (by task) and, in numeric mode, every other column as a feature."""
+        labels = label_columns(self._label_option(), header, self.kind, self._file_name)
+        text = self._options["text_column"]
         if text is not None:
-            self._require_column("--text-column", text, frame)
-            if text == label:
+            self._require_column("--text-column", text, header)
+            if text in labels:
                 raise UsageError(
                     f"--text-column: {text!r} is also the label column; give the text column"
                 )
-            features: pd.DataFrame | pd.Series = frame[text].fillna("").astype(str)
-        else:
-            features = self._numeric_features(frame.drop(columns=[label]))
-        self.class_names = class_names
-        return _Table(features, labels, class_names)
-
-    def _encode_labels(self, values: pd.Series) -> tuple[np.ndarray, tuple[Any, ...]]:
-        """Class ids 0..K-1 in sorted order of the values, and the values (class names)."""
-        _reject_missing("--label", values, self._file_name)
-        uniques = sorted(pd.unique(values))
-        class_names = tuple(_plain(v) for v in uniques)
-        if len(class_names) < 2:
-            raise UsageError(
-                f"--label: column {values.name!r} in {self._file_name} has only the value "
-                f"{class_names[0]!r}; a classifier needs at least 2 classes"
-            )
-        return pd.Categorical(values, categories=uniques).codes.astype(np.int32), class_names
-
-    def _require_column(self, option: str, column: str, frame: pd.DataFrame) -> None:
-        if column not in frame.columns:
-            raise UsageError(
-                f"{option}: column {column!r} not in {self._file_name} "
-                f"(columns: {', '.join(map(str, frame.columns))})"
-            )
-
-    def _numeric_features(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """Every column must be numeric and complete; booleans count as 0/1."""
-        if frame.shape[1] == 0:
+            return Columns(labels, ())
+        features = tuple(c for c in header if c not in labels)
+        if not features:
             raise UsageError(
                 f"--csv: {self._file_name} has no feature columns besides the label; "
                 "add numeric columns, or a text column with --text-column"
             )
-        for column in frame.columns:
-            values = frame[column]
-            if not pd.api.types.is_numeric_dtype(values):
-                numbers = pd.to_numeric(values, errors="coerce")
-                bad = np.flatnonzero(numbers.isna() & values.notna())
-                row = int(bad[0]) if len(bad) else 0
-                raise UsageError(
-                    f"--csv: column {column!r} in {self._file_name} is not numeric "
-                    f"(data row {row + 1}: {values.iloc[row]!r}); drop it, or give "
-                    f"--text-column {column} if it holds the text to classify"
-                )
-            _reject_missing("--csv", values, self._file_name)
-        return frame.astype(np.float64)
+        return Columns(labels, features)
+
+    def _table(self) -> _Table:
+        """The whole file, checked: label values by task, features numeric (or the text)."""
+        header = list(self._read(nrows=0).columns)
+        label = self._label_option()
+        named = [c for c in header if c == label or c in label.split(",")]
+        frame = self._read(dtype=read_dtypes(self.kind, named))
+        columns = self._columns(header)
+        if frame.empty:
+            raise UsageError(
+                f"--csv: {self._options['path']!r} has no data rows; add rows below the header"
+            )
+        label_frame = frame[list(columns.labels)]
+        check_labels(label_frame, self.kind, self._file_name)
+        text = self._options["text_column"]
+        if text is not None:
+            return _Table(frame[text].fillna("").astype(str), label_frame, columns)
+        check_features(frame[list(columns.features)], self._file_name)
+        return _Table(frame[list(columns.features)].astype(np.float64), label_frame, columns)
+
+    def _labels(self, table: _Table) -> Labels:
+        """Class values (classification) from the whole column; sets ``class_names``."""
+        columns = table.columns.labels
+        if self.kind not in CLASSIFICATION:
+            return Labels(self.kind, columns)
+        values, numeric = class_values(
+            pd.unique(table.label_frame[columns[0]]), self.kind, columns[0], self._file_name
+        )
+        self.class_names = values
+        return Labels(self.kind, columns, values, numeric)
+
+    def _split_rows(self, table: _Table, labels: Labels) -> tuple[np.ndarray, np.ndarray]:
+        """(train, val) row indices: seeded stratified, or the streamed path's row hash (then
+        validation rows keep file order)."""
+        count, fraction, seed = (
+            len(table.label_frame),
+            self._options["val_fraction"],
+            self._options["seed"],
+        )
+        if self.split == "hash":
+            is_val = val_rows(np.arange(count), seed, fraction)
+            train = np.random.default_rng(seed).permutation(np.flatnonzero(~is_val))
+            val = np.flatnonzero(is_val)
+        else:
+            strata = (
+                encode_labels(table.label_frame, labels) if self.kind in CLASSIFICATION else None
+            )
+            train, val = stratified_split(strata, count, fraction, seed)
+        check_split(self._file_name, count, len(train), fraction)
+        return train, val
+
+    def _require_column(self, option: str, column: str, header: list[str]) -> None:
+        if column not in header:
+            raise UsageError(
+                f"{option}: column {column!r} not in {self._file_name} "
+                f"(columns: {', '.join(map(str, header))})"
+            )
 
     def _vectorize(
         self, texts: np.ndarray, train: np.ndarray, val: np.ndarray
@@ -238,6 +403,79 @@ class CsvWorkload(Workload):
         )
         vectorizer.adapt(texts[train])
         return _token_ids(vectorizer, texts[train]), _token_ids(vectorizer, texts[val])
+
+    # -- streamed --------------------------------------------------------------------------
+    def _peek(self) -> tuple[list[str], Columns]:
+        """Header and columns of a streamed file, its first rows checked."""
+        header = list(self._read(nrows=0).columns)
+        self._label_option()
+        columns = self._columns(header)
+        head = self._read(nrows=_PEEK_ROWS, dtype=read_dtypes(self.kind, columns.labels))
+        if head.empty:
+            raise UsageError(
+                f"--csv: {self._options['path']!r} has no data rows; add rows below the header"
+            )
+        check_labels(head[list(columns.labels)], self.kind, self._file_name, whole=False)
+        check_features(head[list(columns.features)], self._file_name, streamed=True)
+        return header, columns
+
+    def _scan(self, columns: Columns) -> Scan:
+        """The pandas pass over the file, cached by file, columns, task and split."""
+        o = self._options
+        path = self._path()
+
+        def compute() -> dict[str, Any]:
+            try:
+                found = scan(
+                    path,
+                    columns,
+                    self.kind,
+                    seed=o["seed"],
+                    val_fraction=o["val_fraction"],
+                    chunk_rows=o["chunk_rows"],
+                )
+            except UsageError:
+                raise
+            except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+                raise UsageError(f"--csv: cannot read {o['path']!r}: {_reason(exc)}") from None
+            return found.to_json()
+
+        key = fingerprint(
+            [path],
+            version=_SCAN_VERSION,
+            columns=[columns.labels, columns.features],
+            task=o["task"],
+            seed=o["seed"],
+            val_fraction=o["val_fraction"],
+        )
+        return Scan.from_json(cached_json("csv-scan", key, compute))
+
+    def _streams(self) -> Streams:
+        from study.workloads.csv_stream import csv_streams
+
+        header, columns = self._peek()
+        found = self._scan(columns)
+        labels = found.labels
+        self.class_names = labels.class_values
+        self.stats = CsvStats(
+            found.rows,
+            found.train_rows,
+            found.val_rows,
+            labels.class_values,
+            found.feature_mean,
+            found.feature_std,
+            labels.mean,
+            labels.std,
+        )
+        return csv_streams(
+            self._path(),
+            header,
+            columns,
+            found,
+            seed=self._options["seed"],
+            val_fraction=self._options["val_fraction"],
+            shuffle_buffer=self._options["shuffle_buffer"],
+        )
 
 
 def _token_ids(vectorizer: Any, texts: np.ndarray) -> np.ndarray:
@@ -260,38 +498,23 @@ def _name_option(option: str, value: Any, what: str) -> str | None:
     return text
 
 
-def _reject_missing(option: str, values: pd.Series, file_name: str) -> None:
-    missing = np.flatnonzero(values.isna().to_numpy())
-    if len(missing):
-        raise UsageError(
-            f"{option}: column {values.name!r} in {file_name} has {len(missing)} empty "
-            f"value(s) (first at data row {missing[0] + 1}); fill or drop those rows"
-        )
+def _reason(exc: Exception) -> str:
+    """The first line of an exception's message, or its type."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _plain(value: Any) -> Any:
-    """A numpy scalar as the Python value (so class names log and compare cleanly)."""
-    return value.item() if isinstance(value, np.generic) else value
+def _split_option(value: Any) -> str | None:
+    if value is None or value in _SPLITS:
+        return value
+    raise UsageError(f"workload option 'split' must be one of {', '.join(_SPLITS)} (got {value!r})")
 
 
-def _split(labels: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded stratified split: about ``val_fraction`` of each class goes to validation."""
-    rng = np.random.default_rng(seed)
-    val_parts = []
-    for cls in np.unique(labels):
-        members = rng.permutation(np.flatnonzero(labels == cls))
-        val_parts.append(members[: round(len(members) * val_fraction)])
-    val = np.concatenate(val_parts)
-    train = np.setdiff1d(np.arange(len(labels)), val)
-    return rng.permutation(train), rng.permutation(val)
+def _floats(values: np.ndarray) -> tuple[float, ...]:
+    return tuple(float(v) for v in values)
 
 
-def _standardize(
-    x: np.ndarray, train: np.ndarray, val: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Zero mean, unit variance with training statistics (a constant column stays 0)."""
-    mean = x[train].mean(axis=0)
-    std = x[train].std(axis=0)
-    std = np.where(std > 0, std, 1.0)
-    scaled = ((x - mean) / std).astype(np.float32)
-    return scaled[train], scaled[val]
+def _safe_std(x: np.ndarray) -> np.ndarray:
+    """Population standard deviation per column; 1 for a constant column (it stays 0)."""
+    std = x.std(axis=0)
+    return np.where(std > 0, std, 1.0)
