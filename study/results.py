@@ -71,6 +71,9 @@ class Measurement:
 #: reused one), tracing and warming up compiled functions, training (the timed compiled calls),
 #: evaluating, and bookkeeping (everything else: messages, ledger and tracking writes).
 TIMING_PARTS: tuple[str, ...] = ("build", "trace", "train", "evaluate", "bookkeeping")
+#: The key of the whole wall time in `TrialResult.timings`: from handing the trial to a worker
+#: to the end of recording it; the parts add up to it (bookkeeping is the remainder).
+WALL = "wall"
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ class TrialResult:
     curve: tuple[Measurement, ...] = ()
     environment: Mapping[str, Any] = field(default_factory=dict)
     error: str | None = None
-    #: Where the trial's wall time went, in seconds: `TIMING_PARTS` (those measured).
+    #: Where the trial's wall time went, in seconds: `TIMING_PARTS` (those measured) and `WALL`.
     timings: Mapping[str, float] = field(default_factory=dict)
 
     @property

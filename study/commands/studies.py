@@ -1,4 +1,9 @@
-"""`study ls` and `study status NAME`: what the ledger holds (no TensorFlow, no MLflow)."""
+"""`study ls` and `study status NAME`: what the ledger holds (no TensorFlow, no MLflow).
+
+`status` shows per stratum the trial counts and the best trial, then where the trials' wall
+time went: mean seconds per trial of each part (build, trace, train, evaluate, bookkeeping)
+and of the whole, and the share of the wall time that is training ("-": not measured).
+"""
 
 from __future__ import annotations
 
@@ -60,4 +65,36 @@ def status(args: argparse.Namespace) -> int:
             f"{c.get('diverged', 0):>10}{best if best is not None else '-':>12}"
             f"{(f'{lr:.3g}' if lr is not None and math.isfinite(lr) else '-'):>10}  {r['best_tuner'] or ''}"
         )
+    if summary["timings"]["trials"]:
+        print()
+        print(timing_table(summary))
     return 0
+
+
+def timing_table(summary: dict[str, Any]) -> str:
+    """The mean seconds per trial of each part, per stratum and for the whole study (``all``),
+    from `study_summary`'s dictionary; strata with no timed trial are left out.
+
+    Example row: ``b128/default  6  0.052  0.310  0.034  0.120  0.040  0.556  6.1%``.
+    """
+    from study.ledger.records import TIMING_KEYS
+
+    widths = {k: max(9, len(k) + 2) for k in TIMING_KEYS}
+    head = f"{'time per trial (mean s)':<26}{'timed':>7}"
+    lines = [head + "".join(f"{k:>{widths[k]}}" for k in TIMING_KEYS) + f"{'train share':>13}"]
+    rows = [(r["stratum"], r["timings"]) for r in summary["strata"]]
+    for label, timings in [*rows, ("all", summary["timings"])]:
+        if not timings["trials"]:
+            continue
+        means = timings["mean_seconds"]
+        share = timings["train_share"]
+        lines.append(
+            f"{label:<26}{timings['trials']:>7}"
+            + "".join(f"{_seconds(means.get(k)):>{widths[k]}}" for k in TIMING_KEYS)
+            + f"{(f'{100 * share:.1f}%' if share is not None else '-'):>13}"
+        )
+    return "\n".join(lines)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"

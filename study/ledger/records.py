@@ -2,11 +2,12 @@
 
 `LedgerTrial` is the only shape in which trials leave the ledger. This module is the one place
 that knows the storage keys: `encode_result` writes a `TrialResult` (summary numbers, the whole
-measurement curve as JSON, the environment, the error) and `decode_trial` reads everything back,
-side by side so the two cannot drift apart. `split_stored` / `merge_stored` say where each key
-lives: the curve is a system attribute (out of what optuna-dashboard shows; the dashboard gets
-the target metric as the trial's intermediate values instead), everything else a user
-attribute. No Optuna import: decoding takes the few plain fields of a stored trial.
+measurement curve as JSON, the environment, the error, where the wall time went) and
+`decode_trial` reads everything back, side by side so the two cannot drift apart.
+`split_stored` / `merge_stored` say where each key lives: the curve is a system attribute (out
+of what optuna-dashboard shows; the dashboard gets the target metric as the trial's
+intermediate values instead), everything else a user attribute. No Optuna import: decoding
+takes the few plain fields of a stored trial.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from study.config.space import Stratum
-from study.results import Measurement, TrialResult, TrialState
+from study.results import TIMING_PARTS, WALL, Measurement, TrialResult, TrialState
 
 # Keys of a trial's stored attributes (Optuna user attributes).
 STATUS = "status"
@@ -39,6 +40,8 @@ SCORE = "score"
 ERROR = "error"
 FINISHED_AT = "finished_at"
 ENVIRONMENT = "environment"
+#: User attribute holding where the trial's wall time went (`TrialResult.timings`, seconds).
+TIMINGS = "timings"
 STEPS_TO_TARGET = "steps_to_target"
 _SUMMARY = (
     STEPS_TO_TARGET,
@@ -51,7 +54,7 @@ _SUMMARY = (
 #: Keys with a meaning of their own; any other stored key is kept in `LedgerTrial.extras`.
 KNOWN_KEYS = frozenset(
     (STATUS, TUNER, ORIGIN, OWNER, BATCH_SIZE, STRATEGY, CURVE, ERROR, FINISHED_AT, ENVIRONMENT)
-) | frozenset((*_SUMMARY, OBJECTIVE, SCORE))
+) | frozenset((*_SUMMARY, OBJECTIVE, SCORE, TIMINGS))
 _FIXED_CURVE_KEYS = ("step", "examples", "train_seconds", "train_loss")
 MAX_ERROR_CHARS = 4000
 
@@ -121,8 +124,25 @@ def encode_result(result: TrialResult) -> dict[str, Any]:
         CURVE: encode_curve([m.as_row() for m in result.curve]),
         ENVIRONMENT: dict(result.environment),
         ERROR: truncate_error(result.error),
+        TIMINGS: encode_timings(result.timings),
         FINISHED_AT: time.time(),
     }
+
+
+def encode_timings(timings: Mapping[str, float]) -> dict[str, float]:
+    """A result's timings as stored: finite numbers only, in seconds.
+
+    Example: ``{"train": 0.5, "build": nan}`` is stored as ``{"train": 0.5}``.
+    """
+    return {str(k): float(v) for k, v in timings.items() if _is_number(v) and math.isfinite(v)}
+
+
+def decode_timings(attrs: Mapping[str, Any]) -> dict[str, float]:
+    """The stored timings (empty for records written before timings existed)."""
+    raw = attrs.get(TIMINGS)
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(k): float(v) for k, v in raw.items() if _is_number(v)}
 
 
 def split_stored(attrs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -185,6 +205,7 @@ def decode_result(attrs: Mapping[str, Any], batch_size: int = 1) -> TrialResult:
         curve=curve,
         environment=attrs.get(ENVIRONMENT) or {},
         error=attrs.get(ERROR),
+        timings=decode_timings(attrs),
     )
 
 
@@ -235,6 +256,10 @@ def _float(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -278,15 +303,76 @@ class StudyRecord:
         return cls(name=name, **fields)
 
 
+#: The keys a `TimingSummary` reports, in display order.
+TIMING_KEYS: tuple[str, ...] = (*TIMING_PARTS, WALL)
+
+
+@dataclass(frozen=True)
+class TimingSummary:
+    """Where the wall time of some trials went: per key of `TIMING_KEYS`, the seconds summed
+    over the trials that measured it and how many did.
+
+    A trial counts if it has a wall time. Its ``train`` part falls back on its training
+    seconds (the same timed calls) when its trainer reported no parts. ``train_share`` is the
+    training seconds over the wall time of those trials (None if no trial was timed).
+
+    Example: two trials of wall 1.0 s and 3.0 s training 0.5 s and 1.5 s give mean wall 2.0 s,
+    mean train 1.0 s and a train share of 0.5.
+    """
+
+    totals: Mapping[str, float] = field(default_factory=dict)
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, results: Iterable[TrialResult]) -> TimingSummary:
+        totals: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        for result in results:
+            timings = dict(result.timings)
+            if WALL not in timings:
+                continue
+            timings.setdefault("train", result.train_seconds)
+            for key in TIMING_KEYS:
+                if key in timings:
+                    totals[key] = totals.get(key, 0.0) + float(timings[key])
+                    counts[key] = counts.get(key, 0) + 1
+        return cls(totals, counts)
+
+    @property
+    def trials(self) -> int:
+        """How many trials were timed."""
+        return self.counts.get(WALL, 0)
+
+    def mean(self, key: str) -> float | None:
+        """Mean seconds per trial of ``key`` over the trials that measured it (None if none)."""
+        count = self.counts.get(key, 0)
+        return self.totals[key] / count if count else None
+
+    @property
+    def train_share(self) -> float | None:
+        wall = self.totals.get(WALL, 0.0)
+        return self.totals.get("train", 0.0) / wall if wall > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trials": self.trials,
+            "mean_seconds": {k: self.mean(k) for k in TIMING_KEYS if k in self.counts},
+            "total_seconds": {k: self.totals[k] for k in TIMING_KEYS if k in self.counts},
+            "train_share": self.train_share,
+        }
+
+
 @dataclass(frozen=True)
 class StratumSummary:
-    """A stratum's counted trials: finished (``trials``), running, per status, and the best."""
+    """A stratum's counted trials: finished (``trials``), running, per status, the best, and
+    where their wall time went."""
 
     stratum: Stratum
     trials: int
     running: int
     statuses: Mapping[str, int]
     best: LedgerTrial | None
+    timings: TimingSummary = field(default_factory=TimingSummary)
 
     def to_dict(self) -> dict[str, Any]:
         best = self.best
@@ -301,12 +387,14 @@ class StratumSummary:
             "best_learning_rate": best.params.get("learning_rate") if best else None,
             "best_trial": best.number if best else None,
             "best_tuner": best.tuner if best else None,
+            "timings": self.timings.to_dict(),
         }
 
 
 @dataclass(frozen=True)
 class StudySummary:
-    """What `study ls` and `study status` show: trials done of total, state, the strata."""
+    """What `study ls` and `study status` show: trials done of total, state, the strata, and
+    where the trials' wall time went."""
 
     name: str
     state: str
@@ -314,6 +402,7 @@ class StudySummary:
     trials_total: int
     running: int
     strata: tuple[StratumSummary, ...]
+    timings: TimingSummary = field(default_factory=TimingSummary)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -323,4 +412,5 @@ class StudySummary:
             "trials_total": self.trials_total,
             "running": self.running,
             "strata": [s.to_dict() for s in self.strata],
+            "timings": self.timings.to_dict(),
         }

@@ -1,5 +1,6 @@
 """What `study ls` and `study status` show of a study: trials done of total, per-stratum
-counts and bests, and whether it is running, complete, incomplete or imported."""
+counts and bests, where the trials' wall time went, and whether it is running, complete,
+incomplete or imported."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from study.ledger.owners import owner_alive
-from study.ledger.records import StratumSummary, StudySummary, best_of
+from study.ledger.records import StratumSummary, StudySummary, TimingSummary, best_of
 
 if TYPE_CHECKING:
     from study.ledger.store import Ledger
@@ -24,6 +25,7 @@ def summarize(ledger: Ledger) -> StudySummary:
     """
     record = ledger.require()
     strata = []
+    results = []
     for stratum in ledger.strata():
         trials = [
             t
@@ -31,6 +33,8 @@ def summarize(ledger: Ledger) -> StudySummary:
             if t.status.counts() and not (t.open and not owner_alive(t.owner))
         ]
         running = sum(1 for t in trials if ledger.alive(t))
+        finished = [t.result for t in trials if t.result is not None]
+        results += finished
         strata.append(
             StratumSummary(
                 stratum=stratum,
@@ -38,6 +42,7 @@ def summarize(ledger: Ledger) -> StudySummary:
                 running=running,
                 statuses=Counter(t.status.value for t in trials),
                 best=best_of(trials),
+                timings=TimingSummary.of(finished),
             )
         )
     done = sum(s.trials for s in strata)
@@ -46,4 +51,6 @@ def summarize(ledger: Ledger) -> StudySummary:
     state = "running" if running else ("complete" if total and done >= total else "incomplete")
     if record.imported:
         state = "imported"
-    return StudySummary(ledger.name, state, done, total or done, running, tuple(strata))
+    return StudySummary(
+        ledger.name, state, done, total or done, running, tuple(strata), TimingSummary.of(results)
+    )

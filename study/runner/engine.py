@@ -10,6 +10,12 @@ them): the `Ledger` (claims and records), the tuner `Lineup` (who proposes), the
 `WorkerPool`, the MLflow tracker, `Pruning`, the `FailurePolicy` and the `Progress`.
 Crash safety: the ledger is written before MLflow; a trial stopped by Ctrl-C is closed as
 ``interrupted`` and its slot runs again.
+
+Timing: a trial's wall time runs from handing it to the tuner backend (which hands the spec to
+a worker) to the end of recording it (ledger, tuner, tracker). `account` adds it to the
+trainer's parts as ``wall``, with ``bookkeeping`` the remainder. The ledger's copy is taken just
+before the ledger write (a record cannot hold its own writing time); MLflow's copy is taken
+after everything and so also counts the ledger write and the tuner's report.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import TrialSpec
 from study.ledger import Ledger, LedgerTrial, Slot
-from study.results import TrialResult, TrialState
+from study.results import TIMING_PARTS, WALL, TrialResult, TrialState
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
 from study.runner.progress import Progress
@@ -37,6 +43,33 @@ from study.tuners.registry import Lineup
 
 #: The step limit assumed for scoring when a budget has no step or example limit.
 DEFAULT_STEP_LIMIT = 10_000
+BOOKKEEPING = "bookkeeping"
+#: The parts of a trial's wall time the trainer measures (the rest is bookkeeping).
+TRAINER_PARTS = tuple(p for p in TIMING_PARTS if p != BOOKKEEPING)
+
+
+def account(timings: Mapping[str, float], wall: float) -> dict[str, float]:
+    """A trial's timings completed with its ``wall`` time and the ``bookkeeping`` remainder.
+
+    Bookkeeping is the wall time minus the trainer's parts (build, trace, train, evaluate),
+    never negative; it is left out when the trainer measured none of them (then only the
+    wall time is known). Other keys are kept.
+
+    Example: wall 1.0 with build 0.1, trace 0.2, train 0.5, evaluate 0.1 gives bookkeeping 0.1;
+    wall 1.0 with no parts gives ``{"wall": 1.0}``.
+    """
+    out = {k: float(v) for k, v in timings.items() if k not in (BOOKKEEPING, WALL)}
+    measured = [out[p] for p in TRAINER_PARTS if p in out]
+    if measured:
+        out[BOOKKEEPING] = max(0.0, wall - sum(measured))
+    out[WALL] = wall
+    return out
+
+
+def timed(result: TrialResult, started: float) -> TrialResult:
+    """``result`` with its timings completed by `account`, the wall time ending now."""
+    wall = time.perf_counter() - started
+    return dataclasses.replace(result, timings=account(result.timings, wall))
 
 
 class StudyEngine:
@@ -163,23 +196,28 @@ class StudyEngine:
             outcome = backend.execute(proposal, run)
         finally:
             self.progress.running(slot.stratum, -1)
-            self.trial_seconds.append(time.perf_counter() - started)
         if self._stop.is_set() and outcome.result.state is TrialState.FAILED:
             # Killed by an interrupt, not by its own fault: its slot will be run again.
             self.ledger.interrupt(slot)
             trial = dataclasses.replace(trial, status=TrialState.INTERRUPTED)
-            self.tracker.finish_trial(trial, spec, outcome.result)
+            self._track(trial, spec, timed(outcome.result, started))
             return
         trial = self.ledger.finish(
             slot,
-            outcome.result,
+            timed(outcome.result, started),
             outcome.objective,
             metric=self.config.target.metric,
             meaning=explain(outcome.result, limit, self.config.target),
         )
         backend.report(proposal, outcome)
-        self.tracker.finish_trial(trial, spec, outcome.result)
-        self._after(trial, proposal, outcome.result)
+        result = self._track(trial, spec, timed(outcome.result, started))
+        self._after(trial, proposal, result)
+
+    def _track(self, trial: LedgerTrial, spec: TrialSpec, result: TrialResult) -> TrialResult:
+        """Hand a finished trial to the tracker and note its wall time."""
+        self.tracker.finish_trial(trial, spec, result)
+        self.trial_seconds.append(result.timings[WALL])
+        return result
 
     def _history(self, stratum: Stratum) -> History:
         neighbours = []

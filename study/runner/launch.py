@@ -25,6 +25,7 @@ from study.runner.engine import StudyEngine
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
 from study.runner.progress import Progress, summarize
+from study.tracking.mlflow_logger import study_timing_metrics
 from study.tracking.server import browse_hint, check_answers
 from study.tracking.study_tracker import StudyTracker, study_params
 from study.tuners.registry import TUNERS, build_lineup
@@ -155,7 +156,9 @@ def run_study(config: StudyConfig, options: RunOptions) -> int:
         print(f"study {config.name}: stopped: {engine.failures.message}", file=sys.stderr)
     run_status = {0: "FINISHED" if engine.complete() else None, 130: "KILLED"}.get(status, "FAILED")
     if run_status:
-        tracker.end_parent(run_status, _summary_metrics(progress, config.space.strategies))
+        summary = _summary_metrics(progress, config.space.strategies)
+        summary.update(study_timing_metrics(ledger.summary().timings))
+        tracker.end_parent(run_status, summary)
     tracker.close()
     if not progress.display.live:  # the live table already shows it
         print(summarize(progress.state.strata))
@@ -175,7 +178,8 @@ def _summary_metrics(
     progress: Progress, strategies: tuple[str, ...]
 ) -> dict[str, float | dict[int, float]]:
     """The parent run's metrics: best steps to target and its learning rate by batch size (the
-    step), one key per strategy when there are several, and the finished trials."""
+    step), one key per strategy when there are several, and the finished trials (the study's
+    timing totals are added from the ledger: `study_timing_metrics`)."""
     out: dict[str, float | dict[int, float]] = {"trials_done": progress.state.done}
     for strategy in strategies:
         suffix = f"/{strategy.replace(':', '_')}" if len(strategies) > 1 else ""

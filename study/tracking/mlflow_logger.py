@@ -6,13 +6,20 @@ caller adds: tuner, trial number, stratum). Tag ``status``: the trial state.
 
 Metrics, with ``step`` = training step. MLflow's metric tab puts a key in the chart section
 named by what precedes its last ``/``, sorts named sections alphabetically and shows keys with
-no ``/`` last, so the names put the curves first and the one-point summary numbers last:
+no ``/`` last, so the names put the curves first and the one-point numbers (summary, timing)
+last:
 
 - ``curves/train_loss``, ``curves/val_accuracy``, ``curves/val_loss``, ... (every validation
   metric of the workload): what training did;
 - ``progress/examples``, ``progress/train_seconds``: examples seen and training time;
 - ``summary/steps_to_target``, ``summary/steps_run``, ... (`TrialResult.summary_metrics`), one
-  point each at the last step.
+  point each at the last step;
+- ``timing/build_seconds``, ``timing/trace_seconds``, ``timing/train_seconds``,
+  ``timing/evaluate_seconds``, ``timing/bookkeeping_seconds``, ``timing/wall_seconds``: where the
+  trial's wall time went (`TrialResult.timings`, those measured), one point each at the last step.
+
+The environment becomes tags (``reused``: ``true`` when the trial reused a previous trial's
+model and compiled functions). Everything goes in one ``log_batch`` call when it fits.
 
 Run status: a trial that trained is FINISHED whatever its outcome (``pruned`` and
 ``not_reached`` included; the ``status`` tag tells them apart); only errors are FAILED and only
@@ -36,6 +43,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from study.config.trial import TrialSpec
+from study.ledger.records import TIMING_KEYS, TimingSummary
 from study.paths import artifact_root
 from study.results import TrialResult, TrialState
 from study.tracking.server import EXPERIMENT_KIND, MODEL_TRAINING
@@ -61,7 +69,7 @@ RUN_STATUS = {
 }
 
 #: Chart sections (metric key prefixes), in the order MLflow shows them.
-CURVES, PROGRESS, SUMMARY = "curves", "progress", "summary"
+CURVES, PROGRESS, SUMMARY, TIMING = "curves", "progress", "summary", "timing"
 _PROGRESS_KEYS = ("examples", "train_seconds")
 
 
@@ -138,11 +146,11 @@ class MlflowLogger:
         params["per_replica_batch"] = spec.batch_size // replicas if replicas else None
         params["strategy_resolved"] = env.get("strategy")
         params.update(extra_params or {})
-        all_tags = {"status": result.state.value, **{k: str(v) for k, v in env.items()}}
+        all_tags = {"status": result.state.value, **{k: _tag_value(v) for k, v in env.items()}}
         all_tags.update(tags or {})
         param_items = [Param(k, _param_value(v)) for k, v in params.items() if v is not None]
         tag_items = [RunTag(k, str(v)) for k, v in all_tags.items()]
-        metrics = curve_metrics(result)
+        metrics = curve_metrics(result) + timing_metrics(result)
         room = _MAX_METRICS_PER_BATCH - len(param_items) - len(tag_items)
         if (
             len(param_items) <= _MAX_PARAMS_PER_BATCH
@@ -182,6 +190,42 @@ def curve_metrics(result: TrialResult) -> list[Metric]:
     return metrics
 
 
+def timing_metrics(result: TrialResult) -> list[Metric]:
+    """Where the trial's wall time went, as ``timing/<part>_seconds`` at the last step.
+
+    Example: timings ``{"train": 0.4, "wall": 0.9}`` give ``timing/train_seconds`` = 0.4 and
+    ``timing/wall_seconds`` = 0.9.
+    """
+    now = int(time.time() * 1000)
+    return [
+        Metric(f"{TIMING}/{key}_seconds", float(value), now, int(result.steps_run))
+        for key, value in result.timings.items()
+        if math.isfinite(value)
+    ]
+
+
+def study_timing_metrics(timings: TimingSummary) -> dict[str, float]:
+    """A study's timing numbers for its parent run: per part, the seconds summed over the
+    timed trials (``timing/total_<part>_seconds``) and their mean per trial
+    (``timing/mean_<part>_seconds``), the share of the wall time spent training
+    (``timing/train_share``) and how many trials were timed (``timing/trials``).
+
+    Example: 24 trials of 0.8 s wall and 0.1 s training give ``timing/total_wall_seconds`` =
+    19.2, ``timing/mean_train_seconds`` = 0.1 and ``timing/train_share`` = 0.125.
+    """
+    if not timings.trials:
+        return {}
+    out: dict[str, float] = {f"{TIMING}/trials": float(timings.trials)}
+    for key in TIMING_KEYS:
+        mean = timings.mean(key)
+        if mean is not None:
+            out[f"{TIMING}/total_{key}_seconds"] = float(timings.totals[key])
+            out[f"{TIMING}/mean_{key}_seconds"] = mean
+    if timings.train_share is not None:
+        out[f"{TIMING}/train_share"] = timings.train_share
+    return out
+
+
 @contextlib.contextmanager
 def _store_lock(uri: str) -> Iterator[None]:
     """Hold a file lock next to a local SQLite store (MLflow's table creation is not safe for
@@ -196,6 +240,11 @@ def _store_lock(uri: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _tag_value(value: Any) -> str:
+    """A tag's text: booleans as ``true``/``false``, anything else as `str` gives it."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _param_value(value: Any) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -11,6 +12,7 @@ from study.config.space import Stratum
 from study.ledger.records import (
     LedgerTrial,
     StudyRecord,
+    TimingSummary,
     best_of,
     decode_result,
     decode_trial,
@@ -50,6 +52,89 @@ def test_a_result_survives_encoding() -> None:
         {"replicas": 2, "strategy": "mirrored"},
     )
     assert json.loads(attrs["curve"])[0]["val_loss"] is None  # JSON has no NaN
+
+
+TIMINGS = {"build": 0.12, "trace": 0.3, "train": 0.5, "evaluate": 0.08, "bookkeeping": 0.05}
+
+
+def test_timings_survive_encoding() -> None:
+    original = result(timings={**TIMINGS, "wall": 1.05})
+    attrs = json.loads(json.dumps(encode_result(original)))
+    decoded = decode_result(attrs, batch_size=32)
+    assert decoded.timings == {**TIMINGS, "wall": 1.05}
+    assert dataclasses.replace(decoded, curve=()) == dataclasses.replace(original, curve=())
+
+
+def test_records_without_timings_decode_to_none_measured() -> None:
+    attrs = json.loads(json.dumps(encode_result(result())))
+    assert attrs["timings"] == {}
+    del attrs["timings"]  # a ledger written before timings existed
+    assert decode_result(attrs).timings == {}
+    assert decode_result({**attrs, "timings": None}).timings == {}
+
+
+def test_non_finite_timings_are_not_stored() -> None:
+    attrs = encode_result(result(timings={"train": 0.5, "build": math.nan, "wall": math.inf}))
+    assert attrs["timings"] == {"train": 0.5}
+    json.dumps(attrs, allow_nan=False)  # strict JSON: a storage can keep it
+
+
+def test_timings_are_a_known_key_not_an_extra() -> None:
+    attrs = encode_result(result(timings={"wall": 1.0}))
+    trial = decode_trial(Stratum(32, "default"), 0, attrs, {"learning_rate": 0.1}, 1.0, open=False)
+    assert trial.extras == {}
+    assert trial.result is not None and trial.result.timings == {"wall": 1.0}
+
+
+def timed(wall: float | None, train_seconds: float, **parts: float) -> TrialResult:
+    timings = dict(parts) if wall is None else {**parts, "wall": wall}
+    return TrialResult(state=TrialState.REACHED, train_seconds=train_seconds, timings=timings)
+
+
+def test_timing_summary_means_each_part_over_the_trials_that_measured_it() -> None:
+    summary = TimingSummary.of(
+        [
+            timed(1.0, 0.5, build=0.2, trace=0.1, train=0.5, evaluate=0.1, bookkeeping=0.1),
+            timed(3.0, 1.5, build=0.4, trace=0.3, train=1.5, evaluate=0.5, bookkeeping=0.3),
+            timed(None, 9.0, train=9.0),  # no wall time: not timed
+        ]
+    )
+    assert summary.trials == 2
+    assert summary.mean("wall") == pytest.approx(2.0)
+    assert summary.mean("build") == pytest.approx(0.3)
+    assert summary.mean("bookkeeping") == pytest.approx(0.2)
+    assert summary.train_share == pytest.approx(0.5)
+    assert summary.to_dict()["total_seconds"]["train"] == pytest.approx(2.0)
+    assert list(summary.to_dict()["mean_seconds"]) == [
+        "build",
+        "trace",
+        "train",
+        "evaluate",
+        "bookkeeping",
+        "wall",
+    ]
+
+
+def test_timing_summary_without_trainer_parts_uses_the_training_seconds() -> None:
+    summary = TimingSummary.of([timed(0.8, 0.1), timed(0.6, 0.3)])
+    assert summary.to_dict() == {
+        "trials": 2,
+        "mean_seconds": {"train": pytest.approx(0.2), "wall": pytest.approx(0.7)},
+        "total_seconds": {"train": pytest.approx(0.4), "wall": pytest.approx(1.4)},
+        "train_share": pytest.approx(0.4 / 1.4),
+    }
+    assert summary.mean("build") is None
+
+
+def test_timing_summary_of_no_timed_trial_is_empty() -> None:
+    summary = TimingSummary.of([result(), TrialResult(state=TrialState.FAILED)])
+    assert summary.trials == 0 and summary.train_share is None
+    assert summary.to_dict() == {
+        "trials": 0,
+        "mean_seconds": {},
+        "total_seconds": {},
+        "train_share": None,
+    }
 
 
 def test_errors_are_stored_as_their_tail() -> None:

@@ -1,6 +1,7 @@
 """The study engine end to end, in process, on tiny tabular studies: each tuner backend spends
 exactly the budget and records its proposals in the ledger, MLflow mirrors the ledger, pruning
-stops only trials that can no longer win, an infeasible strategy does not stop the study, and
+stops only trials that can no longer win, an infeasible strategy does not stop the study,
+every trial's wall time is accounted for (the trainer's parts plus bookkeeping), and
 `study status` / `study ls` report what the ledger holds.
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +23,8 @@ from optuna.trial import TrialState as OptunaState
 from study import cli
 from study.config.studyfile import load_study_file
 from study.ledger import LedgerTrial
+from study.results import TrialResult, TrialState
+from study.runner.engine import TRAINER_PARTS, account, timed
 from study.runner.launch import RunOptions, run_study
 from study.tuners.keras_tuner_backend import KT_TRIAL
 from tests.runner.conftest import (
@@ -34,8 +38,6 @@ from tests.runner.conftest import (
     tiny_study,
     write_study,
 )
-
-pytestmark = pytest.mark.slow
 
 TUNERS = ("optuna", "keras-tuner", "both")
 EVAL_EVERY = 10
@@ -88,6 +90,7 @@ def all_trials(run: Finished) -> list[LedgerTrial]:
     return [t for trials in run.trials.values() for t in trials]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tuner", TUNERS)
 def test_each_tuner_spends_the_budget_and_records_its_proposals(
     finished: Callable[[str], Finished], tuner: str
@@ -113,6 +116,7 @@ def test_each_tuner_spends_the_budget_and_records_its_proposals(
             assert dist.low <= t.params["learning_rate"] <= dist.high
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tuner", ["keras-tuner", "both"])
 def test_keras_tuner_proposals_are_the_ledger_params(
     finished: Callable[[str], Finished], tuner: str
@@ -128,6 +132,7 @@ def test_keras_tuner_proposals_are_the_ledger_params(
             assert saved["score"] == pytest.approx(t.score)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tuner", TUNERS)
 def test_mlflow_mirrors_the_ledger(finished: Callable[[str], Finished], tuner: str) -> None:
     run = finished(tuner)
@@ -149,6 +154,7 @@ def test_mlflow_mirrors_the_ledger(finished: Callable[[str], Finished], tuner: s
     assert "optuna" in json.loads(Path(environment).read_text())["packages"]
 
 
+@pytest.mark.slow
 def test_pruning_stops_only_trials_that_can_no_longer_win(
     finished: Callable[[str], Finished],
 ) -> None:
@@ -175,6 +181,7 @@ def test_pruning_stops_only_trials_that_can_no_longer_win(
                 assert (t.steps_to_target or math.inf) <= best
 
 
+@pytest.mark.slow
 def test_without_pruning_every_trial_runs_to_the_target_or_the_budget(tmp_path: Path) -> None:
     data = tiny_study(
         name="no-pruning", search_space={"batch_size": [128]}, tuner={"pruning": False}
@@ -194,6 +201,7 @@ def test_without_pruning_every_trial_runs_to_the_target_or_the_budget(tmp_path: 
     assert any(t.result and t.result.steps_run > best_before(trials, t) for t in trials)
 
 
+@pytest.mark.slow
 def test_an_infeasible_strategy_does_not_stop_the_study(tmp_path: Path) -> None:
     data = tiny_study(
         name="needs-tpu",
@@ -230,6 +238,7 @@ def cli_json(argv: list[str]) -> Any:
     return json.loads(out.getvalue())
 
 
+@pytest.mark.slow
 def test_status_and_ls_report_the_ledger(
     finished: Callable[[str], Finished], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -266,3 +275,80 @@ def test_status_and_ls_report_the_ledger(
     assert cli.main(["ls", "--storage", journal]) == 0
     listing = capsys.readouterr().out.splitlines()
     assert listing[1].split() == [name, f"{total}/{total}", "2", "complete"]
+
+
+# -- where a trial's wall time went -----------------------------------------------------------
+
+PARTS = {"build": 0.25, "trace": 0.5, "train": 1.0, "evaluate": 0.125}
+
+
+def test_bookkeeping_is_the_wall_time_the_trainer_did_not_measure() -> None:
+    timings = account(PARTS, wall=2.0)
+
+    assert timings == {**PARTS, "bookkeeping": 0.125, "wall": 2.0}
+    assert sum(timings[p] for p in (*TRAINER_PARTS, "bookkeeping")) == timings["wall"]
+
+
+def test_bookkeeping_is_never_negative() -> None:
+    # the trainer's clocks and the engine's disagree by a little: no negative remainder
+    assert account(PARTS, wall=1.8)["bookkeeping"] == 0.0
+
+
+def test_only_the_wall_time_is_known_without_the_trainers_parts() -> None:
+    assert account({}, wall=0.75) == {"wall": 0.75}
+    # some parts measured (a trial that failed while building): the rest is bookkeeping
+    assert account({"build": 0.25}, wall=0.75) == {"build": 0.25, "bookkeeping": 0.5, "wall": 0.75}
+
+
+def test_the_engine_owns_bookkeeping_and_wall_and_keeps_other_keys() -> None:
+    given = {**PARTS, "bookkeeping": 9.0, "wall": 9.0, "compile": 0.5}
+    assert account(given, wall=2.0) == {**PARTS, "compile": 0.5, "bookkeeping": 0.125, "wall": 2.0}
+
+
+def test_timed_stops_the_clock_now() -> None:
+    result = TrialResult(state=TrialState.REACHED, timings={"train": 0.25})
+    started = time.perf_counter() - 0.5
+
+    timings = timed(result, started).timings
+
+    assert 0.5 <= timings["wall"] < 5.0
+    assert timings["bookkeeping"] == pytest.approx(timings["wall"] - 0.25)
+    assert result.timings == {"train": 0.25}  # the result itself is left as it was
+
+
+@pytest.mark.slow
+def test_every_trial_records_its_wall_time_in_the_ledger_mlflow_and_status(
+    finished: Callable[[str], Finished],
+) -> None:
+    run = finished("both")
+    name = run.config["name"]
+    trials = all_trials(run)
+
+    for t in trials:
+        assert t.result is not None
+        timings = t.result.timings
+        # the wall time covers at least the training the trial measured
+        assert timings["wall"] >= t.result.train_seconds > 0, (t.stratum, t.number)
+        measured = [timings[p] for p in TRAINER_PARTS if p in timings]
+        if measured:
+            assert timings["bookkeeping"] == pytest.approx(
+                max(0.0, timings["wall"] - sum(measured))
+            )
+    runs = {
+        r.data.tags["study.trial"]: r for r in run.store.runs(name) if "study.trial" in r.data.tags
+    }
+    for t in trials:
+        assert t.result is not None
+        metrics = runs[f"{name}/{t.stratum}#{t.number}"].data.metrics
+        # MLflow's copy stops the clock later: it also counts the ledger write
+        assert metrics["timing/wall_seconds"] >= t.result.timings["wall"]
+        assert metrics["timing/wall_seconds"] < t.result.timings["wall"] + 5.0
+    (parent,) = [r for r in run.store.runs(name) if r.data.tags.get("study.role") == "parent"]
+    walls = [t.result.timings["wall"] for t in trials if t.result is not None]
+    assert parent.data.metrics["timing/trials"] == len(trials)
+    assert parent.data.metrics["timing/total_wall_seconds"] == pytest.approx(sum(walls))
+    assert 0 < parent.data.metrics["timing/train_share"] < 1
+
+    summary = study_status(run)
+    assert summary["timings"]["trials"] == len(trials)
+    assert summary["timings"]["total_seconds"]["wall"] == pytest.approx(sum(walls))

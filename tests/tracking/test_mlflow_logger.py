@@ -8,6 +8,7 @@ and experiment names carry a random suffix (a CI server outlives the session).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import uuid
 from collections.abc import Iterator
@@ -18,9 +19,16 @@ from mlflow.tracking import MlflowClient
 
 from study.config.target import Target
 from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSpec
+from study.ledger.records import TimingSummary
 from study.paths import artifact_root, tracking_uri
 from study.results import Measurement, TrialResult, TrialState
-from study.tracking.mlflow_logger import RUN_STATUS, MlflowLogger, curve_metrics
+from study.tracking.mlflow_logger import (
+    RUN_STATUS,
+    MlflowLogger,
+    curve_metrics,
+    study_timing_metrics,
+    timing_metrics,
+)
 
 SPEC = TrialSpec(
     workload="tabular",
@@ -170,6 +178,68 @@ def test_log_trial_writes_summary_metrics_status_and_ends_the_run(
     assert client.list_artifacts(run.info.run_id) == []
 
 
+TIMED = dataclasses.replace(
+    REACHED,
+    timings={
+        "build": 0.25,
+        "trace": 0.5,
+        "train": 0.5,
+        "evaluate": 0.125,
+        "bookkeeping": 0.0625,
+        "wall": 1.4375,
+    },
+    environment={**ENVIRONMENT, "reused": True},
+)
+
+
+def test_log_trial_writes_where_the_time_went_in_one_batch(
+    logger, experiment, client, monkeypatch
+) -> None:
+    run_id = logger.start_run(experiment, "trial")
+    calls: list[str] = []
+    for name in ("log_batch", "set_terminated", "log_metric", "log_param", "set_tag"):
+        method = getattr(logger.client, name)
+        monkeypatch.setattr(
+            logger.client, name, lambda *a, _n=name, _m=method, **k: (calls.append(_n), _m(*a, **k))
+        )
+    logger.log_trial(run_id, SPEC, TIMED)
+    monkeypatch.undo()
+    run = client.get_run(run_id)
+
+    assert calls == ["log_batch", "set_terminated"]  # timings cost no extra call
+    timing = {k: v for k, v in run.data.metrics.items() if k.startswith("timing/")}
+    assert timing == {f"timing/{k}_seconds": v for k, v in TIMED.timings.items()}
+    assert history(client, run_id, "timing/wall_seconds") == [(20, 1.4375)]
+    assert run.data.tags["reused"] == "true"
+    assert history(client, run_id, "curves/val_accuracy") == [(0, 0.5), (10, 0.75), (20, 0.925)]
+
+
+def test_untimed_trial_logs_no_timing_metrics(logger, experiment, client) -> None:
+    run = client.get_run(log(logger, experiment, REACHED))
+    assert not [k for k in run.data.metrics if k.startswith("timing/")]
+    assert "reused" not in run.data.tags
+
+
+def test_timing_metrics_skip_non_finite_parts() -> None:
+    result = dataclasses.replace(REACHED, timings={"train": 0.5, "build": math.nan})
+    assert [(m.key, m.value, m.step) for m in timing_metrics(result)] == [
+        ("timing/train_seconds", 0.5, 20)
+    ]
+
+
+def test_study_timing_metrics_total_and_mean_each_part() -> None:
+    summary = TimingSummary.of([TIMED, dataclasses.replace(TIMED, train_seconds=0.5)])
+
+    metrics = study_timing_metrics(summary)
+
+    assert metrics["timing/trials"] == 2
+    assert metrics["timing/total_wall_seconds"] == pytest.approx(2.875)
+    assert metrics["timing/mean_wall_seconds"] == pytest.approx(1.4375)
+    assert metrics["timing/total_bookkeeping_seconds"] == pytest.approx(0.125)
+    assert metrics["timing/train_share"] == pytest.approx(0.5 / 1.4375)
+    assert study_timing_metrics(TimingSummary.of([REACHED])) == {}
+
+
 def test_not_reached_trial_has_no_to_target_metrics(logger, experiment, client) -> None:
     result = TrialResult(
         state=TrialState.NOT_REACHED,
@@ -243,6 +313,8 @@ def test_curves_come_first_and_summary_numbers_last() -> None:
     keys = sorted({m.key for m in metrics})
 
     assert ui_sections(keys) == ["curves", "progress", "summary"]
+    timing = sorted({m.key for m in timing_metrics(TIMED)})
+    assert ui_sections(keys + timing) == ["curves", "progress", "summary", "timing"]
     assert [k for k in keys if k.startswith("curves/")] == [
         "curves/train_loss",
         "curves/val_accuracy",
