@@ -32,6 +32,7 @@ __all__ = [
 _BUILTIN: dict[str, str] = {
     "csv": "study.workloads.csv:CsvWorkload",
     "digits": "study.workloads.digits:DigitsWorkload",
+    "images": "study.workloads.images:ImagesWorkload",
     "mnist1d": "study.workloads.mnist1d:Mnist1DWorkload",
     "tabular": "study.workloads.tabular:TabularWorkload",
 }
