@@ -34,6 +34,7 @@ _BUILTIN: dict[str, str] = {
     "digits": "study.workloads.digits:DigitsWorkload",
     "images": "study.workloads.images:ImagesWorkload",
     "mnist1d": "study.workloads.mnist1d:Mnist1DWorkload",
+    "shapes": "study.workloads.shapes:ShapesWorkload",
     "tabular": "study.workloads.tabular:TabularWorkload",
 }
 
