@@ -36,6 +36,7 @@ _BUILTIN: dict[str, str] = {
     "mnist1d": "study.workloads.mnist1d:Mnist1DWorkload",
     "shapes": "study.workloads.shapes:ShapesWorkload",
     "tabular": "study.workloads.tabular:TabularWorkload",
+    "tfrecord": "study.workloads.tfrecord:TfrecordWorkload",
 }
 
 
