@@ -64,7 +64,15 @@ def _heavy_modules_after(code: str) -> list[str]:
 
 
 def test_available_lists_builtins_sorted() -> None:
-    assert available() == ["csv", "digits", "mnist1d", "tabular"]
+    assert available() == [
+        "csv",
+        "digits",
+        "images",
+        "mnist1d",
+        "shapes",
+        "tabular",
+        "tfrecord",
+    ]
 
 
 @pytest.mark.parametrize("name", ["digits", "mnist1d", "tabular"])
@@ -91,7 +99,8 @@ def test_unknown_workload_names_the_choices() -> None:
     with pytest.raises(FieldError) as excinfo:
         get_workload("foo")
     message = (
-        "unknown workload 'foo'; choose from csv, digits, mnist1d, tabular, or give module:callable"
+        "unknown workload 'foo'; choose from csv, digits, images, mnist1d, shapes, tabular, "
+        "tfrecord, or give module:callable"
     )
     assert (excinfo.value.field, excinfo.value.value) == ("workload", "foo")
     assert str(excinfo.value) == f"workload: {message}"
