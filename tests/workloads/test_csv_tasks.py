@@ -206,3 +206,29 @@ def test_hash_split_keeps_validation_rows_in_file_order(write_csv: WriteCsv) -> 
     assert 40 <= len(x_val) <= 80  # ~30% of 200, not exact: each row is hashed alone
     again = csv_workload(write_csv("h.csv", text), label="y", split="hash", val_fraction=0.3)
     np.testing.assert_array_equal(again.load().x_train, data.x_train)
+
+
+# --- the example tables ------------------------------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"
+
+
+def test_example_tables_are_what_their_script_writes(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = EXAMPLES / "make_tables.py"
+    subprocess.run([sys.executable, str(script), "--out", str(tmp_path)], check=True)
+    for name in ("houses.csv", "churn.csv"):
+        assert (tmp_path / name).read_bytes() == (EXAMPLES / name).read_bytes()
+
+
+def test_example_tables_load_as_regression_and_binary() -> None:
+    houses = csv_workload(EXAMPLES / "houses.csv", label="price_k", task="regression")
+    data = houses.load()
+    assert data.input_shape == (4,) and data.num_classes == 1
+    assert len(data.y_train) + len(data.y_val) == 240
+    churn = csv_workload(EXAMPLES / "churn.csv", label="churned", task="binary")
+    data = churn.load()
+    assert churn.class_names == ("no", "yes")
+    assert 0.3 < np.concatenate([data.y_train, data.y_val]).mean() < 0.5  # "yes" is 1
