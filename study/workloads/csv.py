@@ -407,6 +407,12 @@ class CsvWorkload(Workload):
     # -- streamed --------------------------------------------------------------------------
     def _peek(self) -> tuple[list[str], Columns]:
         """Header and columns of a streamed file, its first rows checked."""
+        if self._options["split"] == "stratified":
+            raise UsageError(
+                f"workload option 'split': {self._file_name} is larger than "
+                f"{STREAM_BYTES // 2**20} MiB, so it is streamed and split by row hash; "
+                "use split=hash (or streamed=false to read it into memory)"
+            )
         header = list(self._read(nrows=0).columns)
         self._label_option()
         columns = self._columns(header)

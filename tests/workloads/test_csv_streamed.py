@@ -146,6 +146,8 @@ def test_large_files_stream_automatically(table: Path, monkeypatch: pytest.Monke
     assert workload(table, label="animal").split == "hash"
     assert not workload(table, label="animal", streamed="false").streamed
     assert not workload(table, label="animal", text_column="b").streamed  # text mode
+    with pytest.raises(UsageError, match=r"^workload option 'split': multiclass.csv is larger"):
+        workload(table, label="animal", split="stratified").validate()
 
 
 def test_bad_value_after_the_checked_head_is_found_by_the_pass(tmp_path: Path) -> None:
