@@ -226,13 +226,16 @@ def cached_json(kind: str, key: str, compute: Callable[[], Mapping[str, Any]]) -
     except (OSError, ValueError):
         pass
     facts = dict(compute())
+    temporary: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(
             "w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8"
         ) as handle:
+            temporary = handle.name
             json.dump(facts, handle)
-        os.replace(handle.name, path)
+        os.replace(temporary, path)
     except OSError:
-        pass
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
     return facts
