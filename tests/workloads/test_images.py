@@ -210,6 +210,8 @@ def test_models_give_one_logit_per_class(folder: Path, model: str) -> None:
     kinds = {type(layer).__name__ for layer in net.layers}
     if model == "resnet":
         assert {"BatchNormalization", "Add", "GlobalAveragePooling2D"} <= kinds
+        norms = [layer for layer in net.layers if type(layer).__name__ == "BatchNormalization"]
+        assert all(layer.synchronized for layer in norms)  # mirrored:N == default
         assert net.count_params() < 100_000
         assert isinstance(net, keras.Model)
     else:
