@@ -4,9 +4,15 @@ TensorFlow fixes its logical devices when it initialises and cannot host Mirrore
 instances over different device sets, so each worker is started for one configuration (its
 number of logical CPUs) and reuses its runtime, strategies and generated data across trials.
 
-Protocol over a `multiprocessing` pipe (parent -> worker: ``("trial", spec)``, ``("prune", bool)``,
-``("exit", None)``; worker -> parent: ``("ready", info)``, ``("measurement", m)``,
-``("result", result)``).
+It also keeps the last trial's model, optimizer and compiled functions (a
+`study.trainer.session.SessionCache`): a following trial with the same model, batch size,
+strategy and optimizer re-initialises them instead of building and tracing anew.
+
+Protocol over a `multiprocessing` pipe (parent -> worker: ``("trial", spec)``, ``("check",
+spec)``, ``("prune", bool)``, ``("exit", None)``; worker -> parent: ``("ready", info)``,
+``("measurement", m)``, ``("result", result)``, ``("checked", None | "one-line error")``).
+A check loads the data and builds the model once without training: it finds a target the
+model does not report, a bad loss or labels, a missing file before a study records anything.
 """
 
 from __future__ import annotations
@@ -52,6 +58,9 @@ class _Runtime:
         tf.config.experimental.enable_op_determinism()
         self._strategies: dict[str, Any] = {}
         self._data: dict[tuple, Any] = {}
+        from study.trainer.session import SessionCache
+
+        self.sessions = SessionCache()
 
     def strategy(self, name: str) -> tuple[Any, Any]:
         from study.strategies import build_strategy, resolve
@@ -71,21 +80,35 @@ class _Runtime:
         return self._data[key]
 
     def run(self, spec: TrialSpec, hook: Any) -> TrialResult:
-        import keras
-
         from study.trainer.loop import train
 
         strategy, resolved = self.strategy(spec.strategy)
         workload, data = self.dataset(spec)
         model_name = workload.check_model(spec.model)
-        keras.backend.clear_session()
         return train(
             spec,
             data,
-            lambda: workload.build_model(model_name, data),
+            lambda: workload.build(model_name, data),
             strategy,
             resolved,
             hook=hook,
+            task=workload.task,
+            cache=self.sessions,
+        )
+
+    def check(self, spec: TrialSpec) -> None:
+        """Load the data and build the model once, untrained; raise `UsageError` on bad input."""
+        from study.strategies import check_batch_divisible
+        from study.trainer.session import check_trial
+
+        strategy, resolved = self.strategy(spec.strategy)
+        check_batch_divisible(
+            spec.batch_size, strategy.num_replicas_in_sync, strategy=spec.strategy
+        )
+        workload, data = self.dataset(spec)
+        model_name = workload.check_model(spec.model)
+        check_trial(
+            spec, data, lambda: workload.build(model_name, data), strategy, resolved, workload.task
         )
 
 
@@ -99,6 +122,18 @@ def run_trial_safely(runtime: _Runtime, spec: TrialSpec, hook: Any) -> TrialResu
         return TrialResult(state=TrialState.FAILED, error=f"UsageError: {exc}")
     except Exception:
         return TrialResult(state=TrialState.FAILED, error=traceback.format_exc())
+
+
+def check_safely(runtime: _Runtime, spec: TrialSpec) -> str | None:
+    """Check one trial; None if it can run, else one line saying why not (never raises)."""
+    try:
+        runtime.check(spec)
+    except (UsageError, InfeasibleError) as exc:
+        return str(exc)
+    except Exception as exc:  # user code (load, build) failing is a bad workload or model
+        lines = str(exc).strip().splitlines() or [""]
+        return f"{type(exc).__name__}: {lines[0]}".rstrip(": ")
+    return None
 
 
 def worker_main(conn: Any, logical_cpus: int, threads: int = 0) -> None:
@@ -126,5 +161,8 @@ def worker_main(conn: Any, logical_cpus: int, threads: int = 0) -> None:
             return
         if kind == "exit":
             return
+        if kind == "check":
+            conn.send(("checked", check_safely(runtime, payload)))
+            continue
         result = run_trial_safely(runtime, payload, hook)
         conn.send(("result", result))

@@ -16,12 +16,22 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     Example: base 0.1, warmup 10, linear decay over 100 steps to end_factor 0: the rate is 0.01
     at the first step, 0.1 at step 9, 0.05 at step 60 and 0.0 from step 110 on.
+
+    The base rate is a variable read inside the graph: `set_base` changes it for a reused
+    optimizer without retracing the compiled training function that calls the schedule.
     """
 
     def __init__(
         self, base: float, kind: str, warmup_steps: int, decay_steps: int, end_factor: float
     ) -> None:
         self.base = float(base)
+        self.base_rate = keras.Variable(
+            self.base,
+            dtype="float32",
+            trainable=False,
+            name="base_learning_rate",
+            aggregation="only_first_replica",
+        )
         self.kind = kind
         self.warmup_steps = int(warmup_steps)
         self.decay_steps = max(1, int(decay_steps))
@@ -40,7 +50,12 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
             )
         else:
             decay = 1.0
-        return self.base * warmup_scale * decay
+        return self.base_rate * warmup_scale * decay
+
+    def set_base(self, base: float) -> None:
+        """Change the base rate (the traced schedule reads it on its next call)."""
+        self.base = float(base)
+        self.base_rate.assign(self.base)
 
     def get_config(self) -> dict:
         return {
@@ -62,11 +77,38 @@ def learning_rate(spec: OptimizerSpec, schedule: ScheduleSpec, step_limit: int |
     )
 
 
+def set_learning_rate(optimizer: keras.optimizers.Optimizer, rate: float) -> None:
+    """Set the base learning rate of an optimizer built by `make_optimizer` (a variable, or a
+    `WarmupDecay` schedule's base), without retracing anything that uses it."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
+    schedule = getattr(inner, "_learning_rate", None)
+    if isinstance(schedule, WarmupDecay):
+        schedule.set_base(rate)
+    else:
+        inner.learning_rate = float(rate)
+
+
 def make_optimizer(
+    spec: OptimizerSpec,
+    schedule: ScheduleSpec,
+    step_limit: int | None,
+    *,
+    loss_scale: bool = False,
+) -> keras.optimizers.Optimizer:
+    """Build the Keras optimizer for a spec; call it inside ``strategy.scope()``.
+
+    ``loss_scale`` wraps it in a `keras.optimizers.LossScaleOptimizer` (dynamic loss scaling,
+    for mixed_float16): the training step scales the loss with ``optimizer.scale_loss``.
+    """
+    optimizer = _optimizer(spec, schedule, step_limit)
+    return keras.optimizers.LossScaleOptimizer(optimizer) if loss_scale else optimizer
+
+
+def _optimizer(
     spec: OptimizerSpec, schedule: ScheduleSpec, step_limit: int | None
 ) -> keras.optimizers.Optimizer:
-    """Build the Keras optimizer for a spec; call it inside ``strategy.scope()``."""
     lr = learning_rate(spec, schedule, step_limit)
+    lr = lr if isinstance(lr, WarmupDecay) else float(lr)
     decay = spec.weight_decay or None
     if spec.name == "adam":
         return keras.optimizers.Adam(

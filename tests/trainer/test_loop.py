@@ -20,6 +20,7 @@ from study.config.trial import Budget, EvalCadence, OptimizerSpec, ScheduleSpec,
 from study.results import Measurement, TrialResult, TrialState
 from study.strategies import HostInfo, build_strategy, resolve
 from study.trainer import loop
+from study.trainer import session as session_module
 from study.trainer.loop import IndexStream, train
 from study.trainer.optim import WarmupDecay, learning_rate, make_optimizer
 from study.workloads import Dataset, Workload, get_workload
@@ -264,27 +265,22 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int]]:
     now = [0.0]
     calls: list[tuple[int, int, int]] = []
     monkeypatch.setattr(loop, "time", SimpleNamespace(perf_counter=lambda: now[0]))
-    compile_real = loop._compile
+    run_real, evaluate_real = session_module.Session.run, session_module.Session.evaluate
 
-    def compile_charged(*args: Any) -> loop._Compiled:
-        real = compile_real(*args)
-        now[0] += TRACE_COST * real.train_function.experimental_get_tracing_count()
+    def run_charged(self: session_module.Session, args: tuple) -> np.ndarray:
+        before = self.train_function.experimental_get_tracing_count()
+        losses = run_real(self, args)
+        after = self.train_function.experimental_get_tracing_count()
+        now[0] += STEP_COST * len(losses) + TRACE_COST * (after - before)
+        calls.append((len(losses), before, after))
+        return losses
 
-        def train_chunk(indices: tf.Tensor) -> tf.Tensor:
-            before = real.train_function.experimental_get_tracing_count()
-            losses = real.train_chunk(indices)
-            after = real.train_function.experimental_get_tracing_count()
-            now[0] += STEP_COST * int(indices.shape[0]) + TRACE_COST * (after - before)
-            calls.append((int(indices.shape[0]), before, after))
-            return losses
+    def evaluate_charged(self: session_module.Session) -> dict[str, float]:
+        now[0] += EVAL_COST
+        return evaluate_real(self)
 
-        def evaluate() -> dict[str, float]:
-            now[0] += EVAL_COST
-            return real.evaluate()
-
-        return loop._Compiled(real.train_function, train_chunk, evaluate)
-
-    monkeypatch.setattr(loop, "_compile", compile_charged)
+    monkeypatch.setattr(session_module.Session, "run", run_charged)
+    monkeypatch.setattr(session_module.Session, "evaluate", evaluate_charged)
     return calls
 
 
@@ -310,6 +306,8 @@ def test_training_seconds_count_steps_only(run, fake_clock, cadence: str) -> Non
     assert [m.train_seconds for m in result.curve] == [STEP_COST * m.step for m in result.curve]
     assert result.train_seconds == STEP_COST * result.steps_run == 200.0
     check_curve_bookkeeping(result, BATCH)
+    assert result.timings["train"] == result.train_seconds
+    assert result.timings["evaluate"] == EVAL_COST * len(result.curve)
 
 
 # Optimizers

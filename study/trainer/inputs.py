@@ -1,0 +1,227 @@
+"""Feeding examples to the compiled training and evaluation functions.
+
+Two feeds with one interface. `ArrayFeed` (the in-memory fast path) keeps the arrays on the
+device as constants and hands each compiled call an index array: the global batch is gathered
+once and each replica takes its contiguous slice. `StreamFeed` (``Streams``, data larger than
+memory) distributes the workload's `tf.data` pipeline with
+``strategy.distribute_datasets_from_function``: one input pipeline per worker, sharded by
+pipeline id, batched per replica (batches span epochs) and prefetched; one compiled call pulls
+``steps`` batches from the distributed iterator. Either way the global batch of step ``t`` is
+examples ``t*B .. (t+1)*B - 1`` of the epoch order (a fresh order every epoch), so ``default``
+and ``mirrored:N`` do the same arithmetic.
+
+Both fold the whole validation set inside one compiled evaluation call (chunks in a graph
+loop, never a Python loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from study.trainer.losses import Objective
+from study.workloads.base import Dataset, Streams
+
+#: One replica's training step on its slice of the global batch: (x, labels) -> its loss.
+ReplicaStep = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
+#: One evaluation chunk folded into the running state: (state, x, labels) -> state.
+FoldBody = Callable[[Any, tf.Tensor, tf.Tensor], Any]
+
+_MAX_INDICES_PER_CALL = 1 << 22  # bounds the index array handed to one compiled call
+_EVAL_ELEMENTS = 1 << 24  # input values per evaluation chunk (8,192 rows of 2,048 values)
+_MAX_EVAL_CHUNK = 8192
+
+
+def eval_chunk(input_shape: tuple[int, ...]) -> int:
+    """Validation examples per chunk: at most 8,192 and about 16M input values.
+
+    Example: 8192 for MNIST-1D (40 values), 341 for 224x224x3 images.
+    """
+    per_example = max(1, int(np.prod(input_shape, dtype=np.int64)))
+    return int(max(1, min(_MAX_EVAL_CHUNK, _EVAL_ELEMENTS // per_example)))
+
+
+class IndexStream:
+    """Example indices in epoch order: a fresh seeded permutation per epoch, batches may span
+    epochs, so every example is seen once per epoch at any batch size.
+    """
+
+    def __init__(self, n: int, seed: int) -> None:
+        self._n = n
+        self._rng = np.random.default_rng(seed)
+        self._buffer = np.empty(0, dtype=np.int32)
+
+    def take(self, count: int) -> np.ndarray:
+        while self._buffer.size < count:
+            perm = self._rng.permutation(self._n).astype(np.int32)
+            self._buffer = np.concatenate([self._buffer, perm])
+        out, self._buffer = self._buffer[:count], self._buffer[count:]
+        return out
+
+
+class ArrayFeed:
+    """In-memory arrays as device constants; each call takes a [steps, batch] index array."""
+
+    kind = "memory"
+
+    def __init__(self, data: Dataset, objective: Objective, strategy: Any, batch_size: int) -> None:
+        self.batch_size = batch_size
+        self.strategy = strategy
+        self.train_examples = int(data.y_train.shape[0])
+        self.input_shape = tuple(data.input_shape)
+        self.x_train = tf.constant(data.x_train)
+        self.y_train = tf.constant(objective.labels_array(data.y_train, where="training labels"))
+        self.x_val = tf.constant(data.x_val)
+        self.y_val = tf.constant(objective.labels_array(data.y_val, where="validation labels"))
+        self.max_steps_per_call = max(1, _MAX_INDICES_PER_CALL // batch_size)
+        self._stream = IndexStream(self.train_examples, 0)
+
+    def train_function(self, replica_step: ReplicaStep) -> tuple[Any, Callable[..., tf.Tensor]]:
+        """The compiled multi-step function and its one concrete function (called directly, it
+        skips argument matching and can never retrace): [steps, batch] indices -> losses."""
+        strategy, x_train, y_train = self.strategy, self.x_train, self.y_train
+        replicas = strategy.num_replicas_in_sync
+        per_replica = self.batch_size // replicas
+
+        def sliced_step(xb: tf.Tensor, yb: tf.Tensor) -> tf.Tensor:
+            if replicas > 1:
+                start = tf.distribute.get_replica_context().replica_id_in_sync_group * per_replica
+                xb = xb[start : start + per_replica]
+                yb = yb[start : start + per_replica]
+            return replica_step(xb, yb)
+
+        # One trace for every chunk length: [steps, batch] with steps unknown.
+        @tf.function(input_signature=[tf.TensorSpec([None, self.batch_size], tf.int32)])
+        def train_chunk(indices: tf.Tensor) -> tf.Tensor:
+            steps = tf.shape(indices)[0]
+            losses = tf.TensorArray(tf.float32, size=steps)
+            for i in tf.range(steps):
+                idx = indices[i]
+                xb = tf.gather(x_train, idx)
+                yb = tf.gather(y_train, idx)
+                per_replica_loss = strategy.run(sliced_step, args=(xb, yb))
+                loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_loss, axis=None)
+                losses = losses.write(i, loss)
+            return losses.stack()
+
+        return train_chunk, train_chunk.get_concrete_function()
+
+    def start(self, seed: int) -> None:
+        """Begin a trial's example order (seeded)."""
+        self._stream = IndexStream(self.train_examples, seed)
+
+    def args(self, count: int) -> tuple[tf.Tensor]:
+        """The next ``count`` steps' indices (host work, untimed)."""
+        indices = self._stream.take(count * self.batch_size)
+        return (tf.constant(indices.reshape(count, self.batch_size)),)
+
+    def warm_args(self, seed: int) -> tuple[tf.Tensor]:
+        indices = np.arange(self.batch_size, dtype=np.int32) % self.train_examples
+        return (tf.constant(indices[None, :]),)
+
+    def fold(self, body: FoldBody, state: Any, labels: Callable[[tf.Tensor], tf.Tensor]) -> Any:
+        """Fold ``body`` over the validation set in chunks (call inside a `tf.function`)."""
+        del labels  # already prepared
+        chunk = eval_chunk(self.input_shape)
+        n = int(self.y_val.shape[0])
+        for i in tf.range((n + chunk - 1) // chunk):
+            start = i * chunk
+            state = body(
+                state, self.x_val[start : start + chunk], self.y_val[start : start + chunk]
+            )
+        return state
+
+    def sample(self, count: int = 2) -> tuple[tf.Tensor, tf.Tensor]:
+        """A few validation examples (inputs, raw labels), eagerly."""
+        return self.x_val[:count], self.y_val[:count]
+
+
+class StreamFeed:
+    """A `tf.data` pipeline distributed per replica; each call takes (iterator, steps)."""
+
+    kind = "streamed"
+
+    def __init__(
+        self, streams: Streams, objective: Objective, strategy: Any, batch_size: int
+    ) -> None:
+        self.streams = streams
+        self.objective = objective
+        self.strategy = strategy
+        self.batch_size = batch_size
+        self.train_examples = int(streams.train_examples)
+        self.input_shape = tuple(streams.input_shape)
+        self.max_steps_per_call = 1 << 30
+        chunk = eval_chunk(self.input_shape)
+        self.val = streams.val().batch(chunk).prefetch(tf.data.AUTOTUNE)
+        self._iterator: Any = None
+
+    def dataset_fn(self, seed: int) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
+        """The per-pipeline dataset: this pipeline's shard of the epoch order, repeated (one
+        fresh order per epoch), batched per replica (batches span epochs), prefetched."""
+        batch_size, streams = self.batch_size, self.streams
+
+        def make(context: tf.distribute.InputContext) -> tf.data.Dataset:
+            per_replica = context.get_per_replica_batch_size(batch_size)
+            dataset = streams.train(seed, context.num_input_pipelines, context.input_pipeline_id)
+            return (
+                dataset.repeat().batch(per_replica, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+            )
+
+        return make
+
+    def iterator(self, seed: int) -> Any:
+        return iter(self.strategy.distribute_datasets_from_function(self.dataset_fn(seed)))
+
+    def train_function(self, replica_step: ReplicaStep) -> tuple[Any, Callable[..., tf.Tensor]]:
+        """The compiled multi-step function: (distributed iterator, steps) -> losses. ``steps``
+        is a tensor and every iterator of this pipeline has one type, so one trace serves every
+        trial and chunk length."""
+        strategy, labels = self.strategy, self.objective.labels
+
+        def labelled_step(xb: tf.Tensor, yb: tf.Tensor) -> tf.Tensor:
+            return replica_step(xb, labels(yb))
+
+        @tf.function
+        def train_chunk(iterator: Any, steps: tf.Tensor) -> tf.Tensor:
+            losses = tf.TensorArray(tf.float32, size=steps)
+            for i in tf.range(steps):
+                xb, yb = next(iterator)
+                per_replica_loss = strategy.run(labelled_step, args=(xb, yb))
+                loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_loss, axis=None)
+                losses = losses.write(i, loss)
+            return losses.stack()
+
+        return train_chunk, train_chunk
+
+    def start(self, seed: int) -> None:
+        """Begin a trial's example order: a fresh distributed iterator over the seeded pipeline."""
+        self._iterator = self.iterator(seed)
+
+    def args(self, count: int) -> tuple[Any, tf.Tensor]:
+        return (self._iterator, tf.constant(count, tf.int32))
+
+    def warm_args(self, seed: int) -> tuple[Any, tf.Tensor]:
+        """A separate iterator for the untimed warm-up step (the trial's own starts afresh)."""
+        return (self.iterator(seed), tf.constant(1, tf.int32))
+
+    def fold(self, body: FoldBody, state: Any, labels: Callable[[tf.Tensor], tf.Tensor]) -> Any:
+        """Fold ``body`` over every validation example once (call inside a `tf.function`)."""
+        for xb, yb in iter(self.val):
+            state = body(state, xb, labels(yb))
+        return state
+
+    def sample(self, count: int = 2) -> tuple[tf.Tensor, tf.Tensor]:
+        x, y = next(iter(self.streams.val().batch(count)))
+        return x, y
+
+
+def make_feed(
+    data: Dataset | Streams, objective: Objective, strategy: Any, batch_size: int
+) -> ArrayFeed | StreamFeed:
+    """The feed for a workload's data: arrays in memory, or streamed `tf.data` pipelines."""
+    if isinstance(data, Streams):
+        return StreamFeed(data, objective, strategy, batch_size)
+    return ArrayFeed(data, objective, strategy, batch_size)

@@ -1,0 +1,378 @@
+"""A trial's model, optimizer and compiled functions, reused by the next trial when it can be.
+
+Building and tracing is most of a short trial's cost. A `Session` holds what a trial built; the
+worker keeps the last one in a `SessionCache`. The next trial with the same `session_key` (the
+workload and its options, model, batch size, strategy, loss, precision, XLA, optimizer and
+resolved schedule: everything baked into the traces, but not the learning rate or seed)
+re-initialises it instead: a fresh model is built under the trial's seed (no tracing) and its
+values assigned to the kept model's variables (weights, non-trainable state and dropout seed
+state alike), the optimizer's variables go back to their just-built values, the learning rate
+(a variable, also a schedule's base) is set and the example order restarts. A reused trial
+gives exactly the curve a fresh one does (tested).
+
+Example::
+
+    cache = SessionCache()
+    session, timings, reused = open_session(spec, data, build, strategy, resolved, task, cache)
+    session.start(spec.seed)
+    losses = session.run(session.args(100))   # 100 steps, one compiled call
+    session.evaluate()                        # {"val_loss": ..., "val_accuracy": ...}
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from study.config.trial import TrialSpec
+from study.errors import UsageError
+from study.strategies import ResolvedStrategy
+from study.trainer.inputs import ArrayFeed, StreamFeed, make_feed
+from study.trainer.losses import Objective, objective
+from study.trainer.metrics import Evaluator, model_metrics, reported_task
+from study.trainer.optim import WarmupDecay, learning_rate, make_optimizer, set_learning_rate
+from study.trainer.precision import dtype_policy, resolve_jit, resolve_precision
+from study.workloads.base import Dataset, Streams
+from study.workloads.task import Task
+
+
+@dataclass
+class Session:
+    """What one trial built: reusable by the next trial with the same ``key``.
+
+    ``train_function`` is the compiled multi-step `tf.function` (for counting traces),
+    ``train_chunk`` what `run` calls (its concrete function on the in-memory path).
+    """
+
+    key: tuple
+    data: Dataset | Streams
+    strategy: Any
+    model: keras.Model
+    optimizer: keras.optimizers.Optimizer
+    initial_optimizer: list[np.ndarray]
+    objective: Objective
+    task: Task
+    evaluator: Evaluator
+    feed: ArrayFeed | StreamFeed
+    train_function: Any
+    train_chunk: Callable[..., tf.Tensor]
+    evaluate_function: Any
+    precision: str
+    jit: bool
+
+    def start(self, seed: int) -> None:
+        """Begin a trial's example order."""
+        self.feed.start(seed)
+
+    def args(self, count: int) -> tuple:
+        """Arguments of the next compiled call of ``count`` steps (host work, untimed)."""
+        return self.feed.args(count)
+
+    def run(self, args: tuple) -> np.ndarray:
+        """Run the compiled steps and fetch their losses (the timed part of training)."""
+        return self.train_chunk(*args).numpy()
+
+    def evaluate(self) -> dict[str, float]:
+        """Every reported metric on the whole validation set: one compiled call, one fetch."""
+        values = self.evaluate_function().numpy()
+        return {k: float(v) for k, v in zip(self.evaluator.keys, values, strict=True)}
+
+
+class SessionCache:
+    """The last trial's `Session`, kept for a following trial with the same key."""
+
+    def __init__(self) -> None:
+        self.session: Session | None = None
+
+    def take(self, key: tuple, data: Any, strategy: Any) -> Session | None:
+        """The kept session if it was built for ``key`` on these very data and strategy."""
+        s = self.session
+        if s is not None and s.key == key and s.data is data and s.strategy is strategy:
+            return s
+        return None
+
+    def keep(self, session: Session) -> None:
+        self.session = session
+
+    def clear(self) -> None:
+        self.session = None
+
+
+def session_key(spec: TrialSpec, task: Task) -> tuple:
+    """Everything a session's traces depend on: trials with equal keys can share one.
+
+    The learning rate and seed are left out (set per trial); the schedule enters as the
+    one it resolves to (its horizon depends on the step budget only without ``decay_steps``).
+    """
+    optimizer = {k: v for k, v in asdict(spec.optimizer).items() if k != "learning_rate"}
+    step_limit = spec.budget.step_limit(spec.batch_size)
+    schedule = learning_rate(spec.optimizer, spec.schedule, step_limit)
+    resolved = (
+        (schedule.kind, schedule.warmup_steps, schedule.decay_steps, schedule.end_factor)
+        if isinstance(schedule, WarmupDecay)
+        else "constant"
+    )
+    options = tuple(sorted((k, repr(v)) for k, v in spec.workload_options.items()))
+    return (
+        spec.workload,
+        options,
+        spec.model,
+        spec.batch_size,
+        spec.strategy,
+        spec.loss,
+        spec.precision,
+        spec.jit_compile,
+        tuple(sorted(optimizer.items())),
+        resolved,
+        task,
+    )
+
+
+def open_session(
+    spec: TrialSpec,
+    data: Dataset | Streams,
+    build_model: Callable[[], keras.Model],
+    strategy: Any,
+    resolved: ResolvedStrategy,
+    task: Task,
+    cache: SessionCache | None = None,
+) -> tuple[Session, dict[str, float], bool]:
+    """A session ready for ``spec``: the cached one re-initialised, or a new one built, checked
+    and traced. Returns it, the seconds spent (``build``, ``trace``) and whether it was reused.
+
+    Raises:
+        UsageError: the target names a metric the trial does not report (listing those it
+            does), a bad loss, labels that do not fit the task, before any training step.
+    """
+    key = session_key(spec, task)
+    kept = cache.take(key, data, strategy) if cache is not None else None
+    if kept is not None:
+        start = time.perf_counter()
+        if _reinitialise(kept, spec, build_model, strategy):
+            kept.task.check_target(spec.target, workload=spec.workload)
+            return kept, {"build": time.perf_counter() - start, "trace": 0.0}, True
+    start = time.perf_counter()
+    if cache is not None:
+        cache.clear()  # drop the old model before building the next
+    keras.backend.clear_session(free_memory=False)  # gc.collect() alone costs ~0.4 s here
+    session, timings = _build(key, spec, data, build_model, strategy, resolved, task)
+    timings["build"] = time.perf_counter() - start - timings["trace"]  # clearing included
+    if cache is not None:
+        cache.keep(session)
+    return session, timings, False
+
+
+def check_trial(
+    spec: TrialSpec,
+    data: Dataset | Streams,
+    build_model: Callable[[], keras.Model],
+    strategy: Any,
+    resolved: ResolvedStrategy,
+    task: Task,
+) -> None:
+    """Build the model once and check the loss, labels, metrics and target, without tracing or
+    training (a study's preflight). Raises `UsageError` (or `FieldError`) on the first problem.
+
+    Nothing global is reset (no seed, no Keras session), so a session kept for reuse stays valid.
+    """
+    precision = resolve_precision(spec.precision, resolved.devices)
+    with dtype_policy(precision), strategy.scope():
+        model = build_model()
+    _describe_trial(spec, data, model, strategy, task)
+
+
+def _describe_trial(
+    spec: TrialSpec, data: Dataset | Streams, model: keras.Model, strategy: Any, task: Task
+) -> tuple[Objective, Task, Evaluator, ArrayFeed | StreamFeed]:
+    """Resolve the objective, feed and metrics of a built model; check outputs and target."""
+    goal = objective(task, model, data.outputs, spec.loss)
+    feed = make_feed(data, goal, strategy, spec.batch_size)
+    x, y = feed.sample()
+    with strategy.scope():  # builds a model whose weights are created on first call
+        out = model(x, training=False)
+    _check_outputs(out, goal)
+    reported = reported_task(task, model_metrics(model, goal, y, x))
+    reported.check_target(spec.target, workload=spec.workload)
+    return goal, reported, Evaluator(goal, reported.metrics, model), feed
+
+
+def _check_outputs(out: Any, goal: Objective) -> None:
+    if not hasattr(out, "shape"):
+        raise UsageError(
+            f"--model: the model returned {type(out).__name__}; return one output tensor"
+        )
+    width = int(out.shape[-1]) if len(out.shape) > 1 else 1
+    if width != goal.outputs:
+        raise UsageError(
+            f"--model: the model outputs {width} value(s) per example; the workload's "
+            f"{goal.kind.value} task needs {goal.outputs} (its num_classes)"
+        )
+
+
+def _build(
+    key: tuple,
+    spec: TrialSpec,
+    data: Dataset | Streams,
+    build_model: Callable[[], keras.Model],
+    strategy: Any,
+    resolved: ResolvedStrategy,
+    task: Task,
+) -> tuple[Session, dict[str, float]]:
+    start = time.perf_counter()
+    precision = resolve_precision(spec.precision, resolved.devices)
+    jit = resolve_jit(spec.jit_compile, resolved.devices)
+    keras.utils.set_random_seed(spec.seed)
+    with dtype_policy(precision), strategy.scope():
+        model = build_model()
+    goal, reported, evaluator, feed = _describe_trial(spec, data, model, strategy, task)
+    step_limit = spec.budget.step_limit(spec.batch_size)
+    with strategy.scope():
+        optimizer = make_optimizer(
+            spec.optimizer, spec.schedule, step_limit, loss_scale=precision == "mixed_float16"
+        )
+        optimizer.build(model.trainable_variables)
+    initial = [v.numpy() for v in optimizer.variables]
+    built = time.perf_counter()
+
+    step = _replica_step(model, optimizer, goal, spec.batch_size, strategy, jit)
+    train_function, train_chunk = feed.train_function(step)
+
+    @tf.function
+    def evaluate() -> tf.Tensor:
+        state = feed.fold(
+            lambda s, x, y: evaluator.update(s, y, goal.outputs_of(model(x, training=False))),
+            evaluator.start(),
+            goal.labels,
+        )
+        return evaluator.finish(state)
+
+    evaluate_function = evaluate.get_concrete_function()
+    session = Session(
+        key=key,
+        data=data,
+        strategy=strategy,
+        model=model,
+        optimizer=optimizer,
+        initial_optimizer=initial,
+        objective=goal,
+        task=reported,
+        evaluator=evaluator,
+        feed=feed,
+        train_function=train_function,
+        train_chunk=train_chunk,
+        evaluate_function=evaluate_function,
+        precision=precision,
+        jit=jit,
+    )
+    _warm_up(session, spec.seed)
+    return session, {"build": built - start, "trace": time.perf_counter() - built}
+
+
+def _replica_step(
+    model: keras.Model,
+    optimizer: keras.optimizers.Optimizer,
+    goal: Objective,
+    batch_size: int,
+    strategy: Any,
+    jit: bool,
+) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """One replica's step: its share of the global mean loss (per-example losses summed and
+    divided by the global batch, plus the model's own losses split over the replicas), its
+    gradients and the optimizer update (summed over replicas by the optimizer).
+
+    With XLA, one replica compiles the whole step; several compile the forward and backward
+    pass (the optimizer's cross-replica update stays outside the XLA cluster).
+    """
+    variables = model.trainable_variables
+    replicas = strategy.num_replicas_in_sync
+    inv_batch = 1.0 / batch_size
+
+    def gradients(xb: tf.Tensor, yb: tf.Tensor) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        with tf.GradientTape() as tape:
+            out = goal.outputs_of(model(xb, training=True))
+            loss = tf.reduce_sum(goal.per_example(yb, out)) * inv_batch
+            if model.losses:
+                loss += tf.add_n([tf.cast(x, tf.float32) for x in model.losses]) / replicas
+            scaled = optimizer.scale_loss(loss)
+        return loss, tape.gradient(scaled, variables)
+
+    if jit and replicas > 1:
+        gradients = tf.function(gradients, jit_compile=True)
+
+    def step(xb: tf.Tensor, yb: tf.Tensor) -> tf.Tensor:
+        loss, grads = gradients(xb, yb)
+        optimizer.apply_gradients(zip(grads, variables))
+        return loss
+
+    return tf.function(step, jit_compile=True) if jit and replicas == 1 else step
+
+
+def _warm_up(session: Session, seed: int) -> None:
+    """Optimise and run one step untimed, then restore every variable.
+
+    The first call of the compiled loop pays for graph optimisation and allocation, which is not
+    training time; like the trace, it serves every later chunk length. Restoring the weights,
+    seed state and optimizer state keeps the trial exactly as if the step had not run.
+    """
+    variables = list(session.model.variables) + list(session.optimizer.variables)
+    saved = [v.numpy() for v in variables]
+    session.run(session.feed.warm_args(seed))
+    for variable, value in zip(variables, saved, strict=True):
+        variable.assign(value)
+    session.evaluate()  # its first call instantiates it too
+
+
+def _reseed(seed: int) -> None:
+    """`keras.utils.set_random_seed` without clearing TensorFlow's kernel cache.
+
+    Setting TensorFlow's global seed the public way clears every compiled function's kernels,
+    so a reused session would pay ~0.2-0.4 s here to instantiate them again; instead the same
+    generators are set directly: Keras' global seed, Python's and NumPy's (which every Keras
+    initializer and dropout seed draws from) and TensorFlow's eager seed. Falls back to the
+    public call when TensorFlow's context has no such attributes.
+    """
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    if not (hasattr(ctx, "_rng") and hasattr(ctx, "_seed")):
+        keras.utils.set_random_seed(seed)
+        return
+    from keras.src.backend.common import global_state
+    from keras.src.random import seed_generator
+    from keras.src.utils import rng_utils
+
+    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+    random.seed(seed)
+    np.random.seed(seed)
+    ctx._seed = seed
+    ctx._rng = random.Random(seed)
+
+
+def _reinitialise(
+    session: Session, spec: TrialSpec, build_model: Callable[[], keras.Model], strategy: Any
+) -> bool:
+    """Give the kept session a fresh start for ``spec``; False if the fresh model's variables do
+    not match the kept one's (then the caller builds anew)."""
+    _reseed(spec.seed)
+    with dtype_policy(session.precision), strategy.scope():
+        fresh = build_model()
+        fresh(session.feed.sample()[0], training=False)  # weights created on first call
+    kept, values = session.model.variables, fresh.variables
+    if len(kept) != len(values) or any(
+        tuple(a.shape) != tuple(b.shape) for a, b in zip(kept, values, strict=True)
+    ):
+        return False
+    for variable, value in zip(kept, values, strict=True):
+        variable.assign(value)
+    for variable, value in zip(session.optimizer.variables, session.initial_optimizer, strict=True):
+        variable.assign(value)
+    set_learning_rate(session.optimizer, spec.optimizer.learning_rate)
+    return True

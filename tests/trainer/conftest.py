@@ -1,0 +1,87 @@
+"""Shared set-up for the trainer tests: the default strategy, small task workloads, and numpy
+reference implementations of every loss and metric the trainer computes in graph."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from study.strategies import HostInfo, build_strategy, resolve
+from study.workloads.base import Dataset, Workload
+from study.workloads.task import Task
+
+
+@pytest.fixture(scope="session")
+def default_strategy() -> tuple[Any, Any]:
+    resolved = resolve("default", HostInfo())
+    return build_strategy(tf, resolved), resolved
+
+
+# -- numpy references ---------------------------------------------------------------------------
+
+
+def softmax_ce(logits: np.ndarray, y: np.ndarray) -> np.ndarray:
+    z = logits.astype(np.float64)
+    top = z.max(axis=1, keepdims=True)
+    log_norm = np.log(np.exp(z - top).sum(axis=1)) + top[:, 0]
+    return log_norm - z[np.arange(len(y)), y]
+
+
+def sigmoid_bce(logits: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per example: binary cross-entropy from logits, averaged over the labels."""
+    z = logits.astype(np.float64)
+    return (np.maximum(z, 0) - z * y + np.log1p(np.exp(-np.abs(z)))).mean(axis=1)
+
+
+def huber(out: np.ndarray, y: np.ndarray, delta: float = 1.0) -> np.ndarray:
+    d = np.abs(out.astype(np.float64) - y)
+    return np.where(d <= delta, 0.5 * d**2, delta * d - 0.5 * delta**2).mean(axis=1)
+
+
+# -- small workloads of each task kind ----------------------------------------------------------
+
+
+class TaskWorkload(Workload):
+    """Random features, labels from a fixed linear teacher; ``kind`` picks the task."""
+
+    name = "tasks"
+    models = ("mlp",)
+
+    def __init__(self, kind: str = "binary", rows: int = 600, outputs: int = 3, **task: Any):
+        super().__init__()
+        self.kind, self.rows, self.outputs, self.task_options = kind, rows, outputs, task
+
+    @property
+    def task(self) -> Task:
+        return Task.named(self.kind, **self.task_options)
+
+    def load(self) -> Dataset:
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(self.rows, 6)).astype(np.float32)
+        w = rng.normal(size=(6, self.outputs))
+        score = x @ w
+        outputs = self.outputs
+        if self.kind == "multiclass":
+            y = score.argmax(axis=1).astype(np.int32)
+        elif self.kind == "binary":
+            y, outputs = (score[:, 0] > 0).astype(np.int32), 1
+        elif self.kind == "multilabel":
+            y = (score > 0).astype(np.float32)
+        else:
+            y = score.astype(np.float32)
+        split = self.rows * 2 // 3
+        return Dataset(x[:split], y[:split], x[split:], y[split:], num_classes=outputs)
+
+    def build_model(self, model: str, data: Dataset) -> Any:
+        import keras
+
+        return keras.Sequential(
+            [
+                keras.Input(data.input_shape),
+                keras.layers.Dense(16, activation="relu"),
+                keras.layers.Dense(data.num_classes),
+            ]
+        )
