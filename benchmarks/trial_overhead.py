@@ -5,7 +5,8 @@ subprocess, with a fresh store under a temporary directory), then reads every tr
 the ledger and prints, per trial and in total: wall time (handing the trial to a worker to
 recording it), training seconds (the timed compiled calls), overhead = wall - training, and
 each part of `study.results.TIMING_PARTS` the trial measured ("-" if none did). Means are per
-trial. End to end is the whole ``study run`` process (Python and TensorFlow start-up, worker
+trial; the first trial also starts the TensorFlow worker, so the overhead of the others is
+printed apart. End to end is the whole ``study run`` process (Python and TensorFlow start-up, worker
 start, proposals and claims between trials included).
 
 The ledger's wall time stops just before the ledger write (a record cannot hold its own
@@ -50,27 +51,25 @@ def run_study(file: Path, workdir: Path, quiet: bool) -> float:
 
 
 def ledger_trials(workdir: Path, name: str) -> list:
-    """The study's finished trials (those with a result), in stratum then number order."""
+    """The study's finished trials (those with a result), in the order they started."""
     from study.ledger import Ledger
 
     ledger = Ledger.open(str(workdir / "mlruns" / "optuna.journal"), name, create=False)
-    return [t for s in ledger.strata() for t in ledger.trials(s) if t.result is not None]
+    trials = [t for s in ledger.strata() for t in ledger.trials(s) if t.result is not None]
+    return sorted(trials, key=lambda t: t.started_at or math.inf)
 
 
-def mlflow_walls(workdir: Path, name: str) -> list[float]:
-    """``timing/wall_seconds`` of every trial run that has it."""
+def mlflow_walls(workdir: Path, name: str) -> dict[str, float]:
+    """``timing/wall_seconds`` of every trial run that has it, by run name (``b8/default#0``)."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{workdir / 'mlruns' / 'mlflow.db'}")
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
-        return []
+        return {}
     runs = client.search_runs([experiment.experiment_id], max_results=5000)
-    return [
-        r.data.metrics["timing/wall_seconds"]
-        for r in runs
-        if "timing/wall_seconds" in r.data.metrics
-    ]
+    key = "timing/wall_seconds"
+    return {r.info.run_name: r.data.metrics[key] for r in runs if key in r.data.metrics}
 
 
 def fmt(value: float | None, width: int = 9) -> str:
@@ -79,7 +78,7 @@ def fmt(value: float | None, width: int = 9) -> str:
     )
 
 
-def report(trials: list, end_to_end: float, walls_mlflow: list[float]) -> None:
+def report(trials: list, end_to_end: float, walls_mlflow: dict[str, float]) -> None:
     from study.results import TIMING_PARTS, WALL
 
     parts = [p for p in TIMING_PARTS if p != "train"]
@@ -113,10 +112,23 @@ def report(trials: list, end_to_end: float, walls_mlflow: list[float]) -> None:
         seen = [r[3][p] for r in timed if r[3][p] is not None]
         means.append(f"{p} {statistics.fmean(seen):.3f}" if seen else f"{p} -")
     print("mean seconds per trial of each part: " + ", ".join(means))
-    if walls_mlflow:
+    recording = [
+        walls_mlflow[f"{t.stratum}#{t.number}"] - t.result.timings[WALL]
+        for t in trials
+        if f"{t.stratum}#{t.number}" in walls_mlflow and WALL in t.result.timings
+    ]
+    if recording:
         print(
-            f"MLflow's wall (ledger write and tuner report included): mean "
-            f"{statistics.fmean(walls_mlflow):.3f} s over {len(walls_mlflow)} trials"
+            f"recording (ledger write and tuner report: MLflow's wall - the ledger's): mean "
+            f"{statistics.fmean(recording):.3f} s per trial over {len(recording)} trials"
+        )
+    first = timed[0]
+    rest = timed[1:]
+    if rest:
+        overhead = sum(r[2] for r in rest) / len(rest)
+        print(
+            f"the first trial starts the TensorFlow worker: wall {first[0]:.3f} s; the other "
+            f"{len(rest)} trials: overhead {overhead:.3f} s per trial"
         )
     print(f"end to end (`study run` process): {end_to_end:.1f} s")
 

@@ -2,7 +2,8 @@
 MLflow UI itself (headless Chromium): one experiment marked as model training, one parent run
 FINISHED with study-level metrics charted against batch size, a nested run per trial whose
 status follows the ledger (pruned and not-reached trials FINISHED with a ``status`` tag), the
-curves first in a trial's metric tab, and the printed link opening the runs table.
+curves first and where the time went last in a trial's metric tab, and the printed link opening
+the runs table.
 """
 
 from __future__ import annotations
@@ -90,7 +91,9 @@ def test_the_study_is_one_model_training_experiment_mirroring_the_ledger(served:
     assert "reached" in statuses and statuses <= {"reached", "not_reached", "pruned", "diverged"}
     assert {r.info.status for r in children.values()} == {"FINISHED"}
     for run in children.values():
-        assert {k.split("/")[0] for k in run.data.metrics} <= {"curves", "progress", "summary"}
+        sections = {k.split("/")[0] for k in run.data.metrics}
+        assert sections == {"curves", "progress", "summary", "timing"}
+        assert run.data.metrics["timing/wall_seconds"] >= run.data.metrics["summary/train_seconds"]
 
 
 def test_the_parent_charts_the_study_against_batch_size(served: Served) -> None:
@@ -109,6 +112,9 @@ def test_the_parent_charts_the_study_against_batch_size(served: Served) -> None:
     }
     rates = client.get_metric_history(parent.info.run_id, "best_learning_rate")
     assert {m.step for m in rates} == {32, 128}
+    walls = [t.result.timings["wall"] for ts in served.trials.values() for t in ts if t.result]
+    assert parent.data.metrics["timing/trials"] == 8
+    assert parent.data.metrics["timing/total_wall_seconds"] == pytest.approx(sum(walls))
 
 
 def test_the_run_prints_the_runs_view_link_and_no_warnings(served: Served) -> None:
@@ -150,11 +156,11 @@ def test_a_trials_metric_tab_opens_on_the_curves(served: Served) -> None:
     )
     with Browser() as browser:
         browser.open(url)
-        browser.wait_for("document.body.innerText.includes('summary')", what="the summary section")
+        browser.wait_for("document.body.innerText.includes('timing')", what="the timing section")
         time.sleep(0.5)
         sections = re.findall(r"^(.+)\n\((\d+)\)\nAdd chart$", browser.text(), re.M)
     names = [name for name, count in sections if count != "0"]
-    assert names == ["curves", "progress", "summary"], sections
+    assert names == ["curves", "progress", "summary", "timing"], sections
 
 
 #: Click the expander in the Run Name cell of the row that links to run ``name``.
