@@ -156,27 +156,3 @@ def test_bad_files_are_refused_before_training(tmp_path: Path) -> None:
         "exactly two (or use task multiclass)"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pictures", "three.csv"]
-
-
-@pytest.mark.slow
-def test_streamed_csv_on_two_replicas_computes_what_one_does(tmp_path: Path) -> None:
-    rng = np.random.default_rng(2)
-    x = rng.uniform(-1, 1, size=(2000, 3))
-    labels = np.where(x[:, 0] > x[:, 1], "up", np.where(x[:, 2] > 0, "left", "down"))
-    lines = ["a,b,c,label"] + [f"{a:.4f},{b:.4f},{c:.4f},{y}" for (a, b, c), y in zip(x, labels)]
-    (tmp_path / "points.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    finals = []
-    for strategy in ("default", "mirrored:2"):
-        proc = study(
-            *("--workload", "csv", "--csv", "points.csv", "--label", "label"),
-            *("--workload-option", "streamed=true", "--strategy", strategy),
-            *("--batch-size", "64", "--lr", "0.1", "--max-steps", "60"),
-            *("--target", "val_accuracy>=0.9999", "--json"),
-            cwd=tmp_path,
-        )
-        assert proc.returncode == 0, proc.stderr
-        out = json.loads(proc.stdout)
-        assert out["steps_run"] == 60 and out["environment"]["input"] == "streamed"
-        finals.append(out["final"])
-    assert finals[0]["val_loss"] == pytest.approx(finals[1]["val_loss"], rel=1e-4)
-    assert finals[0]["val_accuracy"] == finals[1]["val_accuracy"]
