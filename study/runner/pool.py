@@ -142,6 +142,33 @@ class WorkerPool:
                 worker.process.kill()
             self._lock.notify_all()
 
+    def check(self, spec: TrialSpec) -> str | None:
+        """Load the data and build the model of ``spec`` in a worker, without training.
+
+        Returns None if the trial can run, else one line saying why not: a target the model
+        does not report (listing those it does), a bad loss or labels, a workload that fails to
+        load, a model that fails to build. A worker that cannot start or dies is such a line
+        too. The worker is the one later trials of that device configuration use.
+        """
+        try:
+            worker = self._acquire(device_key(spec.strategy))
+        except WorkerError as exc:
+            return str(exc).splitlines()[0]
+        healthy = False
+        try:
+            worker.conn.send(("check", spec))
+            _kind, problem = worker.conn.recv()
+            healthy = True
+            return problem
+        except (EOFError, OSError, BrokenPipeError):
+            worker.process.join(1)
+            return (
+                f"trainer worker died while checking the trial "
+                f"(exit code {worker.process.exitcode})"
+            )
+        finally:
+            self._release(worker, healthy)
+
     def run(
         self, spec: TrialSpec, hook: Callable[[Measurement], bool] | None = None
     ) -> TrialResult:

@@ -97,14 +97,20 @@ class _Runtime:
         )
 
     def check(self, spec: TrialSpec) -> None:
-        """Load the data and build the model once, untrained; raise `UsageError` on bad input."""
+        """Load the data and build the model once, untrained; raise `UsageError` on bad input.
+
+        A strategy this host cannot provide is no bad input (its trials are recorded
+        ``infeasible``): the model is then checked on the default strategy.
+        """
         from study.strategies import check_batch_divisible
         from study.trainer.session import check_trial
 
-        strategy, resolved = self.strategy(spec.strategy)
-        check_batch_divisible(
-            spec.batch_size, strategy.num_replicas_in_sync, strategy=spec.strategy
-        )
+        try:
+            strategy, resolved = self.strategy(spec.strategy)
+        except InfeasibleError:
+            strategy, resolved = self.strategy("default")
+        replicas = strategy.num_replicas_in_sync
+        check_batch_divisible(spec.batch_size, replicas, strategy=spec.strategy)
         workload, data = self.dataset(spec)
         model_name = workload.check_model(spec.model)
         check_trial(
@@ -128,7 +134,7 @@ def check_safely(runtime: _Runtime, spec: TrialSpec) -> str | None:
     """Check one trial; None if it can run, else one line saying why not (never raises)."""
     try:
         runtime.check(spec)
-    except (UsageError, InfeasibleError) as exc:
+    except UsageError as exc:
         return str(exc)
     except Exception as exc:  # user code (load, build) failing is a bad workload or model
         lines = str(exc).strip().splitlines() or [""]

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from study.config.target import Target
 from study.config.trial import Budget, TrialSpec
 from study.results import Measurement, TrialResult, TrialState
 from study.runner import WorkerPool
@@ -39,6 +40,48 @@ FAILING_WORKLOAD = """
         def build_model(self, model, data):
             raise AssertionError("never called: load() raises first")
 """
+STREAMED_WORKLOAD = """
+    from study.workloads.base import Streams
+    from study.workloads.tabular import TabularWorkload
+
+
+    class StreamedTabular(TabularWorkload):
+        name = "streamed_tabular"
+
+        def load(self):
+            import tensorflow as tf
+
+            data = super().load()
+
+            def train(seed, num_shards, shard_index):
+                examples = tf.data.Dataset.from_tensor_slices((data.x_train, data.y_train))
+                examples = examples.shard(num_shards, shard_index)
+                return examples.shuffle(len(data.y_train), seed=seed)
+
+            def val():
+                return tf.data.Dataset.from_tensor_slices((data.x_val, data.y_val))
+
+            shape, outputs = data.input_shape, data.num_classes
+            return Streams(train, val, shape, outputs, len(data.y_train), len(data.y_val))
+"""
+USER_MODEL = """
+    import keras
+
+
+    def compiled(input_shape, outputs):
+        model = keras.Sequential(
+            [
+                keras.Input(input_shape),
+                keras.layers.Dense(32, activation="relu"),
+                keras.layers.Dense(outputs),
+            ]
+        )
+        model.compile(
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=[keras.metrics.SparseTopKCategoricalAccuracy(k=1, name="top1")],
+        )
+        return model
+"""
 
 
 def make_spec(strategy: str = "default", **changes: Any) -> TrialSpec:
@@ -47,12 +90,27 @@ def make_spec(strategy: str = "default", **changes: Any) -> TrialSpec:
 
 
 @pytest.fixture(scope="module")
-def failing_workload(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A custom workload module whose load() raises: its directory and ``module:callable``."""
+def user_modules(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """Custom modules the workers import, in one directory: a workload whose load() raises,
+    a streamed workload and a compiled user model; their ``module:callable`` by role."""
     directory = tmp_path_factory.mktemp("workloads")
-    module = f"exploding_workload_{uuid.uuid4().hex[:8]}"
-    (directory / f"{module}.py").write_text(textwrap.dedent(FAILING_WORKLOAD), encoding="utf-8")
-    return directory, f"{module}:Exploding"
+    tag = uuid.uuid4().hex[:8]
+    names: dict[str, str] = {}
+    for role, text, attr in [
+        ("exploding", FAILING_WORKLOAD, "Exploding"),
+        ("streamed", STREAMED_WORKLOAD, "StreamedTabular"),
+        ("model", USER_MODEL, "compiled"),
+    ]:
+        module = f"{role}_module_{tag}"
+        (directory / f"{module}.py").write_text(textwrap.dedent(text), encoding="utf-8")
+        names[role] = f"{module}:{attr}"
+    return directory, names
+
+
+@pytest.fixture(scope="module")
+def failing_workload(user_modules: tuple[Path, dict[str, str]]) -> tuple[Path, str]:
+    """A custom workload module whose load() raises: its directory and ``module:callable``."""
+    return user_modules[0], user_modules[1]["exploding"]
 
 
 @pytest.fixture(scope="module")
@@ -193,3 +251,101 @@ def test_hook_that_keeps_going_sees_the_whole_curve(pool: WorkerPool) -> None:
 
     assert result.state is TrialState.NOT_REACHED
     assert steps == [m.step for m in result.curve] == [0, 10, 20, 30]
+
+
+# The streamed input path and a compiled user model, on both strategies
+
+
+@pytest.fixture(scope="module")
+def streamed(pool: WorkerPool, user_modules: tuple[Path, dict[str, str]]) -> dict[str, Any]:
+    """The streamed workload and the compiled user model, each on default and mirrored:2."""
+    names = user_modules[1]
+    out: dict[str, Any] = {}
+    for strategy in ("default", "mirrored:2"):
+        out[f"streams {strategy}"] = pool.run(
+            make_spec(strategy, workload=names["streamed"], budget=Budget(max_steps=100))
+        )
+        out[f"model {strategy}"] = pool.run(
+            make_spec(strategy, model=names["model"], budget=Budget(max_steps=50))
+        )
+    return out
+
+
+@pytest.mark.parametrize("kind", ["streams", "model"])
+def test_default_and_mirrored_agree_on_streams_and_user_models(
+    streamed: dict[str, Any], kind: str
+) -> None:
+    default, mirrored = streamed[f"{kind} default"], streamed[f"{kind} mirrored:2"]
+    assert default.state is TrialState.NOT_REACHED, default.error
+    assert mirrored.state is TrialState.NOT_REACHED, mirrored.error
+    assert default.environment["input"] == ("streamed" if kind == "streams" else "memory")
+    assert mirrored.environment["replicas"] == 2
+    keys = ("val_loss", "val_accuracy", "val_error") + (("val_top1",) if kind == "model" else ())
+    assert tuple(default.curve[0].metrics) == keys
+
+    for d, m in zip(default.curve, mirrored.curve, strict=True):
+        assert m.step == d.step
+        for key in keys:
+            assert m.metrics[key] == pytest.approx(d.metrics[key], rel=LOSS_RTOL), (d.step, key)
+        if d.step:
+            assert m.train_loss == pytest.approx(d.train_loss, rel=LOSS_RTOL), d.step
+    assert default.curve[-1].metrics["val_loss"] < 0.95 * default.curve[0].metrics["val_loss"]
+    if kind == "model":  # top-1 accuracy is accuracy: Keras' metric (float32) over all rows
+        for m in default.curve:
+            assert m.metrics["val_top1"] == pytest.approx(m.metrics["val_accuracy"], rel=1e-6)
+
+
+def test_reused_session_gives_the_fresh_curve_on_mirrored(
+    pool: WorkerPool, equivalence: Equivalence
+) -> None:
+    pool.run(tabular_spec(strategy="mirrored:2", seed=8, budget=Budget(max_steps=100)))
+    again = pool.run(make_spec("mirrored:2", budget=Budget(max_steps=100)))
+
+    assert equivalence.mirrored.environment["reused"] is False
+    assert again.environment["reused"] is True
+    assert again.timings["trace"] == 0.0
+    assert [m.train_loss for m in again.curve[1:]] == [
+        m.train_loss for m in equivalence.mirrored.curve[1:]
+    ]
+    assert [dict(m.metrics) for m in again.curve] == [
+        dict(m.metrics) for m in equivalence.mirrored.curve
+    ]
+
+
+# Preflight: a trial checked in a worker without training
+
+
+def test_check_accepts_a_good_trial_and_names_every_bad_input(
+    pool: WorkerPool, user_modules: tuple[Path, dict[str, str]]
+) -> None:
+    names = user_modules[1]
+    started = pool.started
+    problems = {
+        "good": pool.check(make_spec()),
+        "target": pool.check(make_spec(target=Target.parse("val_auc>=0.9"))),
+        "model target": pool.check(
+            make_spec(model=names["model"], target=Target.parse("val_top5>=0.9"))
+        ),
+        "loss": pool.check(make_spec(loss="mse")),
+        "loss module": pool.check(make_spec(loss="no_such_loss_module_q:f")),
+        "load": pool.check(make_spec(workload=names["exploding"], workload_options={})),
+        "batch": pool.check(make_spec("mirrored:2", batch_size=63)),
+    }
+
+    assert problems["good"] is None
+    assert problems["target"] == (
+        "target: unknown metric 'val_auc'; workload 'tabular' reports val_loss, val_accuracy, "
+        "val_error"
+    )
+    assert problems["model target"].endswith("reports val_loss, val_accuracy, val_error, val_top1")
+    assert "loss 'mse' does not suit a multiclass task" in problems["loss"]
+    assert problems["loss module"].startswith(
+        "--loss: cannot import module 'no_such_loss_module_q'"
+    )
+    assert problems["load"] == "RuntimeError: exploding workload: load() failed on purpose"
+    assert "63 is not divisible by the 2 replicas" in problems["batch"]
+    assert all(p is None or "\n" not in p for p in problems.values())
+    assert pool.started == started  # checked in the running workers
+
+    after = pool.run(make_spec())
+    assert after.state is TrialState.NOT_REACHED, after.error

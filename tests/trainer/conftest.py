@@ -85,3 +85,50 @@ class TaskWorkload(Workload):
                 keras.layers.Dense(data.num_classes),
             ]
         )
+
+
+# -- streams over in-memory arrays --------------------------------------------------------------
+
+
+def shuffled_streams(data: Dataset) -> Any:
+    """`Streams` over ``data``: tf.data shuffles with the seed, a fresh order per epoch."""
+    from study.workloads.base import Streams
+
+    def train(seed: int, num_shards: int, shard_index: int) -> tf.data.Dataset:
+        dataset = tf.data.Dataset.from_tensor_slices((data.x_train, data.y_train))
+        dataset = dataset.shard(num_shards, shard_index)
+        return dataset.shuffle(len(data.y_train), seed=seed, reshuffle_each_iteration=True)
+
+    return Streams(
+        train=train,
+        val=lambda: tf.data.Dataset.from_tensor_slices((data.x_val, data.y_val)),
+        input_shape=data.input_shape,
+        num_classes=data.num_classes,
+        train_examples=len(data.y_train),
+        val_examples=len(data.y_val),
+    )
+
+
+def index_ordered_streams(data: Dataset, epochs: int = 20) -> Any:
+    """`Streams` over ``data`` in exactly the in-memory path's order (`IndexStream`'s seeded
+    permutations), so both paths must give the same curve; ``epochs`` permutations form the
+    "epoch" the trainer repeats."""
+    from study.trainer.inputs import IndexStream
+    from study.workloads.base import Streams
+
+    n = len(data.y_train)
+
+    def train(seed: int, num_shards: int, shard_index: int) -> tf.data.Dataset:
+        order = IndexStream(n, seed).take(epochs * n)
+        indices = tf.data.Dataset.from_tensor_slices(order).shard(num_shards, shard_index)
+        x, y = tf.constant(data.x_train), tf.constant(data.y_train)
+        return indices.map(lambda i: (tf.gather(x, i), tf.gather(y, i)))
+
+    return Streams(
+        train=train,
+        val=lambda: tf.data.Dataset.from_tensor_slices((data.x_val, data.y_val)),
+        input_shape=data.input_shape,
+        num_classes=data.num_classes,
+        train_examples=n,
+        val_examples=len(data.y_val),
+    )
