@@ -123,7 +123,7 @@ BAD_INPUTS = [
 # The data model names fields; `study train` names its flags, word for word as it always has.
 FLAG_MESSAGES = [
     (["--workload", "nope"], "--workload: unknown workload 'nope'; choose from csv, digits, "
-     "mnist1d, tabular, or give module:callable"),
+     "images, mnist1d, shapes, tabular, tfrecord, or give module:callable"),
     (["--workload", "study.errors:"], "--workload: expected module:callable (got 'study.errors:')"),
     (["--workload", "study.errors:nothing"], "--workload: module 'study.errors' has no attribute "
      "'nothing'; check the spelling after the ':'"),
@@ -161,7 +161,7 @@ FLAG_MESSAGES = [
      "2 replicas of strategy 'mirrored:2'; use a multiple of 2"),
     (["--workload-option", "rows=5"], "workload option 'rows' must be an integer >= 100 (got 5)"),
     (["--workload-option", "bogus=1"], "workload 'tabular' takes no option 'bogus'; its options "
-     "are rows, features, seed, val_fraction"),
+     "are rows, features, seed, val_fraction, task"),
     (["--target", "nosuchmetric>=0.5"], "--target: unknown metric 'nosuchmetric'; workload "
      "'tabular' reports val_loss, val_accuracy, val_error"),
     (["--target", "val_loss>=0.3"], "--target: 'val_loss>=0.3' waits for val_loss to rise, but "
