@@ -1,0 +1,131 @@
+"""Reusing a trial's session: a reused trial gives exactly the curve of the same trial run
+fresh (dropout, a schedule and a new learning rate included), only trials with the same traces
+share a session, and the timings say where the time went."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import numpy as np
+import pytest
+
+from study.config.trial import Budget, OptimizerSpec, ScheduleSpec, TrialSpec
+from study.results import TrialResult
+from study.trainer.loop import train
+from study.trainer.session import SessionCache, session_key
+from study.workloads import Dataset, get_workload
+from study.workloads.task import Task
+from tests.fakes import tabular_spec
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def data() -> Dataset:
+    return get_workload("tabular", {"rows": 2000}).load()
+
+
+def dropout_mlp(data: Dataset) -> keras.Model:
+    """Dense layers with dropout: the dropout seed state is among the model's variables."""
+    return keras.Sequential(
+        [
+            keras.Input(data.input_shape),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dropout(0.3),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dropout(0.3),
+            keras.layers.Dense(data.num_classes),
+        ]
+    )
+
+
+def run(spec: TrialSpec, data: Dataset, strategy: Any, cache: Any = None) -> TrialResult:
+    return train(spec, data, lambda: dropout_mlp(data), *strategy, cache=cache)
+
+
+def numbers(result: TrialResult) -> list[tuple]:
+    return [(m.step, m.train_loss, *m.metrics.values()) for m in result.curve[1:]]
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [ScheduleSpec(), ScheduleSpec(name="cosine", warmup_steps=5, end_factor=0.1)],
+    ids=["constant", "warmup-cosine"],
+)
+def test_reused_trial_gives_the_fresh_curve(data: Dataset, default_strategy, schedule) -> None:
+    a = tabular_spec(seed=1, schedule=schedule, optimizer=OptimizerSpec(learning_rate=0.05))
+    b = tabular_spec(seed=2, schedule=schedule, optimizer=OptimizerSpec(learning_rate=0.2))
+    cache = SessionCache()
+    run(a, data, default_strategy, cache)
+    reused = run(b, data, default_strategy, cache)
+    fresh = run(b, data, default_strategy)
+
+    assert reused.environment["reused"] is True
+    assert fresh.environment["reused"] is False
+    assert numbers(reused) == numbers(fresh)
+    assert reused.curve[0].metrics == fresh.curve[0].metrics
+    assert numbers(reused) != numbers(run(a, data, default_strategy))  # rate and seed matter
+
+
+def test_dropout_seed_state_is_a_model_variable(data: Dataset) -> None:
+    """Why the re-initialisation covers dropout: Keras keeps the seed state in variables."""
+    model = dropout_mlp(data)
+    assert sum("seed_generator_state" in v.path for v in model.variables) == 2
+
+
+def test_only_trials_with_the_same_traces_share_a_session(data: Dataset, default_strategy) -> None:
+    cache = SessionCache()
+    first = run(tabular_spec(), data, default_strategy, cache)
+    changes = {
+        "learning rate": tabular_spec(optimizer=OptimizerSpec(learning_rate=0.3)),
+        "seed": tabular_spec(seed=9),
+        "budget": tabular_spec(budget=Budget(max_steps=20)),  # constant rate: same traces
+        "batch size": tabular_spec(batch_size=32),
+        "momentum": tabular_spec(batch_size=32, optimizer=OptimizerSpec(momentum=0.5)),
+    }
+    reused = {name: run(spec, data, default_strategy, cache) for name, spec in changes.items()}
+
+    assert first.environment["reused"] is False
+    assert {k: r.environment["reused"] for k, r in reused.items()} == {
+        "learning rate": True,
+        "seed": True,
+        "budget": True,
+        "batch size": False,
+        "momentum": False,
+    }
+
+
+def test_session_key_leaves_out_only_what_is_set_per_trial() -> None:
+    task = Task.multiclass()
+    base = session_key(tabular_spec(), task)
+    decay = ScheduleSpec(name="linear")
+
+    assert (
+        session_key(tabular_spec(seed=4, optimizer=OptimizerSpec(learning_rate=1.0)), task) == base
+    )
+    assert session_key(tabular_spec(optimizer=OptimizerSpec(weight_decay=1e-4)), task) != base
+    assert session_key(tabular_spec(precision="mixed_bfloat16"), task) != base
+    assert session_key(tabular_spec(jit_compile="on"), task) != base
+    assert session_key(tabular_spec(strategy="mirrored:2"), task) != base
+    assert session_key(tabular_spec(loss="sparse_categorical_crossentropy"), task) != base
+    assert session_key(tabular_spec(), Task.binary()) != base
+    # A decaying schedule's horizon is the step budget: then the budget is baked in.
+    assert session_key(tabular_spec(schedule=decay, budget=Budget(20)), task) != session_key(
+        tabular_spec(schedule=decay, budget=Budget(30)), task
+    )
+
+
+def test_timings_split_a_fresh_and_a_reused_trial(data: Dataset, default_strategy) -> None:
+    cache = SessionCache()
+    fresh = run(tabular_spec(), data, default_strategy, cache)
+    reused = run(tabular_spec(seed=5), data, default_strategy, cache)
+
+    for result in (fresh, reused):
+        assert set(result.timings) == {"build", "trace", "train", "evaluate"}
+        assert result.timings["train"] == result.train_seconds
+        assert all(v >= 0 for v in result.timings.values())
+        assert result.timings["evaluate"] > 0
+    assert fresh.timings["trace"] > 0 and reused.timings["trace"] == 0.0
+    assert reused.timings["build"] < fresh.timings["build"] + fresh.timings["trace"]
+    assert np.isfinite(reused.curve[-1].metrics["val_loss"])
