@@ -4,7 +4,8 @@ No TensorFlow, MLflow or Optuna here: everything reads the standard measurement 
 `study.analysis.table`). One module per job: `table` (the table and its vocabulary), `measures`
 (steps, examples and seconds to a result), `crossings` (where each trial's crossing lies on its
 evaluation grid), one module per fitted model (`noise_scale`, `regimes`, `lr_scaling`, sharing
-`fitting`), `recommend` (the decision policy on top of the fits) and `plots` (each draws into a
+`fitting`), `recommend` (the decision policy on top of the fits), `seeds` (steps to result over seeds, for
+confirmation trials) and `plots` (each draws into a
 given ``ax``); `load` shapes a study's ledger records into the table. `simulate` draws
 synthetic studies with a known truth and `coverage` checks the fits' intervals against it. The plot functions are re-exported lazily: matplotlib is imported only when
 one of them is first used.
@@ -37,6 +38,7 @@ from study.analysis.noise_scale import (
 )
 from study.analysis.recommend import Recommendation, recommend
 from study.analysis.regimes import Regimes, scaling_efficiency, scaling_regimes
+from study.analysis.seeds import SeedEstimate, best_over_seeds, robust_steps
 from study.analysis.table import (
     BATCH_SIZE,
     COLUMNS,
@@ -44,7 +46,9 @@ from study.analysis.table import (
     HP_PREFIX,
     INDEX,
     LEARNING_RATE,
+    ORIGIN,
     REPLICAS,
+    SEED,
     STATE,
     STEP,
     STRATEGY,
@@ -91,9 +95,11 @@ __all__ = [
     "INDEX",
     "LEARNING_RATE",
     "MIN_BATCH_SIZES",
+    "ORIGIN",
     "PREVIOUS_STEP",
     "REPLICAS",
     "SEARCH_FACTOR",
+    "SEED",
     "STATE",
     "STEP",
     "STRATEGY",
@@ -106,17 +112,20 @@ __all__ = [
     "NoiseScaleFit",
     "Recommendation",
     "Regimes",
+    "SeedEstimate",
     "crossing_estimate",
     "export_table",
     "fit_lr_power_law",
     "fit_noise_scale",
     "fit_noise_scale_from_trials",
+    "best_over_seeds",
     "flatten_table",
     "hp_columns",
     "index_table",
     "metric_columns",
     "read_table",
     "recommend",
+    "robust_steps",
     "scaling_efficiency",
     "scaling_regimes",
     "steps_to_result",

@@ -20,7 +20,9 @@ from study.analysis.table import (
     EXAMPLES,
     HP_PREFIX,
     LEARNING_RATE,
+    ORIGIN,
     REPLICAS,
+    SEED,
     STATE,
     STEP,
     STRATEGY,
@@ -41,18 +43,28 @@ def ledger_table(
     with its stored measurement rows, in start order (as `Ledger.measurement_rows` gives them).
 
     ``trial`` numbers run over the whole study in that order; ``stratum_trial`` is the trial's
-    number inside its stratum (as in MLflow run names ``b128/default#3``).
+    number inside its stratum (as in MLflow run names ``b128/default#3``); ``seed`` is the seed
+    of a trial run under another seed than the study's (a confirmation trial; NaN otherwise)
+    and ``origin`` how its point was chosen.
     """
     rows: list[dict[str, Any]] = []
     for number, (trial, curve) in enumerate(trials):
         rows.extend(_trial_rows(study, number, trial, curve))
-    columns = [*COLUMNS[:2], STRATUM_TRIAL, *COLUMNS[2:]]
+    columns = [*COLUMNS[:2], STRATUM_TRIAL, *COLUMNS[2:], SEED, ORIGIN]
     df = pd.DataFrame(rows)
     for column in columns:
         if column not in df.columns:
             df[column] = pd.Series(dtype=float)
     ordered = columns + sorted(c for c in df.columns if c not in columns)
     return df[ordered].reset_index(drop=True)
+
+
+def _seed(trial: LedgerTrial) -> float:
+    """The seed a trial ran under if not the study's (its ``seed`` extra), else NaN."""
+    seed = trial.extras.get(SEED)
+    return (
+        float(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else math.nan
+    )
 
 
 def _trial_rows(
@@ -72,6 +84,8 @@ def _trial_rows(
         TUNER: trial.tuner or "unknown",
         STATE: trial.status.value,
         LEARNING_RATE: trial.learning_rate,
+        SEED: _seed(trial),
+        ORIGIN: trial.origin or "",
     }
     for key, value in trial.params.items():
         if key != LEARNING_RATE:

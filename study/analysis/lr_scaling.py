@@ -50,6 +50,32 @@ class LrPowerLawFit:
         """``c * B ** alpha`` (NaN when not ok)."""
         return self.c * np.asarray(batch_size, dtype=float) ** self.alpha
 
+    def prediction_interval(
+        self, batch_size: float, confidence: float | None = None
+    ) -> tuple[float, float] | None:
+        """Where the best learning rate of one more batch size should lie: the t prediction
+        interval of ordinary least squares on log-log axes, ``log c + alpha x0 +- t s sqrt(1 +
+        1/n + (x0 - mean x)^2 / Sxx)`` with ``s`` the residual standard deviation (so the
+        scatter of the measured best rates about the law counts, and it widens away from the
+        measured batch sizes). None when not ok or with only 2 batch sizes.
+
+        Example: rates exactly on ``0.001 * B ** 0.5`` give an interval of zero width.
+        """
+        x = np.log(np.asarray(self.batch_sizes, dtype=float))
+        if not self.ok or x.size < 3 or not math.isfinite(self.alpha):
+            return None
+        y = np.log(np.asarray(self.learning_rates, dtype=float))
+        log_c = math.log(self.c)
+        dof = x.size - 2
+        s = math.sqrt(float(((y - log_c - self.alpha * x) ** 2).sum()) / dof)
+        x0 = math.log(batch_size)
+        sxx = float(((x - x.mean()) ** 2).sum())
+        se = s * math.sqrt(1.0 + 1.0 / x.size + (x0 - float(x.mean())) ** 2 / sxx)
+        level = self.confidence if confidence is None else confidence
+        half = float(stats.t.ppf((1.0 + level) / 2.0, dof)) * se
+        centre = log_c + self.alpha * x0
+        return math.exp(centre - half), math.exp(centre + half)
+
 
 def fit_lr_power_law(
     batch_sizes: Sequence[float],

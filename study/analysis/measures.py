@@ -15,11 +15,14 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from study.analysis.seeds import robust_steps
 from study.analysis.table import (
     BATCH_SIZE,
     EXAMPLES,
     LEARNING_RATE,
+    ORIGIN,
     REPLICAS,
+    SEED,
     STATE,
     STEP,
     STRATEGY,
@@ -44,7 +47,7 @@ _OPS: dict[str, Callable[[np.ndarray, float], np.ndarray]] = {
     ">": operator.gt,
 }
 _TRIAL_COLUMNS = (BATCH_SIZE, TRIAL, STEP, STATE, LEARNING_RATE, EXAMPLES, TRAIN_SECONDS)
-_TRIAL_SETTINGS = (STRATEGY, REPLICAS, TUNER, LEARNING_RATE, STATE)
+_TRIAL_SETTINGS = (STRATEGY, REPLICAS, TUNER, LEARNING_RATE, STATE, SEED, ORIGIN)
 
 
 def target_holds(values: pd.Series | np.ndarray, target: Target) -> np.ndarray:
@@ -76,7 +79,8 @@ def trial_steps_to_target(df: pd.DataFrame, target: Target) -> pd.DataFrame:
 
     Returns:
         Columns ``study`` (if present), ``batch_size``, ``trial``, ``strategy``, ``replicas``,
-        ``tuner`` (those present), ``learning_rate``, ``state``, ``hp.*``, ``reached``,
+        ``tuner``, ``seed``, ``origin`` (those present), ``learning_rate``, ``state``, ``hp.*``,
+        ``reached``,
         ``steps_to_target``, ``examples_to_target``, ``seconds_to_target``; sorted by trial key.
     """
     flat = flatten_table(df)
@@ -122,11 +126,15 @@ def summarize_trials(trials: pd.DataFrame, by: Sequence[str] = (BATCH_SIZE,)) ->
 
     Columns:
         ``steps_to_result``: min ``steps_to_target`` over the group's trials (``inf`` if none
-        reached); ``examples_to_result`` and ``seconds_to_result``: the min examples and the min
-        wall-clock training time to the target, each taken over trials separately (the fastest
-        trial in seconds need not be the one with fewest steps); ``best_trial`` and
-        ``best_learning_rate``: the trial with fewest steps (ties go to the smaller learning rate,
-        then the smaller trial number; ``<NA>``/NaN if none reached); ``trials``, ``reached``,
+        reached); with confirmation trials (a point run under several seeds, see
+        `study.analysis.seeds`), the least median over seeds of such a point instead, and
+        ``steps_low``/``steps_high`` its spread over its ``seeds`` (1, and the one value,
+        without); ``examples_to_result``: the min examples (with confirmation, the median of the
+        chosen point's); ``seconds_to_result``: the min wall-clock training time to the target
+        over trials (the fastest trial in seconds need not be the one with fewest steps);
+        ``best_trial`` and ``best_learning_rate``: the trial with fewest steps (ties go to the
+        smaller learning rate, then the smaller trial number; with confirmation, the chosen
+        point's trial at the study's seed; ``<NA>``/NaN if none reached); ``trials``, ``reached``,
         ``diverged``: counts; ``lr_min``, ``lr_max``: the searched learning-rate range;
         ``lr_on_edge``: the best learning rate equals ``lr_min`` or ``lr_max`` (within a factor
         of 1.0001) and at least 3 distinct rates were tried, so the range may be too narrow;
@@ -170,6 +178,7 @@ def summarize_trials(trials: pd.DataFrame, by: Sequence[str] = (BATCH_SIZE,)) ->
     out["best_learning_rate"] = (
         best[LEARNING_RATE].reindex(out.index).astype(float).where(best_reached)
     )
+    _use_seed_estimates(out, trials, by)
     out["lr_edge"] = [
         _edge(lr, low, high, n)
         for lr, low, high, n in zip(
@@ -180,6 +189,9 @@ def summarize_trials(trials: pd.DataFrame, by: Sequence[str] = (BATCH_SIZE,)) ->
     out[["trials", "reached", "diverged"]] = out[["trials", "reached", "diverged"]].astype(int)
     columns = [
         "steps_to_result",
+        "steps_low",
+        "steps_high",
+        "seeds",
         "examples_to_result",
         "seconds_to_result",
         "best_trial",
@@ -193,6 +205,32 @@ def summarize_trials(trials: pd.DataFrame, by: Sequence[str] = (BATCH_SIZE,)) ->
         "lr_edge",
     ]
     return out[columns].reset_index()
+
+
+def _use_seed_estimates(out: pd.DataFrame, trials: pd.DataFrame, by: list[str]) -> None:
+    """Fill ``steps_low``, ``steps_high`` and ``seeds`` of each group in ``out`` (indexed by
+    ``by``); where a point ran under several seeds, its median replaces the best single trial
+    (`robust_steps`)."""
+    steps = trials["steps_to_target"].to_numpy(dtype=float)
+    estimates = robust_steps(trials, steps, by)
+    out["steps_low"] = out["steps_to_result"].astype(float)
+    out["steps_high"] = out["steps_to_result"].astype(float)
+    out["seeds"] = 1
+    for key, estimate in estimates.items():
+        label = key if len(by) > 1 else key[0]
+        if estimate.seeds < 2:
+            continue
+        row = trials.loc[estimate.index]
+        reached = math.isfinite(estimate.steps)
+        out.loc[label, ["steps_to_result", "steps_low", "steps_high"]] = [
+            estimate.steps,
+            estimate.low,
+            estimate.high,
+        ]
+        out.loc[label, "seeds"] = estimate.seeds
+        out.loc[label, "examples_to_result"] = estimate.steps * float(row[BATCH_SIZE])
+        out.loc[label, "best_trial"] = row[TRIAL] if reached else pd.NA
+        out.loc[label, "best_learning_rate"] = float(row[LEARNING_RATE]) if reached else np.nan
 
 
 def call_and_step_seconds(steps: np.ndarray, seconds: np.ndarray) -> tuple[float, float]:

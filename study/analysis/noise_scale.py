@@ -28,7 +28,8 @@ from scipy import optimize, stats
 
 from study.analysis.crossings import PREVIOUS_STEP, crossing_estimate
 from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES, as_number
-from study.analysis.table import BATCH_SIZE, validate_table
+from study.analysis.seeds import robust_steps
+from study.analysis.table import BATCH_SIZE, LEARNING_RATE, validate_table
 
 SEARCH_FACTOR = 1e3
 """B_noise is searched within this factor below the smallest and above the largest measured
@@ -195,7 +196,8 @@ def fit_noise_scale_from_trials(
     geometric midpoint of its evaluation bracket (see `crossing_estimate`); otherwise as its
     first hit, which puts ``S_min`` and ``E_min`` up to one evaluation interval high. The fit
     uses the fewest steps per batch size: the best of its trials, which is what steps to
-    result measures, so ``S_min`` and ``E_min`` are those a search of this size finds (a larger
+    result measures (with confirmation trials, i.e. points run under several seeds and a
+    ``learning_rate`` column, the least median over seeds instead: `study.analysis.seeds`), so ``S_min`` and ``E_min`` are those a search of this size finds (a larger
     search finds slightly fewer steps); ``B_noise`` and speed-ups do not depend on the search
     size as long as every batch size is searched alike.
 
@@ -214,7 +216,11 @@ def fit_noise_scale_from_trials(
         np.where(np.isnan(steps), np.inf, steps),
         None if previous is None else previous.to_numpy(dtype=float),
     )
-    best = pd.Series(crossing, index=trials.index).groupby(trials[BATCH_SIZE], sort=True).min()
+    if LEARNING_RATE in trials.columns:
+        robust = robust_steps(trials, np.asarray(crossing, dtype=float), [BATCH_SIZE])
+        best = pd.Series({key[0]: e.steps for key, e in robust.items()}, dtype=float)
+    else:
+        best = pd.Series(crossing, index=trials.index).groupby(trials[BATCH_SIZE]).min()
     b, s, excluded = _prepare(best.index.to_numpy(dtype=float), best.to_numpy(dtype=float))
     fit = _point_fit(b, s, excluded, confidence)
     if not fit.ok or n_boot <= 0:

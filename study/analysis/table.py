@@ -24,6 +24,10 @@ column               type     meaning
                               ``val/classification_error``
 ===================  =======  =================================================================
 
+Optional columns: ``stratum_trial`` (the trial's number inside its stratum), ``seed`` (the seed
+a confirmation trial ran under; NaN for the study's seed, see `study.analysis.seeds`) and
+``origin`` (how the tuner chose the point: ``sampler``, ``transfer``, ``retry``, ``confirm``).
+
 Example::
 
     df = index_table(df)          # index (batch_size, trial, step), sorted
@@ -53,6 +57,10 @@ TRAIN_LOSS = "train_loss"
 HP_PREFIX = "hp."
 STRATUM_TRIAL = "stratum_trial"
 """Optional: a trial's number inside its stratum (as in MLflow run names ``b128/default#3``)."""
+SEED = "seed"
+"""Optional: the seed a trial ran under when not the study's (NaN: the study's seed)."""
+ORIGIN = "origin"
+"""Optional: how a trial's point was chosen (``confirm`` for a confirmation trial)."""
 
 INDEX = (BATCH_SIZE, TRIAL, STEP)
 """The index levels set by `index_table`."""
@@ -87,7 +95,7 @@ def metric_columns(df: pd.DataFrame) -> list[str]:
     Example: a table with ``train_loss``, ``val_loss`` and ``val/classification_error`` gives
     ``["val_loss", "val/classification_error"]``.
     """
-    fixed = set(COLUMNS) | {STRATUM_TRIAL}
+    fixed = set(COLUMNS) | {STRATUM_TRIAL, SEED}
     return [
         c
         for c in df.columns

@@ -26,7 +26,7 @@ from study.config.trial import (
 )
 from study.errors import UsageError
 
-__all__ = ["Oracle", "Sampler", "StudyConfig", "TunerSettings"]
+__all__ = ["Confirmation", "Oracle", "Sampler", "StudyConfig", "TunerSettings"]
 
 
 class Sampler(str, enum.Enum):
@@ -47,13 +47,59 @@ class Oracle(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class Confirmation:
+    """Confirmation trials: once a stratum's search is spent, its ``top`` best points (learning
+    rate and other metaparameters) run again under ``seeds`` other seeds each (the study's seed
+    plus 1, 2, ...), so its steps to result is a median over seeds, not one lucky trial.
+
+    Cost: ``top * seeds`` trials per stratum on top of ``trials_per_stratum``, each about the
+    stratum's best steps to target (never pruned, capped at twice the slowest seed of their
+    point so far). Off (``top == 0``) by default.
+
+    Example: ``Confirmation(top=2, seeds=2)`` adds 4 trials per stratum, so 7 batch sizes x 8
+    trials become 7 x 12 = 84; each of the two best points has 3 seeds.
+    """
+
+    top: int = 0
+    seeds: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("top", "seeds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise UsageError(f"tuner.confirm.{name} must be an integer >= 0 (got {value!r})")
+
+    @property
+    def enabled(self) -> bool:
+        return self.top > 0 and self.seeds > 0
+
+    @property
+    def trials(self) -> int:
+        """Confirmation trials per stratum."""
+        return self.top * self.seeds if self.enabled else 0
+
+    def seed_values(self, base: int) -> tuple[int, ...]:
+        """The seeds confirmation trials run under: ``base + 1`` to ``base + seeds``."""
+        return tuple(base + k for k in range(1, self.seeds + 1)) if self.enabled else ()
+
+
+@dataclass(frozen=True)
 class TunerSettings:
-    """How each stratum is searched (Optuna sampler or KerasTuner oracle) and when to give up."""
+    """How each stratum is searched (Optuna sampler or KerasTuner oracle) and when to give up.
+
+    ``seed`` seeds the samplers and oracles (None: the study's ``seed``, which also seeds the
+    training); ``transfer`` centres each stratum's learning-rate search on what the other batch
+    sizes found (off: every batch size is searched on its own, over the whole range);
+    ``confirm`` adds confirmation trials (`Confirmation`).
+    """
 
     sampler: Sampler = Sampler.TPE
     oracle: Oracle = Oracle.BAYESIAN
     pruning: bool = True
     max_consecutive_failures: int = 5
+    seed: int | None = None
+    transfer: bool = True
+    confirm: Confirmation = field(default_factory=Confirmation)
 
 
 @dataclass(frozen=True)
@@ -86,8 +132,14 @@ class StudyConfig:
 
     @property
     def total_trials(self) -> int:
-        """Number of strata times ``trials_per_stratum``."""
-        return len(self.strata) * self.trials_per_stratum
+        """Number of strata times the trials of each: ``trials_per_stratum`` plus its
+        confirmation trials (`Confirmation.trials`)."""
+        return len(self.strata) * (self.trials_per_stratum + self.tuner.confirm.trials)
+
+    @property
+    def tuner_seed(self) -> int:
+        """The seed of the samplers and oracles: ``tuner.seed``, else the study's ``seed``."""
+        return self.seed if self.tuner.seed is None else self.tuner.seed
 
     @property
     def strata(self) -> list[Stratum]:

@@ -37,6 +37,11 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
       oracle: bayesian                 # KerasTuner: random | bayesian | hyperband (default bayesian)
       pruning: true                    # default true
       max_consecutive_failures: 5      # default 5; >= 1
+      seed: null                       # optional; seeds the samplers and oracles (default: seed)
+      transfer: true                   # default true; centre each batch size's learning-rate
+                                       #   search on what the other batch sizes found
+      confirm: {top: 2, seeds: 2}      # optional; re-run each stratum's 2 best points under 2
+                                       #   other seeds (+top*seeds trials per stratum; default off)
 
 Further metaparameters are the ones `TrialSpec` understands: ``momentum``, ``beta1``, ``beta2``,
 ``epsilon``, ``weight_decay``, ``end_factor`` (floats), ``warmup_steps``, ``decay_steps``
@@ -80,7 +85,7 @@ from study.config.space import (
     Param,
     SearchSpace,
 )
-from study.config.study import Oracle, Sampler, StudyConfig, TunerSettings
+from study.config.study import Confirmation, Oracle, Sampler, StudyConfig, TunerSettings
 from study.config.target import Target
 from study.config.trial import (
     JIT_COMPILE,
@@ -119,7 +124,16 @@ TOP_LEVEL_KEYS = (
 )
 REQUIRED_KEYS = ("name", "workload", "target", "budget", "trials_per_stratum", "search_space")
 BUDGET_KEYS = ("max_steps", "max_examples", "max_seconds")
-TUNER_KEYS = ("sampler", "oracle", "pruning", "max_consecutive_failures")
+TUNER_KEYS = (
+    "sampler",
+    "oracle",
+    "pruning",
+    "max_consecutive_failures",
+    "seed",
+    "transfer",
+    "confirm",
+)
+CONFIRM_KEYS = ("top", "seeds")
 
 SPACE_KEYS = (
     "batch_size",
@@ -308,16 +322,32 @@ def _tuner(r: Reader, value: Any) -> TunerSettings:
     if value is None:
         return TunerSettings()
     tuner = r.keys(value, "tuner", TUNER_KEYS, ())
-    pruning = tuner.get("pruning", True)
-    if not isinstance(pruning, bool):
-        r.fail("tuner.pruning", "must be true or false", pruning)
+    flags = {}
+    for key in ("pruning", "transfer"):
+        flags[key] = tuner.get(key, True)
+        if not isinstance(flags[key], bool):
+            r.fail(f"tuner.{key}", "must be true or false", flags[key])
+    seed = tuner.get("seed")
     return TunerSettings(
         sampler=Sampler(r.choice(tuner.get("sampler", "tpe"), "tuner.sampler", _values(Sampler))),
         oracle=Oracle(r.choice(tuner.get("oracle", "bayesian"), "tuner.oracle", _values(Oracle))),
-        pruning=pruning,
         max_consecutive_failures=r.integer(
             tuner.get("max_consecutive_failures", 5), "tuner.max_consecutive_failures", rule=">= 1"
         ),
+        seed=None if seed is None else r.integer(seed, "tuner.seed", rule=">= 0"),
+        confirm=_confirm(r, tuner.get("confirm")),
+        **flags,
+    )
+
+
+def _confirm(r: Reader, value: Any) -> Confirmation:
+    """``tuner.confirm``: ``{top: N, seeds: M}`` (both >= 1), or null / false for none."""
+    if value is None or value is False:
+        return Confirmation()
+    confirm = r.keys(value, "tuner.confirm", CONFIRM_KEYS, CONFIRM_KEYS)
+    return Confirmation(
+        top=r.integer(confirm["top"], "tuner.confirm.top", rule=">= 1"),
+        seeds=r.integer(confirm["seeds"], "tuner.confirm.seeds", rule=">= 1"),
     )
 
 

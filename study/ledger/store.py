@@ -16,6 +16,7 @@ This is the only module that touches the storage; everything else reads `LedgerT
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +56,10 @@ INTERMEDIATE_POINTS = 50
 _SETUP_GRACE_S = 60.0
 _WINDOW = "lr_window"
 _CENTRE = "lr_centre"
+#: The system attribute holding the point a claimed trial reserved (`Ledger.reserve`).
+_POINT = "study:point"
+#: The user attribute holding the seed of a trial run under another seed than the study's.
+SEED = "seed"
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,32 @@ class Ledger(StorageAccess):
             dist = distributions.get(name)
             if dist is not None:
                 self.storage.set_trial_param(trial_id, name, dist.to_internal_repr(value), dist)
+
+    def reserve(self, slot: Slot, point: Mapping[str, Any]) -> None:
+        """Note the point (metaparameters and seed) the slot's trial is about to run, before its
+        params are recorded, so other processes see it (`points`). A later call replaces it."""
+        trial_id = self._trial_id(slot.stratum, slot.number)
+        self.storage.set_trial_system_attr(trial_id, _POINT, json.dumps(dict(point)))
+
+    def points(self, stratum: Stratum) -> list[tuple[int, dict[str, Any]]]:
+        """``(number, point)`` of every trial that consumes the stratum's budget (running or
+        finished): the point it reserved, else its params with its ``seed`` (None for the
+        study's seed). Trials with neither are left out."""
+        found = []
+        for frozen in self._frozen(stratum):
+            if not self._status(frozen).counts():
+                continue
+            reserved = frozen.system_attrs.get(_POINT)
+            if reserved:
+                found.append((frozen.number, dict(json.loads(reserved))))
+            elif frozen.params:
+                seed = frozen.user_attrs.get(SEED)
+                found.append((frozen.number, {**frozen.params, SEED: seed}))
+        return found
+
+    def frozen(self, slot: Slot) -> optuna.trial.FrozenTrial:
+        """The slot's trial as Optuna's samplers take it (with ``slot.trial.study``)."""
+        return self.storage.get_trial(self._trial_id(slot.stratum, slot.number))
 
     def start(
         self, slot: Slot, *, tuner: str, origin: str, extras: Mapping[str, Any] | None = None

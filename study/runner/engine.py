@@ -3,7 +3,11 @@
 Design (Shallue et al.): each (batch size, strategy) is a stratum with its own budget of trials;
 inside a stratum the tuners search the learning rate and other metaparameters to minimise steps
 to the target. Strata are visited in the order given (largest batch first), so their best
-learning rates can seed the next batch size's search.
+learning rates can centre the next batch size's search (`study.tuners.history.read_history`
+reads what a proposal is made from before every trial). With transfer on, strata are visited
+twice: half their search budget each, then the rest (`first_pass`), so the second half of every
+stratum, the first-visited ones too, is centred on what all the others found. With ``tuner.confirm`` a stratum's last
+slots re-run its best points under other seeds: those trials are never pruned.
 
 The engine only sequences; its collaborators do the work and are injected (`launch` wires
 them): the `Ledger` (claims and records), the tuner `Lineup` (who proposes), the trainer
@@ -25,24 +29,30 @@ import math
 import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import TrialSpec
 from study.ledger import Ledger, LedgerTrial, Slot
-from study.results import TIMING_PARTS, WALL, TrialResult, TrialState
+from study.ledger.store import SEED
+from study.results import TIMING_PARTS, WALL, Measurement, TrialResult, TrialState
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
 from study.runner.progress import Progress
 from study.runner.pruning import Pruning
 from study.tracking.study_tracker import StudyTracker
 from study.tuners.base import History, Outcome, Proposal
+from study.tuners.confirm import search_budget
+from study.tuners.history import read_history, step_bound
 from study.tuners.objective import explain, score
 from study.tuners.registry import Lineup
 
 #: The step limit assumed for scoring when a budget has no step or example limit.
 DEFAULT_STEP_LIMIT = 10_000
+#: Before a stratum has a best to prune against, a trial stops after this many times the steps
+#: the other batch sizes' results allow it (`study.tuners.history.step_bound`).
+SCALING_SLACK = 2.0
 BOOKKEEPING = "bookkeeping"
 #: The parts of a trial's wall time the trainer measures (the rest is bookkeeping).
 TRAINER_PARTS = tuple(p for p in TIMING_PARTS if p != BOOKKEEPING)
@@ -64,6 +74,19 @@ def account(timings: Mapping[str, float], wall: float) -> dict[str, float]:
         out[BOOKKEEPING] = max(0.0, wall - sum(measured))
     out[WALL] = wall
     return out
+
+
+def first_pass(config: StudyConfig, budget: int) -> int:
+    """How many trials each stratum runs before any stratum runs more: half its search budget
+    (rounded up) when learning rates transfer between batch sizes, so every stratum's later
+    trials are centred on what all the others found, the first-visited ones too; the whole
+    budget otherwise (each stratum is searched in one go).
+
+    Example: 8 trials per stratum and transfer on: 4 in the first pass, 4 in the second.
+    """
+    if not config.tuner.transfer or len(config.space.batch_sizes) < 2:
+        return budget
+    return math.ceil(search_budget(budget, config.tuner.confirm) / 2)
 
 
 def timed(result: TrialResult, started: float) -> TrialResult:
@@ -154,37 +177,39 @@ class StudyEngine:
             self._stop.set()
 
     def _claim(self) -> Slot | None:
+        """The next slot: in the first pass, of the first stratum (in visiting order) below its
+        `first_pass` quota; then of the first stratum with budget left."""
         with self._claim_lock:
-            for stratum in self.strata:
-                if stratum in self._full or self._stop.is_set():
-                    continue
-                budget = self.budgets[stratum]
-                slot = None
-                if self.ledger.remaining(stratum, budget) > 0:
-                    slot = self.ledger.claim(stratum, budget)
-                if slot is None:
-                    self._full.add(stratum)
-                    continue
-                return slot
+            for first in (True, False):
+                for stratum in self.strata:
+                    if stratum in self._full or self._stop.is_set():
+                        continue
+                    budget = self.budgets[stratum]
+                    counted = len(self.ledger.counted(stratum))
+                    if first and counted >= first_pass(self.config, budget):
+                        continue
+                    slot = self.ledger.claim(stratum, budget) if counted < budget else None
+                    if slot is None:
+                        self._full.add(stratum)
+                        continue
+                    return slot
         return None
 
     # -- one trial ----------------------------------------------------------------------------
     def _run_slot(self, slot: Slot) -> None:
-        backend = self.lineup.for_slot(slot)
-        proposal = backend.propose(slot, self._history(slot.stratum))
-        if proposal is None:
-            backend = self.lineup.fallback
-            proposal = backend.propose(slot, self._history(slot.stratum))
+        history = read_history(self.ledger, self.config, slot.stratum, self.budgets[slot.stratum])
+        backend, proposal = self.lineup.propose(slot, history)
         for other in self.lineup.backends:
             if other is not backend:
                 other.adopt(slot, proposal)
-        trial = self.ledger.start(
-            slot, tuner=proposal.tuner, origin=proposal.origin, extras=proposal.extras
-        )
+        extras = dict(proposal.extras)
+        if proposal.seed is not None:
+            extras[SEED] = proposal.seed
+        trial = self.ledger.start(slot, tuner=proposal.tuner, origin=proposal.origin, extras=extras)
         spec = self._spec(slot.stratum, proposal)
         self.tracker.start_trial(trial)
         self.progress.running(slot.stratum, +1)
-        hook = self.pruning.hook(slot.stratum) if self.pruning else None
+        hook = self._hook(slot.stratum, proposal, history)
         limit = spec.budget.step_limit(spec.batch_size) or DEFAULT_STEP_LIMIT
 
         def run() -> Outcome:
@@ -213,28 +238,29 @@ class StudyEngine:
         result = self._track(trial, spec, timed(outcome.result, started))
         self._after(trial, proposal, result)
 
+    def _hook(
+        self, stratum: Stratum, proposal: Proposal, history: History
+    ) -> Callable[[Measurement], bool] | None:
+        """The pruning hook of a trial: stop it once it has taken as many steps as its
+        stratum's best (`Pruning`), or, before the stratum has one, `SCALING_SLACK` times the
+        most the other batch sizes' results allow (`step_bound`). None without pruning, and
+        for a trial under another seed (a confirmation is not racing the stratum's best)."""
+        if self.pruning is None or proposal.seed is not None:
+            return None
+        best = self.pruning.hook(stratum)
+        bound = step_bound(stratum.batch_size, history.neighbour_steps, SCALING_SLACK)
+        if not math.isfinite(bound):
+            return best
+        return lambda m: m.step < bound and best(m)
+
     def _track(self, trial: LedgerTrial, spec: TrialSpec, result: TrialResult) -> TrialResult:
         """Hand a finished trial to the tracker and note its wall time."""
         self.tracker.finish_trial(trial, spec, result)
         self.trial_seconds.append(result.timings[WALL])
         return result
 
-    def _history(self, stratum: Stratum) -> History:
-        neighbours = []
-        for batch in self.config.space.batch_sizes:
-            if batch != stratum.batch_size:
-                best = self.ledger.best(Stratum(batch, stratum.strategy))
-                if best is not None:
-                    neighbours.append((batch, best.learning_rate))
-        return History(
-            stratum,
-            tuple(self.ledger.trials(stratum)),
-            self.ledger.window(stratum),
-            tuple(neighbours),
-        )
-
     def _spec(self, stratum: Stratum, proposal: Proposal) -> TrialSpec:
-        spec = self.config.trial_spec(stratum, proposal.params)
+        spec = self.config.trial_spec(stratum, proposal.params, seed=proposal.seed)
         if proposal.budget_fraction < 1.0:
             limit = spec.budget.step_limit(spec.batch_size) or DEFAULT_STEP_LIMIT
             budget = dataclasses.replace(
@@ -249,7 +275,8 @@ class StudyEngine:
         self._after(trial, None, TrialResult(state=TrialState.FAILED, error=error))
 
     def _after(self, trial: LedgerTrial, proposal: Proposal | None, result: TrialResult) -> None:
-        if self.pruning and result.steps_to_target is not None:
+        confirming = proposal is not None and proposal.seed is not None
+        if self.pruning and result.steps_to_target is not None and not confirming:
             self.pruning.note(trial.stratum, result.steps_to_target)
         self.progress.finished(trial, result)
         if self.failures.record(result):

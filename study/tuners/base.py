@@ -2,7 +2,10 @@
 
 Tuners only propose (KerasTuner's Oracle/Tuner split): the runner claims the ledger slot, the
 trainer trains, the ledger records. Every proposal is recorded in the ledger whichever backend
-made it, and `TunerBackend.adopt` lets a backend learn from proposals it did not make.
+made it, and every backend learns from every finished trial of its stratum: Optuna's sampler
+reads the ledger, KerasTuner's oracle is fed the trials it did not propose. `TunerBackend.adopt`
+hears of another backend's proposal as it starts. No proposal repeats a point already run or
+running in its stratum (`study.tuners.points.settle`).
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ class Outcome:
 class Proposal:
     """Metaparameters for one trial and who proposed them.
 
-    ``origin``: ``sampler`` (the backend's search), ``transfer`` (centred on what neighbouring
-    batch sizes found) or ``retry`` (re-running an interrupted proposal). ``budget_fraction``
-    below 1 asks for a shorter trial (Hyperband). ``extras`` is bookkeeping the backend wants
-    stored with the trial; ``handle`` is private to the backend.
+    ``origin``: ``sampler`` (the backend's search), ``transfer`` (the rate predicted from what
+    other batch sizes found), ``retry`` (re-running an interrupted proposal) or ``confirm`` (a
+    stratum's best point again under another ``seed``; None: the study's seed).
+    ``budget_fraction`` below 1 asks for a shorter trial (Hyperband, capped confirmations).
+    ``extras`` is bookkeeping the backend wants stored with the trial; ``handle`` is private to
+    the backend.
     """
 
     tuner: str
@@ -42,18 +47,24 @@ class Proposal:
     budget_fraction: float = 1.0
     extras: Mapping[str, Any] = field(default_factory=dict)
     handle: Any = field(default=None, compare=False, repr=False)
+    seed: int | None = None
 
 
 @dataclass(frozen=True)
 class History:
     """What a backend proposes from: the stratum's trials so far, the learning-rate window its
-    search is centred on (if any), and the best learning rate found at each other batch size
-    with the same strategy, as ``(batch size, learning rate)`` pairs."""
+    search is centred on (None: the whole range) and the predicted best rate ``centre`` (see
+    `study.tuners.transfer.search_window`), the best learning rate found at each other batch
+    size with the same strategy, as ``(batch size, learning rate)`` pairs, and their steps to
+    target as ``neighbour_steps``, and the stratum's ``budget`` of trials (None: unknown)."""
 
     stratum: Stratum
     trials: tuple[LedgerTrial, ...] = ()
     window: tuple[float, float] | None = None
     neighbours: tuple[tuple[int, float], ...] = ()
+    centre: float | None = None
+    budget: int | None = None
+    neighbour_steps: tuple[tuple[int, float], ...] = ()
 
     @property
     def finished(self) -> int:

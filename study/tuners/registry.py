@@ -9,7 +9,8 @@ Backends are registered by name with a lazy import (KerasTuner imports TensorFlo
   KerasTuner the odd-numbered ones.
 
 Optuna is always part of the lineup (its sampler lives on the ledger) and stands in when the
-chosen backend has nothing to propose (e.g. Hyperband between brackets).
+chosen backend has nothing to propose (e.g. Hyperband between brackets). With ``tuner.confirm``
+a `study.tuners.confirm.Confirmer` takes each stratum's slots once its search is spent.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from study.config.study import StudyConfig
 from study.errors import UsageError
 from study.ledger import Ledger, Slot
-from study.tuners.base import TunerBackend
+from study.tuners.base import History, Proposal, TunerBackend
 
 #: Backend name -> ``module:class``.
 BACKENDS = {
@@ -47,19 +48,40 @@ def backend_class(name: str) -> type[TunerBackend]:
 
 class Lineup:
     """The backends of a run: ``rotation`` takes turns by trial number; ``fallback`` proposes
-    when the backend whose turn it is has nothing to propose."""
+    when the backend whose turn it is has nothing to propose; ``confirmer`` (if any) goes first
+    and proposes the confirmation trials of strata whose search is spent."""
 
-    def __init__(self, rotation: Sequence[TunerBackend], fallback: TunerBackend) -> None:
+    def __init__(
+        self,
+        rotation: Sequence[TunerBackend],
+        fallback: TunerBackend,
+        confirmer: TunerBackend | None = None,
+    ) -> None:
         self.rotation = tuple(rotation)
         self.fallback = fallback
+        self.confirmer = confirmer
 
     @property
     def backends(self) -> list[TunerBackend]:
         """Every backend once."""
-        return list(dict.fromkeys([*self.rotation, self.fallback]))
+        extra = [self.confirmer] if self.confirmer is not None else []
+        return list(dict.fromkeys([*self.rotation, self.fallback, *extra]))
 
     def for_slot(self, slot: Slot) -> TunerBackend:
         return self.rotation[slot.number % len(self.rotation)]
+
+    def propose(self, slot: Slot, history: History) -> tuple[TunerBackend, Proposal]:
+        """The first proposal of the confirmer, the backend whose turn it is, the fallback.
+
+        Raises:
+            RuntimeError: none of them proposed (the fallback always should).
+        """
+        for backend in (self.confirmer, self.for_slot(slot), self.fallback):
+            if backend is not None:
+                proposal = backend.propose(slot, history)
+                if proposal is not None:
+                    return backend, proposal
+        raise RuntimeError(f"no tuner proposed a trial for {slot.stratum}#{slot.number}")
 
     def close(self) -> None:
         for backend in self.backends:
@@ -67,13 +89,17 @@ class Lineup:
 
 
 def build_lineup(choice: str, config: StudyConfig, ledger: Ledger) -> Lineup:
-    """The lineup for a ``--tuner`` choice (see the module docstring)."""
+    """The lineup for a ``--tuner`` choice (see the module docstring), with a `Confirmer` when
+    the study asks for confirmation trials (``tuner.confirm``)."""
     if choice not in TUNERS:
         raise UsageError(f"--tuner: unknown tuner {choice!r}; choose from {', '.join(TUNERS)}")
+    from study.tuners.confirm import Confirmer
+
+    confirmer = Confirmer(config, ledger) if config.tuner.confirm.enabled else None
     optuna = backend_class("optuna")(config, ledger)
     if choice == "optuna":
-        return Lineup([optuna], optuna)
+        return Lineup([optuna], optuna, confirmer)
     keras_tuner = backend_class("keras-tuner")(config, ledger)
     if choice == "keras-tuner":
-        return Lineup([keras_tuner], optuna)
-    return Lineup([optuna, keras_tuner], optuna)
+        return Lineup([keras_tuner], optuna, confirmer)
+    return Lineup([optuna, keras_tuner], optuna, confirmer)

@@ -1,13 +1,47 @@
-"""Learning-rate transfer between batch sizes: centre a new stratum's search on what the
-neighbouring batch sizes found."""
+"""Learning-rate transfer between batch sizes: centre every stratum's search on what the other
+batch sizes found.
+
+`search_window` is the learning-rate range a stratum's backends search, recomputed before
+every proposal from the best rates found so far: the power law ``lr* = c B^alpha`` fitted to
+the other batch sizes (`study.analysis.lr_scaling`), widened by its uncertainty, and kept
+around the stratum's own best rate. `transfer_learning_rate` and `centred_window` are the
+simpler pieces it is built from.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-#: The learning-rate search of a stratum centred by transfer spans this factor each way.
+from study.analysis.lr_scaling import fit_lr_power_law
+
+#: The learning-rate search of a stratum centred by transfer spans at most this factor each way.
 WINDOW_FACTOR = 10.0
+#: A window spans at least this factor each way of what it is built around (best rates found
+#: at a fixed seed are uncertain by about this much: the optimum is flat and noisy).
+MARGIN = 2.0
+#: The extrapolation slope is taken between keeping the rate (0) and the linear rule (1).
+SLOPES = (0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The learning-rate range a stratum is searched over, and why.
+
+    ``centre`` is the predicted best rate (None without knowledge of other batch sizes);
+    ``source``: ``range`` (the study's whole range), ``neighbour`` (one other batch size),
+    ``power law`` (a slope fitted to two or more), ``interpolated`` (batch sizes on both sides).
+    """
+
+    low: float
+    high: float
+    centre: float | None = None
+    source: str = "range"
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        return self.low, self.high
 
 
 def transfer_learning_rate(
@@ -47,3 +81,79 @@ def centred_window(centre: float, low: float, high: float) -> tuple[float, float
     Example: centre 0.3 in [0.001, 3.0] gives (0.03, 3.0).
     """
     return max(low, centre / WINDOW_FACTOR), min(high, centre * WINDOW_FACTOR)
+
+
+def search_window(
+    neighbours: Sequence[tuple[int, float]],
+    batch_size: int,
+    low: float,
+    high: float,
+    own_best: float | None = None,
+) -> Window:
+    """The learning-rate window of a stratum at ``batch_size``, in the study's ``[low, high]``.
+
+    From ``neighbours``, the best rate ``(batch size, lr)`` of each other batch size:
+
+    - none: the whole range;
+    - batch sizes on both sides: centred on the log-log interpolation between the nearest
+      two, spanning `MARGIN` each way of it;
+    - on one side only: extrapolated from the nearest one with the slope ``alpha`` of the power
+      law fitted to all of them (clipped to [0, 1]; 0.5 with one neighbour). Since the law may
+      bend beyond the measured range, the window spans every slope in `SLOPES` from the
+      nearest one, `MARGIN` each way of that;
+    - with three or more batch sizes, the window also covers the power law's 95% prediction
+      interval at ``batch_size`` (its scatter and the uncertainty of its slope).
+
+    The window spans at most `WINDOW_FACTOR` each way of its centre, and always at least
+    `MARGIN` each way of ``own_best``, the stratum's own best rate so far, so a best rate near
+    an edge moves the window after it. Clipped to ``[low, high]``.
+
+    Example: one neighbour, 0.4 at batch 256, gives batch 128 the centre 0.4 * 0.5 ** 0.5 =
+    0.28 and the window 0.2 / 2 to 0.4 * 2 = (0.1, 0.8).
+    """
+    points = sorted((b, lr) for b, lr in neighbours if b != batch_size and lr > 0)
+    if not points:
+        return _clipped(Window(low, high), low, high, own_best)
+    below = [p for p in points if p[0] < batch_size]
+    above = [p for p in points if p[0] > batch_size]
+    fit = fit_lr_power_law([b for b, _ in points], [lr for _, lr in points])
+    if below and above:
+        centre = transfer_learning_rate(points, batch_size, 0.0, math.inf)
+        assert centre is not None
+        edges, source = [centre], "interpolated"
+    else:
+        b0, lr0 = below[-1] if below else above[0]
+        if fit.ok:
+            slope = fit.alpha
+        elif len(points) == 2:
+            (b1, l1), (b2, l2) = points
+            slope = (math.log(l2) - math.log(l1)) / (math.log(b2) - math.log(b1))
+        else:
+            slope = 0.5
+        slope = min(SLOPES[1], max(SLOPES[0], slope))
+        ratio = batch_size / b0
+        centre = lr0 * ratio**slope
+        edges = [lr0 * ratio**s for s in SLOPES]
+        source = "neighbour" if len(points) == 1 else "power law"
+    lo, hi = min(edges) / MARGIN, max(edges) * MARGIN
+    interval = fit.prediction_interval(batch_size)
+    if interval is not None:
+        lo, hi = min(lo, interval[0]), max(hi, interval[1])
+    lo, hi = max(lo, centre / WINDOW_FACTOR), min(hi, centre * WINDOW_FACTOR)
+    window = Window(lo, hi, min(high, max(low, centre)), source)
+    return _clipped(window, low, high, own_best)
+
+
+def _clipped(window: Window, low: float, high: float, own_best: float | None) -> Window:
+    """``window`` stretched to hold `MARGIN` each way of ``own_best``, clipped to the range,
+    and at least `MARGIN` wide each way of its middle (so it never collapses on an edge)."""
+    lo, hi = window.low, window.high
+    if own_best is not None and own_best > 0:
+        lo, hi = min(lo, own_best / MARGIN), max(hi, own_best * MARGIN)
+    lo, hi = max(low, lo), min(high, hi)
+    if hi / lo < MARGIN**2:
+        if lo <= low:
+            hi = min(high, low * MARGIN**2)
+        else:
+            lo = max(low, hi / MARGIN**2)
+    return Window(lo, hi, window.centre, window.source)

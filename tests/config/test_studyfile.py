@@ -17,7 +17,7 @@ import yaml
 from study.config import studyfile
 from study.config.rules import FieldError
 from study.config.space import CategoricalParam, FloatParam, IntParam, Stratum
-from study.config.study import Oracle, Sampler, StudyConfig, TunerSettings
+from study.config.study import Confirmation, Oracle, Sampler, StudyConfig, TunerSettings
 from study.config.studyfile import SCHEMA_PATH, load_study_file, parse_study
 from study.config.target import Target
 from study.config.trial import Budget, EvalCadence
@@ -290,6 +290,24 @@ def test_tuner_settings() -> None:
     config = parse_study(data, "m")
     assert config.tuner.sampler is Sampler.GRID and config.tuner.oracle is Oracle.HYPERBAND
     assert config.tuner.pruning is False and config.tuner.max_consecutive_failures == 5
+
+
+def test_tuner_seed_transfer_and_confirmation() -> None:
+    config = parse_study(study(seed=3), "m")
+    assert config.tuner_seed == 3 and config.tuner.transfer is True
+    assert not config.tuner.confirm.enabled and config.total_trials == 2 * 2
+
+    data = study(seed=3)
+    data["tuner"] = {"seed": 7, "transfer": False, "confirm": {"top": 2, "seeds": 3}}
+    config = parse_study(data, "m")
+    assert config.tuner_seed == 7 and config.seed == 3  # training keeps the study's seed
+    assert config.tuner.transfer is False
+    assert config.tuner.confirm == Confirmation(top=2, seeds=3)
+    assert config.tuner.confirm.seed_values(config.seed) == (4, 5, 6)
+    # each of the 2 strata: 2 search trials and 2 x 3 confirmations
+    assert config.total_trials == 2 * (2 + 6)
+    data["tuner"] = {"confirm": None}
+    assert parse_study(data, "m").tuner.confirm.trials == 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -581,6 +599,36 @@ MALFORMED: list[tuple[str, Any, list[str]]] = [
         ["tuner.pruning must be true or false (got 'yes please')"],
     ),
     (
+        "bad-transfer",
+        _set("tuner", {"transfer": "no"}),
+        ["tuner.transfer must be true or false (got 'no')"],
+    ),
+    (
+        "bad-tuner-seed",
+        _set("tuner", {"seed": -1}),
+        ["tuner.seed must be >= 0 (got -1)"],
+    ),
+    (
+        "confirm-not-a-mapping",
+        _set("tuner", {"confirm": 2}),
+        ["tuner.confirm must be a mapping (got 2)"],
+    ),
+    (
+        "confirm-missing-seeds",
+        _set("tuner", {"confirm": {"top": 2}}),
+        ["missing required key 'seeds' in tuner.confirm"],
+    ),
+    (
+        "confirm-zero-top",
+        _set("tuner", {"confirm": {"top": 0, "seeds": 2}}),
+        ["tuner.confirm.top must be >= 1 (got 0)"],
+    ),
+    (
+        "confirm-unknown-key",
+        _set("tuner", {"confirm": {"top": 1, "seed": 2}}),
+        ["unknown key 'seed' in tuner.confirm", "did you mean 'seeds'?"],
+    ),
+    (
         "lr-choices",
         _set("search_space.learning_rate", {"choices": [0.01, 0.1]}),
         [
@@ -716,8 +764,8 @@ AT_LOAD: list[tuple[str, Callable[[], dict[str, Any]], str]] = [
     (
         "unknown-workload",
         _set("workload", "nosuchworkload"),
-        "workload: unknown workload 'nosuchworkload'; choose from csv, digits, mnist1d, tabular, "
-        "or give module:callable",
+        "workload: unknown workload 'nosuchworkload'; choose from csv, digits, images, mnist1d, shapes, "
+        "tabular, tfrecord, or give module:callable",
     ),
     (
         "unknown-model",

@@ -21,7 +21,10 @@ import pytest
 from optuna.trial import TrialState as OptunaState
 
 from study import cli
+from study.analysis import steps_to_result
+from study.analysis.load import ledger_table
 from study.config.studyfile import load_study_file
+from study.config.target import Target
 from study.ledger import LedgerTrial
 from study.results import TrialResult, TrialState
 from study.runner.engine import TRAINER_PARTS, account, timed
@@ -179,6 +182,42 @@ def test_pruning_stops_only_trials_that_can_no_longer_win(
                 # a trial that ran while a better one was known reached the target in time
                 assert status(t) == "reached", (stratum, t.number)
                 assert (t.steps_to_target or math.inf) <= best
+
+
+@pytest.mark.slow
+def test_confirmation_trials_rerun_the_best_points_under_other_seeds(tmp_path: Path) -> None:
+    """``tuner.confirm: {top: 1, seeds: 2}``: after its 3 search trials each stratum re-runs
+    its best point under seeds 1 and 2 (never pruned); the per-batch-size table reports the
+    median over the three seeds and its spread."""
+    data = tiny_study(name="confirm", tuner={"confirm": {"top": 1, "seeds": 2}})
+    run = run_engine(tmp_path, data, "both")
+
+    assert run.exit_status == 0
+    assert_budget_spent(run.trials, data["trials_per_stratum"] + 2)
+    rows = []
+    for stratum, trials in run.trials.items():
+        search = [t for t in trials if t.origin != "confirm"]
+        confirm = [t for t in trials if t.origin == "confirm"]
+        assert len(search) == 3 and [t.number for t in confirm] == [3, 4]
+        best = min(search, key=lambda t: t.rank())
+        assert {t.extras["seed"] for t in confirm} == {1, 2}
+        for t in confirm:
+            assert t.params == best.params and t.extras["confirms"] == best.number
+            assert status(t) in ("reached", "not_reached"), (stratum, t.number)
+            assert t.tuner == best.tuner
+        rows.append((stratum, best, confirm))
+
+    ledger = run.store.ledger(data["name"], fresh=True)
+    table = ledger_table(data["name"], ledger.measurement_rows())
+    steps = steps_to_result(table, Target.parse(data["target"])).set_index("batch_size")
+    for stratum, best, confirm in rows:
+        seeds = [best.steps_to_target, *(t.steps_to_target for t in confirm)]
+        if None in seeds:
+            continue
+        row = steps.loc[best.stratum.batch_size]
+        assert row["seeds"] == 3, stratum
+        assert row["steps_to_result"] == sorted(seeds)[1]
+        assert (row["steps_low"], row["steps_high"]) == (min(seeds), max(seeds))
 
 
 @pytest.mark.slow

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 import optuna
@@ -11,11 +13,12 @@ from study.config.space import Stratum
 from study.config.studyfile import load_study_file
 from study.ledger import Ledger
 from study.results import TrialResult, TrialState
-from study.tuners.base import History
+from study.tuners.base import History, Outcome
 from study.tuners.optuna_backend import OptunaBackend
+from study.tuners.points import LR_TOLERANCE, clashes, point_of
 
 keras_tuner = pytest.importorskip("keras_tuner")
-from study.tuners.keras_tuner_backend import KT_TRIAL, KerasTunerBackend  # noqa: E402
+from study.tuners.keras_tuner_backend import FED_FILE, KT_TRIAL, KerasTunerBackend  # noqa: E402
 
 STUDY = """\
 name: backends
@@ -131,15 +134,108 @@ def test_optuna_searches_the_stratum_window(tmp_path):
         assert 0.05 <= proposal.params["learning_rate"] <= 0.5
 
 
-def test_first_trial_of_a_stratum_transfers_from_its_neighbours(tmp_path):
+def test_first_trial_of_a_stratum_takes_the_predicted_rate(tmp_path):
     cfg = config(tmp_path)
     ledger = Ledger.open(str(tmp_path / "j.journal"), cfg.name)
     backend = OptunaBackend(cfg, ledger)
     stratum = Stratum(64, "auto")
     slot = ledger.claim(stratum, budget=4)
     assert slot is not None
-    proposal = backend.propose(slot, History(stratum, neighbours=((32, 0.02),)))
-    # one neighbour: keep its rate, and centre the stratum's search on it, a decade each way
+    window = (0.005, 0.08)
+    history = History(stratum, window=window, neighbours=((32, 0.02),), centre=0.02)
+    proposal = backend.propose(slot, history)
     assert (proposal.origin, proposal.params["learning_rate"]) == ("transfer", 0.02)
-    assert ledger.window(stratum) == pytest.approx((0.002, 0.2))
+    assert proposal.extras["lr_window"] == list(window)
+    assert ledger.window(stratum) == pytest.approx(window)
     assert ledger.trial(stratum, slot.number).params["learning_rate"] == 0.02
+    # the next trial is the sampler's, inside the window
+    ledger.finish(slot, TrialResult(state=TrialState.NOT_REACHED), 100.0)
+    slot = ledger.claim(stratum, budget=4)
+    history = History(stratum, tuple(ledger.trials(stratum)), window, centre=0.02)
+    proposal = backend.propose(slot, history)
+    assert proposal.origin == "sampler"
+    assert window[0] <= proposal.params["learning_rate"] <= window[1]
+
+
+def finish(ledger: Ledger, slot, backend, proposal, steps: float) -> None:
+    """Record a trial as the engine does: others adopt the proposal, the ledger keeps it."""
+    for other in backend:
+        other.adopt(slot, proposal)
+    ledger.start(slot, tuner=proposal.tuner, origin=proposal.origin, extras=proposal.extras)
+    result = TrialResult(state=TrialState.REACHED, steps_run=int(steps), steps_to_target=int(steps))
+    ledger.finish(slot, result, steps)
+
+
+def test_keras_tuner_oracle_learns_from_the_trials_optuna_proposed(tmp_path):
+    """Both backends share a stratum: the KerasTuner oracle (and a second process's) holds
+    every Optuna trial with its objective before it proposes, each fed once."""
+    cfg = config(tmp_path, sampler="random", oracle="bayesian")
+    ledger = Ledger.open(str(tmp_path / "j.journal"), cfg.name)
+    optuna_backend = OptunaBackend(cfg, ledger)
+    kt = KerasTunerBackend(cfg, ledger, root=tmp_path / "mlruns")
+    stratum = Stratum(32, "auto")
+    scores = {}
+    for steps in (300.0, 120.0, 200.0):
+        slot = ledger.claim(stratum, budget=8)
+        proposal = optuna_backend.propose(slot, History(stratum, tuple(ledger.trials(stratum))))
+        finish(ledger, slot, [kt], proposal, steps)
+        scores[proposal.params["learning_rate"]] = steps
+
+    slot = ledger.claim(stratum, budget=8)
+    proposal = kt.propose(slot, History(stratum, tuple(ledger.trials(stratum))))
+    assert proposal is not None and proposal.tuner == "keras-tuner"
+    oracle = kt._tuners[stratum].oracle
+    fed = {
+        t.hyperparameters.values["learning_rate"]: t.score
+        for t in oracle.trials.values()
+        if t.status == "COMPLETED"
+    }
+    assert fed == scores
+    assert proposal.params["learning_rate"] not in scores
+    kt.report(proposal, Outcome(TrialResult(state=TrialState.REACHED), 150.0))
+    finish(ledger, slot, [optuna_backend], proposal, 150.0)
+
+    # another process (a fresh backend on the same state) feeds nothing twice
+    other = KerasTunerBackend(cfg, ledger, root=tmp_path / "mlruns")
+    slot = ledger.claim(stratum, budget=8)
+    assert other.propose(slot, History(stratum, tuple(ledger.trials(stratum)))) is not None
+    completed = [
+        t for t in other._tuners[stratum].oracle.trials.values() if t.status == "COMPLETED"
+    ]
+    assert sorted(t.score for t in completed) == [120.0, 150.0, 200.0, 300.0]
+    saved = json.loads(
+        (tmp_path / "mlruns" / "keras_tuner" / "backends" / "b32-auto" / FED_FILE).read_text()
+    )
+    assert sorted(int(n) for n in saved) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("tuner", ["optuna", "keras-tuner"])
+def test_a_proposal_repeating_a_running_point_is_moved(tmp_path, tuner):
+    """Every rate of the window is within 0.5% of a trial already running: the proposal
+    leaves the window rather than repeat it."""
+    path = tmp_path / "lr.yaml"
+    text = STUDY.format(sampler="random", oracle="random")
+    extra = ("  momentum:", "  warmup_steps:")
+    path.write_text("".join(line for line in text.splitlines(True) if not line.startswith(extra)))
+    cfg = load_study_file(path)
+    assert cfg.space.param_names == ("learning_rate",)
+    ledger = Ledger.open(str(tmp_path / "j.journal"), cfg.name)
+    optuna_backend = OptunaBackend(cfg, ledger)
+    backend = (
+        optuna_backend
+        if tuner == "optuna"
+        else KerasTunerBackend(cfg, ledger, root=tmp_path / "mlruns")
+    )
+    stratum = Stratum(32, "auto")
+    running = ledger.claim(stratum, budget=8)
+    ledger.reserve(running, point_of({"learning_rate": 0.1}))
+    window = (0.0999, 0.1001)
+    moved = 0
+    for _ in range(3):
+        slot = ledger.claim(stratum, budget=8)
+        proposal = backend.propose(slot, History(stratum, window=window, centre=0.1))
+        point = point_of(proposal.params)
+        others = [p for n, p in ledger.points(stratum) if n != slot.number]
+        assert not clashes(point, others)
+        moved += abs(math.log(proposal.params["learning_rate"] / 0.1)) > LR_TOLERANCE
+    assert moved == 3

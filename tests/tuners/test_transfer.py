@@ -1,8 +1,18 @@
+"""Learning-rate transfer: interpolation, and the window each stratum's search is centred on."""
+
 import math
 
 import pytest
 
-from study.tuners.transfer import WINDOW_FACTOR, centred_window, transfer_learning_rate
+from study.analysis.lr_scaling import fit_lr_power_law
+from study.tuners.transfer import (
+    MARGIN,
+    WINDOW_FACTOR,
+    Window,
+    centred_window,
+    search_window,
+    transfer_learning_rate,
+)
 
 
 def test_transfer_interpolates_between_neighbours_in_log_log():
@@ -29,3 +39,64 @@ def test_centred_window_spans_a_factor_each_way_within_the_range():
     low, high = centred_window(0.01, 1e-4, 10.0)
     assert math.isclose(low * WINDOW_FACTOR, 0.01) and math.isclose(high / WINDOW_FACTOR, 0.01)
     assert centred_window(0.3, 1e-3, 3.0) == (pytest.approx(0.03), 3.0)
+
+
+# -- the search window ---------------------------------------------------------------------
+
+
+def test_without_other_batch_sizes_the_window_is_the_whole_range():
+    window = search_window([], 128, 1e-3, 3.0)
+    assert window == Window(1e-3, 3.0, None, "range")
+
+
+def test_one_neighbour_spans_every_slope_from_keep_to_linear_with_a_margin():
+    window = search_window([(256, 0.4)], 128, 1e-3, 3.0)
+    assert window.source == "neighbour"
+    assert window.centre == pytest.approx(0.4 * 0.5**0.5)  # slope 0.5 between the two rules
+    assert window.bounds == pytest.approx((0.2 / MARGIN, 0.4 * MARGIN))
+
+
+def test_the_window_follows_the_fitted_power_law():
+    """Best rates on lr = 0.001 B^0.8 at 256..2048: the centre at 128 is the law's prediction,
+    and the window holds the law's prediction interval."""
+
+    def law(b):
+        return 1e-3 * b**0.8
+
+    near = [(b, law(b)) for b in (256, 512, 1024, 2048)]
+    window = search_window(near, 128, 1e-5, 10.0)
+    assert window.source == "power law"
+    assert window.centre == pytest.approx(law(128))
+    assert window.low < law(128) < window.high
+    # nothing scatters about the law, so the slope's range (0 to 1) and the margin set the width
+    assert window.bounds == pytest.approx((law(256) / 2 / MARGIN, law(256) * MARGIN))
+
+    # a scattered set of best rates widens the window by the law's prediction interval
+    noisy = [(b, lr * f) for (b, lr), f in zip(near, (1.2, 0.85, 1.15, 0.9))]
+    wide = search_window(noisy, 128, 1e-5, 10.0)
+    fit = fit_lr_power_law([b for b, _ in noisy], [lr for _, lr in noisy])
+    low, high = fit.prediction_interval(128)
+    assert wide.low <= low and wide.high >= high
+    assert wide.high / wide.low > window.high / window.low
+
+
+def test_batch_sizes_on_both_sides_interpolate():
+    window = search_window([(32, 0.01), (128, 0.04)], 64, 1e-4, 10.0)
+    assert window.source == "interpolated"
+    assert window.centre == pytest.approx(0.02)
+    assert window.bounds == pytest.approx((0.02 / MARGIN, 0.02 * MARGIN))
+
+
+def test_the_stratums_own_best_near_an_edge_moves_the_window_after_it():
+    window = search_window([(256, 0.4)], 128, 1e-3, 3.0, own_best=0.11)
+    assert window.low == pytest.approx(0.11 / MARGIN)
+    assert window.high == pytest.approx(0.8)
+    inside = search_window([(256, 0.4)], 128, 1e-3, 3.0, own_best=0.3)
+    assert inside.bounds == pytest.approx((0.1, 0.8))
+
+
+def test_the_window_stays_in_the_range_and_never_collapses():
+    high_up = search_window([(64, 2.5)], 128, 1e-3, 3.0)
+    assert high_up.high == 3.0 and high_up.low <= 3.0 / MARGIN**2
+    low_down = search_window([(256, 1.5e-3)], 8, 1e-3, 3.0)
+    assert low_down.low == 1e-3 and low_down.high >= 1e-3 * MARGIN**2

@@ -1,0 +1,100 @@
+"""What a backend proposes from, read off a ledger: robust bests per batch size and the window
+they centre every stratum's search on."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from study.config.space import Stratum
+from study.config.studyfile import parse_study
+from study.config.target import Target
+from study.ledger import Ledger, StudyRecord
+from study.tuners.history import read_history, stratum_best
+from study.tuners.transfer import MARGIN
+from tests.fakes import finished_trial, rising_curve, write_ledger
+
+TARGET = Target.parse("val_accuracy>=0.6")
+STUDY = {
+    "name": "history",
+    "workload": "tabular",
+    "target": str(TARGET),
+    "budget": {"max_steps": 5000},
+    "trials_per_stratum": 8,
+    "search_space": {
+        "batch_size": [16, 32, 64, 128, 256],
+        "learning_rate": {"low": 1.0e-4, "high": 3.0},
+        "strategy": ["default"],
+    },
+}
+
+
+def law(batch: int) -> float:
+    return 2e-3 * batch**0.7
+
+
+def trial(batch: int, number: int, lr: float, steps: float, seed: int | None = None):
+    t = finished_trial(Stratum(batch, "default"), number, lr, rising_curve(batch, steps), TARGET)
+    return dataclasses.replace(t, extras={"seed": seed} if seed is not None else {})
+
+
+def test_a_point_confirmed_under_other_seeds_beats_a_lucky_single_trial():
+    lucky, steady = 0.1, 0.2
+    trials = [
+        trial(64, 0, lucky, 150),
+        trial(64, 1, steady, 200),
+        trial(64, 2, lucky, 300, seed=1),
+        trial(64, 3, lucky, 320, seed=2),
+        trial(64, 4, steady, 180, seed=1),
+        trial(64, 5, steady, 230, seed=2),
+    ]
+    steps = [t.steps_to_target for t in trials]  # first evaluations at or after those
+    assert steps[0] < min(steps[1], steps[4], steps[5])
+
+    best, estimate = stratum_best(trials)
+
+    assert best.number == 1 and best.learning_rate == steady
+    assert (estimate.seeds, estimate.low, estimate.high) == (3, steps[4], steps[5])
+    assert estimate.steps == steps[1]  # the median of the three seeds
+    # without confirmations the fewest steps win, as before
+    assert stratum_best(trials[:2])[0].learning_rate == lucky
+
+
+def test_every_stratum_is_centred_on_the_power_law_of_the_others(tmp_path: Path):
+    """Best rates on lr = 0.002 B^0.7 at 32..256 (each batch size: its best at the law, two
+    worse trials around it): batch 16's window is centred on the law's prediction, and the
+    window of a stratum that has trials of its own too."""
+    config = parse_study(STUDY, "history.yaml")
+    ledger = Ledger.open(str(tmp_path / "j.journal"), "history")
+    trials = []
+    for batch in (32, 64, 128, 256):
+        best = 5000 / batch
+        trials += [
+            trial(batch, 0, law(batch), best),
+            trial(batch, 1, law(batch) * 3, best * 1.4),
+            trial(batch, 2, law(batch) / 3, best * 1.6),
+        ]
+    write_ledger(ledger, StudyRecord(name="history"), trials)
+
+    history = read_history(ledger, config, Stratum(16, "default"), budget=8)
+    assert history.neighbours == tuple((b, pytest.approx(law(b))) for b in (32, 64, 128, 256))
+    assert history.centre == pytest.approx(law(16))
+    low, high = history.window
+    assert low == pytest.approx(law(32) / 2 / MARGIN) and high == pytest.approx(law(32) * MARGIN)
+    assert history.budget == 8
+
+    # a stratum in the middle: the window covers its own best rate too
+    middle = read_history(ledger, config, Stratum(64, "default"))
+    assert middle.centre == pytest.approx(law(64))
+    assert middle.window[0] <= law(64) / MARGIN and middle.window[1] >= law(64) * MARGIN
+
+
+def test_without_transfer_every_stratum_searches_the_whole_range(tmp_path: Path):
+    config = parse_study({**STUDY, "tuner": {"transfer": False}}, "history.yaml")
+    ledger = Ledger.open(str(tmp_path / "j.journal"), "history")
+    write_ledger(ledger, StudyRecord(name="history"), [trial(64, 0, 0.05, 100)])
+    history = read_history(ledger, config, Stratum(32, "default"))
+    assert history.window == (1e-4, 3.0)
+    assert history.centre is None and history.neighbours == ()
