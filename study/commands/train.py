@@ -136,37 +136,48 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
     return spec
 
 
+def _flag_named(problem: str) -> str:
+    """A worker's message about a field, named by this command's flag (``target:`` ->
+    ``--target:``)."""
+    field, sep, rest = problem.partition(": ")
+    return f"{FLAGS[field]}: {rest}" if sep and field in FLAGS else problem
+
+
 def main(args: argparse.Namespace) -> int:
     spec = build_spec(args)
     from study.deps import require_tensorflow
     from study.runner import WorkerPool
 
     require_tensorflow()
+    with WorkerPool(1) as pool:
+        # The data and model are checked before anything is recorded: a target the user's
+        # compiled model does not report, a bad file or label is one line and exit 2.
+        problem = pool.check(spec)
+        if problem is not None:
+            raise UsageError(_flag_named(problem))
+        logger = run_id = None
+        if not args.no_track:
+            from study.paths import tracking_uri
+            from study.tracking.mlflow_logger import MlflowLogger
+            from study.tracking.server import check_answers
 
-    logger = run_id = None
-    if not args.no_track:
-        from study.paths import tracking_uri
-        from study.tracking.mlflow_logger import MlflowLogger
-        from study.tracking.server import check_answers
-
-        uri = tracking_uri(args.tracking_uri)
-        check_answers(uri, "--tracking-uri" if args.tracking_uri else "MLFLOW_TRACKING_URI")
-        logger = MlflowLogger(uri)
-        experiment = logger.experiment_id(args.experiment)
-        run_id = logger.start_run(
-            experiment, f"{spec.workload}-b{spec.batch_size}-lr{spec.learning_rate:g}"
-        )
-    try:
-        with WorkerPool(1) as pool:
+            uri = tracking_uri(args.tracking_uri)
+            check_answers(uri, "--tracking-uri" if args.tracking_uri else "MLFLOW_TRACKING_URI")
+            logger = MlflowLogger(uri)
+            experiment = logger.experiment_id(args.experiment)
+            run_id = logger.start_run(
+                experiment, f"{spec.workload}-b{spec.batch_size}-lr{spec.learning_rate:g}"
+            )
+        try:
             result = pool.run(spec)
-    except BaseException:
-        if logger and run_id:
-            logger.client.set_terminated(run_id, status="KILLED")
-        raise
+        except BaseException:
+            if logger and run_id:
+                logger.client.set_terminated(run_id, status="KILLED")
+            raise
     if result.error and result.error.startswith("UsageError: "):
         if logger and run_id:
             logger.client.delete_run(run_id)
-        raise UsageError(result.error.removeprefix("UsageError: ").strip())
+        raise UsageError(_flag_named(result.error.removeprefix("UsageError: ").strip()))
     if logger and run_id:
         logger.log_trial(run_id, spec, result)
     _print(spec, result, run_id, args.json)

@@ -169,7 +169,13 @@ class Workload(abc.ABC):
             kwargs = offered
         else:
             kwargs = {k: v for k, v in offered.items() if k in params}
-        built = factory(**kwargs)
+        try:
+            built = factory(**kwargs)
+        except Exception as exc:  # user code: say which callable failed and how it was called
+            raise UsageError(
+                f"--model: calling {model}({', '.join(kwargs)}) failed "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+            ) from exc
         if not _is_keras_model(built):
             raise UsageError(
                 f"--model: {model!r} returned {type(built).__name__}, not a Keras model; "

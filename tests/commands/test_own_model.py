@@ -1,0 +1,73 @@
+"""The README's own-model example, run as a user would: ``study train --model my_model:build``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "own_model"
+
+
+def study(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(EXAMPLE), env.get("PYTHONPATH")]))
+    env["STUDY_CACHE_DIR"] = str(cwd / "cache")
+    return subprocess.run(
+        [sys.executable, "-m", "study", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_readme_shows_the_example_file_as_it_is() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(# examples/own_model/my_model\.py\n.*?)```", readme, re.S)
+    assert len(blocks) == 1, "README must show examples/own_model/my_model.py once"
+    shown = blocks[0].split("\n", 1)[1]
+    assert shown in (EXAMPLE / "my_model.py").read_text(encoding="utf-8")
+    assert "study train --workload mnist1d --model my_model:build" in readme
+
+
+COMMON = ("--workload", "mnist1d", "--workload-option", "samples=2000", "--model")
+
+
+def test_compiled_model_trains_to_its_own_metric_and_custom_loss(tmp_path: Path) -> None:
+    proc = study(
+        "train", *COMMON, "my_model:build", "--target", "val_top3>=0.8", "--batch-size", "64",
+        "--lr", "0.05", "--max-steps", "1500", "--loss", "my_model:smooth_ce", "--no-track",
+        "--json", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "reached"
+    assert out["final"]["val_top3"] >= 0.8
+    assert {"val_loss", "val_accuracy", "val_top3"} <= set(out["final"])
+    assert out["environment"]["loss"] == "my_model:smooth_ce"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["my_model:build", "--target", "val_top5>=0.9"], "--target: unknown metric 'val_top5'"),
+        (["my_model:nothing"], "--model: module 'my_model' has no attribute 'nothing'"),
+        (["my_model:smooth_ce"], "--model: calling my_model:smooth_ce(", ),
+    ],
+)
+def test_bad_own_model_input_is_one_line_and_records_nothing(
+    tmp_path: Path, args: list[str], needle: str
+) -> None:
+    proc = study("train", *COMMON, *args, "--max-steps", "5", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and needle in proc.stderr, proc.stderr
+    assert not (tmp_path / "mlruns").exists()
