@@ -61,7 +61,7 @@ def test_compiled_model_trains_to_its_own_metric_and_custom_loss(tmp_path: Path)
     [
         (["my_model:build", "--target", "val_top5>=0.9"], "--target: unknown metric 'val_top5'"),
         (["my_model:nothing"], "--model: module 'my_model' has no attribute 'nothing'"),
-        (["my_model:smooth_ce"], "--model: calling my_model:smooth_ce(", ),
+        (["my_model:smooth_ce"], "--model: calling my_model:smooth_ce("),
     ],
 )
 def test_bad_own_model_input_is_one_line_and_records_nothing(
