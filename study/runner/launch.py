@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from study.config.space import Stratum
+from study.config.space import CategoricalParam, Stratum
 from study.config.study import StudyConfig
 from study.deps import require_tensorflow
 from study.errors import UsageError
@@ -111,12 +111,36 @@ def open_study(config: StudyConfig, options: RunOptions) -> tuple[Ledger, StudyR
     return ledger, record
 
 
+def preflight(config: StudyConfig, pool: WorkerPool) -> None:
+    """Load the data and build the model of the study's first trial in a worker, untrained.
+
+    What only the trainer can see fails here, before the ledger or MLflow record anything: a
+    target the user's compiled model does not report, a file that does not parse, labels that
+    do not suit the task, a model that fails to build.
+
+    Raises:
+        UsageError: ``FILE: target: unknown metric 'val_top5'; ...`` and the like.
+    """
+    stratum = visiting_order(config)[0]
+    param = config.space.param("learning_rate")
+    rate = param.choices[0] if isinstance(param, CategoricalParam) else param.low
+    problem = pool.check(config.trial_spec(stratum, {"learning_rate": rate}))
+    if problem is not None:
+        raise UsageError(f"{config.source}: {problem}")
+
+
 def run_study(config: StudyConfig, options: RunOptions) -> int:
     """Run (or continue) a study to completion or interruption; return the exit status."""
     require_tensorflow()
     uri = tracking_uri(options.tracking_uri)
     # Before the ledger records anything: a dead tracking server fails here in seconds.
     check_answers(uri, "--tracking-uri" if options.tracking_uri else "MLFLOW_TRACKING_URI")
+    with WorkerPool(options.workers) as pool:
+        preflight(config, pool)
+        return _run(config, options, uri, pool)
+
+
+def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -> int:
     ledger, record = open_study(config, options)
     order = visiting_order(config)
     plan = budgets(order, options.trials or record.trials_total or config.total_trials)
@@ -136,7 +160,6 @@ def run_study(config: StudyConfig, options: RunOptions) -> int:
     progress = Progress.from_ledger(ledger, plan, config.name, options.live)
     if stale:
         print(f"marked {len(stale)} interrupted trial(s) failed; their slots run again", flush=True)
-    pool = WorkerPool(options.workers)
     engine = StudyEngine(
         config,
         ledger,

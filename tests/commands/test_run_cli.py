@@ -120,10 +120,25 @@ def assert_usage_error(result: subprocess.CompletedProcess[str], *fragments: str
 
 MALFORMED = {**STUDY, "name": "malformed", "budgets": {"max_steps": 400}}
 del MALFORMED["budget"]
+# A user's compiled model reports val_top1, not val_top5: only the trainer worker can tell.
+OWN_MODEL = {**STUDY, "name": "own", "model": "own_models:build", "target": "val_top5>=0.9"}
+OWN_MODELS = """
+import keras
+
+
+def build(input_shape, outputs):
+    model = keras.Sequential([keras.Input(input_shape), keras.layers.Dense(outputs)])
+    model.compile(loss="sparse_categorical_crossentropy", metrics=[keras.metrics.SparseTopKCategoricalAccuracy(k=1, name="top1")])
+    return model
+"""
 
 BAD_INPUT = {
     "missing file": (["run", "no-such-study.yaml"], ["no-such-study.yaml", "not found"]),
     "malformed file": (["run", "malformed.yaml"], ["malformed.yaml", "'budgets'", "'budget'"]),
+    "own model without the target metric": (
+        ["run", "own.yaml"],
+        ["own.yaml: target: unknown metric 'val_top5'", "val_top1"],
+    ),
     "unknown tuner": (["run", "recorded.yaml", "--tuner", "nope"], ["--tuner", "nope"]),
     "zero trials": (["run", "recorded.yaml", "--trials", "0"], ["--trials", ">= 1"]),
     "zero workers": (["run", "recorded.yaml", "--workers", "0"], ["--workers", ">= 1"]),
@@ -137,6 +152,8 @@ def test_bad_input_is_one_line_and_leaves_the_store_alone(
     recorded: Recorded, argv: list[str], fragments: list[str]
 ) -> None:
     write(recorded.cwd / "malformed.yaml", MALFORMED)
+    write(recorded.cwd / "own.yaml", OWN_MODEL)
+    (recorded.cwd / "own_models.py").write_text(OWN_MODELS, encoding="utf-8")
     journal, mlflow = recorded.journal_bytes(), recorded.mlflow_digest()
 
     result = study(*argv, cwd=recorded.cwd)
