@@ -24,6 +24,13 @@ ARTIFACTS = "artifacts"
 KERAS_TUNER = "keras_tuner"
 
 
+def cache_dir() -> Path:
+    """Where generated datasets and facts about data files are cached: ``$STUDY_CACHE_DIR`` if
+    set, else ``~/.cache/study``."""
+    configured = os.environ.get("STUDY_CACHE_DIR")
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "study"
+
+
 def store_root(root: Path | None = None, *, create: bool = True) -> Path:
     """The local store directory (absolute): ``root``, ``$STUDY_HOME`` or ``./mlruns``."""
     path = (root or Path(os.environ.get("STUDY_HOME", DEFAULT_ROOT))).absolute()

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from study.errors import UsageError
+from study.paths import cache_dir
 from study.workloads.task import TaskKind
 
 __all__ = [
@@ -197,12 +198,6 @@ class RunningStats:
 
 
 # -- caching facts about files ---------------------------------------------------------------
-
-
-def cache_dir() -> Path:
-    """``$STUDY_CACHE_DIR`` if set, else ``~/.cache/study`` (as the MNIST-1D cache)."""
-    configured = os.environ.get("STUDY_CACHE_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "study"
 
 
 def fingerprint(paths: Sequence[str | os.PathLike[str]], **facts: Any) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from study.paths import cache_dir
 from study.workloads import int_option
 from study.workloads.base import Dataset, Workload
 
@@ -24,12 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _CACHE_VERSION = 1  # bump when the generation changes, so old cache files are not reused
 _KEYS = ("x", "y", "x_test", "y_test")
-
-
-def cache_dir() -> Path:
-    """``$STUDY_CACHE_DIR`` if set, else ``~/.cache/study``."""
-    configured = os.environ.get("STUDY_CACHE_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "study"
 
 
 class Mnist1DWorkload(Workload):

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from study.errors import UsageError
+from study.paths import cache_dir
 from study.workloads import float_option, int_option
 from study.workloads.base import Dataset, Workload
-from study.workloads.mnist1d import cache_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     import keras
