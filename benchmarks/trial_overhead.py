@@ -5,8 +5,9 @@ subprocess, with a fresh store under a temporary directory), then reads every tr
 the ledger and prints, per trial and in total: wall time (handing the trial to a worker to
 recording it), training seconds (the timed compiled calls), overhead = wall - training, and
 each part of `study.results.TIMING_PARTS` the trial measured ("-" if none did). Means are per
-trial; the first trial also starts the TensorFlow worker, so the overhead of the others is
-printed apart. End to end is the whole ``study run`` process (Python and TensorFlow start-up, worker
+trial; the first trial may also start the TensorFlow worker (and traces first), so the overhead
+of the others is printed apart, and so is that of trials that reused the previous trial's
+compiled functions (``reused`` in their environment) and of those that did not. End to end is the whole ``study run`` process (Python and TensorFlow start-up, worker
 start, proposals and claims between trials included).
 
 The ledger's wall time stops just before the ledger write (a record cannot hold its own
@@ -122,14 +123,19 @@ def report(trials: list, end_to_end: float, walls_mlflow: dict[str, float]) -> N
             f"recording (ledger write and tuner report: MLflow's wall - the ledger's): mean "
             f"{statistics.fmean(recording):.3f} s per trial over {len(recording)} trials"
         )
-    first = timed[0]
-    rest = timed[1:]
+    first, rest = timed[0], timed[1:]
     if rest:
         overhead = sum(r[2] for r in rest) / len(rest)
         print(
-            f"the first trial starts the TensorFlow worker: wall {first[0]:.3f} s; the other "
-            f"{len(rest)} trials: overhead {overhead:.3f} s per trial"
+            f"the first trial (it may start the worker and traces first): wall {first[0]:.3f} s; "
+            f"the other {len(rest)} trials: overhead {overhead:.3f} s per trial"
         )
+    for reused in (True, False):
+        group = [r for r, t in zip(rows, trials) if t.result.environment.get("reused") is reused]
+        group = [r for r in group if r[0] is not None]
+        if group:
+            mean = sum(r[2] for r in group) / len(group)
+            print(f"trials with reused={reused}: {len(group)}, overhead {mean:.3f} s per trial")
     print(f"end to end (`study run` process): {end_to_end:.1f} s")
 
 
