@@ -6,6 +6,11 @@ and sharding through the input context. ``mirrored:2`` is compared in tests/runn
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -160,3 +165,56 @@ def test_task_labels_are_prepared_in_graph(default_strategy) -> None:
 
     assert tuple(result.curve[0].metrics) == Task.binary().keys
     assert result.state is TrialState.REACHED
+
+
+MIRRORED_SCRIPT = """
+import json, sys
+import tensorflow as tf
+from study.strategies import HostInfo, build_strategy, configure_devices, resolve
+configure_devices(tf, 2)
+tf.config.experimental.enable_op_determinism()
+from study.config.trial import Budget
+from study.trainer import inputs
+from study.trainer.loop import train
+from study.workloads import get_workload
+from tests.fakes import tabular_spec
+from tests.trainer.conftest import shuffled_streams
+
+workload = get_workload("tabular", {"rows": 2000})
+data = workload.load()
+resolved = resolve("mirrored:2", HostInfo())
+strategy = build_strategy(tf, resolved)
+out = {}
+for split in (True, False):
+    inputs.shares_host_memory = lambda strategy, split=split: split
+    result = train(
+        tabular_spec(strategy="mirrored:2", budget=Budget(max_steps=40)),
+        shuffled_streams(data),
+        lambda: workload.build_model("mlp", data),
+        strategy,
+        resolved,
+    )
+    out[str(split)] = [[m.train_loss, m.metrics["val_loss"]] for m in result.curve[1:]]
+print(json.dumps(out))
+"""
+
+
+def test_distributed_iterator_and_host_split_agree_on_mirrored() -> None:
+    """On two logical CPUs (a subprocess: devices are fixed when TensorFlow starts), the
+    distributed iterator and the host-split global batch give the same curve."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-c", MIRRORED_SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    curves = json.loads(done.stdout.strip().splitlines()[-1])
+
+    np.testing.assert_allclose(curves["True"], curves["False"], rtol=1e-5)
+    assert curves["True"][-1][1] < curves["True"][0][1]
