@@ -190,6 +190,7 @@ class StreamFeed:
         chunk = eval_chunk(self.input_shape)
         self.val = streams.val().batch(chunk).prefetch(tf.data.AUTOTUNE)
         self._iterator: Any = None
+        self._sample: tuple[tf.Tensor, tf.Tensor] | None = None
 
     def dataset_fn(self, seed: int) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
         """The per-pipeline dataset: this pipeline's shard of the epoch order, repeated (one
@@ -252,8 +253,10 @@ class StreamFeed:
         return state
 
     def sample(self, count: int = 2) -> tuple[tf.Tensor, tf.Tensor]:
-        x, y = next(iter(self.streams.val().batch(count)))
-        return x, y
+        """A few validation examples (inputs, raw labels), read once and kept."""
+        if self._sample is None or int(self._sample[0].shape[0]) != count:
+            self._sample = tuple(next(iter(self.streams.val().batch(count))))
+        return self._sample
 
 
 def make_feed(
