@@ -2,7 +2,9 @@
 
 `status` shows per stratum the trial counts and the best trial, then where the trials' wall
 time went: mean seconds per trial of each part (build, trace, train, evaluate, bookkeeping)
-and of the whole, and the share of the wall time that is training ("-": not measured).
+and of the whole, and the share of the wall time that is training ("-": not measured). The
+ledger's wall time runs from handing a trial to a worker to just before its ledger write
+(MLflow's ``timing/wall_seconds`` also counts that write and the tuner's report).
 """
 
 from __future__ import annotations
