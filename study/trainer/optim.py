@@ -67,14 +67,27 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         }
 
 
+def resolved_schedule(
+    schedule: ScheduleSpec, step_limit: int | None
+) -> tuple[str, int, int, float] | None:
+    """The schedule as the optimizer runs it: (kind, warmup steps, decay horizon, end factor),
+    or None for a constant rate without warmup. Without ``decay_steps`` the decay lasts until
+    the step budget runs out (10,000 steps without one).
+
+    Example: linear, warmup 10, budget 110 steps -> ("linear", 10, 100, 0.0).
+    """
+    if schedule.name == "constant" and not schedule.warmup_steps:
+        return None
+    horizon = schedule.decay_steps or max(1, (step_limit or 10_000) - schedule.warmup_steps)
+    return (schedule.name, schedule.warmup_steps, horizon, schedule.end_factor)
+
+
 def learning_rate(spec: OptimizerSpec, schedule: ScheduleSpec, step_limit: int | None):
     """A float for a constant rate without warmup, else a `WarmupDecay` schedule."""
-    if schedule.name == "constant" and not schedule.warmup_steps:
+    resolved = resolved_schedule(schedule, step_limit)
+    if resolved is None:
         return spec.learning_rate
-    horizon = schedule.decay_steps or max(1, (step_limit or 10_000) - schedule.warmup_steps)
-    return WarmupDecay(
-        spec.learning_rate, schedule.name, schedule.warmup_steps, horizon, schedule.end_factor
-    )
+    return WarmupDecay(spec.learning_rate, *resolved)
 
 
 def set_learning_rate(optimizer: keras.optimizers.Optimizer, rate: float) -> None:

@@ -37,7 +37,7 @@ from study.strategies import ResolvedStrategy
 from study.trainer.inputs import ArrayFeed, StreamFeed, make_feed
 from study.trainer.losses import Objective, objective
 from study.trainer.metrics import Evaluator, model_metrics, reported_task
-from study.trainer.optim import WarmupDecay, learning_rate, make_optimizer, set_learning_rate
+from study.trainer.optim import make_optimizer, resolved_schedule, set_learning_rate
 from study.trainer.precision import dtype_policy, resolve_jit, resolve_precision
 from study.workloads.base import Dataset, Streams
 from study.workloads.task import Task
@@ -112,13 +112,7 @@ def session_key(spec: TrialSpec, task: Task) -> tuple:
     one it resolves to (its horizon depends on the step budget only without ``decay_steps``).
     """
     optimizer = {k: v for k, v in asdict(spec.optimizer).items() if k != "learning_rate"}
-    step_limit = spec.budget.step_limit(spec.batch_size)
-    schedule = learning_rate(spec.optimizer, spec.schedule, step_limit)
-    resolved = (
-        (schedule.kind, schedule.warmup_steps, schedule.decay_steps, schedule.end_factor)
-        if isinstance(schedule, WarmupDecay)
-        else "constant"
-    )
+    schedule = resolved_schedule(spec.schedule, spec.budget.step_limit(spec.batch_size))
     options = tuple(sorted((k, repr(v)) for k, v in spec.workload_options.items()))
     return (
         spec.workload,
@@ -130,7 +124,7 @@ def session_key(spec: TrialSpec, task: Task) -> tuple:
         spec.precision,
         spec.jit_compile,
         tuple(sorted(optimizer.items())),
-        resolved,
+        schedule,
         task,
     )
 

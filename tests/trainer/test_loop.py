@@ -22,7 +22,13 @@ from study.strategies import HostInfo, build_strategy, resolve
 from study.trainer import loop
 from study.trainer import session as session_module
 from study.trainer.loop import IndexStream, train
-from study.trainer.optim import WarmupDecay, learning_rate, make_optimizer
+from study.trainer.optim import (
+    WarmupDecay,
+    learning_rate,
+    make_optimizer,
+    resolved_schedule,
+    set_learning_rate,
+)
 from study.workloads import Dataset, Workload, get_workload
 from tests.fakes import tabular_spec
 
@@ -437,6 +443,35 @@ def test_learning_rate_decays_until_the_step_budget(
     assert lr.kind == schedule.name
     assert lr.warmup_steps == schedule.warmup_steps
     assert lr.decay_steps == horizon
+
+
+def test_resolved_schedule_docstring_example() -> None:
+    assert resolved_schedule(ScheduleSpec(name="linear", warmup_steps=10), 110) == (
+        "linear",
+        10,
+        100,
+        0.0,
+    )
+    assert resolved_schedule(ScheduleSpec(), 110) is None
+    assert resolved_schedule(ScheduleSpec(name="cosine", decay_steps=7), None)[2] == 7
+
+
+@pytest.mark.parametrize("loss_scale", [False, True])
+def test_set_learning_rate_changes_a_rate_and_a_schedules_base(loss_scale: bool) -> None:
+    constant = make_optimizer(
+        OptimizerSpec(learning_rate=0.1), ScheduleSpec(), 100, loss_scale=loss_scale
+    )
+    decay = ScheduleSpec(name="linear", warmup_steps=0, end_factor=0.0)
+    scheduled = make_optimizer(OptimizerSpec(learning_rate=0.1), decay, 100, loss_scale=loss_scale)
+
+    set_learning_rate(constant, 0.4)
+    set_learning_rate(scheduled, 0.4)
+
+    assert float(constant.learning_rate) == pytest.approx(0.4)
+    assert float(scheduled.learning_rate) == pytest.approx(0.4)  # step 0 of the decay
+    inner = scheduled.inner_optimizer if loss_scale else scheduled
+    assert float(inner._learning_rate(50)) == pytest.approx(0.2)
+    assert inner._learning_rate.get_config()["base"] == 0.4
 
 
 @pytest.mark.slow
