@@ -4,9 +4,11 @@ Each image is one shape (disk, ring, square, frame, triangle, plus, star, bar, L
 at a random position, size and rotation, in a random foreground colour on a random background
 with a colour gradient and Gaussian pixel noise, stored as 8-bit RGB like a real image set. A
 small CNN has to learn shape under rotation, scale and colour changes; the smallest shapes are
-only a few pixels wide, so accuracy climbs for thousands of examples. Nothing is downloaded:
-generation is deterministic for a seed, takes about a second for 12,500 images and is cached as
-``.npz`` next to MNIST-1D's (``$STUDY_CACHE_DIR`` or ``~/.cache/study``).
+only a few pixels wide, so accuracy climbs for thousands of examples. With the defaults the
+``resnet`` model first reaches 80% validation accuracy after ~4,000 steps at batch 8 and ~200 at
+batch 1024 (best learning rates; `examples/shapes_resnet`). Nothing is downloaded: generation is
+deterministic for a seed, takes one to two seconds for 12,500 images and is cached as ``.npz``
+(``$STUDY_CACHE_DIR`` or ``~/.cache/study``).
 """
 
 from __future__ import annotations
@@ -90,10 +92,10 @@ class ShapesWorkload(Workload):
 
     name: ClassVar[str] = "shapes"
     models: ClassVar[tuple[str, ...]] = ("resnet", "cnn")
-    default_target: ClassVar[str] = "val_accuracy>=0.9"
+    default_target: ClassVar[str] = "val_accuracy>=0.8"
 
     def __init__(
-        self, *, samples: int = 12_500, size: int = 16, noise: float = 0.05, seed: int = 0
+        self, *, samples: int = 12_500, size: int = 16, noise: float = 0.15, seed: int = 0
     ) -> None:
         super().__init__()
         self._options = {
@@ -135,13 +137,14 @@ class ShapesWorkload(Workload):
         )
 
     def build_model(self, model: str, data: Dataset) -> keras.Model:
-        """``resnet``: a strided Conv(16) stem (16x16 -> 8x8), a residual block at 16 channels,
-        a strided residual block to 32 channels (1x1 projection on the skip), global average
-        pooling, Dense(10) logits; every convolution 3x3 with BatchNorm and ReLU (20,282
-        weights).
+        """``resnet``: a strided 3x3 Conv(16) stem (16x16 -> 8x8), a residual block at 16
+        channels, a strided residual block to 32 channels (two 3x3 convolutions each; a strided
+        1x1 projection on the skip), BatchNorm after every convolution, global average pooling
+        and Dense(10) logits: 20,282 weights at any image size.
 
         ``cnn``: the same widths and strides without skips or BatchNorm: Conv(16, stride 2),
-        Conv(16), Conv(32, stride 2), Conv(32), global average pooling, Dense(10).
+        Conv(16), Conv(32, stride 2), Conv(32), global average pooling, Dense(10). It learns
+        far more slowly (22% validation accuracy after 800 steps at batch 128, learning rate 0.1).
         """
         import keras
 
