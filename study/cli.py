@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 from study import __version__
 from study.errors import UsageError
+from study.workloads import available as available_workloads
 
 EXIT_USAGE = 2
 
@@ -36,7 +37,7 @@ def _add_train(sub: Any) -> None:
     w.add_argument(
         "--workload",
         default="mnist1d",
-        help="tabular, mnist1d, digits, csv, or module:callable (default: mnist1d)",
+        help=f"{', '.join(available_workloads())}, or module:callable (default: mnist1d)",
     )
     w.add_argument(
         "--model",

@@ -15,14 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
-
 from study.config.target import Target
 from study.errors import UsageError
 from study.workloads.task import Task
 
 if TYPE_CHECKING:  # pragma: no cover
     import keras
+    import numpy as np
 
 
 @dataclass(frozen=True)
