@@ -1,0 +1,76 @@
+"""Studies on other tasks than multi-class: a regression CSV to ``val_mse<=...`` and a binary
+CSV to ``val_auc>=...``, run, tracked and reported from the CLI like any other study."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
+
+
+def study(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
+    env["STUDY_CACHE_DIR"] = str(cwd / "cache")
+    return subprocess.run(
+        [sys.executable, "-m", "study", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def task_study(name: str, csv: str, label: str, task: str, target: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "workload": "csv",
+        "workload_options": {"path": str(DATA / csv), "label": label, "task": task},
+        "target": target,
+        "budget": {"max_steps": 600},
+        "eval_every": "geometric:1.1",
+        "trials_per_stratum": 2,
+        "search_space": {
+            "batch_size": [16, 64],
+            "learning_rate": {"low": 3.0e-3, "high": 0.3, "scale": "log"},
+            "strategy": ["default"],
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "csv", "label", "task", "target"),
+    [
+        ("houses", "houses.csv", "price_k", "regression", "val_mse<=0.05"),
+        ("churn", "churn.csv", "churned", "binary", "val_auc>=0.95"),
+    ],
+)
+def test_a_study_on_another_task_reaches_its_own_target_and_reports(
+    tmp_path: Path, name: str, csv: str, label: str, task: str, target: str
+) -> None:
+    file = tmp_path / f"{name}.yaml"
+    file.write_text(yaml.safe_dump(task_study(name, csv, label, task, target)), encoding="utf-8")
+
+    run = study("run", str(file), "--tuner", "optuna", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    status = json.loads(study("status", name, "--json", cwd=tmp_path).stdout)
+    reached = [s for s in status["strata"] if s["best_steps"] is not None]
+    assert len(reached) == 2, status
+
+    report = study("report", name, "--format", "json", "--out", str(tmp_path / "r"), cwd=tmp_path)
+    assert report.returncode == 0, report.stderr[-3000:]
+    data = json.loads((tmp_path / "r" / "report.json").read_text(encoding="utf-8"))
+    assert data["target"]["text"] == target
+    text = json.dumps(data)
+    assert ("val_mse" if task == "regression" else "val_auc") in text
