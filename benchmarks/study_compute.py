@@ -6,7 +6,8 @@ budget (no early stop, no pruning); its steps to target are read off the full cu
 KerasTuner, pruning, learning-rate transfer between batch sizes).
 
 Prints both totals of training steps, per batch size steps to target of both, the largest
-relative difference, and MLflow's share of trial wall time.
+relative difference, the end-to-end wall time of each, and where our trials' time went (the
+ledger's per-trial timings: build, trace, train, evaluate, bookkeeping, wall).
 Usage: python benchmarks/study_compute.py [--grid 8] [--workdir DIR]
 """
 
@@ -58,20 +59,29 @@ def run_baseline(config, grid: int) -> tuple[int, dict[int, float], dict[int, fl
     return total, best, best_lr
 
 
-def run_ours(config) -> tuple[int, dict[int, float], float]:
-    from study.ledger import Stratum
-    from study.runner.engine import RunOptions, StudyEngine
+def run_ours(config) -> tuple[int, dict[int, float], dict[str, float]]:
+    """`study run` (both tuners) in the current directory's store; totals read off the ledger."""
+    from study.ledger import Ledger
+    from study.paths import journal_path
+    from study.runner.launch import RunOptions, run_study
 
-    engine = StudyEngine(config, RunOptions(tuner="both", live=False))
-    engine.run()
+    status = run_study(config, RunOptions(tuner="both", live=False))
+    if status != 0:
+        raise SystemExit(f"study run exited with {status}")
+    ledger = Ledger.open(str(journal_path()), config.name, create=False)
     total = 0
     best: dict[int, float] = {}
-    for batch in config.space.batch_sizes:
-        trials = engine.ledger.counted(engine.ledger.trials(Stratum(batch, "default")))
-        total += sum(int(t.user_attrs.get("steps_run") or 0) for t in trials)
-        best[batch] = engine.ledger.best_steps(Stratum(batch, "default"))
-    share = engine.tracker.cpu_seconds / max(1e-9, sum(engine._trial_seconds))
-    return total, best, share
+    parts: dict[str, float] = {}
+    for stratum in config.strata:
+        trials = ledger.counted(stratum)
+        total += sum(t.result.steps_run for t in trials if t.result is not None)
+        winner = ledger.best(stratum)
+        steps = winner.result.steps_to_target if winner and winner.result else None
+        best[stratum.batch_size] = float(steps) if steps is not None else math.inf
+        for t in trials:
+            for part, seconds in (t.result.timings if t.result else {}).items():
+                parts[part] = parts.get(part, 0.0) + seconds
+    return total, best, parts
 
 
 def main() -> None:
@@ -86,7 +96,7 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     os.chdir(workdir)
     start = time.time()
-    ours_total, ours_best, mlflow_share = run_ours(config)
+    ours_total, ours_best, parts = run_ours(config)
     ours_time = time.time() - start
     start = time.time()
     base_total, base_best, base_lr = run_baseline(config, args.grid)
@@ -105,7 +115,7 @@ def main() -> None:
         "largest_relative_difference": worst,
         "baseline_seconds": round(base_time, 1),
         "ours_seconds": round(ours_time, 1),
-        "mlflow_cpu_share_of_trial_time": round(mlflow_share, 4),
+        "ours_trial_seconds": {k: round(v, 2) for k, v in sorted(parts.items())},
     }
     print(json.dumps(summary, indent=2))
 
