@@ -8,7 +8,9 @@ training step, evaluation excluded, best of ``--repeats`` runs of ``--steps`` st
   (b) the trainer on `Streams` (a `tf.data` pipeline: shuffled with the seed, a fresh order
       per epoch; distributed with ``distribute_datasets_from_function``),
   (c) `Model.fit` with default settings on the same pipeline (repeated, batched, prefetched),
-      after an untimed warm-up fit.
+      after an untimed warm-up fit,
+  (d) the pipeline alone: its global batches pulled in a compiled loop, nothing trained (what
+      (b) pays on top of (a) when no core is free to overlap it with training).
 
 Then the per-trial overhead a quickstart-like trial pays besides training (MNIST-1D MLP, batch
 32, 300 steps, geometric:1.1 evaluations): build, trace and evaluate seconds of a fresh trial
@@ -44,7 +46,9 @@ def streams(bench: Any) -> Any:
 
     data, tf = bench.data, bench.tf
     return Streams(
-        train=lambda seed, shards, index: pipeline(bench, seed).shard(shards, index),
+        train=lambda seed, shards, index: (
+            pipeline(bench, seed).shard(shards, index) if shards > 1 else pipeline(bench, seed)
+        ),
         val=lambda: tf.data.Dataset.from_tensor_slices((data.x_val, data.y_val)),
         input_shape=data.input_shape,
         num_classes=data.num_classes,
@@ -98,6 +102,25 @@ def fit_us(bench: Any, batch: int, steps: int) -> float:
     return 1e6 * (time.perf_counter() - begin) / steps
 
 
+def pipeline_us(bench: Any, batch: int, steps: int) -> float:
+    tf = bench.tf
+    dataset = pipeline(bench).repeat().batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    iterator = iter(dataset)
+
+    @tf.function
+    def pull(n: Any) -> Any:
+        total = tf.constant(0.0)
+        for _ in tf.range(n):
+            x, _y = next(iterator)
+            total += x[0, 0]
+        return total
+
+    pull(tf.constant(20))
+    begin = time.perf_counter()
+    pull(tf.constant(steps)).numpy()
+    return 1e6 * (time.perf_counter() - begin) / steps
+
+
 def overhead(bench: Any, trials: int) -> dict[str, dict[str, float]]:
     """Median build, trace and evaluate seconds of fresh and of reused trials."""
     from study.trainer.loop import train
@@ -132,10 +155,12 @@ def measure(strategy_name: str, steps: int, repeats: int, trials: int) -> dict:
         memory = [trainer_us(bench, bench.data, batch, steps) for _ in range(repeats)]
         stream = [trainer_us(bench, streamed, batch, steps) for _ in range(repeats)]
         fits = [fit_us(bench, batch, steps) for _ in range(max(1, repeats - 1))]
+        alone = [pipeline_us(bench, batch, steps) for _ in range(repeats)]
         out["steps"][str(batch)] = {
             "memory_us": min(memory),
             "streamed_us": min(stream),
             "fit_us": min(fits),
+            "pipeline_us": min(alone),
         }
     out["overhead"] = overhead(bench, trials)
     return out
@@ -158,13 +183,14 @@ def main() -> None:
     print(f"MNIST-1D MLP, {args.steps} steps, best of {args.repeats}; microseconds per step")
     print(
         f"{'strategy':<12}{'batch':>6}{'(a) memory':>12}{'(b) streamed':>14}{'(c) fit':>10}"
-        f"{'b/a':>7}{'c/b':>7}"
+        f"{'(d) pipeline':>14}{'b/a':>7}{'c/b':>7}"
     )
     for name, out in rows.items():
         for batch, r in out["steps"].items():
             print(
                 f"{name:<12}{batch:>6}{r['memory_us']:>12.0f}{r['streamed_us']:>14.0f}"
-                f"{r['fit_us']:>10.0f}{r['streamed_us'] / r['memory_us']:>7.2f}"
+                f"{r['fit_us']:>10.0f}{r['pipeline_us']:>14.0f}"
+                f"{r['streamed_us'] / r['memory_us']:>7.2f}"
                 f"{r['fit_us'] / r['streamed_us']:>7.2f}"
             )
     print(f"\nPer-trial overhead, batch 32, 300 steps, median of {args.trials} trials (seconds)")
