@@ -21,8 +21,10 @@ Example::
 
 from __future__ import annotations
 
+import os
 import random
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -41,6 +43,10 @@ from study.trainer.optim import make_optimizer, resolved_schedule, set_learning_
 from study.trainer.precision import dtype_policy, resolve_jit, resolve_precision
 from study.workloads.base import Dataset, Streams
 from study.workloads.task import Task
+
+#: How many sessions (model, optimizer, traced functions) a worker keeps for reuse by default:
+#: enough for the strata a study visits in turn; ``$STUDY_KEPT_SESSIONS`` overrides it.
+KEPT_SESSIONS = 4
 
 
 @dataclass
@@ -86,23 +92,49 @@ class Session:
 
 
 class SessionCache:
-    """The last trial's `Session`, kept for a following trial with the same key."""
+    """The sessions of the last few keys, kept for following trials with the same key.
 
-    def __init__(self) -> None:
-        self.session: Session | None = None
+    A study alternates between strata (batch sizes) in one worker, so one kept session would be
+    rebuilt at every switch; ``capacity`` sessions (default `KEPT_SESSIONS`, or
+    ``$STUDY_KEPT_SESSIONS``) cover the strata a worker visits in turn. The least recently used
+    session is dropped first (its model and traces are freed with it).
+    """
+
+    def __init__(self, capacity: int | None = None) -> None:
+        if capacity is None:
+            capacity = int(os.environ.get("STUDY_KEPT_SESSIONS", KEPT_SESSIONS))
+        self.capacity = max(1, capacity)
+        self._sessions: OrderedDict[tuple, Session] = OrderedDict()
+
+    @property
+    def session(self) -> Session | None:
+        """The most recently used session."""
+        return next(reversed(self._sessions.values()), None)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
 
     def take(self, key: tuple, data: Any, strategy: Any) -> Session | None:
-        """The kept session if it was built for ``key`` on these very data and strategy."""
-        s = self.session
-        if s is not None and s.key == key and s.data is data and s.strategy is strategy:
+        """The kept session of ``key`` if it was built on these very data and strategy."""
+        s = self._sessions.get(key)
+        if s is not None and s.data is data and s.strategy is strategy:
+            self._sessions.move_to_end(key)
             return s
         return None
 
+    def make_room(self) -> None:
+        """Drop least recently used sessions until one more fits (before building one)."""
+        while len(self._sessions) >= self.capacity:
+            self._sessions.popitem(last=False)
+
     def keep(self, session: Session) -> None:
-        self.session = session
+        self._sessions[session.key] = session
+        self._sessions.move_to_end(session.key)
+        while len(self._sessions) > self.capacity:
+            self._sessions.popitem(last=False)
 
     def clear(self) -> None:
-        self.session = None
+        self._sessions.clear()
 
 
 def session_key(spec: TrialSpec, task: Task) -> tuple:
@@ -154,7 +186,7 @@ def open_session(
             return kept, {"build": time.perf_counter() - start, "trace": 0.0}, True
     start = time.perf_counter()
     if cache is not None:
-        cache.clear()  # drop the old model before building the next
+        cache.make_room()  # drop the least recently used model before building the next
     keras.backend.clear_session(free_memory=False)  # gc.collect() alone costs ~0.4 s here
     session, timings = _build(key, spec, data, build_model, strategy, resolved, task)
     timings["build"] = time.perf_counter() - start - timings["trace"]  # clearing included

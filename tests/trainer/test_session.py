@@ -129,3 +129,26 @@ def test_timings_split_a_fresh_and_a_reused_trial(data: Dataset, default_strateg
     assert fresh.timings["trace"] > 0 and reused.timings["trace"] == 0.0
     assert reused.timings["build"] < fresh.timings["build"] + fresh.timings["trace"]
     assert np.isfinite(reused.curve[-1].metrics["val_loss"])
+
+
+def test_alternating_strata_reuse_their_own_sessions(data: Dataset, default_strategy) -> None:
+    """A study alternates batch sizes in one worker: each comes back to its kept session."""
+    cache = SessionCache(capacity=2)
+    order = [128, 32, 128, 32]
+    results = [
+        run(tabular_spec(batch_size=b, seed=i), data, default_strategy, cache)
+        for i, b in enumerate(order)
+    ]
+    assert [r.environment["reused"] for r in results] == [False, False, True, True]
+    assert len(cache) == 2
+    fresh = run(tabular_spec(batch_size=32, seed=3), data, default_strategy)
+    assert numbers(results[3]) == numbers(fresh)
+
+
+def test_the_least_recently_used_session_goes_first(data: Dataset, default_strategy) -> None:
+    cache = SessionCache(capacity=1)
+    order = [128, 32, 128]
+    results = [run(tabular_spec(batch_size=b), data, default_strategy, cache) for b in order]
+    assert [r.environment["reused"] for r in results] == [False, False, False]
+    assert len(cache) == 1 and cache.session is not None
+    assert cache.session.key == session_key(tabular_spec(batch_size=128), Task.multiclass())
