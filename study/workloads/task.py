@@ -75,7 +75,10 @@ LOSSES: dict[str, tuple[TaskKind, ...]] = {
     "huber": (TaskKind.REGRESSION,),
 }
 
-_LOWER_IS_BETTER = re.compile(r"(loss|error|mse|mae|rmse|crossentropy|hinge|deviance|perplexity)")
+_LOWER_IS_BETTER = re.compile(
+    r"(loss|error|mse|mae|rmse|msle|mape|rms|crossentropy|hinge|deviance|perplexity|logcosh"
+    r"|kld|kl_divergence|poisson)"
+)
 
 
 def direction_of(name: str) -> Direction:

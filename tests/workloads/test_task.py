@@ -28,6 +28,11 @@ def test_builtin_tasks_report_their_metrics() -> None:
         ("val_precision", Direction.MAXIMIZE),
         ("val_top_k_categorical_accuracy", Direction.MAXIMIZE),
         ("val_hinge", Direction.MINIMIZE),
+        ("val_msle", Direction.MINIMIZE),
+        ("val_mape", Direction.MINIMIZE),
+        ("val_logcosh", Direction.MINIMIZE),
+        ("val_kld", Direction.MINIMIZE),
+        ("val_recall", Direction.MAXIMIZE),
     ],
 )
 def test_direction_of_a_metric_known_by_name(name: str, direction: Direction) -> None:
