@@ -209,7 +209,8 @@ class KerasTunerBackend(TunerBackend):
             oracle.ongoing_trials.pop(FEEDER, None)
             oracle.given = {k: v for k, v in t.params.items() if k in names}
             try:
-                kt_trial = oracle.create_trial(FEEDER)
+                with _retries_held(oracle):
+                    kt_trial = oracle.create_trial(FEEDER)
             finally:
                 oracle.given = None
             if t.result.state in (TrialState.FAILED, TrialState.INFEASIBLE):
@@ -313,7 +314,19 @@ def _drop_from_retry_queue(oracle: keras_tuner.Oracle, trial_ids: set[str]) -> N
 
     KerasTuner's ``Oracle.reload`` sends every trial that was ongoing when the state was saved
     to the retry queue, assuming the saving process died; with several processes sharing one
-    oracle most of them are alive. KerasTuner has no public API to edit the queue, so this one
-    adapter touches the private ``_retry_queue``.
+    oracle most of them are alive. KerasTuner has no public API to edit the queue, so these two
+    adapters touch the private ``_retry_queue``.
     """
     oracle._retry_queue = [tid for tid in oracle._retry_queue if tid not in trial_ids]
+
+
+@contextlib.contextmanager
+def _retries_held(oracle: keras_tuner.Oracle) -> Iterator[None]:
+    """Hold the oracle's retry queue back while another backend's trial is fed to it:
+    ``create_trial`` serves a waiting retry before anything else, and the retry belongs to the
+    next proposal of this backend, not to the fed trial."""
+    queue, oracle._retry_queue = oracle._retry_queue, []
+    try:
+        yield
+    finally:
+        oracle._retry_queue = queue + oracle._retry_queue

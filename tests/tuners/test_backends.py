@@ -239,3 +239,30 @@ def test_a_proposal_repeating_a_running_point_is_moved(tmp_path, tuner):
         assert not clashes(point, others)
         moved += abs(math.log(proposal.params["learning_rate"] / 0.1)) > LR_TOLERANCE
     assert moved == 3
+
+
+def test_a_proposal_lost_with_its_process_is_retried_after_feeding(tmp_path):
+    """A process died while running KerasTuner's proposal: the next process feeds its oracle
+    the trials Optuna finished meanwhile and still retries the lost proposal itself."""
+    cfg = config(tmp_path, sampler="random", oracle="random")
+    ledger = Ledger.open(str(tmp_path / "j.journal"), cfg.name)
+    optuna_backend = OptunaBackend(cfg, ledger)
+    stratum = Stratum(32, "auto")
+    dead = KerasTunerBackend(cfg, ledger, root=tmp_path / "mlruns")
+    lost_slot = ledger.claim(stratum, budget=8)
+    lost = dead.propose(lost_slot, History(stratum))
+    ledger.start(lost_slot, tuner=lost.tuner, origin=lost.origin, extras=lost.extras)
+    ledger.interrupt(lost_slot)  # as `recover_stale` marks the dead process's trial
+    slot = ledger.claim(stratum, budget=8)
+    proposal = optuna_backend.propose(slot, History(stratum, tuple(ledger.trials(stratum))))
+    finish(ledger, slot, [], proposal, 250.0)
+
+    again = KerasTunerBackend(cfg, ledger, root=tmp_path / "mlruns")
+    slot = ledger.claim(stratum, budget=8)
+    retry = again.propose(slot, History(stratum, tuple(ledger.trials(stratum))))
+    assert retry is not None
+    assert retry.origin == "retry" and retry.params == lost.params
+    assert retry.extras[KT_TRIAL] == lost.extras[KT_TRIAL]
+    fed = [t for t in again._tuners[stratum].oracle.trials.values() if t.status == "COMPLETED"]
+    assert [t.score for t in fed] == [250.0]
+    assert fed[0].hyperparameters.values["learning_rate"] == proposal.params["learning_rate"]
