@@ -4,6 +4,7 @@ they centre every stratum's search on."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from study.config.space import Stratum
 from study.config.studyfile import parse_study
 from study.config.target import Target
 from study.ledger import Ledger, StudyRecord
-from study.tuners.history import read_history, stratum_best
+from study.tuners.history import read_history, step_bound, stratum_best
 from study.tuners.transfer import MARGIN
 from tests.fakes import finished_trial, rising_curve, write_ledger
 
@@ -98,3 +99,24 @@ def test_without_transfer_every_stratum_searches_the_whole_range(tmp_path: Path)
     history = read_history(ledger, config, Stratum(32, "default"))
     assert history.window == (1e-4, 3.0)
     assert history.centre is None and history.neighbours == ()
+
+
+def test_step_bound_from_the_other_batch_sizes():
+    # halving the batch size at most doubles the steps; a larger batch size never needs more
+    assert step_bound(128, [(256, 78.0)], 2.0) == pytest.approx(2 * 78 * 2)
+    assert step_bound(128, [(64, 300.0), (512, 60.0)], 1.0) == pytest.approx(240.0)
+    assert step_bound(128, [(64, 200.0), (512, 60.0)], 1.0) == pytest.approx(200.0)
+    assert step_bound(128, [], 2.0) == math.inf
+    assert step_bound(128, [(256, math.inf)], 2.0) == math.inf
+
+
+def test_the_history_carries_the_steps_of_the_other_batch_sizes(tmp_path: Path):
+    config = parse_study(STUDY, "history.yaml")
+    ledger = Ledger.open(str(tmp_path / "j.journal"), "history")
+    write_ledger(
+        ledger, StudyRecord(name="history"), [trial(64, 0, 0.05, 100), trial(256, 0, 0.2, 30)]
+    )
+    history = read_history(ledger, config, Stratum(128, "default"))
+    steps = {t.stratum.batch_size: t.steps_to_target for t in ledger.trials(Stratum(64, "default"))}
+    assert dict(history.neighbour_steps)[64] == steps[64]
+    assert set(dict(history.neighbour_steps)) == {64, 256}
