@@ -101,13 +101,20 @@ class LedgerTrial:
         return (math.inf if steps is None else steps, self.learning_rate, self.number)
 
 
+#: The origin of a confirmation trial (see `study.tuners.confirm`).
+CONFIRM = "confirm"
+
+
 def best_of(trials: list[LedgerTrial] | tuple[LedgerTrial, ...]) -> LedgerTrial | None:
-    """The best reached trial (fewest steps to target; ties: smaller learning rate), or None.
+    """The best reached search trial (fewest steps to target; ties: smaller learning rate), or
+    None. Confirmation trials (origin ``confirm``: a best point re-run under another seed) are
+    left out: they measure the spread over seeds (`study.analysis.seeds`), and a lucky seed must
+    not become the stratum's best for pruning, progress and status.
 
     Example: trials reaching the target in 120 steps at lr 0.3 and 0.1 and in 150 at lr 0.2
     give the one at lr 0.1.
     """
-    reached = [t for t in trials if t.steps_to_target is not None]
+    reached = [t for t in trials if t.steps_to_target is not None and t.origin != CONFIRM]
     return min(reached, key=LedgerTrial.rank, default=None)
 
 

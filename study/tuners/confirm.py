@@ -16,11 +16,10 @@ from collections.abc import Sequence
 
 from study.config.study import Confirmation
 from study.ledger import LedgerTrial, Slot
+from study.ledger.records import CONFIRM
 from study.tuners.base import History, Proposal, TunerBackend, clean_params
 from study.tuners.points import ROUNDS, SEED, clashes, others, point_of
 
-#: Origin of confirmation trials.
-CONFIRM = "confirm"
 #: The ledger extra naming the trial a confirmation trial repeats.
 CONFIRMS = "confirms"
 #: A confirmation trial stops after this many times its point's slowest steps so far.

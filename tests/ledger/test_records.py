@@ -188,6 +188,14 @@ def test_best_is_fewest_steps_then_smaller_learning_rate() -> None:
     assert best_of([reached(0, None, 0.1)]) is None
 
 
+def test_best_leaves_confirmation_trials_out() -> None:
+    """A best point re-run under another seed measures the spread; a lucky seed is no best."""
+    lucky = dataclasses.replace(reached(2, 80, 0.1), origin="confirm", extras={"seed": 1})
+    best = best_of([reached(0, 120, 0.1), reached(1, 130, 0.2), lucky])
+    assert best is not None and best.number == 0
+    assert best_of([lucky]) is None
+
+
 @pytest.mark.parametrize(
     "record",
     [
