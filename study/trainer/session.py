@@ -46,7 +46,7 @@ from study.workloads.task import Task
 
 #: How many sessions (model, optimizer, traced functions) a worker keeps for reuse by default:
 #: enough for the strata a study visits in turn; ``$STUDY_KEPT_SESSIONS`` overrides it.
-KEPT_SESSIONS = 4
+KEPT_SESSIONS = 8
 
 
 @dataclass
