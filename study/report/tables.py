@@ -101,6 +101,19 @@ _STRATEGY_FIXED = (
 )
 
 
+def _spread(row: Mapping[str, Any]) -> str:
+    return f"{fmt(row.get('steps_low'))} to {fmt(row.get('steps_high'))}"
+
+
+def steps_columns(steps: pd.DataFrame) -> list[Column]:
+    """The per-batch-size columns; with confirmation trials (a point run under several seeds)
+    also the spread of its steps over seeds and the number of seeds, after steps to result."""
+    columns = list(STEPS_COLUMNS)
+    if "seeds" in steps.columns and (pd.to_numeric(steps["seeds"], errors="coerce") > 1).any():
+        columns[2:2] = [Column("spread", "spread over seeds", _spread), _col("seeds", "seeds")]
+    return columns
+
+
 def strategy_columns(strategies: pd.DataFrame) -> list[Column]:
     """The seed experiments' columns: the fixed ones, then ``final <metric>`` per metric."""
     taken = {c.name for c in _STRATEGY_FIXED}
@@ -111,7 +124,7 @@ def strategy_columns(strategies: pd.DataFrame) -> list[Column]:
 def report_tables(report: ScalingReport) -> list[Table]:
     """Every table of the report, in the order they are shown."""
     return [
-        _table("Per batch size (pooled over strategies)", report.steps, STEPS_COLUMNS, (4,)),
+        _steps_table(report.steps),
         _table("Per batch size and strategy", report.steps_by_strategy, BY_STRATEGY_COLUMNS, (1,)),
         _table(
             "Strategies (seed experiments)",
@@ -130,6 +143,12 @@ def report_tables(report: ScalingReport) -> list[Table]:
             (0, 3),
         ),
     ]
+
+
+def _steps_table(steps: pd.DataFrame) -> Table:
+    columns = steps_columns(steps)
+    regime = next(i for i, c in enumerate(columns) if c.name == "regime")
+    return _table("Per batch size (pooled over strategies)", steps, columns, (regime,))
 
 
 def _table(

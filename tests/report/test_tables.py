@@ -65,3 +65,18 @@ def test_fitted_numbers_say_why_a_fit_is_missing(make_report, make_table) -> Non
     )
     assert rows[-2][:2] == ("learning-rate power law", "not fitted")
     assert rows[-1][:3] == ("recommendation (8 accelerators)", "none", "")
+
+
+def test_spread_over_seeds_shows_only_with_confirmation_trials() -> None:
+    import pandas as pd
+
+    from study.report.tables import steps_columns
+
+    single = pd.DataFrame({"batch_size": [8, 32], "steps_to_result": [900, 300], "seeds": [1, 1]})
+    assert "spread" not in [c.name for c in steps_columns(single)]
+    confirmed = single.assign(seeds=[3, 1], steps_low=[850, 300], steps_high=[1000, 300])
+    columns = steps_columns(confirmed)
+    names = [c.name for c in columns]
+    assert names[1:4] == ["steps_to_result", "spread", "seeds"]
+    spread = next(c for c in columns if c.name == "spread")
+    assert spread.cell(confirmed.iloc[0].to_dict()) == "850 to 1000"
