@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 
 def run_baseline(config, grid: int) -> tuple[int, dict[int, float], dict[int, float]]:
     """Train every (batch size, lr) of the grid to the full budget; return steps and results."""
+    from study.config.space import Stratum
     from study.config.target import Target
     from study.runner.pool import WorkerPool
 
@@ -43,7 +44,7 @@ def run_baseline(config, grid: int) -> tuple[int, dict[int, float], dict[int, fl
         for batch in config.space.batch_sizes:
             best[batch] = math.inf
             for lr in rates:
-                spec = config.trial_spec(batch, "default", {"learning_rate": lr})
+                spec = config.trial_spec(Stratum(batch, "default"), {"learning_rate": lr})
                 spec = dataclasses.replace(spec, target=never)
                 result = pool.run(spec)
                 total += result.steps_run
