@@ -40,9 +40,18 @@ from tests.runner.conftest import (
 
 pytestmark = pytest.mark.slow
 
-# 2 strata x 4 trials, every trial run to the target or the budget (no pruning), so a trial
-# lasts a second or two. With --tuner both, odd trial numbers are KerasTuner's.
-KILLED = tiny_study(name="killed", trials_per_stratum=4, tuner={"pruning": False})
+# 2 strata x 4 trials, every trial run to its budget (an unreachable target, no pruning) of
+# 15,000 steps, so a trial lasts seconds even when its traces are reused: long enough for its
+# MLflow run to show RUNNING before it ends. With --tuner both, odd trial numbers are
+# KerasTuner's.
+KILLED = tiny_study(
+    name="killed",
+    trials_per_stratum=4,
+    target="val_accuracy>=0.999",
+    budget={"max_steps": 15000},
+    eval_every=100,
+    tuner={"pruning": False},
+)
 
 
 @dataclass
@@ -263,14 +272,16 @@ def test_restart_repairs_runs_a_dead_process_left_behind(killed: Killed, tmp_pat
     assert repaired[open_key].info.run_id == left_open.info.run_id  # closed, not duplicated
 
 
-# Trials that never reach the target and run 1,500 steps (150 evaluations), so the interrupt
-# always lands inside one: a trial that reaches its target within the instant between SIGCONT
-# and the shutdown would rightly be recorded as finished, which is not what this test is about.
+# Trials that never reach the target and run 20,000 steps (seconds, even with reused traces),
+# so the interrupt always lands inside one: a trial that ends within the instant between
+# SIGCONT and the shutdown would rightly be recorded as finished, which is not what this test
+# is about.
 CTRL_C = tiny_study(
     name="ctrl-c",
     trials_per_stratum=3,
     target="val_accuracy>=0.999",
-    budget={"max_steps": 1500},
+    budget={"max_steps": 20000},
+    eval_every=100,
     search_space={"batch_size": [128]},
     tuner={"pruning": False},
 )
