@@ -1,0 +1,88 @@
+"""Small studies from the CLI on what users bring: a folder of images in class folders, and
+their own compiled Keras model (`examples/own_model`), run, tracked and summarised."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def study(*args: str, cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
+    env["STUDY_CACHE_DIR"] = str(cwd / "cache")
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-m", "study", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+
+
+def reached_strata(name: str, cwd: Path) -> list[dict[str, Any]]:
+    status = study("status", name, "--json", cwd=cwd)
+    assert status.returncode == 0, status.stderr
+    data = json.loads(status.stdout)
+    assert data["trials_done"] == data["trials_total"], data
+    return [s for s in data["strata"] if s["best_steps"] is not None]
+
+
+def test_image_folder_study(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    for name, colour in {"red": (200, 40, 40), "green": (40, 200, 40)}.items():
+        (tmp_path / "photos" / name).mkdir(parents=True)
+        for i in range(40):
+            noise = rng.integers(-80, 80, size=(8, 8, 3))
+            pixels = np.clip(np.array(colour) + noise, 0, 255).astype(np.uint8)
+            Image.fromarray(pixels).save(tmp_path / "photos" / name / f"{i}.png")
+    spec = {
+        "name": "photos",
+        "workload": "images",
+        "workload_options": {"path": "photos", "image_size": 8},
+        "model": "cnn",
+        "target": "val_accuracy>=0.9",
+        "budget": {"max_steps": 300},
+        "eval_every": 5,
+        "trials_per_stratum": 2,
+        "search_space": {
+            "batch_size": [8, 32],
+            "learning_rate": {"low": 1.0e-2, "high": 0.3, "scale": "log"},
+        },
+    }
+    (tmp_path / "photos.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    run = study("run", "photos.yaml", "--tuner", "optuna", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert len(reached_strata("photos", tmp_path)) == 2
+
+
+def test_own_model_study_from_the_example(tmp_path: Path) -> None:
+    spec = yaml.safe_load((ROOT / "examples" / "own_model" / "study.yaml").read_text())
+    spec["search_space"]["batch_size"] = [64]
+    (tmp_path / "own.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    run = study(
+        "run",
+        "own.yaml",
+        "--tuner",
+        "both",
+        cwd=tmp_path,
+        pythonpath=ROOT / "examples" / "own_model",
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert len(reached_strata(spec["name"], tmp_path)) == 1
