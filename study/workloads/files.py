@@ -17,6 +17,8 @@ import hashlib
 import json
 import os
 import tempfile
+import warnings
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -234,3 +236,41 @@ def cached_json(kind: str, key: str, compute: Callable[[], Mapping[str, Any]]) -
         if temporary is not None:
             Path(temporary).unlink(missing_ok=True)
     return facts
+
+
+# -- caching generated arrays ----------------------------------------------------------------
+
+
+def read_arrays(path: Path, keys: Sequence[str], what: str) -> dict[str, np.ndarray] | None:
+    """The arrays ``keys`` cached in the ``.npz`` file ``path``, or None if it is missing or
+    unreadable (a warning names ``what``: the caller then generates them again)."""
+    try:
+        with np.load(path) as npz:
+            return {key: npz[key] for key in keys}
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        warnings.warn(f"ignoring unreadable {what} cache {path}; regenerating", stacklevel=3)
+        return None
+
+
+def write_arrays(path: Path, arrays: Mapping[str, np.ndarray], what: str) -> None:
+    """Write ``arrays`` to ``path`` atomically (temp file + ``os.replace``), so that concurrent
+    trial workers can share the cache; a failure only costs a warning naming ``what``."""
+    tmp_name = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            dir=path.parent, prefix=path.stem + ".", suffix=".tmp", delete=False
+        ) as tmp:
+            tmp_name = tmp.name
+            np.savez(tmp, **arrays)
+        os.replace(tmp_name, path)
+    except OSError as exc:
+        warnings.warn(
+            f"could not cache {what} in {path.parent} ({exc}); set STUDY_CACHE_DIR to a "
+            "writable directory to avoid generating it again",
+            stacklevel=3,
+        )
+        if tmp_name is not None and os.path.exists(tmp_name):
+            os.unlink(tmp_name)

@@ -6,11 +6,7 @@ written atomically so that concurrent trial workers can share it.
 
 from __future__ import annotations
 
-import os
 import random
-import tempfile
-import warnings
-import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -19,6 +15,7 @@ import numpy as np
 from study.paths import cache_dir
 from study.workloads import int_option
 from study.workloads.base import Dataset, Workload
+from study.workloads.files import read_arrays, write_arrays
 
 if TYPE_CHECKING:  # pragma: no cover
     import keras
@@ -52,10 +49,10 @@ class Mnist1DWorkload(Workload):
 
     def load(self) -> Dataset:
         """Read the cached arrays, or generate and cache them."""
-        arrays = _read_cache(self.cache_path)
+        arrays = read_arrays(self.cache_path, _KEYS, "MNIST-1D")
         if arrays is None:
             arrays = _generate(self._options["samples"], self._options["seed"])
-            _write_cache(self.cache_path, arrays)
+            write_arrays(self.cache_path, arrays, "MNIST-1D")
         return Dataset(
             x_train=arrays["x"].astype(np.float32, copy=False),
             y_train=arrays["y"].astype(np.int32, copy=False),
@@ -112,36 +109,3 @@ def _generate(samples: int, seed: int) -> dict[str, np.ndarray]:
         "x_test": np.asarray(data["x_test"], dtype=np.float32),
         "y_test": np.asarray(data["y_test"], dtype=np.int32),
     }
-
-
-def _read_cache(path: Path) -> dict[str, np.ndarray] | None:
-    """The cached arrays, or None if the file is missing or unreadable (it is then rebuilt)."""
-    try:
-        with np.load(path) as npz:
-            return {key: npz[key] for key in _KEYS}
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
-        warnings.warn(f"ignoring unreadable MNIST-1D cache {path}; regenerating", stacklevel=3)
-        return None
-
-
-def _write_cache(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write ``path`` atomically (temp file + ``os.replace``); a failure only costs a warning."""
-    tmp_name = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(
-            dir=path.parent, prefix=path.stem + ".", suffix=".tmp", delete=False
-        ) as tmp:
-            tmp_name = tmp.name
-            np.savez(tmp, **arrays)
-        os.replace(tmp_name, path)
-    except OSError as exc:
-        warnings.warn(
-            f"could not cache MNIST-1D in {path.parent} ({exc}); set STUDY_CACHE_DIR to a "
-            "writable directory to avoid regenerating it",
-            stacklevel=3,
-        )
-        if tmp_name is not None and os.path.exists(tmp_name):
-            os.unlink(tmp_name)

@@ -13,10 +13,6 @@ deterministic for a seed, takes one to two seconds for 12,500 images and is cach
 
 from __future__ import annotations
 
-import os
-import tempfile
-import warnings
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -27,6 +23,7 @@ from study.errors import UsageError
 from study.paths import cache_dir
 from study.workloads import float_option, int_option
 from study.workloads.base import Dataset, Workload
+from study.workloads.files import read_arrays, write_arrays
 
 if TYPE_CHECKING:  # pragma: no cover
     import keras
@@ -116,7 +113,7 @@ class ShapesWorkload(Workload):
 
     def load(self) -> Dataset:
         """Read the cached images, or draw and cache them; pixels become float32 in [0, 1]."""
-        arrays = _read_cache(self.cache_path)
+        arrays = read_arrays(self.cache_path, _KEYS, "shapes")
         if arrays is None:
             o = self._options
             images, labels = render(o["samples"], size=o["size"], noise=o["noise"], seed=o["seed"])
@@ -127,7 +124,7 @@ class ShapesWorkload(Workload):
                 "x_val": images[split:],
                 "y_val": labels[split:],
             }
-            _write_cache(self.cache_path, arrays)
+            write_arrays(self.cache_path, arrays, "shapes")
         return Dataset(
             x_train=arrays["x_train"].astype(np.float32) / 255.0,
             y_train=arrays["y_train"].astype(np.int32, copy=False),
@@ -244,36 +241,3 @@ def render(samples: int, *, size: int, noise: float, seed: int) -> tuple[np.ndar
     a = alpha[..., None]
     images = background * (1.0 - a) + fg[:, None, None, :] * a + pixel_noise
     return np.round(np.clip(images, 0.0, 1.0) * 255.0).astype(np.uint8), labels
-
-
-def _read_cache(path: Path) -> dict[str, np.ndarray] | None:
-    """The cached arrays, or None if the file is missing or unreadable (it is then redrawn)."""
-    try:
-        with np.load(path) as npz:
-            return {key: npz[key] for key in _KEYS}
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
-        warnings.warn(f"ignoring unreadable shapes cache {path}; redrawing", stacklevel=3)
-        return None
-
-
-def _write_cache(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write ``path`` atomically (temp file + ``os.replace``); a failure only costs a warning."""
-    tmp_name = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(
-            dir=path.parent, prefix=path.stem + ".", suffix=".tmp", delete=False
-        ) as tmp:
-            tmp_name = tmp.name
-            np.savez(tmp, **arrays)
-        os.replace(tmp_name, path)
-    except OSError as exc:
-        warnings.warn(
-            f"could not cache the shapes images in {path.parent} ({exc}); set STUDY_CACHE_DIR "
-            "to a writable directory to avoid redrawing them",
-            stacklevel=3,
-        )
-        if tmp_name is not None and os.path.exists(tmp_name):
-            os.unlink(tmp_name)
