@@ -3,31 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli import study as run
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "own_model"
 
 
 def study(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(EXAMPLE), env.get("PYTHONPATH")]))
-    env["STUDY_CACHE_DIR"] = str(cwd / "cache")
-    return subprocess.run(
-        [sys.executable, "-m", "study", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run(*args, cwd=cwd, pythonpath=EXAMPLE)
 
 
 def test_readme_shows_the_example_file_as_it_is() -> None:

@@ -4,9 +4,6 @@ their own compiled Keras model (`examples/own_model`), run, tracked and summaris
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,25 +12,11 @@ import pytest
 import yaml
 from PIL import Image
 
+from tests.cli import study
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def study(*args: str, cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
-    env["STUDY_CACHE_DIR"] = str(cwd / "cache")
-    if pythonpath is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "study", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
 
 
 def reached_strata(name: str, cwd: Path) -> list[dict[str, Any]]:

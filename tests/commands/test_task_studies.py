@@ -4,32 +4,17 @@ CSV to ``val_auc>=...``, run, tracked and reported from the CLI like any other s
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.cli import study
+
 pytestmark = pytest.mark.slow
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
-
-
-def study(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
-    env["STUDY_CACHE_DIR"] = str(cwd / "cache")
-    return subprocess.run(
-        [sys.executable, "-m", "study", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
 
 
 def task_study(name: str, csv: str, label: str, task: str, target: str) -> dict[str, Any]:
