@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,23 +14,9 @@ from study.cli import build_parser
 from study.commands.train import FLAGS, build_spec
 from study.config.trial import OPTIMIZER_RULES, SCHEDULE_RULES, Budget
 from study.errors import UsageError
+from tests.cli import study
 
 HEAVY_MODULES = ("tensorflow", "keras", "mlflow", "optuna", "keras_tuner")
-
-
-def study(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m study ARGS`` in ``cwd`` with no tracking store configured."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
-    env["STUDY_CACHE_DIR"] = str(cwd / "cache")
-    return subprocess.run(
-        [sys.executable, "-m", "study", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def write_files(directory: Path) -> None:
