@@ -1,0 +1,54 @@
+"""Fixtures every test directory may use: real services (tests/services.py).
+
+* ``postgres`` (session): a running PostgreSQL server (`tests.services.PostgresServer`).
+* ``postgres_url`` (per test): a fresh empty database on it, as a
+  ``postgresql+psycopg://study:<password>@127.0.0.1:PORT/dbN`` URL.
+* ``mlflow_server`` (session): an ``mlflow server`` with a SQLite store and served artifacts;
+  ``STUDY_TEST_MLFLOW_URI`` names one already running instead.
+* ``mlflow_server_pg`` (session): an ``mlflow server`` whose backend store is a database on
+  ``postgres``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.services import PostgresServer, postgresql_server
+from tests.services import mlflow_server as start_mlflow_server
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL server for the whole session (started on first use)."""
+    with postgresql_server() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_url(postgres: PostgresServer) -> str:
+    """A new empty database for one test, with the test role's password in the URL."""
+    return postgres.create_database()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a running MLflow tracking server (SQLite store, served artifacts)."""
+    given = os.environ.get("STUDY_TEST_MLFLOW_URI")
+    if given:
+        yield given.rstrip("/")
+        return
+    with start_mlflow_server(tmp_path_factory.mktemp("mlflow-server")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def mlflow_server_pg(
+    postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The URL of a running MLflow tracking server whose backend store is PostgreSQL."""
+    store = postgres.create_database("mlflow")
+    with start_mlflow_server(tmp_path_factory.mktemp("mlflow-server-pg"), store) as url:
+        yield url
