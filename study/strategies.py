@@ -5,7 +5,10 @@ and `probe_host` touch TensorFlow, and they run inside a trainer worker.
 
 Names: ``auto`` (detect), ``default``, ``one_device``, ``mirrored`` (all GPUs), ``mirrored:N``
 (N replicas: N GPUs, or N logical CPU devices on a CPU-only host), ``multi_worker_mirrored``
-(workers from ``TF_CONFIG``), ``tpu``. `StrategySpec.parse` is the one grammar for these names
+(the cluster of the environment's ``TF_CONFIG``: one process per host, launched by a
+scheduler), ``multi_worker_mirrored:W`` (a group of W worker processes on this host, one
+replica each, coordinated by a ``TF_CONFIG`` on loopback ports: `study.runner.cluster`),
+``tpu``. `StrategySpec.parse` is the one grammar for these names
 (``study train --strategy`` and a study file's ``search_space.strategy`` both use it); it and
 `check_batch_divisible` raise `FieldError` for the caller to name.
 """
@@ -25,11 +28,15 @@ from study.config.rules import FieldError
 from study.errors import InfeasibleError
 
 _NAME = re.compile(r"^(auto|default|one_device|mirrored|multi_worker_mirrored|tpu)(?::([0-9]+))?$")
-_CHOICES = "auto, default, one_device, mirrored, mirrored:N, multi_worker_mirrored, tpu"
+_CHOICES = (
+    "auto, default, one_device, mirrored, mirrored:N, multi_worker_mirrored, "
+    "multi_worker_mirrored:W, tpu"
+)
 _RULE = (
     "unknown strategy; choose from auto, default, one_device, mirrored, mirrored:N (N >= 1), "
-    "multi_worker_mirrored, tpu"
+    "multi_worker_mirrored, multi_worker_mirrored:W (W >= 1 worker processes), tpu"
 )
+_COUNTED = {"mirrored": "N", "multi_worker_mirrored": "W"}
 
 
 class StrategyKind(str, enum.Enum):
@@ -43,16 +50,20 @@ class StrategyKind(str, enum.Enum):
 
 @dataclass(frozen=True)
 class StrategySpec:
-    """A parsed strategy name. ``replicas`` is set only for ``mirrored:N``."""
+    """A parsed strategy name. ``replicas`` is set only for ``mirrored:N``, ``workers`` only
+    for ``multi_worker_mirrored:W``."""
 
     kind: StrategyKind
     replicas: int | None = None
+    workers: int | None = None
 
     @classmethod
     def parse(cls, name: str, *, option: str | None = None) -> StrategySpec:
         """Parse a strategy name.
 
-        Example: ``StrategySpec.parse("mirrored:2")`` is ``StrategySpec(MIRRORED, 2)``.
+        Example: ``StrategySpec.parse("mirrored:2")`` is ``StrategySpec(MIRRORED, 2)``;
+        ``StrategySpec.parse("multi_worker_mirrored:2")`` is
+        ``StrategySpec(MULTI_WORKER_MIRRORED, workers=2)``.
 
         Raises:
             FieldError: field ``strategy``, value ``name``; ``option``, if given, names it.
@@ -62,20 +73,31 @@ class StrategySpec:
             problem = f"unknown strategy {name!r}; choose from {_CHOICES}"
         elif match.group(2) is None:
             return cls(StrategyKind(match.group(1)))
-        elif match.group(1) != StrategyKind.MIRRORED.value:
-            problem = f"only mirrored takes a replica count (got {name!r})"
+        elif match.group(1) not in _COUNTED:
+            problem = f"only mirrored and multi_worker_mirrored take a count (got {name!r})"
         elif int(match.group(2)) < 1:
-            problem = f"mirrored:N needs N >= 1 (got {name!r})"
-        else:
+            letter = _COUNTED[match.group(1)]
+            problem = f"{match.group(1)}:{letter} needs {letter} >= 1 (got {name!r})"
+        elif match.group(1) == StrategyKind.MIRRORED.value:
             return cls(StrategyKind.MIRRORED, int(match.group(2)))
+        else:
+            return cls(StrategyKind.MULTI_WORKER_MIRRORED, workers=int(match.group(2)))
         raise FieldError("strategy", _RULE, name, detail=problem, name=option)
 
     @property
     def static_replicas(self) -> int | None:
-        """Replicas known without looking at the hardware (None for auto, tpu, multi-worker)."""
+        """Replicas known without looking at the hardware: 1 for default and one_device, N for
+        mirrored:N, W for multi_worker_mirrored:W (one replica per worker process); None for
+        auto, mirrored, multi_worker_mirrored and tpu."""
         if self.kind in (StrategyKind.DEFAULT, StrategyKind.ONE_DEVICE):
             return 1
-        return self.replicas
+        return self.workers or self.replicas
+
+    @property
+    def built_at_start(self) -> bool:
+        """Whether a worker must build this strategy before TensorFlow initialises: a
+        multi-worker strategy configures collective ops, which only works at program start."""
+        return self.kind is StrategyKind.MULTI_WORKER_MIRRORED
 
     @property
     def logical_cpus(self) -> int:
@@ -83,12 +105,24 @@ class StrategySpec:
         return self.replicas if self.kind is StrategyKind.MIRRORED and self.replicas else 1
 
     def __str__(self) -> str:
-        return f"{self.kind.value}:{self.replicas}" if self.replicas else self.kind.value
+        count = self.workers or self.replicas
+        return f"{self.kind.value}:{count}" if count else self.kind.value
 
 
-def device_key(name: str) -> str:
-    """The device configuration a strategy needs; trials with equal keys may share a worker."""
-    return f"cpu{StrategySpec.parse(name).logical_cpus}"
+def device_key(name: str, env: Mapping[str, str] | None = None) -> str:
+    """The worker configuration a strategy needs; trials with equal keys may share a worker.
+
+    ``cpuN``: one process with N logical CPUs; ``mwmW``: a group of W processes on loopback
+    ports (``multi_worker_mirrored:W``); ``mwm``: one process that joins the cluster of the
+    environment's ``TF_CONFIG`` (``multi_worker_mirrored``, or ``auto`` when ``TF_CONFIG``
+    names several workers). Example: ``device_key("mirrored:2")`` is ``"cpu2"``.
+    """
+    spec = StrategySpec.parse(name)
+    if spec.kind is StrategyKind.AUTO and tf_config_workers(env) > 1:
+        return "mwm"
+    if spec.kind is StrategyKind.MULTI_WORKER_MIRRORED:
+        return f"mwm{spec.workers or ''}"
+    return f"cpu{spec.logical_cpus}"
 
 
 def check_batch_divisible(batch_size: int, replicas: int, *, strategy: str) -> None:
@@ -197,6 +231,11 @@ def resolve(name: str, host: HostInfo) -> ResolvedStrategy:
         wanted = spec.replicas or 1
         return ResolvedStrategy(spec.kind, wanted, tuple(f"/cpu:{i}" for i in range(wanted)), name)
     if spec.kind is StrategyKind.MULTI_WORKER_MIRRORED:
+        if spec.workers and spec.workers != host.workers:
+            raise InfeasibleError(
+                f"strategy {name!r} needs a group of {spec.workers} worker processes; this "
+                f"process has {host.workers} worker(s) in TF_CONFIG"
+            )
         local = max(1, host.gpus)
         devices = gpu_devices or ("/cpu:0",)
         return ResolvedStrategy(spec.kind, local * host.workers, devices, name)

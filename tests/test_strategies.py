@@ -26,6 +26,7 @@ from study.strategies import (
         ("mirrored", StrategyKind.MIRRORED, None),
         ("mirrored:4", StrategyKind.MIRRORED, 4),
         ("multi_worker_mirrored", StrategyKind.MULTI_WORKER_MIRRORED, None),
+        ("multi_worker_mirrored:2", StrategyKind.MULTI_WORKER_MIRRORED, None),
         ("tpu", StrategyKind.TPU, None),
     ],
 )
@@ -36,13 +37,32 @@ def test_parse_names(name, kind, replicas):
     assert str(spec) == name
 
 
+def test_multi_worker_count_is_workers_not_local_replicas():
+    spec = StrategySpec.parse("multi_worker_mirrored:3")
+    assert (spec.workers, spec.replicas) == (3, None)
+    assert spec.static_replicas == 3  # one replica per worker process
+    assert spec.logical_cpus == 1  # each worker is a one-device process
+    assert spec.built_at_start
+    bare = StrategySpec.parse("multi_worker_mirrored")
+    assert (bare.workers, bare.static_replicas) == (None, None)  # the cluster decides
+    assert bare.built_at_start
+    assert not StrategySpec.parse("mirrored:2").built_at_start
+    assert StrategySpec.parse("mirrored:2").workers is None
+
+
 @pytest.mark.parametrize(
     ("name", "problem"),
     [
         ("mirored:2", "unknown strategy 'mirored:2'; choose from auto, default, one_device"),
         ("mirrored:0", "mirrored:N needs N >= 1 (got 'mirrored:0')"),
         ("mirrored:x", "unknown strategy 'mirrored:x'"),
-        ("tpu:2", "only mirrored takes a replica count (got 'tpu:2')"),
+        ("tpu:2", "only mirrored and multi_worker_mirrored take a count (got 'tpu:2')"),
+        ("default:1", "only mirrored and multi_worker_mirrored take a count (got 'default:1')"),
+        (
+            "multi_worker_mirrored:0",
+            "multi_worker_mirrored:W needs W >= 1 (got 'multi_worker_mirrored:0')",
+        ),
+        ("multi_worker_mirrored:two", "unknown strategy 'multi_worker_mirrored:two'"),
         ("", "unknown strategy ''"),
         ("gpu", "unknown strategy 'gpu'"),
     ],
@@ -61,12 +81,25 @@ def test_parse_rejects(name, problem):
 
 def test_parse_canonical_name():
     assert str(StrategySpec.parse(" mirrored:02 ")) == "mirrored:2"
+    assert str(StrategySpec.parse("multi_worker_mirrored:002")) == "multi_worker_mirrored:2"
 
 
 def test_device_keys_separate_device_sets():
-    assert device_key("default") == device_key("auto") == device_key("one_device") == "cpu1"
+    assert device_key("default", {}) == device_key("auto", {}) == "cpu1"
+    assert device_key("one_device") == "cpu1"
     assert device_key("mirrored:2") == "cpu2"
     assert device_key("mirrored:4") != device_key("mirrored:2")
+
+
+def test_device_keys_of_multi_worker_strategies():
+    assert device_key("multi_worker_mirrored:2") == "mwm2"
+    assert device_key("multi_worker_mirrored:3") == "mwm3"
+    assert device_key("multi_worker_mirrored") == "mwm"  # the environment's cluster
+    cluster = {
+        "TF_CONFIG": '{"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}}'
+    }
+    assert device_key("auto", cluster) == "mwm"  # auto picks multi-worker on such a host
+    assert device_key("default", cluster) == "cpu1"
 
 
 @pytest.mark.parametrize(
@@ -111,6 +144,24 @@ def test_multi_worker_replicas_from_tf_config():
     assert tf_config_workers({}) == 1
     assert tf_config_workers({"TF_CONFIG": "not json"}) == 1
     assert resolve("multi_worker_mirrored", HostInfo(workers=3)).replicas == 3
+
+
+def test_resolve_multi_worker_group_checks_its_cluster():
+    r = resolve("multi_worker_mirrored:2", HostInfo(workers=2))
+    assert (r.kind, r.replicas, r.devices) == (StrategyKind.MULTI_WORKER_MIRRORED, 2, ("/cpu:0",))
+    with pytest.raises(
+        InfeasibleError,
+        match=r"'multi_worker_mirrored:2' needs a group of 2 worker processes; this process has "
+        r"1 worker\(s\) in TF_CONFIG",
+    ):
+        resolve("multi_worker_mirrored:2", HostInfo(workers=1))
+
+
+def test_batch_divisibility_of_a_worker_group():
+    spec = StrategySpec.parse("multi_worker_mirrored:2")
+    check_batch_divisible(64, spec.static_replicas, strategy=str(spec))
+    with pytest.raises(FieldError, match="not divisible by the 2 replicas of strategy 'multi_wo"):
+        check_batch_divisible(63, spec.static_replicas, strategy=str(spec))
 
 
 def test_tpu_hint_without_network(tmp_path: Path):

@@ -4,6 +4,11 @@
 strategy (starting one if needed, retiring an idle one of another configuration when the pool
 is full) and relays every measurement to the caller's hook, so the study engine can prune.
 Thread-safe: the engine runs ``--workers N`` trials at once from N threads.
+
+A ``multi_worker_mirrored:W`` trial runs on a `study.runner.cluster.WorkerGroup` of W
+processes instead; the group takes one slot of the pool, serves following trials of the same W
+and is replaced after a failure. ``multi_worker_mirrored`` (the environment's ``TF_CONFIG``)
+runs in one worker that builds the strategy at start.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from typing import Any
 
 from study.config.trial import TrialSpec
 from study.results import Measurement, TrialResult, TrialState
-from study.strategies import device_key
+from study.runner.cluster import GroupError, WorkerGroup
+from study.strategies import StrategySpec, device_key
 
 _CTX = mp.get_context("spawn")
 _START_TIMEOUT_S = 300.0
@@ -37,6 +43,9 @@ class _Worker:
     def alive(self) -> bool:
         return self.process.is_alive()
 
+    def kill(self) -> None:
+        self.process.kill()
+
     def stop(self, timeout: float = 5.0) -> None:
         with contextlib.suppress(OSError, ValueError):
             self.conn.send(("exit", None))
@@ -45,6 +54,40 @@ class _Worker:
             self.process.kill()
             self.process.join(timeout)
         self.conn.close()
+
+    def check(self, spec: TrialSpec) -> tuple[str | None, bool]:
+        """The worker's answer to a check (None: the trial can run) and whether it lives on."""
+        try:
+            self.conn.send(("check", spec))
+            _kind, problem = self.conn.recv()
+            return problem, True
+        except (EOFError, OSError, BrokenPipeError):
+            self.process.join(1)
+            code = self.process.exitcode
+            return f"trainer worker died while checking the trial (exit code {code})", False
+
+    def run(
+        self, spec: TrialSpec, hook: Callable[[Measurement], bool] | None
+    ) -> tuple[TrialResult, bool]:
+        """Run one trial, relaying measurements to ``hook``; a death becomes a failed result."""
+        started = time.monotonic()
+        try:
+            self.conn.send(("trial", spec))
+            while True:
+                kind, payload = self.conn.recv()
+                if kind == "measurement":
+                    keep_going = True if hook is None else bool(hook(payload))
+                    self.conn.send(("prune", keep_going))
+                    continue
+                return payload, True
+        except (EOFError, OSError, BrokenPipeError):
+            self.process.join(1)
+            code = self.process.exitcode
+            error = (
+                f"trainer worker died during the trial (exit code {code}) after "
+                f"{time.monotonic() - started:.1f} s"
+            )
+            return TrialResult(state=TrialState.FAILED, error=error), False
 
 
 class WorkerError(RuntimeError):
@@ -77,8 +120,9 @@ class WorkerPool:
         for worker in workers:
             worker.stop()
 
-    def _acquire(self, key: str) -> _Worker:
-        retired: _Worker | None = None
+    def _acquire(self, strategy: str) -> _Worker | WorkerGroup:
+        key = device_key(strategy)
+        retired: _Worker | WorkerGroup | None = None
         with self._lock:
             while True:
                 self._workers = [w for w in self._workers if w.busy or w.alive()]
@@ -98,7 +142,7 @@ class WorkerPool:
         try:
             if retired is not None:
                 retired.stop()
-            worker = self._spawn(key)
+            worker = self._spawn(key, StrategySpec.parse(strategy))
         finally:
             with self._lock:
                 self._starting -= 1
@@ -108,14 +152,23 @@ class WorkerPool:
             self._workers.append(worker)
         return worker
 
-    def _spawn(self, key: str) -> _Worker:
+    def _spawn(self, key: str, strategy: StrategySpec) -> _Worker | WorkerGroup:
         from study.runner.worker import worker_main
 
+        if strategy.workers:
+            # One slot, W processes: their TensorFlow threads split this slot's cores.
+            threads = max(1, (os.cpu_count() or 1) // (self.max_workers * strategy.workers))
+            with self._lock:
+                self.started += strategy.workers
+            try:
+                return WorkerGroup.start(strategy.workers, threads)
+            except GroupError as exc:
+                raise WorkerError(str(exc)) from exc
         parent, child = _CTX.Pipe()
-        logical_cpus = int(key.removeprefix("cpu"))
+        at_start = str(strategy) if strategy.built_at_start else None
         process = _CTX.Process(
             target=worker_main,
-            args=(child, logical_cpus, self.threads_per_worker),
+            args=(child, strategy.logical_cpus, self.threads_per_worker, at_start),
             daemon=True,
             name=f"study-{key}",
         )
@@ -132,14 +185,14 @@ class WorkerPool:
             raise WorkerError(f"trainer worker for {key} failed to start:\n{info['error']}")
         return _Worker(key=key, process=process, conn=parent, info=info)
 
-    def _release(self, worker: _Worker, healthy: bool) -> None:
+    def _release(self, worker: _Worker | WorkerGroup, healthy: bool) -> None:
         with self._lock:
             worker.busy = False
             worker.trials += 1
             if not healthy:
                 if worker in self._workers:
                     self._workers.remove(worker)
-                worker.process.kill()
+                worker.kill()
             self._lock.notify_all()
 
     def check(self, spec: TrialSpec) -> str | None:
@@ -148,56 +201,31 @@ class WorkerPool:
         Returns None if the trial can run, else one line saying why not: a target the model
         does not report (listing those it does), a bad loss or labels, a workload that fails to
         load, a model that fails to build. A worker that cannot start or dies is such a line
-        too. The worker is the one later trials of that device configuration use.
+        too. The worker (or worker group) is the one later trials of that configuration use.
         """
         try:
-            worker = self._acquire(device_key(spec.strategy))
+            worker = self._acquire(spec.strategy)
         except WorkerError as exc:
             return str(exc).splitlines()[0]
         healthy = False
         try:
-            worker.conn.send(("check", spec))
-            _kind, problem = worker.conn.recv()
-            healthy = True
+            problem, healthy = worker.check(spec)
             return problem
-        except (EOFError, OSError, BrokenPipeError):
-            worker.process.join(1)
-            return (
-                f"trainer worker died while checking the trial "
-                f"(exit code {worker.process.exitcode})"
-            )
         finally:
             self._release(worker, healthy)
 
     def run(
         self, spec: TrialSpec, hook: Callable[[Measurement], bool] | None = None
     ) -> TrialResult:
-        """Run one trial in a worker; a dead worker becomes a ``failed`` result, never an exception."""
-        started = time.monotonic()
+        """Run one trial in a worker (or worker group); a dead worker becomes a ``failed``
+        result, never an exception."""
         try:
-            worker = self._acquire(device_key(spec.strategy))
+            worker = self._acquire(spec.strategy)
         except WorkerError as exc:
             return TrialResult(state=TrialState.FAILED, error=str(exc))
         healthy = False
         try:
-            worker.conn.send(("trial", spec))
-            while True:
-                kind, payload = worker.conn.recv()
-                if kind == "measurement":
-                    keep_going = True if hook is None else bool(hook(payload))
-                    worker.conn.send(("prune", keep_going))
-                    continue
-                healthy = True
-                return payload
-        except (EOFError, OSError, BrokenPipeError):
-            worker.process.join(1)
-            code = worker.process.exitcode
-            return TrialResult(
-                state=TrialState.FAILED,
-                error=(
-                    f"trainer worker died during the trial (exit code {code}) after "
-                    f"{time.monotonic() - started:.1f} s"
-                ),
-            )
+            result, healthy = worker.run(spec, hook)
+            return result
         finally:
             self._release(worker, healthy)

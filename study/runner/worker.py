@@ -3,6 +3,9 @@
 TensorFlow fixes its logical devices when it initialises and cannot host MirroredStrategy
 instances over different device sets, so each worker is started for one configuration (its
 number of logical CPUs) and reuses its runtime, strategies and generated data across trials.
+A multi-worker worker (one member of a `study.runner.cluster.WorkerGroup`, or one host of a
+real cluster) sets ``TF_CONFIG`` and builds its `MultiWorkerMirroredStrategy` first, before
+TensorFlow initialises: collective ops can only be configured at program start.
 
 It also keeps the last trial's model, optimizer and compiled functions (a
 `study.trainer.session.SessionCache`): a following trial with the same model, batch size,
@@ -17,6 +20,7 @@ model does not report, a bad loss or labels, a missing file before a study recor
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import traceback
@@ -42,7 +46,9 @@ def _die_with_parent() -> None:
 class _Runtime:
     """TensorFlow, strategies and datasets, created once per worker and reused."""
 
-    def __init__(self, logical_cpus: int, threads: int = 0) -> None:
+    def __init__(
+        self, logical_cpus: int, threads: int = 0, start_strategy: str | None = None
+    ) -> None:
         with quiet_stderr():
             import tensorflow as tf
 
@@ -57,6 +63,8 @@ class _Runtime:
         self.host = probe_host(tf)
         tf.config.experimental.enable_op_determinism()
         self._strategies: dict[str, Any] = {}
+        if start_strategy is not None:  # before anything initialises TensorFlow's context
+            self.strategy(start_strategy)
         self._data: dict[tuple, Any] = {}
         from study.trainer.session import SessionCache
 
@@ -142,16 +150,40 @@ def check_safely(runtime: _Runtime, spec: TrialSpec) -> str | None:
     return None
 
 
-def worker_main(conn: Any, logical_cpus: int, threads: int = 0) -> None:
-    """Entry point of a worker process."""
+def worker_main(
+    conn: Any,
+    logical_cpus: int,
+    threads: int = 0,
+    start_strategy: str | None = None,
+    tf_config: str | None = None,
+) -> None:
+    """Entry point of a worker process.
+
+    Args:
+        start_strategy: a strategy to build before TensorFlow initialises (a multi-worker one);
+            only trials of that strategy may then be sent.
+        tf_config: the ``TF_CONFIG`` of this process (a member of a worker group); None keeps
+            the environment's.
+    """
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C does
+    if tf_config is not None:
+        os.environ["TF_CONFIG"] = tf_config
     try:
-        runtime = _Runtime(logical_cpus, threads)
+        runtime = _Runtime(logical_cpus, threads, start_strategy)
     except Exception:
         conn.send(("ready", {"error": traceback.format_exc()}))
         return
-    conn.send(("ready", {"gpus": runtime.host.gpus, "logical_cpus": logical_cpus}))
+    conn.send(
+        (
+            "ready",
+            {
+                "gpus": runtime.host.gpus,
+                "logical_cpus": logical_cpus,
+                "workers": runtime.host.workers,
+            },
+        )
+    )
 
     def hook(measurement: Any) -> bool:
         conn.send(("measurement", measurement))
