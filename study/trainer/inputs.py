@@ -69,13 +69,14 @@ class IndexStream:
         return out
 
 
-def sliced(replica_step: ReplicaStep, strategy: Any, batch_size: int) -> ReplicaStep:
-    """``replica_step`` on this replica's contiguous slice of a global batch."""
+def sliced(replica_step: ReplicaStep, strategy: Any) -> ReplicaStep:
+    """``replica_step`` on this replica's contiguous slice of a global batch (of any size: the
+    slice is computed in the graph, so one trace serves every batch size)."""
     replicas = strategy.num_replicas_in_sync
-    per_replica = batch_size // replicas
 
     def step(xb: tf.Tensor, yb: tf.Tensor) -> tf.Tensor:
         if replicas > 1:
+            per_replica = tf.shape(xb)[0] // replicas
             start = tf.distribute.get_replica_context().replica_id_in_sync_group * per_replica
             xb = xb[start : start + per_replica]
             yb = yb[start : start + per_replica]
@@ -93,7 +94,11 @@ def shares_host_memory(strategy: Any) -> bool:
 
 
 class ArrayFeed:
-    """In-memory arrays as device constants; each call takes a [steps, batch] index array."""
+    """In-memory arrays as device constants; each call takes a [steps, batch] index array.
+
+    The batch size is not part of the trace (``[None, None]`` indices): one compiled function
+    serves every batch size, and `start` sets the trial's.
+    """
 
     kind = "memory"
 
@@ -106,17 +111,21 @@ class ArrayFeed:
         self.y_train = tf.constant(objective.labels_array(data.y_train, where="training labels"))
         self.x_val = tf.constant(data.x_val)
         self.y_val = tf.constant(objective.labels_array(data.y_val, where="validation labels"))
-        self.max_steps_per_call = max(1, _MAX_INDICES_PER_CALL // batch_size)
         self._stream = IndexStream(self.train_examples, 0)
+
+    @property
+    def max_steps_per_call(self) -> int:
+        """Steps per compiled call that keep its index array within bounds."""
+        return max(1, _MAX_INDICES_PER_CALL // self.batch_size)
 
     def train_function(self, replica_step: ReplicaStep) -> tuple[Any, Callable[..., tf.Tensor]]:
         """The compiled multi-step function and its one concrete function (called directly, it
         skips argument matching and can never retrace): [steps, batch] indices -> losses."""
         strategy, x_train, y_train = self.strategy, self.x_train, self.y_train
-        sliced_step = sliced(replica_step, strategy, self.batch_size)
+        sliced_step = sliced(replica_step, strategy)
 
-        # One trace for every chunk length: [steps, batch] with steps unknown.
-        @tf.function(input_signature=[tf.TensorSpec([None, self.batch_size], tf.int32)])
+        # One trace for every chunk length and batch size: [steps, batch], both unknown.
+        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
         def train_chunk(indices: tf.Tensor) -> tf.Tensor:
             steps = tf.shape(indices)[0]
             losses = tf.TensorArray(tf.float32, size=steps)
@@ -131,8 +140,10 @@ class ArrayFeed:
 
         return train_chunk, train_chunk.get_concrete_function()
 
-    def start(self, seed: int) -> None:
-        """Begin a trial's example order (seeded)."""
+    def start(self, seed: int, batch_size: int | None = None) -> None:
+        """Begin a trial's example order (seeded), at its batch size if given."""
+        if batch_size is not None:
+            self.batch_size = batch_size
         self._stream = IndexStream(self.train_examples, seed)
 
     def args(self, count: int) -> tuple[tf.Tensor]:
@@ -218,7 +229,7 @@ class StreamFeed:
         trial and chunk length."""
         strategy, labels = self.strategy, self.objective.labels
         if self.split_on_host:
-            replica_step = sliced(replica_step, strategy, self.batch_size)
+            replica_step = sliced(replica_step, strategy)
 
         def labelled_step(xb: tf.Tensor, yb: tf.Tensor) -> tf.Tensor:
             return replica_step(xb, labels(yb))
@@ -235,8 +246,13 @@ class StreamFeed:
 
         return train_chunk, train_chunk
 
-    def start(self, seed: int) -> None:
-        """Begin a trial's example order: a fresh distributed iterator over the seeded pipeline."""
+    def start(self, seed: int, batch_size: int | None = None) -> None:
+        """Begin a trial's example order: a fresh distributed iterator over the seeded pipeline.
+
+        The batch size is baked into the pipeline: a session of another one is never reused.
+        """
+        if batch_size is not None and batch_size != self.batch_size:
+            raise ValueError(f"a streamed feed of batch {self.batch_size} cannot run {batch_size}")
         self._iterator = self.iterator(seed)
 
     def args(self, count: int) -> tuple[Any, tf.Tensor]:

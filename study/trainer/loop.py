@@ -64,7 +64,7 @@ def train(
     session, timings, reused = open_session(
         spec, data, build_model, strategy, resolved, task, cache
     )
-    session.start(spec.seed)
+    session.start(spec.seed, spec.batch_size)
     environment = {
         "strategy": resolved.kind.value,
         "strategy_requested": spec.strategy,

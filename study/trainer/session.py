@@ -2,9 +2,9 @@
 
 Building and tracing is most of a short trial's cost. A `Session` holds what a trial built; the
 worker keeps the last one in a `SessionCache`. The next trial with the same `session_key` (the
-workload and its options, model, batch size, strategy, loss, precision, XLA, optimizer and
-resolved schedule: everything baked into the traces, but not the learning rate or seed)
-re-initialises it instead: a fresh model is built under the trial's seed (no tracing) and its
+workload and its options, model, strategy, loss, precision, XLA, optimizer and resolved
+schedule: everything baked into the traces, but not the learning rate, seed or, for data in
+memory, the batch size) re-initialises it instead: a fresh model is built under the trial's seed (no tracing) and its
 values assigned to the kept model's variables (weights, non-trainable state and dropout seed
 state alike), the optimizer's variables go back to their just-built values, the learning rate
 (a variable, also a schedule's base) is set and the example order restarts. A reused trial
@@ -73,9 +73,9 @@ class Session:
     precision: str
     jit: bool
 
-    def start(self, seed: int) -> None:
-        """Begin a trial's example order."""
-        self.feed.start(seed)
+    def start(self, seed: int, batch_size: int | None = None) -> None:
+        """Begin a trial's example order at its batch size."""
+        self.feed.start(seed, batch_size)
 
     def args(self, count: int) -> tuple:
         """Arguments of the next compiled call of ``count`` steps (host work, untimed)."""
@@ -137,11 +137,13 @@ class SessionCache:
         self._sessions.clear()
 
 
-def session_key(spec: TrialSpec, task: Task) -> tuple:
+def session_key(spec: TrialSpec, task: Task, *, streamed: bool = False) -> tuple:
     """Everything a session's traces depend on: trials with equal keys can share one.
 
     The learning rate and seed are left out (set per trial); the schedule enters as the
     one it resolves to (its horizon depends on the step budget only without ``decay_steps``).
+    The batch size enters only for streamed data (the pipeline batches); in memory, one trace
+    takes index arrays of any batch size, so a study's strata share a session.
     """
     optimizer = {k: v for k, v in asdict(spec.optimizer).items() if k != "learning_rate"}
     schedule = resolved_schedule(spec.schedule, spec.budget.step_limit(spec.batch_size))
@@ -150,7 +152,7 @@ def session_key(spec: TrialSpec, task: Task) -> tuple:
         spec.workload,
         options,
         spec.model,
-        spec.batch_size,
+        spec.batch_size if streamed else None,
         spec.strategy,
         spec.loss,
         spec.precision,
@@ -177,7 +179,7 @@ def open_session(
         UsageError: the target names a metric the trial does not report (listing those it
             does), a bad loss, labels that do not fit the task, before any training step.
     """
-    key = session_key(spec, task)
+    key = session_key(spec, task, streamed=isinstance(data, Streams))
     kept = cache.take(key, data, strategy) if cache is not None else None
     if kept is not None:
         start = time.perf_counter()
@@ -267,7 +269,7 @@ def _build(
     initial = [v.numpy() for v in optimizer.variables]
     built = time.perf_counter()
 
-    step = _replica_step(model, optimizer, goal, spec.batch_size, strategy, jit)
+    step = _replica_step(model, optimizer, goal, strategy, jit)
     train_function, train_chunk = feed.train_function(step)
 
     @tf.function
@@ -305,7 +307,6 @@ def _replica_step(
     model: keras.Model,
     optimizer: keras.optimizers.Optimizer,
     goal: Objective,
-    batch_size: int,
     strategy: Any,
     jit: bool,
 ) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
@@ -313,14 +314,17 @@ def _replica_step(
     divided by the global batch, plus the model's own losses split over the replicas), its
     gradients and the optimizer update (summed over replicas by the optimizer).
 
+    The global batch is the replica's rows times the replicas, read in the graph, so the step
+    serves any batch size (``1 / B`` is the same float32 a Python constant would be).
+
     With XLA, one replica compiles the whole step; several compile the forward and backward
     pass (the optimizer's cross-replica update stays outside the XLA cluster).
     """
     variables = model.trainable_variables
     replicas = strategy.num_replicas_in_sync
-    inv_batch = 1.0 / batch_size
 
     def gradients(xb: tf.Tensor, yb: tf.Tensor) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        inv_batch = 1.0 / tf.cast(tf.shape(xb)[0] * replicas, tf.float32)
         with tf.GradientTape() as tape:
             out = goal.outputs_of(model(xb, training=True))
             loss = tf.reduce_sum(goal.per_example(yb, out)) * inv_batch

@@ -91,7 +91,7 @@ def test_only_trials_with_the_same_traces_share_a_session(data: Dataset, default
         "learning rate": True,
         "seed": True,
         "budget": True,
-        "batch size": False,
+        "batch size": True,  # data in memory: one trace takes any batch size
         "momentum": False,
     }
 
@@ -110,6 +110,11 @@ def test_session_key_leaves_out_only_what_is_set_per_trial() -> None:
     assert session_key(tabular_spec(strategy="mirrored:2"), task) != base
     assert session_key(tabular_spec(loss="sparse_categorical_crossentropy"), task) != base
     assert session_key(tabular_spec(), Task.binary()) != base
+    # In memory one trace takes any batch size; a streamed pipeline batches, so it counts there.
+    assert session_key(tabular_spec(batch_size=32), task) == base
+    assert session_key(tabular_spec(batch_size=32), task, streamed=True) != session_key(
+        tabular_spec(), task, streamed=True
+    )
     # A decaying schedule's horizon is the step budget: then the budget is baked in.
     assert session_key(tabular_spec(schedule=decay, budget=Budget(20)), task) != session_key(
         tabular_spec(schedule=decay, budget=Budget(30)), task
@@ -131,24 +136,43 @@ def test_timings_split_a_fresh_and_a_reused_trial(data: Dataset, default_strateg
     assert np.isfinite(reused.curve[-1].metrics["val_loss"])
 
 
-def test_alternating_strata_reuse_their_own_sessions(data: Dataset, default_strategy) -> None:
-    """A study alternates batch sizes in one worker: each comes back to its kept session."""
+def test_batch_sizes_share_one_session_with_fresh_results(data: Dataset, default_strategy) -> None:
+    """A study alternates batch sizes in one worker: in memory they share one trace, and each
+    trial's curve is exactly that of a fresh session at its batch size."""
     cache = SessionCache(capacity=2)
-    order = [128, 32, 128, 32]
+    order = [128, 32, 128, 48]
     results = [
         run(tabular_spec(batch_size=b, seed=i), data, default_strategy, cache)
         for i, b in enumerate(order)
     ]
+    assert [r.environment["reused"] for r in results] == [False, True, True, True]
+    assert len(cache) == 1
+    assert results[1].timings["trace"] == 0.0
+    for i in (1, 3):
+        fresh = run(tabular_spec(batch_size=order[i], seed=i), data, default_strategy)
+        assert numbers(results[i]) == numbers(fresh)
+
+
+def test_alternating_strata_reuse_their_own_sessions(data: Dataset, default_strategy) -> None:
+    """Strata whose traces differ (here the loss) each come back to their kept session."""
+    cache = SessionCache(capacity=2)
+    losses = [None, "sparse_categorical_crossentropy", None, "sparse_categorical_crossentropy"]
+    results = [
+        run(tabular_spec(loss=loss, seed=i), data, default_strategy, cache)
+        for i, loss in enumerate(losses)
+    ]
     assert [r.environment["reused"] for r in results] == [False, False, True, True]
     assert len(cache) == 2
-    fresh = run(tabular_spec(batch_size=32, seed=3), data, default_strategy)
-    assert numbers(results[3]) == numbers(fresh)
 
 
 def test_the_least_recently_used_session_goes_first(data: Dataset, default_strategy) -> None:
     cache = SessionCache(capacity=1)
-    order = [128, 32, 128]
-    results = [run(tabular_spec(batch_size=b), data, default_strategy, cache) for b in order]
+    decays = [0.0, 1e-4, 0.0]
+    specs = [
+        tabular_spec(optimizer=OptimizerSpec(name="nesterov", learning_rate=0.1, weight_decay=d))
+        for d in decays
+    ]
+    results = [run(spec, data, default_strategy, cache) for spec in specs]
     assert [r.environment["reused"] for r in results] == [False, False, False]
     assert len(cache) == 1 and cache.session is not None
-    assert cache.session.key == session_key(tabular_spec(batch_size=128), Task.multiclass())
+    assert cache.session.key == session_key(specs[2], Task.multiclass())
