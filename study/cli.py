@@ -176,7 +176,17 @@ def _add_run_options(p: argparse.ArgumentParser, default_tuner: str | None) -> N
         "--trials", type=int, help="total trial budget (default: trials_per_stratum x strata)"
     )
     p.add_argument("--workers", type=int, default=1, help="trials run at once (default: 1)")
+    _add_max_trials(p)
     _add_storage(p, tracking=True)
+
+
+def _add_max_trials(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--max-trials",
+        type=int,
+        metavar="N",
+        help="leave after N trials of this process (default: until the study's budget is spent)",
+    )
 
 
 def _add_run(sub: Any) -> None:
@@ -196,6 +206,21 @@ def _add_run(sub: Any) -> None:
     p.add_argument("name")
     _add_run_options(p, None)
     p.set_defaults(handler=_lazy("study.commands.run", "resume"))
+    p = sub.add_parser(
+        "worker",
+        help="join a study another host started and run its trials",
+        description="Join an existing study as a worker (like `wandb agent`): the study file, "
+        "search space and budget come from the ledger, so another host needs only the name, "
+        "--storage and --tracking-uri. Runs trials until the study's budget is spent and no "
+        "trial is open anywhere (a trial whose host stopped its heartbeat is closed as "
+        "interrupted and run again), then exits 0. Ctrl-C / SIGTERM close the running trials "
+        "as interrupted and exit 130 / 143.",
+    )
+    p.add_argument("name", help="the study's name (see `study ls --storage URL`)")
+    p.add_argument("--workers", type=int, default=1, help="trials run at once (default: 1)")
+    _add_max_trials(p)
+    _add_storage(p, tracking=True)
+    p.set_defaults(handler=_lazy("study.commands.worker", "main"))
 
 
 def _add_inspect(sub: Any) -> None:
@@ -299,6 +324,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"study {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (`study.runner.stopping`)
+        from study.runner.stopping import exit_status
+
         print(f"study {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return exit_status(interrupt)

@@ -1,45 +1,67 @@
-"""`study run FILE` and `study resume NAME`: run a study until its trial budget is spent."""
+"""`study run FILE` and `study resume NAME`: run a study until its trial budget is spent.
+
+Ctrl-C and SIGTERM stop a run cleanly (exit 130 and 143): the running trials are closed as
+``interrupted`` (their MLflow runs KILLED) and their slots run again. `stored_study` and
+`run_config` also serve `study worker` (`study.commands.worker`).
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from study.config.study import StudyConfig
+
+if TYPE_CHECKING:
+    from study.ledger import StudyRecord
 
 
 def main(args: argparse.Namespace) -> int:
     from study.config.studyfile import load_study_file
 
-    return _run(load_study_file(args.file), args, tuner=args.tuner or "both")
+    return run_config(load_study_file(args.file), args, tuner=args.tuner or "both")
 
 
 def resume(args: argparse.Namespace) -> int:
+    config, record = stored_study(args.storage, args.name)
+    return run_config(config, args, tuner=args.tuner or record.tuner or "both")
+
+
+def stored_study(storage: str | None, name: str) -> tuple[StudyConfig, StudyRecord]:
+    """A study's config as its ledger stores it, and its record.
+
+    Raises:
+        UsageError: no study of that name in the storage, or it was imported (no study file).
+    """
     import yaml
 
     from study.config.studyfile import parse_study
+    from study.errors import UsageError
     from study.ledger import Ledger
 
-    record = Ledger.open(args.storage, args.name, create=False).require()
+    record = Ledger.open(storage, name, create=False).require()
     if record.imported:
-        from study.errors import UsageError
-
         raise UsageError(
-            f"study {args.name!r} was imported and has no study file to run; "
-            "`study report` analyses it"
+            f"study {name!r} was imported and has no study file to run; `study report` analyses it"
         )
-    source = record.config_source or f"<study {args.name}>"
+    source = record.config_source or f"<study {name}>"
     config = parse_study(yaml.safe_load(record.config_text), source, text=record.config_text)
-    return _run(config, args, tuner=args.tuner or record.tuner or "both")
+    return config, record
 
 
-def _run(config: StudyConfig, args: argparse.Namespace, *, tuner: str) -> int:
+def run_config(config: StudyConfig, args: argparse.Namespace, *, tuner: str) -> int:
+    """Run ``config`` with the options of ``args`` (``--trials`` where the command has it),
+    SIGTERM stopping it as Ctrl-C does; return the exit status."""
     from study.runner.launch import RunOptions, run_study
+    from study.runner.stopping import sigterm_interrupts
 
     options = RunOptions(
         tuner=tuner,
-        trials=args.trials,
+        trials=getattr(args, "trials", None),
         workers=args.workers,
         storage=args.storage,
         tracking_uri=args.tracking_uri,
+        max_trials=args.max_trials,
     )
-    return run_study(config, options)
+    with sigterm_interrupts():
+        return run_study(config, options)

@@ -26,7 +26,7 @@ from study.config.trial import (
 )
 from study.errors import UsageError
 
-__all__ = ["Confirmation", "Oracle", "Sampler", "StudyConfig", "TunerSettings"]
+__all__ = ["Confirmation", "Heartbeat", "Oracle", "Sampler", "StudyConfig", "TunerSettings"]
 
 
 class Sampler(str, enum.Enum):
@@ -103,6 +103,37 @@ class TunerSettings:
 
 
 @dataclass(frozen=True)
+class Heartbeat:
+    """How a process running trials shows it is alive, in seconds.
+
+    Every ``interval`` it stamps the time on each trial it runs (one storage write per running
+    trial); any other process that sees a stamp older than ``grace`` takes the owner for dead,
+    closes the trial as ``interrupted`` (its MLflow run KILLED) and runs its slot again. Hosts'
+    clocks must agree to well within ``grace`` (NTP). Processes on the same host also check the
+    owner's process id, so a local crash is seen at once.
+
+    Example: ``Heartbeat(10, 60)`` (the default): a host that died is noticed within a minute;
+    a worker running 4 trials writes 0.4 stamps a second.
+    """
+
+    interval: float = 10.0
+    grace: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("interval", "grace"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise UsageError(
+                    f"heartbeat.{name} must be a number of seconds > 0 (got {value!r})"
+                )
+        if self.grace < 2 * self.interval:
+            raise UsageError(
+                f"heartbeat.grace must be at least twice heartbeat.interval, so one late stamp "
+                f"is not taken for a death (got grace={self.grace}, interval={self.interval})"
+            )
+
+
+@dataclass(frozen=True)
 class StudyConfig:
     """A validated study file. Build with `load_study_file` or `parse_study`.
 
@@ -126,6 +157,7 @@ class StudyConfig:
     precision: str = "auto"
     jit_compile: str = "auto"
     tuner: TunerSettings = field(default_factory=TunerSettings)
+    heartbeat: Heartbeat = field(default_factory=Heartbeat)
     source: str = "<memory>"
     text: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)

@@ -42,6 +42,9 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
                                        #   search on what the other batch sizes found
       confirm: {top: 2, seeds: 2}      # optional; re-run each stratum's 2 best points under 2
                                        #   other seeds (+top*seeds trials per stratum; default off)
+    heartbeat: {interval: 10, grace: 60}   # optional; seconds: running trials are stamped every
+                                       #   interval; a stamp older than grace (>= 2 x interval)
+                                       #   means its host died: the trial is interrupted, rerun
 
 Further metaparameters are the ones `TrialSpec` understands: ``momentum``, ``beta1``, ``beta2``,
 ``epsilon``, ``weight_decay``, ``end_factor`` (floats), ``warmup_steps``, ``decay_steps``
@@ -85,7 +88,14 @@ from study.config.space import (
     Param,
     SearchSpace,
 )
-from study.config.study import Confirmation, Oracle, Sampler, StudyConfig, TunerSettings
+from study.config.study import (
+    Confirmation,
+    Heartbeat,
+    Oracle,
+    Sampler,
+    StudyConfig,
+    TunerSettings,
+)
 from study.config.target import Target
 from study.config.trial import (
     JIT_COMPILE,
@@ -121,6 +131,7 @@ TOP_LEVEL_KEYS = (
     "trials_per_stratum",
     "search_space",
     "tuner",
+    "heartbeat",
 )
 REQUIRED_KEYS = ("name", "workload", "target", "budget", "trials_per_stratum", "search_space")
 BUDGET_KEYS = ("max_steps", "max_examples", "max_seconds")
@@ -134,6 +145,7 @@ TUNER_KEYS = (
     "confirm",
 )
 CONFIRM_KEYS = ("top", "seeds")
+HEARTBEAT_KEYS = ("interval", "grace")
 
 SPACE_KEYS = (
     "batch_size",
@@ -219,6 +231,7 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
         ),
         space=_search_space(r, mapping["search_space"]),
         tuner=_tuner(r, mapping.get("tuner")),
+        heartbeat=_heartbeat(r, mapping.get("heartbeat")),
         source=source,
         text=yaml.safe_dump(raw, sort_keys=False) if text is None else text,
         raw=raw,
@@ -349,6 +362,18 @@ def _confirm(r: Reader, value: Any) -> Confirmation:
         top=r.integer(confirm["top"], "tuner.confirm.top", rule=">= 1"),
         seeds=r.integer(confirm["seeds"], "tuner.confirm.seeds", rule=">= 1"),
     )
+
+
+def _heartbeat(r: Reader, value: Any) -> Heartbeat:
+    """``heartbeat``: ``{interval: S, grace: S}`` in seconds (either may be left out)."""
+    if value is None:
+        return Heartbeat()
+    beat = r.keys(value, "heartbeat", HEARTBEAT_KEYS, ())
+    seconds = {k: r.number(beat[k], f"heartbeat.{k}") for k in HEARTBEAT_KEYS if k in beat}
+    try:
+        return Heartbeat(**seconds)
+    except UsageError as exc:
+        raise UsageError(f"{r.source}: {exc}") from None
 
 
 def _search_space(r: Reader, value: Any) -> SearchSpace:

@@ -10,6 +10,11 @@ Budgets are enforced through Optuna's atomic trial numbering: `Ledger.claim` ask
 and keeps it only if fewer than ``budget`` counted trials have lower numbers, so any number of
 processes on one storage never exceed a stratum's budget.
 
+Liveness: a claimed trial names its owner (`owners.owner_id`) and, while it runs, carries the
+owner's heartbeat (`Ledger.beat`: a system attribute stamped every few seconds). A trial still
+open whose owner is dead (its process gone, on its own host; its heartbeat stale, from anywhere
+else) is closed as ``interrupted`` by `Ledger.recover_stale`, and its slot runs again.
+
 This is the only module that touches the storage; everything else reads `LedgerTrial` records.
 """
 
@@ -30,7 +35,7 @@ from study.config.space import Stratum
 from study.errors import UsageError
 from study.ledger import records
 from study.ledger.access import StorageAccess
-from study.ledger.owners import owner_alive, owner_id
+from study.ledger.owners import Beat, owner_alive, owner_id
 from study.ledger.records import (
     LedgerTrial,
     StudyRecord,
@@ -58,6 +63,8 @@ _WINDOW = "lr_window"
 _CENTRE = "lr_centre"
 #: The system attribute holding the point a claimed trial reserved (`Ledger.reserve`).
 _POINT = "study:point"
+#: The system attribute holding a running trial's last heartbeat (`owners.Beat`).
+_HEARTBEAT = "study:heartbeat"
 #: The user attribute holding the seed of a trial run under another seed than the study's.
 SEED = "seed"
 
@@ -159,13 +166,20 @@ class Ledger(StorageAccess):
         self._study(stratum).set_user_attr("source", source)
 
     # -- writing trials -----------------------------------------------------------------------
-    def claim(self, stratum: Stratum, budget: int) -> Slot | None:
-        """Atomically take the next slot of a stratum, or return None when its budget is spent."""
+    def claim(self, stratum: Stratum, budget: int, *, grace: float | None = None) -> Slot | None:
+        """Atomically take the next slot of a stratum, or return None when its budget is spent.
+
+        With ``grace`` the trial gets its first heartbeat (`beat`) at once.
+        """
         study = self._study(stratum)
         trial = study.ask()
         owner = owner_id()
         trial.set_user_attr(records.OWNER, owner)
         trial.set_user_attr(records.STATUS, TrialState.RUNNING.value)
+        if grace is not None:
+            self.storage.set_trial_system_attr(
+                trial._trial_id, _HEARTBEAT, Beat(time.time(), grace).to_stored()
+            )
         earlier = [
             t for t in self._frozen(stratum) if t.number < trial.number and self._status(t).counts()
         ]
@@ -281,24 +295,48 @@ class Ledger(StorageAccess):
         self.storage.set_trial_user_attr(trial_id, records.STATUS, TrialState.INTERRUPTED.value)
         self._study(slot.stratum).tell(slot.trial, state=OptunaState.FAIL)
 
+    def beat(self, slot: Slot, grace: float) -> bool:
+        """Stamp the slot's running trial with a heartbeat: its owner promises another one
+        within ``grace`` seconds. False if the trial is closed already (e.g. another process
+        took it for dead and closed it as interrupted)."""
+        try:
+            self.storage.set_trial_system_attr(
+                self._trial_id(slot.stratum, slot.number),
+                _HEARTBEAT,
+                Beat(time.time(), grace).to_stored(),
+            )
+        except optuna.exceptions.UpdateFinishedTrialError:
+            return False
+        return True
+
     def recover_stale(self, strata: Sequence[Stratum]) -> list[LedgerTrial]:
-        """Mark trials whose process died as ``interrupted`` (failed in Optuna); return them."""
+        """Close trials whose owner died (`alive`) as ``interrupted`` (failed in Optuna), so
+        their slots run again; return them. A trial another process closed first is skipped."""
         stale = []
         for stratum in strata:
-            for t in self.trials(stratum):
+            for frozen in self._open_frozen(stratum):
+                t = self._decode(stratum, frozen)
                 setting_up = (
                     t.owner is None
                     and t.started_at is not None
                     and time.time() - t.started_at < _SETUP_GRACE_S
                 )
-                if t.open and not setting_up and not owner_alive(t.owner):
-                    trial_id = self._trial_id(stratum, t.number)
+                if setting_up or self._owner_alive(frozen):
+                    continue
+                try:
                     self.storage.set_trial_user_attr(
-                        trial_id, records.STATUS, TrialState.INTERRUPTED.value
+                        frozen._trial_id, records.STATUS, TrialState.INTERRUPTED.value
                     )
-                    self.storage.set_trial_state_values(trial_id, OptunaState.FAIL)
-                    stale.append(t)
+                    self.storage.set_trial_state_values(frozen._trial_id, OptunaState.FAIL)
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    continue  # its owner finished it, or another process recovered it
+                stale.append(t)
         return stale
+
+    def running(self, strata: Sequence[Stratum]) -> list[LedgerTrial]:
+        """Trials of ``strata`` still open in the storage, whatever their owner's fate (reads
+        only the open ones)."""
+        return [self._decode(s, f) for s in strata for f in self._open_frozen(s)]
 
     def import_trials(self, stratum: Stratum, trials: Sequence[LedgerTrial]) -> None:
         """Add trials that ran elsewhere (e.g. a published study) as finished trials.
@@ -359,8 +397,24 @@ class Ledger(StorageAccess):
         return best_of(self.trials(stratum))
 
     def alive(self, trial: LedgerTrial) -> bool:
-        """Whether a trial is running in a live process."""
-        return trial.open and owner_alive(trial.owner)
+        """Whether a trial is running in a live process: on the owner's host, its process
+        exists; elsewhere, its heartbeat is fresh (see `owners.owner_alive`)."""
+        if not trial.open:
+            return False
+        frozen = self.storage.get_trial(self._trial_id(trial.stratum, trial.number))
+        return frozen.state is OptunaState.RUNNING and self._owner_alive(frozen)
+
+    @staticmethod
+    def _owner_alive(frozen: optuna.trial.FrozenTrial) -> bool:
+        beat = Beat.from_stored(frozen.system_attrs.get(_HEARTBEAT))
+        return owner_alive(frozen.user_attrs.get(records.OWNER), beat)
+
+    def _open_frozen(self, stratum: Stratum) -> list[optuna.trial.FrozenTrial]:
+        try:
+            study_id = self._study_id(self._stratum_name(stratum))
+        except KeyError:
+            return []
+        return self.storage.get_all_trials(study_id, deepcopy=False, states=(OptunaState.RUNNING,))
 
     def measurement_rows(
         self, *, include_running: bool = True

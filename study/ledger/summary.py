@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from study.ledger.owners import owner_alive
 from study.ledger.records import StratumSummary, StudySummary, TimingSummary, best_of
 
 if TYPE_CHECKING:
@@ -30,7 +29,7 @@ def summarize(ledger: Ledger) -> StudySummary:
         trials = [
             t
             for t in ledger.trials(stratum)
-            if t.status.counts() and not (t.open and not owner_alive(t.owner))
+            if t.status.counts() and not (t.open and not ledger.alive(t))
         ]
         running = sum(1 for t in trials if ledger.alive(t))
         finished = [t.result for t in trials if t.result is not None]

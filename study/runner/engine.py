@@ -12,8 +12,16 @@ slots re-run its best points under other seeds: those trials are never pruned.
 The engine only sequences; its collaborators do the work and are injected (`launch` wires
 them): the `Ledger` (claims and records), the tuner `Lineup` (who proposes), the trainer
 `WorkerPool`, the MLflow tracker, `Pruning`, the `FailurePolicy` and the `Progress`.
-Crash safety: the ledger is written before MLflow; a trial stopped by Ctrl-C is closed as
-``interrupted`` and its slot runs again.
+Crash safety: the ledger is written before MLflow; a trial stopped by Ctrl-C or SIGTERM is
+closed as ``interrupted`` and its slot runs again.
+
+Many processes, many hosts: every process running this loop on one storage is a worker of the
+study. While a trial runs, a heartbeat thread stamps it every ``heartbeat.interval`` seconds
+(`Ledger.beat`). A worker that finds nothing left to claim while other trials are still open
+waits for them rather than leaving: every few seconds it closes those whose owner died (on
+another host: no stamp for ``heartbeat.grace`` seconds) as ``interrupted`` with their MLflow
+runs (`Ledger.recover_stale`), and claims the slots that frees. It leaves when every stratum's
+budget is spent and no trial is open anywhere, or after ``max_trials`` trials of its own.
 
 Timing: a trial's wall time runs from handing it to the tuner backend (which hands the spec to
 a worker) to the end of recording it (ledger, tuner, tracker). `account` adds it to the
@@ -35,12 +43,14 @@ from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import TrialSpec
 from study.ledger import Ledger, LedgerTrial, Slot
+from study.ledger.owners import owner_id
 from study.ledger.store import SEED
 from study.results import TIMING_PARTS, WALL, Measurement, TrialResult, TrialState
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
 from study.runner.progress import Progress
 from study.runner.pruning import Pruning
+from study.runner.stopping import exit_status
 from study.tracking.study_tracker import StudyTracker
 from study.tuners.base import History, Outcome, Proposal
 from study.tuners.confirm import search_budget
@@ -53,6 +63,8 @@ DEFAULT_STEP_LIMIT = 10_000
 #: Before a stratum has a best to prune against, a trial stops after this many times the steps
 #: the other batch sizes' results allow it (`study.tuners.history.step_bound`).
 SCALING_SLACK = 2.0
+#: At most this long between two looks at the ledger while waiting for other workers' trials.
+WAIT_POLL_S = 2.0
 BOOKKEEPING = "bookkeeping"
 #: The parts of a trial's wall time the trainer measures (the rest is bookkeeping).
 TRAINER_PARTS = tuple(p for p in TIMING_PARTS if p != BOOKKEEPING)
@@ -108,6 +120,8 @@ class StudyEngine:
         budgets: Mapping[Stratum, int],
         progress: Progress,
         failures: FailurePolicy,
+        *,
+        max_trials: int | None = None,
     ) -> None:
         self.config = config
         self.ledger = ledger
@@ -118,10 +132,17 @@ class StudyEngine:
         self.progress = progress
         self.failures = failures
         self.pruning = Pruning(ledger) if config.tuner.pruning else None
+        self.max_trials = max_trials
+        self.heartbeat = config.heartbeat
         self.trial_seconds: list[float] = []
+        #: Trials of other processes this one closed as interrupted (their owner died).
+        self.recovered: list[LedgerTrial] = []
         self._stop = threading.Event()
         self._claim_lock = threading.Lock()
         self._full: set[Stratum] = set()
+        self._claimed = 0
+        self._active: dict[tuple[Stratum, int], Slot] = {}
+        self._active_lock = threading.Lock()
 
     @property
     def strata(self) -> list[Stratum]:
@@ -130,11 +151,17 @@ class StudyEngine:
 
     # -- the run ------------------------------------------------------------------------------
     def run(self, workers: int = 1) -> int:
-        """Run ``workers`` trials at a time until done; 0, 130 (Ctrl-C) or 1 (stopped)."""
+        """Run ``workers`` trials at a time until done; 0, 1 (stopped by the failure policy),
+        130 (Ctrl-C) or 143 (SIGTERM, see `study.runner.stopping`)."""
         threads = [
             threading.Thread(target=self._guarded_loop, name=f"study-worker-{i}", daemon=True)
             for i in range(workers)
         ]
+        beating = threading.Event()
+        heart = threading.Thread(
+            target=self._beat_loop, args=(beating,), name="study-heartbeat", daemon=True
+        )
+        heart.start()
         status = 0
         try:
             with self.progress.display:
@@ -144,13 +171,22 @@ class StudyEngine:
                     for t in threads:
                         t.join(timeout=0.5)
                     self.progress.display.refresh()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
             self._stop.set()
             self.pool.close()
             for t in threads:
                 t.join(timeout=30)
-            status = 130
+            status = exit_status(interrupt)
+        finally:
+            beating.set()
         return 1 if status == 0 and self.failures.message else status
+
+    def others_running(self) -> bool:
+        """Whether a live process other than this one still runs a trial of the study."""
+        mine = owner_id()
+        return any(
+            t.owner != mine and self.ledger.alive(t) for t in self.ledger.running(self.strata)
+        )
 
     def complete(self) -> bool:
         """Whether every stratum's budget is spent and no live process still runs a trial."""
@@ -166,11 +202,18 @@ class StudyEngine:
             while not self._stop.is_set():
                 slot = self._claim()
                 if slot is None:
-                    return
+                    if self._limit_reached() or not self._wait_for_others():
+                        return
+                    continue
+                with self._active_lock:
+                    self._active[(slot.stratum, slot.number)] = slot
                 try:
                     self._run_slot(slot)
                 except Exception:
                     self._fail_slot(slot, traceback.format_exc())
+                finally:
+                    with self._active_lock:
+                        self._active.pop((slot.stratum, slot.number), None)
         except Exception as exc:
             self.failures.stop(f"internal error: {type(exc).__name__}: {exc}")
             traceback.print_exc()
@@ -178,22 +221,73 @@ class StudyEngine:
 
     def _claim(self) -> Slot | None:
         """The next slot: in the first pass, of the first stratum (in visiting order) below its
-        `first_pass` quota; then of the first stratum with budget left."""
+        `first_pass` quota; then of the first stratum with budget left. None once this process
+        ran ``max_trials``."""
         with self._claim_lock:
             for first in (True, False):
                 for stratum in self.strata:
-                    if stratum in self._full or self._stop.is_set():
+                    if stratum in self._full or self._stop.is_set() or self._limit_reached():
                         continue
                     budget = self.budgets[stratum]
                     counted = len(self.ledger.counted(stratum))
                     if first and counted >= first_pass(self.config, budget):
                         continue
-                    slot = self.ledger.claim(stratum, budget) if counted < budget else None
+                    slot = None
+                    if counted < budget:
+                        slot = self.ledger.claim(stratum, budget, grace=self.heartbeat.grace)
                     if slot is None:
                         self._full.add(stratum)
                         continue
+                    self._claimed += 1
                     return slot
         return None
+
+    def _limit_reached(self) -> bool:
+        return self.max_trials is not None and self._claimed >= self.max_trials
+
+    def _wait_for_others(self) -> bool:
+        """With every budget taken: wait while trials are still open anywhere, close those
+        whose owner died (`recover`) and say whether to look for a slot again (False: nothing
+        is open, the study's budget is spent)."""
+        seen = {(t.stratum, t.number) for t in self.ledger.running(self.strata)}
+        if not seen:
+            return False
+        while not self._stop.wait(min(WAIT_POLL_S, self.heartbeat.interval)):
+            self.recover()
+            now = {(t.stratum, t.number) for t in self.ledger.running(self.strata)}
+            if now != seen:  # one closed: it may have freed a slot (an interrupted trial)
+                break
+        with self._claim_lock:
+            self._full.clear()
+        return True
+
+    def recover(self) -> list[LedgerTrial]:
+        """Close the open trials whose owner died as ``interrupted`` and their MLflow runs as
+        KILLED; return them (their slots can be claimed again)."""
+        stale = self.ledger.recover_stale(self.strata)
+        if stale:
+            self.recovered += stale
+            self.tracker.close_interrupted(stale)
+            for t in stale:
+                self.progress.display.trial_finished(
+                    f"{t.stratum}#{t.number}: its owner {t.owner} stopped answering; closed as "
+                    "interrupted, its slot runs again"
+                )
+        return stale
+
+    def _beat_loop(self, done: threading.Event) -> None:
+        """Stamp this process's running trials every ``heartbeat.interval`` until ``done``."""
+        warned = False
+        while not done.wait(self.heartbeat.interval):
+            with self._active_lock:
+                slots = list(self._active.values())
+            for slot in slots:
+                try:
+                    self.ledger.beat(slot, self.heartbeat.grace)
+                except Exception as exc:  # a storage hiccup: the next beat may get through
+                    if not warned:
+                        warned = True
+                        print(f"study: warning: heartbeat failed: {exc}", flush=True)
 
     # -- one trial ----------------------------------------------------------------------------
     def _run_slot(self, slot: Slot) -> None:
@@ -270,8 +364,15 @@ class StudyEngine:
         return spec
 
     def _fail_slot(self, slot: Slot, error: str) -> None:
-        """Record a slot whose proposal or bookkeeping raised as a failed trial."""
+        """Record a slot whose proposal or bookkeeping raised as a failed trial; a trial that
+        another process closed as interrupted meanwhile (it took this one for dead) stays so."""
         trial = self.ledger.fail(slot, error)
+        if trial.status is TrialState.INTERRUPTED:
+            self.progress.display.trial_finished(
+                f"{trial.stratum}#{trial.number}: closed as interrupted by another worker "
+                "(this one's heartbeat was late); its slot runs again"
+            )
+            return
         self._after(trial, None, TrialResult(state=TrialState.FAILED, error=error))
 
     def _after(self, trial: LedgerTrial, proposal: Proposal | None, result: TrialResult) -> None:

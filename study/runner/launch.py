@@ -47,6 +47,8 @@ class RunOptions:
     storage: str | None = None
     tracking_uri: str | None = None
     live: bool | None = None
+    #: Leave after this many trials of this process (``study worker --max-trials``).
+    max_trials: int | None = None
 
     def __post_init__(self) -> None:
         if self.tuner not in TUNERS:
@@ -57,6 +59,8 @@ class RunOptions:
             raise UsageError(f"--trials must be >= 1 (got {self.trials})")
         if self.workers < 1:
             raise UsageError(f"--workers must be >= 1 (got {self.workers})")
+        if self.max_trials is not None and self.max_trials < 1:
+            raise UsageError(f"--max-trials must be >= 1 (got {self.max_trials})")
 
 
 def fingerprint(config: StudyConfig) -> str:
@@ -169,6 +173,7 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         plan,
         progress,
         FailurePolicy(config.tuner.max_consecutive_failures),
+        max_trials=options.max_trials,
     )
     try:
         status = engine.run(options.workers)
@@ -177,7 +182,11 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         lineup.close()
     if engine.failures.message:
         print(f"study {config.name}: stopped: {engine.failures.message}", file=sys.stderr)
-    run_status = {0: "FINISHED" if engine.complete() else None, 130: "KILLED"}.get(status, "FAILED")
+    # Stopped by Ctrl-C or SIGTERM while other workers go on: the study's run stays open.
+    stopped = None if engine.others_running() else "KILLED"
+    run_status = {0: "FINISHED" if engine.complete() else None, 130: stopped, 143: stopped}.get(
+        status, "FAILED"
+    )
     if run_status:
         summary = _summary_metrics(progress, config.space.strategies)
         summary.update(study_timing_metrics(ledger.summary().timings))

@@ -327,6 +327,24 @@ class StudyTracker:
             if not token:
                 return out
 
+    def close_interrupted(self, trials: list[LedgerTrial]) -> None:
+        """Close the runs of trials another process left open and this one closed as
+        interrupted (`Ledger.recover_stale`): tag ``status`` = interrupted, KILLED. A trial
+        whose run never reached MLflow has nothing to close."""
+        keys = [trial_key(self.study, t) for t in trials]
+
+        def job() -> None:
+            for key in keys:
+                runs = self.logger.client.search_runs(
+                    [self.experiment_id],
+                    filter_string=f"tags.`study.trial` = '{key}' and attributes.status = 'RUNNING'",
+                    max_results=10,
+                )
+                for run in runs:
+                    self.mark_interrupted(run.info.run_id)
+
+        self.submit(job)
+
     def mark_interrupted(self, run_id: str) -> None:
         """Close the run of a trial whose process died: tag ``status`` = interrupted, KILLED."""
         state = TrialState.INTERRUPTED
