@@ -6,8 +6,9 @@ before TensorFlow initialises; together they are one TensorFlow cluster whose gr
 summed by collective ops. Every trial (and preflight check) goes to all W in lock-step: they
 train together and evaluate the same variables, so their measurements agree. The chief (task
 index 0) is the one whose measurements reach the caller's hook and whose result is returned,
-with ``workers`` and ``cluster`` added to its environment; the others get the chief's pruning
-decision and their results are dropped.
+with ``workers``, ``cluster`` and ``workers_agree`` (every member's curve and outcome equal to
+the chief's, as they must be) added to its environment; the others get the chief's pruning
+decision.
 
 A group serves consecutive trials of the same W (its cluster is set up once, ~10 s here). A
 member that dies fails the trial at once; one out of step (it reports while the others stay
@@ -89,6 +90,19 @@ def out_of_time(spec: TrialSpec, measurement: Measurement) -> bool:
     `study.trainer.loop`)."""
     limit = spec.budget.max_seconds
     return limit is not None and measurement.train_seconds >= limit
+
+
+def _same_outcome(chief: TrialResult, other: TrialResult) -> bool:
+    """Whether a member saw what the chief saw: every measurement (step, training loss,
+    validation metrics) and the steps to target. The clocks and the state may differ (a time
+    budget only the chief applies)."""
+
+    def row(m: Measurement) -> list[Any]:  # NaN (no loss yet at step 0) compares equal as text
+        values = [m.step, m.train_loss, *(x for item in sorted(m.metrics.items()) for x in item)]
+        return [repr(v) if isinstance(v, float) and math.isnan(v) else v for v in values]
+
+    rows, others = [row(m) for m in chief.curve], [row(m) for m in other.curve]
+    return rows == others and chief.steps_to_target == other.steps_to_target
 
 
 @dataclass
@@ -177,8 +191,9 @@ class WorkerGroup:
         for conn in self.conns:
             conn.close()
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Ask every member to exit; kill those still running after ``timeout`` seconds."""
+    def stop(self, timeout: float = 1.0) -> None:
+        """Ask every member to exit; kill those still running after ``timeout`` seconds (the
+        chief's cluster service waits for its peers to leave: killing them loses nothing)."""
         for conn in self.conns:
             with contextlib.suppress(OSError, ValueError):
                 conn.send(("exit", None))
@@ -258,7 +273,13 @@ class WorkerGroup:
                     return result
                 return replace(result, error=f"{self._member(index)}: {result.error}")
         chief = results[0]
-        environment = {**chief.environment, "workers": self.size, "cluster": self.info["cluster"]}
+        agree = all(_same_outcome(chief, other) for other in results[1:])
+        environment = {
+            **chief.environment,
+            "workers": self.size,
+            "cluster": self.info["cluster"],
+            "workers_agree": agree,
+        }
         return replace(chief, environment=environment)
 
     def _member(self, index: int) -> str:

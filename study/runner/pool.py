@@ -120,6 +120,17 @@ class WorkerPool:
         for worker in workers:
             worker.stop()
 
+    def pids(self) -> dict[str, tuple[int, ...]]:
+        """The process ids of the live workers by configuration (``cpu1``, ``mwm2``, ...); a
+        worker group's in task order."""
+        with self._lock:
+            return {
+                w.key: tuple(p.pid for p in w.processes)
+                if isinstance(w, WorkerGroup)
+                else (w.process.pid,)
+                for w in self._workers
+            }
+
     def _acquire(self, strategy: str) -> _Worker | WorkerGroup:
         key = device_key(strategy)
         retired: _Worker | WorkerGroup | None = None

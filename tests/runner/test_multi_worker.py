@@ -1,0 +1,229 @@
+"""Tests for multi-worker trials: ``multi_worker_mirrored:2`` on a group of two trainer processes
+coordinated by ``TF_CONFIG`` on loopback ports (study.runner.cluster, through study.runner.pool).
+
+One pool serves the in-process tests (a `default` worker and one group, each started once); the
+CLI and study-file tests run `study` as a user does. Trials are the tabular workload's MLP.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from study.config.target import Target
+from study.config.trial import Budget
+from study.results import Measurement, TrialResult, TrialState
+from study.runner import WorkerPool
+from study.runner.cluster import follower_spec, out_of_time, tf_config
+from tests.cli import study
+from tests.fakes import tabular_spec
+from tests.runner.conftest import FINISHED, Store, tiny_study, write_study
+
+pytestmark = pytest.mark.slow
+
+GROUP = "multi_worker_mirrored:2"
+LOSS_RTOL = 1e-3
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[WorkerPool]:
+    with WorkerPool(2) as shared:  # room for the default worker and the group side by side
+        yield shared
+
+
+def two_ways(pool: WorkerPool, **changes: object) -> tuple[TrialResult, TrialResult]:
+    """The same trial under ``default`` and under a 2-worker group."""
+    results = tuple(
+        pool.run(tabular_spec(strategy=strategy, **changes)) for strategy in ("default", GROUP)
+    )
+    for result in results:
+        assert result.error is None, result.error
+    return results  # type: ignore[return-value]
+
+
+def test_two_workers_match_one_device_at_the_same_global_batch(pool: WorkerPool) -> None:
+    one, group = two_ways(pool, batch_size=64, budget=Budget(max_steps=40))
+    assert group.environment["strategy"] == "multi_worker_mirrored"
+    assert group.environment["replicas"] == 2
+    assert group.environment["per_replica_batch"] == 32
+    assert group.environment["workers"] == 2
+    ports = [a.split(":") for a in group.environment["cluster"].split(",")]
+    assert [host for host, _ in ports] == ["localhost", "localhost"]
+    assert len({port for _, port in ports}) == 2
+    assert group.environment["workers_agree"] is True  # both workers measured the same curve
+    assert [m.step for m in group.curve] == [m.step for m in one.curve] == [0, 10, 20, 30, 40]
+    for a, b in zip(one.curve[1:], group.curve[1:], strict=True):
+        assert b.train_loss == pytest.approx(a.train_loss, rel=LOSS_RTOL)
+        assert b.metrics["val_loss"] == pytest.approx(a.metrics["val_loss"], rel=LOSS_RTOL)
+    assert (group.state, group.steps_run) == (one.state, one.steps_run)
+
+
+def test_the_group_serves_the_next_trial_and_its_target_step_matches(pool: WorkerPool) -> None:
+    before = pool.pids()["mwm2"]
+    one, group = two_ways(
+        pool,
+        batch_size=32,
+        budget=Budget(max_steps=400),
+        target=Target.parse("val_accuracy>=0.8"),
+    )
+    assert pool.pids()["mwm2"] == before  # no new processes: the cluster is set up once
+    assert group.environment["reused"] is True  # and the model and traces were kept
+    assert one.state is group.state is TrialState.REACHED
+    assert group.steps_to_target == one.steps_to_target
+    assert group.environment["workers_agree"] is True
+
+
+def test_pruning_and_time_budget_reach_every_worker(pool: WorkerPool) -> None:
+    """The hook sees the chief's measurements; its decision stops the whole group, which then
+    runs the next trial (a worker left training would block the group's collectives)."""
+    seen: list[int] = []
+
+    def prune_at_20(m: Measurement) -> bool:
+        seen.append(m.step)
+        return m.step < 20
+
+    spec = tabular_spec(strategy=GROUP, budget=Budget(max_steps=60))
+    pruned = pool.run(spec, prune_at_20)
+    assert pruned.state is TrialState.PRUNED, pruned.error
+    assert seen == [0, 10, 20]
+    assert pruned.environment["workers_agree"] is True
+    timed = pool.run(tabular_spec(strategy=GROUP, budget=Budget(max_steps=None, max_seconds=1e-9)))
+    assert timed.state is TrialState.NOT_REACHED, timed.error
+    assert timed.steps_run == 10  # the chief's clock ran out after the first chunk
+    assert timed.environment["workers_agree"] is True
+
+
+def test_a_killed_worker_fails_the_trial_and_the_next_trial_runs(pool: WorkerPool) -> None:
+    killed: list[int] = []
+
+    def kill_worker_1(m: Measurement) -> bool:
+        if m.step == 10:
+            pid = pool.pids()["mwm2"][1]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        return True
+
+    start = time.monotonic()
+    result = pool.run(tabular_spec(strategy=GROUP, budget=Budget(max_steps=100_000)), kill_worker_1)
+    assert time.monotonic() - start < 60  # at once, not after a timeout
+    assert killed
+    assert result.state is TrialState.FAILED
+    assert result.error.startswith(f"worker 1 (a worker) of {GROUP} on localhost:"), result.error
+    assert "died during the trial (exit code -9)" in result.error
+    assert "the group is stopped and the next trial starts a new one" in result.error
+    assert "mwm2" not in pool.pids()
+    following = pool.run(tabular_spec(strategy=GROUP))
+    assert following.state is TrialState.NOT_REACHED, following.error
+    assert killed[0] not in pool.pids()["mwm2"]  # a fresh group
+
+
+def test_a_group_checks_trials_like_one_worker(pool: WorkerPool) -> None:
+    bad = tabular_spec(strategy=GROUP, target=Target.parse("val_top9>=0.5"))
+    problem = pool.check(bad)
+    assert problem is not None and "val_top9" in problem
+    assert pool.check(tabular_spec(strategy=GROUP)) is None
+
+
+def test_followers_ignore_the_clock_and_the_chief_decides() -> None:
+    spec = tabular_spec(budget=Budget(max_steps=50, max_seconds=2.0))
+    follower = follower_spec(spec)
+    assert follower.budget.max_seconds == math.inf
+    assert follower.budget.max_steps == 50
+    assert follower_spec(tabular_spec()) == tabular_spec()
+    assert out_of_time(spec, Measurement(10, 320, 2.0, 0.5, {}))
+    assert not out_of_time(spec, Measurement(10, 320, 1.9, 0.5, {}))
+    assert not out_of_time(tabular_spec(), Measurement(10, 320, 1e9, 0.5, {}))
+
+
+def test_tf_config_names_every_worker_and_this_task() -> None:
+    config = json.loads(tf_config(["localhost:5000", "localhost:5001"], 1))
+    assert config == {
+        "cluster": {"worker": ["localhost:5000", "localhost:5001"]},
+        "task": {"type": "worker", "index": 1},
+    }
+
+
+def test_train_cli_runs_a_two_worker_trial_and_logs_the_cluster(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path}/m.db"
+    proc = study(
+        "train",
+        "--workload",
+        "tabular",
+        "--workload-option",
+        "rows=2000",
+        "--batch-size",
+        "64",
+        "--lr",
+        "0.1",
+        "--max-steps",
+        "40",
+        "--eval-every",
+        "10",
+        "--strategy",
+        GROUP,
+        "--tracking-uri",
+        uri,
+        "--json",
+        cwd=tmp_path,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["environment"]["workers"] == 2
+    assert out["environment"]["replicas"] == 2
+    assert out["steps_run"] == 40
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("study-train")
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.data.params["strategy"] == GROUP
+    assert run.data.params["replicas"] == "2"
+    assert run.data.params["per_replica_batch"] == "32"
+    assert run.data.tags["workers"] == "2"
+    assert run.data.tags["cluster"] == out["environment"]["cluster"]
+    assert run.data.tags["workers_agree"] == "true"
+
+
+def test_a_study_file_runs_default_and_two_worker_strata(tmp_path: Path) -> None:
+    config = tiny_study(
+        name="groups",
+        trials_per_stratum=1,
+        search_space={"batch_size": [64], "strategy": ["default", GROUP]},
+    )
+    proc = study("run", str(write_study(tmp_path, config)), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+
+    store = Store(tmp_path)
+    trials = store.trials(config)
+    assert sorted(trials) == ["b64/default", f"b64/{GROUP}"]
+    for stratum, kept in trials.items():
+        assert [t.status.value in FINISHED for t in kept] == [True], stratum
+    runs = [r for r in store.runs("groups") if "study.trial" in r.data.tags]
+    group_runs = [r for r in runs if r.data.params.get("strategy") == GROUP]
+    assert len(runs) == 2 and len(group_runs) == 1
+    for run in group_runs:
+        assert run.data.params["replicas"] == "2"
+        assert run.data.tags["workers"] == "2"
+        assert run.data.tags["cluster"].startswith("localhost:")
+        assert run.data.tags["workers_agree"] == "true"
+
+
+def test_a_worker_group_of_an_odd_batch_is_bad_input(tmp_path: Path) -> None:
+    proc = study(
+        "train", "--workload", "tabular", "--batch-size", "63", "--strategy", GROUP, cwd=tmp_path
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"study train: error: --batch-size 63 is not divisible by the 2 replicas of strategy "
+        f"{GROUP!r}; use a multiple of 2"
+    ]
+    assert not (tmp_path / "mlruns").exists()
