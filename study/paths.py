@@ -5,10 +5,11 @@ Layout of the default store::
     mlruns/optuna.journal   the ledger (Optuna journal storage; `study.ledger`)
     mlruns/mlflow.db        MLflow's SQLite tracking store
     mlruns/artifacts/       MLflow artifacts of every experiment
-    mlruns/keras_tuner/     KerasTuner oracle state, one folder per study and stratum
 
 ``--storage`` replaces the journal with any Optuna storage URL; ``--tracking-uri`` (or
-``MLFLOW_TRACKING_URI``) replaces the MLflow store.
+``MLFLOW_TRACKING_URI``) replaces the MLflow store. KerasTuner keeps no state of its own: its
+oracles are derived from the ledger (`study.tuners.keras_tuner_backend`), so a study on a
+database server and a tracking server needs no shared filesystem.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ DEFAULT_ROOT = Path("mlruns")
 JOURNAL = "optuna.journal"
 MLFLOW_DB = "mlflow.db"
 ARTIFACTS = "artifacts"
-KERAS_TUNER = "keras_tuner"
 
 
 def cache_dir() -> Path:
@@ -42,11 +42,6 @@ def store_root(root: Path | None = None, *, create: bool = True) -> Path:
 def journal_path(root: Path | None = None, *, create: bool = True) -> Path:
     """The default ledger file (``create``: make its folder if missing)."""
     return store_root(root, create=create) / JOURNAL
-
-
-def keras_tuner_dir(study: str, root: Path | None = None) -> Path:
-    """KerasTuner's state of one study."""
-    return store_root(root) / KERAS_TUNER / study
 
 
 def local_tracking_uri(root: Path | None = None, *, create: bool = True) -> str:
@@ -89,14 +84,15 @@ _SECRET_QUERY = re.compile(r"([?&](?:password|passwd|pwd|secret|token)=)[^&\s]*"
 
 def masked(text: str, url: str | None = None) -> str:
     """``text`` with every URL password (``user:PASSWORD@`` or ``?password=...``) replaced by
-    ``***``; with ``url``, that URL's password is also masked wherever it appears on its own
-    (e.g. in a driver's error message).
+    ``***``; with ``url``, that URL's password is also masked wherever it appears as a word of
+    its own (e.g. in a driver's error message).
 
     Example: ``masked("postgresql://study:s3cret@db:5432/ledger")`` is
     ``"postgresql://study:***@db:5432/ledger"``.
     """
     out = _SECRET_QUERY.sub(r"\1***", _PASSWORD.sub(r"\g<scheme>\g<user>:***@", text))
     secret = _PASSWORD.search(url or "")
-    if secret:
-        out = out.replace(secret.group("password"), "***")
+    if secret:  # as a word of its own: a password "p" leaves "port" alone
+        bare = re.escape(secret.group("password"))
+        out = re.sub(rf"(?<![A-Za-z0-9]){bare}(?![A-Za-z0-9])", "***", out)
     return out

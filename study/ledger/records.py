@@ -276,7 +276,8 @@ def _finite(value: Any) -> Any:
 @dataclass(frozen=True)
 class StudyRecord:
     """The study itself: how it was defined (``kind`` ``study``) or where it came from
-    (``imported``), and its trial budget."""
+    (``imported``), its trial budget, and the code that created it (``code_version``,
+    `study.version.code_version`; None for studies from before it was recorded)."""
 
     name: str
     kind: str = "study"
@@ -290,6 +291,7 @@ class StudyRecord:
     dataset: str | None = None
     model: str | None = None
     optimizer: str | None = None
+    code_version: str | None = None
 
     @property
     def imported(self) -> bool:

@@ -1,9 +1,16 @@
 """Opening the Optuna storage that holds the ledgers: a journal file (default
-``mlruns/optuna.journal``) or any RDB URL (PostgreSQL, MySQL, SQLite)."""
+``mlruns/optuna.journal``) or any RDB URL (PostgreSQL, MySQL, SQLite).
+
+A database server that does not answer, refuses the credentials or lacks the database fails
+in seconds (`CONNECT_TIMEOUT`) with one line that names the URL (its password masked) and the
+fix. ``postgresql://`` and ``postgresql+psycopg://`` both connect with psycopg 3
+(SQLAlchemy 2.1's default PostgreSQL driver).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import optuna
 
@@ -12,6 +19,23 @@ from study.errors import UsageError
 from study.paths import journal_path, masked
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+#: Seconds to wait for a database server to accept a connection.
+CONNECT_TIMEOUT = 10
+#: What to check, by what the driver said (the first match wins).
+_HINTS = (
+    ("password authentication failed", "check the user and password in the URL"),
+    ("access denied", "check the user and password in the URL"),
+    ("does not exist", "create the database first or fix its name in the URL"),
+    ("unknown database", "create the database first or fix its name in the URL"),
+    ("connection refused", "is the database server running and listening there?"),
+    ("timeout", "is the database server running and reachable from this host?"),
+    ("timed out", "is the database server running and reachable from this host?"),
+    ("could not translate host name", "check the host name in the URL"),
+    ("name or service not known", "check the host name in the URL"),
+    ("db access module", f"install the driver: {INSTALL['database driver']}"),
+    ("no module named", f"install the driver: {INSTALL['database driver']}"),
+)
 
 
 def open_storage(url: str | None = None, *, create: bool = True) -> optuna.storages.BaseStorage:
@@ -25,13 +49,9 @@ def open_storage(url: str | None = None, *, create: bool = True) -> optuna.stora
     """
     if url and "://" in url:
         try:
-            return optuna.storages.RDBStorage(url)
+            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs(url))
         except Exception as exc:  # any driver or URL error is bad input
-            hint = ""
-            if "DB access module" in str(exc):
-                hint = f" (install the driver: {INSTALL['database driver']})"
-            reason = masked(str(exc).splitlines()[0], url)
-            raise UsageError(f"--storage: cannot open {masked(url)!r}: {reason}{hint}") from None
+            raise UsageError(storage_problem(url, exc)) from None
     path = Path(url) if url else journal_path(create=create)
     if not create and not path.exists():
         return optuna.storages.InMemoryStorage()
@@ -39,6 +59,27 @@ def open_storage(url: str | None = None, *, create: bool = True) -> optuna.stora
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     return JournalStorage(JournalFileBackend(str(path)))
+
+
+def engine_kwargs(url: str) -> dict[str, Any]:
+    """SQLAlchemy engine options for a storage URL: a connection timeout for database servers
+    (PostgreSQL, MySQL), nothing for SQLite."""
+    scheme = url.partition("://")[0].partition("+")[0].lower()
+    if scheme in ("postgresql", "postgres", "mysql", "mariadb"):
+        return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT}}
+    return {}
+
+
+def storage_problem(url: str, exc: BaseException) -> str:
+    """One line saying why the storage at ``url`` cannot be opened and what to check, e.g.
+    ``--storage: cannot open 'postgresql://study:***@db:5432/ledger': (psycopg.OperationalError)
+    connection failed: ... password authentication failed for user "study" (check the user and
+    password in the URL)``."""
+    text = " ".join(str(exc).split())  # the driver's message may span lines
+    reason = masked(text.partition(" (Background on this error")[0], url)
+    lowered = text.lower()
+    hint = next((fix for key, fix in _HINTS if key in lowered), None)
+    return f"--storage: cannot open {masked(url)!r}: {reason}" + (f" ({hint})" if hint else "")
 
 
 def list_studies(storage: optuna.storages.BaseStorage) -> list[str]:

@@ -29,6 +29,7 @@ from study.tracking.mlflow_logger import study_timing_metrics
 from study.tracking.server import browse_hint, check_answers
 from study.tracking.study_tracker import StudyTracker, study_params
 from study.tuners.registry import TUNERS, build_lineup
+from study.version import code_version, require_same_code
 
 _FINGERPRINT_KEYS = (
     "workload", "workload_options", "model", "target", "budget", "eval_every",
@@ -90,7 +91,8 @@ def open_study(config: StudyConfig, options: RunOptions) -> tuple[Ledger, StudyR
     """The study's ledger, created from ``config`` if new.
 
     Raises:
-        UsageError: a study of that name with other trials (workload, target, ...) exists.
+        UsageError: a study of that name with other trials (workload, target, ...) exists, or
+            it was created by other code (`study.version.require_same_code`).
     """
     ledger = Ledger.open(options.storage, config.name)
     record = ledger.create(
@@ -102,8 +104,10 @@ def open_study(config: StudyConfig, options: RunOptions) -> tuple[Ledger, StudyR
             tuner=options.tuner,
             trials_total=options.trials or config.total_trials,
             created=time.time(),
+            code_version=code_version(),
         )
     )
+    require_same_code(config.name, record.code_version)
     if record.fingerprint != fingerprint(config):
         raise UsageError(
             f"study {config.name!r} already exists in this storage with a different "
