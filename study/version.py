@@ -3,13 +3,16 @@ source files, e.g. ``0.1.0+3f9c2a1b7e``.
 
 A study records the code version that created it (`study.ledger.StudyRecord.code_version`);
 every host that runs or joins it must run the same code, so trials are comparable
-(`require_same_code`).
+(`require_same_code`). ``$STUDY_CODE_VERSION`` pins the version instead (e.g. a release or the
+commit a deployment was built from; the test suite pins the version it started with, so edits
+to the sources during a run do not split its studies).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from pathlib import Path
 
 from study import __version__
@@ -17,11 +20,18 @@ from study.errors import UsageError
 
 #: The files whose content makes the code version (the package's code and its schema).
 SOURCE_SUFFIXES = (".py", ".json")
+#: The environment variable that pins the code version.
+PIN = "STUDY_CODE_VERSION"
 _HASH_CHARS = 10
 
 
-@functools.lru_cache(maxsize=1)
 def code_version() -> str:
+    """``$STUDY_CODE_VERSION`` if set, else `installed_version`."""
+    return os.environ.get(PIN) or installed_version()
+
+
+@functools.lru_cache(maxsize=1)
+def installed_version() -> str:
     """``<package version>+<hash of the installed package's source files>``."""
     return f"{__version__}+{source_hash(Path(__file__).parent)}"
 

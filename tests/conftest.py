@@ -7,6 +7,9 @@
   ``STUDY_TEST_MLFLOW_URI`` names one already running instead.
 * ``mlflow_server_pg`` (session): an ``mlflow server`` whose backend store is a database on
   ``postgres``.
+
+The session pins ``STUDY_CODE_VERSION`` (`study.version`) to the code version it started with,
+so the ``study`` processes it starts agree even when the sources are edited during the run.
 """
 
 from __future__ import annotations

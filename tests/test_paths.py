@@ -32,6 +32,11 @@ def test_a_password_quoted_on_its_own_is_masked_too() -> None:
     assert "s3cret" not in masked(message, "postgresql://u:s3cret@h/d")
 
 
+def test_a_short_password_is_masked_as_a_word_not_inside_others() -> None:
+    message = 'port 5432 failed for "u" (password p)'
+    assert masked(message, "postgresql://u:p@h/d") == 'port 5432 failed for "u" (password ***)'
+
+
 def test_read_only_lookups_create_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STUDY_HOME", str(tmp_path / "store"))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

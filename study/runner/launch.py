@@ -143,6 +143,10 @@ def run_study(config: StudyConfig, options: RunOptions) -> int:
     uri = tracking_uri(options.tracking_uri)
     # Before the ledger records anything: a dead tracking server fails here in seconds.
     check_answers(uri, "--tracking-uri" if options.tracking_uri else "MLFLOW_TRACKING_URI")
+    # Before the slow preflight: a study made by other code is refused at once.
+    existing = Ledger.open(options.storage, config.name, create=False).record()
+    if existing is not None:
+        require_same_code(config.name, existing.code_version)
     with WorkerPool(options.workers) as pool:
         preflight(config, pool)
         return _run(config, options, uri, pool)

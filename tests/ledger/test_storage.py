@@ -1,0 +1,70 @@
+"""Opening a storage that cannot be opened: one line naming the URL (password masked), what the
+driver said and what to check; a real PostgreSQL server for refused credentials and a missing
+database, a closed port for a server that is not there."""
+
+from __future__ import annotations
+
+import time
+
+import optuna
+import pytest
+
+from study.errors import UsageError
+from study.ledger import Ledger, list_studies, open_storage
+from study.ledger.records import StudyRecord
+from study.ledger.storage import CONNECT_TIMEOUT, engine_kwargs, storage_problem
+from tests.services import PostgresServer, free_port
+
+
+def refused(url: str) -> str:
+    started = time.monotonic()
+    with pytest.raises(UsageError) as error:
+        open_storage(url)
+    assert time.monotonic() - started < CONNECT_TIMEOUT + 5
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("--storage: cannot open ")
+    return message
+
+
+def test_wrong_password_is_named_and_never_shown(postgres: PostgresServer, postgres_url: str):
+    url = postgres.url(postgres_url.rsplit("/", 1)[1], password="Wr0ngPassw0rd")
+    message = refused(url)
+    assert "password authentication failed" in message
+    assert "check the user and password" in message
+    assert "Wr0ngPassw0rd" not in message and "study:***@" in message
+
+
+def test_missing_database_is_named(postgres: PostgresServer):
+    message = refused(postgres.url("no_such_db"))
+    assert 'database "no_such_db" does not exist' in message
+    assert "create the database" in message
+    assert postgres.password not in message
+
+
+def test_a_server_not_listening_is_refused_at_once():
+    message = refused(f"postgresql://study:pw1234@127.0.0.1:{free_port()}/ledger")
+    assert "Connection refused" in message and "is the database server running" in message
+    assert "pw1234" not in message
+
+
+def test_both_spellings_of_postgresql_open_the_same_ledger(postgres_url: str):
+    Ledger.open(postgres_url, "shared").create(StudyRecord(name="shared", config_text="x: 1"))
+    plain = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    assert list_studies(open_storage(plain)) == ["shared"]
+    assert isinstance(open_storage(plain), optuna.storages.RDBStorage)
+
+
+def test_only_database_servers_get_a_connect_timeout():
+    assert engine_kwargs("postgresql+psycopg://u:p@h/d") == {
+        "connect_args": {"connect_timeout": CONNECT_TIMEOUT}
+    }
+    assert engine_kwargs("mysql+pymysql://u:p@h/d")["connect_args"]["connect_timeout"] > 0
+    assert engine_kwargs("sqlite:///x.db") == {}
+
+
+def test_a_missing_driver_says_how_to_install_it():
+    message = storage_problem(
+        "mysql://u:secret@h/d",
+        ImportError("Failed to import DB access module for the specified storage URL."),
+    )
+    assert "pip install" in message and "secret" not in message
