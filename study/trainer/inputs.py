@@ -5,7 +5,8 @@ device as constants and hands each compiled call an index array: the global batc
 once and each replica takes its contiguous slice. `StreamFeed` (``Streams``, data larger than
 memory) distributes the workload's `tf.data` pipeline with
 ``strategy.distribute_datasets_from_function``: one input pipeline per worker, sharded by
-pipeline id, batched per replica (batches span epochs) and prefetched; one compiled call pulls
+pipeline id, batched per replica (batches span epochs; a pipeline of row blocks is cut into
+batches by slicing, `study.workloads.blocks`) and prefetched; one compiled call pulls
 ``steps`` batches from the distributed iterator. Either way the global batch of step ``t`` is
 examples ``t*B .. (t+1)*B - 1`` of the epoch order (a fresh order every epoch), so ``default``
 and ``mirrored:N`` do the same arithmetic.
@@ -31,6 +32,7 @@ import tensorflow as tf
 
 from study.trainer.losses import Objective
 from study.workloads.base import Dataset, Streams
+from study.workloads.blocks import batches_of, windows_of
 
 #: One replica's training step on its slice of the global batch: (x, labels) -> its loss.
 ReplicaStep = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
@@ -199,7 +201,9 @@ class StreamFeed:
         self.input_shape = tuple(streams.input_shape)
         self.max_steps_per_call = 1 << 30
         chunk = eval_chunk(self.input_shape)
-        self.val = streams.val().batch(chunk).prefetch(tf.data.AUTOTUNE)
+        val = streams.val()
+        val = windows_of(val, chunk) if streams.blocks else val.batch(chunk)
+        self.val = val.prefetch(tf.data.AUTOTUNE)
         self._iterator: Any = None
         self._sample: tuple[tf.Tensor, tf.Tensor] | None = None
 
@@ -211,9 +215,11 @@ class StreamFeed:
         def make(context: tf.distribute.InputContext) -> tf.data.Dataset:
             per_replica = context.get_per_replica_batch_size(batch_size)
             dataset = streams.train(seed, context.num_input_pipelines, context.input_pipeline_id)
-            return (
-                dataset.repeat().batch(per_replica, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-            )
+            if streams.blocks:
+                batches = batches_of(dataset.repeat(), per_replica)
+            else:
+                batches = dataset.repeat().batch(per_replica, drop_remainder=True)
+            return batches.prefetch(tf.data.AUTOTUNE)
 
         return make
 
@@ -271,7 +277,9 @@ class StreamFeed:
     def sample(self, count: int = 2) -> tuple[tf.Tensor, tf.Tensor]:
         """A few validation examples (inputs, raw labels), read once and kept."""
         if self._sample is None or int(self._sample[0].shape[0]) != count:
-            self._sample = tuple(next(iter(self.streams.val().batch(count))))
+            val = self.streams.val()
+            val = windows_of(val, count) if self.streams.blocks else val.batch(count)
+            self._sample = tuple(t[:count] for t in next(iter(val)))
         return self._sample
 
 

@@ -59,6 +59,11 @@ class Streams:
     ``val()`` returns the validation examples once, in a fixed order; the trainer batches it and
     evaluates every example exactly once. Shapes are per example; ``num_classes`` is the number
     of model outputs (as in `Dataset`).
+
+    ``blocks=True``: both factories yield blocks of rows ``(x[n, ...], y[n])`` of any sizes
+    instead of single examples (``train`` shuffled in windows, e.g. with
+    `study.workloads.blocks.shuffled_rows`), and the trainer cuts exact batches from them with
+    one slice per batch: no per-example `tf.data` work (see `study.workloads.blocks`).
     """
 
     train: Callable[[int, int, int], Any]
@@ -68,6 +73,7 @@ class Streams:
     train_examples: int
     val_examples: int
     input_dtype: str = "float32"
+    blocks: bool = False
 
     @property
     def outputs(self) -> int:

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from study.strategies import HostInfo, build_strategy, resolve
 from study.workloads.base import Dataset, Workload
+from study.workloads.blocks import array_blocks
 from study.workloads.task import Task
 
 
@@ -131,4 +132,50 @@ def index_ordered_streams(data: Dataset, epochs: int = 20) -> Any:
         num_classes=data.num_classes,
         train_examples=n,
         val_examples=len(data.y_val),
+    )
+
+
+def index_ordered_blocks(data: Dataset, epochs: int = 20, rows: int = 97) -> Any:
+    """`index_ordered_streams` in row blocks (``Streams.blocks``): blocks of ``rows`` rows (the
+    last one shorter) in exactly the in-memory path's order."""
+    from study.trainer.inputs import IndexStream
+    from study.workloads.base import Streams
+
+    n = len(data.y_train)
+
+    def train(seed: int, num_shards: int, shard_index: int) -> tf.data.Dataset:
+        order = tf.constant(IndexStream(n, seed).take(epochs * n))
+        x, y = tf.constant(data.x_train), tf.constant(data.y_train)
+        starts = tf.data.Dataset.range(0, epochs * n, rows).shard(num_shards, shard_index)
+        picked = starts.map(lambda s: order[s : s + rows])
+        return picked.map(lambda i: (tf.gather(x, i), tf.gather(y, i)))
+
+    return Streams(
+        train=train,
+        val=lambda: array_blocks(data.x_val, data.y_val, rows),
+        input_shape=data.input_shape,
+        num_classes=data.num_classes,
+        train_examples=n,
+        val_examples=len(data.y_val),
+        blocks=True,
+    )
+
+
+def shuffled_blocks(data: Dataset, rows: int = 97) -> Any:
+    """`Streams` over ``data`` in row blocks, shuffled in one window of the whole epoch."""
+    from study.workloads.base import Streams
+    from study.workloads.blocks import shuffled_rows
+
+    def train(seed: int, num_shards: int, shard_index: int) -> tf.data.Dataset:
+        blocks = array_blocks(data.x_train, data.y_train, rows).shard(num_shards, shard_index)
+        return shuffled_rows(blocks, seed, window=len(data.y_train))
+
+    return Streams(
+        train=train,
+        val=lambda: array_blocks(data.x_val, data.y_val, rows),
+        input_shape=data.input_shape,
+        num_classes=data.num_classes,
+        train_examples=len(data.y_train),
+        val_examples=len(data.y_val),
+        blocks=True,
     )

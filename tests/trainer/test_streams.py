@@ -28,7 +28,12 @@ from study.workloads import Dataset, Workload, get_workload
 from study.workloads.base import Streams
 from study.workloads.task import Task
 from tests.fakes import tabular_spec
-from tests.trainer.conftest import index_ordered_streams, shuffled_streams
+from tests.trainer.conftest import (
+    index_ordered_blocks,
+    index_ordered_streams,
+    shuffled_blocks,
+    shuffled_streams,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -50,8 +55,9 @@ def curve(result: TrialResult) -> list[tuple]:
     return [(m.step, m.train_loss, *m.metrics.values()) for m in result.curve[1:]]
 
 
+@pytest.mark.parametrize("ordered", [index_ordered_streams, index_ordered_blocks])
 def test_same_order_gives_the_in_memory_curve_and_steps_to_target(
-    tabular, default_strategy, monkeypatch: pytest.MonkeyPatch
+    tabular, default_strategy, monkeypatch: pytest.MonkeyPatch, ordered: Any
 ) -> None:
     monkeypatch.setattr(inputs, "_MAX_EVAL_CHUNK", 64)  # 400 validation rows: 7 chunks
     spec = tabular_spec(
@@ -61,7 +67,7 @@ def test_same_order_gives_the_in_memory_curve_and_steps_to_target(
         cadence=EvalCadence.parse("geometric:1.2"),
     )
     memory = run(spec, tabular[1], tabular, default_strategy)
-    streamed = run(spec, index_ordered_streams(tabular[1]), tabular, default_strategy)
+    streamed = run(spec, ordered(tabular[1]), tabular, default_strategy)
 
     assert memory.environment["input"] == "memory"
     assert streamed.environment["input"] == "streamed"
@@ -71,8 +77,9 @@ def test_same_order_gives_the_in_memory_curve_and_steps_to_target(
     assert streamed.curve[0].metrics == pytest.approx(memory.curve[0].metrics, rel=1e-9)
 
 
-def test_streamed_trial_is_deterministic_for_a_seed(tabular, default_strategy) -> None:
-    streams = shuffled_streams(tabular[1])
+@pytest.mark.parametrize("shuffled", [shuffled_streams, shuffled_blocks])
+def test_streamed_trial_is_deterministic_for_a_seed(tabular, default_strategy, shuffled) -> None:
+    streams = shuffled(tabular[1])
     first = run(tabular_spec(seed=5), streams, tabular, default_strategy)
     again = run(tabular_spec(seed=5), streams, tabular, default_strategy)
     other = run(tabular_spec(seed=6), streams, tabular, default_strategy)
@@ -178,23 +185,24 @@ from study.trainer import inputs
 from study.trainer.loop import train
 from study.workloads import get_workload
 from tests.fakes import tabular_spec
-from tests.trainer.conftest import shuffled_streams
+from tests.trainer.conftest import shuffled_blocks, shuffled_streams
 
 workload = get_workload("tabular", {"rows": 2000})
 data = workload.load()
 resolved = resolve("mirrored:2", HostInfo())
 strategy = build_strategy(tf, resolved)
 out = {}
-for split in (True, False):
-    inputs.shares_host_memory = lambda strategy, split=split: split
-    result = train(
-        tabular_spec(strategy="mirrored:2", budget=Budget(max_steps=40)),
-        shuffled_streams(data),
-        lambda: workload.build_model("mlp", data),
-        strategy,
-        resolved,
-    )
-    out[str(split)] = [[m.train_loss, m.metrics["val_loss"]] for m in result.curve[1:]]
+for form, streams in (("examples", shuffled_streams), ("blocks", shuffled_blocks)):
+    for split in (True, False):
+        inputs.shares_host_memory = lambda strategy, split=split: split
+        result = train(
+            tabular_spec(strategy="mirrored:2", budget=Budget(max_steps=40)),
+            streams(data),
+            lambda: workload.build_model("mlp", data),
+            strategy,
+            resolved,
+        )
+        out[f"{form} {split}"] = [[m.train_loss, m.metrics["val_loss"]] for m in result.curve[1:]]
 print(json.dumps(out))
 """
 
@@ -216,5 +224,7 @@ def test_distributed_iterator_and_host_split_agree_on_mirrored() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     curves = json.loads(done.stdout.strip().splitlines()[-1])
 
-    np.testing.assert_allclose(curves["True"], curves["False"], rtol=1e-5)
-    assert curves["True"][-1][1] < curves["True"][0][1]
+    for form in ("examples", "blocks"):
+        host, distributed = curves[f"{form} True"], curves[f"{form} False"]
+        np.testing.assert_allclose(host, distributed, rtol=1e-5)
+        assert host[-1][1] < host[0][1]
