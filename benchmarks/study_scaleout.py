@@ -1,0 +1,390 @@
+"""Scale-out: 1, 2 and 3 workers on one study through PostgreSQL and an MLflow server, and what
+each trial costs those two services; then how much of that each service sustains here.
+
+Both services are started as the tests start them (`tests.services`: PostgreSQL on a loopback
+port, ``fsync=off``; ``mlflow server`` with a PostgreSQL backend store and served artifacts).
+For each worker count a fresh database holds the study: ``study run FILE`` on one "host" and
+``study worker NAME`` on the others, each in a temporary directory of its own with its own
+``$STUDY_HOST`` (no shared disk). Measured per run:
+
+* trials/hour: trials over the wall time from the first process's start to the last one's exit
+  (startup included), and over the span from the first trial's start to the last one's end;
+* storage, per trial: PostgreSQL transactions (``pg_stat_database.xact_commit``), rows written
+  (``tup_inserted + tup_updated + tup_deleted``) and server-side seconds (``active_time``) of
+  the study's database, and the ledger's ``bookkeeping`` seconds (a trial's wall time outside
+  the trainer: ledger writes, tuner, MLflow hand-off); heartbeat writes are 1 per running trial
+  per ``heartbeat.interval``;
+* tracking, per trial: MLflow REST calls (the server's access log) and the seconds the
+  workers' MLflow threads spent in them (what ``study run`` prints).
+
+Capacity (``--capacity``, the default): N client processes replay the ledger's write sequence
+of one trial (claim, params, start, finish with a 40-point curve) as fast as they can on a
+fresh database: sequences/s is the storage's ceiling in trials/s; and N client threads send the
+tracker's per-trial MLflow calls (create a run, one ``log-batch`` of a trial's size, terminate)
+as fast as they can: calls/s over calls per trial is the tracking server's ceiling. Clients,
+servers and workers share this machine's 2 cores, so every number is a floor for a real
+deployment with the services on their own hosts.
+
+Usage: python benchmarks/study_scaleout.py [--workers 1 2 3] [--no-capacity] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.services import PostgresServer, mlflow_server, postgresql_server  # noqa: E402
+
+#: The study every worker count runs: tabular (1,500 rows), 3 batch sizes x 6 trials, trials
+#: of about a second or two each (a target reached in ~100-200 steps), Optuna only.
+STUDY: dict[str, Any] = {
+    "name": "scaleout",
+    "workload": "tabular",
+    "workload_options": {"rows": 1500},
+    "target": "val_accuracy>=0.85",
+    "budget": {"max_steps": 400},
+    "eval_every": 10,
+    "trials_per_stratum": 6,
+    "search_space": {
+        "batch_size": [32, 64, 128],
+        "learning_rate": {"low": 1.0e-2, "high": 0.3, "scale": "log"},
+        "strategy": ["default"],
+    },
+    "tuner": {"pruning": False},
+}
+_API = re.compile(r'"(GET|POST|PATCH|DELETE) (/api/[^ ?"]+)')
+_MLFLOW_BUSY = re.compile(r"MLflow logging \(background thread\): ([0-9.]+) s wall")
+
+
+@dataclass
+class Stats:
+    """Counters of one PostgreSQL database (`pg_stat_database`)."""
+
+    xacts: int
+    rows_written: int
+    rows_read: int
+    active_ms: float
+
+    def __sub__(self, other: Stats) -> Stats:
+        return Stats(
+            self.xacts - other.xacts,
+            self.rows_written - other.rows_written,
+            self.rows_read - other.rows_read,
+            self.active_ms - other.active_ms,
+        )
+
+
+def db_stats(server: PostgresServer, database: str) -> Stats:
+    """The counters of ``database``, read from another database (so this read is not
+    counted), after PostgreSQL flushed its statistics."""
+    import psycopg
+
+    time.sleep(1.5)  # backends flush their statistics at most every second
+    with psycopg.connect(
+        host=server.host,
+        port=server.port,
+        user=server.user,
+        password=server.password,
+        dbname="postgres",
+        autocommit=True,
+    ) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT xact_commit, tup_inserted + tup_updated + tup_deleted, "
+            "tup_returned + tup_fetched, active_time FROM pg_stat_database WHERE datname = %s",
+            (database,),
+        ).fetchone()
+    assert row is not None
+    return Stats(int(row[0]), int(row[1]), int(row[2]), float(row[3] or 0.0))
+
+
+@dataclass
+class ScaleRun:
+    workers: int
+    trials: int
+    wall_s: float
+    span_s: float
+    trials_per_hour_wall: float
+    trials_per_hour_span: float
+    mean_trial_wall_s: float
+    mean_train_s: float
+    mean_bookkeeping_s: float
+    pg_xacts_per_trial: float
+    pg_rows_written_per_trial: float
+    pg_rows_read_per_trial: float
+    pg_active_ms_per_trial: float
+    heartbeat_writes_per_trial: float
+    mlflow_calls_per_trial: float
+    mlflow_calls: dict[str, int]
+    mlflow_seconds_per_trial: float
+
+
+def start_host(name: str, args: list[str], work: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    cwd = work / name
+    cwd.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
+    env |= {"STUDY_HOST": name, "STUDY_CACHE_DIR": str(cwd / "cache"), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    out = open(cwd / "out.txt", "wb")  # noqa: SIM115 (closed with the process)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "study", *args],
+        cwd=cwd,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    out.close()
+    return process, cwd / "out.txt"
+
+
+def study_exists(url: str, name: str) -> bool:
+    from study.ledger import Ledger
+
+    with contextlib.suppress(Exception):
+        return Ledger.open(url, name, create=False).record() is not None
+    return False
+
+
+def scale_run(server: PostgresServer, uri: str, log: Path, workers: int, work: Path) -> ScaleRun:
+    """Run `STUDY` with ``workers`` processes on a fresh database; measure it."""
+    from study.config.space import Stratum
+    from study.ledger import Ledger
+
+    name = f"{STUDY['name']}-w{workers}"
+    database = f"scaleout_w{workers}"
+    url = server.create_database(database)
+    file = work / f"{name}.yaml"
+    file.write_text(yaml.safe_dump({**STUDY, "name": name}, sort_keys=False))
+    urls = ["--storage", url, "--tracking-uri", uri]
+    before, log_start = db_stats(server, database), log.stat().st_size
+    start = time.time()
+    procs = [start_host("host-0", ["run", str(file), "--tuner", "optuna", *urls], work)]
+    while workers > 1 and not study_exists(url, name):
+        if procs[0][0].poll() is not None:
+            raise RuntimeError(procs[0][1].read_text()[-3000:])
+        time.sleep(0.2)
+    procs += [start_host(f"host-{i}", ["worker", name, *urls], work) for i in range(1, workers)]
+    for process, out in procs:
+        if process.wait() != 0:
+            raise RuntimeError(f"{out}: {out.read_text()[-3000:]}")
+    wall = time.time() - start
+    after = db_stats(server, database) - before
+    with open(log, "rb") as handle:
+        handle.seek(log_start)
+        calls = Counter(m.group(2) for m in _API.finditer(handle.read().decode(errors="replace")))
+    busy = sum(
+        float(m.group(1)) for _, out in procs for m in _MLFLOW_BUSY.finditer(out.read_text())
+    )
+    ledger = Ledger.open(url, name, create=False)
+    trials = [
+        t
+        for b in STUDY["search_space"]["batch_size"]
+        for t in ledger.counted(Stratum(b, "default"))
+    ]
+    n = len(trials)
+    span = max(t.finished_at or 0 for t in trials) - min(t.started_at or 0 for t in trials)
+    timings = [t.result.timings for t in trials if t.result is not None]
+    mean = lambda key: statistics.fmean(x.get(key, 0.0) for x in timings)  # noqa: E731
+    return ScaleRun(
+        workers=workers,
+        trials=n,
+        wall_s=wall,
+        span_s=span,
+        trials_per_hour_wall=3600 * n / wall,
+        trials_per_hour_span=3600 * n / span,
+        mean_trial_wall_s=mean("wall"),
+        mean_train_s=mean("train"),
+        mean_bookkeeping_s=mean("bookkeeping"),
+        pg_xacts_per_trial=after.xacts / n,
+        pg_rows_written_per_trial=after.rows_written / n,
+        pg_rows_read_per_trial=after.rows_read / n,
+        pg_active_ms_per_trial=after.active_ms / n,
+        heartbeat_writes_per_trial=mean("wall") / 10.0,  # the default interval, 10 s
+        mlflow_calls_per_trial=sum(calls.values()) / n,
+        mlflow_calls=dict(calls.most_common()),
+        mlflow_seconds_per_trial=busy / n,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Capacity of each service
+
+
+def _ledger_client(url: str, seconds: float, counter: Any, start: Any) -> None:
+    """Replay one trial's ledger writes in a loop for ``seconds``; count them."""
+    import optuna
+
+    from study.config.space import Stratum
+    from study.ledger import Ledger
+    from study.results import Measurement, TrialResult, TrialState
+
+    ledger = Ledger.open(url, "capacity")
+    curve = tuple(
+        Measurement(10 * i, 1280 * i, 0.01 * i, 1.0 / (i + 1), {"val_accuracy": 0.5 + i / 100})
+        for i in range(40)
+    )
+    result = TrialResult(
+        state=TrialState.REACHED, steps_run=400, steps_to_target=390, curve=curve,
+        timings={"train": 1.0, "wall": 1.5},
+    )  # fmt: skip
+    dist = {"learning_rate": optuna.distributions.FloatDistribution(1e-3, 1.0, log=True)}
+    start.wait()
+    end = time.monotonic() + seconds
+    done = 0
+    while time.monotonic() < end:
+        stratum = Stratum(2 ** (done % 6 + 3), "default")
+        slot = ledger.claim(stratum, budget=10**9, grace=60.0)
+        assert slot is not None
+        ledger.record_params(slot, {"learning_rate": 0.05 + 1e-6 * done}, dist)
+        ledger.start(slot, tuner="optuna", origin="sampler")
+        ledger.beat(slot, 60.0)
+        ledger.finish(slot, result, 390.0, metric="val_accuracy", meaning="steps")
+        done += 1
+    with counter.get_lock():
+        counter.value += done
+
+
+def storage_capacity(server: PostgresServer, clients: int, seconds: float) -> dict[str, float]:
+    """Trials' ledger write sequences per second ``clients`` processes get through."""
+    from study.ledger import Ledger, StudyRecord
+
+    database = f"capacity_{clients}"
+    url = server.create_database(database)
+    Ledger.open(url, "capacity").create(StudyRecord("capacity", config_text="name: capacity"))
+    ctx = mp.get_context("spawn")
+    counter, start = ctx.Value("i", 0), ctx.Event()
+    procs = [
+        ctx.Process(target=_ledger_client, args=(url, seconds, counter, start))
+        for _ in range(clients)
+    ]
+    for p in procs:
+        p.start()
+    time.sleep(8)  # let every client import and connect
+    before = db_stats(server, database)
+    start.set()
+    for p in procs:
+        p.join()
+    stats = db_stats(server, database) - before
+    n = counter.value
+    return {
+        "clients": clients,
+        "sequences_per_s": n / seconds,
+        "xacts_per_sequence": stats.xacts / max(n, 1),
+        "rows_written_per_sequence": stats.rows_written / max(n, 1),
+    }
+
+
+def tracking_capacity(uri: str, threads: int, seconds: float) -> dict[str, float]:
+    """MLflow calls per second ``threads`` clients get through, each sending one trial's calls
+    (create run, a log-batch of 40 x 5 curve points, 30 params and 10 tags, terminate)."""
+    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = client.create_experiment(f"capacity-{threads}-{time.time_ns()}")
+    now = int(time.time() * 1000)
+    metrics = [Metric(f"curves/m{k}", 0.5, now, 10 * i) for i in range(40) for k in range(5)]
+    params = [Param(f"p{i}", str(i)) for i in range(30)]
+    tags = [RunTag(f"t{i}", str(i)) for i in range(10)]
+    calls, lock = [0], threading.Lock()
+    end = time.monotonic() + seconds
+
+    def loop() -> None:
+        own = MlflowClient(uri)
+        done = 0
+        while time.monotonic() < end:
+            run = own.create_run(experiment)
+            own.log_batch(run.info.run_id, metrics=metrics, params=params, tags=tags)
+            own.set_terminated(run.info.run_id)
+            done += 3
+        with lock:
+            calls[0] += done
+
+    workers = [threading.Thread(target=loop) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return {
+        "threads": threads,
+        "calls_per_s": calls[0] / seconds,
+        "trials_per_s": calls[0] / 3 / seconds,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--no-capacity", action="store_true")
+    parser.add_argument("--seconds", type=float, default=20.0, help="per capacity measurement")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    print(f"load before: {os.getloadavg()}", flush=True)
+    results: dict[str, Any] = {"runs": [], "storage_capacity": [], "tracking_capacity": []}
+    with tempfile.TemporaryDirectory(prefix="scaleout-") as tmp, postgresql_server() as server:
+        work = Path(tmp)
+        store = server.create_database("mlflow")
+        with mlflow_server(work / "mlflow", store) as uri:
+            log = work / "mlflow" / "server.log"
+            for n in args.workers:
+                run_dir = work / f"w{n}"
+                run_dir.mkdir()
+                run = scale_run(server, uri, log, n, run_dir)
+                results["runs"].append(asdict(run))
+                print(json.dumps(asdict(run)), flush=True)
+            if not args.no_capacity:
+                for clients in (1, 2, 4):
+                    cap = storage_capacity(server, clients, args.seconds)
+                    results["storage_capacity"].append(cap)
+                    print("storage", json.dumps(cap), flush=True)
+                for threads in (1, 2, 4):
+                    cap = tracking_capacity(uri, threads, args.seconds)
+                    results["tracking_capacity"].append(cap)
+                    print("tracking", json.dumps(cap), flush=True)
+    print(f"load after: {os.getloadavg()}")
+    _print_table(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def _print_table(results: dict[str, Any]) -> None:
+    print("\n| workers | trials | wall s | trials/h (wall) | trials/h (span) | mean trial s "
+          "| bookkeeping s | PG xacts/trial | PG rows written/trial | PG ms/trial "
+          "| MLflow calls/trial | MLflow s/trial |")  # fmt: skip
+    print("|" + "---|" * 12)
+    for r in results["runs"]:
+        print(
+            f"| {r['workers']} | {r['trials']} | {r['wall_s']:.1f} | "
+            f"{r['trials_per_hour_wall']:.0f} | {r['trials_per_hour_span']:.0f} | "
+            f"{r['mean_trial_wall_s']:.2f} | {r['mean_bookkeeping_s']:.3f} | "
+            f"{r['pg_xacts_per_trial']:.0f} | {r['pg_rows_written_per_trial']:.0f} | "
+            f"{r['pg_active_ms_per_trial']:.0f} | {r['mlflow_calls_per_trial']:.1f} | "
+            f"{r['mlflow_seconds_per_trial']:.3f} |"
+        )
+    for cap in results["storage_capacity"]:
+        print(f"storage: {cap}")
+    for cap in results["tracking_capacity"]:
+        print(f"tracking: {cap}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,327 @@
+"""Workers on several "hosts" sharing one study through PostgreSQL and an MLflow server.
+
+Each worker is a separate `study` process in a directory of its own (nothing shared on disk:
+the ledger is in PostgreSQL, MLflow behind its tracking server) and names its host with
+``$STUDY_HOST``, so workers judge each other by heartbeats only, as on separate machines.
+The study is made by ``study run FILE --max-trials 1``; ``study worker NAME`` processes join it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from study.config.space import Stratum
+from study.ledger import Ledger, LedgerTrial, open_storage
+from study.results import TrialState
+from tests.runner.conftest import (
+    Background,
+    Store,
+    assert_budget_spent,
+    assert_mlflow_mirrors_ledger,
+    counted,
+    status,
+    study_cmd,
+    study_env,
+    tiny_study,
+    trial_key,
+    wait_for,
+    write_study,
+)
+
+pytestmark = pytest.mark.slow
+
+#: Heartbeat of these studies: stamped every second, a host silent for 3 s is dead.
+HEARTBEAT = {"interval": 1, "grace": 3}
+
+
+@dataclass
+class ServiceStore(Store):
+    """A study's ledger in an RDB storage and its MLflow runs on a tracking server."""
+
+    storage_url: str = ""
+    uri: str = ""
+
+    def storage(self, fresh: bool = False) -> Any:
+        if fresh or self._storage is None:
+            self._storage = open_storage(self.storage_url)
+        return self._storage
+
+    def mlflow(self) -> Any:
+        if self._client is None:
+            self._client = MlflowClient(tracking_uri=self.uri)
+        return self._client
+
+
+@dataclass
+class Host:
+    """One `study` process in its own directory, naming its host ``name``."""
+
+    name: str
+    cwd: Path
+    process: subprocess.Popen[bytes]
+
+    def wait(self, timeout: float = 180) -> int:
+        return self.process.wait(timeout)
+
+    def output(self) -> str:
+        return "\n".join(
+            (self.cwd / f).read_text(errors="replace") for f in ("study.out", "study.err")
+        )
+
+
+@dataclass
+class Cluster:
+    """Starts `study` processes as hosts of one study; kills what is left at the end."""
+
+    root: Path
+    storage_url: str
+    uri: str
+    hosts: list[Host] = field(default_factory=list)
+
+    def start(self, name: str, *args: str) -> Host:
+        cwd = self.root / name
+        cwd.mkdir()
+        env = study_env() | {"STUDY_HOST": name, "STUDY_CACHE_DIR": str(cwd / "cache")}
+        urls = ("--storage", self.storage_url, "--tracking-uri", self.uri)
+        with open(cwd / "study.out", "wb") as out, open(cwd / "study.err", "wb") as err:
+            process = subprocess.Popen(
+                study_cmd(*args, *urls),
+                cwd=cwd,
+                env=env,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+        host = Host(name, cwd, process)
+        self.hosts.append(host)
+        return host
+
+    def close(self) -> None:
+        for host in self.hosts:
+            if host.process.poll() is None:
+                os.killpg(host.process.pid, signal.SIGKILL)
+                host.process.wait(30)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, postgres_url: str, mlflow_server: str) -> Iterator[Cluster]:
+    nodes = Cluster(tmp_path, postgres_url, mlflow_server)
+    yield nodes
+    nodes.close()
+
+
+def make_study(cluster: Cluster, data: dict[str, Any]) -> Host:
+    """Create the study with one trial (``study run FILE --max-trials 1``), as a first host."""
+    (cluster.root / "files").mkdir()
+    file = write_study(cluster.root / "files", data)
+    first = cluster.start("host-0", "run", str(file), "--tuner", "optuna", "--max-trials", "1")
+    code = first.wait()
+    assert code == 0, first.output()[-3000:]
+    return first
+
+
+def owner_host(t: LedgerTrial) -> str:
+    """The host named in a trial's owner (empty while its claim is being written)."""
+    return (t.owner or "").split(":")[0]
+
+
+def report_files(cwd: Path, name: str, storage: str, out: Path) -> dict[str, str]:
+    """``study report NAME --format json --format csv`` from ``storage``: file name -> text, the
+    JSON without what says when and how it was made (the time, the command, the storage)."""
+    result = subprocess.run(
+        study_cmd(
+            "report", name, "--storage", storage, "--out", str(out), "--no-mlflow",
+            "--format", "json", "--format", "csv", "--bootstrap", "0",
+        ),
+        cwd=cwd, env=study_env(), capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    files = {p.name: p.read_text() for p in sorted(out.iterdir()) if p.is_file()}
+    report = json.loads(files.pop("report.json"))
+    del report["created"], report["command"], report["context"]["storage"]
+    files["report.json"] = json.dumps(report, indent=1, sort_keys=True)
+    return files
+
+
+def replay(source: Ledger, target: Ledger, strata: list[Stratum]) -> None:
+    """Write ``source``'s counted trials into ``target`` one after the other, through the
+    ledger's own path (claim, params, start, finish), as a single worker would have."""
+    import optuna
+
+    record = source.require()
+    target.create(record)
+    trials = sorted(
+        (t for s in strata for t in counted(source.trials(s))), key=lambda t: t.started_at or 0
+    )
+    for t in trials:
+        assert t.result is not None
+        slot = target.claim(t.stratum, budget=1000)
+        assert slot is not None
+        dist = optuna.distributions.FloatDistribution(1e-3, 1.0, log=True)
+        target.record_params(slot, t.params, {"learning_rate": dist})
+        extras = {k: v for k, v in t.extras.items() if k != "objective"}
+        target.start(slot, tuner=str(t.tuner), origin=str(t.origin), extras=extras)
+        target.finish(slot, t.result, float(t.score or 0.0), meaning=t.extras.get("objective"))
+
+
+# 2 batch sizes x 5 trials; the first host runs one, three workers share the other nine.
+SHARED = tiny_study(name="shared-hosts", trials_per_stratum=5, heartbeat=HEARTBEAT)
+
+
+def test_three_workers_share_a_study_and_report_as_one(cluster: Cluster, tmp_path: Path) -> None:
+    make_study(cluster, SHARED)
+    workers = [cluster.start(f"host-{i}", "worker", SHARED["name"]) for i in (1, 2, 3)]
+    codes = [w.wait() for w in workers]
+
+    assert codes == [0, 0, 0], [w.output()[-2000:] for w in workers]
+    for w in workers:
+        assert "Traceback" not in w.output(), w.output()[-3000:]
+    store = ServiceStore(tmp_path, storage_url=cluster.storage_url, uri=cluster.uri)
+    trials = store.trials(SHARED, fresh=True)
+    assert_budget_spent(trials, SHARED["trials_per_stratum"])  # exact count, none left open
+    kept = [t for ts in trials.values() for t in counted(ts)]
+    assert len(kept) == 2 * SHARED["trials_per_stratum"]
+    assert {status(t) for t in kept} <= {"reached", "not_reached", "pruned"}
+    for stratum, ts in trials.items():  # no trial run twice
+        rates = [t.params["learning_rate"] for t in counted(ts)]
+        assert len(set(rates)) == len(rates), stratum
+    assert {owner_host(t) for t in kept} == {"host-0", "host-1", "host-2", "host-3"}
+    runs = assert_mlflow_mirrors_ledger(store, SHARED, trials)  # every run closed, one per trial
+    assert len(runs) == len(kept)
+    parent = [r for r in store.runs(SHARED["name"]) if r.data.tags.get("study.role") == "parent"]
+    assert [r.info.status for r in parent] == ["FINISHED"]
+
+    # The report from the shared ledger is the report of the same records written by one.
+    single = Ledger.open(str(tmp_path / "single.journal"), SHARED["name"])
+    replay(store.ledger(SHARED["name"]), single, [Stratum(b, "default") for b in (32, 128)])
+    shared_report = report_files(tmp_path, SHARED["name"], cluster.storage_url, tmp_path / "r1")
+    single_report = report_files(
+        tmp_path, SHARED["name"], str(tmp_path / "single.journal"), tmp_path / "r2"
+    )
+    assert {"report.json", "trials.csv", "measurements.csv"} <= set(shared_report)
+    assert shared_report == single_report
+
+
+# One batch size, 4 trials that never reach the target and run 6,000 steps each (seconds), no
+# pruning: a SIGKILL lands inside one.
+KILLED = tiny_study(
+    name="killed-host",
+    trials_per_stratum=4,
+    target="val_accuracy>=0.999",
+    budget={"max_steps": 6000},
+    eval_every=200,
+    search_space={"batch_size": [128]},
+    tuner={"pruning": False},
+    heartbeat=HEARTBEAT,
+)
+
+
+def test_a_killed_hosts_trial_runs_again_after_the_grace(cluster: Cluster, tmp_path: Path) -> None:
+    make_study(cluster, KILLED)
+    store = ServiceStore(tmp_path, storage_url=cluster.storage_url, uri=cluster.uri)
+    doomed = cluster.start("host-1", "worker", KILLED["name"])
+    survivor = cluster.start("host-2", "worker", KILLED["name"])
+    stratum = "b128/default"
+
+    def doomed_trial_running() -> LedgerTrial | None:
+        for t in store.trials(KILLED, fresh=True)[stratum]:
+            if t.open and owner_host(t) == "host-1" and t.tuner is not None:
+                key = trial_key(KILLED["name"], stratum, t.number)
+                runs = store.mlflow().search_runs(
+                    [store.mlflow().get_experiment_by_name(KILLED["name"]).experiment_id],
+                    filter_string=f"tags.`study.trial` = '{key}'",
+                )
+                if [r.info.status for r in runs] == ["RUNNING"]:
+                    return t
+        return None
+
+    victim = wait_for(doomed_trial_running, 120, "host-1 to run a trial logged to MLflow", 0.2)
+    os.killpg(doomed.process.pid, signal.SIGKILL)
+    killed_at = time.time()
+    doomed.wait(30)
+
+    assert survivor.wait() == 0, survivor.output()[-3000:]
+    trials = store.trials(KILLED, fresh=True)
+    after = next(t for t in trials[stratum] if t.number == victim.number)
+    assert (after.status, after.open) == (TrialState.INTERRUPTED, False)
+    assert "host-1" in survivor.output() and "stopped answering" in survivor.output()
+    frozen = store.storage().get_trial(
+        store.ledger(KILLED["name"])._trial_id(Stratum(128, "default"), victim.number)
+    )
+    closed_after = frozen.datetime_complete.timestamp() - killed_at
+    # The last stamp came at most an interval before the kill; the grace runs from there.
+    assert closed_after >= HEARTBEAT["grace"] - HEARTBEAT["interval"] - 0.5, closed_after
+    assert_budget_spent(trials, KILLED["trials_per_stratum"])
+    rerun = [t for t in counted(trials[stratum]) if t.number > victim.number]
+    assert any(owner_host(t) == "host-2" for t in rerun)
+    runs = assert_mlflow_mirrors_ledger(store, KILLED, trials)
+    run = runs[trial_key(KILLED["name"], stratum, victim.number)]
+    assert (run.info.status, run.data.tags["status"]) == ("KILLED", "interrupted")
+
+
+# Trials that never reach the target and run 20,000 steps, so SIGTERM lands inside one.
+TERMINATED = tiny_study(
+    name="terminated",
+    trials_per_stratum=3,
+    target="val_accuracy>=0.999",
+    budget={"max_steps": 20000},
+    eval_every=100,
+    search_space={"batch_size": [128]},
+    tuner={"pruning": False},
+)
+
+
+def test_sigterm_closes_the_running_trial_and_exits_143(
+    tmp_path: Path, background: Callable[..., Background]
+) -> None:
+    """SIGTERM to the study process alone (what Kubernetes sends to a container's first
+    process) stops it as Ctrl-C does."""
+    file = write_study(tmp_path, TERMINATED)
+    store = Store(tmp_path)
+    job = background("run", str(file), "--tuner", "optuna", cwd=tmp_path)
+    stratum = "b128/default"
+
+    def running() -> LedgerTrial | None:
+        if not store.journal.exists():
+            return None
+        for t in store.trials(TERMINATED, fresh=True)[stratum]:
+            if t.open and t.tuner is not None:
+                key = trial_key(TERMINATED["name"], stratum, t.number)
+                with_runs = [
+                    r
+                    for r in store.runs(TERMINATED["name"])
+                    if r.data.tags.get("study.trial") == key
+                ]
+                if [r.info.status for r in with_runs] == ["RUNNING"]:
+                    return t
+        return None
+
+    victim = wait_for(running, 120, "a trial to run with its MLflow run open", 0.3)
+    os.kill(job.pid, signal.SIGTERM)
+    code = job.wait(120)
+
+    out, err = job.output()
+    assert code == 143, (code, out[-2000:], err[-2000:])
+    assert "Traceback" not in err, err[-3000:]
+    trials = store.trials(TERMINATED, fresh=True)
+    stopped = next(t for t in trials[stratum] if t.number == victim.number)
+    assert (stopped.status, stopped.open) == (TrialState.INTERRUPTED, False)
+    assert not any(t.open for t in trials[stratum])
+    runs = assert_mlflow_mirrors_ledger(store, TERMINATED, trials)
+    run = runs[trial_key(TERMINATED["name"], stratum, victim.number)]
+    assert (run.info.status, run.data.tags["status"]) == ("KILLED", "interrupted")
+    parent = [
+        r for r in store.runs(TERMINATED["name"]) if r.data.tags.get("study.role") == "parent"
+    ]
+    assert [r.info.status for r in parent] == ["KILLED"]  # no other worker goes on
