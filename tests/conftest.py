@@ -19,8 +19,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from study.version import PIN, code_version
 from tests.services import PostgresServer, postgresql_server
 from tests.services import mlflow_server as start_mlflow_server
+
+os.environ[PIN] = code_version()
 
 
 @pytest.fixture(scope="session")
