@@ -37,6 +37,9 @@ _RULE = (
     "multi_worker_mirrored, multi_worker_mirrored:W (W >= 1 worker processes), tpu"
 )
 _COUNTED = {"mirrored": "N", "multi_worker_mirrored": "W"}
+#: Seconds a collective op of a local worker group waits for its peers (a member may trace or
+#: evaluate more slowly than another, never for minutes).
+GROUP_COLLECTIVE_TIMEOUT_S = 300.0
 
 
 class StrategyKind(str, enum.Enum):
@@ -266,8 +269,20 @@ def configure_devices(tf: Any, logical_cpus: int) -> None:
     )
 
 
+def collective_timeout(env: Mapping[str, str] | None = None) -> float:
+    """Seconds one collective op of a local worker group may wait for its peers before it fails
+    (`GROUP_COLLECTIVE_TIMEOUT_S`, or ``$STUDY_COLLECTIVE_TIMEOUT``): a member that hangs
+    alive then fails the trial instead of blocking the group forever."""
+    raw = (env if env is not None else os.environ).get("STUDY_COLLECTIVE_TIMEOUT")
+    return float(raw) if raw else GROUP_COLLECTIVE_TIMEOUT_S
+
+
 def build_strategy(tf: Any, resolved: ResolvedStrategy) -> Any:
-    """Construct the `tf.distribute.Strategy` for a resolved strategy."""
+    """Construct the `tf.distribute.Strategy` for a resolved strategy.
+
+    A ``multi_worker_mirrored:W`` group's collectives time out (`collective_timeout`); a real
+    cluster's (bare ``multi_worker_mirrored``) wait as long as TensorFlow does.
+    """
     kind = resolved.kind
     if kind is StrategyKind.DEFAULT:
         return tf.distribute.get_strategy()
@@ -285,7 +300,10 @@ def build_strategy(tf: Any, resolved: ResolvedStrategy) -> Any:
             )
         return tf.distribute.MirroredStrategy(list(resolved.devices))
     if kind is StrategyKind.MULTI_WORKER_MIRRORED:
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        workers = StrategySpec.parse(resolved.requested).workers
+        timeout = collective_timeout() if workers else None
+        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)

@@ -28,6 +28,7 @@ import contextlib
 import json
 import math
 import multiprocessing as mp
+import re
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -43,7 +44,10 @@ _CTX = mp.get_context("spawn")
 START_TIMEOUT_S = 300.0
 #: Seconds the other members may lag behind the first that reports a measurement or a result.
 GRACE_S = 120.0
+#: Seconds the others may take to follow a member whose trial failed.
+FAILURE_GRACE_S = 10.0
 _LOOPBACK = "localhost"
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
 
 
 class GroupError(RuntimeError):
@@ -169,8 +173,7 @@ class WorkerGroup:
         if errors:
             group.kill()
             index, error = errors[0]
-            last = error.strip().splitlines()[-1] if error.strip() else "no error text"
-            raise GroupError(f"{group._member(index)} failed to start: {last}")
+            raise GroupError(f"{group._member(index)} failed to start: {_last_line(error)}")
         group.info = {**ready[0][1], "cluster": ",".join(addresses)}
         return group
 
@@ -223,7 +226,7 @@ class WorkerGroup:
         """Run one trial on every member in lock-step; never raises.
 
         Returns the chief's result (a ``failed`` one if a member failed, died or fell out of
-        step) and whether the group can serve the next trial.
+        step) and whether the group can serve the next trial (not after a failure).
         """
         started = time.monotonic()
         try:
@@ -236,7 +239,9 @@ class WorkerGroup:
                     self._decide(spec, [m for _, m in messages], hook)
                     continue
                 if all(kind == "result" for kind in kinds):
-                    return self._outcome([r for _, r in messages]), True
+                    result = self._outcome([r for _, r in messages])
+                    # A failure may have aborted the collective runtime: start afresh.
+                    return result, result.state is not TrialState.FAILED
                 ended = [self._member(i) for i, kind in enumerate(kinds) if kind == "result"]
                 raise GroupError(
                     f"{', '.join(ended)} ended the trial while the others went on training "
@@ -302,14 +307,16 @@ class WorkerGroup:
         """One message from every member, in task order.
 
         Waits without limit for the first (training takes as long as it takes) unless
-        ``deadline`` is given, then at most ``grace`` seconds for the rest. A member that dies
-        meanwhile ends the wait at once.
+        ``deadline`` is given, then at most ``grace`` seconds for the rest, or `FAILURE_GRACE_S`
+        once a member reported a failed trial (its peers fail alike at once, or hang in a
+        collective op). A member that dies meanwhile ends the wait at once.
 
         Raises:
             GroupError: naming the member that died or stayed silent.
         """
         got: dict[int, tuple[str, Any]] = {}
         sentinels = {process.sentinel: i for i, process in enumerate(self.processes)}
+        reason = "the others reported"
         while len(got) < self.size:
             waiting = {self.conns[i]: i for i in range(self.size) if i not in got}
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -318,20 +325,32 @@ class WorkerGroup:
                 silent = ", ".join(self._member(i) for i in sorted(waiting.values()))
                 if not got:
                     raise GroupError(f"{silent}: no answer in time {when}")
-                raise GroupError(
-                    f"{silent} sent nothing {self.grace:.0f} s after the others reported "
-                    f"{when} (out of step)"
-                )
+                raise GroupError(f"{silent} sent nothing {when} after {reason} (out of step)")
             for obj in ready:
                 if obj in waiting:
+                    index = waiting[obj]
                     try:
-                        got[waiting[obj]] = obj.recv()
+                        got[index] = message = obj.recv()
                     except (EOFError, OSError) as exc:
-                        raise self._died(waiting[obj], when) from exc
-                    if deadline is None or len(got) == 1:
-                        deadline = min(deadline or math.inf, time.monotonic() + self.grace)
+                        raise self._died(index, when) from exc
+                    grace = self.grace
+                    if message[0] == "result" and message[1].state is TrialState.FAILED:
+                        grace = min(grace, FAILURE_GRACE_S)
+                        reason = f"{self._member(index)} failed ({_last_line(message[1].error)})"
+                    elif len(got) > 1:
+                        continue
+                    deadline = min(deadline or math.inf, time.monotonic() + grace)
             for obj in ready:
                 if obj in sentinels and sentinels[obj] not in got:
                     raise self._died(sentinels[obj], when)
                 sentinels.pop(obj, None)  # its message came first: reported by the next wait
         return [got[i] for i in range(self.size)]
+
+
+def _last_line(text: str | None) -> str:
+    """The line of an error that names it: a traceback's last ``SomeError: message`` line (a
+    TensorFlow error's message goes on for lines), else its last line."""
+    lines = [line.strip() for line in (text or "").strip().splitlines() if line.strip()]
+    named = [line for line in lines if _ERROR_LINE.match(line)]
+    line = (named or lines or ["no error text"])[-1]
+    return line if len(line) <= 300 else line[:297] + "..."

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -100,28 +101,50 @@ def test_pruning_and_time_budget_reach_every_worker(pool: WorkerPool) -> None:
     assert timed.environment["workers_agree"] is True
 
 
-def test_a_killed_worker_fails_the_trial_and_the_next_trial_runs(pool: WorkerPool) -> None:
+def test_a_dead_or_hung_worker_fails_the_trial_and_the_next_trial_runs(
+    pool: WorkerPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member killed mid-trial fails the trial at once; one that hangs alive (stopped) makes
+    the chief's collective op time out, and the trial fails after a short grace. Each time the
+    group is replaced and the next trial runs."""
+
+    def signal_worker_1(sig: int, seen: list[int]) -> Callable[[Measurement], bool]:
+        def hook(m: Measurement) -> bool:
+            if m.step == 10:
+                seen.append(pool.pids()["mwm2"][1])
+                os.kill(seen[-1], sig)
+            return True
+
+        return hook
+
+    long_trial = tabular_spec(strategy=GROUP, budget=Budget(max_steps=100_000))
     killed: list[int] = []
-
-    def kill_worker_1(m: Measurement) -> bool:
-        if m.step == 10:
-            pid = pool.pids()["mwm2"][1]
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-        return True
-
     start = time.monotonic()
-    result = pool.run(tabular_spec(strategy=GROUP, budget=Budget(max_steps=100_000)), kill_worker_1)
+    result = pool.run(long_trial, signal_worker_1(signal.SIGKILL, killed))
     assert time.monotonic() - start < 60  # at once, not after a timeout
-    assert killed
     assert result.state is TrialState.FAILED
     assert result.error.startswith(f"worker 1 (a worker) of {GROUP} on localhost:"), result.error
     assert "died during the trial (exit code -9)" in result.error
     assert "the group is stopped and the next trial starts a new one" in result.error
     assert "mwm2" not in pool.pids()
+
+    monkeypatch.setenv("STUDY_COLLECTIVE_TIMEOUT", "10")  # for the next group's members
+    warm = pool.run(long_trial, lambda m: False)  # a fresh group traces the trial's functions
+    assert warm.state is TrialState.PRUNED, warm.error
+    assert killed[0] not in pool.pids()["mwm2"]
+    monkeypatch.delenv("STUDY_COLLECTIVE_TIMEOUT")
+    stopped: list[int] = []
+    result = pool.run(long_trial, signal_worker_1(signal.SIGSTOP, stopped))
+    assert result.state is TrialState.FAILED
+    assert result.error.startswith(f"worker 1 (a worker) of {GROUP} on localhost:"), result.error
+    assert "sent nothing during the trial after worker 0 (the chief)" in result.error
+    # The chief's collective op timed out, or TensorFlow found its peer unresponsive first.
+    assert re.search(r"failed \(\S*(DeadlineExceeded|Unavailable)Error: ", result.error)
+    assert "mwm2" not in pool.pids()
+
     following = pool.run(tabular_spec(strategy=GROUP))
     assert following.state is TrialState.NOT_REACHED, following.error
-    assert killed[0] not in pool.pids()["mwm2"]  # a fresh group
+    assert stopped[0] not in pool.pids()["mwm2"]
 
 
 def test_a_group_checks_trials_like_one_worker(pool: WorkerPool) -> None:
