@@ -10,7 +10,12 @@ training step, evaluation excluded, best of ``--repeats`` runs of ``--steps`` st
   (c) `Model.fit` with default settings on the same pipeline (repeated, batched, prefetched),
       after an untimed warm-up fit,
   (d) the pipeline alone: its global batches pulled in a compiled loop, nothing trained (what
-      (b) pays on top of (a) when no core is free to overlap it with training).
+      (b) pays on top of (a) when no core is free to overlap it with training),
+
+each for two forms of the pipeline: ``examples`` (single examples, shuffled with a buffer of
+the whole epoch, batched by `tf.data`) and ``blocks`` (`Streams.blocks`: slices of 1,024 rows,
+shuffled in a window of the whole epoch by one gather, cut into batches by slicing; what a
+chunked file reader gives, see `study.workloads.blocks`).
 
 Then the per-trial overhead a quickstart-like trial pays besides training (MNIST-1D MLP, batch
 32, 300 steps, geometric:1.1 evaluations): build, trace and evaluate seconds of a fresh trial
@@ -34,26 +39,53 @@ from trainer_bench import run_workers, start
 BATCHES = (32, 512)
 
 
-def pipeline(bench: Any, seed: int = 0) -> Any:
-    """The training examples as a `tf.data` epoch, shuffled with ``seed`` (fresh per epoch)."""
+FORMS = ("examples", "blocks")
+BLOCK_ROWS = 1024
+
+
+def pipeline(bench: Any, form: str, seed: int = 0, shards: int = 1, index: int = 0) -> Any:
+    """The training examples as a `tf.data` epoch, shuffled with ``seed`` (fresh per epoch):
+    single examples, or row blocks (``form``)."""
+    from study.workloads.blocks import array_blocks, shuffled_rows
+
     tf, data = bench.tf, bench.data
+    n = len(data.y_train)
+    if form == "blocks":
+        blocks = array_blocks(data.x_train, data.y_train, BLOCK_ROWS)
+        return shuffled_rows(blocks.shard(shards, index), seed, window=n)
     examples = tf.data.Dataset.from_tensor_slices((data.x_train, data.y_train))
-    return examples.shuffle(len(data.y_train), seed=seed, reshuffle_each_iteration=True)
+    examples = examples.shard(shards, index)
+    return examples.shuffle(n, seed=seed, reshuffle_each_iteration=True)
 
 
-def streams(bench: Any) -> Any:
+def batched(bench: Any, form: str, batch: int) -> Any:
+    """The pipeline repeated and cut into global batches, as the trainer cuts it."""
+    from study.workloads.blocks import batches_of
+
+    epochs = pipeline(bench, form).repeat()
+    if form == "blocks":
+        return batches_of(epochs, batch)
+    return epochs.batch(batch, drop_remainder=True)
+
+
+def streams(bench: Any, form: str) -> Any:
     from study.workloads.base import Streams
+    from study.workloads.blocks import array_blocks
 
     data, tf = bench.data, bench.tf
+    blocks = form == "blocks"
     return Streams(
-        train=lambda seed, shards, index: (
-            pipeline(bench, seed).shard(shards, index) if shards > 1 else pipeline(bench, seed)
+        train=lambda seed, shards, index: pipeline(bench, form, seed, shards, index),
+        val=lambda: (
+            array_blocks(data.x_val, data.y_val, BLOCK_ROWS)
+            if blocks
+            else tf.data.Dataset.from_tensor_slices((data.x_val, data.y_val))
         ),
-        val=lambda: tf.data.Dataset.from_tensor_slices((data.x_val, data.y_val)),
         input_shape=data.input_shape,
         num_classes=data.num_classes,
         train_examples=len(data.y_train),
         val_examples=len(data.y_val),
+        blocks=blocks,
     )
 
 
@@ -86,7 +118,7 @@ def trainer_us(bench: Any, data: Any, batch: int, steps: int) -> float:
     return 1e6 * result.train_seconds / result.steps_run
 
 
-def fit_us(bench: Any, batch: int, steps: int) -> float:
+def fit_us(bench: Any, form: str, batch: int, steps: int) -> float:
     keras = bench.keras
     keras.backend.clear_session()
     with bench.strategy.scope():
@@ -95,16 +127,16 @@ def fit_us(bench: Any, batch: int, steps: int) -> float:
             optimizer=keras.optimizers.SGD(0.01, momentum=0.9, nesterov=True),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         )
-    dataset = pipeline(bench).repeat().batch(batch, drop_remainder=True).prefetch(2)
+    dataset = batched(bench, form, batch).prefetch(2)
     model.fit(dataset, steps_per_epoch=20, epochs=1, verbose=0)  # trace and warm up
     begin = time.perf_counter()
     model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0)
     return 1e6 * (time.perf_counter() - begin) / steps
 
 
-def pipeline_us(bench: Any, batch: int, steps: int) -> float:
+def pipeline_us(bench: Any, form: str, batch: int, steps: int) -> float:
     tf = bench.tf
-    dataset = pipeline(bench).repeat().batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    dataset = batched(bench, form, batch).prefetch(tf.data.AUTOTUNE)
     iterator = iter(dataset)
 
     @tf.function
@@ -149,19 +181,20 @@ def overhead(bench: Any, trials: int) -> dict[str, dict[str, float]]:
 
 def measure(strategy_name: str, steps: int, repeats: int, trials: int) -> dict:
     bench = start(strategy_name)
-    streamed = streams(bench)
     out: dict = {"steps": {}}
     for batch in BATCHES:
-        memory = [trainer_us(bench, bench.data, batch, steps) for _ in range(repeats)]
-        stream = [trainer_us(bench, streamed, batch, steps) for _ in range(repeats)]
-        fits = [fit_us(bench, batch, steps) for _ in range(max(1, repeats - 1))]
-        alone = [pipeline_us(bench, batch, steps) for _ in range(repeats)]
-        out["steps"][str(batch)] = {
-            "memory_us": min(memory),
-            "streamed_us": min(stream),
-            "fit_us": min(fits),
-            "pipeline_us": min(alone),
-        }
+        memory = min(trainer_us(bench, bench.data, batch, steps) for _ in range(repeats))
+        for form in FORMS:
+            streamed = streams(bench, form)
+            stream = [trainer_us(bench, streamed, batch, steps) for _ in range(repeats)]
+            fits = [fit_us(bench, form, batch, steps) for _ in range(max(1, repeats - 1))]
+            alone = [pipeline_us(bench, form, batch, steps) for _ in range(repeats)]
+            out["steps"][f"{batch} {form}"] = {
+                "memory_us": memory,
+                "streamed_us": min(stream),
+                "fit_us": min(fits),
+                "pipeline_us": min(alone),
+            }
     out["overhead"] = overhead(bench, trials)
     return out
 
@@ -182,13 +215,15 @@ def main() -> None:
     )
     print(f"MNIST-1D MLP, {args.steps} steps, best of {args.repeats}; microseconds per step")
     print(
-        f"{'strategy':<12}{'batch':>6}{'(a) memory':>12}{'(b) streamed':>14}{'(c) fit':>10}"
+        f"{'strategy':<12}{'batch':>6} {'form':<9}{'(a) memory':>12}{'(b) streamed':>14}"
+        f"{'(c) fit':>10}"
         f"{'(d) pipeline':>14}{'b/a':>7}{'c/b':>7}"
     )
     for name, out in rows.items():
-        for batch, r in out["steps"].items():
+        for key, r in out["steps"].items():
+            batch, form = key.split()
             print(
-                f"{name:<12}{batch:>6}{r['memory_us']:>12.0f}{r['streamed_us']:>14.0f}"
+                f"{name:<12}{batch:>6} {form:<9}{r['memory_us']:>12.0f}{r['streamed_us']:>14.0f}"
                 f"{r['fit_us']:>10.0f}{r['pipeline_us']:>14.0f}"
                 f"{r['streamed_us'] / r['memory_us']:>7.2f}"
                 f"{r['fit_us'] / r['streamed_us']:>7.2f}"

@@ -4,14 +4,14 @@ Rows are the file's non-empty lines after the header (one row per line: no line 
 quoted cells), numbered from 0 as pandas numbers them. A row is validation when the seeded
 row hash says so (`study.workloads.files.val_rows`), the same rule the pandas pass used for
 the statistics. Lines are numbered, selected (split, then shard by row number), decoded and
-standardised a block of 4,096 lines at a time; training examples are then shuffled in a
-bounded buffer, reshuffled every epoch from the seed (about 8 us per example on one core for
-20 features).
+standardised a block of 4,096 lines at a time, and stay in blocks (``Streams.blocks``):
+training rows are shuffled in windows of ``shuffle_buffer`` rows, reshuffled every epoch from
+the seed, with one gather per window (`study.workloads.blocks`), and the trainer slices batches.
 
 Example::
 
     streams = csv_streams(path, header, columns, scan, seed=0, val_fraction=0.2)
-    next(iter(streams.train(7, 1, 0)))        # (x float32 [features], y) of one training row
+    next(iter(streams.train(7, 1, 0)))        # (x float32 [n, features], y [n]): a block of rows
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from study.workloads.base import Streams
+from study.workloads.blocks import shuffled_rows
 from study.workloads.csv_scan import Columns, Labels, Scan
 from study.workloads.files import tf_val_rows
 from study.workloads.task import TaskKind
@@ -62,7 +63,7 @@ def csv_streams(
         blocks = tf.data.TextLineDataset(path).batch(_LINE_BLOCK)
         numbered = blocks.scan(tf.constant(-1, tf.int64), number)  # the header is row -1
         decoded = numbered.map(select, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        return decoded.unbatch()
+        return decoded.filter(lambda x, y: tf.shape(x)[0] > 0)
 
     def train(seed: int, num_shards: int = 1, shard_index: int = 0) -> Any:
         import tensorflow as tf
@@ -71,7 +72,7 @@ def csv_streams(
             mine = tf.equal(rows % num_shards, shard_index)
             return tf.logical_and(mine, ~tf_val_rows(tf, rows, split_seed, val_fraction))
 
-        return examples(keep).shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        return shuffled_rows(examples(keep), seed, shuffle_buffer)
 
     def val() -> Any:
         import tensorflow as tf
@@ -85,6 +86,7 @@ def csv_streams(
         num_classes=found.labels.outputs,
         train_examples=found.train_rows,
         val_examples=found.val_rows,
+        blocks=True,
     )
 
 

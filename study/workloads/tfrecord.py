@@ -14,7 +14,8 @@ training records' mean and standard deviation (so the default target ``val_mse<=
 file, the feature and what was found), then counts the records in one pass (which also parses
 every record and checks the labels), cached by the files' sizes and modification times.
 Training interleaves the files in a seeded order that changes every epoch, parses in batches
-and shuffles in a bounded buffer; validation reads its files in sorted order.
+and keeps the rows in blocks (``Streams.blocks``), shuffled in windows of ``shuffle_buffer``
+rows (`study.workloads.blocks`); validation reads its files in sorted order.
 
 Example (a study file)::
 
@@ -43,6 +44,7 @@ import numpy as np
 from study.errors import UsageError
 from study.workloads import int_option
 from study.workloads.base import Streams, Workload
+from study.workloads.blocks import shuffled_rows
 from study.workloads.files import RunningStats, cached_json, fingerprint, task_option
 from study.workloads.task import Task, TaskKind
 
@@ -289,8 +291,7 @@ class TfrecordWorkload(Workload):
             )
             if num_shards > 1 and not by_file:  # every shard sees the same seeded order
                 records = records.shard(num_shards, shard_index)
-            examples = self._parsed(tf, records, counts)
-            return examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+            return shuffled_rows(self._parsed(tf, records, counts), seed, shuffle_buffer)
 
         def val() -> Any:
             import tensorflow as tf
@@ -304,10 +305,11 @@ class TfrecordWorkload(Workload):
             num_classes=counts["outputs"],
             train_examples=counts["train"],
             val_examples=counts["val"],
+            blocks=True,
         )
 
     def _parsed(self, tf: Any, records: Any, counts: dict[str, Any]) -> Any:
-        """Serialised records -> (x, y) examples, parsed in batches, order kept."""
+        """Serialised records -> (x, y) row blocks, parsed a batch at a time, order kept."""
         spec = {s.name: tf.io.FixedLenFeature(s.shape, getattr(tf, s.dtype)) for s in self._specs}
         mean = np.asarray(counts.get("label_mean") or [0.0], np.float32)
         std = np.asarray(counts.get("label_std") or [1.0], np.float32)
@@ -334,10 +336,9 @@ class TfrecordWorkload(Workload):
                 y = tf.cast(y, tf.float32)
             return x, y
 
-        batches = records.batch(_BATCH).map(
+        return records.batch(_BATCH).map(
             parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
         )
-        return batches.unbatch()
 
 
 def _pattern_option(part: str, value: Any) -> str | None:

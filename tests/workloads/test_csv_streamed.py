@@ -49,8 +49,9 @@ def workload(path: Path, **options: Any) -> CsvWorkload:
 
 
 def arrays(dataset: Any) -> tuple[np.ndarray, np.ndarray]:
-    x, y = dataset.batch(100_000).get_single_element()
-    return np.asarray(x), np.asarray(y)
+    """Every row of a dataset of row blocks (``Streams.blocks``), concatenated."""
+    blocks = [(np.asarray(x), np.asarray(y)) for x, y in dataset]
+    return np.concatenate([x for x, _ in blocks]), np.concatenate([y for _, y in blocks])
 
 
 def by_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:

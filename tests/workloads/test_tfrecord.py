@@ -84,8 +84,9 @@ def workload(folder: Path, **options: Any) -> TfrecordWorkload:
 
 
 def arrays(dataset: Any) -> tuple[np.ndarray, np.ndarray]:
-    x, y = dataset.batch(10_000).get_single_element()
-    return np.asarray(x), np.asarray(y)
+    """Every row of a dataset of row blocks (``Streams.blocks``), concatenated."""
+    blocks = [(np.asarray(x), np.asarray(y)) for x, y in dataset]
+    return np.concatenate([x for x, _ in blocks]), np.concatenate([y for _, y in blocks])
 
 
 def sorted_rows(x: np.ndarray) -> np.ndarray:
