@@ -10,6 +10,7 @@ Parquet.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -39,6 +40,11 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--confidence must be a level between 0 and 1, e.g. 0.9 (got {args.confidence})"
         )
+    remote = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if remote and not args.no_mlflow:  # a dead tracking server fails before anything is written
+        from study.tracking.server import check_answers
+
+        check_answers(remote, "--tracking-uri" if args.tracking_uri else "MLFLOW_TRACKING_URI")
     ledger = Ledger.open(args.storage, args.name, create=False)
     summary = ledger.summary()  # UsageError for an unknown study
     record = ledger.require()
@@ -222,7 +228,7 @@ def attach_to_parent_run(study: str, files: list[Path], uri_option: str | None) 
         The run id, or None when there is no MLflow store, experiment or parent run (a study
         imported or run without tracking). Tracking errors are warnings: the report is written.
     """
-    from study.paths import tracking_store_exists, tracking_uri
+    from study.paths import masked, tracking_store_exists, tracking_uri
 
     if not tracking_store_exists(uri_option):
         return None  # no local store: do not create one just to find no parent run
@@ -245,8 +251,8 @@ def attach_to_parent_run(study: str, files: list[Path], uri_option: str | None) 
         return run.info.run_id
     except Exception as exc:
         print(
-            f"study report: warning: could not attach the report to MLflow ({uri}): "
-            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            f"study report: warning: could not attach the report to MLflow ({masked(uri)}): "
+            f"{type(exc).__name__}: {masked(str(exc).splitlines()[0], uri) if str(exc) else ''}",
             file=sys.stderr,
         )
         return None

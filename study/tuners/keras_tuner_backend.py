@@ -138,17 +138,26 @@ class KerasTunerBackend(TunerBackend):
         oracle.verbose = 0
         return oracle
 
-    def derive(self, stratum: Stratum, window: tuple[float, float] | None, number: int) -> Derived:
-        """The stratum's oracle as the ledger says it stands: every trial that counts fed to it
-        (finished ones with their objective, running ones ongoing), Hyperband's brackets
-        rebuilt."""
+    def derive(
+        self,
+        stratum: Stratum,
+        window: tuple[float, float] | None,
+        number: int,
+        trials: Sequence[LedgerTrial] | None = None,
+    ) -> Derived:
+        """The stratum's oracle as the ledger says it stands (``trials``: the stratum's trials
+        just read, else read now): every trial that counts fed to it (finished ones with their
+        objective, running ones ongoing, their values the reserved point until their params are
+        recorded), Hyperband's brackets rebuilt."""
         derived = Derived(self._oracle(stratum, window, number))
-        points = dict(self.ledger.points(stratum))
-        for t in sorted(self.ledger.trials(stratum), key=lambda t: t.number):
+        trials = self.ledger.trials(stratum) if trials is None else trials
+        unsettled = any(not t.params and t.number != number for t in trials)
+        points = dict(self.ledger.points(stratum)) if unsettled else {}
+        for t in sorted(trials, key=lambda t: t.number):
             if t.status.counts():
                 self._feed(derived, t, t.params or points.get(t.number) or {})
         if isinstance(derived.oracle, HyperbandOracle):
-            _rebuild_brackets(derived, self.ledger.trials(stratum))
+            _rebuild_brackets(derived, trials)
         return derived
 
     @staticmethod
@@ -180,12 +189,13 @@ class KerasTunerBackend(TunerBackend):
     # -- the backend contract -------------------------------------------------------------
     def propose(self, slot: Slot, history: History) -> Proposal | None:
         stratum = slot.stratum
-        lost = self.lost(self.ledger.trials(stratum))
+        trials = self.ledger.trials(stratum)
+        lost = self.lost(trials)
         if lost is not None:
             return self._retry(slot, history, lost)
         with self._lock, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the GP's convergence chatter on a few points
-            derived = self.derive(stratum, history.window, slot.number)
+            derived = self.derive(stratum, history.window, slot.number, trials)
             known = set(derived.oracle.trials)
             kt_trial = derived.oracle.create_trial(PROPOSER)
         if kt_trial.status != _RUNNING or kt_trial.trial_id in known:

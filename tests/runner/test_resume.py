@@ -153,11 +153,6 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
     )
 
 
-def kt_project(stratum: str) -> str:
-    """KerasTuner's project directory of a stratum: ``b32/default`` -> ``b32-default``."""
-    return stratum.replace("/", "-").replace(":", "_")
-
-
 def test_sigkill_leaves_a_loadable_ledger_with_the_trial_running(killed: Killed) -> None:
     _, victim = killed.victim
     finished = [t for ts in killed.before.values() for t in ts if status(t) in FINISHED]
@@ -210,32 +205,20 @@ def test_interrupted_trial_is_failed_and_its_run_closed(killed: Killed) -> None:
 def test_keras_tuner_state_is_reloaded_and_the_interrupted_proposal_retried(
     killed: Killed,
 ) -> None:
+    """KerasTuner's state is the ledger: nothing on disk, and the lost proposal is retried."""
     stratum, victim = killed.victim
-    state = killed.store.root / "keras_tuner" / KILLED["name"]
-    project = state / kt_project(stratum)
-    assert project.is_dir()
+    assert not (killed.store.root / "keras_tuner").exists()
     kt_id = victim.extras[KT_TRIAL]
     retried = [t for t in counted(killed.after[stratum]) if t.origin == "retry"]
-    assert len(retried) == 1, "the reloaded KerasTuner state should retry the lost proposal"
+    assert len(retried) == 1, "the oracle derived from the ledger should retry the lost proposal"
     retry = retried[0]
     assert retry.tuner == "keras-tuner"
     assert retry.extras[KT_TRIAL] == kt_id
     assert retry.params == victim.params
-    oracle = json.loads((project / "oracle.json").read_text())
-    assert oracle["ongoing_trials"] == {} and oracle["retry_queue"] == []
-    # Every KerasTuner trial of the ledger, before and after the kill, is one completed
-    # KerasTuner trial with the ledger's objective as its score.
-    for stratum_name, trials in killed.after.items():
-        directory = state / kt_project(stratum_name)
+    # Every KerasTuner trial of the ledger, before and after the kill, ran once.
+    for trials in killed.after.values():
         kt = [t for t in counted(trials) if t.tuner == "keras-tuner"]
         assert len({t.extras[KT_TRIAL] for t in kt}) == len(kt)
-        for t in kt:
-            saved = json.loads(
-                (directory / f"trial_{t.extras[KT_TRIAL]}" / "trial.json").read_text()
-            )
-            assert saved["status"] == "COMPLETED"
-            assert saved["score"] == pytest.approx(t.score)
-            assert saved["hyperparameters"]["values"]["learning_rate"] == t.params["learning_rate"]
 
 
 def test_restart_repairs_runs_a_dead_process_left_behind(killed: Killed, tmp_path: Path) -> None:

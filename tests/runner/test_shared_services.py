@@ -179,7 +179,7 @@ def study_file(tmp_path: Path) -> Path:
     return write_study(tmp_path / "files", tiny_study(name="refused"))
 
 
-@pytest.mark.parametrize("command", ["run", "worker"])
+@pytest.mark.parametrize("command", ["run"])
 def test_a_storage_that_does_not_listen(
     command: str, study_file: Path, mlflow_server_pg: str, tmp_path: Path
 ) -> None:
@@ -201,7 +201,7 @@ def test_a_storage_that_does_not_listen(
     assert files_under(tmp_path / "cwd") == []
 
 
-@pytest.mark.parametrize("command", ["run", "worker"])
+@pytest.mark.parametrize("command", ["worker"])
 def test_wrong_credentials(
     command: str,
     study_file: Path,
@@ -228,7 +228,7 @@ def test_wrong_credentials(
     assert no_experiment(mlflow_server_pg, "refused")
 
 
-@pytest.mark.parametrize("command", ["worker", "resume", "status", "report"])
+@pytest.mark.parametrize("command", ["worker", "report"])
 def test_a_study_the_storage_does_not_hold(
     command: str, postgres_url: str, mlflow_server_pg: str, tmp_path: Path
 ) -> None:
@@ -272,6 +272,20 @@ def test_a_tracking_server_that_does_not_answer_records_nothing(
     refused(worker, "no MLflow tracking server answers")
     assert Ledger.open(shared.storage, NAME, create=False).summary().to_dict() == before
     assert shared.password not in worker.stdout + worker.stderr
+    report = host(
+        tmp_path / "c",
+        tmp_path / "cache",
+        "report",
+        NAME,
+        "--storage",
+        shared.storage,
+        "--tracking-uri",
+        dead,
+        "--out",
+        "report",
+    )
+    refused(report, "no MLflow tracking server answers")
+    assert files_under(tmp_path / "c") == []  # no report half-written
 
 
 @pytest.mark.parametrize("command", ["run", "worker"])
