@@ -51,18 +51,20 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
 
 from tests.services import PostgresServer, mlflow_server, postgresql_server  # noqa: E402
 
-#: The study every worker count runs: tabular (1,500 rows), 3 batch sizes x 6 trials, trials
-#: of about a second or two each (a target reached in ~100-200 steps), Optuna only.
+#: The study every worker count runs: tabular (5,000 rows), 3 batch sizes x 6 trials, each run to
+#: its step budget (a target no trial reaches, no pruning), so every trial trains as long as the
+#: others (a second or two here); Optuna only.
 STUDY: dict[str, Any] = {
     "name": "scaleout",
     "workload": "tabular",
-    "workload_options": {"rows": 1500},
-    "target": "val_accuracy>=0.85",
-    "budget": {"max_steps": 400},
-    "eval_every": 10,
+    "workload_options": {"rows": 5000},
+    "target": "val_accuracy>=0.999",
+    "budget": {"max_steps": 6000},
+    "eval_every": 200,
     "trials_per_stratum": 6,
     "search_space": {
         "batch_size": [32, 64, 128],
@@ -117,6 +119,52 @@ def db_stats(server: PostgresServer, database: str) -> Stats:
     return Stats(int(row[0]), int(row[1]), int(row[2]), float(row[3] or 0.0))
 
 
+def tree_cpu(marker: tuple[str, ...]) -> float:
+    """CPU seconds used so far by the server whose command line holds every string of
+    ``marker`` and all its descendants: their own time plus what the children they reaped used
+    (PostgreSQL's exited backends, for one)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, list[str]] = {}
+    roots = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            words = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        stats[int(entry.name)] = stat
+        if all(m in words for m in marker):
+            roots.add(int(entry.name))
+    if not roots:
+        raise RuntimeError(f"no server process with {marker} in its command line")
+    tree, grew = set(roots), True
+    while grew:
+        children = {pid for pid, s in stats.items() if int(s[1]) in tree} - tree
+        tree |= children
+        grew = bool(children)
+    fields = (11, 12, 13, 14)  # utime, stime, cutime, cstime
+    return sum(int(stats[pid][f]) for pid in tree for f in fields) / tick
+
+
+@dataclass
+class Servers:
+    """The two services: PostgreSQL and the MLflow server, and their CPU use so far."""
+
+    pg: PostgresServer
+    uri: str
+    log: Path
+
+    def cpu(self) -> tuple[float, float]:
+        """CPU seconds of (PostgreSQL, the MLflow server) so far."""
+        port = self.uri.rsplit(":", 1)[1]
+        return (
+            tree_cpu(("-p", str(self.pg.port))),
+            tree_cpu(("server", "--port", port)),
+        )
+
+
 @dataclass
 class ScaleRun:
     workers: int
@@ -132,10 +180,12 @@ class ScaleRun:
     pg_rows_written_per_trial: float
     pg_rows_read_per_trial: float
     pg_active_ms_per_trial: float
+    pg_cpu_ms_per_trial: float
     heartbeat_writes_per_trial: float
     mlflow_calls_per_trial: float
     mlflow_calls: dict[str, int]
     mlflow_seconds_per_trial: float
+    mlflow_server_cpu_ms_per_trial: float
 
 
 def start_host(name: str, args: list[str], work: Path) -> tuple[subprocess.Popen[bytes], Path]:
@@ -164,18 +214,20 @@ def study_exists(url: str, name: str) -> bool:
     return False
 
 
-def scale_run(server: PostgresServer, uri: str, log: Path, workers: int, work: Path) -> ScaleRun:
+def scale_run(servers: Servers, workers: int, work: Path) -> ScaleRun:
     """Run `STUDY` with ``workers`` processes on a fresh database; measure it."""
     from study.config.space import Stratum
     from study.ledger import Ledger
 
     name = f"{STUDY['name']}-w{workers}"
     database = f"scaleout_w{workers}"
+    server, uri, log = servers.pg, servers.uri, servers.log
     url = server.create_database(database)
     file = work / f"{name}.yaml"
     file.write_text(yaml.safe_dump({**STUDY, "name": name}, sort_keys=False))
     urls = ["--storage", url, "--tracking-uri", uri]
     before, log_start = db_stats(server, database), log.stat().st_size
+    cpu_before = servers.cpu()
     start = time.time()
     procs = [start_host("host-0", ["run", str(file), "--tuner", "optuna", *urls], work)]
     while workers > 1 and not study_exists(url, name):
@@ -188,6 +240,7 @@ def scale_run(server: PostgresServer, uri: str, log: Path, workers: int, work: P
             raise RuntimeError(f"{out}: {out.read_text()[-3000:]}")
     wall = time.time() - start
     after = db_stats(server, database) - before
+    pg_cpu, mlflow_cpu = (b - a for a, b in zip(cpu_before, servers.cpu(), strict=True))
     with open(log, "rb") as handle:
         handle.seek(log_start)
         calls = Counter(m.group(2) for m in _API.finditer(handle.read().decode(errors="replace")))
@@ -218,10 +271,12 @@ def scale_run(server: PostgresServer, uri: str, log: Path, workers: int, work: P
         pg_rows_written_per_trial=after.rows_written / n,
         pg_rows_read_per_trial=after.rows_read / n,
         pg_active_ms_per_trial=after.active_ms / n,
+        pg_cpu_ms_per_trial=1000 * pg_cpu / n,
         heartbeat_writes_per_trial=mean("wall") / 10.0,  # the default interval, 10 s
         mlflow_calls_per_trial=sum(calls.values()) / n,
         mlflow_calls=dict(calls.most_common()),
         mlflow_seconds_per_trial=busy / n,
+        mlflow_server_cpu_ms_per_trial=1000 * mlflow_cpu / n,
     )
 
 
@@ -263,8 +318,10 @@ def _ledger_client(url: str, seconds: float, counter: Any, start: Any) -> None:
         counter.value += done
 
 
-def storage_capacity(server: PostgresServer, clients: int, seconds: float) -> dict[str, float]:
-    """Trials' ledger write sequences per second ``clients`` processes get through."""
+def storage_capacity(servers: Servers, clients: int, seconds: float) -> dict[str, float]:
+    """Trials' ledger write sequences per second ``clients`` processes get through, and the
+    server's CPU and statement time per sequence."""
+    server = servers.pg
     from study.ledger import Ledger, StudyRecord
 
     database = f"capacity_{clients}"
@@ -279,26 +336,75 @@ def storage_capacity(server: PostgresServer, clients: int, seconds: float) -> di
     for p in procs:
         p.start()
     time.sleep(8)  # let every client import and connect
-    before = db_stats(server, database)
+    before, cpu = db_stats(server, database), servers.cpu()[0]
     start.set()
     for p in procs:
         p.join()
+    cpu = servers.cpu()[0] - cpu
     stats = db_stats(server, database) - before
-    n = counter.value
+    n = max(counter.value, 1)
     return {
         "clients": clients,
-        "sequences_per_s": n / seconds,
-        "xacts_per_sequence": stats.xacts / max(n, 1),
-        "rows_written_per_sequence": stats.rows_written / max(n, 1),
+        "sequences_per_s": counter.value / seconds,
+        "xacts_per_sequence": stats.xacts / n,
+        "rows_written_per_sequence": stats.rows_written / n,
+        "server_cpu_ms_per_sequence": 1000 * cpu / n,
+        "server_active_ms_per_sequence": stats.active_ms / n,
     }
 
 
-def tracking_capacity(uri: str, threads: int, seconds: float) -> dict[str, float]:
+def _beat_client(url: str, seconds: float, counter: Any, start: Any) -> None:
+    """Stamp one running trial's heartbeat in a loop for ``seconds``; count the stamps."""
+    from study.config.space import Stratum
+    from study.ledger import Ledger
+
+    ledger = Ledger.open(url, "capacity")
+    slot = ledger.claim(Stratum(4096, "default"), budget=10**9, grace=60.0)
+    assert slot is not None
+    start.wait()
+    end, done = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        ledger.beat(slot, 60.0)
+        done += 1
+    with counter.get_lock():
+        counter.value += done
+
+
+def heartbeat_capacity(servers: Servers, clients: int, seconds: float) -> dict[str, float]:
+    """Heartbeat stamps per second ``clients`` processes get through, and the server's CPU
+    per stamp (each client stamps its own running trial)."""
+    from study.ledger import Ledger, StudyRecord
+
+    url = servers.pg.create_database(f"beats_{clients}")
+    Ledger.open(url, "capacity").create(StudyRecord("capacity", config_text="name: capacity"))
+    ctx = mp.get_context("spawn")
+    counter, start = ctx.Value("i", 0), ctx.Event()
+    procs = [
+        ctx.Process(target=_beat_client, args=(url, seconds, counter, start))
+        for _ in range(clients)
+    ]
+    for p in procs:
+        p.start()
+    time.sleep(8)
+    cpu = servers.cpu()[0]
+    start.set()
+    for p in procs:
+        p.join()
+    cpu = servers.cpu()[0] - cpu
+    return {
+        "clients": clients,
+        "beats_per_s": counter.value / seconds,
+        "server_cpu_ms_per_beat": 1000 * cpu / max(counter.value, 1),
+    }
+
+
+def tracking_capacity(servers: Servers, threads: int, seconds: float) -> dict[str, float]:
     """MLflow calls per second ``threads`` clients get through, each sending one trial's calls
     (create run, a log-batch of 40 x 5 curve points, 30 params and 10 tags, terminate)."""
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
+    uri = servers.uri
     client = MlflowClient(uri)
     experiment = client.create_experiment(f"capacity-{threads}-{time.time_ns()}")
     now = int(time.time() * 1000)
@@ -320,11 +426,14 @@ def tracking_capacity(uri: str, threads: int, seconds: float) -> dict[str, float
             calls[0] += done
 
     workers = [threading.Thread(target=loop) for _ in range(threads)]
+    cpu = servers.cpu()[1]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
+    cpu = servers.cpu()[1] - cpu
     return {
+        "server_cpu_ms_per_call": 1000 * cpu / max(calls[0], 1),
         "threads": threads,
         "calls_per_s": calls[0] / seconds,
         "trials_per_s": calls[0] / 3 / seconds,
@@ -339,25 +448,31 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     print(f"load before: {os.getloadavg()}", flush=True)
-    results: dict[str, Any] = {"runs": [], "storage_capacity": [], "tracking_capacity": []}
+    results: dict[str, Any] = {
+        "runs": [], "storage_capacity": [], "heartbeat_capacity": [], "tracking_capacity": []
+    }  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="scaleout-") as tmp, postgresql_server() as server:
         work = Path(tmp)
         store = server.create_database("mlflow")
         with mlflow_server(work / "mlflow", store) as uri:
-            log = work / "mlflow" / "server.log"
+            servers = Servers(server, uri, work / "mlflow" / "server.log")
             for n in args.workers:
                 run_dir = work / f"w{n}"
                 run_dir.mkdir()
-                run = scale_run(server, uri, log, n, run_dir)
+                run = scale_run(servers, n, run_dir)
                 results["runs"].append(asdict(run))
                 print(json.dumps(asdict(run)), flush=True)
             if not args.no_capacity:
                 for clients in (1, 2, 4):
-                    cap = storage_capacity(server, clients, args.seconds)
+                    cap = storage_capacity(servers, clients, args.seconds)
                     results["storage_capacity"].append(cap)
                     print("storage", json.dumps(cap), flush=True)
+                for clients in (1, 4):
+                    cap = heartbeat_capacity(servers, clients, args.seconds)
+                    results["heartbeat_capacity"].append(cap)
+                    print("heartbeat", json.dumps(cap), flush=True)
                 for threads in (1, 2, 4):
-                    cap = tracking_capacity(uri, threads, args.seconds)
+                    cap = tracking_capacity(servers, threads, args.seconds)
                     results["tracking_capacity"].append(cap)
                     print("tracking", json.dumps(cap), flush=True)
     print(f"load after: {os.getloadavg()}")
@@ -368,20 +483,22 @@ def main() -> None:
 
 def _print_table(results: dict[str, Any]) -> None:
     print("\n| workers | trials | wall s | trials/h (wall) | trials/h (span) | mean trial s "
-          "| bookkeeping s | PG xacts/trial | PG rows written/trial | PG ms/trial "
-          "| MLflow calls/trial | MLflow s/trial |")  # fmt: skip
-    print("|" + "---|" * 12)
+          "| bookkeeping s | PG xacts/trial | PG rows written/trial | PG CPU ms/trial "
+          "| MLflow calls/trial | MLflow client s/trial | MLflow server CPU ms/trial |")  # fmt: skip
+    print("|" + "---|" * 13)
     for r in results["runs"]:
         print(
             f"| {r['workers']} | {r['trials']} | {r['wall_s']:.1f} | "
             f"{r['trials_per_hour_wall']:.0f} | {r['trials_per_hour_span']:.0f} | "
             f"{r['mean_trial_wall_s']:.2f} | {r['mean_bookkeeping_s']:.3f} | "
             f"{r['pg_xacts_per_trial']:.0f} | {r['pg_rows_written_per_trial']:.0f} | "
-            f"{r['pg_active_ms_per_trial']:.0f} | {r['mlflow_calls_per_trial']:.1f} | "
-            f"{r['mlflow_seconds_per_trial']:.3f} |"
+            f"{r['pg_cpu_ms_per_trial']:.0f} | {r['mlflow_calls_per_trial']:.1f} | "
+            f"{r['mlflow_seconds_per_trial']:.3f} | {r['mlflow_server_cpu_ms_per_trial']:.0f} |"
         )
     for cap in results["storage_capacity"]:
         print(f"storage: {cap}")
+    for cap in results["heartbeat_capacity"]:
+        print(f"heartbeat: {cap}")
     for cap in results["tracking_capacity"]:
         print(f"tracking: {cap}")
 
