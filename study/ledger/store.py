@@ -194,7 +194,7 @@ class Ledger(StorageAccess):
     ) -> None:
         """Store params chosen outside Optuna's sampler as the trial's Optuna params (with their
         distributions), so Optuna's sampler learns from them; unknown names are skipped."""
-        trial_id = self._trial_id(slot.stratum, slot.number)
+        trial_id = self._slot_id(slot)
         for name, value in params.items():
             dist = distributions.get(name)
             if dist is not None:
@@ -203,7 +203,7 @@ class Ledger(StorageAccess):
     def reserve(self, slot: Slot, point: Mapping[str, Any]) -> None:
         """Note the point (metaparameters and seed) the slot's trial is about to run, before its
         params are recorded, so other processes see it (`points`). A later call replaces it."""
-        trial_id = self._trial_id(slot.stratum, slot.number)
+        trial_id = self._slot_id(slot)
         self.storage.set_trial_system_attr(trial_id, _POINT, json.dumps(dict(point)))
 
     def points(self, stratum: Stratum) -> list[tuple[int, dict[str, Any]]]:
@@ -222,9 +222,14 @@ class Ledger(StorageAccess):
                 found.append((frozen.number, {**frozen.params, SEED: seed}))
         return found
 
+    def _slot_id(self, slot: Slot) -> int:
+        """The storage id of the slot's trial (kept by its Optuna trial: no lookup)."""
+        trial_id = getattr(slot.trial, "_trial_id", None)
+        return trial_id if trial_id is not None else self._trial_id(slot.stratum, slot.number)
+
     def frozen(self, slot: Slot) -> optuna.trial.FrozenTrial:
         """The slot's trial as Optuna's samplers take it (with ``slot.trial.study``)."""
-        return self.storage.get_trial(self._trial_id(slot.stratum, slot.number))
+        return self.storage.get_trial(self._slot_id(slot))
 
     def start(
         self, slot: Slot, *, tuner: str, origin: str, extras: Mapping[str, Any] | None = None
@@ -263,7 +268,7 @@ class Ledger(StorageAccess):
             user[records.OBJECTIVE] = meaning
         for key, value in user.items():
             slot.trial.set_user_attr(key, value)
-        trial_id = self._trial_id(slot.stratum, slot.number)
+        trial_id = self._slot_id(slot)
         for key, value in system.items():
             self.storage.set_trial_system_attr(trial_id, key, value)
         if metric:
@@ -282,7 +287,7 @@ class Ledger(StorageAccess):
 
     def fail(self, slot: Slot, error: str) -> LedgerTrial:
         """Close a slot whose proposal or bookkeeping raised as ``failed`` (if still open)."""
-        frozen = self.storage.get_trial(self._trial_id(slot.stratum, slot.number))
+        frozen = self.storage.get_trial(self._slot_id(slot))
         if not frozen.state.is_finished():
             slot.trial.set_user_attr(records.STATUS, TrialState.FAILED.value)
             slot.trial.set_user_attr(records.ERROR, truncate_error(error))
@@ -291,7 +296,7 @@ class Ledger(StorageAccess):
 
     def interrupt(self, slot: Slot) -> None:
         """Close a trial stopped from outside (Ctrl-C) as ``interrupted``: its slot runs again."""
-        trial_id = self._trial_id(slot.stratum, slot.number)
+        trial_id = self._slot_id(slot)
         self.storage.set_trial_user_attr(trial_id, records.STATUS, TrialState.INTERRUPTED.value)
         self._study(slot.stratum).tell(slot.trial, state=OptunaState.FAIL)
 
@@ -301,7 +306,7 @@ class Ledger(StorageAccess):
         took it for dead and closed it as interrupted)."""
         try:
             self.storage.set_trial_system_attr(
-                self._trial_id(slot.stratum, slot.number),
+                self._slot_id(slot),
                 _HEARTBEAT,
                 Beat(time.time(), grace).to_stored(),
             )
