@@ -14,6 +14,7 @@ import re
 import signal
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from study.config.target import Target
 from study.config.trial import Budget
 from study.results import Measurement, TrialResult, TrialState
 from study.runner import WorkerPool
-from study.runner.cluster import follower_spec, out_of_time, tf_config
+from study.runner.cluster import follower_spec, free_ports, out_of_time, tf_config
 from tests.cli import study
 from tests.fakes import tabular_spec
 from tests.runner.conftest import FINISHED, Store, tiny_study, write_study
@@ -152,6 +153,40 @@ def test_a_group_checks_trials_like_one_worker(pool: WorkerPool) -> None:
     problem = pool.check(bad)
     assert problem is not None and "val_top9" in problem
     assert pool.check(tabular_spec(strategy=GROUP)) is None
+
+
+def test_the_environments_cluster_runs_one_trial_per_host(
+    pool: WorkerPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bare ``multi_worker_mirrored`` on a real cluster: one `study` process per host, each
+    with the scheduler's ``TF_CONFIG`` (here two pools on loopback ports), all given the same
+    trial; they train it together and agree with one device."""
+    addresses = [f"localhost:{port}" for port in free_ports(2)]
+    spec = tabular_spec(strategy="multi_worker_mirrored", budget=Budget(max_steps=20))
+    hosts = [WorkerPool(1), WorkerPool(1)]
+    try:
+        with ThreadPoolExecutor(2) as threads:
+            checks = []
+            for index, host in enumerate(hosts):  # each worker copies TF_CONFIG when spawned
+                monkeypatch.setenv("TF_CONFIG", tf_config(addresses, index))
+                checks.append(threads.submit(host.check, spec))
+                deadline = time.monotonic() + 30
+                while not host.started and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            monkeypatch.delenv("TF_CONFIG")
+            assert [check.result(timeout=120) for check in checks] == [None, None]
+            results = list(threads.map(lambda host: host.run(spec), hosts))
+    finally:
+        for host in hosts:
+            host.close()
+    one = pool.run(tabular_spec(budget=Budget(max_steps=20)))
+    for result in results:
+        assert result.state is TrialState.NOT_REACHED, result.error
+        assert result.environment["replicas"] == 2
+        for a, b in zip(one.curve[1:], result.curve[1:], strict=True):
+            assert b.train_loss == pytest.approx(a.train_loss, rel=LOSS_RTOL)
+    chief, worker = results
+    assert [(m.step, m.metrics) for m in chief.curve] == [(m.step, m.metrics) for m in worker.curve]
 
 
 def test_followers_ignore_the_clock_and_the_chief_decides() -> None:
