@@ -16,11 +16,17 @@ first proposal) and, for Hyperband, its place in the brackets (`HYPERBAND`: iter
 round and the trial it continues), from which the bracket bookkeeping is rebuilt. A KerasTuner
 trial whose process died (``interrupted`` in the ledger) is proposed again, as KerasTuner retries
 a lost trial: same values, same KerasTuner id, origin ``retry``.
+
+Proposals of one process that have not started in the ledger yet count in its own derivations
+(threads do not fill one Hyperband place twice). Two hosts proposing at the same instant read
+the same ledger: a Hyperband round may then take one trial more than its size, and
+`study.tuners.points.settle` keeps their points apart.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import threading
 import warnings
@@ -106,7 +112,10 @@ class KerasTunerBackend(TunerBackend):
 
     def __init__(self, config: StudyConfig, ledger: Ledger) -> None:
         super().__init__(config, ledger)
-        self._lock = threading.Lock()  # one derivation at a time per process (CPU, not state)
+        self._lock = threading.Lock()
+        #: slot -> extras of this process's proposals not yet started in the ledger (another
+        #: thread's derivation counts them, so two threads do not fill one Hyperband place)
+        self._proposed: dict[tuple[Stratum, int], dict[str, Any]] = {}
 
     # -- the oracle ---------------------------------------------------------------------------
     def seed(self, stratum: Stratum, number: int) -> int:
@@ -150,7 +159,7 @@ class KerasTunerBackend(TunerBackend):
         objective, running ones ongoing, their values the reserved point until their params are
         recorded), Hyperband's brackets rebuilt."""
         derived = Derived(self._oracle(stratum, window, number))
-        trials = self.ledger.trials(stratum) if trials is None else trials
+        trials = self._with_proposed(self.ledger.trials(stratum) if trials is None else trials)
         unsettled = any(not t.params and t.number != number for t in trials)
         points = dict(self.ledger.points(stratum)) if unsettled else {}
         for t in sorted(trials, key=lambda t: t.number):
@@ -159,6 +168,20 @@ class KerasTunerBackend(TunerBackend):
         if isinstance(derived.oracle, HyperbandOracle):
             _rebuild_brackets(derived, trials)
         return derived
+
+    def _with_proposed(self, trials: Sequence[LedgerTrial]) -> list[LedgerTrial]:
+        """``trials`` with this process's proposals that have not started yet as KerasTuner's
+        (forgetting those the ledger now shows started, or closed)."""
+        out = []
+        for t in trials:
+            key = (t.stratum, t.number)
+            extras = self._proposed.get(key)
+            if extras is not None and (KT_TRIAL in t.extras or not t.open):
+                self._proposed.pop(key, None)
+            elif extras is not None:
+                t = dataclasses.replace(t, tuner=self.name, extras={**t.extras, **extras})
+            out.append(t)
+        return out
 
     @staticmethod
     def _feed(derived: Derived, t: LedgerTrial, params: Mapping[str, Any]) -> None:
@@ -198,18 +221,17 @@ class KerasTunerBackend(TunerBackend):
             derived = self.derive(stratum, history.window, slot.number, trials)
             known = set(derived.oracle.trials)
             kt_trial = derived.oracle.create_trial(PROPOSER)
-        if kt_trial.status != _RUNNING or kt_trial.trial_id in known:
-            return None
-        values = dict(kt_trial.hyperparameters.values)
-        extras: dict[str, Any] = {KT_TRIAL: str(slot.number)}
-        if isinstance(derived.oracle, HyperbandOracle):
-            extras[HYPERBAND] = _place(derived, kt_trial.trial_id)
-        redraw = None
-        if self.config.tuner.oracle is not Oracle.HYPERBAND:
-            redraw = self._redraw(derived)
-        params = settle(
-            self.ledger, slot, clean_params(values), redraw, lr_range(self.config), redraws=1
-        )
+            if kt_trial.status != _RUNNING or kt_trial.trial_id in known:
+                return None
+            extras: dict[str, Any] = {KT_TRIAL: str(slot.number)}
+            if isinstance(derived.oracle, HyperbandOracle):
+                extras[HYPERBAND] = _place(derived, kt_trial.trial_id)
+            redraw = None
+            if self.config.tuner.oracle is not Oracle.HYPERBAND:
+                redraw = self._redraw(derived)
+            values = clean_params(kt_trial.hyperparameters.values)
+            params = settle(self.ledger, slot, values, redraw, lr_range(self.config), redraws=1)
+            self._proposed[(stratum, slot.number)] = dict(extras)
         return self._proposal(params, "sampler", _fraction(extras), extras, history)
 
     def lost(self, trials: Sequence[LedgerTrial]) -> LedgerTrial | None:

@@ -231,3 +231,28 @@ def test_hyperband_brackets_continue_across_processes(tmp_path):
     assert by_id[proposals[12].extras[HYPERBAND]["past"]][1] == 60.0  # best of round 1
     nxt = run(ledger, [KerasTunerBackend(cfg, ledger)], stratum, 100.0)
     assert (nxt.extras[HYPERBAND]["bracket"], nxt.extras[HYPERBAND]["round"]) == (1, 0)
+
+
+def test_a_proposal_not_yet_started_holds_its_hyperband_place(tmp_path):
+    """Two threads of one process: the second derivation counts the first proposal (not yet
+    started in the ledger) as ongoing in its bracket place; once started, the ledger says so."""
+    cfg = config(tmp_path, oracle="hyperband", trials=20)
+    ledger = Ledger.open(str(tmp_path / "j.journal"), cfg.name)
+    optuna_backend = OptunaBackend(cfg, ledger)
+    stratum = Stratum(32, "auto")
+    kt = KerasTunerBackend(cfg, ledger)
+    first = ledger.claim(stratum, budget=20)
+    proposal = kt.propose(first, History(stratum))
+    second = ledger.claim(stratum, budget=20)
+    oracle = kt.derive(stratum, None, second.number).oracle
+    (ongoing,) = oracle.ongoing_trials.values()
+    assert ongoing.hyperparameters.values["learning_rate"] == proposal.params["learning_rate"]
+    assert [len(r) for r in oracle._brackets[-1]["rounds"]] == [1, 0, 0]
+    assert (
+        KerasTunerBackend(cfg, ledger).derive(stratum, None, 2).oracle._brackets[-1]["rounds"][0]
+        == []
+    )  # another process does not know it yet
+    optuna_backend.adopt(first, proposal)
+    ledger.start(first, tuner=proposal.tuner, origin=proposal.origin, extras=proposal.extras)
+    other = KerasTunerBackend(cfg, ledger).derive(stratum, None, 2).oracle
+    assert [len(r) for r in other._brackets[-1]["rounds"]] == [1, 0, 0]
