@@ -47,6 +47,8 @@ GRACE_S = 120.0
 #: Seconds the others may take to follow a member whose trial failed.
 FAILURE_GRACE_S = 10.0
 _LOOPBACK = "localhost"
+#: What a member's start-up error says when its port was taken (then the group is retried).
+_PORT_TROUBLE = ("could not start grpc server", "address already in use", "failed to bind")
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
 
 
@@ -140,7 +142,7 @@ class WorkerGroup:
         try:
             return cls._start(workers, threads, grace, timeout)
         except GroupError as exc:  # a port taken between choosing and binding it: retry once
-            if "in use" not in str(exc).lower() and "bind" not in str(exc).lower():
+            if not any(hint in str(exc).lower() for hint in _PORT_TROUBLE):
                 raise
         return cls._start(workers, threads, grace, timeout)
 
@@ -333,10 +335,10 @@ class WorkerGroup:
                         got[index] = message = obj.recv()
                     except (EOFError, OSError) as exc:
                         raise self._died(index, when) from exc
-                    grace = self.grace
-                    if message[0] == "result" and message[1].state is TrialState.FAILED:
+                    grace, error = self.grace, _failure(message)
+                    if error is not None:
                         grace = min(grace, FAILURE_GRACE_S)
-                        reason = f"{self._member(index)} failed ({_last_line(message[1].error)})"
+                        reason = f"{self._member(index)} failed ({_last_line(error)})"
                     elif len(got) > 1:
                         continue
                     deadline = min(deadline or math.inf, time.monotonic() + grace)
@@ -345,6 +347,17 @@ class WorkerGroup:
                     raise self._died(sentinels[obj], when)
                 sentinels.pop(obj, None)  # its message came first: reported by the next wait
         return [got[i] for i in range(self.size)]
+
+
+def _failure(message: tuple[str, Any]) -> str | None:
+    """The error of a member's message that reports a failure: a failed trial, or a start that
+    failed; None otherwise."""
+    kind, payload = message
+    if kind == "result" and payload.state is TrialState.FAILED:
+        return payload.error or ""
+    if kind == "ready" and payload.get("error"):
+        return payload["error"]
+    return None
 
 
 def _last_line(text: str | None) -> str:
