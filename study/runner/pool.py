@@ -176,7 +176,7 @@ class WorkerPool:
             except GroupError as exc:
                 raise WorkerError(str(exc)) from exc
         parent, child = _CTX.Pipe()
-        at_start = str(strategy) if strategy.built_at_start else None
+        at_start = str(strategy) if key == "mwm" else None  # auto too, if TF_CONFIG has peers
         process = _CTX.Process(
             target=worker_main,
             args=(child, strategy.logical_cpus, self.threads_per_worker, at_start),

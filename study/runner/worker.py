@@ -75,7 +75,19 @@ class _Runtime:
 
         if name not in self._strategies:
             resolved = resolve(name, self.host)
-            self._strategies[name] = (build_strategy(self.tf, resolved), resolved)
+            # Names that resolve alike share one strategy (auto and multi_worker_mirrored on a
+            # cluster: a process can build only one multi-worker strategy).
+            built = next(
+                (
+                    s
+                    for s, r in self._strategies.values()
+                    if (r.kind, r.devices, r.replicas)
+                    == (resolved.kind, resolved.devices, resolved.replicas)
+                ),
+                None,
+            )
+            strategy = built if built is not None else build_strategy(self.tf, resolved)
+            self._strategies[name] = (strategy, resolved)
         return self._strategies[name]
 
     def dataset(self, spec: TrialSpec) -> tuple[Any, Any]:

@@ -158,28 +158,33 @@ def test_the_environments_cluster_runs_one_trial_per_host(
     """Bare ``multi_worker_mirrored`` on a real cluster: one `study` process per host, each
     with the scheduler's ``TF_CONFIG`` (here two pools on loopback ports), all given the same
     trial; they train it together and agree with one device."""
+    one = pool.run(tabular_spec(budget=Budget(max_steps=20)))
     addresses = [f"localhost:{port}" for port in free_ports(2)]
-    spec = tabular_spec(strategy="multi_worker_mirrored", budget=Budget(max_steps=20))
+    # What one host names multi_worker_mirrored, auto finds on the other (TF_CONFIG has peers).
+    specs = [
+        tabular_spec(strategy=name, budget=Budget(max_steps=20))
+        for name in ("multi_worker_mirrored", "auto")
+    ]
     hosts = [WorkerPool(1), WorkerPool(1)]
     try:
         with ThreadPoolExecutor(2) as threads:
             checks = []
             for index, host in enumerate(hosts):  # each worker copies TF_CONFIG when spawned
                 monkeypatch.setenv("TF_CONFIG", tf_config(addresses, index))
-                checks.append(threads.submit(host.check, spec))
+                checks.append(threads.submit(host.check, specs[index]))
                 deadline = time.monotonic() + 30
                 while not host.started and time.monotonic() < deadline:
                     time.sleep(0.01)
-            monkeypatch.delenv("TF_CONFIG")
+            # TF_CONFIG stays set, as on a real host: auto is routed by it on every trial.
             assert [check.result(timeout=120) for check in checks] == [None, None]
-            results = list(threads.map(lambda host: host.run(spec), hosts))
+            results = list(threads.map(WorkerPool.run, hosts, specs))
     finally:
         for host in hosts:
             host.close()
-    one = pool.run(tabular_spec(budget=Budget(max_steps=20)))
     for result in results:
         assert result.state is TrialState.NOT_REACHED, result.error
         assert result.environment["replicas"] == 2
+        assert result.environment["strategy"] == "multi_worker_mirrored"
         for a, b in zip(one.curve[1:], result.curve[1:], strict=True):
             assert b.train_loss == pytest.approx(a.train_loss, rel=LOSS_RTOL)
     chief, worker = results
