@@ -46,17 +46,32 @@ class TrialState(str, enum.Enum):
         return self.value
 
 
+#: The prefix of gradient-noise columns in a measurement row (``noise/b_simple``, ...).
+NOISE = "noise/"
+#: The column marking a fine evaluation (one made while replaying to the exact target step).
+FINE = "fine"
+
+
 @dataclass(frozen=True)
 class Measurement:
-    """One evaluation: training progress so far and every validation metric."""
+    """One evaluation: training progress so far and every validation metric.
+
+    ``noise`` holds the gradient noise scale estimate at this step (``b_simple``, ``grad_sq``,
+    ``trace_sigma``) when the trial measures it; ``fine`` marks an evaluation made while
+    replaying the steps before the target was first met (exact steps to target), as opposed to
+    one on the trial's evaluation cadence.
+    """
 
     step: int
     examples: int
     train_seconds: float
     train_loss: float
     metrics: Mapping[str, float] = field(default_factory=dict)
+    noise: Mapping[str, float] = field(default_factory=dict)
+    fine: bool = False
 
     def as_row(self) -> dict[str, float]:
+        """The flat row: progress, metrics, ``noise/<key>`` columns and ``fine`` (if set)."""
         row = {
             "step": self.step,
             "examples": self.examples,
@@ -64,13 +79,18 @@ class Measurement:
             "train_loss": self.train_loss,
         }
         row.update(self.metrics)
+        row.update({NOISE + k: v for k, v in self.noise.items()})
+        if self.fine:
+            row[FINE] = 1
         return row
 
 
 #: The parts of a trial's wall time: building the model and optimizer (or re-initialising a
 #: reused one), tracing and warming up compiled functions, training (the timed compiled calls),
-#: evaluating, and bookkeeping (everything else: messages, ledger and tracking writes).
-TIMING_PARTS: tuple[str, ...] = ("build", "trace", "train", "evaluate", "bookkeeping")
+#: evaluating, replaying the steps before the target was met to find the exact step (training
+#: again from a saved state, evaluating every step), and bookkeeping (everything else:
+#: messages, ledger and tracking writes).
+TIMING_PARTS: tuple[str, ...] = ("build", "trace", "train", "evaluate", "replay", "bookkeeping")
 #: The key of the whole wall time in `TrialResult.timings`: from handing the trial to a worker
 #: to the end of recording it; the parts add up to it (bookkeeping is the remainder).
 WALL = "wall"

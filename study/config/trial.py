@@ -201,6 +201,11 @@ class TrialSpec:
     loss: str | None = None
     precision: str = "auto"
     jit_compile: str = "auto"
+    #: Measure the gradient noise scale B_simple during training (`study.trainer.noise`).
+    noise_scale: bool = False
+    #: Replay the steps before the first evaluation that met the target, evaluating every step,
+    #: so steps to target is exact rather than read off the evaluation cadence.
+    exact_steps: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.batch_size, bool) or int(self.batch_size) != self.batch_size:
@@ -226,6 +231,8 @@ class TrialSpec:
             "loss": self.loss,
             "precision": self.precision,
             "jit_compile": self.jit_compile,
+            "noise_scale": self.noise_scale,
+            "exact_steps": self.exact_steps,
         }
         params.update(
             {

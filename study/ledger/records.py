@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from study.config.space import Stratum
-from study.results import TIMING_PARTS, WALL, Measurement, TrialResult, TrialState
+from study.results import FINE, NOISE, TIMING_PARTS, WALL, Measurement, TrialResult, TrialState
 
 # Keys of a trial's stored attributes (Optuna user attributes).
 STATUS = "status"
@@ -246,8 +246,10 @@ def decode_trial(
 
 
 def _measurement(row: Mapping[str, Any], batch_size: int) -> Measurement:
-    metrics = {
-        k: (math.nan if v is None else v) for k, v in row.items() if k not in _FIXED_CURVE_KEYS
+    values = {
+        k: (math.nan if v is None else v)
+        for k, v in row.items()
+        if k not in _FIXED_CURVE_KEYS and k != FINE
     }
     step = int(row["step"])
     return Measurement(
@@ -255,7 +257,9 @@ def _measurement(row: Mapping[str, Any], batch_size: int) -> Measurement:
         examples=int(row["examples"]) if row.get("examples") is not None else step * batch_size,
         train_seconds=_float(row.get("train_seconds")),
         train_loss=_float(row.get("train_loss")),
-        metrics=metrics,
+        metrics={k: v for k, v in values.items() if not k.startswith(NOISE)},
+        noise={k.removeprefix(NOISE): v for k, v in values.items() if k.startswith(NOISE)},
+        fine=bool(row.get(FINE)),
     )
 
 

@@ -11,6 +11,8 @@ last:
 
 - ``curves/train_loss``, ``curves/val_accuracy``, ``curves/val_loss``, ... (every validation
   metric of the workload): what training did;
+- ``noise/b_simple``, ``noise/grad_sq``, ``noise/trace_sigma``: the gradient noise scale at
+  each evaluation, when the trial measures it (``noise_scale``);
 - ``progress/examples``, ``progress/train_seconds``: examples seen and training time;
 - ``summary/steps_to_target``, ``summary/steps_run``, ... (`TrialResult.summary_metrics`), one
   point each at the last step;
@@ -45,7 +47,7 @@ from mlflow.tracking import MlflowClient
 from study.config.trial import TrialSpec
 from study.ledger.records import TIMING_KEYS, TimingSummary
 from study.paths import artifact_root
-from study.results import TrialResult, TrialState
+from study.results import FINE, NOISE, TrialResult, TrialState
 from study.tracking.server import EXPERIMENT_KIND, MODEL_TRAINING
 
 for _name in ("mlflow", "alembic"):
@@ -172,7 +174,10 @@ class MlflowLogger:
 
 def metric_key(name: str) -> str:
     """The MLflow key of a measurement column, e.g. ``val_accuracy`` -> ``curves/val_accuracy``
-    and ``examples`` -> ``progress/examples``."""
+    and ``examples`` -> ``progress/examples``; gradient-noise columns keep their own section
+    (``noise/b_simple``)."""
+    if name.startswith(NOISE):
+        return name
     return f"{PROGRESS if name in _PROGRESS_KEYS else CURVES}/{name}"
 
 
@@ -183,7 +188,7 @@ def curve_metrics(result: TrialResult) -> list[Metric]:
     metrics: list[Metric] = []
     for m in result.curve:
         for key, value in m.as_row().items():
-            if key != "step" and value is not None and math.isfinite(value):
+            if key not in ("step", FINE) and value is not None and math.isfinite(value):
                 metrics.append(Metric(metric_key(key), float(value), now, int(m.step)))
     for key, value in result.summary_metrics().items():
         metrics.append(Metric(f"{SUMMARY}/{key}", value, now, int(result.steps_run)))

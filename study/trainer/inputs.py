@@ -24,6 +24,7 @@ loop, never a Python loop).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -32,10 +33,11 @@ import tensorflow as tf
 
 from study.trainer.losses import Objective
 from study.workloads.base import Dataset, Streams
-from study.workloads.blocks import batches_of, windows_of
+from study.workloads.blocks import batches_of
 
-#: One replica's training step on its slice of the global batch: (x, labels) -> its loss.
-ReplicaStep = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
+#: One replica's training step on its slice of the global batch: (x, labels) -> its loss, or
+#: (its loss, a vector of per-step statistics averaged over replicas, e.g. gradient norms).
+ReplicaStep = Callable[[tf.Tensor, tf.Tensor], Any]
 #: One evaluation chunk folded into the running state: (state, x, labels) -> state.
 FoldBody = Callable[[Any, tf.Tensor, tf.Tensor], Any]
 
@@ -70,6 +72,16 @@ class IndexStream:
         out, self._buffer = self._buffer[:count], self._buffer[count:]
         return out
 
+    def position(self) -> tuple[dict, np.ndarray]:
+        """Where the order stands (the generator's state and the indices drawn, not taken)."""
+        return copy.deepcopy(self._rng.bit_generator.state), self._buffer.copy()
+
+    def seek(self, position: tuple[dict, np.ndarray]) -> None:
+        """Return to a `position`: the same indices follow."""
+        state, buffer = position
+        self._rng.bit_generator.state = copy.deepcopy(state)
+        self._buffer = buffer.copy()
+
 
 def sliced(replica_step: ReplicaStep, strategy: Any) -> ReplicaStep:
     """``replica_step`` on this replica's contiguous slice of a global batch (of any size: the
@@ -85,6 +97,18 @@ def sliced(replica_step: ReplicaStep, strategy: Any) -> ReplicaStep:
         return replica_step(xb, yb)
 
     return step
+
+
+def reduced(strategy: Any, per_replica: Any, extras: int) -> tuple[tf.Tensor, tf.Tensor | None]:
+    """A step's outputs over replicas: the losses summed and, with ``extras``, the statistics
+    vector averaged."""
+    if not extras:
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None), None
+    loss, stats = per_replica
+    return (
+        strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
+        strategy.reduce(tf.distribute.ReduceOp.MEAN, stats, axis=None),
+    )
 
 
 def shares_host_memory(strategy: Any) -> bool:
@@ -120,25 +144,30 @@ class ArrayFeed:
         """Steps per compiled call that keep its index array within bounds."""
         return max(1, _MAX_INDICES_PER_CALL // self.batch_size)
 
-    def train_function(self, replica_step: ReplicaStep) -> tuple[Any, Callable[..., tf.Tensor]]:
+    def train_function(
+        self, replica_step: ReplicaStep, extras: int = 0
+    ) -> tuple[Any, Callable[..., Any]]:
         """The compiled multi-step function and its one concrete function (called directly, it
-        skips argument matching and can never retrace): [steps, batch] indices -> losses."""
+        skips argument matching and can never retrace): [steps, batch] indices -> losses (and
+        ``extras`` statistics per step, when the step returns them; `reduced`)."""
         strategy, x_train, y_train = self.strategy, self.x_train, self.y_train
         sliced_step = sliced(replica_step, strategy)
 
         # One trace for every chunk length and batch size: [steps, batch], both unknown.
         @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
-        def train_chunk(indices: tf.Tensor) -> tf.Tensor:
+        def train_chunk(indices: tf.Tensor) -> Any:
             steps = tf.shape(indices)[0]
             losses = tf.TensorArray(tf.float32, size=steps)
+            stats = tf.TensorArray(tf.float32, size=steps if extras else 0)
             for i in tf.range(steps):
                 idx = indices[i]
                 xb = tf.gather(x_train, idx)
                 yb = tf.gather(y_train, idx)
-                per_replica_loss = strategy.run(sliced_step, args=(xb, yb))
-                loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_loss, axis=None)
+                loss, stat = reduced(strategy, strategy.run(sliced_step, args=(xb, yb)), extras)
                 losses = losses.write(i, loss)
-            return losses.stack()
+                if extras:
+                    stats = stats.write(i, stat)
+            return (losses.stack(), stats.stack()) if extras else losses.stack()
 
         return train_chunk, train_chunk.get_concrete_function()
 
@@ -147,6 +176,13 @@ class ArrayFeed:
         if batch_size is not None:
             self.batch_size = batch_size
         self._stream = IndexStream(self.train_examples, seed)
+
+    def position(self) -> tuple[dict, np.ndarray]:
+        """Where the trial's example order stands (`seek` returns to it)."""
+        return self._stream.position()
+
+    def seek(self, position: tuple[dict, np.ndarray]) -> None:
+        self._stream.seek(position)
 
     def args(self, count: int) -> tuple[tf.Tensor]:
         """The next ``count`` steps' indices (host work, untimed)."""
@@ -201,10 +237,11 @@ class StreamFeed:
         self.input_shape = tuple(streams.input_shape)
         self.max_steps_per_call = 1 << 30
         chunk = eval_chunk(self.input_shape)
-        val = streams.val()
-        val = windows_of(val, chunk) if streams.blocks else val.batch(chunk)
-        self.val = val.prefetch(tf.data.AUTOTUNE)
+        val = streams.val()  # row blocks are evaluated as they come
+        self.val = (val if streams.blocks else val.batch(chunk)).prefetch(tf.data.AUTOTUNE)
         self._iterator: Any = None
+        self._seed = 0
+        self._taken = 0
         self._sample: tuple[tf.Tensor, tf.Tensor] | None = None
 
     def dataset_fn(self, seed: int) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
@@ -229,10 +266,13 @@ class StreamFeed:
             return iter(self.dataset_fn(seed)(tf.distribute.InputContext()))
         return iter(self.strategy.distribute_datasets_from_function(self.dataset_fn(seed)))
 
-    def train_function(self, replica_step: ReplicaStep) -> tuple[Any, Callable[..., tf.Tensor]]:
-        """The compiled multi-step function: (distributed iterator, steps) -> losses. ``steps``
-        is a tensor and every iterator of this pipeline has one type, so one trace serves every
-        trial and chunk length."""
+    def train_function(
+        self, replica_step: ReplicaStep, extras: int = 0
+    ) -> tuple[Any, Callable[..., Any]]:
+        """The compiled multi-step function: (distributed iterator, steps) -> losses (and
+        ``extras`` statistics per step; `reduced`). ``steps`` is a tensor and every
+        iterator of this pipeline has one type, so one trace serves every trial and chunk
+        length."""
         strategy, labels = self.strategy, self.objective.labels
         if self.split_on_host:
             replica_step = sliced(replica_step, strategy)
@@ -241,14 +281,16 @@ class StreamFeed:
             return replica_step(xb, labels(yb))
 
         @tf.function
-        def train_chunk(iterator: Any, steps: tf.Tensor) -> tf.Tensor:
+        def train_chunk(iterator: Any, steps: tf.Tensor) -> Any:
             losses = tf.TensorArray(tf.float32, size=steps)
+            stats = tf.TensorArray(tf.float32, size=steps if extras else 0)
             for i in tf.range(steps):
                 xb, yb = next(iterator)
-                per_replica_loss = strategy.run(labelled_step, args=(xb, yb))
-                loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_loss, axis=None)
+                loss, stat = reduced(strategy, strategy.run(labelled_step, args=(xb, yb)), extras)
                 losses = losses.write(i, loss)
-            return losses.stack()
+                if extras:
+                    stats = stats.write(i, stat)
+            return (losses.stack(), stats.stack()) if extras else losses.stack()
 
         return train_chunk, train_chunk
 
@@ -260,9 +302,24 @@ class StreamFeed:
         if batch_size is not None and batch_size != self.batch_size:
             raise ValueError(f"a streamed feed of batch {self.batch_size} cannot run {batch_size}")
         self._iterator = self.iterator(seed)
+        self._seed, self._taken = seed, 0
 
     def args(self, count: int) -> tuple[Any, tf.Tensor]:
+        self._taken += count
         return (self._iterator, tf.constant(count, tf.int32))
+
+    def position(self) -> int:
+        """Where the trial's example order stands: the batches taken since `start`."""
+        return self._taken
+
+    def seek(self, taken: int) -> None:
+        """Return to a `position`: start the seeded order afresh and skip the batches taken
+        (pipeline work, no training; cheaper than checkpointing shuffle buffers at every
+        evaluation, and it works for distributed iterators too)."""
+        self._iterator = self.iterator(self._seed)
+        if taken:
+            _skip(self._iterator, tf.constant(taken, tf.int64))
+        self._taken = taken
 
     def warm_args(self, seed: int) -> tuple[Any, tf.Tensor]:
         """A separate iterator for the untimed warm-up step (the trial's own starts afresh)."""
@@ -278,9 +335,15 @@ class StreamFeed:
         """A few validation examples (inputs, raw labels), read once and kept."""
         if self._sample is None or int(self._sample[0].shape[0]) != count:
             val = self.streams.val()
-            val = windows_of(val, count) if self.streams.blocks else val.batch(count)
+            val = (val.unbatch() if self.streams.blocks else val).batch(count)
             self._sample = tuple(t[:count] for t in next(iter(val)))
         return self._sample
+
+
+@tf.function
+def _skip(iterator: Any, count: tf.Tensor) -> None:
+    for _ in tf.range(count):
+        next(iterator)
 
 
 def make_feed(

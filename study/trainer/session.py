@@ -15,7 +15,7 @@ Example::
     cache = SessionCache()
     session, timings, reused = open_session(spec, data, build, strategy, resolved, task, cache)
     session.start(spec.seed)
-    losses = session.run(session.args(100))   # 100 steps, one compiled call
+    losses, _ = session.run(session.args(100))   # 100 steps, one compiled call
     session.evaluate()                        # {"val_loss": ..., "val_accuracy": ...}
 """
 
@@ -81,9 +81,28 @@ class Session:
         """Arguments of the next compiled call of ``count`` steps (host work, untimed)."""
         return self.feed.args(count)
 
-    def run(self, args: tuple) -> np.ndarray:
-        """Run the compiled steps and fetch their losses (the timed part of training)."""
-        return self.train_chunk(*args).numpy()
+    def run(self, args: tuple) -> tuple[np.ndarray, np.ndarray | None]:
+        """Run the compiled steps and fetch their losses (the timed part of training) and, when
+        the session measures the gradient noise scale, each step's ``[|G_small|^2, |G_big|^2]``.
+        """
+        out = self.train_chunk(*args)
+        if isinstance(out, tuple):
+            return out[0].numpy(), out[1].numpy()
+        return out.numpy(), None
+
+    def snapshot(self) -> tuple[list[np.ndarray], Any]:
+        """Everything the next steps depend on: model and optimizer variables (weights, seed
+        state, step counter, learning rate) and the example order's position."""
+        variables = list(self.model.variables) + list(self.optimizer.variables)
+        return [v.numpy() for v in variables], self.feed.position()
+
+    def restore(self, snapshot: tuple[list[np.ndarray], Any]) -> None:
+        """Return to a `snapshot`: the following steps replay exactly."""
+        values, position = snapshot
+        variables = list(self.model.variables) + list(self.optimizer.variables)
+        for variable, value in zip(variables, values, strict=True):
+            variable.assign(value)
+        self.feed.seek(position)
 
     def evaluate(self) -> dict[str, float]:
         """Every reported metric on the whole validation set: one compiled call, one fetch."""
@@ -157,6 +176,7 @@ def session_key(spec: TrialSpec, task: Task, *, streamed: bool = False) -> tuple
         spec.loss,
         spec.precision,
         spec.jit_compile,
+        spec.noise_scale,
         tuple(sorted(optimizer.items())),
         schedule,
         task,
@@ -269,8 +289,8 @@ def _build(
     initial = [v.numpy() for v in optimizer.variables]
     built = time.perf_counter()
 
-    step = _replica_step(model, optimizer, goal, strategy, jit)
-    train_function, train_chunk = feed.train_function(step)
+    step = _replica_step(model, optimizer, goal, strategy, jit, noise=spec.noise_scale)
+    train_function, train_chunk = feed.train_function(step, extras=2 if spec.noise_scale else 0)
 
     @tf.function
     def evaluate() -> tf.Tensor:
@@ -309,7 +329,9 @@ def _replica_step(
     goal: Objective,
     strategy: Any,
     jit: bool,
-) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    *,
+    noise: bool = False,
+) -> Callable[[tf.Tensor, tf.Tensor], Any]:
     """One replica's step: its share of the global mean loss (per-example losses summed and
     divided by the global batch, plus the model's own losses split over the replicas), its
     gradients and the optimizer update (summed over replicas by the optimizer).
@@ -317,31 +339,66 @@ def _replica_step(
     The global batch is the replica's rows times the replicas, read in the graph, so the step
     serves any batch size (``1 / B`` is the same float32 a Python constant would be).
 
+    With ``noise`` the step also returns ``[|G_small|^2, |G_big|^2]`` for the gradient noise
+    scale (`study.trainer.noise`): on several replicas the per-replica mean gradients (batch
+    B / R) and their all-reduced mean (batch B, one extra all-reduce); on one replica two
+    half-batch micro-batches (B / 2; their gradients summed are the step's update, so a model
+    with batch statistics sees half batches). Without it nothing extra is computed.
+
     With XLA, one replica compiles the whole step; several compile the forward and backward
     pass (the optimizer's cross-replica update stays outside the XLA cluster).
     """
     variables = model.trainable_variables
     replicas = strategy.num_replicas_in_sync
 
-    def gradients(xb: tf.Tensor, yb: tf.Tensor) -> tuple[tf.Tensor, list[tf.Tensor]]:
-        inv_batch = 1.0 / tf.cast(tf.shape(xb)[0] * replicas, tf.float32)
+    def gradients(
+        xb: tf.Tensor, yb: tf.Tensor, inv_batch: tf.Tensor, shares: int
+    ) -> tuple[tf.Tensor, list[tf.Tensor]]:
         with tf.GradientTape() as tape:
             out = goal.outputs_of(model(xb, training=True))
             loss = tf.reduce_sum(goal.per_example(yb, out)) * inv_batch
             if model.losses:
-                loss += tf.add_n([tf.cast(x, tf.float32) for x in model.losses]) / replicas
+                loss += tf.add_n([tf.cast(x, tf.float32) for x in model.losses]) / shares
             scaled = optimizer.scale_loss(loss)
         return loss, tape.gradient(scaled, variables)
 
     if jit and replicas > 1:
         gradients = tf.function(gradients, jit_compile=True)
 
+    def global_inverse(xb: tf.Tensor) -> tf.Tensor:
+        return 1.0 / tf.cast(tf.shape(xb)[0] * replicas, tf.float32)
+
     def step(xb: tf.Tensor, yb: tf.Tensor) -> tf.Tensor:
-        loss, grads = gradients(xb, yb)
+        loss, grads = gradients(xb, yb, global_inverse(xb), replicas)
         optimizer.apply_gradients(zip(grads, variables))
         return loss
 
-    return tf.function(step, jit_compile=True) if jit and replicas == 1 else step
+    def squared_norm(grads: list[tf.Tensor]) -> tf.Tensor:
+        unscale = 1.0 / optimizer.scale_loss(tf.constant(1.0))  # loss scaling, if any
+        total = tf.add_n([tf.reduce_sum(tf.square(tf.cast(g, tf.float32))) for g in grads])
+        return total * unscale * unscale
+
+    def noisy_step(xb: tf.Tensor, yb: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        inv_batch = global_inverse(xb)
+        if replicas > 1:  # each replica's gradient is its share of the global mean: R x it
+            loss, grads = gradients(xb, yb, inv_batch, replicas)
+            context = tf.distribute.get_replica_context()
+            total = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+            small = squared_norm(grads) * float(replicas * replicas)
+            big = squared_norm(total)
+        else:  # two micro-batches of B / 2, each twice its share of the global mean
+            half = tf.shape(xb)[0] // 2
+            loss_a, grads_a = gradients(xb[:half], yb[:half], inv_batch, 2)
+            loss_b, grads_b = gradients(xb[half:], yb[half:], inv_batch, 2)
+            loss = loss_a + loss_b
+            grads = [a + b for a, b in zip(grads_a, grads_b, strict=True)]
+            small = 2.0 * (squared_norm(grads_a) + squared_norm(grads_b))
+            big = squared_norm(grads)
+        optimizer.apply_gradients(zip(grads, variables))
+        return loss, tf.stack([small, big])
+
+    chosen = noisy_step if noise else step
+    return tf.function(chosen, jit_compile=True) if jit and replicas == 1 else chosen
 
 
 def _warm_up(session: Session, seed: int) -> None:

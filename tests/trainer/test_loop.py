@@ -104,7 +104,11 @@ def test_reaches_target_on_tabular(run) -> None:
 
     assert result.state is TrialState.REACHED
     first = next(m for m in result.curve if spec.target.met_by(m.metrics))
-    assert first is result.curve[-1]  # training stops at the first evaluation meeting it
+    cadence = [m for m in result.curve if not m.fine]
+    # Training stops at the first cadence evaluation meeting it; the exact step was replayed.
+    assert spec.target.met_by(cadence[-1].metrics) and cadence[-1] is result.curve[-1]
+    assert not any(spec.target.met_by(m.metrics) for m in cadence[:-1])
+    assert cadence[-2].step < first.step <= cadence[-1].step
     assert 0 < result.steps_to_target == first.step < 2000
     assert result.examples_to_target == result.steps_to_target * BATCH
     assert result.seconds_to_target == first.train_seconds
@@ -273,13 +277,13 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int]]:
     monkeypatch.setattr(loop, "time", SimpleNamespace(perf_counter=lambda: now[0]))
     run_real, evaluate_real = session_module.Session.run, session_module.Session.evaluate
 
-    def run_charged(self: session_module.Session, args: tuple) -> np.ndarray:
+    def run_charged(self: session_module.Session, args: tuple) -> tuple[np.ndarray, Any]:
         before = self.train_function.experimental_get_tracing_count()
-        losses = run_real(self, args)
+        losses, stats = run_real(self, args)
         after = self.train_function.experimental_get_tracing_count()
         now[0] += STEP_COST * len(losses) + TRACE_COST * (after - before)
         calls.append((len(losses), before, after))
-        return losses
+        return losses, stats
 
     def evaluate_charged(self: session_module.Session) -> dict[str, float]:
         now[0] += EVAL_COST

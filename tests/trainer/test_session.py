@@ -127,7 +127,7 @@ def test_timings_split_a_fresh_and_a_reused_trial(data: Dataset, default_strateg
     reused = run(tabular_spec(seed=5), data, default_strategy, cache)
 
     for result in (fresh, reused):
-        assert set(result.timings) == {"build", "trace", "train", "evaluate"}
+        assert set(result.timings) == {"build", "trace", "train", "evaluate", "replay"}
         assert result.timings["train"] == result.train_seconds
         assert all(v >= 0 for v in result.timings.values())
         assert result.timings["evaluate"] > 0
