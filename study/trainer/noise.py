@@ -27,8 +27,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-#: The moving averages' decay per step (a memory of about 100 steps); bias-corrected.
-EMA_DECAY = 0.99
+#: The moving averages' decay per step (a memory of a few hundred steps); bias-corrected.
+EMA_DECAY = 0.995
 #: The keys of an estimate, as logged (``noise/<key>`` in curves and in MLflow).
 KEYS: tuple[str, ...] = ("b_simple", "grad_sq", "trace_sigma")
 
