@@ -9,7 +9,11 @@ size the unbiased estimates are
 
 Each is noisy (tr(Sigma)'s estimate is often negative for one step), so numerator and
 denominator are averaged separately with exponential moving averages over steps and
-B_simple is the ratio of the averages. The trainer measures ``|G_small|^2`` (per-replica
+B_simple is the ratio of the averages. Its 95% interval comes from a moving-block bootstrap of
+the ratio of means over the last `WINDOW` steps' unbiased estimates (blocks of `BLOCK` steps,
+which keeps their correlation), scaled to the moving-average estimate. Batches drawn without
+replacement within an epoch are negatively correlated over an epoch, which blocks shorter than
+an epoch ignore, so the interval errs on the wide side. The trainer measures ``|G_small|^2`` (per-replica
 gradients, or two micro-batches on one device, averaged) and ``|G_big|^2`` (the global
 gradient) in its compiled step and hands them here per step.
 
@@ -30,7 +34,9 @@ import numpy as np
 #: The moving averages' decay per step (a memory of a few hundred steps); bias-corrected.
 EMA_DECAY = 0.995
 #: The keys of an estimate, as logged (``noise/<key>`` in curves and in MLflow).
-KEYS: tuple[str, ...] = ("b_simple", "grad_sq", "trace_sigma")
+KEYS: tuple[str, ...] = ("b_simple", "grad_sq", "trace_sigma", "b_simple_low", "b_simple_high")
+#: Steps kept for the interval (about the moving averages' memory) and the bootstrap's block.
+WINDOW, BLOCK, RESAMPLES = 400, 20, 200
 
 
 def unbiased(
@@ -57,6 +63,7 @@ class NoiseScale:
         self._grad_sq = 0.0
         self._trace = 0.0
         self._weight = 0.0
+        self._recent: list[tuple[float, float]] = []
         self.steps = 0
 
     def update(self, g2_small: Sequence[float], g2_big: Sequence[float]) -> None:
@@ -73,15 +80,43 @@ class NoiseScale:
             self._grad_sq = self.decay * self._grad_sq + (1 - self.decay) * g
             self._trace = self.decay * self._trace + (1 - self.decay) * t
             self._weight = self.decay * self._weight + (1 - self.decay)
+            self._recent.append((float(g), float(t)))
             self.steps += 1
+        del self._recent[:-WINDOW]
 
     def estimate(self) -> dict[str, float]:
-        """The current ``b_simple``, ``grad_sq`` and ``trace_sigma`` (empty before any step).
+        """The current ``b_simple``, ``grad_sq``, ``trace_sigma`` and the 95% interval
+        ``b_simple_low``..``b_simple_high`` (empty before any step).
 
-        ``b_simple`` is NaN while the averaged ``|G|^2`` is not positive (too few steps).
+        ``b_simple`` is NaN while the averaged ``|G|^2`` is not positive (too few steps); the
+        interval is NaN with fewer than two blocks of steps.
         """
         if not self.steps:
             return {}
         grad_sq, trace = self._grad_sq / self._weight, self._trace / self._weight
         b_simple = trace / grad_sq if grad_sq > 0 else math.nan
-        return {"b_simple": b_simple, "grad_sq": grad_sq, "trace_sigma": trace}
+        low, high = self._interval(b_simple)
+        return {
+            "b_simple": b_simple,
+            "grad_sq": grad_sq,
+            "trace_sigma": trace,
+            "b_simple_low": low,
+            "b_simple_high": high,
+        }
+
+    def _interval(self, b_simple: float) -> tuple[float, float]:
+        recent = np.asarray(self._recent, np.float64)
+        blocks = len(recent) // BLOCK
+        if blocks < 2 or not math.isfinite(b_simple):
+            return math.nan, math.nan
+        recent = recent[-blocks * BLOCK :].reshape(blocks, BLOCK, 2).sum(axis=1)  # block sums
+        centre = recent[:, 1].sum() / recent[:, 0].sum()
+        rng = np.random.default_rng(self.steps)  # reproducible for a trial
+        picks = recent[rng.integers(0, blocks, size=(RESAMPLES, blocks))].sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios = picks[:, 1] / picks[:, 0]
+        ratios = np.where(picks[:, 0] > 0, ratios, np.inf)
+        if not (math.isfinite(centre) and centre > 0):
+            return math.nan, math.nan
+        low, high = np.quantile(ratios, [0.025, 0.975])
+        return b_simple * float(low) / centre, b_simple * float(high) / centre
