@@ -38,6 +38,10 @@ _FINGERPRINT_KEYS = (
 _LATER_KEYS = ("loss", "precision", "jit_compile")
 
 
+#: How long another process may take to store a new study's record, in seconds.
+CREATING_SECONDS = 10.0
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How to run a study (the CLI flags of ``study run``)."""
@@ -107,6 +111,7 @@ def open_study(config: StudyConfig, options: RunOptions) -> tuple[Ledger, StudyR
             code_version=code_version(),
         )
     )
+    record = _written(ledger, record)
     require_same_code(config.name, record.code_version)
     if record.fingerprint != fingerprint(config):
         raise UsageError(
@@ -117,6 +122,22 @@ def open_study(config: StudyConfig, options: RunOptions) -> tuple[Ledger, StudyR
     if options.trials and options.trials != record.trials_total:
         ledger.set_trials_total(options.trials)
     return ledger, record
+
+
+def _written(ledger: Ledger, record: StudyRecord) -> StudyRecord:
+    """The study's record once the process creating it (maybe another host, at the same
+    moment) has stored every field: fields are stored one by one, so a record created less
+    than `CREATING_SECONDS` ago without its fingerprint or code version is read again."""
+    deadline = time.monotonic() + CREATING_SECONDS
+    while (
+        not record.imported
+        and (record.fingerprint is None or record.code_version is None)
+        and (record.created is None or time.time() - record.created < CREATING_SECONDS)
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+        record = ledger.record() or record
+    return record
 
 
 def preflight(config: StudyConfig, pool: WorkerPool) -> None:
