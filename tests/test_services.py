@@ -54,3 +54,23 @@ def test_mlflow_server_on_postgres_keeps_runs_and_artifacts(
     assert again.data.params == {"batch_size": "32"}
     assert again.info.artifact_uri.startswith("mlflow-artifacts:")
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["note.txt"]
+
+
+def test_a_missing_server_fails_under_ci_and_skips_otherwise(monkeypatch) -> None:
+    from tests.services import missing
+
+    monkeypatch.setenv("CI", "1")
+    with pytest.raises(pytest.fail.Exception, match="CI=1: PostgreSQL is not installed"):
+        missing("PostgreSQL", "apt-get install postgresql")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="apt-get install postgresql"):
+        missing("PostgreSQL", "apt-get install postgresql")
+
+
+def test_debian_postgresql_binaries_are_found() -> None:
+    from tests.services import missing, postgres_bin
+
+    found = postgres_bin()
+    if found is None:
+        missing("PostgreSQL's server", "apt-get install postgresql")
+    assert found is not None and (found / "initdb").exists() and (found / "postgres").exists()
