@@ -41,14 +41,16 @@ _HINTS = (
 def open_storage(url: str | None = None, *, create: bool = True) -> optuna.storages.BaseStorage:
     """The Optuna storage for a URL: an RDB URL, or a journal file path (default under mlruns/).
 
-    With ``create=False`` (read-only commands) a journal that does not exist yet is not
-    created: the storage is empty and in memory, and nothing is written to disk.
+    With ``create=False`` (read-only commands) a journal, SQLite file or database without
+    Optuna's tables is not created: the storage is empty and in memory, and nothing is written.
 
     Raises:
         UsageError: the URL cannot be opened (its password masked in the message).
     """
     if url and "://" in url:
         try:
+            if not create and not _has_ledger_tables(url):
+                return optuna.storages.InMemoryStorage()
             return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs(url))
         except Exception as exc:  # any driver or URL error is bad input
             raise UsageError(storage_problem(url, exc)) from None
@@ -59,6 +61,23 @@ def open_storage(url: str | None = None, *, create: bool = True) -> optuna.stora
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     return JournalStorage(JournalFileBackend(str(path)))
+
+
+def _has_ledger_tables(url: str) -> bool:
+    """Whether the database at ``url`` holds Optuna's tables (a missing SQLite file does not,
+    and is not created by asking)."""
+    import sqlalchemy
+
+    parsed = sqlalchemy.engine.make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database in ("", ":memory:") or not Path(database).exists():
+            return False
+    engine = sqlalchemy.create_engine(url, **engine_kwargs(url))
+    try:
+        return sqlalchemy.inspect(engine).has_table("studies")
+    finally:
+        engine.dispose()
 
 
 def engine_kwargs(url: str) -> dict[str, Any]:

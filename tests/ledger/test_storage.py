@@ -68,3 +68,36 @@ def test_a_missing_driver_says_how_to_install_it():
         ImportError("Failed to import DB access module for the specified storage URL."),
     )
     assert "pip install" in message and "secret" not in message
+
+
+def tables(url: str) -> list[str]:
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url)
+    try:
+        return sqlalchemy.inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+
+
+def test_reading_an_empty_database_creates_nothing(postgres_url: str):
+    storage = open_storage(postgres_url, create=False)
+    assert isinstance(storage, optuna.storages.InMemoryStorage)
+    assert list_studies(storage) == []
+    assert tables(postgres_url) == []
+    with pytest.raises(UsageError, match="no study named 'x'"):
+        Ledger.open(postgres_url, "x", create=False).require()
+    assert tables(postgres_url) == []
+    Ledger.open(postgres_url, "x").create(StudyRecord(name="x", config_text="a: 1"))
+    assert "studies" in tables(postgres_url)
+    reread = open_storage(postgres_url, create=False)
+    assert isinstance(reread, optuna.storages.RDBStorage) and list_studies(reread) == ["x"]
+
+
+def test_reading_a_missing_sqlite_file_does_not_create_it(tmp_path):
+    path = tmp_path / "ledger.db"
+    storage = open_storage(f"sqlite:///{path}", create=False)
+    assert isinstance(storage, optuna.storages.InMemoryStorage)
+    assert not path.exists()
+    open_storage(f"sqlite:///{path}")
+    assert isinstance(open_storage(f"sqlite:///{path}", create=False), optuna.storages.RDBStorage)

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from mlflow import MlflowClient
+from optuna.storages import InMemoryStorage
 
 from study.config.space import Stratum
 from study.ledger import Ledger, StudyRecord, list_studies, open_storage
@@ -237,6 +238,7 @@ def test_a_study_the_storage_does_not_hold(
         args += ["--tracking-uri", mlflow_server_pg]
     result = host(tmp_path / "cwd", tmp_path / "cache", command, "nosuch", *args)
     refused(result, "no study named 'nosuch' in this storage", "study ls")
+    assert isinstance(open_storage(postgres_url, create=False), InMemoryStorage)  # no tables
     assert list_studies(open_storage(postgres_url)) == []
     assert no_experiment(mlflow_server_pg, "nosuch")
     assert files_under(tmp_path / "cwd") == []
