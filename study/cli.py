@@ -33,10 +33,69 @@ def _add_train(sub: Any) -> None:
         "target holds or the budget runs out; print steps/examples/seconds to target and log "
         "the run to MLflow.",
     )
+    _add_trial_flags(p, experiment="study-train")
+    m = p.add_argument_group("measurement")
+    m.add_argument(
+        "--noise-scale",
+        action="store_true",
+        help="measure the gradient noise scale B_simple during training (printed at the end, "
+        "logged as noise/* curves)",
+    )
+    m.add_argument(
+        "--no-exact-steps",
+        action="store_true",
+        help="report the first evaluation step that met the target instead of replaying the "
+        "steps before it to find the exact one",
+    )
+    p.set_defaults(handler=_lazy("study.commands.train", "main"))
+
+
+def _add_noise_scale(sub: Any) -> None:
+    p = sub.add_parser(
+        "noise-scale",
+        help="a short pilot run: the gradient noise scale B_simple and a suggested study grid",
+        description="Train one pilot trial at a small batch size measuring the gradient noise "
+        "scale B_simple (McCandlish et al. 2018), print it over the evaluation steps with its "
+        "95% interval, and suggest a study: batch sizes from about B_simple/16 to 16 x "
+        "B_simple (powers of two) and a learning-rate range per batch size, the pilot's rate "
+        "scaled by (B/B_pilot)^alpha for alpha from 0.5 to 1. With a study file, its workload, "
+        "model, target and optimizer are used, --batch-size defaults to its smallest batch "
+        "size and --lr to the geometric middle of its learning-rate range; without one, the "
+        "flags are study train's.",
+    )
+    p.add_argument(
+        "file", nargs="?", help="a study file, e.g. search_spaces/quickstart.yaml (optional)"
+    )
+    _add_trial_flags(p, experiment="study-noise-scale", defaults=False)
+    s = p.add_argument_group("suggestion")
+    s.add_argument(
+        "--write", metavar="FILE", help="write the suggested study file (a new file) to FILE"
+    )
+    s.add_argument(
+        "--study",
+        metavar="NAME",
+        help="store the pilot in study NAME's ledger, for its report (a study not yet stored "
+        "is created from the --write file, named NAME)",
+    )
+    _add_storage(s)
+    probe = argparse.ArgumentParser(add_help=False)
+    _add_trial_flags(probe, experiment="study-noise-scale")
+    defaults = vars(probe.parse_args([]))
+    p.set_defaults(trial_defaults=defaults, handler=_lazy("study.commands.noise_scale", "main"))
+
+
+def _add_trial_flags(p: argparse.ArgumentParser, *, experiment: str, defaults: bool = True) -> None:
+    """The flags that define one trial and where it is logged (``study train``,
+    ``study noise-scale``); ``defaults=False`` leaves a flag not given unset (so a study
+    file's setting can be told from a flag's default)."""
+
+    def keep(value: Any) -> Any:
+        return value if defaults else argparse.SUPPRESS
+
     w = p.add_argument_group("workload")
     w.add_argument(
         "--workload",
-        default="mnist1d",
+        default=keep("mnist1d"),
         help=f"{', '.join(available_workloads())}, or module:callable (default: mnist1d)",
     )
     w.add_argument(
@@ -58,32 +117,44 @@ def _add_train(sub: Any) -> None:
     w.add_argument(
         "--workload-option",
         action="append",
-        default=[],
+        default=keep([]),
         metavar="KEY=VALUE",
         help="any other workload option (repeatable)",
     )
     o = p.add_argument_group("optimizer and schedule")
-    o.add_argument("--batch-size", type=int, default=128, help="global batch size (default: 128)")
-    o.add_argument("--lr", type=float, default=0.05, help="learning rate (default: 0.05)")
+    o.add_argument(
+        "--batch-size", type=int, default=keep(128), help="global batch size (default: 128)"
+    )
+    o.add_argument("--lr", type=float, default=keep(0.05), help="learning rate (default: 0.05)")
     o.add_argument(
         "--optimizer",
-        default="nesterov",
+        default=keep("nesterov"),
         help="sgd, momentum, nesterov or adam (default: nesterov)",
     )
     o.add_argument(
-        "--momentum", type=float, default=0.9, help="momentum for momentum/nesterov (default: 0.9)"
+        "--momentum",
+        type=float,
+        default=keep(0.9),
+        help="momentum for momentum/nesterov (default: 0.9)",
     )
-    o.add_argument("--beta1", type=float, default=0.9, help="Adam beta1")
-    o.add_argument("--beta2", type=float, default=0.999, help="Adam beta2")
-    o.add_argument("--epsilon", type=float, default=1e-7, help="Adam epsilon")
-    o.add_argument("--weight-decay", type=float, default=0.0, help="decoupled weight decay")
+    o.add_argument("--beta1", type=float, default=keep(0.9), help="Adam beta1")
+    o.add_argument("--beta2", type=float, default=keep(0.999), help="Adam beta2")
+    o.add_argument("--epsilon", type=float, default=keep(1e-7), help="Adam epsilon")
+    o.add_argument("--weight-decay", type=float, default=keep(0.0), help="decoupled weight decay")
     o.add_argument(
-        "--schedule", default="constant", help="constant, linear or cosine (default: constant)"
+        "--schedule",
+        default=keep("constant"),
+        help="constant, linear or cosine (default: constant)",
     )
-    o.add_argument("--warmup", type=int, default=0, metavar="STEPS", help="linear warmup steps")
+    o.add_argument(
+        "--warmup", type=int, default=keep(0), metavar="STEPS", help="linear warmup steps"
+    )
     o.add_argument("--decay-steps", type=int, help="decay horizon (default: until the step budget)")
     o.add_argument(
-        "--end-factor", type=float, default=0.0, help="final rate as a fraction of the base rate"
+        "--end-factor",
+        type=float,
+        default=keep(0.0),
+        help="final rate as a fraction of the base rate",
     )
     t = p.add_argument_group("target, budget and evaluation")
     t.add_argument(
@@ -94,26 +165,26 @@ def _add_train(sub: Any) -> None:
     t.add_argument("--max-seconds", type=float, help="training-time budget in seconds")
     t.add_argument(
         "--eval-every",
-        default="geometric:1.05",
+        default=keep("geometric:1.05"),
         help="N steps, or geometric:RATIO (default: geometric:1.05)",
     )
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=int, default=keep(0))
     r = p.add_argument_group("distribution and tracking")
     r.add_argument(
         "--strategy",
-        default="auto",
+        default=keep("auto"),
         help="auto, default, one_device, mirrored:N, multi_worker_mirrored, tpu (default: auto)",
     )
     r.add_argument(
         "--precision",
-        default="auto",
+        default=keep("auto"),
         choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
         help="numeric precision (default: auto = float32 on CPU, mixed_float16 on GPU, "
         "mixed_bfloat16 on TPU)",
     )
     r.add_argument(
         "--jit-compile",
-        default="auto",
+        default=keep("auto"),
         choices=("auto", "on", "off"),
         help="compile the training step with XLA (default: auto = off on CPU, on elsewhere)",
     )
@@ -122,11 +193,10 @@ def _add_train(sub: Any) -> None:
         help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db)",
     )
     r.add_argument(
-        "--experiment", default="study-train", help="MLflow experiment (default: study-train)"
+        "--experiment", default=keep(experiment), help=f"MLflow experiment (default: {experiment})"
     )
     r.add_argument("--no-track", action="store_true", help="do not log to MLflow")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(handler=_lazy("study.commands.train", "main"))
 
 
 def _lazy(module: str, attr: str) -> Callable[[argparse.Namespace], int]:
@@ -309,7 +379,13 @@ def _add_report(sub: Any) -> None:
     p.set_defaults(handler=_lazy("study.commands.importer", "main"))
 
 
-_COMMANDS: list[Callable[[Any], None]] = [_add_train, _add_run, _add_inspect, _add_report]
+_COMMANDS: list[Callable[[Any], None]] = [
+    _add_train,
+    _add_noise_scale,
+    _add_run,
+    _add_inspect,
+    _add_report,
+]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -130,6 +130,8 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
         loss=args.loss,
         precision=args.precision,
         jit_compile=args.jit_compile,
+        noise_scale=bool(getattr(args, "noise_scale", False)),
+        exact_steps=not getattr(args, "no_exact_steps", False),
     )
     if strategy.static_replicas:
         check_batch_divisible(spec.batch_size, strategy.static_replicas, strategy=spec.strategy)
@@ -198,6 +200,12 @@ def _print(spec: TrialSpec, result: TrialResult, run_id: str | None, as_json: bo
         "environment": dict(result.environment),
         "mlflow_run_id": run_id,
     }
+    noise = noise_at_result(result)
+    if noise:
+        summary["noise"] = {
+            "step": noise[0],
+            **{k: v if math.isfinite(v) else None for k, v in noise[1].items()},
+        }
     if as_json:
         print(json.dumps(summary, default=str))
         return
@@ -222,10 +230,41 @@ def _print(spec: TrialSpec, result: TrialResult, run_id: str | None, as_json: bo
         f"  {result.steps_run} steps in {result.train_seconds:.2f} s: "
         f"{result.steps_per_second:.1f} steps/s, {result.examples_per_second:.0f} examples/s"
     )
+    if noise:
+        print(f"  {describe_noise(*noise)}")
     if result.error:
         print(f"  error: {result.error.strip().splitlines()[-1]}")
     if run_id:
         print(f"  MLflow run {run_id}")
+
+
+def noise_at_result(result: TrialResult) -> tuple[int, dict[str, float]] | None:
+    """The gradient noise scale estimate (step, values) where the trial's result was read: at
+    steps to target if it was reached, else at its last evaluation; None if not measured.
+
+    Example: a trial that met its target at step 41 (a fine evaluation) gives ``(41, {"b_simple":
+    ..., "b_simple_low": ..., ...})``, the estimate after 41 steps.
+    """
+    at = result.steps_to_target if result.steps_to_target is not None else result.steps_run
+    measured = [m for m in result.curve if m.noise and m.step <= at]
+    if not measured:
+        return None
+    last = max(measured, key=lambda m: (m.step, not m.fine))
+    return last.step, dict(last.noise)
+
+
+def describe_noise(step: int, noise: dict[str, float]) -> str:
+    """``B_simple = 412 (95% interval 301 to 560) at step 900``, or why there is no value yet."""
+    value = noise.get("b_simple", math.nan)
+    if not math.isfinite(value):
+        return f"B_simple: no estimate yet at step {step} (|G|^2 not yet positive on average)"
+    low, high = noise.get("b_simple_low", math.nan), noise.get("b_simple_high", math.nan)
+    interval = (
+        f" (95% interval {low:.3g} to {high:.3g})"
+        if math.isfinite(low) and math.isfinite(high)
+        else " (no interval yet: too few steps measured)"
+    )
+    return f"B_simple = {value:.3g}{interval} at step {step}"
 
 
 def _round(value: float) -> float | None:

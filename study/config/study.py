@@ -156,6 +156,10 @@ class StudyConfig:
     loss: str | None = None
     precision: str = "auto"
     jit_compile: str = "auto"
+    #: Every trial measures the gradient noise scale B_simple (`TrialSpec.noise_scale`).
+    noise_scale: bool = False
+    #: Every trial replays to the exact step it met the target (`TrialSpec.exact_steps`).
+    exact_steps: bool = True
     tuner: TunerSettings = field(default_factory=TunerSettings)
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
     source: str = "<memory>"
@@ -218,6 +222,8 @@ class StudyConfig:
             loss=self.loss,
             precision=self.precision,
             jit_compile=self.jit_compile,
+            noise_scale=self.noise_scale,
+            exact_steps=self.exact_steps,
         )
 
     def _check_stratum(self, stratum: Stratum, params: Mapping[str, Any]) -> None:

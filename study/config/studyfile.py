@@ -22,6 +22,10 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
                                        #   huber, binary_crossentropy, ... or module:callable
     precision: auto                    # optional; auto | float32 | mixed_float16 | mixed_bfloat16
     jit_compile: auto                  # optional; auto | on | off (XLA for the training step)
+    noise_scale: false                 # optional; every trial measures the gradient noise
+                                       #   scale B_simple (logged as noise/* curves)
+    exact_steps: true                  # optional; replay to the exact step the target was met
+                                       #   (false: the first evaluation step that met it)
     trials_per_stratum: 8              # required; >= 1
     search_space:                      # required
       batch_size: [8, 32, 128]         # required; ints >= 1, or {low: 8, high: 4096}:
@@ -128,6 +132,8 @@ TOP_LEVEL_KEYS = (
     "loss",
     "precision",
     "jit_compile",
+    "noise_scale",
+    "exact_steps",
     "trials_per_stratum",
     "search_space",
     "tuner",
@@ -226,6 +232,8 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
         loss=_loss(r, mapping.get("loss")),
         precision=r.choice(mapping.get("precision", "auto"), "precision", PRECISIONS),
         jit_compile=_jit_compile(r, mapping.get("jit_compile", "auto")),
+        noise_scale=_flag(r, mapping.get("noise_scale"), "noise_scale", default=False),
+        exact_steps=_flag(r, mapping.get("exact_steps"), "exact_steps", default=True),
         trials_per_stratum=r.integer(
             mapping["trials_per_stratum"], "trials_per_stratum", rule=">= 1"
         ),
@@ -288,6 +296,15 @@ def _jit_compile(r: Reader, value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return r.choice(value, "jit_compile", JIT_COMPILE)
+
+
+def _flag(r: Reader, value: Any, key: str, *, default: bool) -> bool:
+    """A true/false setting; null (or left out) keeps ``default``."""
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        r.fail(key, "must be true or false", value)
+    return value
 
 
 def _workload_options(r: Reader, value: Any) -> dict[str, Any]:

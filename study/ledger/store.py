@@ -451,6 +451,29 @@ class Ledger(StorageAccess):
         """
         return summarize(self)
 
+    # -- noise-scale pilot (`study noise-scale --study NAME`) -------------------------------
+    # A pilot run's gradient noise scale (`study.analysis.pilot.Pilot.to_dict`), kept as one
+    # JSON attribute of the study: the report sets it next to the fitted B_noise.
+
+    def set_pilot(self, result: dict[str, Any]) -> None:
+        """Store a pilot's result (replacing any stored before): ``batch_size``, ``strategy``,
+        ``learning_rate``, ``seed``, ``steps_run``, ``target``, ``at_step``, ``b_simple``,
+        ``b_simple_low``, ``b_simple_high`` and ``curve`` (``[step, b_simple, low, high]``
+        rows); NaN must already be None.
+
+        Raises:
+            UsageError: no study of this name is stored.
+            ValueError: a value JSON cannot hold (NaN, infinity, an object).
+        """
+        self.require()
+        stored = json.dumps(result, allow_nan=False)
+        self.storage.set_study_user_attr(self._study_id(self.name), _PILOT, stored)
+
+    def pilot(self) -> dict[str, Any] | None:
+        """The pilot's result as `set_pilot` stored it, or None when none was stored."""
+        raw = (self._study_attrs(self.name) or {}).get(_PILOT)
+        return dict(json.loads(raw)) if raw else None
+
 
 def _observed_distributions(trials: Sequence[LedgerTrial]) -> dict[str, Any]:
     """Per parameter: a float range over the observed values (log if all > 0), or categorical."""
@@ -468,3 +491,9 @@ def _observed_distributions(trials: Sequence[LedgerTrial]) -> dict[str, Any]:
         else:
             out[name] = CategoricalDistribution(sorted(set(seen), key=repr))
     return out
+
+
+# -- noise-scale pilot (`Ledger.set_pilot`) ----------------------------------------------------
+
+#: The study attribute holding the noise-scale pilot's result (JSON).
+_PILOT = "noise_scale_pilot"

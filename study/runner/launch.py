@@ -35,7 +35,9 @@ _FINGERPRINT_KEYS = (
     "workload", "workload_options", "model", "target", "budget", "eval_every",
     "optimizer", "schedule", "search_space", "seed",
 )  # fmt: skip
-_LATER_KEYS = ("loss", "precision", "jit_compile")
+_LATER_KEYS = ("loss", "precision", "jit_compile", "noise_scale", "exact_steps")
+#: Later settings whose default, written out, is the same study as leaving them out.
+_LATER_DEFAULTS = {"noise_scale": False, "exact_steps": True}
 
 
 #: How long another process may take to store a new study's record, in seconds.
@@ -71,8 +73,15 @@ class RunOptions:
 def fingerprint(config: StudyConfig) -> str:
     """A hash of what defines a study's trials (not its budget or tuner settings)."""
     raw = {k: config.raw.get(k) for k in _FINGERPRINT_KEYS}
-    # Settings added later count only when given, so older studies keep their fingerprint.
-    raw.update({k: config.raw[k] for k in _LATER_KEYS if config.raw.get(k) is not None})
+    # Settings added later count only when given, so older studies keep their fingerprint (and
+    # a default written out is the same study as one left out).
+    raw.update(
+        {
+            k: config.raw[k]
+            for k in _LATER_KEYS
+            if config.raw.get(k) is not None and config.raw[k] != _LATER_DEFAULTS.get(k, ...)
+        }
+    )
     return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
