@@ -64,6 +64,8 @@ def main(args: argparse.Namespace) -> int:
         command=_command(args, target),
         context=_context(args),
         facts=_facts(ledger, record, config),
+        pilot=ledger.pilot() if hasattr(ledger, "pilot") else None,
+        probe=ledger.throughput(),
     )
     paths = write_report(report, out_dir, formats)
     print(f"wrote {len(paths)} file(s) to {out_dir}:")

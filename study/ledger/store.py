@@ -451,6 +451,27 @@ class Ledger(StorageAccess):
         """
         return summarize(self)
 
+    # -- throughput probe (`study probe`) ---------------------------------------------------
+    # Seconds per step per (batch size, strategy), measured by short untracked runs, kept as
+    # one JSON attribute of the study (not trials: they consume no budget and are no results).
+
+    def set_throughput(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Store the probe's rows (replacing any stored before), e.g. ``{"batch_size": 128,
+        "strategy": "default", "replicas": 1, "seconds_per_step": 0.0021, ...}``; non-finite
+        numbers are stored as None.
+
+        Raises:
+            UsageError: no study of this name is stored.
+        """
+        self.require()
+        stored = json.dumps([_stored_row(row) for row in rows], allow_nan=False)
+        self.storage.set_study_user_attr(self._study_id(self.name), _THROUGHPUT, stored)
+
+    def throughput(self) -> list[dict[str, Any]]:
+        """The probe's rows as `set_throughput` stored them (empty when none was stored)."""
+        raw = (self._study_attrs(self.name) or {}).get(_THROUGHPUT)
+        return [dict(row) for row in json.loads(raw)] if raw else []
+
     # -- noise-scale pilot (`study noise-scale --study NAME`) -------------------------------
     # A pilot run's gradient noise scale (`study.analysis.pilot.Pilot.to_dict`), kept as one
     # JSON attribute of the study: the report sets it next to the fitted B_noise.
@@ -491,6 +512,29 @@ def _observed_distributions(trials: Sequence[LedgerTrial]) -> dict[str, Any]:
         else:
             out[name] = CategoricalDistribution(sorted(set(seen), key=repr))
     return out
+
+
+# -- throughput probe (`Ledger.set_throughput`) ------------------------------------------------
+
+#: The study attribute holding the throughput probe's rows.
+_THROUGHPUT = "throughput_probe"
+
+
+def _stored_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A probe row as JSON takes it: numpy scalars as Python numbers, non-finite as None."""
+    return {str(k): _stored_value(v) for k, v in row.items()}
+
+
+def _stored_value(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return _stored_row(value)
+    if isinstance(value, (list, tuple)):
+        return [_stored_value(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()  # numpy scalar
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 # -- noise-scale pilot (`Ledger.set_pilot`) ----------------------------------------------------

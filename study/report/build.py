@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import datetime
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,9 +28,21 @@ from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES
 from study.analysis.lr_scaling import LrPowerLawFit, fit_lr_power_law
 from study.analysis.measures import strategy_table, summarize_trials, throughput_by_strategy
 from study.analysis.noise_scale import NoiseScaleFit, fit_noise_scale_from_trials
+from study.analysis.predicted_noise import (
+    NoiseAgreement,
+    PredictedNoise,
+    compare,
+    predict_noise_scale,
+)
 from study.analysis.recommend import Recommendation, recommend
 from study.analysis.regimes import Regimes, scaling_regimes
 from study.analysis.table import BATCH_SIZE, REPLICAS, STRATEGY, flatten_table, metric_columns
+from study.analysis.time_model import (
+    TimeModel,
+    extrapolate_replicas,
+    probe_frame,
+    time_to_result,
+)
 from study.config.target import Target
 from study.report import prose
 from study.report.about import StudyFacts
@@ -51,7 +64,12 @@ class ScalingReport:
     measurement table itself).
 
     Fits: ``noise_scale``, ``regimes``, ``lr_fit`` and the ``recommendation`` for
-    ``accelerators`` devices; their intervals are at ``confidence``. ``notes``: plain sentences
+    ``accelerators`` devices; their intervals are at ``confidence``. ``predicted_noise``: the
+    B_simple measured during training (a pilot run or the trials, `predict_noise_scale`) and
+    ``noise_agreement``, how it compares with the fitted B_noise. ``time_model``: time to
+    result per (batch size, strategy) from the throughput probe (`time_to_result`; not ok
+    without a probe), with ``accelerators`` replicas extrapolated, flagged, when the probe
+    measured fewer. ``notes``: plain sentences
     about thin data. ``state``: the study's state when the report was made (``complete``,
     ``running``, ``incomplete``, ``imported``). ``facts``: what the study trained and how it
     searched (`StudyFacts`: study file, packages), shown at the top of the report. ``command``
@@ -80,6 +98,15 @@ class ScalingReport:
     context: Mapping[str, str] = field(default_factory=dict, compare=False)
     created: str = ""
     facts: StudyFacts = field(default_factory=StudyFacts, compare=False)
+    predicted_noise: PredictedNoise = field(
+        default_factory=lambda: PredictedNoise(ok=False, reason="not computed"), repr=False
+    )
+    noise_agreement: NoiseAgreement = field(
+        default_factory=lambda: NoiseAgreement(ok=False, reason="not computed"), repr=False
+    )
+    time_model: TimeModel = field(
+        default_factory=lambda: TimeModel(ok=False, reason="not computed"), repr=False
+    )
 
 
 def build_report(
@@ -95,6 +122,8 @@ def build_report(
     command: str = "",
     context: Mapping[str, str] | None = None,
     facts: StudyFacts | None = None,
+    pilot: Mapping[str, Any] | None = None,
+    probe: Sequence[Mapping[str, Any]] | pd.DataFrame | None = None,
 ) -> ScalingReport:
     """Compute every measure, fit and note of a scaling report.
 
@@ -114,6 +143,11 @@ def build_report(
         facts: what the study trained and how it searched, for the top of the report (the
             study file, package versions); without them the report shows what the
             measurements hold.
+        pilot: the study's pilot run (``Ledger.pilot()``: its B_simple and interval), the
+            first source of the predicted B_simple; without one the trials that measured it.
+        probe: the throughput probe's rows (``Ledger.throughput()``), for the time-to-result
+            model; its seconds per step also replace the trials' own timings in the
+            recommendation's wall-time speed-up where both exist.
 
     Raises:
         ValueError: if ``accelerators < 1``, ``n_boot < 0`` or ``confidence`` is not strictly
@@ -140,10 +174,15 @@ def build_report(
     throughput = throughput_by_strategy(measured, target)
     strategies = strategy_table(measured, target)
     timed = throughput[np.isfinite(throughput["seconds_per_step"].to_numpy(dtype=float))]
+    probed = probe_frame(probe)
+    timed = _probe_first(probed, timed)
     recommendation = recommend(
         steps, fit, timed if not timed.empty else None, n_accelerators, lr_fit=lr_fit
     )
 
+    predicted = predict_noise_scale(pilot, measured, target)
+    extrapolated = extrapolate_replicas(probed, n_accelerators)
+    time_model = time_to_result(probed, steps, fit, extrapolated=extrapolated)
     notes = [
         *prose.data_notes(flat, target, trials, state, study, metric_missing),
         *prose.thin_notes(steps, target),
@@ -173,6 +212,9 @@ def build_report(
         command=command or f"study report {study} --target '{target}'",
         context=dict(context or {}),
         facts=facts or StudyFacts(),
+        predicted_noise=predicted,
+        noise_agreement=compare(predicted, fit),
+        time_model=time_model,
         created=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     )
 
@@ -209,6 +251,21 @@ def _annotate(steps: pd.DataFrame, fit: NoiseScaleFit, regimes: Regimes) -> pd.D
         fit_steps=fit.predict_steps(b) if fit.ok and b.size else nan,
         fit_examples=fit.predict_examples(b) if fit.ok and b.size else nan,
     )
+
+
+def _probe_first(probed: pd.DataFrame, timed: pd.DataFrame) -> pd.DataFrame:
+    """The timings the recommendation uses: the probe's seconds per step, and the trials' own
+    for any (strategy, replicas, batch size) the probe did not measure."""
+    if probed.empty:
+        return timed
+    key = [STRATEGY, REPLICAS, BATCH_SIZE]
+    rows = probed[[*key, "seconds_per_step"]].astype({REPLICAS: float, BATCH_SIZE: float})
+    taken = set(map(tuple, rows[key].itertuples(index=False)))
+    own = timed.astype({REPLICAS: float, BATCH_SIZE: float}) if len(timed) else timed
+    rest = (
+        own[[tuple(r) not in taken for r in own[key].itertuples(index=False)]] if len(own) else own
+    )
+    return pd.concat([rows, rest[[*key, "seconds_per_step"]]], ignore_index=True)
 
 
 def _lr_fit(steps: pd.DataFrame, confidence: float) -> tuple[LrPowerLawFit, list[float]]:

@@ -3,7 +3,9 @@ them (``inf`` is written as ``inf``).
 
 ``trials.csv`` (one row per trial), ``steps_to_result.csv`` (per batch size),
 ``steps_by_strategy.csv`` (per batch size and strategy), ``by_strategy.csv`` (the seed
-experiments' table), ``throughput.csv`` and ``measurements.csv`` (the measurement table).
+experiments' table), ``throughput.csv`` and ``measurements.csv`` (the measurement table);
+with a throughput probe also ``time_to_result.csv`` (`study.analysis.time_model`), and with a
+predicted B_simple ``predicted_noise.csv`` (the estimates it combines).
 """
 
 from __future__ import annotations
@@ -28,4 +30,8 @@ def write_csv(report: ScalingReport, out_dir: str | Path) -> dict[str, Path]:
         "throughput.csv": report.throughput,
         "measurements.csv": report.table,
     }
+    if report.time_model.ok:
+        tables["time_to_result.csv"] = report.time_model.table
+    if report.predicted_noise.ok:
+        tables["predicted_noise.csv"] = report.predicted_noise.estimates
     return {name: to_csv(df, out / name) for name, df in tables.items()}

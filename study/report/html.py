@@ -187,6 +187,25 @@ def _cards(report: ScalingReport) -> list[tuple[str, str, str]]:
         cards.append(
             ("alpha in best lr ~ B^alpha", fmt(lr.alpha), ci_text(lr.alpha_ci, lr.confidence))
         )
+    predicted = report.predicted_noise
+    if predicted.ok:
+        interval = predicted.interval
+        cards.append(
+            (
+                f"B_simple (predicted, {predicted.source})",
+                fmt(predicted.b_simple),
+                f"{fmt(interval[0])} to {fmt(interval[1])}" if interval else "",
+            )
+        )
+    model = report.time_model
+    if model.ok and model.best is not None:
+        cards.append(
+            (
+                "least wall time to the target",
+                f"{fmt(model.best['time_to_result'])} s",
+                f"batch size {fmt(model.best['batch_size'])} on {model.best['strategy']}",
+            )
+        )
     if rec.ok:
         cards.append(
             (
@@ -224,7 +243,7 @@ def _table(table: Table) -> str:
     intro = f"<p>{_esc(table.intro)}</p>" if table.intro else ""
     title = f"<h3>{_esc(table.title)}</h3>{intro}"
     if not table.rows:
-        return f'{title}<p class="none">No rows.</p>'
+        return f'{title}<p class="none">{_esc(table.empty)}</p>'
 
     def cell(tag: str, i: int, value: str) -> str:
         cls = ' class="text"' if i in table.text_columns else ""

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from study.report.about import about_dict
-from study.report.prose import answer
+from study.report.prose import answer, noise_sentences, time_sentences
 
 if TYPE_CHECKING:  # pragma: no cover
     from study.report.build import ScalingReport
@@ -63,6 +63,8 @@ def report_dict(report: ScalingReport) -> dict[str, Any]:
             "by_strategy": report.steps_by_strategy,
             "strategies": report.strategies,
             "throughput": report.throughput,
+            "predicted_noise": _predicted_noise(report),
+            "time_to_result": _time_to_result(report),
             "notes": list(report.notes),
         }
     )
@@ -92,6 +94,23 @@ def plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
         return plain({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
     return str(value)
+
+
+def _predicted_noise(report: ScalingReport) -> dict[str, Any]:
+    """The predicted B_simple, the fitted B_noise it is compared with, and the verdict."""
+    predicted, agreement, fit = report.predicted_noise, report.noise_agreement, report.noise_scale
+    return {
+        **_fields(predicted),
+        "b_noise": fit.b_noise if fit.ok else None,
+        "b_noise_ci": fit.b_noise_ci if fit.ok else None,
+        "agreement": _fields(agreement),
+        "sentences": noise_sentences(report),
+    }
+
+
+def _time_to_result(report: ScalingReport) -> dict[str, Any]:
+    """The time-to-result model of the throughput probe, and what it says."""
+    return {**_fields(report.time_model), "sentences": time_sentences(report.time_model)}
 
 
 def _fields(obj: Any, skip: Sequence[str] = ()) -> dict[str, Any]:

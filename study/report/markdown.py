@@ -49,7 +49,7 @@ def render_markdown(report: ScalingReport, figures: Sequence[str] = ()) -> str:
     out += ["## Tables", ""]
     for table in report_tables(report):
         out += [f"### {table.title}", ""] + ([_text(table.intro), ""] if table.intro else [])
-        out += [_table(table.headers, table.rows), ""]
+        out += [_table(table.headers, table.rows, table.empty), ""]
     out += ["## Notes", ""]
     out += [f"- {_text(n)}" for n in report.notes] if report.notes else [NO_NOTES]
     out += ["", "## How it was made", ""]
@@ -70,9 +70,9 @@ def _code(value: Any) -> str:
     return f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], empty: str = "No rows.") -> str:
     if not rows:
-        return "_No rows._"
+        return f"_{_text(empty)}_"
     lines = [
         "| " + " | ".join(_text(h) for h in headers) + " |",
         "|" + "|".join("---" for _ in headers) + "|",

@@ -17,8 +17,10 @@ import pandas as pd
 from study.analysis.fitting import MIN_BATCH_SIZES, as_number
 from study.analysis.lr_scaling import LrPowerLawFit
 from study.analysis.noise_scale import SEARCH_FACTOR, NoiseScaleFit
+from study.analysis.predicted_noise import ORDER_OF_MAGNITUDE, PILOT, PredictedNoise
 from study.analysis.recommend import Recommendation
-from study.analysis.table import BATCH_SIZE, STATE, metric_columns
+from study.analysis.table import BATCH_SIZE, STATE, STRATEGY, metric_columns
+from study.analysis.time_model import TimeModel
 from study.config.target import Target
 from study.report.formatting import ci_text, fmt, percent
 
@@ -34,7 +36,12 @@ METHOD = (
     "log steps, each batch size's best trial placed at the geometric midpoint of its evaluation "
     "bracket (between the evaluation where it first met the target and the one before); its "
     "intervals are profile-likelihood intervals, whose coverage was checked on simulated studies "
-    "(benchmarks/interval_coverage.py). Time to result is steps to result times the measured seconds per step."
+    "(benchmarks/interval_coverage.py). Time to result is steps to result times the measured "
+    "seconds per step: from the throughput probe (`study probe`, the median over its repeats) "
+    "where it ran, else from the trials' own training times. The predicted B_simple = "
+    "tr(Sigma)/|G|^2 is the gradient noise scale measured during training (McCandlish et al. "
+    "2018, Appendix A: per-replica against all-reduced gradients, or two micro-batches), from "
+    "the study's pilot run or its trials."
 )
 """How the numbers were measured and fitted, at the end of the HTML and Markdown reports."""
 
@@ -107,6 +114,12 @@ def _answer_sentences(report: ScalingReport) -> list[str]:
             f"{ci_text(lr.alpha_ci, lr.confidence)}, {_RULES[lr.rule]}."
         )
     out.append(_recommendation_sentence(report.recommendation, fit.confidence))
+    if report.time_model.ok:
+        out += time_sentences(report.time_model)[:2]
+    if report.noise_agreement.ok:
+        out.append(agreement_sentence(report))
+    elif report.predicted_noise.ok:
+        out.append(noise_sentences(report)[0])
     return out
 
 
@@ -172,6 +185,22 @@ def summary_lines(report: ScalingReport) -> list[str]:
             f"{fmt(rec.learning_rate)}, {fmt(rec.step_speedup)}x fewer steps, "
             f"{fmt(rec.time_speedup)}x faster ({rec.time_source})"
         )
+    predicted, agreement = report.predicted_noise, report.noise_agreement
+    if predicted.ok:
+        line = f"predicted B_simple = {fmt(predicted.b_simple)} ({predicted.source})"
+        if agreement.ok:
+            line += (
+                f": {'agrees' if agreement.agree else 'does not agree'} with B_noise "
+                f"({ratio_text(agreement.ratio)})"
+            )
+        lines.append(line)
+    model = report.time_model
+    if model.ok and model.best is not None:
+        best = model.best
+        lines.append(
+            f"least wall time (probe): batch {fmt(best[BATCH_SIZE])} on {best[STRATEGY]}, "
+            f"{fmt(best['time_to_result'])} s"
+        )
     if report.notes:
         lines.append(f"{len(report.notes)} note(s) in the report")
     return lines
@@ -191,6 +220,177 @@ def how_it_was_made(report: ScalingReport) -> list[tuple[str, str]]:
     ]
     rows += [(str(k), str(v)) for k, v in report.context.items()]
     return rows
+
+
+# ------------------------------------------------------------------ predicted noise scale
+
+NOISE_HOW_TO = (
+    "No predicted B_simple: the study has no pilot run and no trial measured the gradient "
+    "noise scale. Run `study noise-scale` (a short pilot run at a small batch size, stored "
+    "with the study) or set `noise_scale: true` in the study file so that its trials measure "
+    "it; the next report then shows it next to the fitted B_noise."
+)
+"""What the predicted-noise section says when there is no prediction."""
+
+NOISE_CAVEAT = (
+    "B_simple equals B_noise only when the Hessian is a multiple of the identity (McCandlish "
+    "et al. 2018); in general they found the critical batch size to track B_simple within an "
+    "order of magnitude, so B_simple predicts where to look, and the fit says where it is."
+)
+"""McCandlish et al.'s caveat, said with every comparison."""
+
+
+def predicted_source(predicted: PredictedNoise) -> str:
+    """Where a predicted B_simple came from, e.g. ``"the pilot run (batch size 32 on default,
+    at step 400 of 400)"`` or ``"the trials: the median over the best trials of 5 batch sizes,
+    ..."``."""
+    if not predicted.ok:
+        return ""
+    if predicted.source == PILOT:
+        row = predicted.estimates.iloc[0]
+        where = []
+        if row[BATCH_SIZE] is not None:
+            where.append(f"batch size {fmt(row[BATCH_SIZE])}")
+        if row[STRATEGY]:
+            where[-1:] = [f"{where[-1]} on {row[STRATEGY]}"] if where else [str(row[STRATEGY])]
+        step = row["step"]
+        if step is not None and not pd.isna(step):
+            of = f" of {predicted.steps_run}" if predicted.steps_run else ""
+            where.append(f"at step {fmt(step)}{of}")
+        return "the pilot run" + (f" ({', '.join(where)})" if where else "")
+    n = predicted.batch_sizes
+    if n == 1:
+        row = predicted.estimates.iloc[0]
+        return (
+            f"the trials: the best trial at batch size {fmt(row[BATCH_SIZE])}, at "
+            f"{'the evaluation where it first met the target' if row['at_target'] else 'its last evaluation'}"
+        )
+    return (
+        f"the trials: the median over the best trials of {n} batch sizes, each at the "
+        "evaluation where it first met the target (or its last); the interval runs from the "
+        "lowest to the highest of their intervals"
+    )
+
+
+def noise_sentences(report: ScalingReport) -> list[str]:
+    """The predicted-noise section: the prediction, the fit, whether they agree (the
+    second-to-last sentence, also used in the summary) and McCandlish et al.'s caveat; or
+    how to get a prediction."""
+    predicted, fit, agreement = report.predicted_noise, report.noise_scale, report.noise_agreement
+    if not predicted.ok:
+        return [NOISE_HOW_TO]
+    interval = (
+        f" (interval {fmt(predicted.interval[0])} to {fmt(predicted.interval[1])})"
+        if predicted.interval
+        else ""
+    )
+    out = [
+        f"The gradient noise scale measured during training predicts B_simple = "
+        f"{fmt(predicted.b_simple)}{interval}, from {predicted_source(predicted)}."
+    ]
+    if not agreement.ok:
+        out.append(f"There is no fitted B_noise to compare it with: {fit.reason}.")
+        out.append(NOISE_CAVEAT)
+        return out
+    return [*out, agreement_sentence(report), NOISE_CAVEAT]
+
+
+def ratio_text(ratio: float) -> str:
+    """``"B_noise is 2.5 times B_simple"``, or the other way round when B_simple is larger."""
+    if ratio >= 1:
+        return f"B_noise is {fmt(ratio)} times B_simple"
+    return f"B_simple is {fmt(1 / ratio)} times B_noise"
+
+
+def agreement_sentence(report: ScalingReport) -> str:
+    """Whether the predicted B_simple and the fitted B_noise agree (intervals overlap), by
+    what factor they differ, and whether that is within an order of magnitude ("" when one of
+    them is missing)."""
+    predicted, fit, agreement = report.predicted_noise, report.noise_scale, report.noise_agreement
+    if not agreement.ok:
+        return ""
+    both = (
+        f"The predicted B_simple = {fmt(predicted.b_simple)} (from "
+        f"{'the pilot run' if predicted.source == PILOT else 'the trials'}) and the "
+        f"fitted B_noise = {fmt(fit.b_noise)}{ci_text(fit.b_noise_ci, fit.confidence)}"
+    )
+    times = ratio_text(agreement.ratio)
+    if agreement.agree:
+        verdict = f"{both} agree: their intervals overlap ({times})."
+    else:
+        verdict = (
+            f"{both} do not agree: their intervals do not overlap; {times}, and the nearest "
+            f"ends of the intervals lie a factor of {fmt(agreement.gap)} apart."
+        )
+    order = (
+        f" That is within the order of magnitude ({ORDER_OF_MAGNITUDE:g}x) McCandlish et al. "
+        "found between B_simple and the critical batch size."
+        if agreement.within_order
+        else f" That is more than the order of magnitude ({ORDER_OF_MAGNITUDE:g}x) McCandlish "
+        "et al. found between B_simple and the critical batch size: check the pilot's batch "
+        "size and length, and the fit's notes."
+    )
+    return verdict + order
+
+
+# ------------------------------------------------------------------------- time to result
+
+PROBE_HOW_TO = (
+    "No throughput probe: `study probe NAME` measures seconds per step for every batch size "
+    "and strategy of the study (short untracked runs, several repeats) and stores them with "
+    "it; the next report then predicts the time to result of each and says which batch size "
+    "and strategy minimise wall time."
+)
+"""What the time-to-result section says when the study has no probe."""
+
+
+def probe_text(model: TimeModel) -> str:
+    """How the probe was made, e.g. ``"2026-11-30 09:40 UTC, 2 x Intel Xeon (CPU), 3 repeats of
+    100 steps"`` (the parts it stored)."""
+    parts = [p for p in (model.measured_at, model.hardware) if p]
+    if model.repeats:
+        runs = f"{model.repeats} repeat{'' if model.repeats == '1' else 's'}"
+        parts.append(runs + (f" of {model.probe_steps} steps" if model.probe_steps else ""))
+    return ", ".join(parts)
+
+
+def time_sentences(model: TimeModel) -> list[str]:
+    """The time-to-result section: which batch size and strategy minimise wall time, what the
+    fewest steps would cost instead, and what extrapolated rows mean; or how to probe."""
+    if not model.ok or model.best is None:
+        return [
+            PROBE_HOW_TO
+            if "no throughput probe" in model.reason
+            else _sentence(f"No time to result: {model.reason}")
+        ]
+    best = model.best
+    how = probe_text(model)
+    out = [
+        f"With the seconds per step of the throughput probe ({how}), batch size "
+        f"{fmt(best[BATCH_SIZE])} on {best[STRATEGY]} reaches the target in the least wall "
+        f"time: {fmt(best['time_to_result'])} s ({fmt(best['steps_to_result'])} steps, "
+        f"{best['steps_source']}, at {fmt(best['seconds_per_step'])} s per step)."
+    ]
+    fewest = model.fewest_steps
+    if fewest is not None and (
+        fewest[BATCH_SIZE] != best[BATCH_SIZE] or fewest[STRATEGY] != best[STRATEGY]
+    ):
+        out.append(
+            f"The fewest steps ({fmt(fewest['steps_to_result'])}, batch size "
+            f"{fmt(fewest[BATCH_SIZE])} on {fewest[STRATEGY]}) would take "
+            f"{fmt(fewest['time_to_result'])} s, {fmt(model.slowdown_of_fewest_steps)} times as "
+            "long."
+        )
+    extrapolated = model.table[model.table["extrapolated"].astype(bool)]
+    if len(extrapolated):
+        replicas = ", ".join(dict.fromkeys(str(fmt(r)) for r in extrapolated["replicas"]))
+        out.append(
+            f"Rows for {replicas} replicas were not measured: they extrapolate the probe's "
+            "per-replica throughput at the most replicas it ran, linearly, with no "
+            "communication cost, so they are lower bounds on time, not predictions; probe "
+            "those strategies to know."
+        )
+    return out
 
 
 # -------------------------------------------------------------------------------------- notes

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from study.analysis.predicted_noise import PILOT
 from study.analysis.table import BATCH_SIZE
+from study.report import prose
 from study.report.formatting import fmt, interval_text, percent, r_squared_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,6 +42,8 @@ class Table:
     headers: list[str]
     rows: list[list[str]]
     text_columns: tuple[int, ...]
+    #: What the table says when it has no rows.
+    empty: str = "No rows."
 
 
 Row = tuple[str, str, str, str]
@@ -135,6 +139,8 @@ def report_tables(report: ScalingReport) -> list[Table]:
             "seconds, and its validation metrics at its last evaluation.",
         ),
         _table("Throughput", report.throughput, THROUGHPUT_COLUMNS, (0,)),
+        time_table(report),
+        noise_table(report),
         Table(
             "Fitted numbers",
             "",
@@ -143,6 +149,98 @@ def report_tables(report: ScalingReport) -> list[Table]:
             (0, 3),
         ),
     ]
+
+
+def _seconds_spread(row: Mapping[str, Any]) -> str:
+    return f"{fmt(row.get('seconds_low'))} to {fmt(row.get('seconds_high'))}"
+
+
+def _time_range(row: Mapping[str, Any]) -> str:
+    return f"{fmt(row.get('time_low'))} to {fmt(row.get('time_high'))}"
+
+
+def _time_note(row: Mapping[str, Any]) -> str:
+    if row.get("extrapolated"):
+        return f"extrapolated from {row.get('basis')}: a lower bound"
+    return "least wall time" if row.get("fastest") else ""
+
+
+TIME_COLUMNS = (
+    _col(BATCH_SIZE, "batch size"),
+    _col("strategy", "strategy"),
+    _col("replicas", "replicas"),
+    _col("steps_to_result", "steps to result"),
+    _col("steps_source", "steps from"),
+    _col("seconds_per_step", "seconds per step (median)"),
+    Column("seconds_spread", "spread over repeats", _seconds_spread),
+    _col("time_to_result", "time to result (s)"),
+    Column("time_range", "time range (s)", _time_range),
+    Column("note", "note", _time_note),
+)
+"""The time-to-result table: one row per probed (batch size, strategy), fastest first."""
+
+
+def time_table(report: ScalingReport) -> Table:
+    """Time to result per (batch size, strategy) from the throughput probe; without a probe,
+    no rows and the sentence that says how to make one."""
+    model = report.time_model
+    sentences = prose.time_sentences(model)
+    table = _table("Time to result (throughput probe)", model.table, TIME_COLUMNS, (1, 4, 9))
+    if not model.ok:
+        return Table(table.title, "", table.headers, [], table.text_columns, " ".join(sentences))
+    intro = (
+        "Steps to result at the batch size (the study's best trial; the noise-scale fit where "
+        "no trial measured it) times the probe's median seconds per step. " + " ".join(sentences)
+    )
+    return Table(table.title, intro, table.headers, table.rows, table.text_columns)
+
+
+def noise_table(report: ScalingReport) -> Table:
+    """The predicted B_simple next to the fitted B_noise, with both intervals (and, from
+    trials, each batch size's estimate); without a prediction, no rows and how to get one."""
+    predicted, fit = report.predicted_noise, report.noise_scale
+    title = "Noise scale: predicted and fitted"
+    headers = ["quantity", "estimate", "interval", "comment"]
+    sentences = prose.noise_sentences(report)
+    if not predicted.ok:
+        return Table(title, "", headers, [], (0, 3), " ".join(sentences))
+    source = "pilot run" if predicted.source == PILOT else "trials"
+    rows = [
+        [
+            f"B_simple (predicted, {source})",
+            fmt(predicted.b_simple),
+            interval_text(predicted.interval),
+            prose.predicted_source(predicted),
+        ]
+    ]
+    if predicted.source != PILOT:
+        for r in predicted.estimates.to_dict("records"):
+            where = "target first met" if r["at_target"] else "last evaluation"
+            rows.append(
+                [
+                    f"B_simple at batch size {fmt(r[BATCH_SIZE])}",
+                    fmt(r["b_simple"]),
+                    _pair(r["b_simple_low"], r["b_simple_high"]),
+                    f"trial {fmt(r['trial'])} ({r['strategy']}), step {fmt(r['step'])}, {where}",
+                ]
+            )
+    if fit.ok:
+        rows.append(
+            [
+                "B_noise (fitted)",
+                fmt(fit.b_noise),
+                interval_text(fit.b_noise_ci),
+                f"{percent(fit.confidence)} {fit.method or 'no'} interval",
+            ]
+        )
+    else:
+        rows.append(["B_noise (fitted)", "not fitted", "", fit.reason])
+    return Table(title, " ".join(sentences), headers, rows, (0, 3))
+
+
+def _pair(low: Any, high: Any) -> str:
+    values = pd.to_numeric(pd.Series([low, high]), errors="coerce")
+    return "-" if values.isna().any() else interval_text((values[0], values[1]))
 
 
 def _steps_table(steps: pd.DataFrame) -> Table:
@@ -175,6 +273,24 @@ def fitted_numbers(report: ScalingReport) -> list[Row]:
         *_regime_rows(report),
         *_lr_rows(report),
         *_recommendation_rows(report),
+        *_time_rows(report),
+    ]
+
+
+def _time_rows(report: ScalingReport) -> list[Row]:
+    best = report.time_model.best
+    if not report.time_model.ok or best is None:
+        return []
+    return [
+        (
+            "least wall time to the target (throughput probe)",
+            f"{fmt(best['time_to_result'])} s",
+            "",
+            f"batch size {fmt(best[BATCH_SIZE])} on {best['strategy']}, "
+            f"{fmt(best['steps_to_result'])} steps ({best['steps_source']}) x "
+            f"{fmt(best['seconds_per_step'])} s; range {_pair(best['time_low'], best['time_high'])}"
+            " s over the repeats",
+        )
     ]
 
 

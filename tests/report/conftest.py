@@ -47,6 +47,41 @@ tuner: {sampler: tpe, pruning: true}
 """
 """The study file of the synthetic study (3 trials x 8 batch sizes x 2 strategies)."""
 PACKAGES = {"study": "0.1.0", "tensorflow": "2.21.0", "keras": "3.15.1", "python": "3.11.7"}
+PILOT = {
+    "batch_size": 16,
+    "strategy": "default",
+    "learning_rate": 0.014,
+    "seed": 0,
+    "steps_run": 600,
+    "target": "val_accuracy>=0.6",
+    "at_step": 580,
+    "b_simple": 150.0,
+    "b_simple_low": 110.0,
+    "b_simple_high": 210.0,
+    "curve": [[200, 60.0, 40.0, 90.0], [580, 150.0, 110.0, 210.0]],
+}
+"""A pilot run as `study noise-scale` stores it (``Ledger.pilot()``)."""
+PROBE_FACTS = {
+    "repeats": 3,
+    "steps": 100,
+    "measured_at": "2026-11-30 09:40 UTC",
+    "hardware": "2 x Intel Xeon (CPU)",
+}
+PROBE = [
+    {
+        "batch_size": b,
+        "strategy": name,
+        "replicas": replicas,
+        "seconds_per_step": seconds * (1 + b / 256) / replicas,
+        "seconds_low": 0.9 * seconds * (1 + b / 256) / replicas,
+        "seconds_high": 1.2 * seconds * (1 + b / 256) / replicas,
+        **PROBE_FACTS,
+    }
+    for b in (8, 32, 128, 512, 2048)
+    for name, replicas, seconds in STRATEGIES
+]
+"""A throughput probe as `study probe` stores it (``Ledger.throughput()``): the synthetic
+study's seconds per step, and batch size 2048, which the study did not measure."""
 
 
 def best_lr(batch_size: float) -> float:
@@ -161,8 +196,9 @@ def study_facts(**changes: Any) -> StudyFacts:
 
 @pytest.fixture(scope="session")
 def facts_report(table: pd.DataFrame) -> ScalingReport:
-    """The healthy study with the facts of its study file, as `study report` makes it."""
-    return build(table, n_boot=100, facts=study_facts())
+    """The healthy study with the facts of its study file, its pilot run and its throughput
+    probe, as `study report` makes it."""
+    return build(table, n_boot=100, facts=study_facts(), pilot=PILOT, probe=PROBE)
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,8 @@ TITLES = [
     "Per batch size and strategy",
     "Strategies (seed experiments)",
     "Throughput",
+    "Time to result (throughput probe)",
+    "Noise scale: predicted and fitted",
     "Fitted numbers",
 ]
 
@@ -18,7 +20,7 @@ def test_every_table_in_order_with_one_row_per_record(report) -> None:
     tables = report_tables(report)
 
     assert [t.title for t in tables] == TITLES
-    steps, by_strategy, strategies, throughput, fitted = tables
+    steps, by_strategy, strategies, throughput, time, noise, fitted = tables
     assert len(steps.rows) == len(report.steps) == 8
     assert len(by_strategy.rows) == len(report.steps_by_strategy)
     assert len(throughput.rows) == len(report.throughput)
@@ -28,6 +30,8 @@ def test_every_table_in_order_with_one_row_per_record(report) -> None:
     assert steps.text_columns == (4,) and fitted.text_columns == (0, 3)
     assert strategies.intro.startswith("Per strategy and batch size")
     assert strategies.headers[-2:] == ["final val_accuracy", "final val_loss"]
+    assert time.rows == [] and time.empty.startswith("No throughput probe: `study probe NAME`")
+    assert noise.rows == [] and "noise_scale: true" in noise.empty
 
 
 def test_fitted_numbers_name_their_interval_by_the_confidence(report, make_report, table) -> None:
