@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -99,16 +100,68 @@ def sliced(replica_step: ReplicaStep, strategy: Any) -> ReplicaStep:
     return step
 
 
-def reduced(strategy: Any, per_replica: Any, extras: int) -> tuple[tf.Tensor, tf.Tensor | None]:
-    """A step's outputs over replicas: the losses summed and, with ``extras``, the statistics
-    vector averaged."""
-    if not extras:
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None), None
-    loss, stats = per_replica
-    return (
-        strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
-        strategy.reduce(tf.distribute.ReduceOp.MEAN, stats, axis=None),
-    )
+@dataclass(frozen=True)
+class MeasuredSteps:
+    """A replica step that also measures ``extras`` statistics (averaged over replicas) on every
+    ``every``-th global step: ``measured`` returns (loss, statistics) and runs on the steps whose
+    number (``counter()``, read in cross-replica context at a chunk's start) is a multiple of
+    ``every``; ``plain`` (the step without them) runs the others, whose statistics are NaN. The
+    plain steps between two measured ones run in an inner loop of their own, so they cost what
+    a plain step costs (no per-step branch), and a measured step may hold a synchronisation
+    point (an all-reduce)."""
+
+    plain: ReplicaStep
+    measured: ReplicaStep
+    counter: Callable[[], tf.Tensor]
+    every: int
+    extras: int
+
+    def wrapped(self, wrap: Callable[[ReplicaStep], ReplicaStep]) -> MeasuredSteps:
+        return MeasuredSteps(
+            wrap(self.plain), wrap(self.measured), self.counter, self.every, self.extras
+        )
+
+
+def wrap_step(
+    step: ReplicaStep | MeasuredSteps, wrap: Callable[[ReplicaStep], ReplicaStep]
+) -> ReplicaStep | MeasuredSteps:
+    return step.wrapped(wrap) if isinstance(step, MeasuredSteps) else wrap(step)
+
+
+def chunk_loop(
+    strategy: Any,
+    step: ReplicaStep | MeasuredSteps,
+    steps: tf.Tensor,
+    batch: Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]],
+) -> Any:
+    """Run ``steps`` global steps (call inside a `tf.function`); ``batch(i)`` gives step ``i``'s
+    global (x, labels). Returns the losses summed over replicas, and for `MeasuredSteps` also
+    the [steps, extras] statistics averaged over replicas (NaN rows on steps not measured)."""
+    total, mean = tf.distribute.ReduceOp.SUM, tf.distribute.ReduceOp.MEAN
+    losses = tf.TensorArray(tf.float32, size=steps)
+    if not isinstance(step, MeasuredSteps):
+        for i in tf.range(steps):
+            loss = strategy.reduce(total, strategy.run(step, args=batch(i)), axis=None)
+            losses = losses.write(i, loss)
+        return losses.stack()
+    stats = tf.TensorArray(tf.float32, size=steps)
+    unmeasured = tf.fill([step.extras], float("nan"))
+    every = tf.constant(step.every, tf.int64)
+    first = tf.cast(step.counter(), tf.int64)
+    i = tf.constant(0)
+    while i < steps:
+        gap = tf.cast((every - (first + tf.cast(i, tf.int64)) % every) % every, tf.int32)
+        for j in tf.range(tf.minimum(gap, steps - i)):
+            loss = strategy.reduce(total, strategy.run(step.plain, args=batch(i + j)), axis=None)
+            losses = losses.write(i + j, loss)
+            stats = stats.write(i + j, unmeasured)
+        i += tf.minimum(gap, steps - i)
+        if i < steps:
+            loss, stat = strategy.run(step.measured, args=batch(i))
+            losses = losses.write(i, strategy.reduce(total, loss, axis=None))
+            stats = stats.write(i, strategy.reduce(mean, stat, axis=None))
+            i += 1
+    return losses.stack(), stats.stack()
 
 
 def shares_host_memory(strategy: Any) -> bool:
@@ -145,29 +198,21 @@ class ArrayFeed:
         return max(1, _MAX_INDICES_PER_CALL // self.batch_size)
 
     def train_function(
-        self, replica_step: ReplicaStep, extras: int = 0
+        self, replica_step: ReplicaStep | MeasuredSteps
     ) -> tuple[Any, Callable[..., Any]]:
         """The compiled multi-step function and its one concrete function (called directly, it
         skips argument matching and can never retrace): [steps, batch] indices -> losses (and
-        ``extras`` statistics per step, when the step returns them; `reduced`)."""
+        the statistics of `MeasuredSteps`, [steps, extras])."""
         strategy, x_train, y_train = self.strategy, self.x_train, self.y_train
-        sliced_step = sliced(replica_step, strategy)
+        sliced_step = wrap_step(replica_step, lambda step: sliced(step, strategy))
 
         # One trace for every chunk length and batch size: [steps, batch], both unknown.
         @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
         def train_chunk(indices: tf.Tensor) -> Any:
-            steps = tf.shape(indices)[0]
-            losses = tf.TensorArray(tf.float32, size=steps)
-            stats = tf.TensorArray(tf.float32, size=steps if extras else 0)
-            for i in tf.range(steps):
-                idx = indices[i]
-                xb = tf.gather(x_train, idx)
-                yb = tf.gather(y_train, idx)
-                loss, stat = reduced(strategy, strategy.run(sliced_step, args=(xb, yb)), extras)
-                losses = losses.write(i, loss)
-                if extras:
-                    stats = stats.write(i, stat)
-            return (losses.stack(), stats.stack()) if extras else losses.stack()
+            def batch(i: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+                return tf.gather(x_train, indices[i]), tf.gather(y_train, indices[i])
+
+            return chunk_loop(strategy, sliced_step, tf.shape(indices)[0], batch)
 
         return train_chunk, train_chunk.get_concrete_function()
 
@@ -267,30 +312,23 @@ class StreamFeed:
         return iter(self.strategy.distribute_datasets_from_function(self.dataset_fn(seed)))
 
     def train_function(
-        self, replica_step: ReplicaStep, extras: int = 0
+        self, replica_step: ReplicaStep | MeasuredSteps
     ) -> tuple[Any, Callable[..., Any]]:
-        """The compiled multi-step function: (distributed iterator, steps) -> losses (and
-        ``extras`` statistics per step; `reduced`). ``steps`` is a tensor and every
-        iterator of this pipeline has one type, so one trace serves every trial and chunk
-        length."""
+        """The compiled multi-step function: (distributed iterator, steps) -> losses (and the
+        statistics of `MeasuredSteps`). ``steps`` is a tensor and every iterator of this
+        pipeline has one type, so one trace serves every trial and chunk length."""
         strategy, labels = self.strategy, self.objective.labels
         if self.split_on_host:
-            replica_step = sliced(replica_step, strategy)
+            replica_step = wrap_step(replica_step, lambda step: sliced(step, strategy))
 
-        def labelled_step(xb: tf.Tensor, yb: tf.Tensor) -> tf.Tensor:
-            return replica_step(xb, labels(yb))
+        def labelled(step: ReplicaStep) -> ReplicaStep:
+            return lambda xb, yb: step(xb, labels(yb))
+
+        labelled_step = wrap_step(replica_step, labelled)
 
         @tf.function
         def train_chunk(iterator: Any, steps: tf.Tensor) -> Any:
-            losses = tf.TensorArray(tf.float32, size=steps)
-            stats = tf.TensorArray(tf.float32, size=steps if extras else 0)
-            for i in tf.range(steps):
-                xb, yb = next(iterator)
-                loss, stat = reduced(strategy, strategy.run(labelled_step, args=(xb, yb)), extras)
-                losses = losses.write(i, loss)
-                if extras:
-                    stats = stats.write(i, stat)
-            return (losses.stack(), stats.stack()) if extras else losses.stack()
+            return chunk_loop(strategy, labelled_step, steps, lambda i: next(iterator))
 
         return train_chunk, train_chunk
 

@@ -31,11 +31,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-#: The moving averages' decay per step (a memory of a few hundred steps); bias-corrected.
+#: The moving averages' decay per measured step (the trainer measures one step in eight:
+#: a memory of a few thousand training steps); bias-corrected.
 EMA_DECAY = 0.995
 #: The keys of an estimate, as logged (``noise/<key>`` in curves and in MLflow).
 KEYS: tuple[str, ...] = ("b_simple", "grad_sq", "trace_sigma", "b_simple_low", "b_simple_high")
-#: Steps kept for the interval (about the moving averages' memory) and the bootstrap's block.
+#: Measured steps kept for the interval (about the averages' memory), the bootstrap's block.
 WINDOW, BLOCK, RESAMPLES = 400, 20, 200
 
 
@@ -57,9 +58,10 @@ def unbiased(
 class NoiseScale:
     """Bias-corrected exponential moving averages of ``|G|^2`` and ``tr(Sigma)`` over steps."""
 
-    def __init__(self, b_small: float, b_big: float, decay: float = EMA_DECAY) -> None:
+    def __init__(self, b_small: float, b_big: float, decay: float | None = None) -> None:
         unbiased(0.0, 0.0, b_small, b_big)  # validates the batch sizes
-        self.b_small, self.b_big, self.decay = float(b_small), float(b_big), decay
+        self.b_small, self.b_big = float(b_small), float(b_big)
+        self.decay = EMA_DECAY if decay is None else decay
         self._grad_sq = 0.0
         self._trace = 0.0
         self._weight = 0.0

@@ -36,7 +36,7 @@ import tensorflow as tf
 from study.config.trial import TrialSpec
 from study.errors import UsageError
 from study.strategies import ResolvedStrategy
-from study.trainer.inputs import ArrayFeed, StreamFeed, make_feed
+from study.trainer.inputs import ArrayFeed, MeasuredSteps, StreamFeed, make_feed
 from study.trainer.losses import Objective, objective
 from study.trainer.metrics import Evaluator, model_metrics, reported_task
 from study.trainer.optim import make_optimizer, resolved_schedule, set_learning_rate
@@ -44,6 +44,9 @@ from study.trainer.precision import dtype_policy, resolve_jit, resolve_precision
 from study.workloads.base import Dataset, Streams
 from study.workloads.task import Task
 
+#: With ``noise_scale``, the gradient norms are measured on every this many steps (the others
+#: train as without it and report NaN, which the estimator skips): their cost is spread thin.
+NOISE_EVERY = 8
 #: How many sessions (model, optimizer, traced functions) a worker keeps for reuse by default:
 #: enough for the strata a study visits in turn; ``$STUDY_KEPT_SESSIONS`` overrides it.
 KEPT_SESSIONS = 8
@@ -290,7 +293,7 @@ def _build(
     built = time.perf_counter()
 
     step = _replica_step(model, optimizer, goal, strategy, jit, noise=spec.noise_scale)
-    train_function, train_chunk = feed.train_function(step, extras=2 if spec.noise_scale else 0)
+    train_function, train_chunk = feed.train_function(step)
 
     @tf.function
     def evaluate() -> tf.Tensor:
@@ -331,7 +334,7 @@ def _replica_step(
     jit: bool,
     *,
     noise: bool = False,
-) -> Callable[[tf.Tensor, tf.Tensor], Any]:
+) -> Callable[[tf.Tensor, tf.Tensor], Any] | MeasuredSteps:
     """One replica's step: its share of the global mean loss (per-example losses summed and
     divided by the global batch, plus the model's own losses split over the replicas), its
     gradients and the optimizer update (summed over replicas by the optimizer).
@@ -340,10 +343,11 @@ def _replica_step(
     serves any batch size (``1 / B`` is the same float32 a Python constant would be).
 
     With ``noise`` the step also returns ``[|G_small|^2, |G_big|^2]`` for the gradient noise
-    scale (`study.trainer.noise`): on several replicas the per-replica mean gradients (batch
-    B / R) and their all-reduced mean (batch B, one extra all-reduce); on one replica two
-    half-batch micro-batches (B / 2; their gradients summed are the step's update, so a model
-    with batch statistics sees half batches). Without it nothing extra is computed.
+    scale (`study.trainer.noise`) on every `NOISE_EVERY`-th step (NaN on the others): on
+    several replicas the per-replica mean gradients (batch B / R) and their all-reduced mean
+    (batch B, one extra all-reduce); on one replica two half-batch micro-batches (B / 2; their
+    gradients summed are the step's update, so a model with batch statistics sees half
+    batches on those steps). Without it nothing extra is computed.
 
     With XLA, one replica compiles the whole step; several compile the forward and backward
     pass (the optimizer's cross-replica update stays outside the XLA cluster).
@@ -378,12 +382,13 @@ def _replica_step(
         total = tf.add_n([tf.reduce_sum(tf.square(tf.cast(g, tf.float32))) for g in grads])
         return total * unscale * unscale
 
-    def noisy_step(xb: tf.Tensor, yb: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def measured_step(xb: tf.Tensor, yb: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         inv_batch = global_inverse(xb)
         if replicas > 1:  # each replica's gradient is its share of the global mean: R x it
             loss, grads = gradients(xb, yb, inv_batch, replicas)
-            context = tf.distribute.get_replica_context()
-            total = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+            total = tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.SUM, grads
+            )
             small = squared_norm(grads) * float(replicas * replicas)
             big = squared_norm(total)
         else:  # two micro-batches of B / 2, each twice its share of the global mean
@@ -397,8 +402,18 @@ def _replica_step(
         optimizer.apply_gradients(zip(grads, variables))
         return loss, tf.stack([small, big])
 
-    chosen = noisy_step if noise else step
-    return tf.function(chosen, jit_compile=True) if jit and replicas == 1 else chosen
+    def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return tf.function(fn, jit_compile=True) if jit and replicas == 1 else fn
+
+    if not noise:
+        return compiled(step)
+    return MeasuredSteps(
+        plain=compiled(step),
+        measured=compiled(measured_step),
+        counter=lambda: optimizer.iterations,
+        every=NOISE_EVERY,
+        extras=2,
+    )
 
 
 def _warm_up(session: Session, seed: int) -> None:

@@ -82,7 +82,8 @@ def exact_noise_scale(data: Dataset, kernel: np.ndarray, bias: float) -> float:
     return float(trace / (mean @ mean))
 
 
-def measure(data: Dataset, strategy, batch: int = 64, steps: int = 3000) -> dict[str, float]:
+def measure(data: Dataset, strategy, batch: int = 64, steps: int = 8000) -> dict[str, float]:
+    """B_simple after ``steps`` steps (1,000 measured: one step in `NOISE_EVERY`)."""
     spec = tabular_spec(
         batch_size=batch,
         optimizer=OptimizerSpec("sgd", 1e-9),  # the parameters (and the truth) stay put
@@ -104,7 +105,7 @@ def measure(data: Dataset, strategy, batch: int = 64, steps: int = 3000) -> dict
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1, 3])
+@pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_trainer_recovers_the_exact_noise_scale_on_one_device(default_strategy, seed) -> None:
     data = linear_problem(seed=seed)
     truth = exact_noise_scale(data, np.zeros(8), 0.0)
