@@ -1,0 +1,106 @@
+"""What exact steps to target costs and changes, per study (issue 9).
+
+Runs ``study run`` on a study file twice, in fresh stores: with ``exact_steps: false`` (steps to
+target read off the evaluation cadence) and with ``exact_steps: true`` (the default: a trial that
+first meets the target at a cadence evaluation replays the steps since the previous one,
+evaluating every step). Prints, per batch size, steps to result (the best trial's steps to
+target) of both, and for the exact study the training steps of all trials, the replayed steps
+and their share ("extra training steps"), and the replay seconds against training seconds.
+
+Step counts do not depend on the machine's load; seconds do.
+Usage: python benchmarks/exact_steps.py [FILE ...]  (default: the quickstart and
+benchmarks/mnist1d_compute.yaml)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_FILES = (
+    ROOT / "search_spaces" / "quickstart.yaml",
+    ROOT / "benchmarks" / "mnist1d_compute.yaml",
+)
+
+
+def run(file: Path, exact: bool, workdir: Path) -> str:
+    """Run the study with ``exact_steps`` set, in ``workdir``; return its name."""
+    config = yaml.safe_load(file.read_text())
+    config["exact_steps"] = exact
+    config["name"] = f"{config['name']}-{'exact' if exact else 'cadence'}"
+    copy = workdir / f"{config['name']}.yaml"
+    copy.write_text(yaml.safe_dump(config, sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env.update(STUDY_HOME=str(workdir / "mlruns"), TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run(
+        [sys.executable, "-m", "study", "run", str(copy)],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        sys.exit(f"study run exited with {done.returncode}:\n{done.stderr[-3000:]}")
+    return config["name"]
+
+
+def summary(workdir: Path, name: str) -> dict:
+    """Steps to result per batch size and the study's training, replay steps and seconds."""
+    from study.ledger import Ledger
+
+    ledger = Ledger.open(str(workdir / "mlruns" / "optuna.journal"), name, create=False)
+    best, steps, replayed, train_s, replay_s = {}, 0, 0, 0.0, 0.0
+    for stratum in ledger.strata():
+        trials = [t for t in ledger.trials(stratum) if t.result is not None]
+        for t in trials:
+            steps += t.result.steps_run
+            replayed += int(t.result.environment.get("replay_steps", 0))
+            train_s += t.result.timings.get("train", t.result.train_seconds)
+            replay_s += t.result.timings.get("replay", 0.0)
+        reached = [t.result.steps_to_target for t in trials if t.result.steps_to_target]
+        best[stratum.batch_size] = min(reached) if reached else None
+    return {
+        "best": best,
+        "steps": steps,
+        "replayed": replayed,
+        "train_s": train_s,
+        "replay_s": replay_s,
+    }
+
+
+def compare(file: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="study-exact-") as tmp:
+        workdir = Path(tmp)
+        coarse = summary(workdir, run(file, False, workdir))
+        exact = summary(workdir, run(file, True, workdir))
+    print(f"\n{file.name}: steps to result per batch size")
+    print(f"{'batch':>6}{'cadence':>10}{'exact':>10}{'change':>9}")
+    for batch in sorted(exact["best"]):
+        a, b = coarse["best"].get(batch), exact["best"][batch]
+        change = f"{100 * (b / a - 1):+.1f}%" if a and b else "-"
+        print(f"{batch:>6}{a or '-':>10}{b or '-':>10}{change:>9}")
+    share = 100 * exact["replayed"] / max(exact["steps"], 1)
+    print(
+        f"exact study: {exact['steps']} training steps, {exact['replayed']} replayed "
+        f"({share:.1f}% extra); replay {exact['replay_s']:.1f} s vs training "
+        f"{exact['train_s']:.1f} s; the cadence study trained {coarse['steps']} steps"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="*", type=Path, default=list(DEFAULT_FILES))
+    for file in parser.parse_args().files:
+        compare(file)
+
+
+if __name__ == "__main__":
+    main()
