@@ -254,8 +254,9 @@ def make_pilot(spec: TrialSpec, result: TrialResult) -> Pilot:
     (or at its last evaluation)."""
     found = noise_at_result(result)
     at_step, noise = found if found else (result.steps_run, {})
-    # The cadence's evaluations and the one where the result is read (not every replayed step).
-    rows = [m for m in result.curve if not m.fine or m.step == at_step]
+    # The cadence's evaluations up to where the result is read, and that one (not every
+    # replayed step, nor the evaluation after the exact step that first saw the target).
+    rows = [m for m in result.curve if m.step <= at_step and (not m.fine or m.step == at_step)]
     curve = pilot_curve([{"step": m.step, "noise": m.noise} for m in rows])
     return Pilot(
         batch_size=spec.batch_size,
