@@ -379,12 +379,36 @@ def _add_report(sub: Any) -> None:
     p.set_defaults(handler=_lazy("study.commands.importer", "main"))
 
 
+def _add_probe(sub: Any) -> None:
+    p = sub.add_parser(
+        "probe",
+        help="measure seconds per step per batch size and strategy, for time to result",
+        description="Time short runs of a study's workload (no MLflow, not trials) for every "
+        "batch size and strategy of the study, several times each; store the median seconds "
+        "per step with the study, so `study report` predicts the time to result of each and "
+        "says which batch size and strategy minimise wall time.",
+    )
+    p.add_argument("name", help="a study name (see `study ls`)")
+    p.add_argument(
+        "--batch-sizes", type=int, nargs="+", metavar="B", help="default: the study's grid"
+    )
+    p.add_argument("--strategies", nargs="+", metavar="S", help="default: the study's strategies")
+    p.add_argument("--steps", type=int, default=100, help="steps per run (default: 100)")
+    p.add_argument(
+        "--repeats", type=int, default=3, help="runs per batch size and strategy (default: 3)"
+    )
+    p.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    _add_storage(p)
+    p.set_defaults(handler=_lazy("study.commands.probe", "main"))
+
+
 _COMMANDS: list[Callable[[Any], None]] = [
     _add_train,
     _add_noise_scale,
     _add_run,
     _add_inspect,
     _add_report,
+    _add_probe,
 ]
 
 

@@ -226,8 +226,8 @@ def how_it_was_made(report: ScalingReport) -> list[tuple[str, str]]:
 
 NOISE_HOW_TO = (
     "No predicted B_simple: the study has no pilot run and no trial measured the gradient "
-    "noise scale. Run `study noise-scale` (a short pilot run at a small batch size, stored "
-    "with the study) or set `noise_scale: true` in the study file so that its trials measure "
+    "noise scale. Run `study noise-scale STUDY_FILE --study NAME` (a short pilot run at a "
+    "small batch size, stored with the study) or set `noise_scale: true` in the study file so that its trials measure "
     "it; the next report then shows it next to the fitted B_noise."
 )
 """What the predicted-noise section says when there is no prediction."""
