@@ -73,7 +73,8 @@ class PredictedNoise:
     """A predicted B_simple with its interval, and where it came from.
 
     Fields: ``ok`` and ``reason`` (why there is none); ``source`` (`PILOT` or `TRIALS`);
-    ``b_simple`` and ``interval`` ``(low, high)`` (None when the estimator gave none);
+    ``b_simple`` and ``interval`` ``(low, high)`` (None when the estimator gave none; ``high``
+    is ``inf`` when the estimator bounded it only from below);
     ``estimates``: the estimates it combines (`ESTIMATE_COLUMNS`: one row for a pilot, one per
     batch size for trials; ``at_target`` says whether the estimate was taken where the target
     was first met); ``steps_run`` (a pilot's length, else 0); ``target`` (the pilot's target,
@@ -145,8 +146,8 @@ def pilot_prediction(pilot: Mapping[str, Any]) -> PredictedNoise:
         return PredictedNoise(
             ok=False, reason=f"the pilot run has no finite B_simple (got {pilot.get('b_simple')})"
         )
-    low, high = _number(pilot.get("b_simple_low")), _number(pilot.get("b_simple_high"))
-    interval = (low, high) if math.isfinite(low) and math.isfinite(high) else None
+    low, high = _bounds(_number(pilot.get("b_simple_low")), _number(pilot.get("b_simple_high")))
+    interval = (low, high) if math.isfinite(low) else None
     row = {
         BATCH_SIZE: pilot.get("batch_size"),
         STRATEGY: pilot.get("strategy"),
@@ -178,7 +179,8 @@ def trials_prediction(table: pd.DataFrame, target: Target) -> PredictedNoise:
     trial (the target met in the fewest steps; ties to the smaller learning rate, then trial;
     if none met it, the trial measured latest in training). Combined: the median over batch
     sizes; interval from the lowest lower end to the highest upper end of their intervals (a
-    missing interval counts as its point). Not ok when no trial measured a finite B_simple.
+    missing interval, too few steps for one, counts as its point; a lower end without an
+    upper one is unbounded above). Not ok when no trial measured a finite B_simple.
     """
     flat = flatten_table(table)
     if B_SIMPLE not in flat.columns:
@@ -200,8 +202,9 @@ def trials_prediction(table: pd.DataFrame, target: Target) -> PredictedNoise:
     best = ranked.drop_duplicates(subset=[BATCH_SIZE], keep="first").sort_values(BATCH_SIZE)
     best = best[list(ESTIMATE_COLUMNS)].reset_index(drop=True)
     points = best["b_simple"].to_numpy(dtype=float)
-    lows = np.where(np.isfinite(best["b_simple_low"]), best["b_simple_low"], points)
-    highs = np.where(np.isfinite(best["b_simple_high"]), best["b_simple_high"], points)
+    lows = best["b_simple_low"].to_numpy(dtype=float)
+    highs = best["b_simple_high"].to_numpy(dtype=float)
+    lows, highs = np.where(np.isnan(lows), points, lows), np.where(np.isnan(highs), points, highs)
     one_without = len(best) == 1 and not np.isfinite(best["b_simple_low"].iloc[0])
     return PredictedNoise(
         ok=True,
@@ -256,8 +259,7 @@ def _trial_estimate(rows: pd.DataFrame, target: Target) -> dict[str, Any] | None
     if usable.size == 0:
         return None
     i = usable[-1]
-    low = _column(rows, B_SIMPLE_LOW, i)
-    high = _column(rows, B_SIMPLE_HIGH, i)
+    low, high = _bounds(_column(rows, B_SIMPLE_LOW, i), _column(rows, B_SIMPLE_HIGH, i))
     return {
         BATCH_SIZE: rows[BATCH_SIZE].iloc[0],
         STRATEGY: rows[STRATEGY].iloc[0] if STRATEGY in rows else "",
@@ -272,6 +274,14 @@ def _trial_estimate(rows: pd.DataFrame, target: Target) -> dict[str, Any] | None
         "_steps": float(steps[int(np.argmax(held))]) if held.any() else math.inf,
         "_latest": -float(steps[i]),
     }
+
+
+def _bounds(low: float, high: float) -> tuple[float, float]:
+    """An estimate's interval as stored: a lower end without an upper one is unbounded above
+    (the estimator's resampled |G|^2 reached zero, and infinity is stored as null)."""
+    if math.isfinite(low) and not math.isfinite(high):
+        return low, math.inf
+    return low, high
 
 
 def _column(rows: pd.DataFrame, column: str, i: int) -> float:

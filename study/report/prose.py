@@ -115,7 +115,7 @@ def _answer_sentences(report: ScalingReport) -> list[str]:
         )
     out.append(_recommendation_sentence(report.recommendation, fit.confidence))
     if report.time_model.ok:
-        out += time_sentences(report.time_model)[:2]
+        out += fastest_sentences(report.time_model)
     if report.noise_agreement.ok:
         out.append(agreement_sentence(report))
     elif report.predicted_noise.ok:
@@ -363,6 +363,24 @@ def time_sentences(model: TimeModel) -> list[str]:
             if "no throughput probe" in model.reason
             else _sentence(f"No time to result: {model.reason}")
         ]
+    out = fastest_sentences(model)
+    extrapolated = model.table[model.table["extrapolated"].astype(bool)]
+    if len(extrapolated):
+        replicas = ", ".join(dict.fromkeys(str(fmt(r)) for r in extrapolated["replicas"]))
+        out.append(
+            f"Rows for {replicas} replicas were not measured: they extrapolate the probe's "
+            "per-replica throughput at the most replicas it ran, linearly, with no "
+            "communication cost, so they are lower bounds on time, not predictions; probe "
+            "those strategies to know."
+        )
+    return out
+
+
+def fastest_sentences(model: TimeModel) -> list[str]:
+    """Which probed batch size and strategy reach the target in the least wall time and, if
+    another takes fewer steps, how much longer that one takes (empty without a choice)."""
+    if not model.ok or model.best is None:
+        return []
     best = model.best
     how = probe_text(model)
     out = [
@@ -380,15 +398,6 @@ def time_sentences(model: TimeModel) -> list[str]:
             f"{fmt(fewest[BATCH_SIZE])} on {fewest[STRATEGY]}) would take "
             f"{fmt(fewest['time_to_result'])} s, {fmt(model.slowdown_of_fewest_steps)} times as "
             "long."
-        )
-    extrapolated = model.table[model.table["extrapolated"].astype(bool)]
-    if len(extrapolated):
-        replicas = ", ".join(dict.fromkeys(str(fmt(r)) for r in extrapolated["replicas"]))
-        out.append(
-            f"Rows for {replicas} replicas were not measured: they extrapolate the probe's "
-            "per-replica throughput at the most replicas it ran, linearly, with no "
-            "communication cost, so they are lower bounds on time, not predictions; probe "
-            "those strategies to know."
         )
     return out
 

@@ -18,6 +18,7 @@ from study.analysis.predicted_noise import PILOT
 from study.analysis.table import BATCH_SIZE
 from study.report import prose
 from study.report.formatting import fmt, interval_text, percent, r_squared_text
+from study.results import FINE, NOISE
 
 if TYPE_CHECKING:  # pragma: no cover
     from study.report.build import ScalingReport
@@ -119,9 +120,14 @@ def steps_columns(steps: pd.DataFrame) -> list[Column]:
 
 
 def strategy_columns(strategies: pd.DataFrame) -> list[Column]:
-    """The seed experiments' columns: the fixed ones, then ``final <metric>`` per metric."""
+    """The seed experiments' columns: the fixed ones, then ``final <metric>`` per validation
+    metric (not the gradient-noise estimates ``noise/*`` or the ``fine`` evaluation mark)."""
     taken = {c.name for c in _STRATEGY_FIXED}
-    metrics = [c for c in strategies.columns if c not in taken]
+    metrics = [
+        c
+        for c in strategies.columns
+        if c not in taken and not str(c).startswith(NOISE) and c != FINE
+    ]
     return [*_STRATEGY_FIXED, *(_col(m, f"final {m}") for m in metrics)]
 
 

@@ -166,3 +166,14 @@ def test_nothing_to_compare_says_which_side_is_missing() -> None:
 
     assert not missing.ok and missing.reason.startswith("no predicted B_simple")
     assert not unfitted.ok and unfitted.reason == "no fitted B_noise: thin"
+
+
+def test_a_lower_end_without_an_upper_one_is_unbounded_above() -> None:
+    table = noisy_trial(64, 0, 0.1, [0.1, 0.7], [1.0, 80.0]).assign(**{B_SIMPLE_HIGH: np.nan})
+    pilot = pilot_prediction({**PILOT_RUN, "b_simple_high": None})
+
+    assert trials_prediction(table, TARGET).interval == (64.0, math.inf)
+    assert pilot.interval == (100.0, math.inf)
+    assert compare(pilot, fit(5000.0, (4000.0, 6000.0))).agree  # no upper end to miss it
+    no_interval = pilot_prediction({**PILOT_RUN, "b_simple_low": None, "b_simple_high": None})
+    assert no_interval.interval is None

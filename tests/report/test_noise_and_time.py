@@ -103,6 +103,7 @@ def test_the_time_to_result_table_names_the_probe_and_the_fastest_choice(facts_r
     assert f"batch size {best['batch_size']} on {best['strategy']} reaches the target" in answer(
         facts_report
     )
+    assert "Rows for 8 replicas" not in answer(facts_report)  # the table says it
     flagged = [row for row in time.rows if row[-1].startswith("extrapolated")]
     assert len(flagged) == 5 and "lower bounds on time, not predictions" in time.intro
     rows = {row[0]: row for row in fitted_numbers(facts_report)}
@@ -162,3 +163,10 @@ def test_markdown_shows_both_tables(facts_report) -> None:
     assert "### Noise scale: predicted and fitted" in markdown
     assert "| B_simple (predicted, pilot run) | 150 | 110 to 210 |" in markdown
     assert "### Time to result (throughput probe)" in markdown
+
+
+def test_the_strategies_table_shows_validation_metrics_not_noise_estimates(noisy_report) -> None:
+    headers = tables(noisy_report)["Strategies (seed experiments)"].headers
+
+    assert "final val_accuracy" in headers
+    assert not [h for h in headers if "noise/" in h]
