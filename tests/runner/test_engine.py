@@ -243,8 +243,11 @@ def test_without_pruning_every_trial_runs_to_the_target_or_the_budget(tmp_path: 
     for t in trials:
         assert status(t) in ("reached", "not_reached")
         assert t.result is not None
-        limit = t.steps_to_target or data["budget"]["max_steps"]
-        assert t.result.steps_run == limit
+        if t.steps_to_target:  # stopped at the cadence evaluation that saw it (exact: before)
+            cadence = [m.step for m in t.result.curve if not m.fine]
+            assert t.steps_to_target <= t.result.steps_run == cadence[-1]
+        else:
+            assert t.result.steps_run == data["budget"]["max_steps"]
     # some trial went on past the best steps known when it ran: pruning would have stopped it
     assert any(t.result and t.result.steps_run > best_before(trials, t) for t in trials)
 
@@ -334,7 +337,7 @@ def test_bookkeeping_is_the_wall_time_the_trainer_did_not_measure() -> None:
     timings = account(PARTS, wall=2.0)
 
     assert timings == {**PARTS, "bookkeeping": 0.125, "wall": 2.0}
-    assert sum(timings[p] for p in (*TRAINER_PARTS, "bookkeeping")) == timings["wall"]
+    assert sum(timings.get(p, 0.0) for p in (*TRAINER_PARTS, "bookkeeping")) == timings["wall"]
 
 
 def test_bookkeeping_is_never_negative() -> None:
