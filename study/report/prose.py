@@ -218,6 +218,10 @@ def how_it_was_made(report: ScalingReport) -> list[tuple[str, str]]:
         ("accelerators", str(report.accelerators)),
         ("made", report.created),
     ]
+    if report.time_model.ok:
+        rows.append(("throughput probe", probe_text(report.time_model)))
+    if report.predicted_noise.ok:
+        rows.append(("predicted B_simple", predicted_source(report.predicted_noise)))
     rows += [(str(k), str(v)) for k, v in report.context.items()]
     return rows
 

@@ -14,7 +14,7 @@ from study.report import ScalingReport, write_report
 from study.report.html import render_html
 from study.report.json import render_json
 from study.report.markdown import render_markdown
-from study.report.prose import NOISE_CAVEAT, answer, summary_lines
+from study.report.prose import NOISE_CAVEAT, answer, how_it_was_made, summary_lines
 from study.report.tables import fitted_numbers, report_tables
 from tests.report.conftest import PILOT as PILOT_RUN
 from tests.report.conftest import PROBE
@@ -170,3 +170,14 @@ def test_the_strategies_table_shows_validation_metrics_not_noise_estimates(noisy
 
     assert "final val_accuracy" in headers
     assert not [h for h in headers if "noise/" in h]
+
+
+def test_how_it_was_made_names_the_probe_and_the_pilot(facts_report, report) -> None:
+    made = dict(how_it_was_made(facts_report))
+
+    assert (
+        made["throughput probe"]
+        == "2026-11-30 09:40 UTC, 2 x Intel Xeon (CPU), 3 repeats of 100 steps"
+    )
+    assert made["predicted B_simple"].startswith("the pilot run (batch size 16 on default")
+    assert "throughput probe" not in dict(how_it_was_made(report))
