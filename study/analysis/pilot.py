@@ -18,7 +18,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from study.config.trial import TrialSpec
+    from study.results import TrialResult
 
 #: The keys of a stored pilot, in order.
 PILOT_KEYS: tuple[str, ...] = (
@@ -110,6 +114,42 @@ def pilot_curve(rows: Sequence[Mapping[str, Any]]) -> tuple[tuple[int, float, fl
             float(noise.get("b_simple_high", math.nan)),
         )
     return tuple(points[s] for s in sorted(points))
+
+
+def noise_at_result(result: TrialResult) -> tuple[int, dict[str, float]] | None:
+    """The gradient noise scale estimate (step, values) where a trial's result is read: at
+    steps to target if it was reached, else at its last evaluation; None if not measured.
+
+    Example: a trial that met its target at step 41 (a fine evaluation) gives ``(41, {"b_simple":
+    ..., "b_simple_low": ..., ...})``, the estimate after 41 steps.
+    """
+    at = result.steps_to_target if result.steps_to_target is not None else result.steps_run
+    measured = [m for m in result.curve if m.noise and m.step <= at]
+    if not measured:
+        return None
+    last = max(measured, key=lambda m: (m.step, not m.fine))
+    return last.step, dict(last.noise)
+
+
+def pilot_from_result(spec: TrialSpec, result: TrialResult) -> Pilot:
+    """The pilot's noise scale from its trial: the curve (the cadence's evaluations up to where
+    the result is read, and that one), and the estimate there (`noise_at_result`)."""
+    found = noise_at_result(result)
+    at_step, noise = found if found else (result.steps_run, {})
+    rows = [m for m in result.curve if m.step <= at_step and (not m.fine or m.step == at_step)]
+    return Pilot(
+        batch_size=spec.batch_size,
+        strategy=str(result.environment.get("strategy", spec.strategy)),
+        learning_rate=spec.learning_rate,
+        seed=spec.seed,
+        steps_run=result.steps_run,
+        target=str(spec.target),
+        at_step=at_step,
+        b_simple=float(noise.get("b_simple", math.nan)),
+        b_simple_low=float(noise.get("b_simple_low", math.nan)),
+        b_simple_high=float(noise.get("b_simple_high", math.nan)),
+        curve=pilot_curve([{"step": m.step, "noise": m.noise} for m in rows]),
+    )
 
 
 def suggest_batch_sizes(

@@ -29,11 +29,11 @@ from study.analysis.pilot import (
     ALPHAS,
     Pilot,
     learning_rate_ranges,
-    pilot_curve,
+    pilot_from_result,
     study_range,
     suggest_batch_sizes,
 )
-from study.commands.train import FLAGS, build_spec, noise_at_result
+from study.commands.train import FLAGS, build_spec
 from study.config.rules import FieldError
 from study.config.space import Stratum
 from study.config.study import StudyConfig
@@ -72,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
 
     require_tensorflow()
     result, run_id, logger = _run_pilot(args, plan.spec)
-    pilot = make_pilot(plan.spec, result)
+    pilot = pilot_from_result(plan.spec, result)
     train_examples = _train_examples(plan.spec)
     replicas = int(result.environment.get("replicas") or 1)
     suggestion = (
@@ -249,30 +249,6 @@ def _train_examples(spec: TrialSpec) -> int:
 
 
 # -- the result --------------------------------------------------------------------------------
-def make_pilot(spec: TrialSpec, result: TrialResult) -> Pilot:
-    """The pilot's noise scale from its trial: the curve, and the estimate at steps to target
-    (or at its last evaluation)."""
-    found = noise_at_result(result)
-    at_step, noise = found if found else (result.steps_run, {})
-    # The cadence's evaluations up to where the result is read, and that one (not every
-    # replayed step, nor the evaluation after the exact step that first saw the target).
-    rows = [m for m in result.curve if m.step <= at_step and (not m.fine or m.step == at_step)]
-    curve = pilot_curve([{"step": m.step, "noise": m.noise} for m in rows])
-    return Pilot(
-        batch_size=spec.batch_size,
-        strategy=str(result.environment.get("strategy", spec.strategy)),
-        learning_rate=spec.learning_rate,
-        seed=spec.seed,
-        steps_run=result.steps_run,
-        target=str(spec.target),
-        at_step=at_step,
-        b_simple=float(noise.get("b_simple", math.nan)),
-        b_simple_low=float(noise.get("b_simple_low", math.nan)),
-        b_simple_high=float(noise.get("b_simple_high", math.nan)),
-        curve=curve,
-    )
-
-
 def _usable(pilot: Pilot, result: TrialResult) -> bool:
     return pilot.measured and result.state in (TrialState.REACHED, TrialState.NOT_REACHED)
 

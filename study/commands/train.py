@@ -11,6 +11,7 @@ import json
 import math
 from typing import Any
 
+from study.analysis.pilot import noise_at_result
 from study.config.rules import FieldError
 from study.config.target import Target
 from study.config.trial import Budget, EvalCadence, OptimizerSpec, ScheduleSpec, TrialSpec
@@ -236,21 +237,6 @@ def _print(spec: TrialSpec, result: TrialResult, run_id: str | None, as_json: bo
         print(f"  error: {result.error.strip().splitlines()[-1]}")
     if run_id:
         print(f"  MLflow run {run_id}")
-
-
-def noise_at_result(result: TrialResult) -> tuple[int, dict[str, float]] | None:
-    """The gradient noise scale estimate (step, values) where the trial's result was read: at
-    steps to target if it was reached, else at its last evaluation; None if not measured.
-
-    Example: a trial that met its target at step 41 (a fine evaluation) gives ``(41, {"b_simple":
-    ..., "b_simple_low": ..., ...})``, the estimate after 41 steps.
-    """
-    at = result.steps_to_target if result.steps_to_target is not None else result.steps_run
-    measured = [m for m in result.curve if m.noise and m.step <= at]
-    if not measured:
-        return None
-    last = max(measured, key=lambda m: (m.step, not m.fine))
-    return last.step, dict(last.noise)
 
 
 def describe_noise(step: int, noise: dict[str, float]) -> str:

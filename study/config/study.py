@@ -26,7 +26,16 @@ from study.config.trial import (
 )
 from study.errors import UsageError
 
-__all__ = ["Confirmation", "Heartbeat", "Oracle", "Sampler", "StudyConfig", "TunerSettings"]
+__all__ = [
+    "Allocation",
+    "AllocationMode",
+    "Confirmation",
+    "Heartbeat",
+    "Oracle",
+    "Sampler",
+    "StudyConfig",
+    "TunerSettings",
+]
 
 
 class Sampler(str, enum.Enum):
@@ -133,6 +142,43 @@ class Heartbeat:
             )
 
 
+class AllocationMode(str, enum.Enum):
+    """How a study's trial budget is spread over its batch sizes."""
+
+    #: Every stratum of the grid gets ``trials_per_stratum`` trials.
+    EVEN = "even"
+    #: The grid is chosen around a pilot's B_simple, and trials go in rounds to the strata
+    #: where the noise-scale fit is least certain (`study.runner.allocation`).
+    ADAPTIVE = "adaptive"
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """How the study's trials are allocated (``even`` by default).
+
+    ``adaptive``: a pilot run (stored with ``study noise-scale --study NAME``, else run at the
+    start) measures B_simple; the batch sizes of ``search_space.batch_size`` within about 16x
+    of it either side (at least 6) start with half their trials each; the rest of the budget
+    (the same total as even allocation) goes out in ``rounds`` rounds, each to the strata
+    where the fit's interval of steps is widest or whose best learning rate sits at the edge
+    of its searched range, adding a batch size beyond the grid while the fit's B_noise could
+    still lie past it and never past maximal data parallelism.
+
+    Example: ``Allocation(AllocationMode.ADAPTIVE, rounds=3)``.
+    """
+
+    mode: AllocationMode = AllocationMode.EVEN
+    rounds: int = 3
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
+            raise UsageError(f"allocation.rounds must be an integer >= 1 (got {self.rounds!r})")
+
+    @property
+    def adaptive(self) -> bool:
+        return self.mode is AllocationMode.ADAPTIVE
+
+
 @dataclass(frozen=True)
 class StudyConfig:
     """A validated study file. Build with `load_study_file` or `parse_study`.
@@ -162,6 +208,7 @@ class StudyConfig:
     exact_steps: bool = True
     tuner: TunerSettings = field(default_factory=TunerSettings)
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
+    allocation: Allocation = field(default_factory=Allocation)
     source: str = "<memory>"
     text: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)

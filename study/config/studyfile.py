@@ -49,6 +49,9 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
     heartbeat: {interval: 10, grace: 60}   # optional; seconds: running trials are stamped every
                                        #   interval; a stamp older than grace (>= 2 x interval)
                                        #   means its host died: the trial is interrupted, rerun
+    allocation: {mode: even}           # optional; even (default) or {mode: adaptive, rounds: 3}:
+                                       #   the grid around a pilot's B_simple, trials in rounds
+                                       #   to the strata where the fit is least certain
 
 Further metaparameters are the ones `TrialSpec` understands: ``momentum``, ``beta1``, ``beta2``,
 ``epsilon``, ``weight_decay``, ``end_factor`` (floats), ``warmup_steps``, ``decay_steps``
@@ -93,6 +96,8 @@ from study.config.space import (
     SearchSpace,
 )
 from study.config.study import (
+    Allocation,
+    AllocationMode,
     Confirmation,
     Heartbeat,
     Oracle,
@@ -138,6 +143,7 @@ TOP_LEVEL_KEYS = (
     "search_space",
     "tuner",
     "heartbeat",
+    "allocation",
 )
 REQUIRED_KEYS = ("name", "workload", "target", "budget", "trials_per_stratum", "search_space")
 BUDGET_KEYS = ("max_steps", "max_examples", "max_seconds")
@@ -152,6 +158,7 @@ TUNER_KEYS = (
 )
 CONFIRM_KEYS = ("top", "seeds")
 HEARTBEAT_KEYS = ("interval", "grace")
+ALLOCATION_KEYS = ("mode", "rounds")
 
 SPACE_KEYS = (
     "batch_size",
@@ -240,6 +247,7 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
         space=_search_space(r, mapping["search_space"]),
         tuner=_tuner(r, mapping.get("tuner")),
         heartbeat=_heartbeat(r, mapping.get("heartbeat")),
+        allocation=_allocation(r, mapping.get("allocation")),
         source=source,
         text=yaml.safe_dump(raw, sort_keys=False) if text is None else text,
         raw=raw,
@@ -391,6 +399,16 @@ def _heartbeat(r: Reader, value: Any) -> Heartbeat:
         return Heartbeat(**seconds)
     except UsageError as exc:
         raise UsageError(f"{r.source}: {exc}") from None
+
+
+def _allocation(r: Reader, value: Any) -> Allocation:
+    """``allocation``: ``{mode: even|adaptive, rounds: N}`` (both optional), or null."""
+    if value is None:
+        return Allocation()
+    spec = r.keys(value, "allocation", ALLOCATION_KEYS, ())
+    mode = r.choice(spec.get("mode", "even"), "allocation.mode", _values(AllocationMode))
+    rounds = r.integer(spec.get("rounds", 3), "allocation.rounds", rule=">= 1")
+    return Allocation(AllocationMode(mode), rounds)
 
 
 def _search_space(r: Reader, value: Any) -> SearchSpace:

@@ -495,6 +495,18 @@ class Ledger(StorageAccess):
         raw = (self._study_attrs(self.name) or {}).get(_PILOT)
         return dict(json.loads(raw)) if raw else None
 
+    def set_allocation(self, state: dict[str, Any]) -> None:
+        """Store an adaptive allocation's state (its budgets by stratum and its decisions), so
+        a resumed run continues its rounds (`study.runner.allocation`)."""
+        self.require()
+        stored = json.dumps(state, allow_nan=False)
+        self.storage.set_study_user_attr(self._study_id(self.name), _ALLOCATION, stored)
+
+    def allocation(self) -> dict[str, Any] | None:
+        """The adaptive allocation's state as `set_allocation` stored it, or None."""
+        raw = (self._study_attrs(self.name) or {}).get(_ALLOCATION)
+        return dict(json.loads(raw)) if raw else None
+
 
 def _observed_distributions(trials: Sequence[LedgerTrial]) -> dict[str, Any]:
     """Per parameter: a float range over the observed values (log if all > 0), or categorical."""
@@ -541,3 +553,5 @@ def _stored_value(value: Any) -> Any:
 
 #: The study attribute holding the noise-scale pilot's result (JSON).
 _PILOT = "noise_scale_pilot"
+#: The study attribute holding an adaptive allocation's state (JSON).
+_ALLOCATION = "adaptive_allocation"

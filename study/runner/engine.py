@@ -23,6 +23,10 @@ another host: no stamp for ``heartbeat.grace`` seconds) as ``interrupted`` with 
 runs (`Ledger.recover_stale`), and claims the slots that frees. It leaves when every stratum's
 budget is spent and no trial is open anywhere, or after ``max_trials`` trials of its own.
 
+Adaptive allocation (``allocation: {mode: adaptive}``): when every stratum's budget is spent
+and no trial is open, the `Allocator` opens its next round (more trials for some strata, maybe
+a new one) and the loop goes on; it leaves once the allocator has no round left.
+
 Timing: a trial's wall time runs from handing it to the tuner backend (which hands the spec to
 a worker) to the end of recording it (ledger, tuner, tracker). `account` adds it to the
 trainer's parts as ``wall``, with ``bookkeeping`` the remainder. The ledger's copy is taken just
@@ -46,9 +50,10 @@ from study.ledger import Ledger, LedgerTrial, Slot
 from study.ledger.owners import owner_id
 from study.ledger.store import SEED
 from study.results import TIMING_PARTS, WALL, Measurement, TrialResult, TrialState
+from study.runner.allocation import Allocator
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
-from study.runner.progress import Progress
+from study.runner.progress import Progress, StratumProgress
 from study.runner.pruning import Pruning
 from study.runner.stopping import exit_status
 from study.tracking.study_tracker import StudyTracker
@@ -122,6 +127,7 @@ class StudyEngine:
         failures: FailurePolicy,
         *,
         max_trials: int | None = None,
+        allocator: Allocator | None = None,
     ) -> None:
         self.config = config
         self.ledger = ledger
@@ -143,6 +149,9 @@ class StudyEngine:
         self._claimed = 0
         self._active: dict[tuple[Stratum, int], Slot] = {}
         self._active_lock = threading.Lock()
+        #: Adaptive allocation: when every budget is spent, it opens the next round.
+        self.allocator = allocator
+        self._round_lock = threading.Lock()
 
     @property
     def strata(self) -> list[Stratum]:
@@ -202,9 +211,11 @@ class StudyEngine:
             while not self._stop.is_set():
                 slot = self._claim()
                 if slot is None:
-                    if self._limit_reached() or not self._wait_for_others():
+                    if self._limit_reached():
                         return
-                    continue
+                    if self._wait_for_others() or self._next_round():
+                        continue
+                    return
                 with self._active_lock:
                     self._active[(slot.stratum, slot.number)] = slot
                 try:
@@ -260,6 +271,29 @@ class StudyEngine:
         with self._claim_lock:
             self._full.clear()
         return True
+
+    def _next_round(self) -> bool:
+        """With every budget spent and nothing open: the allocator's next round (adaptive
+        allocation); whether there is one. Another thread may have opened it already."""
+        if self.allocator is None or self._stop.is_set():
+            return False
+        with self._round_lock:
+            if not any(len(self.ledger.counted(s)) < budget for s, budget in self.budgets.items()):
+                budgets = self.allocator.next_round()
+                if budgets is None:
+                    return False
+                self._grow(budgets)
+            with self._claim_lock:
+                self._full.clear()
+        return True
+
+    def _grow(self, budgets: Mapping[Stratum, int]) -> None:
+        """Take the allocator's new budgets (new strata visited after the others)."""
+        state = self.progress.state
+        for stratum, budget in budgets.items():
+            self.budgets[stratum] = budget
+            state.strata.setdefault(stratum, StratumProgress()).budget = budget
+        state.total = sum(self.budgets.values())
 
     def recover(self) -> list[LedgerTrial]:
         """Close the open trials whose owner died as ``interrupted`` and their MLflow runs as

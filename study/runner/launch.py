@@ -7,6 +7,7 @@ marks trials of dead processes interrupted, and hands everything to the `StudyEn
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -14,6 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from study.analysis.pilot import pilot_from_result
 from study.config.space import CategoricalParam, Stratum
 from study.config.study import StudyConfig
 from study.deps import require_tensorflow
@@ -21,6 +23,7 @@ from study.errors import UsageError
 from study.host import environment_info
 from study.ledger import Ledger, StudyRecord
 from study.paths import tracking_uri
+from study.runner.allocation import Allocator
 from study.runner.engine import StudyEngine
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
@@ -185,18 +188,25 @@ def run_study(config: StudyConfig, options: RunOptions) -> int:
 def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -> int:
     ledger, record = open_study(config, options)
     order = visiting_order(config)
-    plan = budgets(order, options.trials or record.trials_total or config.total_trials)
+    total = options.trials or record.trials_total or config.total_trials
+    plan = budgets(order, total)
+    allocator = None
+    if config.allocation.adaptive:
+        allocator = Allocator(config, ledger, total, say=lambda line: print(line, flush=True))
+        plan = allocator.start(pilot_estimate(config, ledger, pool))
+        order = list(plan)
     lineup = build_lineup(options.tuner, config, ledger)
     tracker = StudyTracker(uri, config.name)
     tracker.ensure_parent(
-        study_params(
-            config, tuner=options.tuner, trials_total=sum(plan.values()), strata=len(order)
-        ),
+        study_params(config, tuner=options.tuner, trials_total=total, strata=len(order)),
         {
             "study.yaml": config.text,
             "environment.json": json.dumps(environment_info(), indent=2),
         },
     )
+    if allocator is not None:
+        allocator.track = lambda state: _log_allocation(tracker, state)
+        _log_allocation(tracker, allocator.state())
     stale = ledger.recover_stale(order)
     tracker.repair(ledger, config, order)
     progress = Progress.from_ledger(ledger, plan, config.name, options.live)
@@ -212,6 +222,7 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         progress,
         FailurePolicy(config.tuner.max_consecutive_failures),
         max_trials=options.max_trials,
+        allocator=allocator,
     )
     try:
         status = engine.run(options.workers)
@@ -242,6 +253,47 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
     hint = browse_hint(uri, tracker.experiment_id, uri_option=options.tracking_uri)
     print(f"MLflow runs of {config.name}: {hint}")
     return status
+
+
+def pilot_estimate(config: StudyConfig, ledger: Ledger, pool: WorkerPool) -> float:
+    """B_simple of the study's pilot: as stored (``study noise-scale --study NAME``), else
+    measured now by a pilot trial at the smallest batch size and the geometric middle of the
+    learning-rate range, and stored; NaN when the pilot gives no estimate."""
+    stored = ledger.pilot()
+    if stored is not None and stored.get("b_simple") is not None:
+        return float(stored["b_simple"])
+    strategy = config.space.strategies[0]
+    even = [b for b in config.space.batch_sizes if b % 2 == 0] or list(config.space.batch_sizes)
+    param = config.space.param("learning_rate")
+    rate = (
+        math.sqrt(min(param.choices) * max(param.choices))
+        if isinstance(param, CategoricalParam)
+        else math.sqrt(param.low * param.high)
+    )
+    spec = config.trial_spec(
+        Stratum(min(config.space.batch_sizes), strategy), {"learning_rate": rate}
+    )
+    spec = dataclasses.replace(spec, batch_size=min(even), noise_scale=True)
+    print(
+        f"pilot: batch {spec.batch_size} lr {rate:.3g} on {strategy}, measuring the gradient "
+        "noise scale B_simple to choose the batch sizes",
+        flush=True,
+    )
+    result = pool.run(spec)
+    pilot = pilot_from_result(spec, result)
+    if not pilot.measured:
+        print(f"pilot: no estimate of B_simple ({result.state.value}); the whole grid", flush=True)
+        return math.nan
+    ledger.set_pilot(pilot.to_dict())
+    print(f"pilot: B_simple = {pilot.b_simple:.3g} at step {pilot.at_step}", flush=True)
+    return pilot.b_simple
+
+
+def _log_allocation(tracker: StudyTracker, state: dict) -> None:
+    """The allocation's state and decisions on the study's MLflow run (``allocation.json``)."""
+    run_id = tracker.parent_run_id
+    if run_id:
+        tracker.submit(lambda: tracker.logger.client.log_dict(run_id, state, "allocation.json"))
 
 
 def _summary_metrics(

@@ -1,0 +1,54 @@
+"""The study file's ``allocation``: even by default, adaptive with rounds, valid for the schema,
+one line per bad value, and no part of the study's fingerprint (it decides how many trials, not
+what a trial is)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+
+from study.config.study import Allocation, AllocationMode
+from study.config.studyfile import SCHEMA_PATH, parse_study
+from study.errors import UsageError
+from study.runner.launch import fingerprint
+from tests.config.test_studyfile import BASE
+
+
+def with_allocation(value: Any) -> dict[str, Any]:
+    data = copy.deepcopy(BASE)
+    data["allocation"] = value
+    return data
+
+
+def test_default_is_even() -> None:
+    assert parse_study(copy.deepcopy(BASE), "x.yaml").allocation == Allocation()
+    assert not parse_study(with_allocation(None), "x.yaml").allocation.adaptive
+
+
+def test_adaptive_with_rounds_is_valid_for_the_schema() -> None:
+    data = with_allocation({"mode": "adaptive", "rounds": 2})
+    config = parse_study(data, "x.yaml")
+    assert config.allocation == Allocation(AllocationMode.ADAPTIVE, 2)
+    assert config.allocation.adaptive
+    jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+    assert parse_study(with_allocation({"mode": "adaptive"}), "x.yaml").allocation.rounds == 3
+    assert fingerprint(config) == fingerprint(parse_study(copy.deepcopy(BASE), "x.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"mode": "smart"}, "x.yaml: allocation.mode must be one of even, adaptive (got 'smart')"),
+        ({"mode": "adaptive", "rounds": 0}, "x.yaml: allocation.rounds must be >= 1 (got 0)"),
+        ({"rounds": "2"}, "x.yaml: allocation.rounds must be an integer"),
+        ({"every": 2}, "x.yaml: unknown key 'every' in allocation (known: mode, rounds)"),
+    ],
+)
+def test_bad_values_are_one_line(value: Any, message: str) -> None:
+    with pytest.raises(UsageError) as err:
+        parse_study(with_allocation(value), "x.yaml")
+    assert message in str(err.value) and "\n" not in str(err.value)
