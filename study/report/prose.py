@@ -8,6 +8,7 @@ Intervals are said at the confidence the fits used, e.g. "95% CI" by default.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -189,10 +190,7 @@ def summary_lines(report: ScalingReport) -> list[str]:
     if predicted.ok:
         line = f"predicted B_simple = {fmt(predicted.b_simple)} ({predicted.source})"
         if agreement.ok:
-            line += (
-                f": {'agrees' if agreement.agree else 'does not agree'} with B_noise "
-                f"({ratio_text(agreement.ratio)})"
-            )
+            line += f": {_agreement_word(report)} with B_noise ({ratio_text(agreement.ratio)})"
         lines.append(line)
     model = report.time_model
     if model.ok and model.best is not None:
@@ -306,6 +304,16 @@ def ratio_text(ratio: float) -> str:
     return f"B_simple is {fmt(1 / ratio)} times B_noise"
 
 
+def _agreement_word(report: ScalingReport) -> str:
+    """``agrees``, ``agrees loosely`` (only because B_simple's interval has no upper end and
+    B_noise lies above it) or ``does not agree``."""
+    predicted, agreement = report.predicted_noise, report.noise_agreement
+    if not agreement.agree:
+        return "does not agree"
+    unbounded = predicted.interval is not None and math.isinf(predicted.interval[1])
+    return "agrees loosely" if unbounded and agreement.ratio > 1 else "agrees"
+
+
 def agreement_sentence(report: ScalingReport) -> str:
     """Whether the predicted B_simple and the fitted B_noise agree (intervals overlap), by
     what factor they differ, and whether that is within an order of magnitude ("" when one of
@@ -319,7 +327,12 @@ def agreement_sentence(report: ScalingReport) -> str:
         f"fitted B_noise = {fmt(fit.b_noise)}{ci_text(fit.b_noise_ci, fit.confidence)}"
     )
     times = ratio_text(agreement.ratio)
-    if agreement.agree:
+    if _agreement_word(report) == "agrees loosely":
+        verdict = (
+            f"{both} agree only loosely: their intervals overlap because B_simple's has no "
+            f"upper end (the estimate is still noisy; a longer run narrows it), and {times}."
+        )
+    elif agreement.agree:
         verdict = f"{both} agree: their intervals overlap ({times})."
     else:
         verdict = (

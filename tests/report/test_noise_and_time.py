@@ -181,3 +181,17 @@ def test_how_it_was_made_names_the_probe_and_the_pilot(facts_report, report) -> 
     )
     assert made["predicted B_simple"].startswith("the pilot run (batch size 16 on default")
     assert "throughput probe" not in dict(how_it_was_made(report))
+
+
+def test_an_interval_without_an_upper_end_agrees_only_loosely(make_report, table) -> None:
+    open_ended = {**PILOT_RUN, "b_simple": 14.0, "b_simple_low": 5.6, "b_simple_high": None}
+    report = make_report(table, n_boot=100, pilot=open_ended)
+
+    intro = tables(report)["Noise scale: predicted and fitted"].intro
+
+    assert report.noise_agreement.agree
+    assert (
+        "agree only loosely: their intervals overlap because B_simple's has no upper end" in intro
+    )
+    assert "5.6 to inf" in intro
+    assert "agrees loosely with B_noise" in "\n".join(summary_lines(report))
