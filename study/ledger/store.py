@@ -88,8 +88,13 @@ class Ledger(StorageAccess):
     @classmethod
     def open(cls, url: str | None, name: str, *, create: bool = True) -> Ledger:
         """The ledger of study ``name`` in the storage at ``url`` (see `open_storage`;
-        ``create=False`` for read-only use)."""
-        return cls(open_storage(url, create=create), name)
+        ``create=False`` for read-only use). An RDB storage is wrapped in Optuna's trial cache
+        (as Optuna's own studies are): a finished trial is read from the database once per
+        process, so reading a stratum costs its open and new trials, not all of them."""
+        storage = open_storage(url, create=create)
+        if isinstance(storage, optuna.storages.RDBStorage):
+            storage = optuna.storages.get_storage(storage)
+        return cls(storage, name)
 
     # -- the study record -------------------------------------------------------------------
     def record(self) -> StudyRecord | None:
