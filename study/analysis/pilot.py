@@ -139,7 +139,12 @@ def pilot_from_result(spec: TrialSpec, result: TrialResult) -> Pilot:
     rows = [m for m in result.curve if m.step <= at_step and (not m.fine or m.step == at_step)]
     return Pilot(
         batch_size=spec.batch_size,
-        strategy=str(result.environment.get("strategy", spec.strategy)),
+        # As asked (mirrored:2), or as resolved when asked for auto.
+        strategy=str(
+            result.environment.get("strategy", spec.strategy)
+            if spec.strategy == "auto"
+            else spec.strategy
+        ),
         learning_rate=spec.learning_rate,
         seed=spec.seed,
         steps_run=result.steps_run,

@@ -256,11 +256,13 @@ class Allocator:
         """Trials a stratum gets when it joins the grid."""
         return max(1, math.ceil(self.config.trials_per_stratum * INITIAL_SHARE))
 
-    def start(self, b_simple: float) -> dict[Stratum, int]:
-        """The budgets to run first: as stored (a resumed run), else the grid around
-        ``b_simple`` with `initial` trials each (round 0)."""
+    def start(self, estimate: Callable[[], float]) -> dict[Stratum, int]:
+        """The budgets to run first: as stored (a resumed run), else the grid around the
+        pilot's B_simple (``estimate()``, asked only then: it may run the pilot) with
+        `initial` trials each (round 0)."""
         if self._adopt_stored():
             return dict(self.budgets)
+        b_simple = estimate()
         sizes = initial_grid(self.config.space.batch_sizes, b_simple)
         for strategy in self.config.space.strategies:
             for size in sorted(sizes, reverse=True):

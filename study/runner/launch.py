@@ -193,7 +193,7 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
     allocator = None
     if config.allocation.adaptive:
         allocator = Allocator(config, ledger, total, say=lambda line: print(line, flush=True))
-        plan = allocator.start(pilot_estimate(config, ledger, pool))
+        plan = allocator.start(lambda: pilot_estimate(config, ledger, pool))
         order = list(plan)
     lineup = build_lineup(options.tuner, config, ledger)
     tracker = StudyTracker(uri, config.name)
