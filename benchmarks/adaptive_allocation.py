@@ -1,0 +1,123 @@
+"""Adaptive vs even allocation of a study's trials at the same total budget (issue 9).
+
+Runs ``study run`` on one study file twice, in fresh stores: with even allocation (every batch
+size of the grid gets ``trials_per_stratum`` trials) and with ``allocation: {mode: adaptive}``
+(a pilot's B_simple chooses the grid among the file's batch sizes; half the trials first, the
+rest in rounds to the strata where the fit is least certain). Both have the same total trial
+budget (``trials_per_stratum`` x the file's batch sizes). Prints, for each, the batch sizes run
+and their trials, the fitted B_noise of ``S(B) = S_min (1 + B_noise / B)`` on the best steps per
+batch size with its 95% profile interval and the interval's width (high / low), and the pilot's
+B_simple with its interval. Writes the numbers to ``benchmarks/results/adaptive_allocation.json``.
+
+Usage: python benchmarks/adaptive_allocation.py [FILE] [--trials-per-stratum N]
+(default: benchmarks/mnist1d_compute.yaml with its grid widened to 8 ... 2048, 4 trials per
+batch size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_FILE = ROOT / "benchmarks" / "mnist1d_compute.yaml"
+DEFAULT_GRID = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+OUT = ROOT / "benchmarks" / "results" / "adaptive_allocation.json"
+
+
+def run(config: dict, mode: str, workdir: Path) -> tuple[str, float]:
+    """Run the study with ``allocation.mode`` set, in ``workdir``; its name and wall seconds."""
+    config = dict(config, name=f"{config['name']}-{mode}", allocation={"mode": mode})
+    copy = workdir / f"{config['name']}.yaml"
+    copy.write_text(yaml.safe_dump(config, sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env.update(STUDY_HOME=str(workdir / "mlruns"), TF_CPP_MIN_LOG_LEVEL="2")
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "study", "run", str(copy), "--tuner", "optuna"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        sys.exit(f"study run exited with {done.returncode}:\n{done.stderr[-3000:]}")
+    print(done.stdout, flush=True)
+    return config["name"], time.perf_counter() - started
+
+
+def summary(workdir: Path, name: str) -> dict:
+    """Trials per batch size, best steps, the fit of B_noise with its interval, the pilot."""
+    from study.analysis.noise_scale import fit_noise_scale
+    from study.ledger import Ledger
+
+    ledger = Ledger.open(str(workdir / "mlruns" / "optuna.journal"), name, create=False)
+    trials, best = {}, {}
+    for stratum in ledger.strata():
+        trials[stratum.batch_size] = len(ledger.counted(stratum))
+        top = ledger.best(stratum)
+        best[stratum.batch_size] = (
+            float(top.steps_to_target) if top and top.steps_to_target else float("inf")
+        )
+    sizes = sorted(best)
+    fit = fit_noise_scale(sizes, [best[b] for b in sizes], n_boot=1)
+    low, high = fit.b_noise_ci if fit.ok and fit.b_noise_ci else (None, None)
+    pilot = ledger.pilot()
+    return {
+        "trials": trials,
+        "total_trials": sum(trials.values()),
+        "best_steps": best,
+        "b_noise": fit.b_noise if fit.ok else None,
+        "b_noise_ci": [low, high],
+        "ci_width": high / low if low and high else None,
+        "pilot": None
+        if pilot is None
+        else {k: pilot[k] for k in ("batch_size", "b_simple", "b_simple_low", "b_simple_high")},
+        "decisions": (ledger.allocation() or {}).get("decisions"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("file", nargs="?", type=Path, default=DEFAULT_FILE)
+    parser.add_argument("--trials-per-stratum", type=int, default=4)
+    args = parser.parse_args()
+    config = yaml.safe_load(args.file.read_text())
+    if args.file == DEFAULT_FILE:
+        config["search_space"]["batch_size"] = DEFAULT_GRID
+    config["trials_per_stratum"] = args.trials_per_stratum
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="adaptive-") as tmp:
+        for mode in ("even", "adaptive"):
+            name, seconds = run(config, mode, Path(tmp))
+            results[mode] = {**summary(Path(tmp), name), "wall_seconds": round(seconds, 1)}
+    for mode, r in results.items():
+        low, high = r["b_noise_ci"]
+        print(
+            f"{mode:>8}: {r['total_trials']} trials over batch sizes {sorted(r['trials'])}; "
+            f"B_noise {r['b_noise']:.4g} (95% {low:.4g} to {high:.4g}, width x{r['ci_width']:.3g})"
+            if r["b_noise"] and low
+            else f"{mode:>8}: {r['total_trials']} trials; no B_noise interval"
+        )
+    pilot = results["adaptive"]["pilot"]
+    if pilot:
+        print(
+            f"pilot at batch {pilot['batch_size']}: B_simple {pilot['b_simple']:.4g} "
+            f"(95% {pilot['b_simple_low']} to {pilot['b_simple_high']})"
+        )
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print(f"wrote {OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
