@@ -285,7 +285,11 @@ def pilot_estimate(config: StudyConfig, ledger: Ledger, pool: WorkerPool) -> flo
         print(f"pilot: no estimate of B_simple ({result.state.value}); the whole grid", flush=True)
         return math.nan
     ledger.set_pilot(pilot.to_dict())
-    print(f"pilot: B_simple = {pilot.b_simple:.3g} at step {pilot.at_step}", flush=True)
+    print(
+        f"pilot: B_simple = {pilot.b_simple:.3g} at step {pilot.at_step} ({result.state.value}; "
+        f"{result.steps_run} steps, {result.train_seconds:.1f} s of training)",
+        flush=True,
+    )
     return pilot.b_simple
 
 
