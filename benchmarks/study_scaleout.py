@@ -31,7 +31,6 @@ Usage: python benchmarks/study_scaleout.py [--workers 1 2 3] [--no-capacity] [--
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -206,12 +205,20 @@ def start_host(name: str, args: list[str], work: Path) -> tuple[subprocess.Popen
     return process, cwd / "out.txt"
 
 
-def study_exists(url: str, name: str) -> bool:
-    from study.ledger import Ledger
+def study_exists(server: PostgresServer, database: str, name: str) -> bool:
+    """Whether ``study run`` has stored the study (asked in SQL: opening an Optuna storage on
+    a database another process is creating the tables of can collide with it)."""
+    import psycopg
 
-    with contextlib.suppress(Exception):
-        return Ledger.open(url, name, create=False).record() is not None
-    return False
+    try:
+        with psycopg.connect(
+            host=server.host, port=server.port, user=server.user, password=server.password,
+            dbname=database, autocommit=True,
+        ) as conn:  # fmt: skip
+            row = conn.execute("SELECT 1 FROM studies WHERE study_name = %s", (name,)).fetchone()
+    except psycopg.Error:  # no tables yet
+        return False
+    return row is not None
 
 
 def scale_run(servers: Servers, workers: int, work: Path) -> ScaleRun:
@@ -230,7 +237,7 @@ def scale_run(servers: Servers, workers: int, work: Path) -> ScaleRun:
     cpu_before = servers.cpu()
     start = time.time()
     procs = [start_host("host-0", ["run", str(file), "--tuner", "optuna", *urls], work)]
-    while workers > 1 and not study_exists(url, name):
+    while workers > 1 and not study_exists(server, database, name):
         if procs[0][0].poll() is not None:
             raise RuntimeError(procs[0][1].read_text()[-3000:])
         time.sleep(0.2)
