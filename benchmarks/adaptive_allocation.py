@@ -9,9 +9,9 @@ and their trials, the fitted B_noise of ``S(B) = S_min (1 + B_noise / B)`` on th
 batch size with its 95% profile interval and the interval's width (high / low), and the pilot's
 B_simple with its interval. Writes the numbers to ``benchmarks/results/adaptive_allocation.json``.
 
-Usage: python benchmarks/adaptive_allocation.py [FILE] [--trials-per-stratum N]
+Usage: python benchmarks/adaptive_allocation.py [FILE] [--trials-per-stratum N] [--seed S ...]
 (default: benchmarks/mnist1d_compute.yaml with its grid widened to 8 ... 2048, 4 trials per
-batch size).
+batch size, the file's seed). Each seed is one pair of studies (the seed trains and tunes).
 """
 
 from __future__ import annotations
@@ -86,20 +86,7 @@ def summary(workdir: Path, name: str) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("file", nargs="?", type=Path, default=DEFAULT_FILE)
-    parser.add_argument("--trials-per-stratum", type=int, default=4)
-    args = parser.parse_args()
-    config = yaml.safe_load(args.file.read_text())
-    if args.file == DEFAULT_FILE:
-        config["search_space"]["batch_size"] = DEFAULT_GRID
-    config["trials_per_stratum"] = args.trials_per_stratum
-    results = {}
-    with tempfile.TemporaryDirectory(prefix="adaptive-") as tmp:
-        for mode in ("even", "adaptive"):
-            name, seconds = run(config, mode, Path(tmp))
-            results[mode] = {**summary(Path(tmp), name), "wall_seconds": round(seconds, 1)}
+def report(results: dict) -> None:
     for mode, r in results.items():
         low, high = r["b_noise_ci"]
         print(
@@ -114,8 +101,32 @@ def main() -> None:
             f"pilot at batch {pilot['batch_size']}: B_simple {pilot['b_simple']:.4g} "
             f"(95% {pilot['b_simple_low']} to {pilot['b_simple_high']})"
         )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("file", nargs="?", type=Path, default=DEFAULT_FILE)
+    parser.add_argument("--trials-per-stratum", type=int, default=4)
+    parser.add_argument("--seed", type=int, nargs="+", help="seeds (default: the file's)")
+    args = parser.parse_args()
+    config = yaml.safe_load(args.file.read_text())
+    if args.file == DEFAULT_FILE:
+        config["search_space"]["batch_size"] = DEFAULT_GRID
+    config["trials_per_stratum"] = args.trials_per_stratum
+    by_seed = {}
+    for seed in args.seed or [config.get("seed", 0)]:
+        config["seed"] = seed
+        results = {}
+        with tempfile.TemporaryDirectory(prefix="adaptive-") as tmp:
+            for mode in ("even", "adaptive"):
+                name, seconds = run(config, mode, Path(tmp))
+                results[mode] = {**summary(Path(tmp), name), "wall_seconds": round(seconds, 1)}
+        by_seed[seed] = results
+    for seed, results in by_seed.items():
+        print(f"seed {seed}:")
+        report(results)
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    OUT.write_text(json.dumps(by_seed, indent=2, default=str) + "\n")
     print(f"wrote {OUT.relative_to(ROOT)}")
 
 

@@ -9,11 +9,13 @@ Even allocation gives every stratum ``trials_per_stratum`` trials. Adaptive allo
 2. **Rounds.** When those are done, the rest of the budget goes out in ``rounds`` rounds. Each
    round fits ``S(B) = S_min (1 + B_noise / B)`` with its profile intervals and gives trials
    (`plan_round`) to strata whose best learning rate sits at the edge of its searched range
-   (the best may lie outside: more trials re-centre the search), then to those where the
-   fit's pointwise interval of steps is widest. A stratum past maximal data parallelism
-   (``B > MAX_PARALLEL x`` the upper end of B_noise's interval: within 1/9 of S_min) gets none,
-   and a batch size of the file beyond the grid is added while B_noise's interval reaches
-   within that factor of the grid's end, never past maximal data parallelism.
+   (the best may lie outside: more trials re-centre the search), then by the width of the
+   fit's pointwise interval of steps plus how far the stratum's best lies above the curve or
+   above a smaller batch size's best (a best over trials only falls with more trials: such a
+   stratum is under-searched). A stratum past maximal data parallelism (``B > MAX_PARALLEL
+   x`` the upper end of B_noise's interval: within 1/9 of S_min) whose best is on the curve
+   gets none, and a batch size of the file beyond the grid is added while B_noise's interval
+   reaches within that factor of the grid's end, never past maximal data parallelism.
 
 Every decision says why (`Decision.reason`); the engine prints it and the tracker logs the
 state (``allocation.json`` on the study's MLflow run). The state is kept in the ledger
@@ -49,6 +51,11 @@ EDGE_PRIORITY = 100.0
 #: A priority for a stratum none of whose trials reached the target: about that of an interval
 #: of steps as wide as a factor e (so it gets a trial or two, not the whole round).
 UNREACHED_PRIORITY = 1.0
+#: Weight of a best that lies above the curve (log units), against the interval's width.
+UNDER_SEARCHED = 2.0
+#: A best within this log gap of the curve (x1.5) is on it: it may stop past maximal
+#: data parallelism.
+CONSISTENT = math.log(1.5)
 
 
 @dataclass(frozen=True)
@@ -187,48 +194,81 @@ def _priorities(
     views: Sequence[StratumView], fit: NoiseScaleFit
 ) -> tuple[dict[Stratum, float], dict[Stratum, str], list[StratumView]]:
     """Each stratum's priority and reason; the strata that get nothing (past maximal data
-    parallelism)."""
+    parallelism, and consistent with the fit there)."""
     scores: dict[Stratum, float] = {}
     reasons: dict[Stratum, str] = {}
     skipped: list[StratumView] = []
-    band = None
-    if fit.ok:
-        band = fit.steps_band(np.array([v.stratum.batch_size for v in views], dtype=float))
-    upper = fit.b_noise_ci[1] if fit.ok and fit.b_noise_ci else math.inf
-    for i, view in enumerate(views):
-        size = view.stratum.batch_size
-        if fit.ok and size > MAX_PARALLEL * upper and not view.at_edge:
-            reasons[view.stratum] = (
-                f"past maximal data parallelism (B > {MAX_PARALLEL:g} x B_noise's upper end "
-                f"{upper:.3g}): no more trials"
-            )
+    for view, (score, reason) in zip(views, _scores(views, fit), strict=True):
+        if score is None:
             skipped.append(view)
-            continue
+        else:
+            scores[view.stratum] = score
+        reasons[view.stratum] = reason
+    return scores, reasons, skipped
+
+
+def _scores(views: Sequence[StratumView], fit: NoiseScaleFit) -> list[tuple[float | None, str]]:
+    """Per view (in order): its priority (None: no more trials) and why.
+
+    Steps to result is a best over trials, so more trials can only lower it: a stratum whose
+    best lies above the fitted curve, or above the best of a smaller batch size (steps never
+    grow with the batch size), is likely under-searched and counts that gap (in log units,
+    `UNDER_SEARCHED` times) on top of the width of the fit's interval of steps there.
+    """
+    sizes = np.array([v.stratum.batch_size for v in views], dtype=float)
+    band = fit.steps_band(sizes) if fit.ok else None
+    upper = fit.b_noise_ci[1] if fit.ok and fit.b_noise_ci else math.inf
+    out: list[tuple[float | None, str]] = []
+    for i, view in enumerate(views):
         if view.at_edge:
             low, high = view.searched or (math.nan, math.nan)
-            scores[view.stratum] = EDGE_PRIORITY
-            reasons[view.stratum] = (
-                f"best learning rate {view.best_lr:.3g} at the edge of its searched range "
-                f"{low:.3g} to {high:.3g}"
+            out.append(
+                (
+                    EDGE_PRIORITY,
+                    f"best learning rate {view.best_lr:.3g} at the edge of its searched range "
+                    f"{low:.3g} to {high:.3g}",
+                )
             )
-        elif band is not None and math.isfinite(view.best_steps):
-            width = float(np.log(band[1][i] / band[0][i]))
-            scores[view.stratum] = width if math.isfinite(width) else EDGE_PRIORITY / 2
-            reasons[view.stratum] = (
-                f"the fit's 95% interval of steps is widest here ({band[0][i]:.0f} to "
-                f"{band[1][i]:.0f}, x{math.exp(width):.2f})"
-                if math.isfinite(width)
-                else "the fit's interval of steps is unbounded here"
+            continue
+        if not math.isfinite(view.best_steps):
+            out.append((UNREACHED_PRIORITY, "no trial has reached the target yet"))
+            continue
+        if band is None:
+            out.append(
+                (
+                    1.0 / (1 + view.trials),
+                    f"no fit yet ({fit.reason}): spread over the fewest-searched strata",
+                )
             )
-        elif not math.isfinite(view.best_steps):
-            scores[view.stratum] = UNREACHED_PRIORITY
-            reasons[view.stratum] = "no trial has reached the target yet"
+            continue
+        smaller = [v.best_steps for v in views if v.stratum.batch_size < view.stratum.batch_size]
+        rise = max(0.0, math.log(view.best_steps / min(smaller))) if smaller else 0.0
+        above = max(0.0, math.log(view.best_steps / float(fit.predict_steps(sizes[i]))))
+        width = float(np.log(band[1][i] / band[0][i]))
+        width = width if math.isfinite(width) else UNREACHED_PRIORITY
+        if sizes[i] > MAX_PARALLEL * upper and max(rise, above) < CONSISTENT:
+            out.append(
+                (
+                    None,
+                    f"past maximal data parallelism (B > {MAX_PARALLEL:g} x B_noise's upper "
+                    f"end {upper:.3g}) and on the curve there: no more trials",
+                )
+            )
+            continue
+        gap = max(rise, above)
+        if gap * UNDER_SEARCHED > width:
+            what = "a smaller batch size's" if rise >= above else "the fitted curve's"
+            reason = (
+                f"its best steps {view.best_steps:.0f} lie x{math.exp(gap):.2f} above "
+                f"{what} (more trials can only lower them)"
+            )
         else:
-            scores[view.stratum] = 1.0 / (1 + view.trials)
-            reasons[view.stratum] = (
-                f"no fit yet ({fit.reason}): spread over the fewest-searched strata"
+            reason = (
+                f"the fit's 95% interval of steps is wide here ({band[0][i]:.0f} to "
+                f"{band[1][i]:.0f}, x{math.exp(width):.2f})"
             )
-    return scores, reasons, skipped
+        out.append((width + UNDER_SEARCHED * gap, reason))
+    return out
 
 
 class Allocator:

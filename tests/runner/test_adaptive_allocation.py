@@ -84,12 +84,38 @@ def test_round_gives_trials_first_to_a_best_rate_at_the_edge() -> None:
 def test_round_spreads_by_the_width_of_the_interval_of_steps() -> None:
     noisy = [
         StratumView(v.stratum, v.trials, v.best_steps * f, v.best_lr, v.searched)
-        for v, f in zip(views(64, GRID[:7]), (1.3, 0.8, 1.2, 0.9, 1.1, 0.85, 1.0), strict=True)
+        for v, f in zip(views(64, GRID[:7]), (1.1, 0.95, 1.05, 0.97, 1.04, 0.96, 1.0), strict=True)
     ]
     decisions = plan_round(noisy, 4, 2)
     assert sum(d.trials for d in decisions) == 4
-    assert all("interval of steps is widest here" in d.reason for d in decisions if d.trials)
+    assert all("interval of steps is wide here" in d.reason for d in decisions if d.trials)
     assert len({d.stratum for d in decisions if d.trials}) >= 2  # spread, not piled up
+
+
+def test_round_gives_trials_to_a_best_above_the_curve() -> None:
+    found = views(64, GRID[:7])
+    slow = found[4]  # b128, twice the steps the others' curve says: under-searched
+    found[4] = StratumView(slow.stratum, 2, slow.best_steps * 2, slow.best_lr, slow.searched)
+    decisions = plan_round(found, 2, 1)
+    given = {d.stratum: d for d in decisions if d.trials}
+    assert given["b128/default"].trials >= 1
+    assert "above" in given["b128/default"].reason and "more trials can only lower" in (
+        given["b128/default"].reason
+    )
+
+
+def test_a_large_batch_size_off_the_curve_is_not_given_up() -> None:
+    # Two trials each: the large batch sizes' bests are far above their smaller neighbours'
+    # (under-searched), so even if the fit puts them past maximal data parallelism they
+    # get trials.
+    found = views(4, GRID)
+    for i in (6, 7, 8):
+        v = found[i]
+        found[i] = StratumView(v.stratum, 2, v.best_steps * 30, v.best_lr, v.searched)
+    decisions = plan_round(found, 6, 1)
+    given = {d.stratum: d.trials for d in decisions}
+    assert sum(given[f"b{b}/default"] for b in (512, 1024, 2048)) >= 3
+    assert not any(d.reason.startswith("past maximal") for d in decisions if d.trials)
 
 
 def test_round_adds_a_batch_size_where_the_knee_may_lie_beyond_the_grid() -> None:
