@@ -30,6 +30,7 @@ from study.config.trial import TrialSpec
 from study.deps import quiet_stderr
 from study.errors import InfeasibleError, UsageError
 from study.results import TrialResult, TrialState
+from study.strategies import StrategyKind
 
 
 def _die_with_parent() -> None:
@@ -120,22 +121,35 @@ class _Runtime:
         """Load the data and build the model once, untrained; raise `UsageError` on bad input.
 
         A strategy this host cannot provide is no bad input (its trials are recorded
-        ``infeasible``): the model is then checked on the default strategy.
+        ``infeasible``): the model is then checked on the default strategy. A trial that can
+        run here is then made ready (`warm`): its session is built and traced once, before any
+        trial's clock, and the first trial re-initialises it as every following one does.
         """
         from study.strategies import check_batch_divisible
         from study.trainer.session import check_trial
 
+        feasible = True
         try:
             strategy, resolved = self.strategy(spec.strategy)
         except InfeasibleError:
             strategy, resolved = self.strategy("default")
+            feasible = False
         replicas = strategy.num_replicas_in_sync
         check_batch_divisible(spec.batch_size, replicas, strategy=spec.strategy)
         workload, data = self.dataset(spec)
         model_name = workload.check_model(spec.model)
-        check_trial(
-            spec, data, lambda: workload.build(model_name, data), strategy, resolved, workload.task
-        )
+        build = lambda: workload.build(model_name, data)  # noqa: E731
+        check_trial(spec, data, build, strategy, resolved, workload.task)
+        if feasible and resolved.kind is not StrategyKind.MULTI_WORKER_MIRRORED:
+            self.warm(spec, data, build, strategy, resolved, workload.task)
+
+    def warm(self, spec: TrialSpec, *session_args: Any) -> None:
+        """Build, trace and keep the session ``spec`` needs (the study's one-time warm-up: the
+        first graph optimisation in a process costs ~1 s here, once)."""
+        from study.trainer.session import open_session
+
+        data, build, strategy, resolved, task = session_args
+        open_session(spec, data, build, strategy, resolved, task, self.sessions)
 
 
 def run_trial_safely(runtime: _Runtime, spec: TrialSpec, hook: Any) -> TrialResult:
