@@ -48,9 +48,10 @@ EDGE = 0.1
 MAX_PARALLEL = 8.0
 #: A priority for a best learning rate at the edge: above any interval width.
 EDGE_PRIORITY = 100.0
-#: A priority for a stratum none of whose trials reached the target: about that of an interval
-#: of steps as wide as a factor e (so it gets a trial or two, not the whole round).
-UNREACHED_PRIORITY = 1.0
+#: A priority for a stratum none of whose trials reached the target (a hole in the curve):
+#: above the usual interval widths and gaps, below an edge; each trial it gets this round
+#: divides it (10, 5, 3.3, ...), so it gets a few, not the whole round.
+UNREACHED_PRIORITY = 10.0
 #: Weight of a best that lies above the curve (log units), against the interval's width.
 UNDER_SEARCHED = 2.0
 #: A best within this log gap of the curve (x1.5) is on it: it may stop past maximal
@@ -245,7 +246,7 @@ def _scores(views: Sequence[StratumView], fit: NoiseScaleFit) -> list[tuple[floa
         rise = max(0.0, math.log(view.best_steps / min(smaller))) if smaller else 0.0
         above = max(0.0, math.log(view.best_steps / float(fit.predict_steps(sizes[i]))))
         width = float(np.log(band[1][i] / band[0][i]))
-        width = width if math.isfinite(width) else UNREACHED_PRIORITY
+        width = width if math.isfinite(width) else UNREACHED_PRIORITY / 2
         if sizes[i] > MAX_PARALLEL * upper and max(rise, above) < CONSISTENT:
             out.append(
                 (
