@@ -219,14 +219,14 @@ def test_three_workers_share_a_study_and_report_as_one(cluster: Cluster, tmp_pat
     assert shared_report == single_report
 
 
-# One batch size, 4 trials that never reach the target and run 6,000 steps each (seconds), no
+# One batch size, 4 trials that never reach the target and run 12,000 steps each (seconds), no
 # pruning: a SIGKILL lands inside one.
 KILLED = tiny_study(
     name="killed-host",
     trials_per_stratum=4,
     target="val_accuracy>=0.999",
-    budget={"max_steps": 6000},
-    eval_every=200,
+    budget={"max_steps": 12000},
+    eval_every=400,
     search_space={"batch_size": [128]},
     tuner={"pruning": False},
     heartbeat=HEARTBEAT,
