@@ -193,6 +193,7 @@ def worker_main(
     """
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C does
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # and what SIGTERM to the group does
     if tf_config is not None:
         os.environ["TF_CONFIG"] = tf_config
     try:
