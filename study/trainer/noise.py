@@ -120,5 +120,5 @@ class NoiseScale:
         ratios = np.where(picks[:, 0] > 0, ratios, np.inf)
         if not (math.isfinite(centre) and centre > 0):
             return math.nan, math.nan
-        low, high = np.quantile(ratios, [0.025, 0.975])
+        low, high = np.quantile(ratios, [0.025, 0.975], method="inverted_cdf")  # inf stays inf
         return b_simple * float(low) / centre, b_simple * float(high) / centre
