@@ -33,7 +33,7 @@ from study.analysis.pilot import (
     study_range,
     suggest_batch_sizes,
 )
-from study.commands.train import FLAGS, build_spec
+from study.commands.train import FLAGS, build_spec, run_tracked
 from study.config.rules import FieldError
 from study.config.space import Stratum
 from study.config.study import StudyConfig
@@ -206,37 +206,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 def _run_pilot(args: argparse.Namespace, spec: TrialSpec) -> tuple[TrialResult, str | None, Any]:
     """Run the pilot in a worker, MLflow-logged unless ``--no-track`` (as ``study train``)."""
-    from study.commands.train import _flag_named
-    from study.runner import WorkerPool
-
-    with WorkerPool(1) as pool:
-        problem = pool.check(spec)
-        if problem is not None:
-            raise UsageError(_flag_named(problem))
-        logger = run_id = None
-        if not args.no_track:
-            from study.paths import tracking_uri
-            from study.tracking.mlflow_logger import MlflowLogger
-            from study.tracking.server import check_answers
-
-            uri = tracking_uri(args.tracking_uri)
-            check_answers(uri, "--tracking-uri" if args.tracking_uri else "MLFLOW_TRACKING_URI")
-            logger = MlflowLogger(uri)
-            experiment = logger.experiment_id(args.experiment)
-            run_id = logger.start_run(
-                experiment, f"pilot-{spec.workload}-b{spec.batch_size}-lr{spec.learning_rate:.3g}"
-            )
-        try:
-            result = pool.run(spec)
-        except BaseException:
-            if logger and run_id:
-                logger.client.set_terminated(run_id, status="KILLED")
-            raise
-    if result.error and result.error.startswith("UsageError: "):
-        if logger and run_id:
-            logger.client.delete_run(run_id)
-        raise UsageError(_flag_named(result.error.removeprefix("UsageError: ").strip()))
-    return result, run_id, logger
+    name = f"pilot-{spec.workload}-b{spec.batch_size}-lr{spec.learning_rate:.3g}"
+    return run_tracked(args, spec, name)
 
 
 def _train_examples(spec: TrialSpec) -> int:

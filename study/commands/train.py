@@ -149,38 +149,11 @@ def _flag_named(problem: str) -> str:
 def main(args: argparse.Namespace) -> int:
     spec = build_spec(args)
     from study.deps import require_tensorflow
-    from study.runner import WorkerPool
 
     require_tensorflow()
-    with WorkerPool(1) as pool:
-        # The data and model are checked before anything is recorded: a target the user's
-        # compiled model does not report, a bad file or label is one line and exit 2.
-        problem = pool.check(spec)
-        if problem is not None:
-            raise UsageError(_flag_named(problem))
-        logger = run_id = None
-        if not args.no_track:
-            from study.paths import tracking_uri
-            from study.tracking.mlflow_logger import MlflowLogger
-            from study.tracking.server import check_answers
-
-            uri = tracking_uri(args.tracking_uri)
-            check_answers(uri, "--tracking-uri" if args.tracking_uri else "MLFLOW_TRACKING_URI")
-            logger = MlflowLogger(uri)
-            experiment = logger.experiment_id(args.experiment)
-            run_id = logger.start_run(
-                experiment, f"{spec.workload}-b{spec.batch_size}-lr{spec.learning_rate:g}"
-            )
-        try:
-            result = pool.run(spec)
-        except BaseException:
-            if logger and run_id:
-                logger.client.set_terminated(run_id, status="KILLED")
-            raise
-    if result.error and result.error.startswith("UsageError: "):
-        if logger and run_id:
-            logger.client.delete_run(run_id)
-        raise UsageError(_flag_named(result.error.removeprefix("UsageError: ").strip()))
+    result, run_id, logger = run_tracked(
+        args, spec, f"{spec.workload}-b{spec.batch_size}-lr{spec.learning_rate:g}"
+    )
     if logger and run_id:
         logger.log_trial(run_id, spec, result)
     _print(spec, result, run_id, args.json)
@@ -264,3 +237,42 @@ def _scalar(text: str) -> Any:
         except ValueError:
             pass
     return text
+
+
+def run_tracked(
+    args: argparse.Namespace, spec: TrialSpec, run_name: str
+) -> tuple[TrialResult, str | None, Any]:
+    """Check ``spec`` in a worker, then run it there, with an MLflow run named ``run_name``
+    unless ``--no-track``; returns the result, the run id and the logger (None, None untracked).
+
+    The data and model are checked before anything is recorded: a target the user's compiled
+    model does not report, a bad file or label is one line and exit 2 (`UsageError`), and so is
+    a bad loss found while training starts (its MLflow run is deleted).
+    """
+    from study.runner import WorkerPool
+
+    with WorkerPool(1) as pool:
+        problem = pool.check(spec)
+        if problem is not None:
+            raise UsageError(_flag_named(problem))
+        logger = run_id = None
+        if not args.no_track:
+            from study.paths import tracking_uri
+            from study.tracking.mlflow_logger import MlflowLogger
+            from study.tracking.server import check_answers
+
+            uri = tracking_uri(args.tracking_uri)
+            check_answers(uri, "--tracking-uri" if args.tracking_uri else "MLFLOW_TRACKING_URI")
+            logger = MlflowLogger(uri)
+            run_id = logger.start_run(logger.experiment_id(args.experiment), run_name)
+        try:
+            result = pool.run(spec)
+        except BaseException:
+            if logger and run_id:
+                logger.client.set_terminated(run_id, status="KILLED")
+            raise
+    if result.error and result.error.startswith("UsageError: "):
+        if logger and run_id:
+            logger.client.delete_run(run_id)
+        raise UsageError(_flag_named(result.error.removeprefix("UsageError: ").strip()))
+    return result, run_id, logger

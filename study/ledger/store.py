@@ -414,6 +414,13 @@ class Ledger(StorageAccess):
         frozen = self.storage.get_trial(self._trial_id(trial.stratum, trial.number))
         return frozen.state is OptunaState.RUNNING and self._owner_alive(frozen)
 
+    def owner_alive(self, trial: LedgerTrial) -> bool:
+        """Whether the process that ran a trial (finished or not) still lives: it may still be
+        logging the trial to MLflow (its heartbeat is fresh, or on this host its process runs)."""
+        return self._owner_alive(
+            self.storage.get_trial(self._trial_id(trial.stratum, trial.number))
+        )
+
     @staticmethod
     def _owner_alive(frozen: optuna.trial.FrozenTrial) -> bool:
         beat = Beat.from_stored(frozen.system_attrs.get(_HEARTBEAT))

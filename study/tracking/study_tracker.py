@@ -293,7 +293,8 @@ class StudyTracker:
     def repair(self, ledger: Ledger, config: StudyConfig, strata: list[Stratum]) -> None:
         """Mend MLflow from the ledger: close the runs of interrupted trials left RUNNING, and
         log finished trials whose run is missing or still RUNNING (a process died between the
-        ledger and MLflow)."""
+        ledger and MLflow). A trial whose process still lives is left to it: it writes the
+        ledger first and MLflow next, in the background, so its run may simply not be done."""
         runs = self.trial_runs()
         for stratum in strata:
             for t in ledger.trials(stratum):
@@ -302,7 +303,7 @@ class StudyTracker:
                 if t.status is TrialState.INTERRUPTED and open_run:
                     self.submit(lambda r=run.info.run_id: self.mark_interrupted(r))
                 elif t.status.is_outcome() and (run is None or open_run):
-                    if "learning_rate" not in t.params:
+                    if "learning_rate" not in t.params or ledger.owner_alive(t):
                         continue
                     spec = config.trial_spec(stratum, t.params)
                     self.finish_trial(t, spec, run_id=None if run is None else run.info.run_id)

@@ -179,3 +179,27 @@ def shuffled_blocks(data: Dataset, rows: int = 97) -> Any:
         val_examples=len(data.y_val),
         blocks=True,
     )
+
+
+def run_script(script: str, timeout: float = 300) -> Any:
+    """Run a Python script in a fresh process (to give TensorFlow other devices, fixed when it
+    starts) from the repository root; return the JSON its last output line prints."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

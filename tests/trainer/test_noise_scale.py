@@ -4,12 +4,7 @@ gradients (the learning rate is ~0, so the parameters, and the truth, stay put).
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -23,6 +18,7 @@ from study.trainer.noise import KEYS, NoiseScale, unbiased
 from study.workloads import Dataset
 from study.workloads.task import Task
 from tests.fakes import tabular_spec
+from tests.trainer.conftest import run_script
 
 # -- the estimator -------------------------------------------------------------------------------
 
@@ -146,17 +142,5 @@ print(json.dumps(out))
 def test_mirrored_replicas_give_the_exact_noise_scale() -> None:
     """On two logical CPUs (a subprocess: devices are fixed when TensorFlow starts) the
     per-replica gradients are the small batch and the all-reduced one the big batch."""
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(root)}
-    done = subprocess.run(
-        [sys.executable, "-c", MIRRORED_SCRIPT],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=root,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    for truth, measured in json.loads(done.stdout.strip().splitlines()[-1]).values():
+    for truth, measured in run_script(MIRRORED_SCRIPT).values():
         assert measured == pytest.approx(truth, rel=0.10)

@@ -6,11 +6,6 @@ and sharding through the input context. ``mirrored:2`` is compared in tests/runn
 from __future__ import annotations
 
 import itertools
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +26,7 @@ from tests.fakes import tabular_spec
 from tests.trainer.conftest import (
     index_ordered_blocks,
     index_ordered_streams,
+    run_script,
     shuffled_blocks,
     shuffled_streams,
 )
@@ -210,19 +206,7 @@ print(json.dumps(out))
 def test_distributed_iterator_and_host_split_agree_on_mirrored() -> None:
     """On two logical CPUs (a subprocess: devices are fixed when TensorFlow starts), the
     distributed iterator and the host-split global batch give the same curve."""
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(root)}
-    done = subprocess.run(
-        [sys.executable, "-c", MIRRORED_SCRIPT],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=root,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    curves = json.loads(done.stdout.strip().splitlines()[-1])
+    curves = run_script(MIRRORED_SCRIPT)
 
     for form in ("examples", "blocks"):
         host, distributed = curves[f"{form} True"], curves[f"{form} False"]
