@@ -170,6 +170,7 @@ def background() -> Iterator[Callable[..., Background]]:
                 stdout=out,
                 stderr=err,
                 start_new_session=True,
+                preexec_fn=default_signals,
             )
         job = Background(process, stdout, stderr)
         started.append(job)
@@ -189,6 +190,14 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, poll: floa
             return value
         time.sleep(poll)
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def default_signals() -> None:
+    """In a child before exec: Ctrl-C and SIGTERM back to their defaults. An ignored signal is
+    inherited, and Python does not install its Ctrl-C handler when SIGINT is ignored at start,
+    so a disposition another test left in this process must not reach the study under test."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def freeze_when(pgid: int, find: Callable[[], Any], confirm: Callable[[Any], bool] = bool) -> Any:

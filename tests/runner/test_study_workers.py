@@ -31,6 +31,7 @@ from tests.runner.conftest import (
     assert_budget_spent,
     assert_mlflow_mirrors_ledger,
     counted,
+    default_signals,
     status,
     study_cmd,
     study_env,
@@ -103,6 +104,7 @@ class Cluster:
                 stdout=out,
                 stderr=err,
                 start_new_session=True,
+                preexec_fn=default_signals,
             )
         host = Host(name, cwd, process)
         self.hosts.append(host)
