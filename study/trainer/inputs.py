@@ -144,24 +144,30 @@ def chunk_loop(
             loss = strategy.reduce(total, strategy.run(step, args=batch(i)), axis=None)
             losses = losses.write(i, loss)
         return losses.stack()
-    stats = tf.TensorArray(tf.float32, size=steps)
-    unmeasured = tf.fill([step.extras], float("nan"))
+    # Only the measured rows are written (one in ``every``); the NaN rows are filled once at
+    # the end, so a plain step writes nothing but its loss.
+    rows = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[step.extras])
+    where = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[])
     every = tf.constant(step.every, tf.int64)
     first = tf.cast(step.counter(), tf.int64)
     i = tf.constant(0)
+    k = tf.constant(0)
     while i < steps:
         gap = tf.cast((every - (first + tf.cast(i, tf.int64)) % every) % every, tf.int32)
         for j in tf.range(tf.minimum(gap, steps - i)):
             loss = strategy.reduce(total, strategy.run(step.plain, args=batch(i + j)), axis=None)
             losses = losses.write(i + j, loss)
-            stats = stats.write(i + j, unmeasured)
         i += tf.minimum(gap, steps - i)
         if i < steps:
             loss, stat = strategy.run(step.measured, args=batch(i))
             losses = losses.write(i, strategy.reduce(total, loss, axis=None))
-            stats = stats.write(i, strategy.reduce(mean, stat, axis=None))
+            rows = rows.write(k, strategy.reduce(mean, stat, axis=None))
+            where = where.write(k, i)
+            k += 1
             i += 1
-    return losses.stack(), stats.stack()
+    unmeasured = tf.fill([steps, step.extras], float("nan"))
+    stats = tf.tensor_scatter_nd_update(unmeasured, where.stack()[:, None], rows.stack())
+    return losses.stack(), stats
 
 
 def shares_host_memory(strategy: Any) -> bool:

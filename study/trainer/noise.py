@@ -31,13 +31,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-#: The moving averages' decay per measured step (the trainer measures one step in eight:
+#: The moving averages' decay per measured step (the trainer measures one step in sixteen:
 #: a memory of a few thousand training steps); bias-corrected.
-EMA_DECAY = 0.995
+EMA_DECAY = 0.99
 #: The keys of an estimate, as logged (``noise/<key>`` in curves and in MLflow).
 KEYS: tuple[str, ...] = ("b_simple", "grad_sq", "trace_sigma", "b_simple_low", "b_simple_high")
 #: Measured steps kept for the interval (about the averages' memory), the bootstrap's block.
-WINDOW, BLOCK, RESAMPLES = 400, 20, 200
+WINDOW, BLOCK, RESAMPLES = 200, 10, 200
 
 
 def unbiased(

@@ -46,7 +46,7 @@ from study.workloads.task import Task
 
 #: With ``noise_scale``, the gradient norms are measured on every this many steps (the others
 #: train as without it and report NaN, which the estimator skips): their cost is spread thin.
-NOISE_EVERY = 8
+NOISE_EVERY = 16
 #: How many sessions (model, optimizer, traced functions) a worker keeps for reuse by default:
 #: enough for the strata a study visits in turn; ``$STUDY_KEPT_SESSIONS`` overrides it.
 KEPT_SESSIONS = 8
