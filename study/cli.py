@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from study import __version__
+from study.config.trial import NOISE_EVERY, PILOT_NOISE_EVERY
 from study.errors import UsageError
 from study.workloads import available as available_workloads
 
@@ -41,6 +42,7 @@ def _add_train(sub: Any) -> None:
         help="measure the gradient noise scale B_simple during training (printed at the end, "
         "logged as noise/* curves)",
     )
+    _add_noise_every(m, default=NOISE_EVERY)
     m.add_argument(
         "--no-exact-steps",
         action="store_true",
@@ -67,6 +69,7 @@ def _add_noise_scale(sub: Any) -> None:
         "file", nargs="?", help="a study file, e.g. search_spaces/quickstart.yaml (optional)"
     )
     _add_trial_flags(p, experiment="study-noise-scale", defaults=False)
+    _add_noise_every(p.add_argument_group("measurement"), default=PILOT_NOISE_EVERY)
     s = p.add_argument_group("suggestion")
     s.add_argument(
         "--write", metavar="FILE", help="write the suggested study file (a new file) to FILE"
@@ -82,6 +85,17 @@ def _add_noise_scale(sub: Any) -> None:
     _add_trial_flags(probe, experiment="study-noise-scale")
     defaults = vars(probe.parse_args([]))
     p.set_defaults(trial_defaults=defaults, handler=_lazy("study.commands.noise_scale", "main"))
+
+
+def _add_noise_every(group: Any, *, default: int) -> None:
+    group.add_argument(
+        "--noise-every",
+        type=int,
+        default=default,
+        metavar="N",
+        help="measure the noise scale on one step in N: each measured step costs about one "
+        f"more forward and backward pass at small batch (default: {default})",
+    )
 
 
 def _add_trial_flags(p: argparse.ArgumentParser, *, experiment: str, defaults: bool = True) -> None:

@@ -154,6 +154,7 @@ def _plan_from_file(args: argparse.Namespace, given: set[str]) -> Plan:
             "strategy": strategy,
             "optimizer": optimizer,
             "noise_scale": True,
+            "noise_every": args.noise_every,
         }
         if given & {"max_steps", "max_examples", "max_seconds"}:
             changes["budget"] = Budget(args.max_steps, args.max_examples, args.max_seconds)

@@ -14,7 +14,14 @@ from typing import Any
 from study.analysis.pilot import noise_at_result
 from study.config.rules import FieldError
 from study.config.target import Target
-from study.config.trial import Budget, EvalCadence, OptimizerSpec, ScheduleSpec, TrialSpec
+from study.config.trial import (
+    NOISE_EVERY,
+    Budget,
+    EvalCadence,
+    OptimizerSpec,
+    ScheduleSpec,
+    TrialSpec,
+)
 from study.errors import UsageError
 from study.results import TrialResult, TrialState
 from study.strategies import StrategySpec, check_batch_divisible
@@ -46,6 +53,7 @@ FLAGS: dict[str, str] = {
     "loss": "--loss",
     "precision": "--precision",
     "jit_compile": "--jit-compile",
+    "noise_every": "--noise-every",
 }
 
 
@@ -132,6 +140,7 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
         precision=args.precision,
         jit_compile=args.jit_compile,
         noise_scale=bool(getattr(args, "noise_scale", False)),
+        noise_every=getattr(args, "noise_every", NOISE_EVERY),
         exact_steps=not getattr(args, "no_exact_steps", False),
     )
     if strategy.static_replicas:

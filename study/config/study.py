@@ -16,6 +16,7 @@ from typing import Any
 from study.config.space import FLOAT_PARAMS, INT_PARAMS, SearchSpace, Stratum
 from study.config.target import Target
 from study.config.trial import (
+    NOISE_EVERY,
     OPTIMIZER_RULES,
     SCHEDULE_RULES,
     Budget,
@@ -204,6 +205,8 @@ class StudyConfig:
     jit_compile: str = "auto"
     #: Every trial measures the gradient noise scale B_simple (`TrialSpec.noise_scale`).
     noise_scale: bool = False
+    #: With ``noise_scale``, one step in this many is measured (`TrialSpec.noise_every`).
+    noise_every: int = NOISE_EVERY
     #: Every trial replays to the exact step it met the target (`TrialSpec.exact_steps`).
     exact_steps: bool = True
     tuner: TunerSettings = field(default_factory=TunerSettings)
@@ -270,6 +273,7 @@ class StudyConfig:
             precision=self.precision,
             jit_compile=self.jit_compile,
             noise_scale=self.noise_scale,
+            noise_every=self.noise_every,
             exact_steps=self.exact_steps,
         )
 

@@ -24,6 +24,7 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
     jit_compile: auto                  # optional; auto | on | off (XLA for the training step)
     noise_scale: false                 # optional; every trial measures the gradient noise
                                        #   scale B_simple (logged as noise/* curves)
+    noise_every: 16                    # optional; >= 1; with noise_scale, measure one step in N
     exact_steps: true                  # optional; replay to the exact step the target was met
                                        #   (false: the first evaluation step that met it)
     trials_per_stratum: 8              # required; >= 1
@@ -108,6 +109,7 @@ from study.config.study import (
 from study.config.target import Target
 from study.config.trial import (
     JIT_COMPILE,
+    NOISE_EVERY,
     OPTIMIZERS,
     PRECISIONS,
     SCHEDULES,
@@ -138,6 +140,7 @@ TOP_LEVEL_KEYS = (
     "precision",
     "jit_compile",
     "noise_scale",
+    "noise_every",
     "exact_steps",
     "trials_per_stratum",
     "search_space",
@@ -240,6 +243,9 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
         precision=r.choice(mapping.get("precision", "auto"), "precision", PRECISIONS),
         jit_compile=_jit_compile(r, mapping.get("jit_compile", "auto")),
         noise_scale=_flag(r, mapping.get("noise_scale"), "noise_scale", default=False),
+        noise_every=r.integer(
+            _or(mapping.get("noise_every"), NOISE_EVERY), "noise_every", rule=">= 1"
+        ),
         exact_steps=_flag(r, mapping.get("exact_steps"), "exact_steps", default=True),
         trials_per_stratum=r.integer(
             mapping["trials_per_stratum"], "trials_per_stratum", rule=">= 1"
@@ -304,6 +310,11 @@ def _jit_compile(r: Reader, value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return r.choice(value, "jit_compile", JIT_COMPILE)
+
+
+def _or(value: Any, default: Any) -> Any:
+    """``value``, or ``default`` where the file leaves the key out or sets it to null."""
+    return default if value is None else value
 
 
 def _flag(r: Reader, value: Any, key: str, *, default: bool) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from study.analysis.pilot import pilot_from_result
 from study.config.space import CategoricalParam, Stratum
 from study.config.study import StudyConfig
+from study.config.trial import NOISE_EVERY, PILOT_NOISE_EVERY
 from study.deps import require_tensorflow
 from study.errors import UsageError
 from study.host import environment_info
@@ -38,9 +39,9 @@ _FINGERPRINT_KEYS = (
     "workload", "workload_options", "model", "target", "budget", "eval_every",
     "optimizer", "schedule", "search_space", "seed",
 )  # fmt: skip
-_LATER_KEYS = ("loss", "precision", "jit_compile", "noise_scale", "exact_steps")
+_LATER_KEYS = ("loss", "precision", "jit_compile", "noise_scale", "noise_every", "exact_steps")
 #: Later settings whose default, written out, is the same study as leaving them out.
-_LATER_DEFAULTS = {"noise_scale": False, "exact_steps": True}
+_LATER_DEFAULTS = {"noise_scale": False, "noise_every": NOISE_EVERY, "exact_steps": True}
 
 
 #: How long another process may take to store a new study's record, in seconds.
@@ -273,7 +274,9 @@ def pilot_estimate(config: StudyConfig, ledger: Ledger, pool: WorkerPool) -> flo
     spec = config.trial_spec(
         Stratum(min(config.space.batch_sizes), strategy), {"learning_rate": rate}
     )
-    spec = dataclasses.replace(spec, batch_size=min(even), noise_scale=True)
+    spec = dataclasses.replace(
+        spec, batch_size=min(even), noise_scale=True, noise_every=PILOT_NOISE_EVERY
+    )
     print(
         f"pilot: batch {spec.batch_size} lr {rate:.3g} on {strategy}, measuring the gradient "
         "noise scale B_simple to choose the batch sizes",

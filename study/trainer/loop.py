@@ -189,7 +189,7 @@ def _noise_scale(spec: TrialSpec, session: Session) -> NoiseScale | None:
     if not spec.noise_scale:
         return None
     replicas = session.strategy.num_replicas_in_sync
-    return NoiseScale(spec.batch_size / max(replicas, 2), spec.batch_size)
+    return NoiseScale(spec.batch_size / max(replicas, 2), spec.batch_size, every=spec.noise_every)
 
 
 def _replay(

@@ -10,12 +10,13 @@ size the unbiased estimates are
 Each is noisy (tr(Sigma)'s estimate is often negative for one step), so numerator and
 denominator are averaged separately with exponential moving averages over steps and
 B_simple is the ratio of the averages. Its 95% interval comes from a moving-block bootstrap of
-the ratio of means over the last `WINDOW` steps' unbiased estimates (blocks of `BLOCK` steps,
-which keeps their correlation), scaled to the moving-average estimate. Batches drawn without
-replacement within an epoch are negatively correlated over an epoch, which blocks shorter than
-an epoch ignore, so the interval errs on the wide side. The trainer measures ``|G_small|^2`` (per-replica
-gradients, or two micro-batches on one device, averaged) and ``|G_big|^2`` (the global
-gradient) in its compiled step and hands them here per step.
+the ratio of means over the unbiased estimates of the last `WINDOW_STEPS` training steps
+(blocks of `BLOCK_STEPS`, which keeps their correlation), scaled to the moving-average
+estimate. Batches drawn without replacement within an epoch are negatively correlated over an
+epoch, which blocks shorter than an epoch ignore, so the interval errs on the wide side. The
+trainer measures ``|G_small|^2`` (per-replica gradients, or two micro-batches on one device,
+averaged) and ``|G_big|^2`` (the global gradient) in its compiled step on one step in
+``every`` and hands them here.
 
 Example::
 
@@ -31,13 +32,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-#: The moving averages' decay per measured step (the trainer measures one step in sixteen:
-#: a memory of a few thousand training steps); bias-corrected.
-EMA_DECAY = 0.99
+#: The moving averages' decay per training step (a memory of about 1,600 steps, whichever
+#: share of them is measured); bias-corrected.
+STEP_DECAY = 0.99 ** (1 / 16)
 #: The keys of an estimate, as logged (``noise/<key>`` in curves and in MLflow).
 KEYS: tuple[str, ...] = ("b_simple", "grad_sq", "trace_sigma", "b_simple_low", "b_simple_high")
-#: Measured steps kept for the interval (about the averages' memory), the bootstrap's block.
-WINDOW, BLOCK, RESAMPLES = 200, 10, 200
+#: Training steps whose measurements the interval uses (about the averages' memory), the
+#: bootstrap's block in training steps, and its resamples.
+WINDOW_STEPS, BLOCK_STEPS, RESAMPLES = 3200, 160, 200
 
 
 def unbiased(
@@ -56,12 +58,20 @@ def unbiased(
 
 
 class NoiseScale:
-    """Bias-corrected exponential moving averages of ``|G|^2`` and ``tr(Sigma)`` over steps."""
+    """Bias-corrected exponential moving averages of ``|G|^2`` and ``tr(Sigma)`` over the
+    measured steps, one in ``every`` training steps (the memory and the interval's window are
+    the same span of training steps whatever ``every`` is)."""
 
-    def __init__(self, b_small: float, b_big: float, decay: float | None = None) -> None:
+    def __init__(
+        self, b_small: float, b_big: float, decay: float | None = None, every: int = 1
+    ) -> None:
         unbiased(0.0, 0.0, b_small, b_big)  # validates the batch sizes
+        if every < 1:
+            raise ValueError(f"need every >= 1 (got every={every})")
         self.b_small, self.b_big = float(b_small), float(b_big)
-        self.decay = EMA_DECAY if decay is None else decay
+        self.decay = STEP_DECAY**every if decay is None else decay
+        self.window = max(2, WINDOW_STEPS // every)
+        self.block = max(1, BLOCK_STEPS // every)
         self._grad_sq = 0.0
         self._trace = 0.0
         self._weight = 0.0
@@ -84,7 +94,7 @@ class NoiseScale:
             self._weight = self.decay * self._weight + (1 - self.decay)
             self._recent.append((float(g), float(t)))
             self.steps += 1
-        del self._recent[:-WINDOW]
+        del self._recent[: -self.window]
 
     def estimate(self) -> dict[str, float]:
         """The current ``b_simple``, ``grad_sq``, ``trace_sigma`` and the 95% interval
@@ -108,10 +118,10 @@ class NoiseScale:
 
     def _interval(self, b_simple: float) -> tuple[float, float]:
         recent = np.asarray(self._recent, np.float64)
-        blocks = len(recent) // BLOCK
+        blocks = len(recent) // self.block
         if blocks < 2 or not math.isfinite(b_simple):
             return math.nan, math.nan
-        recent = recent[-blocks * BLOCK :].reshape(blocks, BLOCK, 2).sum(axis=1)  # block sums
+        recent = recent[-blocks * self.block :].reshape(blocks, self.block, 2).sum(axis=1)
         centre = recent[:, 1].sum() / recent[:, 0].sum()
         rng = np.random.default_rng(self.steps)  # reproducible for a trial
         picks = recent[rng.integers(0, blocks, size=(RESAMPLES, blocks))].sum(axis=1)

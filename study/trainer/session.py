@@ -44,9 +44,6 @@ from study.trainer.precision import dtype_policy, resolve_jit, resolve_precision
 from study.workloads.base import Dataset, Streams
 from study.workloads.task import Task
 
-#: With ``noise_scale``, the gradient norms are measured on every this many steps (the others
-#: train as without it and report NaN, which the estimator skips): their cost is spread thin.
-NOISE_EVERY = 16
 #: How many sessions (model, optimizer, traced functions) a worker keeps for reuse by default:
 #: enough for the strata a study visits in turn; ``$STUDY_KEPT_SESSIONS`` overrides it.
 KEPT_SESSIONS = 8
@@ -179,7 +176,7 @@ def session_key(spec: TrialSpec, task: Task, *, streamed: bool = False) -> tuple
         spec.loss,
         spec.precision,
         spec.jit_compile,
-        spec.noise_scale,
+        spec.noise_every if spec.noise_scale else None,
         tuple(sorted(optimizer.items())),
         schedule,
         task,
@@ -292,7 +289,9 @@ def _build(
     initial = [v.numpy() for v in optimizer.variables]
     built = time.perf_counter()
 
-    step = _replica_step(model, optimizer, goal, strategy, jit, noise=spec.noise_scale)
+    step = _replica_step(
+        model, optimizer, goal, strategy, jit, noise=spec.noise_every if spec.noise_scale else 0
+    )
     train_function, train_chunk = feed.train_function(step)
 
     @tf.function
@@ -333,7 +332,7 @@ def _replica_step(
     strategy: Any,
     jit: bool,
     *,
-    noise: bool = False,
+    noise: int = 0,
 ) -> Callable[[tf.Tensor, tf.Tensor], Any] | MeasuredSteps:
     """One replica's step: its share of the global mean loss (per-example losses summed and
     divided by the global batch, plus the model's own losses split over the replicas), its
@@ -342,8 +341,8 @@ def _replica_step(
     The global batch is the replica's rows times the replicas, read in the graph, so the step
     serves any batch size (``1 / B`` is the same float32 a Python constant would be).
 
-    With ``noise`` the step also returns ``[|G_small|^2, |G_big|^2]`` for the gradient noise
-    scale (`study.trainer.noise`) on every `NOISE_EVERY`-th step (NaN on the others): on
+    With ``noise`` (N > 0) the step also returns ``[|G_small|^2, |G_big|^2]`` for the gradient
+    noise scale (`study.trainer.noise`) on every N-th step (NaN on the others): on
     several replicas the per-replica mean gradients (batch B / R) and their all-reduced mean
     (batch B, one extra all-reduce); on one replica two half-batch micro-batches (B / 2; their
     gradients summed are the step's update, so a model with batch statistics sees half
@@ -411,7 +410,7 @@ def _replica_step(
         plain=compiled(step),
         measured=compiled(measured_step),
         counter=lambda: optimizer.iterations,
-        every=NOISE_EVERY,
+        every=noise,
         extras=2,
     )
 

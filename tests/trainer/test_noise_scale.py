@@ -9,12 +9,14 @@ import math
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from study.config.target import Target
 from study.config.trial import Budget, EvalCadence, OptimizerSpec
 from study.errors import UsageError
+from study.trainer.inputs import MeasuredSteps, chunk_loop
 from study.trainer.loop import train
-from study.trainer.noise import KEYS, NoiseScale, unbiased
+from study.trainer.noise import BLOCK_STEPS, KEYS, STEP_DECAY, WINDOW_STEPS, NoiseScale, unbiased
 from study.workloads import Dataset
 from study.workloads.task import Task
 from tests.fakes import tabular_spec
@@ -79,7 +81,7 @@ def exact_noise_scale(data: Dataset, kernel: np.ndarray, bias: float) -> float:
 
 
 def measure(data: Dataset, strategy, batch: int = 64, steps: int = 8000) -> dict[str, float]:
-    """B_simple after ``steps`` steps (1,000 measured: one step in `NOISE_EVERY`)."""
+    """B_simple after ``steps`` steps (500 measured: one step in the default 16)."""
     spec = tabular_spec(
         batch_size=batch,
         optimizer=OptimizerSpec("sgd", 1e-9),  # the parameters (and the truth) stay put
@@ -144,3 +146,47 @@ def test_mirrored_replicas_give_the_exact_noise_scale() -> None:
     per-replica gradients are the small batch and the all-reduced one the big batch."""
     for truth, measured in run_script(MIRRORED_SCRIPT).values():
         assert measured == pytest.approx(truth, rel=0.10)
+
+
+# -- how often it is measured ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("every", [1, 2, 16])
+def test_memory_and_window_span_the_same_training_steps_at_any_cadence(every: int) -> None:
+    noise = NoiseScale(b_small=8, b_big=16, every=every)
+    assert noise.decay == pytest.approx(STEP_DECAY**every)
+    assert noise.decay ** (1600 / every) == pytest.approx(0.99**100, rel=1e-6)
+    assert noise.window * every == pytest.approx(WINDOW_STEPS, abs=every)
+    assert noise.block * every == pytest.approx(BLOCK_STEPS, abs=every)
+    with pytest.raises(ValueError, match="every >= 1"):
+        NoiseScale(b_small=8, b_big=16, every=0)
+
+
+@pytest.mark.parametrize(
+    ("every", "first", "steps"), [(4, 3, 10), (4, 0, 9), (16, 5, 3), (1, 7, 4)]
+)
+def test_a_chunk_measures_exactly_the_steps_whose_number_is_a_multiple(
+    default_strategy, every: int, first: int, steps: int
+) -> None:
+    """Measured steps (global number a multiple of ``every``) return their statistics; the
+    others are plain steps with NaN rows, wherever the chunk starts."""
+    strategy = default_strategy[0]
+    counter = tf.Variable(first, dtype=tf.int64)
+    plain = lambda x, y: tf.reduce_sum(x)  # noqa: E731
+    measured = lambda x, y: (tf.reduce_sum(x) + 1000.0, tf.stack([tf.reduce_sum(x), -1.0]))  # noqa: E731
+    step = MeasuredSteps(plain, measured, lambda: counter, every, extras=2)
+
+    @tf.function
+    def run(n: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        def batch(i: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            return tf.fill([1], tf.cast(i, tf.float32)), tf.zeros([1])
+
+        return chunk_loop(strategy, step, n, batch)
+
+    losses, stats = (t.numpy() for t in run(tf.constant(steps)))
+    hits = [i for i in range(steps) if (first + i) % every == 0]
+    assert stats.shape == (steps, 2)
+    assert [i for i in range(steps) if not np.isnan(stats[i, 0])] == hits
+    assert [i for i in range(steps) if losses[i] >= 1000] == hits
+    assert stats[hits, 0].tolist() == [float(i) for i in hits]
+    assert np.isnan(np.delete(stats, hits, axis=0)).all()
