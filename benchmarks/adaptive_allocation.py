@@ -7,11 +7,14 @@ rest in rounds to the strata where the fit is least certain). Both have the same
 budget (``trials_per_stratum`` x the file's batch sizes). Prints, for each, the batch sizes run
 and their trials, the fitted B_noise of ``S(B) = S_min (1 + B_noise / B)`` on the best steps per
 batch size with its 95% profile interval and the interval's width (high / low), and the pilot's
-B_simple with its interval. Writes the numbers to ``benchmarks/results/adaptive_allocation.json``.
+B_simple with its interval. Over the seeds it summarises in how many adaptive's interval is
+narrower, and the median width each way. Writes the numbers to
+``benchmarks/results/adaptive_allocation.json`` (``seeds``: per seed, both studies; ``summary``).
 
-Usage: python benchmarks/adaptive_allocation.py [FILE] [--trials-per-stratum N] [--seed S ...]
-(default: benchmarks/mnist1d_compute.yaml with its grid widened to 8 ... 2048, 4 trials per
-batch size, the file's seed). Each seed is one pair of studies (the seed trains and tunes).
+Usage: python benchmarks/adaptive_allocation.py [FILE] [--trials-per-stratum N] [--seeds S ...]
+[--jobs J] (default: benchmarks/mnist1d_compute.yaml with its grid widened to 8 ... 2048, 4
+trials per batch size, seeds 0 to 5, one study at a time). Each seed is one pair of studies
+(the seed trains and tunes); every seed asked for is reported.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -31,6 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FILE = ROOT / "benchmarks" / "mnist1d_compute.yaml"
 DEFAULT_GRID = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
 OUT = ROOT / "benchmarks" / "results" / "adaptive_allocation.json"
+DEFAULT_SEEDS = [0, 1, 2, 3, 4, 5]
+MODES = ("even", "adaptive")
 
 
 def run(config: dict, mode: str, workdir: Path) -> tuple[str, float]:
@@ -51,7 +58,8 @@ def run(config: dict, mode: str, workdir: Path) -> tuple[str, float]:
     )
     if done.returncode != 0:
         sys.exit(f"study run exited with {done.returncode}:\n{done.stderr[-3000:]}")
-    print(done.stdout, flush=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith(("allocation", "pilot"))]
+    print(f"seed {config['seed']} {mode}:", *lines, sep="\n  ", flush=True)
     return config["name"], time.perf_counter() - started
 
 
@@ -61,13 +69,14 @@ def summary(workdir: Path, name: str) -> dict:
     from study.ledger import Ledger
 
     ledger = Ledger.open(str(workdir / "mlruns" / "optuna.journal"), name, create=False)
-    trials, best = {}, {}
+    trials, best, best_lr = {}, {}, {}
     for stratum in ledger.strata():
         trials[stratum.batch_size] = len(ledger.counted(stratum))
         top = ledger.best(stratum)
         best[stratum.batch_size] = (
             float(top.steps_to_target) if top and top.steps_to_target else float("inf")
         )
+        best_lr[stratum.batch_size] = top.learning_rate if top else None
     sizes = sorted(best)
     fit = fit_noise_scale(sizes, [best[b] for b in sizes], n_boot=1)
     low, high = fit.b_noise_ci if fit.ok and fit.b_noise_ci else (None, None)
@@ -76,6 +85,7 @@ def summary(workdir: Path, name: str) -> dict:
         "trials": trials,
         "total_trials": sum(trials.values()),
         "best_steps": best,
+        "best_lr": best_lr,
         "b_noise": fit.b_noise if fit.ok else None,
         "b_noise_ci": [low, high],
         "ci_width": high / low if low and high else None,
@@ -99,34 +109,74 @@ def report(results: dict) -> None:
     if pilot:
         print(
             f"pilot at batch {pilot['batch_size']}: B_simple {pilot['b_simple']:.4g} "
-            f"(95% {pilot['b_simple_low']} to {pilot['b_simple_high']})"
+            f"(95% {pilot['b_simple_low']:.4g} to {pilot['b_simple_high']:.4g})"
         )
+
+
+def summarise(by_seed: dict) -> dict:
+    """Per seed the two widths (high / low of B_noise's interval; None without one), in how
+    many seeds adaptive's is narrower, and the median width each way."""
+    widths = {seed: {m: r[m]["ci_width"] for m in MODES} for seed, r in by_seed.items()}
+    inf = float("inf")
+    narrower = [s for s, w in widths.items() if (w["adaptive"] or inf) < (w["even"] or inf)]
+    return {
+        "widths": widths,
+        "adaptive_narrower": len(narrower),
+        "seeds": len(widths),
+        "narrower_seeds": narrower,
+        "median_width": {
+            m: statistics.median(w[m] if w[m] is not None else inf for w in widths.values())
+            for m in MODES
+        },
+    }
+
+
+def pair(config: dict, seed: int) -> dict:
+    """The even and the adaptive study of one seed, in a fresh store."""
+    config = dict(config, seed=seed)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="adaptive-") as tmp:
+        for mode in MODES:
+            name, seconds = run(config, mode, Path(tmp))
+            results[mode] = {**summary(Path(tmp), name), "wall_seconds": round(seconds, 1)}
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("file", nargs="?", type=Path, default=DEFAULT_FILE)
     parser.add_argument("--trials-per-stratum", type=int, default=4)
-    parser.add_argument("--seed", type=int, nargs="+", help="seeds (default: the file's)")
+    parser.add_argument(
+        "--seeds", "--seed", type=int, nargs="+", default=DEFAULT_SEEDS, help="seeds (0 to 5)"
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="seeds run at once (default 1)")
     args = parser.parse_args()
     config = yaml.safe_load(args.file.read_text())
     if args.file == DEFAULT_FILE:
         config["search_space"]["batch_size"] = DEFAULT_GRID
     config["trials_per_stratum"] = args.trials_per_stratum
-    by_seed = {}
-    for seed in args.seed or [config.get("seed", 0)]:
-        config["seed"] = seed
-        results = {}
-        with tempfile.TemporaryDirectory(prefix="adaptive-") as tmp:
-            for mode in ("even", "adaptive"):
-                name, seconds = run(config, mode, Path(tmp))
-                results[mode] = {**summary(Path(tmp), name), "wall_seconds": round(seconds, 1)}
-        by_seed[seed] = results
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        done = list(pool.map(lambda seed: pair(config, seed), args.seeds))
+    by_seed = dict(zip(args.seeds, done, strict=True))
     for seed, results in by_seed.items():
         print(f"seed {seed}:")
         report(results)
+    overall = summarise(by_seed)
+    print(
+        f"adaptive narrower in {overall['adaptive_narrower']} of {overall['seeds']} seeds; "
+        f"median width even x{overall['median_width']['even']:.3g}, "
+        f"adaptive x{overall['median_width']['adaptive']:.3g}"
+    )
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(by_seed, indent=2, default=str) + "\n")
+    out = {
+        "config": {
+            "trials_per_stratum": args.trials_per_stratum,
+            "batch_sizes": config["search_space"]["batch_size"],
+        },
+        "summary": overall,
+        "seeds": by_seed,
+    }
+    OUT.write_text(json.dumps(out, indent=2, default=str) + "\n")
     print(f"wrote {OUT.relative_to(ROOT)}")
 
 

@@ -1,67 +1,106 @@
-"""Adaptive allocation: a study's trials go where the batch-size curve is least certain.
+"""Adaptive allocation: a study's trials go where they narrow B_noise's interval most.
 
 Even allocation gives every stratum ``trials_per_stratum`` trials. Adaptive allocation
 (``allocation: {mode: adaptive, rounds: N}``) spends the same total differently:
 
 1. **Grid from a pilot.** The batch sizes of ``search_space.batch_size`` within about 16x of the
    pilot's B_simple either side (at least 6 of them; `initial_grid`) start, each with half its
-   even share of trials (`INITIAL_SHARE`).
+   even share of trials, and at least `LEAST_TRIALS` (`Allocator.initial`).
 2. **Rounds.** When those are done, the rest of the budget goes out in ``rounds`` rounds. Each
-   round fits ``S(B) = S_min (1 + B_noise / B)`` with its profile intervals and gives trials
-   (`plan_round`) to strata whose best learning rate sits at the edge of its searched range
-   (the best may lie outside: more trials re-centre the search), then by the width of the
-   fit's pointwise interval of steps plus how far the stratum's best lies above the curve or
-   above a smaller batch size's best (a best over trials only falls with more trials: such a
-   stratum is under-searched). A stratum past maximal data parallelism (``B > MAX_PARALLEL
-   x`` the upper end of B_noise's interval: within 1/9 of S_min) whose best is on the curve
-   gets none, and a batch size of the file beyond the grid is added while B_noise's interval
-   reaches within that factor of the grid's end, never past maximal data parallelism.
+   round fits ``S(B) = S_min (1 + B_noise / B)`` with its profile intervals to the strata that
+   have their initial trials (a best of fewer is mostly luck) and gives each trial
+   (`plan_round`) to the stratum that needs it most (`Tier`, most pressing first):
 
-Every decision says why (`Decision.reason`); the engine prints it and the tracker logs the
-state (``allocation.json`` on the study's MLflow run). The state is kept in the ledger
-(`Ledger.set_allocation`), so a resumed run continues its rounds and a process that reaches a
-round another process already opened takes that round. (Two processes reaching the same round
-at the same instant may both decide it; the later write wins, and the earlier one's extra
-trials run over budget.)
+   - a stratum short of its initial trials (it does not count in the fit until it has them);
+   - one trial to a stratum whose best learning rate sits at the edge of its searched range
+     (the best may lie outside: a trial re-centres the search);
+   - the stratum whose best, fallen to what it can attain, would narrow B_noise's interval
+     most, per trial it has had (`interval_gain`). A best over trials only falls with more
+     trials, and it can attain the fitted curve and the most steps the other batch sizes
+     allow (steps never grow with the batch size, and halving the batch size at most doubles
+     them: a best above either is provably under-searched). One outlier widens the profile
+     interval several times, so this goes where the width comes from, not where the model is
+     merely uncertain; a stratum with few trials is likelier to improve (a best of n trials
+     is beaten by the next with chance about 1 / (n + 1));
+   - else the widest pointwise interval of steps, per trial it has had.
+
+   A stratum past maximal data parallelism (``B > MAX_PARALLEL x`` the upper end of B_noise's
+   interval: within 1/9 of S_min) whose best is on the curve gets none, and a batch size of the
+   file beyond the grid is added while B_noise's interval reaches within that factor of the
+   grid's end, never past maximal data parallelism.
+
+Every decision says why (`Decision.reason`, with the stratum's trials so far); the engine prints
+it and the tracker logs the state (``allocation.json`` on the study's MLflow run). The state is
+kept in the ledger (`Ledger.set_allocation`), so a resumed run continues its rounds. A round is
+decided by one process only: it claims the round first (`claim_round`: a study named for the
+round in the Optuna storage, which only one writer can create), and a process that loses the
+claim waits for the winner's state and takes it.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from enum import IntEnum
 
 import numpy as np
+import optuna
 
 from study.analysis.noise_scale import NoiseScaleFit, fit_noise_scale
 from study.analysis.pilot import LEAST_SIZES, SPAN
-from study.config.space import CategoricalParam, Stratum
+from study.config.space import Stratum
 from study.config.study import StudyConfig
-from study.ledger import Ledger
+from study.ledger import Ledger, LedgerTrial
+from study.results import TrialState
+from study.tuners.history import step_bound
 
-#: Share of a stratum's even trials it gets before the first round.
+#: Share of a stratum's even trials it gets when it joins the grid (at least `LEAST_TRIALS`).
 INITIAL_SHARE = 0.5
+#: The fewest finished trials a stratum needs before its best counts in the fit that plans a
+#: round (capped at ``trials_per_stratum``): the tuner's first two trials in a stratum are
+#: startup draws, so a best of fewer is mostly luck, and one poor best widens the interval.
+LEAST_TRIALS = 3
 #: A best learning rate in the outer tenth (in log space) of its searched range is at the edge.
 EDGE = 0.1
 #: Beyond this many times B_noise (its interval's upper end) steps are within 1/9 of S_min:
 #: maximal data parallelism, where more batch buys nothing.
 MAX_PARALLEL = 8.0
-#: A priority for a best learning rate at the edge: above any interval width.
-EDGE_PRIORITY = 100.0
-#: A priority for a stratum none of whose trials reached the target (a hole in the curve):
-#: above the usual interval widths and gaps, below an edge; each trial it gets this round
-#: divides it (10, 5, 3.3, ...), so it gets a few, not the whole round.
-UNREACHED_PRIORITY = 10.0
-#: Weight of a best that lies above the curve (log units), against the interval's width.
-UNDER_SEARCHED = 2.0
-#: A best within this log gap of the curve (x1.5) is on it: it may stop past maximal
-#: data parallelism.
+#: A stratum whose best, fallen to what it can attain, would narrow B_noise's interval by less
+#: than this (log units: 2%) is left to the interval-of-steps rule.
+MIN_GAIN = math.log(1.02)
+#: The width (log of high / low) counted for an interval of B_noise without an upper end.
+UNBOUNDED = math.log(1e6)
+#: Without a fit, a stratum none of whose trials reached the target (a hole in the curve) weighs
+#: this many times one that did.
+UNREACHED_WEIGHT = 10.0
+#: A best within this log gap of what it can attain (x1.5) is on the curve: it may stop past
+#: maximal data parallelism.
 CONSISTENT = math.log(1.5)
+#: Seconds a process that lost a round's claim waits for the winner's decisions before it
+#: decides the round itself (the winner died between its claim and its write).
+CLAIM_WAIT = 60.0
+
+#: Trial outcomes that place a learning rate relative to the stratum's optimum.
+_OUTCOMES = (TrialState.REACHED, TrialState.NOT_REACHED, TrialState.DIVERGED, TrialState.PRUNED)
+
+
+class Tier(IntEnum):
+    """Why a stratum wants a trial; a higher tier goes first."""
+
+    SPREAD = 0
+    """The fit's pointwise interval of steps is wide there (or no fit yet)."""
+    GAIN = 1
+    """Its best, fallen to what it can attain, would narrow B_noise's interval."""
+    LEAST = 2
+    """It has fewer than the initial trials a stratum needs to count in the fit."""
 
 
 @dataclass(frozen=True)
 class StratumView:
-    """What a decision about one stratum is made from."""
+    """What a decision about one stratum is made from: its finished ``trials``, its best steps
+    and learning rate, and the range of learning rates its trials ran (`tried_range`)."""
 
     stratum: Stratum
     trials: int
@@ -71,7 +110,8 @@ class StratumView:
 
     @property
     def at_edge(self) -> bool:
-        """Whether the best learning rate sits in the outer `EDGE` of the searched log range."""
+        """Whether the best learning rate sits in the outer `EDGE` of the ``searched`` log
+        range (the rates its trials ran): its optimum is not bracketed and may lie beyond."""
         if self.best_lr is None or self.searched is None:
             return False
         low, high = (math.log(v) for v in self.searched)
@@ -79,6 +119,10 @@ class StratumView:
             return False
         position = (math.log(self.best_lr) - low) / (high - low)
         return position < EDGE or position > 1 - EDGE
+
+    @property
+    def reached(self) -> bool:
+        return math.isfinite(self.best_steps)
 
 
 @dataclass(frozen=True)
@@ -92,6 +136,37 @@ class Decision:
 
     def line(self) -> str:
         return f"allocation round {self.round}: {self.stratum} +{self.trials}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one stratum wants from a round: first the ``urgent`` trials (each a tier, a
+    priority within it and a reason), then more at ``tier`` with priority ``value / (1 +
+    trials so far)`` (a best of n trials is beaten by the next with chance about 1 / (n + 1))."""
+
+    view: StratumView
+    tier: Tier
+    value: float
+    reason: str
+    urgent: tuple[tuple[Tier, float, str], ...] = ()
+
+    def priority(self, given: int) -> tuple[int, float]:
+        """The priority of its next trial after ``given`` trials this round: ``value`` times
+        the chance that the trial improves its best, about ``1 / (n + 1)`` after n trials, and
+        ``1 / 2`` while its best learning rate sits at the edge of the rates tried (its optimum
+        may lie beyond, and the search moves towards it)."""
+        if given < len(self.urgent):
+            return int(self.urgent[given][0]), self.urgent[given][1]
+        tries = given + (1 if self.view.at_edge else self.view.trials)
+        return int(self.tier), self.value / (1 + tries)
+
+    def why(self, given: int) -> str:
+        """The reason for ``given`` trials this round (with the stratum's trials so far)."""
+        reasons = [r for _, _, r in self.urgent[:given]]
+        if given > len(self.urgent):
+            reasons.append(self.reason)
+        text = "; then ".join(dict.fromkeys(reasons))  # each reason once, in order
+        return f"{text} ({_trials(self.view.trials)} so far)"
 
 
 def initial_grid(
@@ -113,11 +188,63 @@ def initial_grid(
     return tuple(sorted(chosen))
 
 
+def tried_range(trials: Sequence[LedgerTrial]) -> tuple[float, float] | None:
+    """The lowest and highest learning rate a stratum's trials ran to an outcome (reached,
+    not reached, diverged or pruned: each says which side of the optimum it lies); None
+    without any.
+
+    Example: rates 0.01 (reached), 0.1 (diverged) and 1.0 (failed) give (0.01, 0.1).
+    """
+    rates = [t.learning_rate for t in trials if t.result is not None and t.status in _OUTCOMES]
+    return (min(rates), max(rates)) if rates else None
+
+
 def fit_views(views: Sequence[StratumView]) -> NoiseScaleFit:
     """The noise-scale fit (with profile intervals) of the strata's best steps."""
     return fit_noise_scale(
         [v.stratum.batch_size for v in views], [v.best_steps for v in views], n_boot=1
     )
+
+
+def interval_width(fit: NoiseScaleFit) -> float:
+    """The width of B_noise's interval, ``log(high / low)`` (`UNBOUNDED` at most, and without
+    a fit)."""
+    if not fit.ok or fit.b_noise_ci is None:
+        return UNBOUNDED
+    low, high = fit.b_noise_ci
+    if not (low > 0 and math.isfinite(high)):
+        return UNBOUNDED
+    return min(UNBOUNDED, math.log(high / low))
+
+
+def attainable(views: Sequence[StratumView], index: int, fit: NoiseScaleFit) -> float:
+    """The fewest steps the stratum ``views[index]`` may reach with more trials, as known now:
+    its best, the fitted curve there (when ``fit`` is ok) and the most steps the other strata
+    allow (`step_bound`: a smaller batch size's best, or ``B' / B`` times a larger one's).
+
+    Example: bests 600 at batch 32 and 400 at batch 64 give batch 64 at most 600 steps, and
+    batch 32 at most 800: neither is under-searched by that rule alone.
+    """
+    view = views[index]
+    others = [(v.stratum.batch_size, v.best_steps) for v in views if v is not view and v.reached]
+    bound = step_bound(view.stratum.batch_size, others, 1.0)
+    curve = float(fit.predict_steps(view.stratum.batch_size)) if fit.ok else math.inf
+    return min(view.best_steps, bound, curve)
+
+
+def interval_gain(views: Sequence[StratumView], index: int, fit: NoiseScaleFit) -> float:
+    """How much B_noise's interval narrows (in log units: ``log`` of the ratio of widths) if
+    the best of ``views[index]`` fell to what it can attain (`attainable`): the fit's
+    sensitivity to that stratum. Zero when it cannot fall.
+
+    Example: bests on a curve but one at batch 1024 twice above a smaller batch size's best
+    give that one a gain of about the log of how much wider the outlier makes the interval.
+    """
+    target = attainable(views, index, fit)
+    if not target < views[index].best_steps:
+        return 0.0
+    moved = [replace(v, best_steps=target) if i == index else v for i, v in enumerate(views)]
+    return interval_width(fit) - interval_width(fit_views(moved))
 
 
 def plan_round(
@@ -130,42 +257,51 @@ def plan_round(
 ) -> list[Decision]:
     """How one round's ``trials`` are spread over the strata of one strategy (``views``).
 
-    First, a batch size of ``candidates`` beyond the grid is added (with ``initial`` trials)
-    where the fit says the curve's knee may lie past the grid's end; then each remaining trial
-    goes to the stratum of highest priority: a best learning rate at the edge of its range
-    first, then the widest pointwise interval of steps (``log(high / low)``), each divided by
-    one plus the trials it got this round so far. Strata past maximal data parallelism get
-    none. With no fit yet (fewer than three batch sizes reached the target), the strata that
-    have not reached it come first, then those with the fewest trials.
+    The strata with ``initial`` trials or more are fitted. First a batch size of
+    ``candidates`` beyond the grid is added (with ``initial`` trials) where the fit says the
+    curve's knee may lie past the grid's end; then each remaining trial goes to the stratum of
+    highest `Need.priority` (`Tier` first): short of ``initial`` trials, a best learning rate
+    at the edge (one trial), the largest `interval_gain` per trial it has had, the widest
+    pointwise interval of steps per trial. Strata past maximal data parallelism whose best is
+    on the curve get none. With no fit yet (fewer than three fitted batch sizes reached the
+    target), the strata that have not reached it come first, then those with the fewest trials.
     """
-    fit = fit_views(views)
+    counted = [v for v in views if v.trials >= initial]
+    fit = fit_views(counted) if len(counted) >= 3 else fit_views([])
     decisions: list[Decision] = []
     strategy = views[0].stratum.strategy
     left = trials
-    for size, reason in _new_sizes(views, fit, candidates):
+    for size, reason in _new_sizes(counted, fit, candidates):
         if left < initial:
             break
         decisions.append(Decision(number, str(Stratum(size, strategy)), initial, reason))
         left -= initial
-    scores, reasons, skipped = _priorities(views, fit)
-    for view in skipped:
-        decisions.append(Decision(number, str(view.stratum), 0, reasons[view.stratum]))
+    needs, skipped = _needs(views, counted, fit, initial)
+    for view, reason in skipped:
+        decisions.append(Decision(number, str(view.stratum), 0, reason))
     given: dict[Stratum, int] = {}
     for _ in range(left):
-        if not scores:
+        if not needs:
             break
-        best = max(scores, key=lambda s: (scores[s] / (1 + given.get(s, 0)), -s.batch_size))
+        best = max(
+            needs,
+            key=lambda s: (*needs[s].priority(given.get(s, 0)), -s.batch_size),
+        )
         given[best] = given.get(best, 0) + 1
     for stratum, count in sorted(given.items(), key=lambda item: item[0].batch_size):
-        decisions.append(Decision(number, str(stratum), count, reasons[stratum]))
+        decisions.append(Decision(number, str(stratum), count, needs[stratum].why(count)))
     return decisions
+
+
+def _trials(n: int) -> str:
+    return f"{n} trial" + ("" if n == 1 else "s")
 
 
 def _new_sizes(
     views: Sequence[StratumView], fit: NoiseScaleFit, candidates: Sequence[int]
 ) -> list[tuple[int, str]]:
     """Batch sizes to add beyond either end of the grid, with why."""
-    if not fit.ok or fit.b_noise_ci is None:
+    if not fit.ok or fit.b_noise_ci is None or not views:
         return []
     sizes = sorted(v.stratum.batch_size for v in views)
     low, high = fit.b_noise_ci
@@ -191,90 +327,125 @@ def _new_sizes(
     return out
 
 
-def _priorities(
-    views: Sequence[StratumView], fit: NoiseScaleFit
-) -> tuple[dict[Stratum, float], dict[Stratum, str], list[StratumView]]:
-    """Each stratum's priority and reason; the strata that get nothing (past maximal data
-    parallelism, and consistent with the fit there)."""
-    scores: dict[Stratum, float] = {}
-    reasons: dict[Stratum, str] = {}
-    skipped: list[StratumView] = []
-    for view, (score, reason) in zip(views, _scores(views, fit), strict=True):
-        if score is None:
-            skipped.append(view)
-        else:
-            scores[view.stratum] = score
-        reasons[view.stratum] = reason
-    return scores, reasons, skipped
-
-
-def _scores(views: Sequence[StratumView], fit: NoiseScaleFit) -> list[tuple[float | None, str]]:
-    """Per view (in order): its priority (None: no more trials) and why.
-
-    Steps to result is a best over trials, so more trials can only lower it: a stratum whose
-    best lies above the fitted curve, or above the best of a smaller batch size (steps never
-    grow with the batch size), is likely under-searched and counts that gap (in log units,
-    `UNDER_SEARCHED` times) on top of the width of the fit's interval of steps there.
-    """
-    sizes = np.array([v.stratum.batch_size for v in views], dtype=float)
-    band = fit.steps_band(sizes) if fit.ok else None
-    upper = fit.b_noise_ci[1] if fit.ok and fit.b_noise_ci else math.inf
-    out: list[tuple[float | None, str]] = []
-    for i, view in enumerate(views):
+def _needs(
+    views: Sequence[StratumView],
+    counted: Sequence[StratumView],
+    fit: NoiseScaleFit,
+    initial: int,
+) -> tuple[dict[Stratum, Need], list[tuple[StratumView, str]]]:
+    """Each stratum's `Need`; the strata that get nothing (past maximal data parallelism and
+    on the curve there) with why."""
+    base = _base_needs(counted, fit)
+    needs: dict[Stratum, Need] = {}
+    skipped: list[tuple[StratumView, str]] = []
+    for view in views:
+        tier, value, reason = base.get(
+            view.stratum, (Tier.SPREAD, 1.0, "spread over the fewest-searched strata")
+        )
+        urgent: list[tuple[Tier, float, str]] = [
+            (
+                Tier.LEAST,
+                -float(view.trials + k),
+                f"{_trials(view.trials)} of the {initial} a stratum needs before its best "
+                "counts in the fit",
+            )
+            for k in range(max(0, initial - view.trials))
+        ]
         if view.at_edge:
             low, high = view.searched or (math.nan, math.nan)
-            out.append(
-                (
-                    EDGE_PRIORITY,
-                    f"best learning rate {view.best_lr:.3g} at the edge of its searched range "
-                    f"{low:.3g} to {high:.3g}",
-                )
+            edge = (
+                f"its best learning rate {view.best_lr:.3g} sits at the edge of the rates its "
+                f"trials ran ({low:.3g} to {high:.3g}): its optimum may lie beyond"
+            )
+            if tier is None:  # past maximal data parallelism, but its optimum was not found
+                tier, value, reason = Tier.SPREAD, 1.0, edge
+            else:
+                reason = f"{reason}; {edge}"
+        if tier is None:
+            if not urgent:
+                skipped.append((view, reason))
+                continue
+            tier, value = Tier.SPREAD, 0.0
+        needs[view.stratum] = Need(view, tier, value, reason, tuple(urgent))
+    return needs, skipped
+
+
+def _base_needs(
+    views: Sequence[StratumView], fit: NoiseScaleFit
+) -> dict[Stratum, tuple[Tier | None, float, str]]:
+    """Per fitted stratum: its tier (None: no more trials), value and why."""
+    if not fit.ok:
+        return {
+            v.stratum: (Tier.SPREAD, 1.0, f"no fit yet ({fit.reason}): the fewest-searched")
+            if v.reached
+            else (
+                Tier.SPREAD,
+                UNREACHED_WEIGHT,
+                f"no trial has reached the target yet (no fit yet: {fit.reason})",
+            )
+            for v in views
+        }
+    sizes = np.array([v.stratum.batch_size for v in views], dtype=float)
+    band = fit.steps_band(sizes)
+    width = interval_width(fit)
+    upper = fit.b_noise_ci[1] if fit.b_noise_ci else math.inf
+    out: dict[Stratum, tuple[Tier | None, float, str]] = {}
+    for i, view in enumerate(views):
+        target = attainable(views, i, fit)
+        gap = math.log(view.best_steps / target) if view.reached else math.inf
+        if sizes[i] > MAX_PARALLEL * upper and gap < CONSISTENT:
+            out[view.stratum] = (
+                None,
+                0.0,
+                f"past maximal data parallelism (B > {MAX_PARALLEL:g} x B_noise's upper end "
+                f"{upper:.3g}) and on the curve there: no more trials",
             )
             continue
-        if not math.isfinite(view.best_steps):
-            out.append((UNREACHED_PRIORITY, "no trial has reached the target yet"))
-            continue
-        if band is None:
-            out.append(
-                (
-                    1.0 / (1 + view.trials),
-                    f"no fit yet ({fit.reason}): spread over the fewest-searched strata",
-                )
+        gain = interval_gain(views, i, fit)
+        if gain >= MIN_GAIN:
+            how = (
+                f"its best {view.best_steps:.0f} steps fell to the {target:.0f} it can attain"
+                if view.reached
+                else f"it reached the target in the {target:.0f} steps it can attain"
+            )
+            out[view.stratum] = (
+                Tier.GAIN,
+                gain,
+                f"B_noise's 95% interval (x{math.exp(width):.3g}) would narrow to "
+                f"x{math.exp(width - gain):.3g} if {how} (more trials can only lower a best)",
             )
             continue
-        smaller = [v.best_steps for v in views if v.stratum.batch_size < view.stratum.batch_size]
-        rise = max(0.0, math.log(view.best_steps / min(smaller))) if smaller else 0.0
-        above = max(0.0, math.log(view.best_steps / float(fit.predict_steps(sizes[i]))))
-        width = float(np.log(band[1][i] / band[0][i]))
-        width = width if math.isfinite(width) else UNREACHED_PRIORITY / 2
-        if sizes[i] > MAX_PARALLEL * upper and max(rise, above) < CONSISTENT:
-            out.append(
-                (
-                    None,
-                    f"past maximal data parallelism (B > {MAX_PARALLEL:g} x B_noise's upper "
-                    f"end {upper:.3g}) and on the curve there: no more trials",
-                )
-            )
-            continue
-        gap = max(rise, above)
-        if gap * UNDER_SEARCHED > width:
-            what = "a smaller batch size's" if rise >= above else "the fitted curve's"
-            reason = (
-                f"its best steps {view.best_steps:.0f} lie x{math.exp(gap):.2f} above "
-                f"{what} (more trials can only lower them)"
-            )
-        else:
-            reason = (
-                f"the fit's 95% interval of steps is wide here ({band[0][i]:.0f} to "
-                f"{band[1][i]:.0f}, x{math.exp(width):.2f})"
-            )
-        out.append((width + UNDER_SEARCHED * gap, reason))
+        low, high = (band[0][i], band[1][i]) if band is not None else (math.nan, math.nan)
+        spread = float(np.log(high / low)) if low > 0 and math.isfinite(high) else UNBOUNDED
+        out[view.stratum] = (
+            Tier.SPREAD,
+            spread,
+            f"the fit's 95% interval of steps is wide here ({low:.0f} to {high:.0f}, "
+            f"x{math.exp(spread):.2f})",
+        )
     return out
+
+
+def claim_round(ledger: Ledger, number: int) -> bool:
+    """Claim the deciding of round ``number`` of the ledger's adaptive allocation: whether this
+    process won. The claim is a study named ``allocation:<study>/round-<number>`` in the
+    ledger's Optuna storage; a study name is unique there (a database constraint, or the order
+    of the journal), so of processes claiming at once exactly one creates it.
+
+    Example: the first ``claim_round(ledger, 2)`` is True, every later one False.
+    """
+    name = f"allocation:{ledger.name}/round-{number}"
+    try:
+        ledger.storage.create_new_study([optuna.study.StudyDirection.MINIMIZE], name)
+    except optuna.exceptions.DuplicatedStudyError:
+        return False
+    return True
 
 
 class Allocator:
     """An adaptive allocation over a study's run: its budgets by stratum, its rounds and their
-    decisions, kept in the ledger. ``say`` prints a decision; ``track`` logs the state."""
+    decisions, kept in the ledger. ``say`` prints a decision; ``track`` logs the state;
+    ``sleep`` waits while another process decides a round."""
 
     def __init__(
         self,
@@ -282,11 +453,13 @@ class Allocator:
         ledger: Ledger,
         total: int,
         say: Callable[[str], None] = print,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.config = config
         self.ledger = ledger
         self.total = total
         self.say = say
+        self.sleep = sleep
         self.track: Callable[[dict], None] | None = None
         self.round = 0
         self.budgets: dict[Stratum, int] = {}
@@ -294,8 +467,13 @@ class Allocator:
 
     @property
     def initial(self) -> int:
-        """Trials a stratum gets when it joins the grid."""
-        return max(1, math.ceil(self.config.trials_per_stratum * INITIAL_SHARE))
+        """Trials a stratum gets when it joins the grid, and needs before it counts in the fit:
+        `INITIAL_SHARE` of ``trials_per_stratum``, at least `LEAST_TRIALS`, at most all of it.
+
+        Example: 4 trials per stratum give 3; 8 give 4; 2 give 2.
+        """
+        share = math.ceil(self.config.trials_per_stratum * INITIAL_SHARE)
+        return max(1, min(self.config.trials_per_stratum, max(LEAST_TRIALS, share)))
 
     def start(self, estimate: Callable[[], float]) -> dict[Stratum, int]:
         """The budgets to run first: as stored (a resumed run), else the grid around the
@@ -320,13 +498,22 @@ class Allocator:
 
     def next_round(self) -> dict[Stratum, int] | None:
         """The budgets after the next round's decisions; None when the rounds or the budget
-        are spent."""
+        are spent. Only the process that claims the round (`claim_round`) decides it; another
+        takes its decisions from the ledger."""
         if self._adopt_stored(newer_only=True):  # another process opened the round
             return dict(self.budgets)
         left = self.total - sum(self.budgets.values())
         if self.round >= self.config.allocation.rounds or left <= 0:
             return None
-        self.round += 1
+        number = self.round + 1
+        if not claim_round(self.ledger, number):
+            if self._await(number):
+                return dict(self.budgets)
+            self.say(
+                f"allocation round {number}: claimed by another process, which stored no "
+                f"decisions within {CLAIM_WAIT:g} s; deciding it here"
+            )
+        self.round = number
         share = math.ceil(left / (self.config.allocation.rounds - self.round + 1))
         strategies = self.config.space.strategies
         for i, strategy in enumerate(strategies):
@@ -354,6 +541,18 @@ class Allocator:
             "decisions": [asdict(d) for d in self.decisions],
         }
 
+    def _await(self, number: int) -> bool:
+        """Wait (up to `CLAIM_WAIT` seconds) for another process's decisions of round
+        ``number`` and take them; whether they came."""
+        waited = 0.0
+        while True:
+            if self._adopt_stored(newer_only=True) and self.round >= number:
+                return True
+            if waited >= CLAIM_WAIT:
+                return False
+            self.sleep(0.25)
+            waited += 0.25
+
     def _adopt_stored(self, *, newer_only: bool = False) -> bool:
         """Take the state stored in the ledger (a resumed run, or another process's later
         round); whether there was one to take."""
@@ -366,22 +565,13 @@ class Allocator:
         return True
 
     def _view(self, stratum: Stratum) -> StratumView:
-        from study.tuners.history import read_history
-
         best = self.ledger.best(stratum)
-        history = read_history(self.ledger, self.config, stratum, self.budgets.get(stratum))
-        param = self.config.space.param("learning_rate")
-        whole = (
-            (min(param.choices), max(param.choices))
-            if isinstance(param, CategoricalParam)
-            else (param.low, param.high)
-        )
         return StratumView(
             stratum,
             trials=len(self.ledger.counted(stratum)),
             best_steps=float(best.steps_to_target) if best and best.steps_to_target else math.inf,
             best_lr=best.learning_rate if best else None,
-            searched=history.window or whole,
+            searched=tried_range(self.ledger.trials(stratum)),
         )
 
     def _decide(self, decision: Decision) -> None:

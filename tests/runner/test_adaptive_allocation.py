@@ -1,13 +1,16 @@
-"""Adaptive allocation: the grid around a pilot's B_simple, each round's decisions (edge of the
-learning-rate range first, then the widest interval of steps, never past maximal data
+"""Adaptive allocation: the grid around a pilot's B_simple, each round's decisions (initial
+trials first, one trial to a best rate at the edge of its range, then the stratum whose best
+falling to what it can attain narrows B_noise's interval most, never past maximal data
 parallelism, a batch size added where the knee may lie beyond the grid), the state kept in the
-ledger for a resumed run, and a real adaptive study end to end."""
+ledger for a resumed run, a round decided by one process only, and a real adaptive study end
+to end."""
 
 from __future__ import annotations
 
 import copy
 import json
 import math
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,10 +20,15 @@ from study.config.space import Stratum
 from study.config.studyfile import parse_study
 from study.ledger import Ledger, StudyRecord, open_storage
 from study.runner.allocation import (
-    EDGE_PRIORITY,
+    CLAIM_WAIT,
     Allocator,
     StratumView,
+    attainable,
+    claim_round,
+    fit_views,
     initial_grid,
+    interval_gain,
+    interval_width,
     plan_round,
 )
 from tests.runner.conftest import run_study, tiny_study, write_study
@@ -70,44 +78,104 @@ def test_round_skips_maximal_data_parallelism_and_spends_exactly() -> None:
     assert all(d.round == 1 for d in decisions)
 
 
-def test_round_gives_trials_first_to_a_best_rate_at_the_edge() -> None:
-    found = views(64, sizes=GRID[:7])
-    edge = found[3]  # b64
-    found[3] = StratumView(edge.stratum, 2, edge.best_steps, 0.9, (0.001, 1.0))
-    decisions = plan_round(found, 2, 1)
-    given = {d.stratum: d for d in decisions if d.trials}
-    assert list(given) == ["b64/default"] and given["b64/default"].trials == 2
-    assert "at the edge of its searched range" in given["b64/default"].reason
-    assert EDGE_PRIORITY > 10  # above any interval width
+def test_a_best_rate_at_the_edge_of_the_rates_tried_is_likelier_to_improve() -> None:
+    # Bests within 1% of the curve, five trials each; b64's best rate is the highest it tried:
+    # its optimum may lie beyond, so its next trials count as likelier to improve it (1/2, not
+    # 1/6) and it gets most of the round.
+    found = [
+        StratumView(v.stratum, 5, v.best_steps * f, v.best_lr, v.searched)
+        for v, f in zip(
+            views(64, GRID[:7]), (1.01, 0.99, 1.01, 0.99, 1.01, 0.99, 1.01), strict=True
+        )
+    ]
+    found[3] = StratumView(found[3].stratum, 5, found[3].best_steps, 0.9, (0.001, 1.0))
+    assert found[3].at_edge and not found[2].at_edge
+    given = {d.stratum: d for d in plan_round(found, 4, 1) if d.trials}
+    assert max(given, key=lambda s: given[s].trials) == "b64/default"
+    assert "its optimum may lie beyond" in given["b64/default"].reason
+    assert "5 trials so far" in given["b64/default"].reason
 
 
 def test_round_spreads_by_the_width_of_the_interval_of_steps() -> None:
-    noisy = [
+    # Bests within 1% of the curve: none can fall to narrow B_noise's interval by 2%, so the
+    # pointwise interval of steps spreads the trials.
+    low = [
         StratumView(v.stratum, v.trials, v.best_steps * f, v.best_lr, v.searched)
-        for v, f in zip(views(64, GRID[:7]), (1.1, 0.95, 1.05, 0.97, 1.04, 0.96, 1.0), strict=True)
+        for v, f in zip(
+            views(64, GRID[:7]), (1.01, 0.99, 1.01, 0.99, 1.01, 0.99, 1.01), strict=True
+        )
     ]
-    decisions = plan_round(noisy, 4, 2)
+    decisions = plan_round(low, 4, 2)
     assert sum(d.trials for d in decisions) == 4
     assert all("interval of steps is wide here" in d.reason for d in decisions if d.trials)
     assert len({d.stratum for d in decisions if d.trials}) >= 2  # spread, not piled up
 
 
-def test_round_gives_trials_to_a_best_above_the_curve() -> None:
+def test_attainable_is_the_least_of_its_best_the_curve_and_its_neighbours() -> None:
     found = views(64, GRID[:7])
-    slow = found[4]  # b128, twice the steps the others' curve says: under-searched
-    found[4] = StratumView(slow.stratum, 2, slow.best_steps * 2, slow.best_lr, slow.searched)
-    decisions = plan_round(found, 2, 1)
+    fit = fit_views(found)
+    # On the curve: it can attain only its best.
+    assert attainable(found, 3, fit) == pytest.approx(found[3].best_steps)
+    # Above a smaller batch size's best: steps never grow with the batch size.
+    slow = list(found)
+    slow[5] = StratumView(found[5].stratum, 3, found[3].best_steps * 1.5)  # b256 above b64
+    assert attainable(slow, 5, fit_views(slow)) <= found[4].best_steps
+    # Above what halving a larger batch size allows: at most B' / B times its steps.
+    slow = list(found)
+    slow[0] = StratumView(found[0].stratum, 3, found[1].best_steps * 4)  # b8 vs b16
+    assert attainable(slow, 0, fit_views(slow)) <= found[1].best_steps * 2
+
+
+def test_the_outlier_that_widens_b_noise_interval_gets_the_trials() -> None:
+    # Bests near the curve with a little scatter, and b1024 twice as slow as b512 (steps never
+    # grow with the batch size: it is under-searched). Its falling would narrow the interval
+    # most, so it gets the round.
+    found = [
+        StratumView(v.stratum, 3, v.best_steps * f, v.best_lr, v.searched)
+        for v, f in zip(
+            views(128), (1.05, 0.97, 1.04, 1.0, 0.96, 1.03, 1.0, 1.0, 1.02), strict=True
+        )
+    ]
+    found[7] = StratumView(found[7].stratum, 3, found[6].best_steps * 2, 0.03, (0.001, 1.0))
+    fit = fit_views(found)
+    gains = [interval_gain(found, i, fit) for i in range(len(found))]
+    assert max(range(len(found)), key=gains.__getitem__) == 7
+    # The gain is what refitting with its best fallen to what it can attain gives.
+    moved = list(found)
+    moved[7] = StratumView(found[7].stratum, 3, attainable(found, 7, fit))
+    assert gains[7] == pytest.approx(interval_width(fit) - interval_width(fit_views(moved)))
+    assert gains[7] > math.log(1.5)
+    decisions = plan_round(found, 3, 1)
     given = {d.stratum: d for d in decisions if d.trials}
-    assert given["b128/default"].trials >= 1
-    assert "above" in given["b128/default"].reason and "more trials can only lower" in (
+    assert given["b1024/default"].trials >= 2
+    assert "would narrow to" in given["b1024/default"].reason
+    assert "3 trials so far" in given["b1024/default"].reason
+
+
+def test_a_stratum_short_of_its_initial_trials_is_topped_up_and_not_fitted() -> None:
+    found = views(64, GRID[:7])
+    # b128 has one trial, with a best far off the curve: it does not count in the fit (its
+    # lone best is luck) and gets the trials it lacks first.
+    found[4] = StratumView(found[4].stratum, 1, found[4].best_steps * 20, 0.03, (0.001, 1.0))
+    found = [
+        StratumView(v.stratum, max(v.trials, 3), v.best_steps, v.best_lr, v.searched)
+        if i != 4
+        else v
+        for i, v in enumerate(found)
+    ]
+    decisions = plan_round(found, 3, 1, initial=3)
+    given = {d.stratum: d for d in decisions if d.trials}
+    assert given["b128/default"].trials >= 2
+    assert "1 trial of the 3 a stratum needs before its best counts" in (
         given["b128/default"].reason
     )
+    # Without it the rest lie on the curve: nothing else looks under-searched.
+    assert not any("would narrow" in d.reason for d in decisions if d.trials)
 
 
 def test_a_large_batch_size_off_the_curve_is_not_given_up() -> None:
-    # Two trials each: the large batch sizes' bests are far above their smaller neighbours'
-    # (under-searched), so even if the fit puts them past maximal data parallelism they
-    # get trials.
+    # The large batch sizes' bests are far above their smaller neighbours' (under-searched),
+    # so even if the fit puts them past maximal data parallelism they get trials.
     found = views(4, GRID)
     for i in (6, 7, 8):
         v = found[i]
@@ -145,33 +213,107 @@ def allocation_study(sizes: tuple[int, ...] = GRID[:7], rounds: int = 2) -> dict
     )
 
 
-def test_allocator_keeps_its_state_in_the_ledger(tmp_path: Path) -> None:
-    data = allocation_study()
+def new_ledger(tmp_path: Path, data: dict) -> tuple[Ledger, object]:
     config = parse_study(copy.deepcopy(data), "adaptive.yaml")
     ledger = Ledger(open_storage(str(tmp_path / "optuna.journal")), "adaptive")
     ledger.create(StudyRecord("adaptive", config_text=config.text, fingerprint="x"))
+    return ledger, config
+
+
+def test_allocator_keeps_its_state_in_the_ledger(tmp_path: Path) -> None:
+    ledger, config = new_ledger(tmp_path, allocation_study())
     lines: list[str] = []
-    allocator = Allocator(config, ledger, total=14, say=lines.append)
+    allocator = Allocator(config, ledger, total=20, say=lines.append)
+    assert allocator.initial == 2  # 2 trials per stratum: all of them (at most the even share)
     budgets = allocator.start(lambda: 4.0)
-    assert budgets == {Stratum(b, "default"): 1 for b in (64, 32, 16, 8, 128, 256)}
+    assert budgets == {Stratum(b, "default"): 2 for b in (64, 32, 16, 8, 128, 256)}
     assert len(lines) == 6 and "within 16x of the pilot's B_simple 4" in lines[0]
     # A resumed run takes the stored state, deciding nothing anew.
-    again = Allocator(config, ledger, total=14, say=lines.append)
+    again = Allocator(config, ledger, total=20, say=lines.append)
     assert again.start(pytest.fail) == budgets and len(lines) == 6  # no pilot asked for
-    # Rounds: no trial has reached yet, so each round goes to strata that never reached.
+    # Rounds: no trial has run, so each round tops up the strata short of their trials.
     first = allocator.next_round()
-    assert first is not None and sum(first.values()) == 6 + 4 and allocator.round == 1
+    assert first is not None and sum(first.values()) == 12 + 4 and allocator.round == 1
+    assert all("a stratum needs before its best counts" in line for line in lines[6:])
     assert again.next_round() == first  # another process took the round already
     second = allocator.next_round()
-    assert second is not None and sum(second.values()) == 14
+    assert second is not None and sum(second.values()) == 20
     assert allocator.next_round() is None  # the budget is spent
     state = ledger.allocation()
-    assert state is not None and state["round"] == 2 and sum(state["budgets"].values()) == 14
+    assert state is not None and state["round"] == 2 and sum(state["budgets"].values()) == 20
     assert [d["round"] for d in state["decisions"]][-1] == 2
 
 
+def test_initial_trials_are_half_the_even_share_and_at_least_three() -> None:
+    for per_stratum, initial in ((1, 1), (2, 2), (4, 3), (8, 4), (12, 6)):
+        config = parse_study(tiny_study(trials_per_stratum=per_stratum), "tiny.yaml")
+        assert Allocator(config, None, total=0).initial == initial  # type: ignore[arg-type]
+
+
+def test_only_one_of_many_writers_claims_a_round(tmp_path: Path) -> None:
+    new_ledger(tmp_path, allocation_study())
+    path = str(tmp_path / "optuna.journal")
+    # Each thread opens the journal on its own, as a separate process would.
+    ledgers = [Ledger(open_storage(path), "adaptive") for _ in range(6)]
+    start = threading.Barrier(len(ledgers))
+    won: list[bool] = []
+
+    def claim(ledger: Ledger) -> None:
+        start.wait()
+        won.append(claim_round(ledger, 1))
+
+    threads = [threading.Thread(target=claim, args=(ledger,)) for ledger in ledgers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(won) == [False] * 5 + [True]
+    assert not claim_round(ledgers[0], 1) and claim_round(ledgers[0], 2)
+    assert ledgers[0].strata() == []  # a claim is not a stratum
+    from study.ledger.storage import list_studies
+
+    assert list_studies(ledgers[0].storage) == ["adaptive"]  # nor a study
+
+
+def test_a_process_that_loses_the_claim_takes_the_winners_round(tmp_path: Path) -> None:
+    ledger, config = new_ledger(tmp_path, allocation_study())
+    lines: list[str] = []
+
+    def winner_writes(seconds: float) -> None:
+        # Another process claimed round 1 and stores its decisions while this one waits.
+        state = ledger.allocation()
+        assert state is not None
+        if state["round"] == 0:
+            state["budgets"]["b8/default"] += 4
+            state["decisions"].append(
+                {"round": 1, "stratum": "b8/default", "trials": 4, "reason": "the winner's"}
+            )
+            ledger.set_allocation(dict(state, round=1))
+
+    allocator = Allocator(config, ledger, total=20, say=lines.append, sleep=winner_writes)
+    allocator.start(lambda: 4.0)
+    lines.clear()
+    assert claim_round(ledger, 1)  # the other process's claim, made first
+    budgets = allocator.next_round()
+    assert allocator.round == 1 and budgets is not None and budgets[Stratum(8, "default")] == 6
+    assert allocator.decisions[-1].reason == "the winner's" and lines == []  # nothing decided
+
+
+def test_a_claim_whose_winner_never_writes_is_decided_after_a_wait(tmp_path: Path) -> None:
+    ledger, config = new_ledger(tmp_path, allocation_study())
+    lines: list[str] = []
+    waited: list[float] = []
+    allocator = Allocator(config, ledger, total=20, say=lines.append, sleep=waited.append)
+    allocator.start(lambda: 4.0)
+    assert claim_round(ledger, 1)  # claimed by a process that died before it wrote
+    budgets = allocator.next_round()
+    assert budgets is not None and sum(budgets.values()) == 16 and allocator.round == 1
+    assert sum(waited) >= CLAIM_WAIT
+    assert any("claimed by another process" in line for line in lines)
+
+
 def test_adaptive_study_runs_its_rounds_end_to_end(tmp_path: Path) -> None:
-    data = allocation_study(sizes=GRID[1:7], rounds=1)
+    data = dict(allocation_study(sizes=GRID[2:6], rounds=1), trials_per_stratum=4)
     write_study(tmp_path, data)
     out = run_study("run", "adaptive.yaml", "--tuner", "optuna", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -180,9 +322,9 @@ def test_adaptive_study_runs_its_rounds_end_to_end(tmp_path: Path) -> None:
     ledger = Ledger(open_storage(str(tmp_path / "mlruns" / "optuna.journal")), "adaptive")
     pilot, state = ledger.pilot(), ledger.allocation()
     assert pilot is not None and pilot["b_simple"] > 0
-    assert state is not None and state["round"] == 1 and state["total"] == 12
+    assert state is not None and state["round"] == 1 and state["total"] == 16
     budgets = {Stratum.parse(k): n for k, n in state["budgets"].items()}
-    assert sum(budgets.values()) == 12
+    assert sum(budgets.values()) == 16 and min(budgets.values()) >= 3  # 3 each, then 4 more
     ran = {s: len(ledger.counted(s)) for s in ledger.strata()}
     assert ran == {s: n for s, n in budgets.items() if n}  # every trial given was run, once
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
