@@ -18,7 +18,8 @@ from mlflow import MlflowClient
 
 from study.config.space import Stratum
 from study.config.studyfile import parse_study
-from study.ledger import Ledger, StudyRecord, open_storage
+from study.ledger import Ledger, LedgerTrial, StudyRecord, open_storage
+from study.results import TrialResult, TrialState
 from study.runner.allocation import (
     CLAIM_WAIT,
     Allocator,
@@ -30,6 +31,7 @@ from study.runner.allocation import (
     interval_gain,
     interval_width,
     plan_round,
+    tried_range,
 )
 from tests.runner.conftest import run_study, tiny_study, write_study
 
@@ -64,6 +66,30 @@ def test_edge_is_the_outer_tenth_of_the_searched_log_range() -> None:
     assert StratumView(view.stratum, 2, 200.0, 0.0014, (0.001, 1.0)).at_edge
     assert StratumView(view.stratum, 2, 200.0, 0.8, (0.001, 1.0)).at_edge
     assert not StratumView(view.stratum, 2, 200.0, None, (0.001, 1.0)).at_edge
+
+
+def test_tried_range_spans_the_rates_that_ran_to_an_outcome() -> None:
+    def trial(lr: float, state: TrialState, finished: bool = True) -> LedgerTrial:
+        result = TrialResult(state, steps_to_target=100 if state is TrialState.REACHED else None)
+        return LedgerTrial(
+            Stratum(64, "default"),
+            0,
+            state,
+            params={"learning_rate": lr},
+            result=result if finished else None,
+        )
+
+    trials = [
+        trial(0.01, TrialState.REACHED),
+        trial(0.1, TrialState.DIVERGED),
+        trial(1.0, TrialState.FAILED),  # an exception says nothing of the rate
+        trial(0.001, TrialState.RUNNING, finished=False),
+    ]
+    assert tried_range(trials) == (0.01, 0.1)
+    assert tried_range(trials[2:]) is None
+    # A best at the top of the rates tried is at the edge: its optimum may lie higher.
+    view = StratumView(Stratum(64, "default"), 2, 100.0, 0.1, tried_range(trials))
+    assert view.at_edge
 
 
 def test_round_skips_maximal_data_parallelism_and_spends_exactly() -> None:
