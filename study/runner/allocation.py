@@ -12,17 +12,16 @@ Even allocation gives every stratum ``trials_per_stratum`` trials. Adaptive allo
    (`plan_round`) to the stratum that needs it most (`Tier`, most pressing first):
 
    - a stratum short of its initial trials (it does not count in the fit until it has them);
-   - one trial to a stratum whose best learning rate sits at the edge of its searched range
-     (the best may lie outside: a trial re-centres the search);
    - the stratum whose best, fallen to what it can attain, would narrow B_noise's interval
-     most, per trial it has had (`interval_gain`). A best over trials only falls with more
-     trials, and it can attain the fitted curve and the most steps the other batch sizes
-     allow (steps never grow with the batch size, and halving the batch size at most doubles
-     them: a best above either is provably under-searched). One outlier widens the profile
-     interval several times, so this goes where the width comes from, not where the model is
-     merely uncertain; a stratum with few trials is likelier to improve (a best of n trials
-     is beaten by the next with chance about 1 / (n + 1));
-   - else the widest pointwise interval of steps, per trial it has had.
+     most (`interval_gain`) times the chance that a trial improves its best. A best over
+     trials only falls with more trials, and it can attain the fitted curve and the most steps
+     the other batch sizes allow (steps never grow with the batch size, and halving the batch
+     size at most doubles them: a best above either is provably under-searched). One outlier
+     widens the profile interval several times, so this goes where the width comes from, not
+     where the model is merely uncertain. A best of n trials is beaten by the next with chance
+     about 1 / (n + 1); twice that while its best learning rate is the highest or lowest its
+     trials ran (`StratumView.at_edge`: the optimum may lie beyond, and the search follows);
+   - else the widest pointwise interval of steps, by the same chance.
 
    A stratum past maximal data parallelism (``B > MAX_PARALLEL x`` the upper end of B_noise's
    interval: within 1/9 of S_min) whose best is on the curve gets none, and a batch size of the
@@ -153,12 +152,12 @@ class Need:
     def priority(self, given: int) -> tuple[int, float]:
         """The priority of its next trial after ``given`` trials this round: ``value`` times
         the chance that the trial improves its best, about ``1 / (n + 1)`` after n trials, and
-        ``1 / 2`` while its best learning rate sits at the edge of the rates tried (its optimum
-        may lie beyond, and the search moves towards it)."""
+        twice that (``1 / (n / 2 + 1)``) while its best learning rate sits at the edge of the
+        rates tried (its optimum may lie beyond, and the search moves towards it)."""
         if given < len(self.urgent):
             return int(self.urgent[given][0]), self.urgent[given][1]
-        tries = given + (1 if self.view.at_edge else self.view.trials)
-        return int(self.tier), self.value / (1 + tries)
+        tries = self.view.trials + given
+        return int(self.tier), self.value / (1 + (tries / 2 if self.view.at_edge else tries))
 
     def why(self, given: int) -> str:
         """The reason for ``given`` trials this round (with the stratum's trials so far)."""
@@ -233,18 +232,34 @@ def attainable(views: Sequence[StratumView], index: int, fit: NoiseScaleFit) -> 
 
 
 def interval_gain(views: Sequence[StratumView], index: int, fit: NoiseScaleFit) -> float:
-    """How much B_noise's interval narrows (in log units: ``log`` of the ratio of widths) if
-    the best of ``views[index]`` fell to what it can attain (`attainable`): the fit's
+    """How much B_noise's interval narrows (in log units: ``log`` of the ratio of widths),
+    on average over what an improvement of the best of ``views[index]`` may bring: the fit's
     sensitivity to that stratum. Zero when it cannot fall.
 
+    A reached best falls somewhere between what it can attain (`attainable`) and itself: the
+    outcomes weighed are that value and the geometric middle. An unreached stratum, once it
+    reaches, may land at that value or above it (`CONSISTENT`: x1.5, x2.25), and a point far
+    above the curve widens the interval: its gain may be negative, the more so the more
+    strata pin the curve down.
+
     Example: bests on a curve but one at batch 1024 twice above a smaller batch size's best
-    give that one a gain of about the log of how much wider the outlier makes the interval.
+    give that one a gain of most of the log of how much wider the outlier makes the interval.
     """
+    view = views[index]
     target = attainable(views, index, fit)
-    if not target < views[index].best_steps:
+    if not target < view.best_steps:
         return 0.0
-    moved = [replace(v, best_steps=target) if i == index else v for i, v in enumerate(views)]
-    return interval_width(fit) - interval_width(fit_views(moved))
+    if view.reached:
+        outcomes = [target, math.sqrt(target * view.best_steps)]
+    else:
+        outcomes = [target * math.exp(k * CONSISTENT) for k in range(3)]
+    widths = [
+        interval_width(
+            fit_views([replace(v, best_steps=o) if i == index else v for i, v in enumerate(views)])
+        )
+        for o in outcomes
+    ]
+    return interval_width(fit) - sum(widths) / len(widths)
 
 
 def plan_round(
@@ -260,11 +275,12 @@ def plan_round(
     The strata with ``initial`` trials or more are fitted. First a batch size of
     ``candidates`` beyond the grid is added (with ``initial`` trials) where the fit says the
     curve's knee may lie past the grid's end; then each remaining trial goes to the stratum of
-    highest `Need.priority` (`Tier` first): short of ``initial`` trials, a best learning rate
-    at the edge (one trial), the largest `interval_gain` per trial it has had, the widest
-    pointwise interval of steps per trial. Strata past maximal data parallelism whose best is
-    on the curve get none. With no fit yet (fewer than three fitted batch sizes reached the
-    target), the strata that have not reached it come first, then those with the fewest trials.
+    highest `Need.priority` (`Tier` first): short of ``initial`` trials, then the largest
+    `interval_gain`, then the widest pointwise interval of steps, each times the chance that
+    a trial improves its best. Strata past maximal data parallelism whose best is on the curve
+    (and whose best rate is not at the edge of those tried) get none. With no fit yet (fewer
+    than three fitted batch sizes reached the target), the strata that have not reached it
+    come first, then those with the fewest trials.
     """
     counted = [v for v in views if v.trials >= initial]
     fit = fit_views(counted) if len(counted) >= 3 else fit_views([])
@@ -404,15 +420,16 @@ def _base_needs(
         gain = interval_gain(views, i, fit)
         if gain >= MIN_GAIN:
             how = (
-                f"its best {view.best_steps:.0f} steps fell to the {target:.0f} it can attain"
+                f"its best {view.best_steps:.0f} steps fell towards the {target:.0f} it can "
+                "attain (more trials can only lower a best)"
                 if view.reached
-                else f"it reached the target in the {target:.0f} steps it can attain"
+                else f"it reached the target (in {target:.0f} steps at best)"
             )
             out[view.stratum] = (
                 Tier.GAIN,
                 gain,
                 f"B_noise's 95% interval (x{math.exp(width):.3g}) would narrow to "
-                f"x{math.exp(width - gain):.3g} if {how} (more trials can only lower a best)",
+                f"x{math.exp(width - gain):.3g} on average if {how}",
             )
             continue
         low, high = (band[0][i], band[1][i]) if band is not None else (math.nan, math.nan)
