@@ -445,13 +445,16 @@ def _base_needs(
 
 def claim_round(ledger: Ledger, number: int) -> bool:
     """Claim the deciding of round ``number`` of the ledger's adaptive allocation: whether this
-    process won. The claim is a study named ``allocation:<study>/round-<number>`` in the
-    ledger's Optuna storage; a study name is unique there (a database constraint, or the order
-    of the journal), so of processes claiming at once exactly one creates it.
+    process won. The claim is a study named ``allocation:<study>#<its storage id>/round-<number>``
+    in the ledger's Optuna storage; a study name is unique there (a database constraint, or
+    the order of the journal), so of processes claiming at once exactly one creates it. The
+    storage id keeps a study deleted and made anew under the same name from meeting its
+    predecessor's claims.
 
     Example: the first ``claim_round(ledger, 2)`` is True, every later one False.
     """
-    name = f"allocation:{ledger.name}/round-{number}"
+    study_id = ledger.storage.get_study_id_from_name(ledger.name)
+    name = f"allocation:{ledger.name}#{study_id}/round-{number}"
     try:
         ledger.storage.create_new_study([optuna.study.StudyDirection.MINIMIZE], name)
     except optuna.exceptions.DuplicatedStudyError:

@@ -325,6 +325,11 @@ def test_only_one_of_many_writers_claims_a_round(tmp_path: Path) -> None:
     from study.ledger.storage import list_studies
 
     assert list_studies(ledgers[0].storage) == ["adaptive"]  # nor a study
+    # A study deleted and made anew under the same name claims its rounds afresh.
+    ledger, _ = new_ledger(tmp_path, allocation_study())
+    ledger.delete()
+    ledger, _ = new_ledger(tmp_path, allocation_study())
+    assert claim_round(ledger, 1)
 
 
 def test_a_process_that_loses_the_claim_takes_the_winners_round(tmp_path: Path) -> None:
