@@ -109,12 +109,15 @@ def study_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "study", *args]
 
 
-def run_study(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    """Run ``study ARGS`` in ``cwd`` (so its default store is ``cwd/mlruns``) and wait."""
+def run_study(
+    *args: str, cwd: Path, timeout: float = 240, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``study ARGS`` in ``cwd`` (so its default store is ``cwd/mlruns``) and wait;
+    ``env`` is added to `study_env`."""
     return subprocess.run(
         study_cmd(*args),
         cwd=cwd,
-        env=study_env(),
+        env=study_env() | dict(env or {}),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -146,6 +149,10 @@ class Background:
             self.stderr.read_text(encoding="utf-8", errors="replace"),
         )
 
+    def text(self) -> str:
+        """Its standard output and error, one after the other."""
+        return "\n".join(self.output())
+
     def stop(self) -> None:
         """Kill the whole group if it still runs (test clean-up)."""
         if self.process.poll() is None:
@@ -154,25 +161,34 @@ class Background:
             self.process.wait(30)
 
 
+def start_study(
+    *args: str, cwd: Path, tag: str = "study", env: Mapping[str, str] | None = None
+) -> Background:
+    """Start ``study ARGS`` in ``cwd`` in a session of its own, its output in ``cwd/TAG.out``
+    and ``cwd/TAG.err``; ``env`` is added to `study_env`. The caller stops it (`Background.stop`)."""
+    stdout, stderr = cwd / f"{tag}.out", cwd / f"{tag}.err"
+    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+        process = subprocess.Popen(
+            study_cmd(*args),
+            cwd=cwd,
+            env=study_env() | dict(env or {}),
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+            preexec_fn=default_signals,
+        )
+    return Background(process, stdout, stderr)
+
+
 @pytest.fixture
 def background() -> Iterator[Callable[..., Background]]:
-    """Start ``study ARGS`` in the background (``start(*args, cwd=..., tag=...)``); every
-    process still running at the end of the test is killed with its group."""
+    """Start ``study ARGS`` in the background (``start(*args, cwd=..., tag=...)``, as
+    `start_study`); every process still running at the end of the test is killed with its group.
+    """
     started: list[Background] = []
 
     def start(*args: str, cwd: Path, tag: str = "study") -> Background:
-        stdout, stderr = cwd / f"{tag}.out", cwd / f"{tag}.err"
-        with open(stdout, "wb") as out, open(stderr, "wb") as err:
-            process = subprocess.Popen(
-                study_cmd(*args),
-                cwd=cwd,
-                env=study_env(),
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-                preexec_fn=default_signals,
-            )
-        job = Background(process, stdout, stderr)
+        job = start_study(*args, cwd=cwd, tag=tag)
         started.append(job)
         return job
 
@@ -222,11 +238,15 @@ def freeze_when(pgid: int, find: Callable[[], Any], confirm: Callable[[Any], boo
 
 @dataclass
 class Store:
-    """The local store of one directory: ``mlruns/optuna.journal`` and ``mlruns/mlflow.db``."""
+    """The stores of a study run in directory ``cwd``: by default its local store,
+    ``mlruns/optuna.journal`` and ``mlruns/mlflow.db``; ``storage_url`` names an RDB storage
+    (``--storage``) instead of the journal, ``uri`` a tracking server (``--tracking-uri``)."""
 
     cwd: Path
     _storage: Any = field(default=None, repr=False)
     _client: Any = field(default=None, repr=False)
+    storage_url: str = ""
+    uri: str = ""
 
     @property
     def root(self) -> Path:
@@ -238,12 +258,16 @@ class Store:
 
     @property
     def tracking_uri(self) -> str:
-        return f"sqlite:///{self.root / 'mlflow.db'}"
+        return self.uri or f"sqlite:///{self.root / 'mlflow.db'}"
+
+    def started(self) -> bool:
+        """Whether the ledger exists yet (an RDB storage always does)."""
+        return bool(self.storage_url) or self.journal.exists()
 
     def storage(self, fresh: bool = False) -> Any:
-        """An Optuna storage on the journal (``fresh``: re-read the file from scratch)."""
+        """An Optuna storage on the ledger (``fresh``: re-read it from scratch)."""
         if fresh or self._storage is None:
-            self._storage = open_storage(str(self.journal))
+            self._storage = open_storage(self.storage_url or str(self.journal))
         return self._storage
 
     def ledger(self, name: str, fresh: bool = False) -> Ledger:
@@ -282,6 +306,39 @@ class Store:
         experiment = client.get_experiment_by_name(name)
         assert experiment is not None, f"no MLflow experiment named {name!r}"
         return list(client.search_runs([experiment.experiment_id], max_results=5000))
+
+
+def run_status(store: Store, config: Mapping[str, Any], stratum: str, number: int) -> str | None:
+    """The status of a trial's MLflow run (None: no run yet, or MLflow cannot say right now)."""
+    key = trial_key(config["name"], stratum, number)
+    try:
+        client = store.mlflow()
+        experiment = client.get_experiment_by_name(config["name"])
+        if experiment is None:
+            return None
+        runs = client.search_runs(
+            [experiment.experiment_id], filter_string=f"tags.`study.trial` = '{key}'"
+        )
+    except Exception:  # e.g. the database is locked by a stopped process: ask again
+        return None
+    return runs[0].info.status if runs else None
+
+
+def running_with_run(
+    store: Store,
+    config: Mapping[str, Any],
+    stratum: str,
+    accept: Callable[[LedgerTrial], bool] = bool,
+) -> LedgerTrial | None:
+    """An open trial of ``stratum`` that started (its tuner is known) and that ``accept``s,
+    whose MLflow run shows RUNNING; else None."""
+    if not store.started():
+        return None
+    for t in store.trials(config, fresh=True)[stratum]:
+        started = t.open and t.tuner is not None and accept(t)
+        if started and run_status(store, config, stratum, t.number) == "RUNNING":
+            return t
+    return None
 
 
 def strata(config: Mapping[str, Any]) -> list[Stratum]:

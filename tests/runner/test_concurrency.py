@@ -1,5 +1,6 @@
 """Several trials at once: two `study run` processes on one store, and ``--workers 2`` in one
 process. Either way each stratum gets exactly its budget of trials and MLflow one run per trial.
+Two trials per stratum (four in all) are enough for two workers to overlap and race for the last.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def overlapping(trials: list[LedgerTrial]) -> int:
 def test_two_processes_share_one_study(
     tmp_path: Path, background: Callable[..., Background]
 ) -> None:
-    data = tiny_study(name="shared", tuner={"pruning": False})
+    data = tiny_study(name="shared", trials_per_stratum=2, tuner={"pruning": False})
     file = write_study(tmp_path, data)
     store = Store(tmp_path)
 
@@ -60,7 +61,7 @@ def test_two_processes_share_one_study(
 
 
 def test_two_workers_in_one_process(tmp_path: Path) -> None:
-    data = tiny_study(name="two-workers", tuner={"pruning": False})
+    data = tiny_study(name="two-workers", trials_per_stratum=2, tuner={"pruning": False})
     file = write_study(tmp_path, data)
     store = Store(tmp_path)
 

@@ -11,7 +11,7 @@ import json
 import math
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from study.config.studyfile import load_study_file
 from study.config.target import Target
 from study.ledger import Ledger, LedgerTrial
 from study.results import TrialResult, TrialState
+from study.runner import WorkerPool, launch
 from study.runner.engine import TRAINER_PARTS, account, timed
 from study.runner.launch import RunOptions, run_study
 from study.tuners.keras_tuner_backend import KT_TRIAL, KerasTunerBackend
@@ -58,11 +59,38 @@ class Finished:
     trials: dict[str, list[LedgerTrial]]
 
 
-def run_engine(directory: Path, data: dict[str, Any], tuner: str) -> Finished:
-    """Run a study in process with its stores (and KerasTuner's state) under ``directory``."""
+class KeptPool(WorkerPool):
+    """A `WorkerPool` that outlives the studies run on it: `run_study` closes its pool when the
+    study ends, this one keeps its worker for the next study (each would otherwise start one,
+    seconds of TensorFlow start-up) until `shut`."""
+
+    def close(self) -> None:
+        """Keep the workers for the next study."""
+
+    def shut(self) -> None:
+        super().close()
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[KeptPool]:
+    """The module's one trainer worker, shared by every study run in process here."""
+    shared = KeptPool(1)
+    yield shared
+    shared.shut()
+
+
+def run_engine(directory: Path, data: dict[str, Any], tuner: str, pool: KeptPool) -> Finished:
+    """Run a study in process with its stores (and KerasTuner's state) under ``directory``,
+    its trials on ``pool`` (as `run_study` runs them on the one-worker pool it starts)."""
     file = write_study(directory, data)
     store = Store(directory)
+
+    def one_worker(max_workers: int = 1) -> KeptPool:
+        assert max_workers == 1, "these studies run with --workers 1"
+        return pool
+
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(launch, "WorkerPool", one_worker)
         mp.setenv("STUDY_HOME", str(store.root))
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         options = RunOptions(
@@ -76,7 +104,7 @@ def run_engine(directory: Path, data: dict[str, Any], tuner: str) -> Finished:
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Finished]:
+def finished(tmp_path_factory: pytest.TempPathFactory, pool: KeptPool) -> Callable[[str], Finished]:
     """``finished(tuner)``: the tiny study (2 batch sizes x 3 trials, pruning on) run with that
     tuner; each is run once per module."""
     done: dict[str, Finished] = {}
@@ -84,7 +112,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Finish
     def get(tuner: str) -> Finished:
         if tuner not in done:
             data = tiny_study(name=f"tiny-{tuner}")
-            done[tuner] = run_engine(tmp_path_factory.mktemp(tuner), data, tuner)
+            done[tuner] = run_engine(tmp_path_factory.mktemp(tuner), data, tuner, pool)
         return done[tuner]
 
     return get
@@ -194,12 +222,14 @@ def test_pruning_stops_only_trials_that_can_no_longer_win(
 
 
 @pytest.mark.slow
-def test_confirmation_trials_rerun_the_best_points_under_other_seeds(tmp_path: Path) -> None:
+def test_confirmation_trials_rerun_the_best_points_under_other_seeds(
+    tmp_path: Path, pool: KeptPool
+) -> None:
     """``tuner.confirm: {top: 1, seeds: 2}``: after its 3 search trials each stratum re-runs
     its best point under seeds 1 and 2 (never pruned); the per-batch-size table reports the
     median over the three seeds and its spread."""
     data = tiny_study(name="confirm", tuner={"confirm": {"top": 1, "seeds": 2}})
-    run = run_engine(tmp_path, data, "both")
+    run = run_engine(tmp_path, data, "both", pool)
 
     assert run.exit_status == 0
     assert_budget_spent(run.trials, data["trials_per_stratum"] + 2)
@@ -230,11 +260,13 @@ def test_confirmation_trials_rerun_the_best_points_under_other_seeds(tmp_path: P
 
 
 @pytest.mark.slow
-def test_without_pruning_every_trial_runs_to_the_target_or_the_budget(tmp_path: Path) -> None:
+def test_without_pruning_every_trial_runs_to_the_target_or_the_budget(
+    tmp_path: Path, pool: KeptPool
+) -> None:
     data = tiny_study(
         name="no-pruning", search_space={"batch_size": [128]}, tuner={"pruning": False}
     )
-    run = run_engine(tmp_path, data, "optuna")
+    run = run_engine(tmp_path, data, "optuna", pool)
 
     assert run.exit_status == 0
     (trials,) = run.trials.values()
@@ -253,14 +285,14 @@ def test_without_pruning_every_trial_runs_to_the_target_or_the_budget(tmp_path: 
 
 
 @pytest.mark.slow
-def test_an_infeasible_strategy_does_not_stop_the_study(tmp_path: Path) -> None:
+def test_an_infeasible_strategy_does_not_stop_the_study(tmp_path: Path, pool: KeptPool) -> None:
     data = tiny_study(
         name="needs-tpu",
         trials_per_stratum=2,
         search_space={"batch_size": [128], "strategy": ["tpu", "default"]},
         tuner={"max_consecutive_failures": 1},  # infeasible trials are not failures
     )
-    run = run_engine(tmp_path, data, "optuna")
+    run = run_engine(tmp_path, data, "optuna", pool)
 
     assert run.exit_status == 0
     assert_budget_spent(run.trials, 2)

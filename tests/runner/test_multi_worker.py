@@ -36,6 +36,8 @@ LOSS_RTOL = 1e-3
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[WorkerPool]:
+    """One pool for the module. Its group starts once (10-20 s here) and serves every test in
+    file order until the dead-or-hung test drops it, so the tests that reuse it come first."""
     with WorkerPool(2) as shared:  # room for the default worker and the group side by side
         yield shared
 
@@ -102,6 +104,13 @@ def test_pruning_and_time_budget_reach_every_worker(pool: WorkerPool) -> None:
     assert timed.environment["workers_agree"] is True
 
 
+def test_a_group_checks_trials_like_one_worker(pool: WorkerPool) -> None:
+    bad = tabular_spec(strategy=GROUP, target=Target.parse("val_top9>=0.5"))
+    problem = pool.check(bad)
+    assert problem is not None and "val_top9" in problem
+    assert pool.check(tabular_spec(strategy=GROUP)) is None
+
+
 def test_a_dead_or_hung_worker_fails_the_trial_and_the_next_trial_runs(
     pool: WorkerPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -143,13 +152,6 @@ def test_a_dead_or_hung_worker_fails_the_trial_and_the_next_trial_runs(
     # The chief's collective op timed out, or TensorFlow found its peer unresponsive first.
     assert re.search(r"failed \(\S*(DeadlineExceeded|Unavailable)Error: ", result.error)
     assert "mwm2" not in pool.pids()  # replaced by the next trial, as after the kill
-
-
-def test_a_group_checks_trials_like_one_worker(pool: WorkerPool) -> None:
-    bad = tabular_spec(strategy=GROUP, target=Target.parse("val_top9>=0.5"))
-    problem = pool.check(bad)
-    assert problem is not None and "val_top9" in problem
-    assert pool.check(tabular_spec(strategy=GROUP)) is None
 
 
 def test_the_environments_cluster_runs_one_trial_per_host(

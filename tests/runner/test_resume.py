@@ -5,7 +5,6 @@ Ctrl-C (SIGINT to the group), and a restart that repairs the MLflow mirror from 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -28,10 +27,10 @@ from tests.runner.conftest import (
     assert_mlflow_mirrors_ledger,
     counted,
     freeze_when,
+    run_status,
     run_study,
+    start_study,
     status,
-    study_cmd,
-    study_env,
     tiny_study,
     trial_key,
     wait_for,
@@ -40,15 +39,16 @@ from tests.runner.conftest import (
 
 pytestmark = pytest.mark.slow
 
-# 2 strata x 4 trials, every trial run to its budget (an unreachable target, no pruning) of
-# 15,000 steps, so a trial lasts seconds even when its traces are reused: long enough for its
-# MLflow run to show RUNNING before it ends. With --tuner both, odd trial numbers are
-# KerasTuner's.
+# 2 strata x 3 trials, every trial run to its budget (an unreachable target, no pruning) of
+# 8,000 steps, so a trial lasts a second or more even when its traces are reused: long enough
+# for its MLflow run to show RUNNING before it ends (the group is stopped while that is
+# checked). With --tuner both, odd trial numbers are KerasTuner's; b128 is visited first, so
+# the trial killed is b32's #1.
 KILLED = tiny_study(
     name="killed",
-    trials_per_stratum=4,
+    trials_per_stratum=3,
     target="val_accuracy>=0.999",
-    budget={"max_steps": 15000},
+    budget={"max_steps": 8000},
     eval_every=100,
     tuner={"pruning": False},
 )
@@ -95,34 +95,16 @@ def running_trial(
     return None
 
 
-def run_status(store: Store, config: dict[str, Any], stratum: str, number: int) -> str | None:
-    """The status of a trial's MLflow run (None: no run yet)."""
-    key = trial_key(config["name"], stratum, number)
-    try:
-        runs = store.runs(config["name"])
-    except Exception:  # e.g. the database is locked by a stopped process: ask again
-        return None
-    return next((r.info.status for r in runs if r.data.tags.get("study.trial") == key), None)
-
-
 @pytest.fixture(scope="module")
 def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
     cwd = tmp_path_factory.mktemp("killed")
     file = write_study(cwd, KILLED)
     store = Store(cwd)
-    with open(cwd / "run.out", "wb") as out, open(cwd / "run.err", "wb") as err:
-        process = subprocess.Popen(
-            study_cmd("run", str(file)),
-            cwd=cwd,
-            env=study_env(),
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-        )
+    job = start_study("run", str(file), cwd=cwd, tag="run")
     try:
         stratum, _ = wait_for(
             lambda: freeze_when(
-                process.pid,
+                job.pid,
                 lambda: running_trial(store, KILLED, 2, 1, "keras-tuner"),
                 lambda found: run_status(store, KILLED, found[0], 1) == "RUNNING",
             ),
@@ -130,12 +112,10 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
             "KerasTuner's trial #1 to run after two trials finished",
         )
         frozen_run_status = run_status(store, KILLED, stratum, 1)
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(30)
+        job.signal_group(signal.SIGKILL)
+        job.wait(30)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(30)
+        job.stop()
     before = store.trials(KILLED, fresh=True)  # the journal still loads
     victim = next(t for t in before[stratum] if t.number == 1)
     status_after_kill = run_study("status", KILLED["name"], "--json", cwd=cwd)
@@ -255,15 +235,15 @@ def test_restart_repairs_runs_a_dead_process_left_behind(killed: Killed, tmp_pat
     assert repaired[open_key].info.run_id == left_open.info.run_id  # closed, not duplicated
 
 
-# Trials that never reach the target and run 20,000 steps (seconds, even with reused traces),
-# so the interrupt always lands inside one: a trial that ends within the instant between
-# SIGCONT and the shutdown would rightly be recorded as finished, which is not what this test
-# is about.
+# Two trials that never reach the target and run 8,000 steps (a second or more, even with
+# reused traces), so the interrupt always lands inside one: the group is stopped as soon as a
+# trial runs, and a trial that ended within the instant between SIGCONT and the shutdown would
+# rightly be recorded as finished, which is not what this test is about.
 CTRL_C = tiny_study(
     name="ctrl-c",
-    trials_per_stratum=3,
+    trials_per_stratum=2,
     target="val_accuracy>=0.999",
-    budget={"max_steps": 20000},
+    budget={"max_steps": 8000},
     eval_every=100,
     search_space={"batch_size": [128]},
     tuner={"pruning": False},

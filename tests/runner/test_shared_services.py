@@ -30,7 +30,7 @@ from study.ledger import Ledger, StudyRecord, list_studies, open_storage
 from study.paths import DEFAULT_ROOT
 from study.tuners.keras_tuner_backend import KT_TRIAL
 from study.version import code_version
-from tests.runner.conftest import study_cmd, study_env, tiny_study, write_study
+from tests.runner.conftest import run_study, tiny_study, write_study
 from tests.services import PostgresServer, free_port
 
 pytestmark = pytest.mark.slow
@@ -44,16 +44,7 @@ def host(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``study ARGS`` in ``cwd`` as a host of its own would (its dataset cache elsewhere)."""
     cwd.mkdir(parents=True, exist_ok=True)
-    env = study_env() | {"STUDY_CACHE_DIR": str(cache)}
-    return subprocess.run(
-        study_cmd(*args),
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_study(*args, cwd=cwd, timeout=timeout, env={"STUDY_CACHE_DIR": str(cache)})
 
 
 def files_under(directory: Path) -> list[str]:

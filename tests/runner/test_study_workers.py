@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -20,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mlflow.tracking import MlflowClient
 
 from study.config.space import Stratum
-from study.ledger import Ledger, LedgerTrial, open_storage
+from study.ledger import Ledger, LedgerTrial
 from study.results import TrialState
 from tests.runner.conftest import (
     Background,
@@ -31,10 +29,9 @@ from tests.runner.conftest import (
     assert_budget_spent,
     assert_mlflow_mirrors_ledger,
     counted,
-    default_signals,
+    running_with_run,
+    start_study,
     status,
-    study_cmd,
-    study_env,
     tiny_study,
     trial_key,
     wait_for,
@@ -48,73 +45,31 @@ HEARTBEAT = {"interval": 1, "grace": 3}
 
 
 @dataclass
-class ServiceStore(Store):
-    """A study's ledger in an RDB storage and its MLflow runs on a tracking server."""
-
-    storage_url: str = ""
-    uri: str = ""
-
-    def storage(self, fresh: bool = False) -> Any:
-        if fresh or self._storage is None:
-            self._storage = open_storage(self.storage_url)
-        return self._storage
-
-    def mlflow(self) -> Any:
-        if self._client is None:
-            self._client = MlflowClient(tracking_uri=self.uri)
-        return self._client
-
-
-@dataclass
-class Host:
-    """One `study` process in its own directory, naming its host ``name``."""
-
-    name: str
-    cwd: Path
-    process: subprocess.Popen[bytes]
-
-    def wait(self, timeout: float = 180) -> int:
-        return self.process.wait(timeout)
-
-    def output(self) -> str:
-        return "\n".join(
-            (self.cwd / f).read_text(errors="replace") for f in ("study.out", "study.err")
-        )
-
-
-@dataclass
 class Cluster:
-    """Starts `study` processes as hosts of one study; kills what is left at the end."""
+    """Starts `study` processes as hosts of one study (each in ``root/NAME``, naming its host
+    NAME, with the storage and tracking URLs); kills what is left at the end."""
 
     root: Path
     storage_url: str
     uri: str
-    hosts: list[Host] = field(default_factory=list)
+    hosts: list[Background] = field(default_factory=list)
 
-    def start(self, name: str, *args: str) -> Host:
+    def start(self, name: str, *args: str) -> Background:
         cwd = self.root / name
         cwd.mkdir()
-        env = study_env() | {"STUDY_HOST": name, "STUDY_CACHE_DIR": str(cwd / "cache")}
         urls = ("--storage", self.storage_url, "--tracking-uri", self.uri)
-        with open(cwd / "study.out", "wb") as out, open(cwd / "study.err", "wb") as err:
-            process = subprocess.Popen(
-                study_cmd(*args, *urls),
-                cwd=cwd,
-                env=env,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-                preexec_fn=default_signals,
-            )
-        host = Host(name, cwd, process)
+        env = {"STUDY_HOST": name, "STUDY_CACHE_DIR": str(cwd / "cache")}
+        host = start_study(*args, *urls, cwd=cwd, env=env)
         self.hosts.append(host)
         return host
 
+    def store(self) -> Store:
+        """The study's two stores, as the hosts see them."""
+        return Store(self.root, storage_url=self.storage_url, uri=self.uri)
+
     def close(self) -> None:
         for host in self.hosts:
-            if host.process.poll() is None:
-                os.killpg(host.process.pid, signal.SIGKILL)
-                host.process.wait(30)
+            host.stop()
 
 
 @pytest.fixture
@@ -124,13 +79,13 @@ def cluster(tmp_path: Path, postgres_url: str, mlflow_server: str) -> Iterator[C
     nodes.close()
 
 
-def make_study(cluster: Cluster, data: dict[str, Any]) -> Host:
+def make_study(cluster: Cluster, data: dict[str, Any]) -> Background:
     """Create the study with one trial (``study run FILE --max-trials 1``), as a first host."""
     (cluster.root / "files").mkdir()
     file = write_study(cluster.root / "files", data)
     first = cluster.start("host-0", "run", str(file), "--tuner", "optuna", "--max-trials", "1")
     code = first.wait()
-    assert code == 0, first.output()[-3000:]
+    assert code == 0, first.text()[-3000:]
     return first
 
 
@@ -139,22 +94,25 @@ def owner_host(t: LedgerTrial) -> str:
     return (t.owner or "").split(":")[0]
 
 
-def report_files(cwd: Path, name: str, storage: str, out: Path) -> dict[str, str]:
-    """``study report NAME --format json --format csv`` from ``storage``: file name -> text, the
+def report_files(cwd: Path, name: str, storages: list[str]) -> list[dict[str, str]]:
+    """``study report NAME --format json --format csv`` from each of ``storages`` (the
+    processes run side by side, into ``cwd/report-0``, ...): file name -> text for each, the
     JSON without what says when and how it was made (the time, the command, the storage)."""
-    result = subprocess.run(
-        study_cmd(
-            "report", name, "--storage", storage, "--out", str(out), "--no-mlflow",
-            "--format", "json", "--format", "csv", "--bootstrap", "0",
-        ),
-        cwd=cwd, env=study_env(), capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    files = {p.name: p.read_text() for p in sorted(out.iterdir()) if p.is_file()}
-    report = json.loads(files.pop("report.json"))
-    del report["created"], report["command"], report["context"]["storage"]
-    files["report.json"] = json.dumps(report, indent=1, sort_keys=True)
-    return files
+    options = ("--no-mlflow", "--format", "json", "--format", "csv", "--bootstrap", "0")
+    jobs = []
+    for index, storage in enumerate(storages):
+        out = cwd / f"report-{index}"
+        args = ("report", name, "--storage", storage, "--out", str(out), *options)
+        jobs.append((start_study(*args, cwd=cwd, tag=out.name), out))
+    reports = []
+    for job, out in jobs:
+        assert job.wait(300) == 0, job.text()[-3000:]
+        files = {p.name: p.read_text() for p in sorted(out.iterdir()) if p.is_file()}
+        report = json.loads(files.pop("report.json"))
+        del report["created"], report["command"], report["context"]["storage"]
+        files["report.json"] = json.dumps(report, indent=1, sort_keys=True)
+        reports.append(files)
+    return reports
 
 
 def replay(source: Ledger, target: Ledger, strata: list[Stratum]) -> None:
@@ -178,22 +136,24 @@ def replay(source: Ledger, target: Ledger, strata: list[Stratum]) -> None:
         target.finish(slot, t.result, float(t.score or 0.0), meaning=t.extras.get("objective"))
 
 
-# 2 batch sizes x 5 trials; the first host runs one, three workers share the other nine, at
-# most four each (so every one of them runs at least one, however late it starts).
-SHARED = tiny_study(name="shared-hosts", trials_per_stratum=5, heartbeat=HEARTBEAT)
+# 2 batch sizes x 3 trials; the first host runs one, three workers share the other five, at
+# most two each (so every one of them runs at least one, however late it starts).
+SHARED = tiny_study(name="shared-hosts", trials_per_stratum=3, heartbeat=HEARTBEAT)
+PER_WORKER = 2
 
 
 def test_three_workers_share_a_study_and_report_as_one(cluster: Cluster, tmp_path: Path) -> None:
     make_study(cluster, SHARED)
     workers = [
-        cluster.start(f"host-{i}", "worker", SHARED["name"], "--max-trials", "4") for i in (1, 2, 3)
+        cluster.start(f"host-{i}", "worker", SHARED["name"], "--max-trials", str(PER_WORKER))
+        for i in (1, 2, 3)
     ]
     codes = [w.wait() for w in workers]
 
-    assert codes == [0, 0, 0], [w.output()[-2000:] for w in workers]
+    assert codes == [0, 0, 0], [w.text()[-2000:] for w in workers]
     for w in workers:
-        assert "Traceback" not in w.output(), w.output()[-3000:]
-    store = ServiceStore(tmp_path, storage_url=cluster.storage_url, uri=cluster.uri)
+        assert "Traceback" not in w.text(), w.text()[-3000:]
+    store = cluster.store()
     trials = store.trials(SHARED, fresh=True)
     assert_budget_spent(trials, SHARED["trials_per_stratum"])  # exact count, none left open
     kept = [t for ts in trials.values() for t in counted(ts)]
@@ -204,7 +164,7 @@ def test_three_workers_share_a_study_and_report_as_one(cluster: Cluster, tmp_pat
         assert len(set(rates)) == len(rates), stratum
     hosts = Counter(owner_host(t) for t in kept)
     assert set(hosts) == {"host-0", "host-1", "host-2", "host-3"} and hosts["host-0"] == 1
-    assert max(hosts.values()) <= 4  # --max-trials
+    assert max(hosts.values()) <= PER_WORKER  # --max-trials
     runs = assert_mlflow_mirrors_ledger(store, SHARED, trials)  # every run closed, one per trial
     assert len(runs) == len(kept)
     parent = [r for r in store.runs(SHARED["name"]) if r.data.tags.get("study.role") == "parent"]
@@ -213,21 +173,20 @@ def test_three_workers_share_a_study_and_report_as_one(cluster: Cluster, tmp_pat
     # The report from the shared ledger is the report of the same records written by one.
     single = Ledger.open(str(tmp_path / "single.journal"), SHARED["name"])
     replay(store.ledger(SHARED["name"]), single, [Stratum(b, "default") for b in (32, 128)])
-    shared_report = report_files(tmp_path, SHARED["name"], cluster.storage_url, tmp_path / "r1")
-    single_report = report_files(
-        tmp_path, SHARED["name"], str(tmp_path / "single.journal"), tmp_path / "r2"
+    shared_report, single_report = report_files(
+        tmp_path, SHARED["name"], [cluster.storage_url, str(tmp_path / "single.journal")]
     )
     assert {"report.json", "trials.csv", "measurements.csv"} <= set(shared_report)
     assert shared_report == single_report
 
 
-# One batch size, 4 trials that never reach the target and run 12,000 steps each (seconds), no
-# pruning: a SIGKILL lands inside one.
+# One batch size, 4 trials that never reach the target and run 8,000 steps each (a second or
+# more), no pruning: a SIGKILL lands inside one.
 KILLED = tiny_study(
     name="killed-host",
     trials_per_stratum=4,
     target="val_accuracy>=0.999",
-    budget={"max_steps": 12000},
+    budget={"max_steps": 8000},
     eval_every=400,
     search_space={"batch_size": [128]},
     tuner={"pruning": False},
@@ -237,33 +196,26 @@ KILLED = tiny_study(
 
 def test_a_killed_hosts_trial_runs_again_after_the_grace(cluster: Cluster, tmp_path: Path) -> None:
     make_study(cluster, KILLED)
-    store = ServiceStore(tmp_path, storage_url=cluster.storage_url, uri=cluster.uri)
+    store = cluster.store()
     doomed = cluster.start("host-1", "worker", KILLED["name"])
     survivor = cluster.start("host-2", "worker", KILLED["name"])
     stratum = "b128/default"
 
-    def doomed_trial_running() -> LedgerTrial | None:
-        for t in store.trials(KILLED, fresh=True)[stratum]:
-            if t.open and owner_host(t) == "host-1" and t.tuner is not None:
-                key = trial_key(KILLED["name"], stratum, t.number)
-                runs = store.mlflow().search_runs(
-                    [store.mlflow().get_experiment_by_name(KILLED["name"]).experiment_id],
-                    filter_string=f"tags.`study.trial` = '{key}'",
-                )
-                if [r.info.status for r in runs] == ["RUNNING"]:
-                    return t
-        return None
-
-    victim = wait_for(doomed_trial_running, 120, "host-1 to run a trial logged to MLflow", 0.2)
-    os.killpg(doomed.process.pid, signal.SIGKILL)
+    victim = wait_for(
+        lambda: running_with_run(store, KILLED, stratum, lambda t: owner_host(t) == "host-1"),
+        120,
+        "host-1 to run a trial logged to MLflow",
+        0.2,
+    )
+    doomed.signal_group(signal.SIGKILL)
     killed_at = time.time()
     doomed.wait(30)
 
-    assert survivor.wait() == 0, survivor.output()[-3000:]
+    assert survivor.wait() == 0, survivor.text()[-3000:]
     trials = store.trials(KILLED, fresh=True)
     after = next(t for t in trials[stratum] if t.number == victim.number)
     assert (after.status, after.open) == (TrialState.INTERRUPTED, False)
-    assert "host-1" in survivor.output() and "stopped answering" in survivor.output()
+    assert "host-1" in survivor.text() and "stopped answering" in survivor.text()
     frozen = store.storage().get_trial(
         store.ledger(KILLED["name"])._trial_id(Stratum(128, "default"), victim.number)
     )
@@ -300,22 +252,12 @@ def test_sigterm_closes_the_running_trial_and_exits_143(
     job = background("run", str(file), "--tuner", "optuna", cwd=tmp_path)
     stratum = "b128/default"
 
-    def running() -> LedgerTrial | None:
-        if not store.journal.exists():
-            return None
-        for t in store.trials(TERMINATED, fresh=True)[stratum]:
-            if t.open and t.tuner is not None:
-                key = trial_key(TERMINATED["name"], stratum, t.number)
-                with_runs = [
-                    r
-                    for r in store.runs(TERMINATED["name"])
-                    if r.data.tags.get("study.trial") == key
-                ]
-                if [r.info.status for r in with_runs] == ["RUNNING"]:
-                    return t
-        return None
-
-    victim = wait_for(running, 120, "a trial to run with its MLflow run open", 0.3)
+    victim = wait_for(
+        lambda: running_with_run(store, TERMINATED, stratum),
+        120,
+        "a trial to run with its MLflow run open",
+        0.3,
+    )
     os.kill(job.pid, signal.SIGTERM)
     code = job.wait(120)
 

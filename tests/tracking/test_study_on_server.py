@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from mlflow.tracking import MlflowClient
 
 from study.ledger import LedgerTrial
 from study.tracking.server import EXPERIMENT_KIND, MODEL_TRAINING, runs_view_url
@@ -33,23 +32,11 @@ pytestmark = pytest.mark.slow
 
 
 @dataclass
-class ServerStore(Store):
-    """The ledger of a directory (``mlruns/optuna.journal``) with MLflow on a server."""
-
-    uri: str = ""
-
-    def mlflow(self) -> Any:
-        if self._client is None:
-            self._client = MlflowClient(tracking_uri=self.uri)
-        return self._client
-
-
-@dataclass
 class Served:
     """A tiny study run with ``--tracking-uri`` pointing at the server."""
 
     config: dict[str, Any]
-    store: ServerStore
+    store: Store
     result: subprocess.CompletedProcess[str]
     trials: dict[str, list[LedgerTrial]]
     experiment_id: str
@@ -75,7 +62,7 @@ def served(mlflow_server: str, tmp_path_factory: pytest.TempPathFactory) -> Serv
     file = write_study(cwd, config)
     result = run_study("run", str(file), "--tracking-uri", mlflow_server, cwd=cwd)
     assert result.returncode == 0, result.stderr[-3000:]
-    store = ServerStore(cwd, uri=mlflow_server)
+    store = Store(cwd, uri=mlflow_server)  # the local ledger, MLflow on the server
     experiment = store.mlflow().get_experiment_by_name(config["name"])
     assert experiment is not None
     return Served(config, store, result, store.trials(config), experiment.experiment_id)
