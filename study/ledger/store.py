@@ -132,10 +132,15 @@ class Ledger(StorageAccess):
         self.storage.set_study_user_attr(self._study_id(self.name), "trials_total", total)
 
     def delete(self) -> None:
-        """Delete the study and all its strata (e.g. an import that failed half-way)."""
+        """Delete the study, all its strata and its adaptive allocation's round claims
+        (``allocation:<study>#<storage id>/round-<k>``, `study.runner.allocation.claim_round`)."""
         prefix = f"{self.name}/"
+        claims = None
+        with contextlib.suppress(KeyError):
+            claims = f"allocation:{self.name}#{self.storage.get_study_id_from_name(self.name)}/"
         names = [s.study_name for s in self.storage.get_all_studies()]
         strata = sorted((n for n in names if n.startswith(prefix)), reverse=True)
+        strata += [n for n in names if claims is not None and n.startswith(claims)]
         for name in [*strata, self.name]:
             with contextlib.suppress(KeyError):
                 optuna.delete_study(study_name=name, storage=self.storage)

@@ -19,6 +19,7 @@ from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.ledger import Ledger, LedgerTrial, Slot
 from study.results import TrialResult
+from study.tuners.transfer import BestRate
 
 
 @dataclass(frozen=True)
@@ -55,13 +56,14 @@ class History:
     """What a backend proposes from: the stratum's trials so far, the learning-rate window its
     search is centred on (None: the whole range) and the predicted best rate ``centre`` (see
     `study.tuners.transfer.search_window`), the best learning rate found at each other batch
-    size with the same strategy, as ``(batch size, learning rate)`` pairs, and their steps to
-    target as ``neighbour_steps``, and the stratum's ``budget`` of trials (None: unknown)."""
+    size with the same strategy with the rates tried around it (`BestRate`), their steps to
+    target as ``(batch size, steps)`` pairs in ``neighbour_steps``, and the stratum's
+    ``budget`` of trials (None: unknown)."""
 
     stratum: Stratum
     trials: tuple[LedgerTrial, ...] = ()
     window: tuple[float, float] | None = None
-    neighbours: tuple[tuple[int, float], ...] = ()
+    neighbours: tuple[BestRate, ...] = ()
     centre: float | None = None
     budget: int | None = None
     neighbour_steps: tuple[tuple[int, float], ...] = ()

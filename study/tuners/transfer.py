@@ -4,8 +4,10 @@ batch sizes found.
 `search_window` is the learning-rate range a stratum's backends search, recomputed before
 every proposal from the best rates found so far: the power law ``lr* = c B^alpha`` fitted to
 the other batch sizes (`study.analysis.lr_scaling`), widened by its uncertainty, and kept
-around the stratum's own best rate. `transfer_learning_rate` and `centred_window` are the
-simpler pieces it is built from.
+around the stratum's own best rate. A best rate is an estimate of the optimum only between
+other rates tried (`BestRate`): one at the highest (lowest) rate tried is a bound, so the
+window stays open on that side, and a batch size with a single trial says nothing.
+`transfer_learning_rate` and `centred_window` are the simpler pieces it is built from.
 """
 
 from __future__ import annotations
@@ -23,6 +25,41 @@ WINDOW_FACTOR = 10.0
 MARGIN = 2.0
 #: The extrapolation slope is taken between keeping the rate (0) and the linear rule (1).
 SLOPES = (0.0, 1.0)
+#: Rates within this factor of each other count as the same rate (a best at the edge).
+EDGE = 1.0 + 1e-9
+
+
+@dataclass(frozen=True)
+class BestRate:
+    """The best learning rate found at a batch size, and what it rests on: the ``trials`` at
+    the study's seed that ran to an outcome, the lowest and highest rate among them (``low``,
+    ``high``), and the best's steps to target.
+
+    The optimum may lie beyond a best at the edge of the rates tried (`open_low`,
+    `open_high`); a single trial is at both edges and says nothing (`informative`).
+    """
+
+    batch_size: int
+    learning_rate: float
+    trials: int
+    low: float
+    high: float
+    steps: float = math.inf
+
+    @property
+    def informative(self) -> bool:
+        """Whether other rates were tried too, so the best says where the optimum is."""
+        return self.trials >= 2 and self.high > self.low
+
+    @property
+    def open_low(self) -> bool:
+        """Whether the best is the lowest rate tried (the optimum may lie lower)."""
+        return self.learning_rate <= self.low * EDGE or not self.informative
+
+    @property
+    def open_high(self) -> bool:
+        """Whether the best is the highest rate tried (the optimum may lie higher)."""
+        return self.learning_rate * EDGE >= self.high or not self.informative
 
 
 @dataclass(frozen=True)
@@ -84,15 +121,16 @@ def centred_window(centre: float, low: float, high: float) -> tuple[float, float
 
 
 def search_window(
-    neighbours: Sequence[tuple[int, float]],
+    neighbours: Sequence[BestRate],
     batch_size: int,
     low: float,
     high: float,
-    own_best: float | None = None,
+    own: BestRate | None = None,
 ) -> Window:
     """The learning-rate window of a stratum at ``batch_size``, in the study's ``[low, high]``.
 
-    From ``neighbours``, the best rate ``(batch size, lr)`` of each other batch size:
+    From ``neighbours``, the best rates of the other batch sizes; those with a single trial
+    (not `BestRate.informative`) are left out:
 
     - none: the whole range;
     - batch sizes on both sides: centred on the log-log interpolation between the nearest
@@ -102,18 +140,29 @@ def search_window(
       bend beyond the measured range, the window spans every slope in `SLOPES` from the
       nearest one, `MARGIN` each way of that;
     - with three or more batch sizes, the window also covers the power law's 95% prediction
-      interval at ``batch_size`` (its scatter and the uncertainty of its slope).
+      interval at ``batch_size`` (its scatter and the uncertainty of its slope);
+    - the window spans at most `WINDOW_FACTOR` each way of its centre, except where a
+      neighbour the centre rests on (the nearest on each side) has its best at the edge of the
+      rates it tried: its optimum may lie beyond, so on that side the window reaches
+      `WINDOW_FACTOR` past the farthest of the rates extrapolated from it (every slope).
 
-    The window spans at most `WINDOW_FACTOR` each way of its centre, and always at least
-    `MARGIN` each way of ``own_best``, the stratum's own best rate so far, so a best rate near
-    an edge moves the window after it. Clipped to ``[low, high]``.
+    The window always holds ``own``,
+    the stratum's own best rate so far: `MARGIN` each way of it, and `WINDOW_FACTOR` on a side
+    where it is at the edge of the stratum's rates tried, so the search follows a best at an
+    edge. Clipped to ``[low, high]``.
 
-    Example: one neighbour, 0.4 at batch 256, gives batch 128 the centre 0.4 * 0.5 ** 0.5 =
-    0.28 and the window 0.2 / 2 to 0.4 * 2 = (0.1, 0.8).
+    Example: one neighbour, 0.4 at batch 256 between rates 0.1 and 1.0, gives batch 128 the
+    centre 0.4 * 0.5 ** 0.5 = 0.28 and the window 0.2 / 2 to 0.4 * 2 = (0.1, 0.8); were 0.4
+    its highest rate tried, the window would reach up to 0.4 * 10 = 3.0 (the range's end).
     """
-    points = sorted((b, lr) for b, lr in neighbours if b != batch_size and lr > 0)
+    usable = {
+        n.batch_size: n
+        for n in neighbours
+        if n.batch_size != batch_size and n.learning_rate > 0 and n.informative
+    }
+    points = sorted((b, n.learning_rate) for b, n in usable.items())
     if not points:
-        return _clipped(Window(low, high), low, high, own_best)
+        return _clipped(Window(low, high), low, high, own)
     below = [p for p in points if p[0] < batch_size]
     above = [p for p in points if p[0] > batch_size]
     fit = fit_lr_power_law([b for b, _ in points], [lr for _, lr in points])
@@ -121,6 +170,7 @@ def search_window(
         centre = transfer_learning_rate(points, batch_size, 0.0, math.inf)
         assert centre is not None
         edges, source = [centre], "interpolated"
+        anchors = [usable[below[-1][0]], usable[above[0][0]]]
     else:
         b0, lr0 = below[-1] if below else above[0]
         if fit.ok:
@@ -135,21 +185,33 @@ def search_window(
         centre = lr0 * ratio**slope
         edges = [lr0 * ratio**s for s in SLOPES]
         source = "neighbour" if len(points) == 1 else "power law"
+        anchors = [usable[b0]]
     lo, hi = min(edges) / MARGIN, max(edges) * MARGIN
     interval = fit.prediction_interval(batch_size)
     if interval is not None:
         lo, hi = min(lo, interval[0]), max(hi, interval[1])
     lo, hi = max(lo, centre / WINDOW_FACTOR), min(hi, centre * WINDOW_FACTOR)
+    if any(n.open_low for n in anchors):
+        lo = min(edges) / WINDOW_FACTOR
+    if any(n.open_high for n in anchors):
+        hi = max(edges) * WINDOW_FACTOR
     window = Window(lo, hi, min(high, max(low, centre)), source)
-    return _clipped(window, low, high, own_best)
+    return _clipped(window, low, high, own)
 
 
-def _clipped(window: Window, low: float, high: float, own_best: float | None) -> Window:
-    """``window`` stretched to hold `MARGIN` each way of ``own_best``, clipped to the range,
-    and at least `MARGIN` wide each way of its middle (so it never collapses on an edge)."""
+def _clipped(window: Window, low: float, high: float, own: BestRate | None) -> Window:
+    """``window`` stretched to hold `MARGIN` each way of the stratum's own best rate (and
+    `WINDOW_FACTOR` on a side where that best is at the edge of its rates tried, with two
+    trials or more), clipped to the range, and at least `MARGIN` wide each way of its middle
+    (so it never collapses on an edge)."""
     lo, hi = window.low, window.high
-    if own_best is not None and own_best > 0:
-        lo, hi = min(lo, own_best / MARGIN), max(hi, own_best * MARGIN)
+    if own is not None and own.learning_rate > 0:
+        best = own.learning_rate
+        lo, hi = min(lo, best / MARGIN), max(hi, best * MARGIN)
+        if own.informative and own.open_low:
+            lo = min(lo, best / WINDOW_FACTOR)
+        if own.informative and own.open_high:
+            hi = max(hi, best * WINDOW_FACTOR)
     lo, hi = max(low, lo), min(high, hi)
     if hi / lo < MARGIN**2:
         if lo <= low:

@@ -189,6 +189,25 @@ def test_import_then_delete_leaves_nothing(tmp_path: Path) -> None:
     assert ledger.storage.get_all_studies() == []
 
 
+def test_delete_takes_the_adaptive_allocations_round_claims_with_it(tmp_path: Path) -> None:
+    """The claims `claim_round` leaves in the storage go with their study, not another's (a
+    study whose name extends this one's keeps its own), and a study made anew claims afresh."""
+    from study.runner.allocation import claim_round
+
+    journal = str(tmp_path / "j.journal")
+    ledgers = {name: Ledger.open(journal, name) for name in ("s", "s#1")}
+    for name, ledger in ledgers.items():
+        ledger.create(StudyRecord(name))
+        assert claim_round(ledger, 0) and claim_round(ledger, 1)
+    other = ledgers["s#1"].storage.get_study_id_from_name("s#1")
+    ledgers["s"].delete()
+    left = sorted(s.study_name for s in open_storage(journal).get_all_studies())
+    assert left == [f"allocation:s#1#{other}/round-{k}" for k in (0, 1)] + ["s#1"]
+    again = Ledger.open(journal, "s")
+    again.create(StudyRecord("s"))
+    assert claim_round(again, 0)
+
+
 def test_unknown_study_is_bad_input(tmp_path: Path) -> None:
     ledger = Ledger.open(str(tmp_path / "j.journal"), "nope")
     assert ledger.record() is None

@@ -16,6 +16,7 @@ from study.results import TrialResult, TrialState
 from study.tuners.base import History
 from study.tuners.optuna_backend import OptunaBackend
 from study.tuners.points import LR_TOLERANCE, clashes, point_of
+from study.tuners.transfer import BestRate
 
 keras_tuner = pytest.importorskip("keras_tuner")
 from study.tuners.keras_tuner_backend import KerasTunerBackend  # noqa: E402
@@ -96,7 +97,9 @@ def test_first_trial_of_a_stratum_takes_the_predicted_rate(tmp_path):
     slot = ledger.claim(stratum, budget=4)
     assert slot is not None
     window = (0.005, 0.08)
-    history = History(stratum, window=window, neighbours=((32, 0.02),), centre=0.02)
+    history = History(
+        stratum, window=window, neighbours=(BestRate(32, 0.02, 3, 0.01, 0.04),), centre=0.02
+    )
     proposal = backend.propose(slot, history)
     assert (proposal.origin, proposal.params["learning_rate"]) == ("transfer", 0.02)
     assert proposal.extras["lr_window"] == list(window)

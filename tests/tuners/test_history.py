@@ -13,8 +13,8 @@ from study.config.space import Stratum
 from study.config.studyfile import parse_study
 from study.config.target import Target
 from study.ledger import Ledger, StudyRecord
-from study.tuners.history import read_history, step_bound, stratum_best
-from study.tuners.transfer import MARGIN
+from study.tuners.history import best_rate, read_history, step_bound, stratum_best
+from study.tuners.transfer import MARGIN, WINDOW_FACTOR, BestRate
 from tests.fakes import finished_trial, rising_curve, write_ledger
 
 TARGET = Target.parse("val_accuracy>=0.6")
@@ -80,7 +80,10 @@ def test_every_stratum_is_centred_on_the_power_law_of_the_others(tmp_path: Path)
     write_ledger(ledger, StudyRecord(name="history"), trials)
 
     history = read_history(ledger, config, Stratum(16, "default"), budget=8)
-    assert history.neighbours == tuple((b, pytest.approx(law(b))) for b in (32, 64, 128, 256))
+    assert [(n.batch_size, n.learning_rate, n.trials) for n in history.neighbours] == [
+        (b, pytest.approx(law(b)), 3) for b in (32, 64, 128, 256)
+    ]
+    assert all(n.informative and not (n.open_low or n.open_high) for n in history.neighbours)
     assert history.centre == pytest.approx(law(16))
     low, high = history.window
     assert low == pytest.approx(law(32) / 2 / MARGIN) and high == pytest.approx(law(32) * MARGIN)
@@ -120,3 +123,36 @@ def test_the_history_carries_the_steps_of_the_other_batch_sizes(tmp_path: Path):
     steps = {t.stratum.batch_size: t.steps_to_target for t in ledger.trials(Stratum(64, "default"))}
     assert dict(history.neighbour_steps)[64] == steps[64]
     assert set(dict(history.neighbour_steps)) == {64, 256}
+
+
+def test_a_best_rate_knows_the_rates_tried_around_it():
+    """The range counts every trial at the study's seed that ran to an outcome (a rate that
+    did not reach the target closes that side), not confirmations under other seeds."""
+    short = rising_curve(64, 1000)[:20]  # stops well below the target
+    missed = finished_trial(Stratum(64, "default"), 2, 0.3, short, TARGET)
+    trials = [trial(64, 0, 0.01, 200), trial(64, 1, 0.03, 120), missed]
+    assert missed.steps_to_target is None and missed.result is not None
+    assert best_rate(trials) == BestRate(64, 0.03, 3, 0.01, 0.3, trials[1].steps_to_target)
+    at_top = best_rate([*trials[:2], trial(64, 3, 0.3, 150, seed=1)])
+    assert (at_top.trials, at_top.high, at_top.open_high) == (2, 0.03, True)
+    assert best_rate([trials[2]]) is None
+
+
+def test_a_poor_first_trial_elsewhere_does_not_centre_the_search(tmp_path: Path):
+    """Batch 256 has one trial, at a poor rate that still reached the target: batch 128 is
+    searched over the whole range. Once 256 tried a second, lower rate, its best is at the top
+    of its rates, and 128's window reaches a factor `WINDOW_FACTOR` above it."""
+    config = parse_study(STUDY, "history.yaml")
+    ledger = Ledger.open(str(tmp_path / "j.journal"), "history")
+    write_ledger(ledger, StudyRecord(name="history"), [trial(256, 0, 0.0028, 400)])
+    lone = read_history(ledger, config, Stratum(128, "default"))
+    assert lone.window == (1e-4, 3.0) and lone.centre is None
+    assert [n.trials for n in lone.neighbours] == [1]
+
+    ledger = Ledger.open(str(tmp_path / "k.journal"), "history")
+    write_ledger(
+        ledger, StudyRecord(name="history"), [trial(256, 0, 0.0028, 400), trial(256, 1, 1e-3, 900)]
+    )
+    bound = read_history(ledger, config, Stratum(128, "default"))
+    assert bound.window[1] == pytest.approx(0.0028 * WINDOW_FACTOR)
+    assert bound.window[0] <= bound.centre <= 0.0028
