@@ -136,14 +136,16 @@ def chunk_loop(
 ) -> Any:
     """Run ``steps`` global steps (call inside a `tf.function`); ``batch(i)`` gives step ``i``'s
     global (x, labels). Returns the losses summed over replicas, and for `MeasuredSteps` also
-    the [steps, extras] statistics averaged over replicas (NaN rows on steps not measured)."""
-    total, mean = tf.distribute.ReduceOp.SUM, tf.distribute.ReduceOp.MEAN
+    the [steps, extras] statistics averaged over replicas (NaN rows on steps not measured).
+
+    Each step sums its replicas' values on this host only; the sums over hosts (several
+    workers) take one collective at the end of the chunk, not one per step.
+    """
     losses = tf.TensorArray(tf.float32, size=steps)
     if not isinstance(step, MeasuredSteps):
         for i in tf.range(steps):
-            loss = strategy.reduce(total, strategy.run(step, args=batch(i)), axis=None)
-            losses = losses.write(i, loss)
-        return losses.stack()
+            losses = losses.write(i, _host_sum(strategy, strategy.run(step, args=batch(i))))
+        return _over_hosts(strategy, losses.stack())
     # Only the measured rows are written (one in ``every``); the NaN rows are filled once at
     # the end, so a plain step writes nothing but its loss.
     rows = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[step.extras])
@@ -155,19 +157,41 @@ def chunk_loop(
     while i < steps:
         gap = tf.cast((every - (first + tf.cast(i, tf.int64)) % every) % every, tf.int32)
         for j in tf.range(tf.minimum(gap, steps - i)):
-            loss = strategy.reduce(total, strategy.run(step.plain, args=batch(i + j)), axis=None)
+            loss = _host_sum(strategy, strategy.run(step.plain, args=batch(i + j)))
             losses = losses.write(i + j, loss)
         i += tf.minimum(gap, steps - i)
         if i < steps:
             loss, stat = strategy.run(step.measured, args=batch(i))
-            losses = losses.write(i, strategy.reduce(total, loss, axis=None))
-            rows = rows.write(k, strategy.reduce(mean, stat, axis=None))
+            losses = losses.write(i, _host_sum(strategy, loss))
+            rows = rows.write(k, _host_sum(strategy, stat))
             where = where.write(k, i)
             k += 1
             i += 1
     unmeasured = tf.fill([steps, step.extras], float("nan"))
     stats = tf.tensor_scatter_nd_update(unmeasured, where.stack()[:, None], rows.stack())
-    return losses.stack(), stats
+    both = _over_hosts(strategy, tf.concat([losses.stack()[:, None], stats], axis=1))
+    return both[:, 0], both[:, 1:] / float(strategy.num_replicas_in_sync)
+
+
+def _host_sum(strategy: Any, value: Any) -> tf.Tensor:
+    """The sum of this host's replicas' values of ``value`` (no communication between hosts)."""
+    local = strategy.experimental_local_results(value)
+    return local[0] if len(local) == 1 else tf.add_n(list(local))
+
+
+def _over_hosts(strategy: Any, local: tf.Tensor) -> tf.Tensor:
+    """The sum over hosts of each host's ``local`` sum: one all-reduce, none on one host."""
+    replicas = strategy.num_replicas_in_sync
+    here = 1 if replicas == 1 else len(strategy.extended.worker_devices)
+    if here == replicas:
+        return local
+    shared = strategy.run(
+        lambda v: tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM, v / float(here)
+        ),
+        args=(local,),
+    )
+    return strategy.experimental_local_results(shared)[0]
 
 
 def shares_host_memory(strategy: Any) -> bool:
