@@ -6,7 +6,9 @@ size of the grid gets ``trials_per_stratum`` trials) and with ``allocation: {mod
 rest in rounds to the strata where the fit is least certain). Both have the same total trial
 budget (``trials_per_stratum`` x the file's batch sizes). Prints, for each, the batch sizes run
 and their trials, the fitted B_noise of ``S(B) = S_min (1 + B_noise / B)`` on the best steps per
-batch size with its 95% profile interval and the interval's width (high / low), and the pilot's
+batch size with its 95% profile interval and the interval's width (high / low), where each
+batch size's best learning rate lies among the rates its trials ran (``inside``, at the ``top``
+or ``bottom`` edge, or a ``single`` trial: `study.tuners.history.best_rate`), and the pilot's
 B_simple with its interval. Over the seeds it summarises in how many adaptive's interval is
 narrower, and the median width each way. Writes the numbers to
 ``benchmarks/results/adaptive_allocation.json`` (``seeds``: per seed, both studies; ``summary``).
@@ -67,9 +69,10 @@ def summary(workdir: Path, name: str) -> dict:
     """Trials per batch size, best steps, the fit of B_noise with its interval, the pilot."""
     from study.analysis.noise_scale import fit_noise_scale
     from study.ledger import Ledger
+    from study.tuners.history import best_rate
 
     ledger = Ledger.open(str(workdir / "mlruns" / "optuna.journal"), name, create=False)
-    trials, best, best_lr = {}, {}, {}
+    trials, best, best_lr, edge = {}, {}, {}, {}
     for stratum in ledger.strata():
         trials[stratum.batch_size] = len(ledger.counted(stratum))
         top = ledger.best(stratum)
@@ -77,6 +80,18 @@ def summary(workdir: Path, name: str) -> dict:
             float(top.steps_to_target) if top and top.steps_to_target else float("inf")
         )
         best_lr[stratum.batch_size] = top.learning_rate if top else None
+        rate = best_rate(ledger.trials(stratum))
+        edge[stratum.batch_size] = (
+            None
+            if rate is None
+            else "single"
+            if not rate.informative
+            else "top"
+            if rate.open_high
+            else "bottom"
+            if rate.open_low
+            else "inside"
+        )
     sizes = sorted(best)
     fit = fit_noise_scale(sizes, [best[b] for b in sizes], n_boot=1)
     low, high = fit.b_noise_ci if fit.ok and fit.b_noise_ci else (None, None)
@@ -86,6 +101,7 @@ def summary(workdir: Path, name: str) -> dict:
         "total_trials": sum(trials.values()),
         "best_steps": best,
         "best_lr": best_lr,
+        "best_lr_edge": edge,
         "b_noise": fit.b_noise if fit.ok else None,
         "b_noise_ci": [low, high],
         "ci_width": high / low if low and high else None,
@@ -104,6 +120,15 @@ def report(results: dict) -> None:
             f"B_noise {r['b_noise']:.4g} (95% {low:.4g} to {high:.4g}, width x{r['ci_width']:.3g})"
             if r["b_noise"] and low
             else f"{mode:>8}: {r['total_trials']} trials; no B_noise interval"
+        )
+        edges = [e for e in r["best_lr_edge"].values() if e is not None]
+        print(
+            f"{'':>8}  best rate: "
+            + ", ".join(
+                f"{n} {kind}"
+                for kind in ("inside", "top", "bottom", "single")
+                if (n := edges.count(kind))
+            )
         )
     pilot = results["adaptive"]["pilot"]
     if pilot:
