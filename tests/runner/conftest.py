@@ -217,11 +217,14 @@ def default_signals() -> None:
 
 
 def freeze_when(pgid: int, find: Callable[[], Any], confirm: Callable[[Any], bool] = bool) -> Any:
-    """Stop process group ``pgid`` (SIGSTOP) as soon as ``find()`` returns something, and
-    return what it returns once the group has stopped if ``confirm`` accepts it; otherwise let
-    the group go on (SIGCONT) and return None. ``confirm`` may be slow: nothing moves meanwhile.
+    """Stop process group ``pgid`` (SIGSTOP) once ``find()`` returns something ``confirm``
+    accepts, and return it if both still agree once the group has stopped; otherwise let the
+    group go on (SIGCONT) and return None. ``confirm`` is asked first while the group runs, so
+    the group is stopped only when it is about to be caught: stopping it on every poll would
+    starve its background threads (e.g. the one that logs to MLflow) and stretch the trial.
     """
-    if not find():
+    found = find()
+    if not found or not confirm(found):
         return None
     os.killpg(pgid, signal.SIGSTOP)
     time.sleep(0.2)  # let writes already under way land before reading again

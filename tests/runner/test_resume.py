@@ -40,7 +40,7 @@ from tests.runner.conftest import (
 pytestmark = pytest.mark.slow
 
 # 2 strata x 3 trials, every trial run to its budget (an unreachable target, no pruning) of
-# 8,000 steps, so a trial lasts a second or more even when its traces are reused: long enough
+# 10,000 steps, so a trial lasts seconds even when its traces are reused: long enough
 # for its MLflow run to show RUNNING before it ends (the group is stopped while that is
 # checked). With --tuner both, odd trial numbers are KerasTuner's; b128 is visited first, so
 # the trial killed is b32's #1.
@@ -48,7 +48,7 @@ KILLED = tiny_study(
     name="killed",
     trials_per_stratum=3,
     target="val_accuracy>=0.999",
-    budget={"max_steps": 8000},
+    budget={"max_steps": 10000},
     eval_every=100,
     tuner={"pruning": False},
 )
@@ -95,6 +95,20 @@ def running_trial(
     return None
 
 
+def await_mlflow(store: Store, config: dict[str, Any]) -> None:
+    """Wait until a trial runs (so the study's MLflow store exists) and MLflow tells its run's
+    status. The client's first query takes a while; made now, it is not spent while the trial
+    to catch runs."""
+
+    def answers() -> bool:
+        found = running_trial(store, config, 0)
+        return (
+            found is not None and run_status(store, config, found[0], found[1].number) is not None
+        )
+
+    wait_for(answers, 180, "a trial to run with its MLflow run")
+
+
 @pytest.fixture(scope="module")
 def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
     cwd = tmp_path_factory.mktemp("killed")
@@ -102,6 +116,7 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
     store = Store(cwd)
     job = start_study("run", str(file), cwd=cwd, tag="run")
     try:
+        await_mlflow(store, KILLED)
         stratum, _ = wait_for(
             lambda: freeze_when(
                 job.pid,
@@ -257,6 +272,7 @@ def test_ctrl_c_stops_with_130_and_the_study_resumes(
     store = Store(tmp_path)
     job = background("run", str(file), "--tuner", "optuna", cwd=tmp_path)
 
+    await_mlflow(store, CTRL_C)
     _, victim = wait_for(
         lambda: freeze_when(
             job.pid,
