@@ -69,6 +69,18 @@ def test_two_workers_match_one_device_at_the_same_global_batch(pool: WorkerPool)
     assert (group.state, group.steps_run) == (one.state, one.steps_run)
 
 
+def test_two_workers_measure_the_noise_scale_one_device_measures(pool: WorkerPool) -> None:
+    """Per-replica gradients across two hosts are the two half-batch micro-batches of one
+    device: the same estimate (the statistics are summed over hosts once per chunk)."""
+    one, group = two_ways(
+        pool, batch_size=64, budget=Budget(max_steps=40), noise_scale=True, noise_every=2
+    )
+    for a, b in zip(one.curve[1:], group.curve[1:], strict=True):
+        assert b.train_loss == pytest.approx(a.train_loss, rel=LOSS_RTOL)
+        for key in ("b_simple", "grad_sq", "trace_sigma"):
+            assert b.noise[key] == pytest.approx(a.noise[key], rel=LOSS_RTOL), key
+
+
 def test_the_group_serves_the_next_trial_and_its_target_step_matches(pool: WorkerPool) -> None:
     before = pool.pids()["mwm2"]
     one, group = two_ways(
