@@ -23,16 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
+from study_bench import run_study
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FILE = ROOT / "benchmarks" / "mnist1d_compute.yaml"
@@ -47,22 +44,10 @@ def run(config: dict, mode: str, workdir: Path) -> tuple[str, float]:
     config = dict(config, name=f"{config['name']}-{mode}", allocation={"mode": mode})
     copy = workdir / f"{config['name']}.yaml"
     copy.write_text(yaml.safe_dump(config, sort_keys=False))
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env.update(STUDY_HOME=str(workdir / "mlruns"), TF_CPP_MIN_LOG_LEVEL="2")
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "study", "run", str(copy), "--tuner", "optuna"],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        sys.exit(f"study run exited with {done.returncode}:\n{done.stderr[-3000:]}")
+    done, seconds = run_study(copy, workdir, "--tuner", "optuna")
     lines = [line for line in done.stdout.splitlines() if line.startswith(("allocation", "pilot"))]
     print(f"seed {config['seed']} {mode}:", *lines, sep="\n  ", flush=True)
-    return config["name"], time.perf_counter() - started
+    return config["name"], seconds
 
 
 def summary(workdir: Path, name: str) -> dict:

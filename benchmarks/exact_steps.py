@@ -15,13 +15,11 @@ benchmarks/mnist1d_compute.yaml)
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import yaml
+from study_bench import run_study
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FILES = (
@@ -37,18 +35,7 @@ def run(file: Path, exact: bool, workdir: Path) -> str:
     config["name"] = f"{config['name']}-{'exact' if exact else 'cadence'}"
     copy = workdir / f"{config['name']}.yaml"
     copy.write_text(yaml.safe_dump(config, sort_keys=False))
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env.update(STUDY_HOME=str(workdir / "mlruns"), TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run(
-        [sys.executable, "-m", "study", "run", str(copy)],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        sys.exit(f"study run exited with {done.returncode}:\n{done.stderr[-3000:]}")
+    run_study(copy, workdir)
     return config["name"]
 
 

@@ -21,34 +21,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
+from study_bench import run_study
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def run_study(file: Path, workdir: Path, quiet: bool) -> float:
-    """Run ``study run FILE`` with its store under ``workdir``; return its wall seconds."""
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env.update(STUDY_HOME=str(workdir / "mlruns"), TF_CPP_MIN_LOG_LEVEL="2")
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "study", "run", str(file)],
-        cwd=workdir,
-        env=env,
-        capture_output=quiet,
-        text=True,
-        check=False,
-    )
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        sys.exit(f"study run exited with {done.returncode}:\n{done.stderr or ''}")
-    return seconds
 
 
 def ledger_trials(workdir: Path, name: str) -> list:
@@ -152,7 +131,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="study-overhead-") as tmp:
         workdir = Path(args.workdir).resolve() if args.workdir else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        end_to_end = run_study(file, workdir, args.quiet)
+        end_to_end = run_study(file, workdir, quiet=args.quiet)[1]
         report(ledger_trials(workdir, name), end_to_end, mlflow_walls(workdir, name))
 
 

@@ -1,0 +1,33 @@
+"""Shared by the study-level benchmarks: run ``study run`` in a process of its own, as a user
+does, with its ledger and MLflow store under a given directory. Not a benchmark itself."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def run_study(
+    file: Path, workdir: Path, *flags: str, quiet: bool = True
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run ``study run FILE FLAGS`` in ``workdir`` with ``STUDY_HOME=workdir/mlruns``; return the
+    finished process (its output captured when ``quiet``) and its wall seconds. Exits with the
+    end of its stderr when it fails."""
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env.update(STUDY_HOME=str(workdir / "mlruns"), TF_CPP_MIN_LOG_LEVEL="2")
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "study", "run", str(file), *flags],
+        cwd=workdir,
+        env=env,
+        capture_output=quiet,
+        text=True,
+        check=False,
+    )
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        sys.exit(f"study run exited with {done.returncode}:\n{(done.stderr or '')[-3000:]}")
+    return done, seconds
