@@ -26,6 +26,13 @@ def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'ledger.db'}"
 
 
+#: Long enough that a loaded machine (two test processes on two cores) never makes a fresh
+#: trial look stale between two lines of a test; the dead-host test sleeps past it.
+GRACE = 2.5
+#: The beat interval of the long-trial test (its grace is four of them).
+BEAT = 0.25
+
+
 def ledger_as(url: str, host: str, monkeypatch: pytest.MonkeyPatch) -> Ledger:
     """The ledger of study ``s`` as a process on ``host`` opens it."""
     monkeypatch.setenv(HOST_ENV, host)
@@ -64,9 +71,9 @@ def test_a_dead_hosts_trial_is_recovered_after_the_grace(
     storage_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     worker = ledger_as(storage_url, "host-a", monkeypatch)
-    slot = worker.claim(S32, budget=2, grace=1.0)
+    slot = worker.claim(S32, budget=2, grace=GRACE)
     assert slot is not None
-    assert worker.beat(slot, 1.0)
+    assert worker.beat(slot, GRACE)
 
     other = ledger_as(storage_url, "host-b", monkeypatch)
     (running,) = other.running([S32])
@@ -75,7 +82,7 @@ def test_a_dead_hosts_trial_is_recovered_after_the_grace(
     assert other.recover_stale([S32]) == []  # fresh: left alone
     assert other.summary().strata[0].running == 1
 
-    time.sleep(1.3)  # host-a stops beating: after the grace its trial is stale
+    time.sleep(GRACE + 0.3)  # host-a stops beating: after the grace its trial is stale
     assert not other.alive(running)
     assert other.summary().strata[0].running == 0
     (recovered,) = other.recover_stale([S32])
@@ -87,16 +94,16 @@ def test_a_dead_hosts_trial_is_recovered_after_the_grace(
     assert other.remaining(S32, 2) == 2  # its slot runs again
 
     monkeypatch.setenv(HOST_ENV, "host-a")
-    assert not worker.beat(slot, 1.0)  # the late owner learns its trial was taken
+    assert not worker.beat(slot, GRACE)  # the late owner learns its trial was taken
 
 
 def test_beats_keep_a_long_trial_alive(storage_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     worker = ledger_as(storage_url, "host-a", monkeypatch)
-    slot = worker.claim(S32, budget=2, grace=0.6)
+    slot = worker.claim(S32, budget=2, grace=4 * BEAT)
     assert slot is not None
     other = ledger_as(storage_url, "host-b", monkeypatch)
-    for _ in range(4):  # 1.2 s in all, twice the grace, stamped every 0.3 s
-        time.sleep(0.3)
-        assert worker.beat(slot, 0.6)
+    for _ in range(8):  # twice the grace in all, stamped every quarter of it
+        time.sleep(BEAT)
+        assert worker.beat(slot, 4 * BEAT)
         assert other.recover_stale([S32]) == []
     assert other.alive(other.running([S32])[0])
