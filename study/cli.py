@@ -42,7 +42,7 @@ def _add_train(sub: Any) -> None:
         help="measure the gradient noise scale B_simple during training (printed at the end, "
         "logged as noise/* curves)",
     )
-    _add_noise_every(m, default=NOISE_EVERY)
+    _add_noise_every(m, default=None, shown=NOISE_EVERY)
     m.add_argument(
         "--no-exact-steps",
         action="store_true",
@@ -69,7 +69,9 @@ def _add_noise_scale(sub: Any) -> None:
         "file", nargs="?", help="a study file, e.g. search_spaces/quickstart.yaml (optional)"
     )
     _add_trial_flags(p, experiment="study-noise-scale", defaults=False)
-    _add_noise_every(p.add_argument_group("measurement"), default=PILOT_NOISE_EVERY)
+    _add_noise_every(
+        p.add_argument_group("measurement"), default=PILOT_NOISE_EVERY, shown=PILOT_NOISE_EVERY
+    )
     s = p.add_argument_group("suggestion")
     s.add_argument(
         "--write", metavar="FILE", help="write the suggested study file (a new file) to FILE"
@@ -87,14 +89,14 @@ def _add_noise_scale(sub: Any) -> None:
     p.set_defaults(trial_defaults=defaults, handler=_lazy("study.commands.noise_scale", "main"))
 
 
-def _add_noise_every(group: Any, *, default: int) -> None:
+def _add_noise_every(group: Any, *, default: int | None, shown: int) -> None:
     group.add_argument(
         "--noise-every",
         type=int,
         default=default,
         metavar="N",
         help="measure the noise scale on one step in N: each measured step costs about one "
-        f"more forward and backward pass at small batch (default: {default})",
+        f"more forward and backward pass at small batch (default: {shown})",
     )
 
 

@@ -90,6 +90,17 @@ def build_spec(args: argparse.Namespace) -> TrialSpec:
         raise err.named(FLAGS[err.field]) from None
 
 
+def _noise_every(args: argparse.Namespace) -> int:
+    """``--noise-every``, which only means something with ``--noise-scale``."""
+    every = getattr(args, "noise_every", None)
+    if every is not None and not getattr(args, "noise_scale", False):
+        raise UsageError(
+            f"--noise-every {every} needs --noise-scale (it sets how often the noise scale is "
+            "measured); add --noise-scale or leave --noise-every out"
+        )
+    return NOISE_EVERY if every is None else every
+
+
 def _build_spec(args: argparse.Namespace) -> TrialSpec:
     from study.workloads import get_workload
 
@@ -140,7 +151,7 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
         precision=args.precision,
         jit_compile=args.jit_compile,
         noise_scale=bool(getattr(args, "noise_scale", False)),
-        noise_every=getattr(args, "noise_every", NOISE_EVERY),
+        noise_every=_noise_every(args),
         exact_steps=not getattr(args, "no_exact_steps", False),
     )
     if strategy.static_replicas:

@@ -70,3 +70,6 @@ def test_the_flags_reach_the_spec() -> None:
     assert pilot.noise_every == PILOT_NOISE_EVERY < NOISE_EVERY
     with pytest.raises(UsageError, match="--noise-every must be >= 1"):
         build_spec(parser.parse_args([*args[:-1], "0"]))
+    alone = ["train", "--workload", "tabular", "--noise-every", "4"]
+    with pytest.raises(UsageError, match="--noise-every 4 needs --noise-scale"):
+        build_spec(parser.parse_args(alone))
