@@ -1,11 +1,27 @@
 """Exceptions with a clear next step.
 
 `UsageError` is bad input: the CLI prints its one-line message and exits with status 2.
+`FieldError` is bad input in one field of the data model (``batch_size``, ``path``, ``model``):
+it names the field, the rule and the value, and the front end renames the field to what the
+user wrote (a flag on the command line, ``FILE: key`` in a study file)::
+
+    err = FieldError("optimizer.learning_rate", "must be > 0", -1.0)
+    str(err)                                    # optimizer.learning_rate must be > 0 (got -1.0)
+    str(err.named("--lr"))                      # --lr must be > 0 (got -1.0)
+    str(FieldError("path", detail="cannot read 'x.csv'").named("--csv"))
+    # --csv: cannot read 'x.csv'
+
 `InfeasibleError` is a strategy or configuration this host cannot provide: a trial that meets
 one is recorded as infeasible and the study goes on.
 """
 
 from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["FieldError", "InfeasibleError", "StudyError", "UsageError", "show"]
 
 
 class StudyError(Exception):
@@ -18,3 +34,77 @@ class UsageError(StudyError, ValueError):
 
 class InfeasibleError(StudyError):
     """The host cannot provide what a trial asks for (e.g. `tpu` without a TPU)."""
+
+
+class FieldError(UsageError):
+    """A value of one field of the data model breaks a rule; the front end names the field.
+
+    ``field`` is the data-model name (``batch_size``, ``optimizer.learning_rate``, ``cadence``,
+    a workload option such as ``path``), ``rule`` what a good value looks like and ``value`` the
+    bad one (``...`` when the rule says it all). The message is ``NAME RULE (got VALUE)``, the
+    study-file style. When the problem reads better with the value inline, ``detail`` gives it
+    as ``NAME: DETAIL`` (``sep`` replaces the ``": "``), e.g. ``--optimizer: unknown optimizer
+    'rmsprop'; choose from ...``; ``rule`` may then be left out.
+
+    Args:
+        got: shows the value this way instead of `show(value)` (e.g. ``low=1.0, high=0.5``).
+        name: what the message calls the field (default: ``field``); see `named`.
+    """
+
+    def __init__(
+        self,
+        field: str,
+        rule: str = "",
+        value: Any = ...,
+        *,
+        detail: str | None = None,
+        sep: str = ": ",
+        got: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.field, self.rule, self.value = field, rule or (detail or ""), value
+        self.detail, self.sep = detail, sep
+        self.got = got if got is not None or value is ... else show(value)
+        self.name = name or field
+        super().__init__(self.message(self.name))
+
+    def message(self, name: str) -> str:
+        """The message with the field called ``name``."""
+        if self.detail is not None:
+            return f"{name}{self.sep}{self.detail}"
+        tail = f" (got {self.got})" if self.got is not None else ""
+        return f"{name} {self.rule}{tail}"
+
+    def named(self, name: str) -> FieldError:
+        """The same error, its message calling the field ``name`` (a flag, or ``FILE: key``)."""
+        return FieldError(self.field, self.rule, self.value, name=name, **self._options())
+
+    def within(self, section: str) -> FieldError:
+        """The same error on the field ``SECTION.FIELD`` (``path`` of the workload options is
+        ``workload_options.path``), named so unless it was named otherwise."""
+        field = f"{section}.{self.field}"
+        name = field if self.name == self.field else self.name
+        return FieldError(field, self.rule, self.value, name=name, **self._options())
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across worker processes
+        return (_rebuild, (self.field, self.rule, self.value, self.name, self._options()))
+
+    def _options(self) -> dict[str, Any]:
+        return {"detail": self.detail, "sep": self.sep, "got": self.got}
+
+
+def _rebuild(field: str, rule: str, value: Any, name: str, options: dict[str, Any]) -> FieldError:
+    return FieldError(field, rule, value, name=name, **options)
+
+
+def show(value: Any) -> str:
+    """A value as messages show it: strings quoted, mappings as ``{key: value}``, None as null."""
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {show(v)}" for k, v in value.items()) + "}"
+    if value is None:
+        return "null"
+    if isinstance(value, numbers.Number):
+        return str(value)  # 0.5, not np.float64(0.5)
+    return repr(value).replace("\n", " ")

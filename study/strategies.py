@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from study.config.rules import FieldError
-from study.errors import InfeasibleError
+from study.errors import FieldError, InfeasibleError
 
 _NAME = re.compile(r"^(auto|default|one_device|mirrored|multi_worker_mirrored|tpu)(?::([0-9]+))?$")
 _CHOICES = (

@@ -1,9 +1,9 @@
-"""Value rules, written once, and the error that says which field broke one.
+"""Value rules, written once.
 
-The data model (`TrialSpec` and its parts, the search-space params, `Target`, `StrategySpec`,
-the workload registry) checks values with `check` and raises `FieldError`: the field, the rule
-and the value, without knowing where the value came from. The front end names the field:
-``study train`` by its flag, the study-file parser by file and key::
+The data model (`TrialSpec` and its parts, the search-space params, `Target`) checks values with
+`check` and raises `study.errors.FieldError` (re-exported here): the field, the rule and the
+value, without knowing where the value came from. The front end names the field: ``study
+train`` by its flag, the study-file parser by file and key::
 
     err = FieldError("optimizer.learning_rate", "must be > 0", -1.0)
     str(err)                                    # optimizer.learning_rate must be > 0 (got -1.0)
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from study.errors import UsageError
+from study.errors import FieldError, show
 
 __all__ = ["RULES", "FieldError", "check", "describe", "show"]
 
@@ -31,59 +31,6 @@ RULES: dict[str, Callable[[float], bool]] = {
     "[0, 1)": lambda v: 0 <= v < 1,
     "[0, 1]": lambda v: 0 <= v <= 1,
 }
-
-
-class FieldError(UsageError):
-    """A value of one field of the data model breaks a rule; the front end names the field.
-
-    ``field`` is the data-model name (``batch_size``, ``optimizer.learning_rate``, ``cadence``),
-    ``rule`` what a good value looks like and ``value`` the bad one (``...`` when the rule says it
-    all). The message is ``NAME RULE (got VALUE)``, the study-file style. When the problem reads
-    better with the value inline, ``detail`` gives it as ``NAME: DETAIL`` (``sep`` replaces the
-    ``": "``), e.g. ``--optimizer: unknown optimizer 'rmsprop'; choose from ...``.
-
-    Args:
-        got: shows the value this way instead of `show(value)` (e.g. ``low=1.0, high=0.5``).
-        name: what the message calls the field (default: ``field``); see `named`.
-    """
-
-    def __init__(
-        self,
-        field: str,
-        rule: str,
-        value: Any = ...,
-        *,
-        detail: str | None = None,
-        sep: str = ": ",
-        got: str | None = None,
-        name: str | None = None,
-    ) -> None:
-        self.field, self.rule, self.value = field, rule, value
-        self.detail, self.sep = detail, sep
-        self.got = got if got is not None or value is ... else show(value)
-        self.name = name or field
-        super().__init__(self.message(self.name))
-
-    def message(self, name: str) -> str:
-        """The message with the field called ``name``."""
-        if self.detail is not None:
-            return f"{name}{self.sep}{self.detail}"
-        tail = f" (got {self.got})" if self.got is not None else ""
-        return f"{name} {self.rule}{tail}"
-
-    def named(self, name: str) -> FieldError:
-        """The same error, its message calling the field ``name`` (a flag, or ``FILE: key``)."""
-        return FieldError(self.field, self.rule, self.value, name=name, **self._options())
-
-    def __reduce__(self) -> tuple[Any, ...]:  # picklable across worker processes
-        return (_rebuild, (self.field, self.rule, self.value, self.name, self._options()))
-
-    def _options(self) -> dict[str, Any]:
-        return {"detail": self.detail, "sep": self.sep, "got": self.got}
-
-
-def _rebuild(field: str, rule: str, value: Any, name: str, options: dict[str, Any]) -> FieldError:
-    return FieldError(field, rule, value, name=name, **options)
 
 
 def check(field: str, value: Any, rule: str, *, unit: str = "", finite: bool = True) -> None:
@@ -102,16 +49,3 @@ def check(field: str, value: Any, rule: str, *, unit: str = "", finite: bool = T
 def describe(rule: str) -> str:
     """A rule as the messages word it: ``> 0`` stays, ``[0, 1)`` reads ``in [0, 1)``."""
     return f"in {rule}" if rule.startswith("[") else rule
-
-
-def show(value: Any) -> str:
-    """A value as messages show it: strings quoted, mappings as ``{key: value}``, None as null."""
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k}: {show(v)}" for k, v in value.items()) + "}"
-    if value is None:
-        return "null"
-    if isinstance(value, numbers.Number):
-        return str(value)  # 0.5, not np.float64(0.5)
-    return repr(value).replace("\n", " ")

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from study.config.rules import FieldError
 from study.config.target import Target
+from study.errors import FieldError
 
 __all__ = [
     "LOSSES",
