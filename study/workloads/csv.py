@@ -36,21 +36,19 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from study.errors import UsageError
+from study.errors import FieldError
 from study.workloads import float_option, int_option
 from study.workloads.base import Dataset, Streams, Workload
+from study.workloads.csv_file import CsvFile, Table, name_option, reason
 from study.workloads.csv_scan import (
     CLASSIFICATION,
     Columns,
     Labels,
     Scan,
-    check_features,
-    check_labels,
     check_split,
     class_values,
     encode_labels,
-    label_columns,
-    read_dtypes,
+    problem,
     scan,
 )
 from study.workloads.files import (
@@ -71,22 +69,12 @@ __all__ = ["STREAM_BYTES", "CsvStats", "CsvWorkload"]
 #: Files larger than this are streamed unless ``streamed: false``.
 STREAM_BYTES = 256 * 2**20
 _SPLITS = ("stratified", "hash")
-_PEEK_ROWS = 1000  # rows `validate()` reads of a streamed file
 _SCAN_VERSION = 1  # bump when `scan` changes, so cached passes are not reused
 _TARGETS = {
     TaskKind.BINARY: "val_auc>=0.9",
     TaskKind.MULTILABEL: "val_accuracy>=0.9",
     TaskKind.REGRESSION: "val_mse<=0.5",
 }
-
-
-@dataclass(frozen=True)
-class _Table:
-    """The checked contents of the file: features (a frame, or a text series) and labels."""
-
-    features: pd.DataFrame | pd.Series
-    label_frame: pd.DataFrame
-    columns: Columns
 
 
 @dataclass(frozen=True)
@@ -139,9 +127,9 @@ class CsvWorkload(Workload):
     ) -> None:
         super().__init__()
         self._options = {
-            "path": _name_option("--csv", path, "a file path"),
-            "label": _name_option("--label", label, "a column name"),
-            "text_column": _name_option("--text-column", text_column, "a column name"),
+            "path": name_option("path", path, "a file path"),
+            "label": name_option("label", label, "a column name"),
+            "text_column": name_option("text_column", text_column, "a column name"),
             "task": task_option(task, list(TaskKind), workload=self.name).value,
             "val_fraction": float_option("val_fraction", val_fraction, low=0.0, high=1.0),
             "seed": int_option("seed", seed, minimum=0),
@@ -154,14 +142,15 @@ class CsvWorkload(Workload):
             "embedding_dim": int_option("embedding_dim", embedding_dim, minimum=1),
         }
         if self._options["streamed"] and self._options["text_column"] is not None:
-            raise UsageError(
-                "workload option 'streamed': text mode (--text-column) reads the whole file; "
-                "a streamed csv needs numeric feature columns (or set streamed=false)"
+            raise problem(
+                "streamed",
+                "text mode (a text column) reads the whole file; a streamed csv needs "
+                "numeric feature columns (or set streamed=false)",
             )
         if self._options["streamed"] and self._options["split"] == "stratified":
-            raise UsageError(
-                "workload option 'split': a streamed csv splits by row hash; "
-                "use split=hash (or streamed=false)"
+            raise problem(
+                "split",
+                "a streamed csv splits by row hash; use split=hash (or streamed=false)",
             )
         self.class_names: tuple[Any, ...] = ()
         self.stats: CsvStats | None = None
@@ -205,11 +194,11 @@ class CsvWorkload(Workload):
         model = super().check_model(model)
         if ":" not in model and model != default:
             fix = (
-                "model 'mlp' needs numeric columns, but --text-column is set; use --model text"
+                "'mlp' needs numeric columns, but a text column is set; use model 'text'"
                 if text_mode
-                else "model 'text' needs --text-column COLUMN; without it use --model mlp"
+                else "'text' needs a text column; without one use model 'mlp'"
             )
-            raise UsageError(f"--model: {fix}")
+            raise FieldError("model", value=model, detail=fix)
         return model
 
     # -- reading ---------------------------------------------------------------------------
@@ -219,13 +208,13 @@ class CsvWorkload(Workload):
         if self.streamed:
             self._peek()
         else:
-            self._labels(self._table())
+            self._labels(self._file.table())
 
     def load(self) -> Dataset | Streams:
         """Read, check, split and encode the file (streamed: one pass, then `Streams`)."""
         if self.streamed:
             return self._streams()
-        table = self._table()
+        table = self._file.table()
         labels = self._labels(table)
         train, val = self._split_rows(table, labels)
         frame = table.label_frame
@@ -282,89 +271,22 @@ class CsvWorkload(Workload):
 
     # -- in memory -------------------------------------------------------------------------
     @property
-    def _file_name(self) -> str:
-        return Path(self._options["path"] or "").name
+    def _file(self) -> CsvFile:
+        o = self._options
+        return CsvFile(o["path"], o["label"], o["text_column"], self.kind)
 
-    def _path(self) -> Path:
-        path = self._options["path"]
-        if path is None:
-            raise UsageError("--csv: the csv workload needs a file; give --csv FILE")
-        return Path(path).expanduser()
-
-    def _label_option(self) -> str:
-        label = self._options["label"]
-        if label is None:
-            raise UsageError(
-                "--label: the csv workload needs the label column; give --label COLUMN"
-            )
-        return label
-
-    def _read(self, **kwargs: Any) -> pd.DataFrame:
-        """The parsed file (``kwargs`` for `pandas.read_csv`), or `UsageError` saying why not."""
-        path = self._path()
-        shown = self._options["path"]
-        try:
-            frame = pd.read_csv(path, **kwargs)
-        except OSError as exc:
-            raise UsageError(f"--csv: cannot read {shown!r}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError as exc:
-            raise UsageError(
-                f"--csv: cannot read {shown!r}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-            ) from None
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
-            raise UsageError(f"--csv: cannot read {shown!r}: {_reason(exc)}") from None
-        return frame
-
-    def _columns(self, header: list[str]) -> Columns:
-        """Label columns (by task) and, in numeric mode, every other column as a feature."""
-        labels = label_columns(self._label_option(), header, self.kind, self._file_name)
-        text = self._options["text_column"]
-        if text is not None:
-            self._require_column("--text-column", text, header)
-            if text in labels:
-                raise UsageError(
-                    f"--text-column: {text!r} is also the label column; give the text column"
-                )
-            return Columns(labels, ())
-        features = tuple(c for c in header if c not in labels)
-        if not features:
-            raise UsageError(
-                f"--csv: {self._file_name} has no feature columns besides the label; "
-                "add numeric columns, or a text column with --text-column"
-            )
-        return Columns(labels, features)
-
-    def _table(self) -> _Table:
-        """The whole file, checked: label values by task, features numeric (or the text)."""
-        header = list(self._read(nrows=0).columns)
-        label = self._label_option()
-        named = [c for c in header if c == label or c in label.split(",")]
-        frame = self._read(dtype=read_dtypes(self.kind, named))
-        columns = self._columns(header)
-        if frame.empty:
-            raise UsageError(
-                f"--csv: {self._options['path']!r} has no data rows; add rows below the header"
-            )
-        label_frame = frame[list(columns.labels)]
-        check_labels(label_frame, self.kind, self._file_name)
-        text = self._options["text_column"]
-        if text is not None:
-            return _Table(frame[text].fillna("").astype(str), label_frame, columns)
-        check_features(frame[list(columns.features)], self._file_name)
-        return _Table(frame[list(columns.features)].astype(np.float64), label_frame, columns)
-
-    def _labels(self, table: _Table) -> Labels:
+    def _labels(self, table: Table) -> Labels:
         """Class values (classification) from the whole column; sets ``class_names``."""
         columns = table.columns.labels
         if self.kind not in CLASSIFICATION:
             return Labels(self.kind, columns)
         values, numeric = class_values(
-            pd.unique(table.label_frame[columns[0]]), self.kind, columns[0], self._file_name
+            pd.unique(table.label_frame[columns[0]]), self.kind, columns[0], self._file.file_name
         )
         self.class_names = values
         return Labels(self.kind, columns, values, numeric)
 
-    def _split_rows(self, table: _Table, labels: Labels) -> tuple[np.ndarray, np.ndarray]:
+    def _split_rows(self, table: Table, labels: Labels) -> tuple[np.ndarray, np.ndarray]:
         """(train, val) row indices: seeded stratified, or the streamed path's row hash (then
         validation rows keep file order)."""
         count, fraction, seed = (
@@ -381,15 +303,8 @@ class CsvWorkload(Workload):
                 encode_labels(table.label_frame, labels) if self.kind in CLASSIFICATION else None
             )
             train, val = stratified_split(strata, count, fraction, seed)
-        check_split(self._file_name, count, len(train), fraction)
+        check_split(self._file.file_name, count, len(train), fraction)
         return train, val
-
-    def _require_column(self, option: str, column: str, header: list[str]) -> None:
-        if column not in header:
-            raise UsageError(
-                f"{option}: column {column!r} not in {self._file_name} "
-                f"(columns: {', '.join(map(str, header))})"
-            )
 
     def _vectorize(
         self, texts: np.ndarray, train: np.ndarray, val: np.ndarray
@@ -408,27 +323,18 @@ class CsvWorkload(Workload):
     def _peek(self) -> tuple[list[str], Columns]:
         """Header and columns of a streamed file, its first rows checked."""
         if self._options["split"] == "stratified":
-            raise UsageError(
-                f"workload option 'split': {self._file_name} is larger than "
-                f"{STREAM_BYTES // 2**20} MiB, so it is streamed and split by row hash; "
-                "use split=hash (or streamed=false to read it into memory)"
+            raise problem(
+                "split",
+                f"{self._file.file_name} is larger than {STREAM_BYTES // 2**20} MiB, so "
+                "it is streamed and split by row hash; use split=hash (or streamed=false to "
+                "read it into memory)",
             )
-        header = list(self._read(nrows=0).columns)
-        self._label_option()
-        columns = self._columns(header)
-        head = self._read(nrows=_PEEK_ROWS, dtype=read_dtypes(self.kind, columns.labels))
-        if head.empty:
-            raise UsageError(
-                f"--csv: {self._options['path']!r} has no data rows; add rows below the header"
-            )
-        check_labels(head[list(columns.labels)], self.kind, self._file_name, whole=False)
-        check_features(head[list(columns.features)], self._file_name, streamed=True)
-        return header, columns
+        return self._file.peek()
 
     def _scan(self, columns: Columns) -> Scan:
         """The pandas pass over the file, cached by file, columns, task and split."""
         o = self._options
-        path = self._path()
+        path = self._file.location()
 
         def compute() -> dict[str, Any]:
             try:
@@ -440,10 +346,10 @@ class CsvWorkload(Workload):
                     val_fraction=o["val_fraction"],
                     chunk_rows=o["chunk_rows"],
                 )
-            except UsageError:
+            except FieldError:
                 raise
             except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
-                raise UsageError(f"--csv: cannot read {o['path']!r}: {_reason(exc)}") from None
+                raise self._file.unreadable(reason(exc)) from None
             return found.to_json()
 
         key = fingerprint(
@@ -474,7 +380,7 @@ class CsvWorkload(Workload):
             labels.std,
         )
         return csv_streams(
-            self._path(),
+            self._file.location(),
             header,
             columns,
             found,
@@ -492,28 +398,12 @@ def _token_ids(vectorizer: Any, texts: np.ndarray) -> np.ndarray:
     return ids
 
 
-def _name_option(option: str, value: Any, what: str) -> str | None:
-    """A path or column name as a string (numbers accepted: CSV headers are text)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (str, int, float, os.PathLike)):
-        raise UsageError(f"{option}: expected {what} (got {value!r})")
-    text = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
-    if not text.strip():
-        raise UsageError(f"{option}: expected {what} (got an empty string)")
-    return text
-
-
-def _reason(exc: Exception) -> str:
-    """The first line of an exception's message, or its type."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def _split_option(value: Any) -> str | None:
     if value is None or value in _SPLITS:
         return value
-    raise UsageError(f"workload option 'split' must be one of {', '.join(_SPLITS)} (got {value!r})")
+    raise FieldError(
+        "split", f"must be one of {', '.join(_SPLITS)}", value, name="workload option 'split'"
+    )
 
 
 def _floats(values: np.ndarray) -> tuple[float, ...]:

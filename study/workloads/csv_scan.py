@@ -1,8 +1,9 @@
 """The csv workload's reading rules: label columns per task, value checks, statistics.
 
 Used by the in-memory path (on the whole frame) and by the streamed path (`scan`: one chunked
-pandas pass over a file larger than memory). Every check raises a one-line `UsageError`
-naming the option, the file, the column and the offending value.
+pandas pass over a file larger than memory). Every check raises a one-line `FieldError` on
+the option it is about (``path`` for the file and its features, ``label`` for the label
+columns), naming the file, the column and the offending value.
 
 Example::
 
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from study.errors import UsageError
+from study.errors import FieldError
 from study.workloads.files import RunningStats, val_rows
 from study.workloads.task import TaskKind
 
@@ -111,32 +112,39 @@ class Scan:
         )
 
 
+def problem(option: str, detail: str) -> FieldError:
+    """`FieldError` on workload option ``option`` (``path``, ``label``, ``text_column``),
+    worded "workload option 'label': DETAIL" until the front end names it."""
+    return FieldError(option, detail=detail, name=f"workload option {option!r}")
+
+
 # -- columns ---------------------------------------------------------------------------------
 
 
 def label_columns(
     option: str, columns: Sequence[str], kind: TaskKind, file_name: str
 ) -> tuple[str, ...]:
-    """The label columns named by ``--label``: one column, or (multilabel, regression) several
-    separated by commas.
+    """The label columns named by option ``label``: one column, or (multilabel, regression)
+    several separated by commas.
 
     Raises:
-        UsageError: "--label: column 'y' not in x.csv (columns: a, b, c)"; several columns
-            for a classification task.
+        FieldError: on ``label``: "label: column 'y' not in x.csv (columns: a, b, c)"; several
+            columns for a classification task.
     """
     names = (option,) if option in columns else tuple(p.strip() for p in option.split(","))
     for name in names:
         if name not in columns:
-            raise UsageError(
-                f"--label: column {name!r} not in {file_name} "
-                f"(columns: {', '.join(map(str, columns))})"
+            raise problem(
+                "label",
+                f"column {name!r} not in {file_name} (columns: {', '.join(map(str, columns))})",
             )
     if len(set(names)) != len(names):
-        raise UsageError(f"--label: a column is named twice in {option!r}")
+        raise problem("label", f"a column is named twice in {option!r}")
     if len(names) > 1 and kind in CLASSIFICATION:
-        raise UsageError(
-            f"--label: task {kind.value} takes one label column (got {option!r}); several 0/1 "
-            "columns are task multilabel, several numeric ones task regression"
+        raise problem(
+            "label",
+            f"task {kind.value} takes one label column (got {option!r}); several 0/1 "
+            "columns are task multilabel, several numeric ones task regression",
         )
     return names
 
@@ -152,7 +160,8 @@ def read_dtypes(kind: TaskKind, labels: Iterable[str]) -> dict[str, Any]:
 def reject_missing(
     option: str, values: pd.Series, file_name: str, first_row: int = 0, whole: bool = True
 ) -> None:
-    """Raise on empty cells; ``first_row`` is the data row number of ``values``' first row."""
+    """Raise `FieldError` on ``option`` for empty cells; ``first_row`` is the data row number
+    of ``values``' first row."""
     missing = np.flatnonzero(values.isna().to_numpy())
     if len(missing):
         row = first_row + int(missing[0]) + 1
@@ -161,8 +170,9 @@ def reject_missing(
             if whole
             else (f"an empty value at data row {row}")
         )
-        raise UsageError(
-            f"{option}: column {values.name!r} in {file_name} has {count}; fill or drop those rows"
+        raise problem(
+            option,
+            f"column {values.name!r} in {file_name} has {count}; fill or drop those rows",
         )
 
 
@@ -173,18 +183,20 @@ def check_features(
     for column in frame.columns:
         values = frame[column]
         if pd.api.types.is_bool_dtype(values) and streamed:
-            raise UsageError(
-                f"--csv: column {column!r} in {file_name} holds True/False; a streamed csv "
-                "reads numbers only: write 1/0"
+            raise problem(
+                "path",
+                f"column {column!r} in {file_name} holds True/False; a streamed csv "
+                "reads numbers only: write 1/0",
             )
         if not pd.api.types.is_numeric_dtype(values):
             row = _first_non_number(values)
-            raise UsageError(
-                f"--csv: column {column!r} in {file_name} is not numeric "
-                f"(data row {first_row + row + 1}: {values.iloc[row]!r}); drop it, or give "
-                f"--text-column {column} if it holds the text to classify"
+            raise problem(
+                "path",
+                f"column {column!r} in {file_name} is not numeric "
+                f"(data row {first_row + row + 1}: {values.iloc[row]!r}); drop it, or make it "
+                "the text column if it holds the text to classify",
             )
-        reject_missing("--csv", values, file_name, first_row, whole=not streamed)
+        reject_missing("path", values, file_name, first_row, whole=not streamed)
 
 
 def check_labels(
@@ -193,24 +205,26 @@ def check_labels(
     """No empty label; regression labels numeric; multi-label columns 0/1."""
     for column in frame.columns:
         values = frame[column]
-        reject_missing("--label", values, file_name, first_row, whole)
+        reject_missing("label", values, file_name, first_row, whole)
         if kind in CLASSIFICATION:
             continue
         if not pd.api.types.is_numeric_dtype(values):
             row = _first_non_number(values)
             need = "numbers" if kind is TaskKind.REGRESSION else "0 or 1"
-            raise UsageError(
-                f"--label: column {column!r} in {file_name} is not numeric (data row "
-                f"{first_row + row + 1}: {values.iloc[row]!r}); task {kind.value} needs {need}"
+            raise problem(
+                "label",
+                f"column {column!r} in {file_name} is not numeric (data row "
+                f"{first_row + row + 1}: {values.iloc[row]!r}); task {kind.value} needs {need}",
             )
         if kind is TaskKind.MULTILABEL:
             bad = np.flatnonzero(~values.isin([0, 1]).to_numpy())
             if len(bad):
                 row = int(bad[0])
-                raise UsageError(
-                    f"--label: column {column!r} in {file_name} holds {_plain(values.iloc[row])!r} "
-                    f"(data row {first_row + row + 1}); task multilabel needs 0 or 1 in every "
-                    "label column"
+                raise problem(
+                    "label",
+                    f"column {column!r} in {file_name} holds "
+                    f"{_plain(values.iloc[row])!r} (data row {first_row + row + 1}); task "
+                    "multilabel needs 0 or 1 in every label column",
                 )
 
 
@@ -232,22 +246,24 @@ def class_values(
     "1.0" are one class.
 
     Raises:
-        UsageError: fewer than two values; binary with more than two.
+        FieldError: on ``label``: fewer than two values; binary with more than two.
     """
     texts = set(uniques)
     numbers = [_number(text) for text in texts]
     numeric = all(n is not None for n in numbers)
     values: list[Any] = sorted({_plain_number(n) for n in numbers}) if numeric else sorted(texts)
     if len(values) < 2:
-        raise UsageError(
-            f"--label: column {column!r} in {file_name} has only the value {values[0]!r}; "
-            "a classifier needs at least 2 classes"
+        raise problem(
+            "label",
+            f"column {column!r} in {file_name} has only the value {values[0]!r}; "
+            "a classifier needs at least 2 classes",
         )
     if kind is TaskKind.BINARY and len(values) > 2:
         shown = ", ".join(repr(v) for v in values[:5]) + (", ..." if len(values) > 5 else "")
-        raise UsageError(
-            f"--label: column {column!r} in {file_name} has {len(values)} values ({shown}); "
-            "task binary needs exactly two (or use task multiclass)"
+        raise problem(
+            "label",
+            f"column {column!r} in {file_name} has {len(values)} values ({shown}); "
+            "task binary needs exactly two (or use task multiclass)",
         )
     return tuple(values), numeric
 
@@ -308,7 +324,7 @@ def scan(
     (and regression label) statistics over the training rows of the hash split.
 
     Raises:
-        UsageError: a bad value anywhere in the file, named by data row; a split with no
+        FieldError: a bad value anywhere in the file, named by data row; a split with no
             training or no validation rows.
     """
     file_name = Path(path).name
@@ -335,10 +351,11 @@ def scan(
             elif kind in CLASSIFICATION:
                 uniques.update(label_frame[columns.labels[0]].unique())
                 if len(uniques) > MAX_STREAMED_CLASSES:
-                    raise UsageError(
-                        f"--label: column {columns.labels[0]!r} in {file_name} has more than "
+                    raise problem(
+                        "label",
+                        f"column {columns.labels[0]!r} in {file_name} has more than "
                         f"{MAX_STREAMED_CLASSES} values; is it a class? (a number to predict "
-                        "is task regression)"
+                        "is task regression)",
                     )
             rows += len(chunk)
             train_rows += len(train)
@@ -359,9 +376,10 @@ def scan(
 def check_split(file_name: str, rows: int, train_rows: int, val_fraction: float) -> None:
     """Raise unless both sides of the split have rows."""
     if train_rows == 0 or train_rows == rows:
-        raise UsageError(
-            f"--csv: {file_name} has only {rows} data rows, too few for a validation split "
-            f"of {val_fraction:g}; add rows"
+        raise problem(
+            "path",
+            f"{file_name} has only {rows} data rows, too few for a validation split "
+            f"of {val_fraction:g}; add rows",
         )
 
 

@@ -85,7 +85,7 @@ def test_numeric_model_builds(write_csv: WriteCsv) -> None:
     data = workload.load()
     net = workload.build_model("mlp", data)
     assert np.asarray(net(data.x_val[:4])).shape == (4, 3)
-    with pytest.raises(UsageError, match=r"--model: model 'text' needs --text-column"):
+    with pytest.raises(UsageError, match=r"^model: 'text' needs a text column"):
         workload.check_model("text")
 
 
@@ -136,7 +136,7 @@ def test_text_model_builds(write_csv: WriteCsv) -> None:
     net = workload.build_model("text", data)
     assert net.count_params() == 50 * 4 + (4 * 16 + 16) + (16 * 2 + 2)
     assert np.asarray(net(data.x_val[:3])).shape == (3, 2)
-    with pytest.raises(UsageError, match=r"--model: model 'mlp' needs numeric columns"):
+    with pytest.raises(UsageError, match=r"^model: 'mlp' needs numeric columns"):
         workload.check_model("mlp")
 
 
@@ -157,19 +157,22 @@ def _error(workload: CsvWorkload) -> str:
 
 
 def test_missing_path_option() -> None:
-    assert _error(CsvWorkload(label="y")) == "--csv: the csv workload needs a file; give --csv FILE"
+    assert (
+        _error(CsvWorkload(label="y"))
+        == "workload option 'path': the csv workload needs a file; give its path"
+    )
 
 
 def test_missing_label_option(write_csv: WriteCsv) -> None:
     message = _error(csv_workload(write_csv("a.csv", numeric_rows())))
-    assert message.startswith("--label: the csv workload needs the label column")
+    assert message.startswith("workload option 'label': the csv workload needs the label column")
 
 
 def test_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "x.csv"
     assert (
         _error(csv_workload(path, label="y"))
-        == f"--csv: cannot read {str(path)!r}: No such file or directory"
+        == f"workload option 'path': cannot read {str(path)!r}: No such file or directory"
     )
 
 
@@ -181,7 +184,7 @@ def test_binary_garbage(tmp_path: Path) -> None:
     path = tmp_path / "garbage.csv"
     path.write_bytes(bytes(range(256)) * 8)
     message = _error(csv_workload(path, label="y"))
-    assert message.startswith(f"--csv: cannot read {str(path)!r}: ")
+    assert message.startswith(f"workload option 'path': cannot read {str(path)!r}: ")
 
 
 @pytest.mark.parametrize(
@@ -194,7 +197,7 @@ def test_binary_garbage(tmp_path: Path) -> None:
 )
 def test_unparseable_text(write_csv: WriteCsv, text: str, reason: str) -> None:
     message = _error(csv_workload(write_csv("bad.csv", text), label="a"))
-    assert message.startswith("--csv: cannot read ")
+    assert message.startswith("workload option 'path': cannot read ")
     assert reason in message
 
 
@@ -206,29 +209,32 @@ def test_label_column_missing(write_csv: WriteCsv) -> None:
     path = write_csv("x.csv", "a,b,c\n1,2,3\n")
     assert (
         _error(csv_workload(path, label="y"))
-        == "--label: column 'y' not in x.csv (columns: a, b, c)"
+        == "workload option 'label': column 'y' not in x.csv (columns: a, b, c)"
     )
 
 
 def test_text_column_missing(write_csv: WriteCsv) -> None:
     path = write_csv("x.csv", text_rows())
     message = _error(csv_workload(path, label="stars", text_column="body"))
-    assert message == "--text-column: column 'body' not in x.csv (columns: id, review, stars)"
+    assert (
+        message
+        == "workload option 'text_column': column 'body' not in x.csv (columns: id, review, stars)"
+    )
 
 
 def test_text_column_equal_to_label(write_csv: WriteCsv) -> None:
     message = _error(
         csv_workload(write_csv("x.csv", text_rows()), label="stars", text_column="stars")
     )
-    assert message.startswith("--text-column: 'stars' is also the label column")
+    assert message.startswith("workload option 'text_column': 'stars' is also the label column")
 
 
 def test_non_numeric_feature_suggests_text_column(write_csv: WriteCsv) -> None:
     path = write_csv("x.csv", "size,city,y\n1,2,a\n2,Paris,b\n3,4,a\n")
     message = _error(csv_workload(path, label="y"))
     assert message == (
-        "--csv: column 'city' in x.csv is not numeric (data row 2: 'Paris'); drop it, "
-        "or give --text-column city if it holds the text to classify"
+        "workload option 'path': column 'city' in x.csv is not numeric (data row 2: 'Paris'); drop it, "
+        "or make it the text column if it holds the text to classify"
     )
 
 
@@ -236,20 +242,21 @@ def test_missing_feature_value(write_csv: WriteCsv) -> None:
     path = write_csv("x.csv", "a,b,y\n1,2,p\n2,,q\n3,4,p\n4,,q\n")
     message = _error(csv_workload(path, label="y"))
     assert (
-        message == "--csv: column 'b' in x.csv has 2 empty value(s) (first at data row 2); "
+        message
+        == "workload option 'path': column 'b' in x.csv has 2 empty value(s) (first at data row 2); "
         "fill or drop those rows"
     )
 
 
 def test_missing_label_value(write_csv: WriteCsv) -> None:
     message = _error(csv_workload(write_csv("x.csv", "a,y\n1,p\n2,\n3,q\n"), label="y"))
-    assert message.startswith("--label: column 'y' in x.csv has 1 empty value(s)")
+    assert message.startswith("workload option 'label': column 'y' in x.csv has 1 empty value(s)")
 
 
 def test_single_class(write_csv: WriteCsv) -> None:
     message = _error(csv_workload(write_csv("x.csv", "a,y\n1,p\n2,p\n"), label="y"))
     assert (
-        message == "--label: column 'y' in x.csv has only the value 'p'; "
+        message == "workload option 'label': column 'y' in x.csv has only the value 'p'; "
         "a classifier needs at least 2 classes"
     )
 
@@ -279,8 +286,8 @@ def test_too_few_rows_for_a_split(write_csv: WriteCsv) -> None:
             {"sequence_length": 0},
             "workload option 'sequence_length' must be an integer >= 1 (got 0)",
         ),
-        ({"label": ""}, "--label: expected a column name (got an empty string)"),
-        ({"path": ["a.csv"]}, "--csv: expected a file path (got ['a.csv'])"),
+        ({"label": ""}, "workload option 'label': expected a column name (got an empty string)"),
+        ({"path": ["a.csv"]}, "workload option 'path': expected a file path (got ['a.csv'])"),
     ],
 )
 def test_bad_options(options: dict, message: str) -> None:

@@ -163,8 +163,8 @@ def test_bad_value_after_the_checked_head_is_found_by_the_pass(tmp_path: Path) -
     with pytest.raises(UsageError) as excinfo:
         streamed.load()
     assert str(excinfo.value) == (
-        "--csv: column 'a' in late.csv is not numeric (data row 1400: 'twelve'); drop it, "
-        "or give --text-column a if it holds the text to classify"
+        "workload option 'path': column 'a' in late.csv is not numeric (data row 1400: 'twelve'); drop it, "
+        "or make it the text column if it holds the text to classify"
     )
 
 

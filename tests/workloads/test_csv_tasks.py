@@ -73,7 +73,7 @@ def test_binary_with_three_values_names_them(write_csv: WriteCsv) -> None:
     text = rows(9, lambda i: f"{i},{'abc'[i % 3]}", "x,y")
     message = _error(csv_workload(write_csv("t.csv", text), label="y", task="binary"))
     assert message == (
-        "--label: column 'y' in t.csv has 3 values ('a', 'b', 'c'); task binary needs "
+        "workload option 'label': column 'y' in t.csv has 3 values ('a', 'b', 'c'); task binary needs "
         "exactly two (or use task multiclass)"
     )
 
@@ -81,7 +81,9 @@ def test_binary_with_three_values_names_them(write_csv: WriteCsv) -> None:
 def test_classification_takes_one_label_column(write_csv: WriteCsv) -> None:
     path = write_csv("t.csv", "x,a,b\n1,0,1\n")
     message = _error(csv_workload(path, label="a,b", task="binary"))
-    assert message.startswith("--label: task binary takes one label column (got 'a,b')")
+    assert message.startswith(
+        "workload option 'label': task binary takes one label column (got 'a,b')"
+    )
 
 
 # --- multilabel --------------------------------------------------------------------------------
@@ -106,7 +108,7 @@ def test_multilabel_value_other_than_0_or_1(write_csv: WriteCsv) -> None:
     path = write_csv("m.csv", "x,a,b\n1,0,1\n2,1,0\n3,2,1\n")
     message = _error(csv_workload(path, label="a,b", task="multilabel"))
     assert message == (
-        "--label: column 'a' in m.csv holds 2 (data row 3); task multilabel needs 0 or 1 in "
+        "workload option 'label': column 'a' in m.csv holds 2 (data row 3); task multilabel needs 0 or 1 in "
         "every label column"
     )
 
@@ -115,7 +117,7 @@ def test_multilabel_text_value(write_csv: WriteCsv) -> None:
     path = write_csv("m.csv", "x,a,b\n1,0,1\n2,yes,0\n")
     message = _error(csv_workload(path, label="a,b", task="multilabel"))
     assert message == (
-        "--label: column 'a' in m.csv is not numeric (data row 2: 'yes'); task multilabel "
+        "workload option 'label': column 'a' in m.csv is not numeric (data row 2: 'yes'); task multilabel "
         "needs 0 or 1"
     )
 
@@ -123,7 +125,7 @@ def test_multilabel_text_value(write_csv: WriteCsv) -> None:
 def test_multilabel_unknown_column(write_csv: WriteCsv) -> None:
     path = write_csv("m.csv", "x,a,b\n1,0,1\n")
     message = _error(csv_workload(path, label="a,c", task="multilabel"))
-    assert message == "--label: column 'c' not in m.csv (columns: x, a, b)"
+    assert message == "workload option 'label': column 'c' not in m.csv (columns: x, a, b)"
 
 
 # --- regression --------------------------------------------------------------------------------
@@ -156,7 +158,7 @@ def test_regression_text_label(write_csv: WriteCsv) -> None:
     path = write_csv("r.csv", "x,y\n1,2.5\n2,3.5\n3,cheap\n")
     message = _error(csv_workload(path, label="y", task="regression"))
     assert message == (
-        "--label: column 'y' in r.csv is not numeric (data row 3: 'cheap'); task regression "
+        "workload option 'label': column 'y' in r.csv is not numeric (data row 3: 'cheap'); task regression "
         "needs numbers"
     )
 
@@ -180,7 +182,7 @@ def test_regression_text_label(write_csv: WriteCsv) -> None:
         ({"shuffle_buffer": 0}, "workload option 'shuffle_buffer' must be an integer >= 1 (got 0)"),
         (
             {"streamed": True, "text_column": "t"},
-            "workload option 'streamed': text mode (--text-column) reads the whole file; a "
+            "workload option 'streamed': text mode (a text column) reads the whole file; a "
             "streamed csv needs numeric feature columns (or set streamed=false)",
         ),
         (
