@@ -21,7 +21,7 @@ from study.errors import UsageError
 if TYPE_CHECKING:
     from study.config.study import StudyConfig
     from study.ledger import Ledger, StudyRecord
-    from study.report.about import StudyFacts
+    from study.report.record import StudyFacts
 
 _EXPORT_SUFFIXES = (".csv", ".parquet", ".pq")
 
@@ -167,8 +167,8 @@ def _facts(ledger: Ledger, record: StudyRecord, config: StudyConfig | None) -> S
     versions here (`environment_info`, which imports no TensorFlow) and the versions the trials
     recorded."""
     from study.host import environment_info
-    from study.report.about import StudyFacts
     from study.report.formatting import display_path, display_storage
+    from study.report.record import StudyFacts
 
     environment = environment_info()
     common: dict[str, Any] = {

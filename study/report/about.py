@@ -1,12 +1,12 @@
 """What a study is about, shown at the top of every report: the workload, model, optimizer,
 schedule, target, budget, search space, strategies, tuners, trial counts and package versions.
 
-`StudyFacts` holds what the measurement table cannot tell: the parsed study file (None for an
-imported study, which names its dataset, model and optimizer instead), the study file's path as
-shown, the trials planned and the package versions. `about_rows` writes those facts, with what
-the report itself knows (target, batch sizes, strategies, trial counts), as (label, value)
-pairs for the HTML and Markdown writers; `headline` sums the workload up in one line;
-`about_dict` gives the JSON writer the same facts as data.
+`StudyFacts` (`study.report.record`) holds what the measurement table cannot tell: the parsed
+study file (None for an imported study, which names its dataset, model and optimizer instead),
+the study file's path as shown, the trials planned and the package versions. `about_rows`
+writes those facts, with what the report itself knows (target, batch sizes, strategies, trial
+counts), as (label, value) pairs for the HTML and Markdown writers; `headline` sums the
+workload up in one line; `about_dict` gives the JSON writer the same facts as data.
 
 Example::
 
@@ -20,18 +20,15 @@ Example::
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from study.analysis.fitting import as_number
 from study.analysis.table import BATCH_SIZE, STATE, STRATEGY, TUNER
 from study.config.space import CategoricalParam, Param
 from study.config.study import StudyConfig
-from study.report.formatting import display_path, fmt
-
-if TYPE_CHECKING:  # pragma: no cover
-    from study.report.build import ScalingReport
+from study.report.formatting import display_path, fmt, join_words
+from study.report.record import ScalingReport, StudyFacts
 
 _STATE_WORDS = {
     "reached": "reached the target",
@@ -43,59 +40,6 @@ _STATE_WORDS = {
     "running": "running",
 }
 """How the trial counts name each state, in the order they are listed."""
-
-
-@dataclass(frozen=True)
-class StudyFacts:
-    """The facts about a study that its measurements do not hold.
-
-    ``config``: the study file, parsed (None for an imported study). ``study_file``: its path
-    as the report shows it (`display_path`). ``default_model``: the workload's default model,
-    for a study file that names none. ``dataset``, ``model`` and ``optimizer``: what an
-    imported study says it trained. ``imported_from``: where it came from, as shown.
-    ``tuner``: the tuner(s) the study was run with, e.g. ``both``. ``trials_planned``: the
-    study's trial budget (0: unknown). ``packages``: package versions where the report was made,
-    e.g. ``{"study": "0.1.0", "tensorflow-cpu": "2.21.0", "python": "3.11.2"}``;
-    ``trained_with``: the versions the trials recorded, e.g. ``{"tensorflow": "2.21.0"}``.
-    """
-
-    config: StudyConfig | None = field(default=None, repr=False)
-    study_file: str = ""
-    default_model: str = ""
-    dataset: str = ""
-    model: str = ""
-    optimizer: str = ""
-    imported_from: str = ""
-    tuner: str = ""
-    trials_planned: int = 0
-    packages: Mapping[str, str] = field(default_factory=dict)
-    trained_with: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def workload_name(self) -> str:
-        """The workload (or an imported study's dataset), e.g. ``mnist1d``."""
-        return self.config.workload if self.config else self.dataset
-
-    @property
-    def model_name(self) -> str:
-        """The model trained, e.g. ``mlp`` (the workload's default when the file names none)."""
-        if self.config is None:
-            return self.model
-        return self.config.model or self.default_model
-
-    @property
-    def optimizer_name(self) -> str:
-        """The optimizer, e.g. ``nesterov``; ``adam or sgd`` when the search chose among them."""
-        if self.config is None:
-            return self.optimizer
-        return _fixed_or_searched(self.config, "optimizer", self.config.optimizer)
-
-    @property
-    def schedule_name(self) -> str:
-        """The learning-rate schedule, e.g. ``constant`` (empty for an imported study)."""
-        if self.config is None:
-            return ""
-        return _fixed_or_searched(self.config, "schedule", self.config.schedule)
 
 
 def headline(report: ScalingReport) -> str:
@@ -121,13 +65,13 @@ def about_rows(report: ScalingReport) -> list[tuple[str, str]]:
         ("target", str(report.target)),
         ("budget per trial", _budget(config)),
         ("evaluations", _cadence(config)),
-        ("batch sizes", _join(_batch_sizes(report))),
+        ("batch sizes", join_words(_batch_sizes(report))),
         ("learning rates searched", _range(config.space.params[0]) if config else ""),
         ("also searched", _other_params(config)),
-        ("strategies", _join(_strategies(report))),
+        ("strategies", join_words(_strategies(report))),
         ("tuners", _tuners(report)),
         ("trials", _trials(report)),
-        ("seed", str(config.seed) if config else ""),
+        ("seed", str(config.settings.seed) if config else ""),
         ("study file", facts.study_file),
         ("imported from", facts.imported_from),
         ("trials ran with", _versions(facts.trained_with)),
@@ -154,7 +98,7 @@ def about_dict(report: ScalingReport) -> dict[str, Any]:
         "trials": sum(trial_states(report).values()),
         "trials_planned": facts.trials_planned or None,
         "trial_states": trial_states(report),
-        "seed": config.seed if config else None,
+        "seed": config.settings.seed if config else None,
         "study_file": facts.study_file or None,
         "imported_from": facts.imported_from or None,
         "trained_with": dict(facts.trained_with),
@@ -206,29 +150,19 @@ def _model(facts: StudyFacts) -> str:
     return facts.model_name
 
 
-def _fixed_or_searched(config: StudyConfig, name: str, fixed: str) -> str:
-    """The fixed setting, or the choices when the search space chooses it."""
-    if name not in config.space.param_names:
-        return fixed
-    param = config.space.param(name)
-    if isinstance(param, CategoricalParam):
-        return _join([str(c) for c in param.choices], last=" or ")
-    return fixed
-
-
 def _budget(config: StudyConfig | None) -> str:
     limits = _budget_limits(config)
     units = {"max_steps": "steps", "max_examples": "examples", "max_seconds": "seconds"}
     parts = [f"{fmt(v)} {units[k]}" for k, v in limits.items()]
     if len(parts) > 1:
-        return _join(parts, last=" or ") + ", whichever comes first"
+        return join_words(parts, last=" or ") + ", whichever comes first"
     return "".join(parts)
 
 
 def _budget_limits(config: StudyConfig | None) -> dict[str, float]:
     if config is None:
         return {}
-    budget = config.budget
+    budget = config.settings.budget
     limits = {
         "max_steps": budget.max_steps,
         "max_examples": budget.max_examples,
@@ -240,7 +174,7 @@ def _budget_limits(config: StudyConfig | None) -> dict[str, float]:
 def _cadence(config: StudyConfig | None) -> str:
     if config is None:
         return ""
-    cadence = config.cadence
+    cadence = config.settings.cadence
     if cadence.kind == "fixed":
         return f"every {cadence.every} steps"
     return f"at step 0, then each at least {fmt(cadence.ratio)} x the last"
@@ -248,7 +182,7 @@ def _cadence(config: StudyConfig | None) -> str:
 
 def _range(param: Param) -> str:
     if isinstance(param, CategoricalParam):
-        return _join([fmt(c) for c in param.choices], last=" or ")
+        return join_words([fmt(c) for c in param.choices], last=" or ")
     return f"{fmt(param.low)} to {fmt(param.high)}, {'log' if param.log else 'linear'} scale"
 
 
@@ -302,13 +236,13 @@ def _tuners(report: ScalingReport) -> str:
     config = report.facts.config
     names = _tuner_names(report)
     if config is None:
-        return _join(names)
+        return join_words(names)
     settings = config.tuner
     detail = {
         "optuna": f"optuna ({settings.sampler.value} sampler)",
         "keras-tuner": f"keras-tuner ({settings.oracle.value} oracle)",
     }
-    text = _join([detail.get(n, n) for n in names])
+    text = join_words([detail.get(n, n) for n in names])
     pruning = f"pruning {'on' if settings.pruning else 'off'}"
     return f"{text}; {pruning}" if text else ""
 
@@ -324,11 +258,3 @@ def _trials(report: ScalingReport) -> str:
 
 def _versions(versions: Mapping[str, str]) -> str:
     return ", ".join(f"{name} {version}" for name, version in versions.items())
-
-
-def _join(items: Sequence[Any], last: str = ", ") -> str:
-    """``"8, 32, 128, 512"``; with ``last=" or "``: ``"adam, sgd or momentum"``."""
-    texts = [str(as_number(i)) if not isinstance(i, str) else i for i in items]
-    if len(texts) <= 1:
-        return "".join(texts)
-    return ", ".join(texts[:-1]) + last + texts[-1]

@@ -1,8 +1,8 @@
 """Compute a scaling report from the measurement table: measures, fits, a recommendation, notes.
 
 `build_report` only calls the pure analysis functions of `study.analysis` and collects their
-results in one frozen `ScalingReport`; the notes' sentences come from `study.report.prose`, and
-writing it out is `study.report.write`. Thin data never raises: fits come back with
+results in the report's record, one frozen `ScalingReport` (`study.report.record`); the notes'
+sentences come from `study.report.notes`, and writing it out is `study.report.write`. Thin data never raises: fits come back with
 ``ok=False`` and the report's ``notes`` say, in plain sentences, what is missing and why.
 
 Example::
@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,85 +27,18 @@ from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES
 from study.analysis.lr_scaling import LrPowerLawFit, fit_lr_power_law
 from study.analysis.measures import strategy_table, summarize_trials, throughput_by_strategy
 from study.analysis.noise_scale import NoiseScaleFit, fit_noise_scale_from_trials
-from study.analysis.predicted_noise import (
-    NoiseAgreement,
-    PredictedNoise,
-    compare,
-    predict_noise_scale,
-)
-from study.analysis.recommend import Recommendation, recommend
+from study.analysis.predicted_noise import compare, predict_noise_scale
+from study.analysis.recommend import recommend
 from study.analysis.regimes import Regimes, scaling_regimes
 from study.analysis.table import BATCH_SIZE, REPLICAS, STRATEGY, flatten_table, metric_columns
-from study.analysis.time_model import (
-    TimeModel,
-    extrapolate_replicas,
-    probe_frame,
-    time_to_result,
-)
+from study.analysis.time_model import extrapolate_replicas, probe_frame, time_to_result
 from study.config.target import Target
-from study.report import prose
-from study.report.about import StudyFacts
+from study.report.notes import data_notes, edge_notes, fit_notes, lr_left_out_notes, thin_notes
+from study.report.record import ScalingReport, StudyFacts
 
 DEFAULT_ACCELERATORS = 8
 """Accelerators the recommendation is made for when none are given (or more if the study ran
 on more replicas)."""
-
-
-@dataclass(frozen=True)
-class ScalingReport:
-    """Everything a scaling report shows, computed once.
-
-    Tables (DataFrames): ``trials`` (one row per trial, `trial_crossings`); ``steps``
-    (one row per batch size, pooled over strategies, `summarize_trials` plus ``regime``,
-    ``fit_steps`` and ``fit_examples``: the noise-scale fit's prediction); ``steps_by_strategy``
-    (one row per batch size and strategy); ``throughput`` (`throughput_by_strategy` with the
-    target); ``strategies`` (`strategy_table`: the seed experiments' table); ``table`` (the
-    measurement table itself).
-
-    Fits: ``noise_scale``, ``regimes``, ``lr_fit`` and the ``recommendation`` for
-    ``accelerators`` devices; their intervals are at ``confidence``. ``predicted_noise``: the
-    B_simple measured during training (a pilot run or the trials, `predict_noise_scale`) and
-    ``noise_agreement``, how it compares with the fitted B_noise. ``time_model``: time to
-    result per (batch size, strategy) from the throughput probe (`time_to_result`; not ok
-    without a probe), with ``accelerators`` replicas extrapolated, flagged, when the probe
-    measured fewer. ``notes``: plain sentences
-    about thin data. ``state``: the study's state when the report was made (``complete``,
-    ``running``, ``incomplete``, ``imported``). ``facts``: what the study trained and how it
-    searched (`StudyFacts`: study file, packages), shown at the top of the report. ``command``
-    and ``context`` say how the report was made.
-    """
-
-    study: str
-    target: Target
-    state: str
-    accelerators: int
-    trials: pd.DataFrame = field(repr=False, compare=False)
-    steps: pd.DataFrame = field(repr=False, compare=False)
-    steps_by_strategy: pd.DataFrame = field(repr=False, compare=False)
-    noise_scale: NoiseScaleFit = field(repr=False)
-    regimes: Regimes = field(repr=False)
-    lr_fit: LrPowerLawFit = field(repr=False)
-    throughput: pd.DataFrame = field(repr=False, compare=False)
-    strategies: pd.DataFrame = field(repr=False, compare=False)
-    recommendation: Recommendation = field(repr=False)
-    notes: tuple[str, ...] = ()
-    table: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False, compare=False)
-    n_boot: int = 0
-    seed: int = 0
-    confidence: float = CONFIDENCE
-    command: str = ""
-    context: Mapping[str, str] = field(default_factory=dict, compare=False)
-    created: str = ""
-    facts: StudyFacts = field(default_factory=StudyFacts, compare=False)
-    predicted_noise: PredictedNoise = field(
-        default_factory=lambda: PredictedNoise(ok=False, reason="not computed"), repr=False
-    )
-    noise_agreement: NoiseAgreement = field(
-        default_factory=lambda: NoiseAgreement(ok=False, reason="not computed"), repr=False
-    )
-    time_model: TimeModel = field(
-        default_factory=lambda: TimeModel(ok=False, reason="not computed"), repr=False
-    )
 
 
 def build_report(
@@ -184,11 +116,11 @@ def build_report(
     extrapolated = extrapolate_replicas(probed, n_accelerators)
     time_model = time_to_result(probed, steps, fit, extrapolated=extrapolated)
     notes = [
-        *prose.data_notes(flat, target, trials, state, study, metric_missing),
-        *prose.thin_notes(steps, target),
-        *prose.edge_notes(steps),
-        *prose.lr_left_out_notes(left_out),
-        *prose.fit_notes(fit, lr_fit, recommendation, steps, timed),
+        *data_notes(flat, target, trials, state, study, metric_missing),
+        *thin_notes(steps, target),
+        *edge_notes(steps),
+        *lr_left_out_notes(left_out),
+        *fit_notes(fit, lr_fit, recommendation, steps, timed),
     ]
     return ScalingReport(
         study=study,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from study.analysis.table import to_csv
 
 if TYPE_CHECKING:  # pragma: no cover
-    from study.report.build import ScalingReport
+    from study.report.record import ScalingReport
 
 
 def write_csv(report: ScalingReport, out_dir: str | Path) -> dict[str, Path]:

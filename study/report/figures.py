@@ -19,7 +19,7 @@ import pandas as pd
 from study.report.formatting import ci_text, fmt
 
 if TYPE_CHECKING:  # pragma: no cover
-    from study.report.build import ScalingReport
+    from study.report.record import ScalingReport
 
 FIGURE_CAPTIONS = {
     "steps_to_result": (

@@ -1,9 +1,10 @@
-"""How the report writes numbers, intervals, confidence levels and paths.
+"""How the report writes numbers, intervals, confidence levels, lists, sentences and paths.
 
 Every number a reader sees in the prose, the tables, the HTML cards and the figure legends goes
 through `fmt`, at three significant digits; intervals through `ci_text` (in sentences) or
 `interval_text` (in table cells); confidence levels through `percent`, so a report made at 90%
-confidence says "90%" everywhere. File paths and storage URLs go through `display_path` and
+confidence says "90%" everywhere. Lists go through `join_words` ("8, 16 and 32") and notes
+taken from the fits through `sentence`. File paths and storage URLs go through `display_path` and
 `display_storage`, so no report names a directory of the machine that made it or a password.
 (The JSON report keeps full precision: it writes numbers, not these strings.)
 """
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from study.analysis.fitting import as_number
 from study.paths import masked
 
 DIGITS = 3
@@ -88,6 +90,30 @@ def r_squared_text(r_squared: float) -> str:
     """
     text = fmt(r_squared)
     return "> 0.999" if text == "1" and r_squared < 1 else text
+
+
+def join_words(values: Iterable[Any], last: str = ", ") -> str:
+    """Values as a list in a sentence: numbers shown plainly (`as_number`), strings as they are,
+    the last two joined by ``last``.
+
+    Example: ``join_words([8, 32.0, 128]) == "8, 32, 128"``, ``join_words([8, 16, 32],
+    last=" and ") == "8, 16 and 32"``, ``join_words(["adam", "sgd"], last=" or ") == "adam or
+    sgd"``.
+    """
+    items = [v if isinstance(v, str) else str(as_number(v)) for v in values]
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + last + items[-1]
+
+
+def sentence(text: str) -> str:
+    """``text`` as a sentence: a capital first letter and a full stop.
+
+    Example: ``sentence("excluded 2 trials") == "Excluded 2 trials."``.
+    """
+    text = text.strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def display_path(path: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None) -> str:

@@ -26,7 +26,7 @@ from study.report.prose import METHOD, NO_NOTES, answer, how_it_was_made
 from study.report.tables import Table, report_tables
 
 if TYPE_CHECKING:  # pragma: no cover
-    from study.report.build import ScalingReport
+    from study.report.record import ScalingReport
 
 WIDE_COLUMNS = 8
 """Tables with more columns than this may be wider than the text column."""

@@ -16,10 +16,12 @@ import numpy as np
 import pandas as pd
 
 from study.report.about import about_dict
-from study.report.prose import answer, noise_sentences, time_sentences
+from study.report.noise_prose import noise_sentences
+from study.report.prose import answer
+from study.report.time_prose import time_sentences
 
 if TYPE_CHECKING:  # pragma: no cover
-    from study.report.build import ScalingReport
+    from study.report.record import ScalingReport
 
 
 def render_json(report: ScalingReport) -> str:

@@ -16,7 +16,7 @@ from study.report.prose import METHOD, NO_NOTES, answer, how_it_was_made
 from study.report.tables import report_tables
 
 if TYPE_CHECKING:  # pragma: no cover
-    from study.report.build import ScalingReport
+    from study.report.record import ScalingReport
 
 
 def render_markdown(report: ScalingReport, figures: Sequence[str] = ()) -> str:

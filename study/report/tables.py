@@ -16,12 +16,13 @@ import pandas as pd
 
 from study.analysis.predicted_noise import PILOT
 from study.analysis.table import BATCH_SIZE
-from study.report import prose
 from study.report.formatting import fmt, interval_text, percent, r_squared_text
+from study.report.noise_prose import noise_sentences, predicted_source
+from study.report.time_prose import time_sentences
 from study.results import FINE, NOISE
 
 if TYPE_CHECKING:  # pragma: no cover
-    from study.report.build import ScalingReport
+    from study.report.record import ScalingReport
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,7 @@ def time_table(report: ScalingReport) -> Table:
     """Time to result per (batch size, strategy) from the throughput probe; without a probe,
     no rows and the sentence that says how to make one."""
     model = report.time_model
-    sentences = prose.time_sentences(model)
+    sentences = time_sentences(model)
     table = _table("Time to result (throughput probe)", model.table, TIME_COLUMNS, (1, 4, 9))
     if not model.ok:
         return Table(table.title, "", table.headers, [], table.text_columns, " ".join(sentences))
@@ -207,7 +208,7 @@ def noise_table(report: ScalingReport) -> Table:
     predicted, fit = report.predicted_noise, report.noise_scale
     title = "Noise scale: predicted and fitted"
     headers = ["quantity", "estimate", "interval", "comment"]
-    sentences = prose.noise_sentences(report)
+    sentences = noise_sentences(report)
     if not predicted.ok:
         return Table(title, "", headers, [], (0, 3), " ".join(sentences))
     source = "pilot run" if predicted.source == PILOT else "trials"
@@ -216,7 +217,7 @@ def noise_table(report: ScalingReport) -> Table:
             f"B_simple (predicted, {source})",
             fmt(predicted.b_simple),
             interval_text(predicted.interval),
-            prose.predicted_source(predicted),
+            predicted_source(predicted),
         ]
     ]
     if predicted.source != PILOT:

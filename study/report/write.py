@@ -23,7 +23,7 @@ from study.report.json import render_json
 from study.report.markdown import render_markdown
 
 if TYPE_CHECKING:  # pragma: no cover
-    from study.report.build import ScalingReport
+    from study.report.record import ScalingReport
 
 FORMATS = ("html", "md", "csv", "json")
 """Every output format, in the order they are written."""

@@ -14,7 +14,7 @@ import yaml
 from study.config.studyfile import parse_study
 from study.config.target import Target
 from study.report import ScalingReport, build_report, write_report
-from study.report.about import StudyFacts
+from study.report.record import StudyFacts
 
 matplotlib.use("Agg")
 

@@ -10,11 +10,12 @@ import re
 
 import pytest
 
-from study.report.about import StudyFacts, about_dict, about_rows, headline, trial_states
+from study.report.about import about_dict, about_rows, headline, trial_states
 from study.report.html import render_html
 from study.report.json import render_json
 from study.report.markdown import render_markdown
 from study.report.prose import answer
+from study.report.record import StudyFacts
 from study.report.tables import report_tables
 from tests.report.conftest import study_facts
 

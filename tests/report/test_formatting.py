@@ -1,4 +1,4 @@
-"""How the report writes numbers, intervals, confidence levels and paths."""
+"""How the report writes numbers, intervals, confidence levels, lists, sentences and paths."""
 
 from __future__ import annotations
 
@@ -15,9 +15,20 @@ from study.report.formatting import (
     display_storage,
     fmt,
     interval_text,
+    join_words,
     percent,
     r_squared_text,
+    sentence,
 )
+
+
+def test_lists_and_sentences() -> None:
+    assert join_words([8, 32.0, np.float64(128)]) == "8, 32, 128"
+    assert join_words(pd.Series([8.0, 16.0, 32.0]), last=" and ") == "8, 16 and 32"
+    assert join_words(["adam", "sgd", "momentum"], last=" or ") == "adam, sgd or momentum"
+    assert join_words([]) == "" and join_words(["adam"]) == "adam"
+    assert sentence(" excluded 2 trials ") == "Excluded 2 trials."
+    assert sentence("Done!") == "Done!"
 
 
 def test_fmt_gives_three_significant_digits() -> None:

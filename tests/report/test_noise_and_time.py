@@ -14,7 +14,8 @@ from study.report import ScalingReport, write_report
 from study.report.html import render_html
 from study.report.json import render_json
 from study.report.markdown import render_markdown
-from study.report.prose import NOISE_CAVEAT, answer, how_it_was_made, summary_lines
+from study.report.noise_prose import NOISE_CAVEAT
+from study.report.prose import answer, how_it_was_made, summary_lines
 from study.report.tables import fitted_numbers, report_tables
 from tests.report.conftest import PILOT as PILOT_RUN
 from tests.report.conftest import PROBE

@@ -1,14 +1,7 @@
-"""The report's sentences: the answer, the notes on thin data, the terminal summary."""
+"""The report's answer, its terminal summary and how it was made (`study.report.prose`)."""
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-import pandas as pd
-import pytest
-
-from study.config.target import Target
 from study.report import answer, summary_lines
 from study.report.prose import how_it_was_made
 
@@ -47,12 +40,6 @@ def test_summary_lines_for_a_terminal(report) -> None:
     assert lines[3].startswith("8 accelerators: batch ")
 
 
-def test_clean_data_has_no_thin_data_notes(report) -> None:
-    text = " ".join(report.notes)
-    for phrase in ("never reached", "Only", "still running", "edge", "never measured"):
-        assert phrase not in text
-
-
 def test_how_it_was_made(make_report, table) -> None:
     report = make_report(table.iloc[:0], n_boot=10, context={"storage": "x.journal"})
 
@@ -61,89 +48,3 @@ def test_how_it_was_made(make_report, table) -> None:
     assert rows["command"] == "study report synthetic --target 'val_accuracy>=0.6'"
     assert rows["intervals"] == "profile likelihood, 95%"
     assert rows["trials"] == "0" and rows["storage"] == "x.journal"
-
-
-# ------------------------------------------------------------------------------- thin data
-
-
-def test_two_batch_sizes_give_no_fit_and_say_why(make_report, make_table) -> None:
-    report = make_report(make_table(batch_sizes=(32, 64)))
-    assert not report.noise_scale.ok and not report.lr_fit.ok and not report.recommendation.ok
-    (note,) = [n for n in report.notes if n.startswith("Only 2 batch size(s) (32 and 64)")]
-    assert "needs at least 3" in note
-    assert "no noise-scale fit" in answer(report).lower()
-
-
-def test_a_batch_size_that_never_reached_is_named(make_report, make_table) -> None:
-    df = make_table()
-    df.loc[df["batch_size"] == 1024, "val_accuracy"] = 0.2
-    report = make_report(df)
-    assert math.isinf(report.steps.set_index("batch_size").loc[1024, "steps_to_result"])
-    assert report.steps.set_index("batch_size").loc[1024, "regime"] == "not reached"
-    assert any(n.startswith("Batch size 1024 (6 trials) never reached") for n in report.notes)
-    assert report.noise_scale.ok and 1024 in report.noise_scale.excluded
-    # Bootstrap replicates leave the unreached batch size out too (inf steps are not data).
-    low, high = report.noise_scale.b_noise_ci
-    assert 128 / 3 < low < high < 3 * 128
-    assert "(7 of 8 batch sizes reached the target)" in answer(report)
-
-
-def test_a_running_or_incomplete_study_is_flagged(make_report, make_table) -> None:
-    df = make_table()
-    df.loc[df["trial"] == 0, "state"] = "running"
-    report = make_report(df, state="running")
-    assert any("still running (1 trial(s) in progress)" in n for n in report.notes)
-    incomplete = make_report(make_table(), state="incomplete", n_boot=0)
-    assert any("`study resume synthetic` runs the rest" in n for n in incomplete.notes)
-
-
-def test_best_learning_rate_on_the_range_edge_is_named(make_report, make_table) -> None:
-    # Only rates at and below the best: the best sits on the high edge everywhere.
-    report = make_report(make_table(lr_factors=(1 / 9, 1 / 3, 1.0)), n_boot=0)
-    (note,) = [n for n in report.notes if "high edge" in n]
-    assert "batch sizes 8, 16, 32, 64, 128, 256, 512 and 1024" in note
-    assert "widen the learning-rate range upwards" in note
-
-
-def test_best_rates_left_out_of_the_lr_law_are_named(make_report, make_table) -> None:
-    inner = make_table(batch_sizes=(8, 16, 32, 64), ratio=1.15)
-    edge = make_table(batch_sizes=(128,), lr_factors=(1 / 9, 1 / 3, 1.0), ratio=1.15, seed=1)
-    edge["trial"] += inner["trial"].max() + 1
-
-    report = make_report(pd.concat([inner, edge], ignore_index=True), n_boot=0)
-
-    assert any(
-        n.startswith("The learning-rate power law leaves out batch size(s) 128, whose best rate")
-        for n in report.notes
-    )
-
-
-def test_a_missing_target_metric_is_said_not_raised(make_report, table) -> None:
-    report = make_report(table, Target.parse("val/f1>=0.5"))
-    assert report.trials.empty and report.steps.empty
-    assert not report.noise_scale.ok and not report.recommendation.ok
-    (note,) = [n for n in report.notes if "never measured" in n]
-    assert "val/f1" in note and "(the measurements have: val_accuracy, val_loss)" in note
-
-
-def test_nothing_reached(make_report, table) -> None:
-    report = make_report(table, Target.parse("val_accuracy>=0.99"))
-    assert not np.isfinite(report.steps["steps_to_result"]).any()
-    assert "No batch size reached the target" in answer(report)
-    assert any("never reached" in n for n in report.notes)
-
-
-@pytest.mark.parametrize(("confidence", "level"), [(0.95, "95%"), (0.9, "90%")])
-def test_an_unbounded_noise_scale_is_said_at_its_confidence(
-    make_report, make_table, confidence, level
-) -> None:
-    # Perfect scaling over the whole measured range: B_noise is not bounded from above.
-    report = make_report(
-        make_table(b_noise=1e6, batch_sizes=(8, 16, 32, 64)), n_boot=50, confidence=confidence
-    )
-    assert report.noise_scale.ok
-    (note,) = [n for n in report.notes if "do not bound B_noise from above" in n]
-    assert note.startswith(
-        f"The {level} interval of B_noise reaches the upper end of the searched range "
-        "(64,000, 1000 x the largest batch size)"
-    )
