@@ -12,7 +12,6 @@ binary cross-entropy from the single logit, one value per example.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +21,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from study.errors import UsageError
+from study.errors import FieldError, UsageError
+from study.importing import import_callable
 from study.workloads.task import Task, TaskKind
 
 #: A per-example loss: ``fn(labels, outputs)`` -> float32 [batch].
@@ -77,13 +77,17 @@ class Objective:
         return tf.cast(out, tf.float32)
 
 
+#: What a ``module:callable`` loss must be.
+_EXPECTED = "a per-example loss fn(y_true, y_pred)"
+
+
 def objective(task: Task, model: keras.Model, outputs: int, loss: str | None = None) -> Objective:
     """The objective of a trial: ``loss`` (the trial's setting), else the model's compiled loss,
     else the task's.
 
     Raises:
-        UsageError: a loss that cannot be imported, is not callable, does not suit the task,
-            or a model compiled with several losses.
+        FieldError: on ``loss``, a loss that cannot be imported, is not callable or does not
+            suit the task; on ``model``, a model compiled with several losses.
     """
     if loss is not None:
         task = task.with_loss(loss)
@@ -99,7 +103,7 @@ def _from_task(task: Task, outputs: int, *, source: str) -> Objective:
     if callable(loss):
         fn, name = _per_example(loss), _name_of(loss)
     elif ":" in loss:
-        fn, name = _per_example(import_loss(loss)), loss
+        fn, name = _per_example(import_callable(loss, field="loss", expected=_EXPECTED)), loss
     else:
         fn, name = _builtin(loss), loss
     return Objective(task.kind, fn, task.from_logits, outputs, name, source)
@@ -116,20 +120,23 @@ def _builtin(name: str) -> PerExample:
         return keras.losses.mean_absolute_error
     if name == "huber":
         return keras.losses.huber
-    raise UsageError(f"loss: unknown built-in loss {name!r}")  # Task.with_loss checked it
+    raise FieldError("loss", value=name, detail=f"unknown built-in loss {name!r}")  # checked
 
 
 def _from_compiled(task: Task, loss: Any, outputs: int) -> Objective:
     """A model compiled with one loss: a name, a function or a `keras.losses.Loss`."""
     if isinstance(loss, (list, tuple, dict)):
-        raise UsageError(
-            f"--model: the model is compiled with several losses ({_describe(loss)}); compile "
-            "it with one loss for its one output, or leave it uncompiled to use the task's"
+        raise FieldError(
+            "model",
+            detail=f"the model is compiled with several losses ({_describe(loss)}); compile "
+            "it with one loss for its one output, or leave it uncompiled to use the task's",
         )
     try:
         resolved = keras.losses.get(loss)
     except (ValueError, TypeError) as exc:
-        raise UsageError(f"--model: cannot use the model's compiled loss {loss!r} ({exc})") from exc
+        raise FieldError(
+            "model", detail=f"cannot use the model's compiled loss {loss!r} ({exc})"
+        ) from exc
     if resolved is None:
         return _from_task(task, outputs, source="task")
     logits = _from_logits(resolved, default=task.from_logits)
@@ -156,41 +163,16 @@ def _per_example(fn: Callable[..., Any]) -> PerExample:
     def per_example(y: tf.Tensor, out: tf.Tensor) -> tf.Tensor:
         values = tf.cast(call(y, out), tf.float32)
         if values.shape.rank == 0:
-            raise UsageError(
-                f"loss {_name_of(fn)}: returned one number for the batch; return one value per "
-                "example (the trainer sums them and divides by the global batch)"
+            raise FieldError(
+                "loss",
+                detail=f"{_name_of(fn)} returned one number for the batch; return one value "
+                "per example (the trainer sums them and divides by the global batch)",
             )
         if values.shape.rank > 1:
             values = tf.reduce_mean(values, axis=list(range(1, values.shape.rank)))
         return values
 
     return per_example
-
-
-def import_loss(spec: str) -> Callable[..., Any]:
-    """Import a ``module:callable`` loss (``callable`` may be dotted); errors are `UsageError`.
-
-    Example: ``import_loss("my_losses:weighted_mse")`` returns ``my_losses.weighted_mse``.
-    """
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise UsageError(f"--loss: expected module:callable (got {spec!r})")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # user code: any import failure is bad input
-        raise UsageError(
-            f"--loss: cannot import module {module_name!r} of {spec!r} "
-            f"({type(exc).__name__}: {exc}); check the name and that it is on PYTHONPATH"
-        ) from exc
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise UsageError(f"--loss: module {module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise UsageError(
-            f"--loss: {spec!r} is not callable; give a per-example loss fn(y_true, y_pred)"
-        )
-    return obj
 
 
 def _name_of(fn: Any) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 
 from study.config.target import Target
 from study.errors import FieldError
+from study.importing import split_spec
 
 __all__ = [
     "LOSSES",
@@ -219,11 +220,7 @@ class Task:
                     "or module:callable",
                 )
         elif isinstance(loss, str):
-            module, _, attr = loss.partition(":")
-            if not module or not attr:
-                raise FieldError(
-                    "loss", "", loss, detail=f"expected module:callable (got {loss!r})"
-                )
+            split_spec(loss, field="loss")  # imported where the trial trains
         return replace(self, loss=loss)
 
     def with_metrics(self, extra: tuple[Metric, ...]) -> Task:

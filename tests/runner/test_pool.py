@@ -339,9 +339,7 @@ def test_check_accepts_a_good_trial_and_names_every_bad_input(
     )
     assert problems["model target"].endswith("reports val_loss, val_accuracy, val_error, val_top1")
     assert "loss 'mse' does not suit a multiclass task" in problems["loss"]
-    assert problems["loss module"].startswith(
-        "--loss: cannot import module 'no_such_loss_module_q'"
-    )
+    assert problems["loss module"].startswith("loss: cannot import module 'no_such_loss_module_q'")
     assert problems["load"] == "RuntimeError: exploding workload: load() failed on purpose"
     assert "63 is not divisible by the 2 replicas" in problems["batch"]
     assert all(p is None or "\n" not in p for p in problems.values())

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from study.config.rules import FieldError
 from study.errors import UsageError
-from study.trainer.losses import import_loss, objective
+from study.trainer.losses import objective
 from study.workloads.task import Task, TaskKind
 from tests.trainer.conftest import huber, sigmoid_bce, softmax_ce
 
@@ -156,15 +156,16 @@ def test_loss_returning_one_number_is_a_usage_error(loss_module: str) -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("no_such_module_x1:f", "--loss: cannot import module 'no_such_module_x1'"),
+        ("no_such_module_x1:f", "^loss: cannot import module 'no_such_module_x1'"),
         ("{module}:missing", "has no attribute 'missing'"),
         ("{module}:NOT_CALLABLE", "is not callable"),
         (":f", "expected module:callable"),
     ],
 )
 def test_bad_custom_losses(loss_module: str, spec: str, message: str) -> None:
-    with pytest.raises(UsageError, match=message):
-        import_loss(spec.format(module=loss_module))
+    with pytest.raises(FieldError, match=message) as excinfo:
+        objective(Task.regression(), model(3), 3, loss=spec.format(module=loss_module))
+    assert excinfo.value.field == "loss"
 
 
 # A compiled model's loss
