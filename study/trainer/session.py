@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from study.config.trial import TrialSpec
-from study.errors import UsageError
+from study.errors import FieldError
 from study.strategies import ResolvedStrategy
 from study.trainer.inputs import ArrayFeed, MeasuredSteps, StreamFeed, make_feed
 from study.trainer.losses import Objective, objective
@@ -253,14 +253,15 @@ def _describe_trial(
 
 def _check_outputs(out: Any, goal: Objective) -> None:
     if not hasattr(out, "shape"):
-        raise UsageError(
-            f"--model: the model returned {type(out).__name__}; return one output tensor"
+        raise FieldError(
+            "model", detail=f"the model returned {type(out).__name__}; return one output tensor"
         )
     width = int(out.shape[-1]) if len(out.shape) > 1 else 1
     if width != goal.outputs:
-        raise UsageError(
-            f"--model: the model outputs {width} value(s) per example; the workload's "
-            f"{goal.kind.value} task needs {goal.outputs} (its num_classes)"
+        raise FieldError(
+            "model",
+            detail=f"the model outputs {width} value(s) per example; the workload's "
+            f"{goal.kind.value} task needs {goal.outputs} (its num_classes)",
         )
 
 
