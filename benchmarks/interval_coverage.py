@@ -2,8 +2,8 @@
 
 Each condition is a study design (batch sizes, trials per batch size, trial noise, evaluation
 grid); each of ``--studies`` synthetic studies draws a truth (S_min, B_noise inside the
-measured range, alpha, the best learning rate), simulates its trials (`study.analysis.simulate`)
-and runs the analysis a report runs (`study.analysis.coverage`). Prints, per condition and
+measured range, alpha, the best learning rate), simulates its trials (`sim.simulate`)
+and runs the analysis a report runs (`sim.coverage`). Prints, per condition and
 parameter, the share of intervals that held the truth, its Monte Carlo standard error, the
 median interval width and the share of one-sided intervals.
 
@@ -17,9 +17,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import pandas as pd
-
-from study.analysis.coverage import PARAMETERS, coverage
-from study.analysis.simulate import StudyDesign
+from sim.coverage import PARAMETERS, coverage
+from sim.simulate import StudyDesign
 
 POWERS = tuple(2**k for k in range(3, 15))  # 8 ... 16384
 

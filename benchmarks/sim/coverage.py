@@ -1,6 +1,6 @@
 """Judge the fits' intervals by simulation: how often does a stated 95% interval hold the truth?
 
-`study_outcomes` draws one synthetic study (`study.analysis.simulate`), runs the same analysis a
+`study_outcomes` draws one synthetic study (`sim.simulate`), runs the same analysis a
 report runs (`fit_noise_scale_from_trials` on the trials with their evaluation brackets,
 `summarize_trials`, `recommend`, `fit_lr_power_law` on the best learning rates) and compares
 every interval with the truth. `coverage` repeats that over many studies.
@@ -25,17 +25,17 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES
-from study.analysis.lr_scaling import fit_lr_power_law
-from study.analysis.measures import summarize_trials
-from study.analysis.noise_scale import fit_noise_scale_from_trials
-from study.analysis.recommend import recommend
-from study.analysis.simulate import (
+from sim.simulate import (
     StudyDesign,
     best_of_n_factor,
     draw_truth,
     simulate_trials,
 )
+from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES
+from study.analysis.lr_scaling import fit_lr_power_law
+from study.analysis.measures import summarize_trials
+from study.analysis.noise_scale import fit_noise_scale_from_trials
+from study.analysis.recommend import recommend
 from study.analysis.table import BATCH_SIZE
 
 PARAMETERS = (

@@ -6,9 +6,10 @@ No TensorFlow, MLflow or Optuna here: everything reads the standard measurement 
 evaluation grid), one module per fitted model (`noise_scale`, `regimes`, `lr_scaling`, sharing
 `fitting`), `recommend` (the decision policy on top of the fits), `seeds` (steps to result over seeds, for
 confirmation trials) and `plots` (each draws into a
-given ``ax``); `load` shapes a study's ledger records into the table. `simulate` draws
-synthetic studies with a known truth and `coverage` checks the fits' intervals against it. The plot functions are re-exported lazily: matplotlib is imported only when
-one of them is first used.
+given ``ax``); `load` shapes a study's ledger records into the table. (Synthetic studies with
+a known truth, to check the fits' intervals, live with the benchmarks: ``benchmarks/sim``.)
+The plot functions are re-exported lazily: matplotlib is imported only when one of them is
+first used.
 
 Example::
 

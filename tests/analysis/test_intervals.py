@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from sim.simulate import TARGET, StudyDesign, StudyTruth, simulate_table
 
 from study.analysis import (
     fit_lr_power_law,
@@ -19,7 +20,6 @@ from study.analysis import (
     summarize_trials,
     trial_crossings,
 )
-from study.analysis.simulate import TARGET, StudyDesign, StudyTruth, simulate_table
 from study.config.target import Target
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mnist1d_mlp" / "measurements.csv"

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from study.analysis.coverage import PARAMETERS, Outcome, coverage, study_outcomes
-from study.analysis.simulate import StudyDesign, best_of_n_factor
+from sim.coverage import PARAMETERS, Outcome, coverage, study_outcomes
+from sim.simulate import StudyDesign, best_of_n_factor
 
 DESIGN = StudyDesign(batch_sizes=tuple(2**k for k in range(3, 11)), trials_per_batch=8)
 CALIBRATED = ("B_noise", "S_min", "E_min", "alpha", "speed-up")

@@ -8,9 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
-from study.analysis import trial_crossings
-from study.analysis.simulate import (
+from sim.simulate import (
     TARGET,
     StudyDesign,
     StudyTruth,
@@ -20,6 +18,8 @@ from study.analysis.simulate import (
     simulate_table,
     simulate_trials,
 )
+
+from study.analysis import trial_crossings
 from study.config.target import Target
 from study.config.trial import EvalCadence
 
