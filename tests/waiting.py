@@ -2,7 +2,7 @@
 
 Example::
 
-    out = wait_for(lambda: "ready" in log.read_text() and log.read_text(), 30, "the ready line")
+    out = wait_until(lambda: "ready" in log.read_text() and log.read_text(), 30, "the ready line")
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 T = TypeVar("T")
 
 
-def wait_for(
+def wait_until(
     condition: Callable[[], T],
     timeout: float,
     what: str,
@@ -43,6 +43,6 @@ def wait_for(
         if value:
             return value
         if time.monotonic() >= deadline:
-            extra = f"; {detail()}" if detail is not None else ""
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}{extra}")
+            extra = f": {detail()}" if detail is not None else ""
+            pytest.fail(f"{what} not seen within {timeout:g} s{extra}")
         time.sleep(poll)
