@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,8 @@ import pytest
 
 from study.commands.ui import command, server_env
 from study.tracking.ui_app import NOTICE_DISMISSED, SCRIPT, NoticeDismissed, telemetry_off
-from tests.tracking.browser import Browser, chromium, require_chromium
+from tests.browser import Browser, chromium, require_chromium
+from tests.waiting import wait_until
 
 
 def _free_port() -> int:
@@ -184,14 +184,17 @@ def register_app(directory: Path) -> Path:
 
 
 def wait_for_line(path: Path, text: str, process: subprocess.Popen[Any], timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """What ``study ui`` printed to ``path``, once it holds ``text``; the test fails at once if
+    the process exits first, or after ``timeout`` seconds."""
+
+    def printed() -> str:
         out = path.read_text() if path.exists() else ""
         if text in out:
             return out
         assert process.poll() is None, f"study ui exited with {process.returncode}: {out}"
-        time.sleep(0.2)
-    pytest.fail(f"study ui did not print {text!r} in {timeout:.0f} s")
+        return ""
+
+    return wait_until(printed, timeout, f"study ui printing {text!r}", poll=0.2)
 
 
 def servers_on(port: int) -> dict[int, str]:
@@ -243,7 +246,10 @@ def test_study_ui_serves_study_links_and_stops_its_server_on_sigterm(tmp_path):
             with Browser() as browser:  # MLflow's home page, where the notice would be
                 browser.open(f"{base}/")
                 browser.wait_for("document.body.innerText.includes('Welcome to MLflow')")
-                time.sleep(1)
+                # MLflow shows the notice unless this flag is set when its page starts; the
+                # page's first script sets it, so it is set by now and the notice never comes.
+                flag = browser.evaluate(f"localStorage.getItem({NOTICE_DISMISSED!r})")
+                assert flag == "true"
                 assert "usage data" not in browser.text()
 
         os.kill(process.pid, signal.SIGTERM)

@@ -3,20 +3,19 @@ decodes, the page requests nothing beyond itself, logs no console error, names t
 workload, and no table is cut off (wide tables get more than the text's width, and a table
 wider than the window scrolls sideways in its own box, with a shadow on the edge).
 
-Chromium is required where the environment variable CI is set; elsewhere these tests skip
-when it is missing.
+Chromium (`tests.browser`) is required where the environment variable CI is set; elsewhere
+these tests skip when it is missing.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 
 from study.report import ScalingReport, write_report
-from tests.report.chromium import Page, chromium, open_page
+from tests.browser import Page, open_page, require_chromium
 
 pytestmark = pytest.mark.slow
 
@@ -36,15 +35,6 @@ EXPRESSIONS = {
 }  # fmt: skip
 
 
-def _require_chromium() -> None:
-    if chromium() is not None:
-        return
-    message = "headless Chromium is needed to check report.html: apt-get install chromium"
-    if os.environ.get("CI"):
-        pytest.fail(f"{message} (required in CI)")
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
 def report_file(facts_report: ScalingReport, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("browser")
@@ -54,7 +44,7 @@ def report_file(facts_report: ScalingReport, tmp_path_factory: pytest.TempPathFa
 @pytest.fixture(scope="module")
 def page(report_file: Path) -> Page:
     """The report in a 1280 x 900 window."""
-    _require_chromium()
+    require_chromium()
     return open_page(report_file, EXPRESSIONS, width=1280, height=900)
 
 
@@ -102,7 +92,7 @@ def test_no_table_is_cut_off(page: Page) -> None:
 
 
 def test_a_narrow_window_scrolls_wide_tables_with_a_cue(report_file: Path) -> None:
-    _require_chromium()
+    require_chromium()
 
     narrow = open_page(report_file, {"tables": TABLES, "page": EXPRESSIONS["page"]}, width=700)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 
 from study.ledger import LedgerTrial
 from study.tracking.server import EXPERIMENT_KIND, MODEL_TRAINING, runs_view_url
+from tests.browser import Browser, require_chromium
 from tests.runner.conftest import (
     Store,
     assert_mlflow_mirrors_ledger,
@@ -26,7 +26,6 @@ from tests.runner.conftest import (
     tiny_study,
     write_study,
 )
-from tests.tracking.browser import Browser, require_chromium
 
 pytestmark = pytest.mark.slow
 
@@ -143,11 +142,22 @@ def test_a_trials_metric_tab_opens_on_the_curves(served: Served) -> None:
     )
     with Browser() as browser:
         browser.open(url)
-        browser.wait_for("document.body.innerText.includes('timing')", what="the timing section")
-        time.sleep(0.5)
-        sections = re.findall(r"^(.+)\n\((\d+)\)\nAdd chart$", browser.text(), re.M)
+        text = browser.wait_for(_SECTIONS_SHOWN % {"names": SECTIONS}, what="the four sections")
+    sections = re.findall(r"^(.+)\n\((\d+)\)\nAdd chart$", text, re.M)
     names = [name for name, count in sections if count != "0"]
-    assert names == ["curves", "progress", "summary", "timing"], sections
+    assert names == SECTIONS, sections
+
+
+#: The metric sections a trial's run shows, in the order the tab lists them.
+SECTIONS = ["curves", "progress", "summary", "timing"]
+#: The page's text once every section in %(names)s shows a non-zero count of charts (the tab
+#: fills its sections in as the metrics arrive), else false.
+_SECTIONS_SHOWN = """(() => {
+  const text = document.body.innerText;
+  const shown = [...text.matchAll(/^(.+)\\n\\((\\d+)\\)\\nAdd chart$/gm)]
+    .filter(m => m[2] !== '0').map(m => m[1]);
+  return %(names)r.every(n => shown.includes(n)) && text;
+})()"""
 
 
 #: Click the expander in the Run Name cell of the row that links to run ``name``.
