@@ -438,7 +438,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except UsageError as exc:
-        print(f"study {args.command}: error: {exc}", file=sys.stderr)
+        from study.commands.flags import in_flags  # a field named by its flag
+
+        named = in_flags(exc, workload=getattr(args, "workload", None))
+        print(f"study {args.command}: error: {named}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (`study.runner.stopping`)
         from study.runner.stopping import exit_status

@@ -80,11 +80,10 @@ class FieldError(UsageError):
         return FieldError(self.field, self.rule, self.value, name=name, **self._options())
 
     def within(self, section: str) -> FieldError:
-        """The same error on the field ``SECTION.FIELD`` (``path`` of the workload options is
-        ``workload_options.path``), named so unless it was named otherwise."""
+        """The same error on the field ``SECTION.FIELD``, named so (``path`` of the workload
+        options is ``workload_options.path``)."""
         field = f"{section}.{self.field}"
-        name = field if self.name == self.field else self.name
-        return FieldError(field, self.rule, self.value, name=name, **self._options())
+        return FieldError(field, self.rule, self.value, name=field, **self._options())
 
     def __reduce__(self) -> tuple[Any, ...]:  # picklable across worker processes
         return (_rebuild, (self.field, self.rule, self.value, self.name, self._options()))

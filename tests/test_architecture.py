@@ -62,3 +62,19 @@ def test_light_layers_import_no_heavy_framework(module: str) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
+
+
+#: Layers below the CLI: their errors name a field (``path``, ``model``), never a flag.
+FIELD_LAYERS = ("workloads", "trainer", "ledger", "analysis", "tuners")
+
+
+def test_lower_layers_word_no_command_line_flag() -> None:
+    flag = re.compile(r"""['"`]--[a-z]""")
+    offenders = [
+        f"{f.relative_to(PACKAGE)}:{number}: {line.strip()}"
+        for layer in FIELD_LAYERS
+        for f in sorted((PACKAGE / layer).rglob("*.py"))
+        for number, line in enumerate(f.read_text().splitlines(), 1)
+        if flag.search(line)
+    ]
+    assert offenders == []

@@ -164,7 +164,7 @@ def fit_noise_scale(
     Args:
         n_boot: 0 (the default) fits without intervals; any positive number adds the profile
             intervals at ``confidence`` (no resampling happens: the name stays from the earlier
-            bootstrap, so ``--bootstrap 0`` still means "no intervals").
+            bootstrap, so a bootstrap count of 0 still means "no intervals").
         seed: unused; kept for callers of the earlier bootstrap.
 
     Example: steps ``200 * (1 + 256 / B)`` at ``B = 8, 16, ..., 4096`` give ``s_min == 200`` and

@@ -15,7 +15,7 @@ from typing import Any
 import optuna
 
 from study.deps import INSTALL
-from study.errors import UsageError
+from study.errors import FieldError
 from study.paths import journal_path, masked
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -45,7 +45,7 @@ def open_storage(url: str | None = None, *, create: bool = True) -> optuna.stora
     Optuna's tables is not created: the storage is empty and in memory, and nothing is written.
 
     Raises:
-        UsageError: the URL cannot be opened (its password masked in the message).
+        FieldError: on ``storage``: the URL cannot be opened (its password masked).
     """
     if url and "://" in url:
         try:
@@ -53,7 +53,7 @@ def open_storage(url: str | None = None, *, create: bool = True) -> optuna.stora
                 return optuna.storages.InMemoryStorage()
             return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs(url))
         except Exception as exc:  # any driver or URL error is bad input
-            raise UsageError(storage_problem(url, exc)) from None
+            raise FieldError("storage", detail=storage_problem(url, exc)) from None
     path = Path(url) if url else journal_path(create=create)
     if not create and not path.exists():
         return optuna.storages.InMemoryStorage()
@@ -91,14 +91,14 @@ def engine_kwargs(url: str) -> dict[str, Any]:
 
 def storage_problem(url: str, exc: BaseException) -> str:
     """One line saying why the storage at ``url`` cannot be opened and what to check, e.g.
-    ``--storage: cannot open 'postgresql://study:***@db:5432/ledger': (psycopg.OperationalError)
+    ``cannot open 'postgresql://study:***@db:5432/ledger': (psycopg.OperationalError)
     connection failed: ... password authentication failed for user "study" (check the user and
     password in the URL)``."""
     text = " ".join(str(exc).split())  # the driver's message may span lines
     reason = masked(text.partition(" (Background on this error")[0], url)
     lowered = text.lower()
     hint = next((fix for key, fix in _HINTS if key in lowered), None)
-    return f"--storage: cannot open {masked(url)!r}: {reason}" + (f" ({hint})" if hint else "")
+    return f"cannot open {masked(url)!r}: {reason}" + (f" ({hint})" if hint else "")
 
 
 def list_studies(storage: optuna.storages.BaseStorage) -> list[str]:

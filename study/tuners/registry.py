@@ -1,7 +1,7 @@
 """Which backends search a study, and which one proposes for which slot.
 
 Backends are registered by name with a lazy import (KerasTuner imports TensorFlow). The
-``--tuner`` choice builds a `Lineup`:
+tuner choice (field ``tuner``, a flag of the run commands) builds a `Lineup`:
 
 - ``optuna``: Optuna proposes every trial;
 - ``keras-tuner``: KerasTuner proposes every trial;
@@ -19,7 +19,7 @@ import importlib
 from collections.abc import Sequence
 
 from study.config.study import StudyConfig
-from study.errors import UsageError
+from study.errors import FieldError
 from study.ledger import Ledger, Slot
 from study.tuners.base import History, Proposal, TunerBackend
 
@@ -29,14 +29,14 @@ BACKENDS = {
     "keras-tuner": "study.tuners.keras_tuner_backend:KerasTunerBackend",
 }
 BOTH = "both"
-#: The values of ``--tuner``.
+#: The tuner choices.
 TUNERS = (*BACKENDS, BOTH)
 
 
 def backend_class(name: str) -> type[TunerBackend]:
     """The backend class registered as ``name`` (imported on first use)."""
     if name not in BACKENDS:
-        raise UsageError(f"--tuner: unknown tuner {name!r}; choose from {', '.join(TUNERS)}")
+        raise _unknown(name)
     module, _, attr = BACKENDS[name].partition(":")
     if name == "keras-tuner":
         from study.deps import quiet_stderr
@@ -89,10 +89,10 @@ class Lineup:
 
 
 def build_lineup(choice: str, config: StudyConfig, ledger: Ledger) -> Lineup:
-    """The lineup for a ``--tuner`` choice (see the module docstring), with a `Confirmer` when
+    """The lineup for a tuner choice (see the module docstring), with a `Confirmer` when
     the study asks for confirmation trials (``tuner.confirm``)."""
     if choice not in TUNERS:
-        raise UsageError(f"--tuner: unknown tuner {choice!r}; choose from {', '.join(TUNERS)}")
+        raise _unknown(choice)
     from study.tuners.confirm import Confirmer
 
     confirmer = Confirmer(config, ledger) if config.tuner.confirm.enabled else None
@@ -103,3 +103,9 @@ def build_lineup(choice: str, config: StudyConfig, ledger: Ledger) -> Lineup:
     if choice == "keras-tuner":
         return Lineup([keras_tuner], optuna, confirmer)
     return Lineup([optuna, keras_tuner], optuna, confirmer)
+
+
+def _unknown(name: str) -> FieldError:
+    return FieldError(
+        "tuner", value=name, detail=f"unknown tuner {name!r}; choose from {', '.join(TUNERS)}"
+    )

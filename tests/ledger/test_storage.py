@@ -22,7 +22,7 @@ def refused(url: str) -> str:
         open_storage(url)
     assert time.monotonic() - started < CONNECT_TIMEOUT + 5
     message = str(error.value)
-    assert "\n" not in message and message.startswith("--storage: cannot open ")
+    assert "\n" not in message and message.startswith("storage: cannot open ")
     return message
 
 

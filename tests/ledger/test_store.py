@@ -221,7 +221,7 @@ def test_studies_are_listed_without_their_strata(ledger: Ledger) -> None:
 
 
 def test_unusable_storage_url_is_bad_input() -> None:
-    with pytest.raises(UsageError, match=r"--storage: cannot open 'nosuchdb://x/y'"):
+    with pytest.raises(UsageError, match=r"^storage: cannot open 'nosuchdb://x/y'"):
         open_storage("nosuchdb://x/y")
 
 

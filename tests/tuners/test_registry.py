@@ -47,6 +47,6 @@ def test_lineups_take_turns_by_trial_number(tmp_path: Path, choice: str, turns: 
 
 def test_unknown_tuner_is_bad_input(tmp_path: Path) -> None:
     config = parse_study(STUDY, "lineup.yaml")
-    with pytest.raises(UsageError, match=r"--tuner: unknown tuner 'nope'; choose from optuna"):
+    with pytest.raises(UsageError, match=r"^tuner: unknown tuner 'nope'; choose from optuna"):
         build_lineup("nope", config, Ledger.open(str(tmp_path / "j.journal"), "lineup"))
     assert TUNERS == ("optuna", "keras-tuner", "both")

@@ -1,0 +1,95 @@
+"""Errors in the command line's words: the flag that sets each field of the data model.
+
+The layers below raise `FieldError` on a field (``batch_size``, ``workload_options.path``,
+``model``, ``storage``); the CLI names it by its flag. Workload options are study-file keys
+under ``workload_options``; the csv workload's file and columns and the sample count have
+flags of their own, every other option is ``--workload-option KEY``::
+
+    flag_of("optimizer.learning_rate")                  # '--lr'
+    flag_of("workload_options.path", workload="csv")    # '--csv'
+    flag_of("workload_options.image_size")              # '--workload-option image_size'
+"""
+
+from __future__ import annotations
+
+import re
+
+from study.errors import FieldError, UsageError
+
+__all__ = ["FLAGS", "OPTION_FLAGS", "flag_of", "in_flags", "problem_in_flags"]
+
+#: The flag that sets each field, for error messages.
+FLAGS: dict[str, str] = {
+    "workload": "--workload",
+    "workload_options": "--workload-option",
+    "model": "--model",
+    "batch_size": "--batch-size",
+    "strategy": "--strategy",
+    "target": "--target",
+    "seed": "--seed",
+    "optimizer": "--optimizer",
+    "optimizer.learning_rate": "--lr",
+    "optimizer.momentum": "--momentum",
+    "optimizer.beta1": "--beta1",
+    "optimizer.beta2": "--beta2",
+    "optimizer.epsilon": "--epsilon",
+    "optimizer.weight_decay": "--weight-decay",
+    "schedule": "--schedule",
+    "schedule.warmup_steps": "--warmup",
+    "schedule.decay_steps": "--decay-steps",
+    "schedule.end_factor": "--end-factor",
+    "budget.max_steps": "--max-steps",
+    "budget.max_examples": "--max-examples",
+    "budget.max_seconds": "--max-seconds",
+    "cadence": "--eval-every",
+    "cadence.every": "--eval-every",
+    "cadence.ratio": "--eval-every",
+    "loss": "--loss",
+    "precision": "--precision",
+    "jit_compile": "--jit-compile",
+    "noise_every": "--noise-every",
+    "storage": "--storage",
+    "tuner": "--tuner",
+}
+#: Workload options with a flag of their own, and the workload they belong to (None: any).
+OPTION_FLAGS: dict[str, tuple[str, str | None]] = {
+    "path": ("--csv", "csv"),
+    "label": ("--label", "csv"),
+    "text_column": ("--text-column", "csv"),
+    "samples": ("--samples", None),
+}
+_OPTIONS = "workload_options."
+_FIELD = re.compile(r"^([A-Za-z_][\w.\[\]]*)(: | )(.*)$", re.DOTALL)
+
+
+def flag_of(field: str, *, workload: str | None = None) -> str | None:
+    """The flag that sets ``field`` (for ``workload``'s options), or None if no flag does."""
+    if field in FLAGS:
+        return FLAGS[field]
+    if not field.startswith(_OPTIONS):
+        return None
+    option = field.removeprefix(_OPTIONS)
+    flag, owner = OPTION_FLAGS.get(option, (None, None))
+    if flag is not None and owner in (None, workload):
+        return flag
+    return f"--workload-option {option}"
+
+
+def in_flags(exc: UsageError, *, workload: str | None = None) -> UsageError:
+    """``exc`` named by its flag when it is a `FieldError` not yet named (``--csv: cannot read
+    'x.csv': ...``); any other error as it is."""
+    if isinstance(exc, FieldError) and exc.name == exc.field:
+        flag = flag_of(exc.field, workload=workload)
+        if flag is not None:
+            return exc.named(flag)
+    return exc
+
+
+def problem_in_flags(problem: str, *, workload: str | None = None) -> str:
+    """A worker's one-line problem, which starts with the field (``workload_options.path:
+    cannot read 'x.csv': ...``, ``target: unknown metric ...``), starting with its flag."""
+    match = _FIELD.match(problem)
+    if match is None:
+        return problem
+    flag = flag_of(match.group(1), workload=workload)
+    return problem if flag is None else f"{flag}{match.group(2)}{match.group(3)}"
