@@ -46,6 +46,38 @@ class TrialState(str, enum.Enum):
         return self.value
 
 
+class ErrorKind(str, enum.Enum):
+    """Why a trial ended with an error: ``usage`` (bad input: a file, a column, a model or a
+    loss; the CLI says it in one line and exits 2), ``infeasible`` (the host cannot provide the
+    strategy) or ``crash`` (an unexpected exception; its traceback is the error text)."""
+
+    USAGE = "usage"
+    INFEASIBLE = "infeasible"
+    CRASH = "crash"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: How records written before `ErrorKind` marked a usage error: a prefix of the error text.
+LEGACY_USAGE_PREFIX = "UsageError: "
+
+
+def error_kind_of(
+    kind: str | None, error: str | None, state: TrialState
+) -> tuple[ErrorKind | None, str | None]:
+    """The kind and text of a stored error; an older record (no kind) is read from its text:
+    ``UsageError: ...`` is a usage error (the prefix dropped), an infeasible trial's error is
+    infeasible, any other error a crash."""
+    if kind is not None:
+        return ErrorKind(kind), error
+    if not error:
+        return None, error
+    if error.startswith(LEGACY_USAGE_PREFIX):
+        return ErrorKind.USAGE, error.removeprefix(LEGACY_USAGE_PREFIX)
+    return (ErrorKind.INFEASIBLE if state is TrialState.INFEASIBLE else ErrorKind.CRASH), error
+
+
 #: The prefix of gradient-noise columns in a measurement row (``noise/b_simple``, ...).
 NOISE = "noise/"
 #: The column marking a fine evaluation (one made while replaying to the exact target step).
@@ -114,8 +146,18 @@ class TrialResult:
     curve: tuple[Measurement, ...] = ()
     environment: Mapping[str, Any] = field(default_factory=dict)
     error: str | None = None
+    #: What kind of error ``error`` is (None without one).
+    error_kind: ErrorKind | None = None
     #: Where the trial's wall time went, in seconds: `TIMING_PARTS` (those measured) and `WALL`.
     timings: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def usage_error(self) -> str | None:
+        """The one-line message of a usage error (bad input found while the trial ran), else
+        None."""
+        if self.error_kind is not ErrorKind.USAGE or not self.error:
+            return None
+        return self.error.strip().splitlines()[0]
 
     @property
     def steps_per_second(self) -> float:

@@ -20,7 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from study.config.space import Stratum
-from study.results import FINE, NOISE, TIMING_PARTS, WALL, Measurement, TrialResult, TrialState
+from study.results import (
+    FINE,
+    NOISE,
+    TIMING_PARTS,
+    WALL,
+    Measurement,
+    TrialResult,
+    TrialState,
+    error_kind_of,
+)
 
 # Keys of a trial's stored attributes (Optuna user attributes).
 STATUS = "status"
@@ -38,6 +47,9 @@ OBJECTIVE = "objective"
 #: is its last intermediate value instead).
 SCORE = "score"
 ERROR = "error"
+#: What kind of error it is (`ErrorKind`); records written before it have none (see
+#: `study.results.error_kind_of`).
+ERROR_KIND = "error_kind"
 FINISHED_AT = "finished_at"
 ENVIRONMENT = "environment"
 #: User attribute holding where the trial's wall time went (`TrialResult.timings`, seconds).
@@ -131,6 +143,7 @@ def encode_result(result: TrialResult) -> dict[str, Any]:
         CURVE: encode_curve([m.as_row() for m in result.curve]),
         ENVIRONMENT: dict(result.environment),
         ERROR: truncate_error(result.error),
+        **({} if result.error_kind is None else {ERROR_KIND: result.error_kind.value}),
         TIMINGS: encode_timings(result.timings),
         FINISHED_AT: time.time(),
     }
@@ -201,8 +214,10 @@ def decode_result(attrs: Mapping[str, Any], batch_size: int = 1) -> TrialResult:
     """The `TrialResult` written by `encode_result` (missing numbers read as 0 / None; a curve
     row without ``examples`` has processed ``step * batch_size``)."""
     curve = tuple(_measurement(row, batch_size) for row in decode_curve(attrs))
+    state = TrialState(attrs.get(STATUS, TrialState.FAILED.value))
+    error_kind, error = error_kind_of(attrs.get(ERROR_KIND), attrs.get(ERROR), state)
     return TrialResult(
-        state=TrialState(attrs.get(STATUS, TrialState.FAILED.value)),
+        state=state,
         steps_run=int(attrs.get("steps_run") or 0),
         examples_run=int(attrs.get("examples_run") or 0),
         train_seconds=float(attrs.get("train_seconds") or 0.0),
@@ -211,7 +226,8 @@ def decode_result(attrs: Mapping[str, Any], batch_size: int = 1) -> TrialResult:
         seconds_to_target=attrs.get("seconds_to_target"),
         curve=curve,
         environment=attrs.get(ENVIRONMENT) or {},
-        error=attrs.get(ERROR),
+        error=error,
+        error_kind=error_kind,
         timings=decode_timings(attrs),
     )
 
