@@ -16,7 +16,6 @@ Usage: python benchmarks/noise_scale_cost.py [--steps 3000] [--repeats 5] [--eve
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import statistics
 from typing import Any
@@ -30,7 +29,7 @@ BATCHES = (32, 512)
 
 def us_per_step(bench: Any, batch: int, steps: int, noise: bool, every: int) -> float:
     from study.config.target import Target
-    from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSpec
+    from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSettings, TrialSpec
     from study.trainer.loop import train
 
     spec = TrialSpec(
@@ -38,11 +37,14 @@ def us_per_step(bench: Any, batch: int, steps: int, noise: bool, every: int) -> 
         batch_size=batch,
         optimizer=OptimizerSpec("nesterov", 0.01),
         target=Target.parse("val_accuracy>=2"),  # never met: the whole budget runs
-        budget=Budget(max_steps=steps),
-        cadence=EvalCadence.parse(str(steps)),
         strategy=bench.strategy_name,
+        settings=TrialSettings(
+            budget=Budget(max_steps=steps),
+            cadence=EvalCadence.parse(str(steps)),
+            noise_scale=noise,
+            noise_every=every,
+        ),
     )
-    spec = dataclasses.replace(spec, noise_scale=noise, noise_every=every)
     bench.keras.backend.clear_session()
     result = train(
         spec,

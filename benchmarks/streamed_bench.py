@@ -91,17 +91,17 @@ def streams(bench: Any, form: str) -> Any:
 
 def spec(bench: Any, batch: int, steps: int, cadence: str, lr: float = 0.01, seed: int = 0):
     from study.config.target import Target
-    from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSpec
+    from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSettings, TrialSpec
 
     return TrialSpec(
         workload="mnist1d",
         batch_size=batch,
         optimizer=OptimizerSpec("nesterov", lr),
         target=Target.parse("val_accuracy>=2"),  # never met: the whole budget runs
-        budget=Budget(max_steps=steps),
-        cadence=EvalCadence.parse(cadence),
         strategy=bench.strategy_name,
-        seed=seed,
+        settings=TrialSettings(
+            budget=Budget(max_steps=steps), cadence=EvalCadence.parse(cadence), seed=seed
+        ),
     )
 
 

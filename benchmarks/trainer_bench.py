@@ -41,7 +41,13 @@ class Bench:
     ) -> Any:
         """Train one Nesterov MLP trial (by default to an unreachable target, so ``steps``)."""
         from study.config.target import Target
-        from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSpec
+        from study.config.trial import (
+            Budget,
+            EvalCadence,
+            OptimizerSpec,
+            TrialSettings,
+            TrialSpec,
+        )
         from study.trainer.loop import train
 
         spec = TrialSpec(
@@ -49,10 +55,10 @@ class Bench:
             batch_size=batch,
             optimizer=OptimizerSpec("nesterov", lr),
             target=Target.parse(target),
-            budget=Budget(max_steps=steps),
-            cadence=EvalCadence.parse(cadence),
             strategy=self.strategy_name,
-            seed=seed,
+            settings=TrialSettings(
+                budget=Budget(max_steps=steps), cadence=EvalCadence.parse(cadence), seed=seed
+            ),
         )
         self.keras.backend.clear_session()
         return train(

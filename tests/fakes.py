@@ -3,13 +3,14 @@ ledger API (never by hand into Optuna)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from study.config.space import Stratum
 from study.config.target import Target
-from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSpec
+from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSettings, TrialSpec
 from study.ledger import Ledger, LedgerTrial, StudyRecord
 from study.results import Measurement, TrialResult, TrialState
 
@@ -17,8 +18,20 @@ from study.results import Measurement, TrialResult, TrialState
 UNREACHABLE = Target.parse("val_accuracy>=1.01")
 
 
+#: The names of the `TrialSettings` fields (``seed``, ``budget``, ``noise_scale``, ...).
+SETTINGS = tuple(f.name for f in dataclasses.fields(TrialSettings))
+
+
+def spec_of(**fields: Any) -> TrialSpec:
+    """A `TrialSpec` from flat fields: the settings' (``seed=3``, ``budget=...``) go into its
+    `TrialSettings`, the others are the spec's own."""
+    settings = {k: fields.pop(k) for k in SETTINGS if k in fields}
+    return TrialSpec(**fields, settings=TrialSettings(**settings))
+
+
 def tabular_spec(**changes: Any) -> TrialSpec:
-    """A 30-step trial of the tabular workload (2,000 rows), evaluated every 10 steps."""
+    """A 30-step trial of the tabular workload (2,000 rows), evaluated every 10 steps; flat
+    ``changes`` as `spec_of` takes them."""
     fields: dict[str, Any] = {
         "workload": "tabular",
         "workload_options": {"rows": 2000},
@@ -30,7 +43,7 @@ def tabular_spec(**changes: Any) -> TrialSpec:
         "strategy": "default",
     }
     fields.update(changes)
-    return TrialSpec(**fields)
+    return spec_of(**fields)
 
 
 def rising_curve(

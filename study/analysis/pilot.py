@@ -6,7 +6,8 @@ study's batch-size grid should straddle it widely enough to show all three regim
 scaling well below, diminishing returns around, maximal data parallelism well above.
 
 `Pilot` is what is stored (`Ledger.set_pilot`, a JSON mapping with the keys of `PILOT_KEYS`);
-`suggest_batch_sizes` and `learning_rate_ranges` make the suggestion.
+`suggest_batch_sizes` and `learning_rate_ranges` make the suggestion, `suggest` puts it
+together (`study.analysis.pilot_text` shows both as text).
 
 Example: a pilot at batch 8 with B_simple = 100 suggests 8, 16, ..., 2048 (about B_simple / 16 to
 16 x B_simple: 6 to 1600, as powers of two), and, from a pilot rate of 0.01, the rate at batch
@@ -146,7 +147,7 @@ def pilot_from_result(spec: TrialSpec, result: TrialResult) -> Pilot:
             else spec.strategy
         ),
         learning_rate=spec.learning_rate,
-        seed=spec.seed,
+        seed=spec.settings.seed,
         steps_run=result.steps_run,
         target=str(spec.target),
         at_step=at_step,
@@ -224,6 +225,31 @@ def study_range(
     if not low < high:  # a grid of the pilot's batch size alone
         low, high = pilot_rate / 3, pilot_rate * 3
     return _round3(low), _round3(high)
+
+
+def suggest(
+    pilot: Pilot, strategies: Sequence[str], train_examples: int, *, unit: int = 1
+) -> dict[str, Any]:
+    """The study a pilot suggests, JSON-ready: batch sizes around its B_simple, the
+    learning-rate range of each and one range covering them all.
+
+    ``unit`` is what every size must be a multiple of (the least common multiple of the
+    strategies' replica counts); no size exceeds ``train_examples``.
+
+    Example: a pilot at batch 8, rate 0.01 with B_simple 100, 8,000 examples: ``batch_sizes``
+    8 to 2048, ``learning_rate`` (0.01, 2.56).
+    """
+    sizes = suggest_batch_sizes(pilot.b_simple, largest=train_examples, unit=unit)
+    ranges = learning_rate_ranges(sizes, pilot.batch_size, pilot.learning_rate)
+    low, high = study_range(ranges, pilot.learning_rate)
+    return {
+        "batch_sizes": list(sizes),
+        "learning_rate_by_batch_size": {str(b): list(r) for b, r in ranges.items()},
+        "learning_rate": [low, high],
+        "alphas": list(ALPHAS),
+        "strategies": list(strategies),
+        "train_examples": train_examples,
+    }
 
 
 def _round3(value: float) -> float:

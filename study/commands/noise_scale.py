@@ -5,8 +5,10 @@ trains with ``noise_scale`` on, through the same worker pool and MLflow logging 
 train``. It prints B_simple (McCandlish et al. 2018) with its 95% interval over the evaluation
 steps, the estimate where the target was met (or at the end), and a suggested study: a geometric
 batch-size grid around B_simple wide enough for all three regimes, and a learning-rate range per
-batch size (`study.analysis.pilot`). ``--write FILE`` writes that study file; ``--study NAME``
-stores the pilot in the study's ledger (`Ledger.set_pilot`), for its report.
+batch size (`study.analysis.pilot.suggest`, printed by `study.analysis.pilot_text`).
+``--write FILE`` writes that study file (`study.config.writer`); ``--study NAME`` stores the
+pilot in the study's ledger (`Ledger.set_pilot`), for its report. This module is the command's
+flow only: flags and file into the pilot's trial, run, suggest, write, store, print.
 
 Two forms: ``study noise-scale FILE`` (workload, model, options, target, optimizer from the
 file) and ``study noise-scale --workload W --batch-size B --lr LR --target T`` (``study
@@ -16,7 +18,6 @@ train``'s flags, read by `study.commands.train.build_spec`).
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import json
 import math
@@ -25,14 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from study.analysis.pilot import (
-    ALPHAS,
-    Pilot,
-    learning_rate_ranges,
-    pilot_from_result,
-    study_range,
-    suggest_batch_sizes,
-)
+from study.analysis.pilot import Pilot, pilot_from_result, suggest
+from study.analysis.pilot_text import format_suggestion, format_table, interval_text
 from study.commands.train import FLAGS, build_spec, run_tracked
 from study.config.rules import FieldError
 from study.config.space import Stratum
@@ -48,10 +43,6 @@ FILE_SETS: tuple[str, ...] = (
     "optimizer", "momentum", "beta1", "beta2", "epsilon", "weight_decay", "schedule", "warmup",
     "decay_steps", "end_factor", "target",
 )  # fmt: skip
-#: Rows of the printed table (evaluations spread over the run; ``--json`` has them all).
-TABLE_ROWS = 20
-#: Trials per stratum of a suggested study written without a study file.
-DEFAULT_TRIALS = 8
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -76,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
     train_examples = _train_examples(plan.spec)
     replicas = int(result.environment.get("replicas") or 1)
     suggestion = (
-        suggest(pilot, plan.strategies, train_examples, replicas)
+        suggest(pilot, plan.strategies, train_examples, unit=_unit(plan.strategies, replicas))
         if _usable(pilot, result)
         else None
     )
@@ -149,13 +140,7 @@ def _plan_from_file(args: argparse.Namespace, given: set[str]) -> Plan:
         first = Stratum(min(config.space.batch_sizes), config.space.strategies[0])
         spec = config.trial_spec(first, {"learning_rate": 0.1})
         optimizer = dataclasses.replace(spec.optimizer, learning_rate=rate)
-        changes: dict[str, Any] = {
-            "batch_size": batch,
-            "strategy": strategy,
-            "optimizer": optimizer,
-            "noise_scale": True,
-            "noise_every": args.noise_every,
-        }
+        changes: dict[str, Any] = {"noise_scale": True, "noise_every": args.noise_every}
         if given & {"max_steps", "max_examples", "max_seconds"}:
             changes["budget"] = Budget(args.max_steps, args.max_examples, args.max_seconds)
         if "eval_every" in given:
@@ -163,7 +148,9 @@ def _plan_from_file(args: argparse.Namespace, given: set[str]) -> Plan:
         for name in ("seed", "precision", "jit_compile"):
             if name in given:
                 changes[name] = getattr(args, name)
-        spec = dataclasses.replace(spec, **changes)
+        spec = dataclasses.replace(
+            spec.with_settings(**changes), batch_size=batch, strategy=strategy, optimizer=optimizer
+        )
         replicas = StrategySpec.parse(strategy).static_replicas
         if replicas:
             check_batch_divisible(spec.batch_size, replicas, strategy=spec.strategy)
@@ -225,85 +212,29 @@ def _usable(pilot: Pilot, result: TrialResult) -> bool:
     return pilot.measured and result.state in (TrialState.REACHED, TrialState.NOT_REACHED)
 
 
-def suggest(
-    pilot: Pilot, strategies: tuple[str, ...], train_examples: int, replicas: int = 1
-) -> dict[str, Any]:
-    """The suggested grid and learning-rate ranges (JSON-ready).
-
-    Sizes are multiples of every strategy's replica count (``replicas``, the pilot's, for one
-    not known before it runs: ``auto``, ``mirrored``, ...) and at most the training set.
-    """
+def _unit(strategies: tuple[str, ...], replicas: int) -> int:
+    """What every suggested size is a multiple of: each strategy's replica count (``replicas``,
+    the pilot's, for one not known before it runs: ``auto``, ``mirrored``, ...)."""
     unit = 1
     for name in strategies:
         unit = math.lcm(unit, StrategySpec.parse(name).static_replicas or replicas)
-    sizes = suggest_batch_sizes(pilot.b_simple, largest=train_examples, unit=unit)
-    ranges = learning_rate_ranges(sizes, pilot.batch_size, pilot.learning_rate)
-    low, high = study_range(ranges, pilot.learning_rate)
-    return {
-        "batch_sizes": list(sizes),
-        "learning_rate_by_batch_size": {str(b): list(r) for b, r in ranges.items()},
-        "learning_rate": [low, high],
-        "alphas": list(ALPHAS),
-        "strategies": list(strategies),
-        "train_examples": train_examples,
-    }
-
-
-def suggested_study(
-    plan: Plan, suggestion: dict[str, Any], name: str | None = None
-) -> dict[str, Any]:
-    """The study-file mapping of the suggestion: the file's (or the flags') study with the
-    suggested batch sizes and learning-rate range."""
-    spec = plan.spec
-    low, high = suggestion["learning_rate"]
-    if plan.config is not None:
-        data = copy.deepcopy(dict(plan.config.raw))
-        data["name"] = name or f"{plan.config.name}-suggested"
-        space = dict(data["search_space"])
-    else:
-        data = {
-            "name": name or f"{spec.workload}-{spec.model}-suggested".replace(":", "-"),
-            "workload": spec.workload,
-        }
-        if spec.workload_options:
-            data["workload_options"] = dict(spec.workload_options)
-        data["model"] = spec.model
-        data["target"] = str(spec.target)
-        budget = dataclasses.asdict(spec.budget)
-        data["budget"] = {k: v for k, v in budget.items() if v is not None}
-        cadence = spec.cadence
-        data["eval_every"] = cadence.every if cadence.kind == "fixed" else str(cadence)
-        data["optimizer"] = spec.optimizer.name
-        data["schedule"] = spec.schedule.name
-        data["seed"] = spec.seed
-        if spec.loss is not None:
-            data["loss"] = spec.loss
-        data["precision"] = spec.precision
-        data["jit_compile"] = spec.jit_compile
-        data["trials_per_stratum"] = DEFAULT_TRIALS
-        space = {"strategy": list(suggestion["strategies"])}
-    space["batch_size"] = list(suggestion["batch_sizes"])
-    space["learning_rate"] = {"low": low, "high": high, "scale": "log"}
-    order = [
-        "batch_size",
-        "learning_rate",
-        *[k for k in space if k not in ("batch_size", "learning_rate")],
-    ]
-    data["search_space"] = {k: space[k] for k in order}
-    return data
+    return unit
 
 
 def _write(args: argparse.Namespace, plan: Plan, suggestion: dict[str, Any]) -> StudyConfig:
     """Write the suggested study file (checked as `study run` reads it)."""
-    import yaml
+    from study.config.writer import study_mapping, write_study
 
-    from study.config.studyfile import parse_study
-
-    data = suggested_study(plan, suggestion, name=args.study)
-    text = yaml.safe_dump(data, sort_keys=False)
-    config = parse_study(yaml.safe_load(text), args.write, text=text)
-    Path(args.write).write_text(text, encoding="utf-8")
-    return config
+    low, high = suggestion["learning_rate"]
+    data = study_mapping(
+        plan.config,
+        plan.spec,
+        batch_sizes=suggestion["batch_sizes"],
+        learning_rate=(low, high),
+        strategies=suggestion["strategies"],
+        name=args.study,
+    )
+    return write_study(data, args.write)
 
 
 def _store(args: argparse.Namespace, pilot: Pilot, plan: Plan, written: StudyConfig | None) -> str:
@@ -379,48 +310,3 @@ def _print(
         print("no suggestion: nothing written or stored", file=sys.stderr)
     if run_id:
         print(f"MLflow run {run_id}")
-
-
-def format_table(pilot: Pilot, rows: int = TABLE_ROWS) -> str:
-    """Evaluation steps with B_simple and its 95% interval (at most ``rows``, spread evenly,
-    the last and the one where the result is read kept)."""
-    points = list(pilot.curve)
-    if len(points) > rows:
-        last = len(points) - 1
-        keep = {round(i * last / (rows - 1)) for i in range(rows)}
-        keep |= {i for i, p in enumerate(points) if p[0] == pilot.at_step}
-        points = [p for i, p in enumerate(points) if i in keep]
-    lines = [f"{'step':>8}  {'B_simple':>10}  {'95% interval':>24}"]
-    for step, value, low, high in points:
-        lines.append(f"{step:>8}  {_num(value):>10}  {interval_text(low, high):>24}")
-    return "\n".join(lines)
-
-
-def format_suggestion(suggestion: dict[str, Any], pilot: Pilot) -> str:
-    sizes = suggestion["batch_sizes"]
-    lines = [
-        f"suggested batch sizes: {', '.join(map(str, sizes))} (powers of two from about "
-        f"B_simple/16 to 16 x B_simple, at most the {suggestion['train_examples']} training "
-        "examples)",
-        f"learning rate per batch size: the pilot's {pilot.learning_rate:.3g} x "
-        f"(B/{pilot.batch_size})^alpha, alpha from {ALPHAS[0]} (square-root rule) to "
-        f"{ALPHAS[1]} (linear rule):",
-    ]
-    for size in sizes:
-        low, high = suggestion["learning_rate_by_batch_size"][str(size)]
-        lines.append(f"  {size:>8}: {low:.3g} to {high:.3g}")
-    low, high = suggestion["learning_rate"]
-    lines.append(f"study learning-rate range: {low:.3g} to {high:.3g} (log scale)")
-    return "\n".join(lines)
-
-
-def interval_text(low: float, high: float) -> str:
-    """``"26.8 to 90.1"``; ``"26.8 to inf"`` when only the lower end is finite (some resampled
-    windows have no positive |G|^2: no upper bound); ``"-"`` when there is none."""
-    if not math.isfinite(low):
-        return "-"
-    return f"{_num(low)} to {_num(high) if math.isfinite(high) else 'inf'}"
-
-
-def _num(value: float) -> str:
-    return f"{value:.3g}" if math.isfinite(value) else ("inf" if value > 0 else "-")

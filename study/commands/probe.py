@@ -162,16 +162,13 @@ def probe_spec(
     spec = config.trial_spec(stratum, {"learning_rate": learning_rate})
     target = config.target
     never = Target(target.metric, target.op, math.inf if target.maximize else -math.inf)
-    return dataclasses.replace(
-        spec,
-        batch_size=batch_size,
-        strategy=strategy,
-        target=never,
+    timed = spec.with_settings(
         budget=Budget(max_steps=steps),
         cadence=EvalCadence(kind="fixed", every=steps),
         exact_steps=False,
         noise_scale=False,
     )
+    return dataclasses.replace(timed, batch_size=batch_size, strategy=strategy, target=never)
 
 
 def _rate(ledger: Ledger, config: StudyConfig, batch_size: int) -> float:
@@ -217,7 +214,7 @@ def probe_row(spec: TrialSpec, results: Sequence[TrialResult]) -> dict[str, Any]
         r.train_seconds / r.steps_run
         for r in results
         if r.state is TrialState.NOT_REACHED
-        and r.steps_run == spec.budget.max_steps
+        and r.steps_run == spec.settings.budget.max_steps
         and r.train_seconds > 0
     ]
     environment = next((r.environment for r in results if r.environment), {})

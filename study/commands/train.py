@@ -20,6 +20,7 @@ from study.config.trial import (
     EvalCadence,
     OptimizerSpec,
     ScheduleSpec,
+    TrialSettings,
     TrialSpec,
 )
 from study.errors import UsageError
@@ -101,6 +102,31 @@ def _noise_every(args: argparse.Namespace) -> int:
     return NOISE_EVERY if every is None else every
 
 
+def trial_settings(args: argparse.Namespace) -> TrialSettings:
+    """The `TrialSettings` of the flags (no budget flag: 10,000 steps).
+
+    Raises:
+        FieldError: a value the record refuses, on its field (`build_spec` names the flag).
+        UsageError: ``--noise-every`` without ``--noise-scale``.
+    """
+    no_budget = args.max_steps is None and args.max_examples is None and args.max_seconds is None
+    return TrialSettings(
+        budget=Budget(
+            max_steps=10_000 if no_budget else args.max_steps,
+            max_examples=args.max_examples,
+            max_seconds=args.max_seconds,
+        ),
+        cadence=EvalCadence.parse(args.eval_every),
+        seed=args.seed,
+        loss=args.loss,
+        precision=args.precision,
+        jit_compile=args.jit_compile,
+        noise_scale=bool(getattr(args, "noise_scale", False)),
+        noise_every=_noise_every(args),
+        exact_steps=not getattr(args, "no_exact_steps", False),
+    )
+
+
 def _build_spec(args: argparse.Namespace) -> TrialSpec:
     from study.workloads import get_workload
 
@@ -116,12 +142,6 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
     task = workload.task if args.loss is None else workload.task.with_loss(args.loss)
     target = Target.parse(args.target or task.default_target)
     task.check_target(target, workload=workload.name, open_metrics=":" in model)
-    no_budget = args.max_steps is None and args.max_examples is None and args.max_seconds is None
-    budget = Budget(
-        max_steps=10_000 if no_budget else args.max_steps,
-        max_examples=args.max_examples,
-        max_seconds=args.max_seconds,
-    )
     spec = TrialSpec(
         workload=args.workload,
         workload_options=options,
@@ -143,16 +163,8 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
             end_factor=args.end_factor,
         ),
         target=target,
-        budget=budget,
-        cadence=EvalCadence.parse(args.eval_every),
         strategy=str(strategy),
-        seed=args.seed,
-        loss=args.loss,
-        precision=args.precision,
-        jit_compile=args.jit_compile,
-        noise_scale=bool(getattr(args, "noise_scale", False)),
-        noise_every=_noise_every(args),
-        exact_steps=not getattr(args, "no_exact_steps", False),
+        settings=trial_settings(args),
     )
     if strategy.static_replicas:
         check_batch_divisible(spec.batch_size, strategy.static_replicas, strategy=spec.strategy)

@@ -2,7 +2,7 @@
 
 Built once from a study file by `study.config.studyfile` (the parser; this module knows no YAML);
 frozen afterwards. `StudyConfig` turns a stratum and a tuner's proposal into the `TrialSpec` the
-trainer runs.
+trainer runs; both hold the study's one `TrialSettings` (budget, cadence, seed, loss, ...).
 """
 
 from __future__ import annotations
@@ -10,19 +10,17 @@ from __future__ import annotations
 import copy
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from study.config.space import FLOAT_PARAMS, INT_PARAMS, SearchSpace, Stratum
 from study.config.target import Target
 from study.config.trial import (
-    NOISE_EVERY,
     OPTIMIZER_RULES,
     SCHEDULE_RULES,
-    Budget,
-    EvalCadence,
     OptimizerSpec,
     ScheduleSpec,
+    TrialSettings,
     TrialSpec,
 )
 from study.errors import UsageError
@@ -191,24 +189,15 @@ class StudyConfig:
     name: str
     workload: str
     target: Target
-    budget: Budget
     trials_per_stratum: int
     space: SearchSpace
+    #: How every trial trains and measures (budget, cadence, seed, loss, precision, ...).
+    settings: TrialSettings = field(default_factory=TrialSettings)
     workload_options: Mapping[str, Any] = field(default_factory=dict)
     model: str | None = None
-    cadence: EvalCadence = field(default_factory=EvalCadence)
+    #: The optimizer and schedule of every trial unless the search space samples them.
     optimizer: str = "nesterov"
     schedule: str = "constant"
-    seed: int = 0
-    loss: str | None = None
-    precision: str = "auto"
-    jit_compile: str = "auto"
-    #: Every trial measures the gradient noise scale B_simple (`TrialSpec.noise_scale`).
-    noise_scale: bool = False
-    #: With ``noise_scale``, one step in this many is measured (`TrialSpec.noise_every`).
-    noise_every: int = NOISE_EVERY
-    #: Every trial replays to the exact step it met the target (`TrialSpec.exact_steps`).
-    exact_steps: bool = True
     tuner: TunerSettings = field(default_factory=TunerSettings)
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
     allocation: Allocation = field(default_factory=Allocation)
@@ -225,7 +214,7 @@ class StudyConfig:
     @property
     def tuner_seed(self) -> int:
         """The seed of the samplers and oracles: ``tuner.seed``, else the study's ``seed``."""
-        return self.seed if self.tuner.seed is None else self.tuner.seed
+        return self.settings.seed if self.tuner.seed is None else self.tuner.seed
 
     @property
     def strata(self) -> list[Stratum]:
@@ -257,6 +246,7 @@ class StudyConfig:
             name=values.get("schedule", self.schedule),
             **{k: v for k, v in values.items() if k in SCHEDULE_RULES},
         )
+        settings = self.settings if seed is None else replace(self.settings, seed=seed)
         return TrialSpec(
             workload=self.workload,
             batch_size=stratum.batch_size,
@@ -265,16 +255,8 @@ class StudyConfig:
             model=self.model,
             workload_options=copy.deepcopy(dict(self.workload_options)),
             schedule=schedule,
-            budget=self.budget,
-            cadence=self.cadence,
             strategy=stratum.strategy,
-            seed=self.seed if seed is None else seed,
-            loss=self.loss,
-            precision=self.precision,
-            jit_compile=self.jit_compile,
-            noise_scale=self.noise_scale,
-            noise_every=self.noise_every,
-            exact_steps=self.exact_steps,
+            settings=settings,
         )
 
     def _check_stratum(self, stratum: Stratum, params: Mapping[str, Any]) -> None:

@@ -1,7 +1,9 @@
 """The specification of one trial: everything the trainer needs, validated once.
 
-A `TrialSpec` is plain data (picklable, JSON-friendly through `to_params`), so the runner can hand
-it to a worker process and the tracker can log it without touching TensorFlow.
+A `TrialSpec` is the trial's workload, batch size, strategy, optimizer and schedule, plus the
+`TrialSettings` every trial of its study shares (budget, cadence, seed, loss, precision, XLA,
+measurements). It is plain data (picklable, JSON-friendly through `to_params`), so the runner
+can hand it to a worker process and the tracker can log it without touching TensorFlow.
 
 Bad values raise `FieldError` naming the field as `to_params` does (``optimizer.learning_rate``,
 ``budget.max_steps``, ``batch_size``); ``study train`` renames it to its flag and the study-file
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from study.config.rules import FieldError, check
@@ -189,19 +191,20 @@ JIT_COMPILE: tuple[str, ...] = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
-class TrialSpec:
-    """One training run: workload, global batch size, optimizer, schedule, target, budget."""
+class TrialSettings:
+    """How a trial trains and measures, the same for every trial of a study.
 
-    workload: str
-    batch_size: int
-    optimizer: OptimizerSpec
-    target: Target
-    model: str | None = None
-    workload_options: Mapping[str, Any] = field(default_factory=dict)
-    schedule: ScheduleSpec = field(default_factory=ScheduleSpec)
+    One record, held by `StudyConfig` (built from the study file's keys of the same names,
+    ``eval_every`` for ``cadence``) and by each `TrialSpec` it makes, and built by ``study
+    train`` from its flags; its values are checked here, once. A new setting is a field here,
+    a line in each front end (`study.config.sections`, `study.commands.train`) and its use.
+
+    Example: ``TrialSettings(budget=Budget(max_steps=500), noise_scale=True, noise_every=4)``
+    trains for at most 500 steps and measures the noise scale on one step in four.
+    """
+
     budget: Budget = field(default_factory=Budget)
     cadence: EvalCadence = field(default_factory=EvalCadence)
-    strategy: str = "auto"
     seed: int = 0
     #: The workload task's loss replaced: a built-in loss name or ``module:callable``.
     loss: str | None = None
@@ -217,28 +220,22 @@ class TrialSpec:
     exact_steps: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.batch_size, bool) or int(self.batch_size) != self.batch_size:
-            raise FieldError("batch_size", "must be an integer", self.batch_size)
-        check("batch_size", self.batch_size, ">= 1")
-        _check_choice("precision", self.precision, PRECISIONS)
-        if isinstance(self.noise_every, bool) or int(self.noise_every) != self.noise_every:
-            raise FieldError("noise_every", "must be an integer", self.noise_every)
+        for name in ("seed", "noise_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(value) != value:
+                raise FieldError(name, "must be an integer", value)
+        check("seed", self.seed, ">= 0")
         check("noise_every", self.noise_every, ">= 1")
+        _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("jit_compile", self.jit_compile, JIT_COMPILE)
-
-    @property
-    def learning_rate(self) -> float:
-        return self.optimizer.learning_rate
+        for name in ("noise_scale", "exact_steps"):
+            if not isinstance(getattr(self, name), bool):
+                raise FieldError(name, "must be true or false", getattr(self, name))
 
     def to_params(self) -> dict[str, Any]:
-        """A flat dict of every metaparameter, for logging (values are str/int/float)."""
+        """The settings as logged params (``noise_every`` only with ``noise_scale``)."""
         params: dict[str, Any] = {
-            "workload": self.workload,
-            "model": self.model or "default",
-            "batch_size": self.batch_size,
-            "strategy": self.strategy,
             "seed": self.seed,
-            "target": str(self.target),
             "eval_cadence": str(self.cadence),
             "loss": self.loss,
             "precision": self.precision,
@@ -248,6 +245,48 @@ class TrialSpec:
         }
         if self.noise_scale:
             params["noise_every"] = self.noise_every
+        params.update({f"budget.{k}": v for k, v in asdict(self.budget).items()})
+        return params
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One training run: workload, global batch size, optimizer, schedule, target and the
+    study's `TrialSettings` (budget, cadence, seed, measurements, ...)."""
+
+    workload: str
+    batch_size: int
+    optimizer: OptimizerSpec
+    target: Target
+    model: str | None = None
+    workload_options: Mapping[str, Any] = field(default_factory=dict)
+    schedule: ScheduleSpec = field(default_factory=ScheduleSpec)
+    strategy: str = "auto"
+    settings: TrialSettings = field(default_factory=TrialSettings)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.batch_size, bool) or int(self.batch_size) != self.batch_size:
+            raise FieldError("batch_size", "must be an integer", self.batch_size)
+        check("batch_size", self.batch_size, ">= 1")
+
+    @property
+    def learning_rate(self) -> float:
+        return self.optimizer.learning_rate
+
+    def with_settings(self, **changes: Any) -> TrialSpec:
+        """The same trial with some settings changed, e.g. ``with_settings(noise_scale=True)``."""
+        return replace(self, settings=replace(self.settings, **changes))
+
+    def to_params(self) -> dict[str, Any]:
+        """A flat dict of every metaparameter, for logging (values are str/int/float)."""
+        params: dict[str, Any] = {
+            "workload": self.workload,
+            "model": self.model or "default",
+            "batch_size": self.batch_size,
+            "strategy": self.strategy,
+            "target": str(self.target),
+            **self.settings.to_params(),
+        }
         params.update(
             {
                 f"optimizer.{k}" if k != "name" else "optimizer": v
@@ -260,7 +299,6 @@ class TrialSpec:
                 for k, v in asdict(self.schedule).items()
             }
         )
-        params.update({f"budget.{k}": v for k, v in asdict(self.budget).items()})
         params.update({f"workload.{k}": v for k, v in self.workload_options.items()})
         return {k: v for k, v in params.items() if v is not None}
 

@@ -86,15 +86,15 @@ def follower_spec(spec: TrialSpec) -> TrialSpec:
     Members measure their own training seconds, so a time budget could stop one member and not
     another; only the chief's clock counts, and its decision reaches the others (`out_of_time`).
     """
-    if spec.budget.max_seconds is None:
+    if spec.settings.budget.max_seconds is None:
         return spec
-    return replace(spec, budget=replace(spec.budget, max_seconds=math.inf))
+    return spec.with_settings(budget=replace(spec.settings.budget, max_seconds=math.inf))
 
 
 def out_of_time(spec: TrialSpec, measurement: Measurement) -> bool:
     """Whether the chief ends the trial on its time budget after this measurement (the rule of
     `study.trainer.loop`)."""
-    limit = spec.budget.max_seconds
+    limit = spec.settings.budget.max_seconds
     return limit is not None and measurement.train_seconds >= limit
 
 

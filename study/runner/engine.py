@@ -338,7 +338,7 @@ class StudyEngine:
         self.tracker.start_trial(trial)
         self.progress.running(slot.stratum, +1)
         hook = self._hook(slot.stratum, proposal, history)
-        limit = spec.budget.step_limit(spec.batch_size) or DEFAULT_STEP_LIMIT
+        limit = spec.settings.budget.step_limit(spec.batch_size) or DEFAULT_STEP_LIMIT
 
         def run() -> Outcome:
             result = self.pool.run(spec, hook)
@@ -390,11 +390,10 @@ class StudyEngine:
     def _spec(self, stratum: Stratum, proposal: Proposal) -> TrialSpec:
         spec = self.config.trial_spec(stratum, proposal.params, seed=proposal.seed)
         if proposal.budget_fraction < 1.0:
-            limit = spec.budget.step_limit(spec.batch_size) or DEFAULT_STEP_LIMIT
-            budget = dataclasses.replace(
-                spec.budget, max_steps=max(1, math.ceil(limit * proposal.budget_fraction))
-            )
-            spec = dataclasses.replace(spec, budget=budget)
+            budget = spec.settings.budget
+            limit = budget.step_limit(spec.batch_size) or DEFAULT_STEP_LIMIT
+            steps = max(1, math.ceil(limit * proposal.budget_fraction))
+            spec = spec.with_settings(budget=dataclasses.replace(budget, max_steps=steps))
         return spec
 
     def _fail_slot(self, slot: Slot, error: str) -> None:

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from study.analysis.pilot import pilot_from_result
+from study.config.sections import SETTING_KEYS
 from study.config.space import CategoricalParam, Stratum
 from study.config.study import StudyConfig
 from study.config.trial import NOISE_EVERY, PILOT_NOISE_EVERY
@@ -39,7 +40,8 @@ _FINGERPRINT_KEYS = (
     "workload", "workload_options", "model", "target", "budget", "eval_every",
     "optimizer", "schedule", "search_space", "seed",
 )  # fmt: skip
-_LATER_KEYS = ("loss", "precision", "jit_compile", "noise_scale", "noise_every", "exact_steps")
+#: The trial settings added later (every one `TrialSettings` gains joins them).
+_LATER_KEYS = tuple(k for k in SETTING_KEYS if k not in _FINGERPRINT_KEYS)
 #: Later settings whose default, written out, is the same study as leaving them out.
 _LATER_DEFAULTS = {"noise_scale": False, "noise_every": NOISE_EVERY, "exact_steps": True}
 
@@ -275,7 +277,7 @@ def pilot_estimate(config: StudyConfig, ledger: Ledger, pool: WorkerPool) -> flo
         Stratum(min(config.space.batch_sizes), strategy), {"learning_rate": rate}
     )
     spec = dataclasses.replace(
-        spec, batch_size=min(even), noise_scale=True, noise_every=PILOT_NOISE_EVERY
+        spec.with_settings(noise_scale=True, noise_every=PILOT_NOISE_EVERY), batch_size=min(even)
     )
     print(
         f"pilot: batch {spec.batch_size} lr {rate:.3g} on {strategy}, measuring the gradient "

@@ -54,19 +54,20 @@ def train(
 ) -> TrialResult:
     """Train until the target holds, the budget runs out, the loss diverges or `hook` says stop.
 
-    ``task`` is the workload's (default: multi-class classification); ``spec.loss`` overrides
-    its loss. With a ``cache``, a session kept from the previous trial is reused when the trial
-    allows it. Returns a `TrialResult` whose ``steps_to_target`` is the first evaluation step at
-    which ``spec.target`` held (evaluations at step 0 and on ``spec.cadence``; with
-    ``spec.exact_steps``, every step between the last two of them, replayed: `_replay`). With
-    ``spec.noise_scale`` every evaluation carries the gradient noise scale estimate.
+    ``task`` is the workload's (default: multi-class classification); the settings' ``loss``
+    (`TrialSettings`) overrides its loss. With a ``cache``, a session kept from the previous
+    trial is reused when the trial allows it. Returns a `TrialResult` whose ``steps_to_target``
+    is the first evaluation step at which ``spec.target`` held (evaluations at step 0 and on the
+    settings' ``cadence``; with ``exact_steps``, every step between the last two of them,
+    replayed: `_replay`). With ``noise_scale`` every evaluation carries the gradient noise scale
+    estimate.
 
     Raises:
         UsageError: a target the trial does not report, a bad loss or labels, before training.
     """
     replicas = strategy.num_replicas_in_sync
     check_batch_divisible(spec.batch_size, replicas, strategy=spec.strategy)
-    if spec.noise_scale and replicas == 1 and spec.batch_size % 2:
+    if spec.settings.noise_scale and replicas == 1 and spec.batch_size % 2:
         raise UsageError(
             f"noise_scale on one replica splits the batch into two halves: batch size "
             f"{spec.batch_size} is odd; use an even batch size"
@@ -75,7 +76,7 @@ def train(
     session, timings, reused = open_session(
         spec, data, build_model, strategy, resolved, task, cache
     )
-    session.start(spec.seed, spec.batch_size)
+    session.start(spec.settings.seed, spec.batch_size)
     environment = {
         "strategy": resolved.kind.value,
         "strategy_requested": spec.strategy,
@@ -131,10 +132,11 @@ def _run(
     """The cadence loop: evaluate, decide, train to the next evaluation step.
 
     When the target first holds at a cadence evaluation, `_replay` finds the exact step
-    (``spec.exact_steps``). Returns the final state, steps run, training seconds, the seconds
-    of evaluation and replay (and the replayed steps) and the curve.
+    (``exact_steps``). Returns the final state, steps run, training seconds, the seconds of
+    evaluation and replay (and the replayed steps) and the curve.
     """
-    step_limit = spec.budget.step_limit(spec.batch_size)
+    settings = spec.settings
+    step_limit = settings.budget.step_limit(spec.batch_size)
     max_chunk = session.feed.max_steps_per_call
     noise = _noise_scale(spec, session)
     curve: list[Measurement] = []
@@ -151,7 +153,7 @@ def _run(
         m = Measurement(step, step * spec.batch_size, seconds, train_loss, metrics, estimate)
         curve.append(m)
         if spec.target.met_by(m.metrics):
-            if spec.exact_steps and last.saved is not None and step - last.step > 1:
+            if settings.exact_steps and last.saved is not None and step - last.step > 1:
                 start = time.perf_counter()
                 fine = _replay(spec, session, last, step, seconds)
                 spent["replay"] += time.perf_counter() - start
@@ -162,13 +164,14 @@ def _run(
             return TrialState.DIVERGED, step, seconds, spent, curve
         if hook is not None and not hook(m):
             return TrialState.PRUNED, step, seconds, spent, curve
-        out_of_time = spec.budget.max_seconds is not None and seconds >= spec.budget.max_seconds
+        limit = settings.budget.max_seconds
+        out_of_time = limit is not None and seconds >= limit
         if (step_limit is not None and step >= step_limit) or out_of_time:
             return TrialState.NOT_REACHED, step, seconds, spent, curve
-        stop = spec.cadence.next_step(step)
+        stop = settings.cadence.next_step(step)
         if step_limit is not None:
             stop = min(stop, step_limit)
-        if spec.exact_steps and stop - step > 1:
+        if settings.exact_steps and stop - step > 1:
             last = _Progress(step, seconds, session.snapshot(), copy.deepcopy(noise))
         while step < stop:
             count = min(stop - step, max_chunk)
@@ -186,10 +189,11 @@ def _run(
 
 def _noise_scale(spec: TrialSpec, session: Session) -> NoiseScale | None:
     """The gradient noise scale estimator for the trial's two batch sizes, if it measures it."""
-    if not spec.noise_scale:
+    if not spec.settings.noise_scale:
         return None
     replicas = session.strategy.num_replicas_in_sync
-    return NoiseScale(spec.batch_size / max(replicas, 2), spec.batch_size, every=spec.noise_every)
+    every = spec.settings.noise_every
+    return NoiseScale(spec.batch_size / max(replicas, 2), spec.batch_size, every=every)
 
 
 def _replay(

@@ -14,7 +14,7 @@ Example::
 
     cache = SessionCache()
     session, timings, reused = open_session(spec, data, build, strategy, resolved, task, cache)
-    session.start(spec.seed)
+    session.start(spec.settings.seed)
     losses, _ = session.run(session.args(100))   # 100 steps, one compiled call
     session.evaluate()                        # {"val_loss": ..., "val_accuracy": ...}
 """
@@ -36,11 +36,12 @@ import tensorflow as tf
 from study.config.trial import TrialSpec
 from study.errors import FieldError
 from study.strategies import ResolvedStrategy
-from study.trainer.inputs import ArrayFeed, MeasuredSteps, StreamFeed, make_feed
+from study.trainer.inputs import ArrayFeed, StreamFeed, make_feed
 from study.trainer.losses import Objective, objective
 from study.trainer.metrics import Evaluator, model_metrics, reported_task
 from study.trainer.optim import make_optimizer, resolved_schedule, set_learning_rate
 from study.trainer.precision import dtype_policy, resolve_jit, resolve_precision
+from study.trainer.steps import replica_step
 from study.workloads.base import Dataset, Streams
 from study.workloads.task import Task
 
@@ -165,7 +166,7 @@ def session_key(spec: TrialSpec, task: Task, *, streamed: bool = False) -> tuple
     takes index arrays of any batch size, so a study's strata share a session.
     """
     optimizer = {k: v for k, v in asdict(spec.optimizer).items() if k != "learning_rate"}
-    schedule = resolved_schedule(spec.schedule, spec.budget.step_limit(spec.batch_size))
+    schedule = resolved_schedule(spec.schedule, spec.settings.budget.step_limit(spec.batch_size))
     options = tuple(sorted((k, repr(v)) for k, v in spec.workload_options.items()))
     return (
         spec.workload,
@@ -173,10 +174,10 @@ def session_key(spec: TrialSpec, task: Task, *, streamed: bool = False) -> tuple
         spec.model,
         spec.batch_size if streamed else None,
         spec.strategy,
-        spec.loss,
-        spec.precision,
-        spec.jit_compile,
-        spec.noise_every if spec.noise_scale else None,
+        spec.settings.loss,
+        spec.settings.precision,
+        spec.settings.jit_compile,
+        spec.settings.noise_every if spec.settings.noise_scale else None,
         tuple(sorted(optimizer.items())),
         schedule,
         task,
@@ -230,7 +231,7 @@ def check_trial(
 
     Nothing global is reset (no seed, no Keras session), so a session kept for reuse stays valid.
     """
-    precision = resolve_precision(spec.precision, resolved.devices)
+    precision = resolve_precision(spec.settings.precision, resolved.devices)
     with dtype_policy(precision), strategy.scope():
         model = build_model()
     _describe_trial(spec, data, model, strategy, task)
@@ -240,7 +241,7 @@ def _describe_trial(
     spec: TrialSpec, data: Dataset | Streams, model: keras.Model, strategy: Any, task: Task
 ) -> tuple[Objective, Task, Evaluator, ArrayFeed | StreamFeed]:
     """Resolve the objective, feed and metrics of a built model; check outputs and target."""
-    goal = objective(task, model, data.outputs, spec.loss)
+    goal = objective(task, model, data.outputs, spec.settings.loss)
     feed = make_feed(data, goal, strategy, spec.batch_size)
     x, y = feed.sample()
     with strategy.scope():  # builds a model whose weights are created on first call
@@ -275,13 +276,13 @@ def _build(
     task: Task,
 ) -> tuple[Session, dict[str, float]]:
     start = time.perf_counter()
-    precision = resolve_precision(spec.precision, resolved.devices)
-    jit = resolve_jit(spec.jit_compile, resolved.devices)
-    keras.utils.set_random_seed(spec.seed)
+    precision = resolve_precision(spec.settings.precision, resolved.devices)
+    jit = resolve_jit(spec.settings.jit_compile, resolved.devices)
+    keras.utils.set_random_seed(spec.settings.seed)
     with dtype_policy(precision), strategy.scope():
         model = build_model()
     goal, reported, evaluator, feed = _describe_trial(spec, data, model, strategy, task)
-    step_limit = spec.budget.step_limit(spec.batch_size)
+    step_limit = spec.settings.budget.step_limit(spec.batch_size)
     with strategy.scope():
         optimizer = make_optimizer(
             spec.optimizer, spec.schedule, step_limit, loss_scale=precision == "mixed_float16"
@@ -290,9 +291,9 @@ def _build(
     initial = [v.numpy() for v in optimizer.variables]
     built = time.perf_counter()
 
-    step = _replica_step(
-        model, optimizer, goal, strategy, jit, noise=spec.noise_every if spec.noise_scale else 0
-    )
+    settings = spec.settings
+    noise = settings.noise_every if settings.noise_scale else 0
+    step = replica_step(model, optimizer, goal, strategy, jit, noise=noise)
     train_function, train_chunk = feed.train_function(step)
 
     @tf.function
@@ -322,98 +323,8 @@ def _build(
         precision=precision,
         jit=jit,
     )
-    _warm_up(session, spec.seed)
+    _warm_up(session, spec.settings.seed)
     return session, {"build": built - start, "trace": time.perf_counter() - built}
-
-
-def _replica_step(
-    model: keras.Model,
-    optimizer: keras.optimizers.Optimizer,
-    goal: Objective,
-    strategy: Any,
-    jit: bool,
-    *,
-    noise: int = 0,
-) -> Callable[[tf.Tensor, tf.Tensor], Any] | MeasuredSteps:
-    """One replica's step: its share of the global mean loss (per-example losses summed and
-    divided by the global batch, plus the model's own losses split over the replicas), its
-    gradients and the optimizer update (summed over replicas by the optimizer).
-
-    The global batch is the replica's rows times the replicas, read in the graph, so the step
-    serves any batch size (``1 / B`` is the same float32 a Python constant would be).
-
-    With ``noise`` (N > 0) the step also returns ``[|G_small|^2, |G_big|^2]`` for the gradient
-    noise scale (`study.trainer.noise`) on every N-th step (NaN on the others): on
-    several replicas the per-replica mean gradients (batch B / R) and their all-reduced mean
-    (batch B, one extra all-reduce); on one replica two half-batch micro-batches (B / 2; their
-    gradients summed are the step's update, so a model with batch statistics sees half
-    batches on those steps). Without it nothing extra is computed.
-
-    With XLA, one replica compiles the whole step; several compile the forward and backward
-    pass (the optimizer's cross-replica update stays outside the XLA cluster).
-    """
-    variables = model.trainable_variables
-    replicas = strategy.num_replicas_in_sync
-
-    def gradients(
-        xb: tf.Tensor, yb: tf.Tensor, inv_batch: tf.Tensor, shares: int
-    ) -> tuple[tf.Tensor, list[tf.Tensor]]:
-        with tf.GradientTape() as tape:
-            out = goal.outputs_of(model(xb, training=True))
-            loss = tf.reduce_sum(goal.per_example(yb, out)) * inv_batch
-            if model.losses:
-                loss += tf.add_n([tf.cast(x, tf.float32) for x in model.losses]) / shares
-            scaled = optimizer.scale_loss(loss)
-        return loss, tape.gradient(scaled, variables)
-
-    if jit and replicas > 1:
-        gradients = tf.function(gradients, jit_compile=True)
-
-    def global_inverse(xb: tf.Tensor) -> tf.Tensor:
-        return 1.0 / tf.cast(tf.shape(xb)[0] * replicas, tf.float32)
-
-    def step(xb: tf.Tensor, yb: tf.Tensor) -> tf.Tensor:
-        loss, grads = gradients(xb, yb, global_inverse(xb), replicas)
-        optimizer.apply_gradients(zip(grads, variables))
-        return loss
-
-    def squared_norm(grads: list[tf.Tensor]) -> tf.Tensor:
-        unscale = 1.0 / optimizer.scale_loss(tf.constant(1.0))  # loss scaling, if any
-        total = tf.add_n([tf.reduce_sum(tf.square(tf.cast(g, tf.float32))) for g in grads])
-        return total * unscale * unscale
-
-    def measured_step(xb: tf.Tensor, yb: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        inv_batch = global_inverse(xb)
-        if replicas > 1:  # each replica's gradient is its share of the global mean: R x it
-            loss, grads = gradients(xb, yb, inv_batch, replicas)
-            total = tf.distribute.get_replica_context().all_reduce(
-                tf.distribute.ReduceOp.SUM, grads
-            )
-            small = squared_norm(grads) * float(replicas * replicas)
-            big = squared_norm(total)
-        else:  # two micro-batches of B / 2, each twice its share of the global mean
-            half = tf.shape(xb)[0] // 2
-            loss_a, grads_a = gradients(xb[:half], yb[:half], inv_batch, 2)
-            loss_b, grads_b = gradients(xb[half:], yb[half:], inv_batch, 2)
-            loss = loss_a + loss_b
-            grads = [a + b for a, b in zip(grads_a, grads_b, strict=True)]
-            small = 2.0 * (squared_norm(grads_a) + squared_norm(grads_b))
-            big = squared_norm(grads)
-        optimizer.apply_gradients(zip(grads, variables))
-        return loss, tf.stack([small, big])
-
-    def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
-        return tf.function(fn, jit_compile=True) if jit and replicas == 1 else fn
-
-    if not noise:
-        return compiled(step)
-    return MeasuredSteps(
-        plain=compiled(step),
-        measured=compiled(measured_step),
-        counter=lambda: optimizer.iterations,
-        every=noise,
-        extras=2,
-    )
 
 
 def _warm_up(session: Session, seed: int) -> None:
@@ -463,7 +374,7 @@ def _reinitialise(
 ) -> bool:
     """Give the kept session a fresh start for ``spec``; False if the fresh model's variables do
     not match the kept one's (then the caller builds anew)."""
-    _reseed(spec.seed)
+    _reseed(spec.settings.seed)
     with dtype_policy(session.precision), strategy.scope():
         fresh = build_model()
         fresh(session.feed.sample()[0], training=False)  # weights created on first call

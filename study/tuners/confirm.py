@@ -96,14 +96,14 @@ class Confirmer(TunerBackend):
         """The first (point, seed) pair no trial of the stratum runs or ran."""
         taken = others(self.ledger, slot)
         for trial in best:
-            for seed in settings.seed_values(self.config.seed):
+            for seed in settings.seed_values(self.config.settings.seed):
                 if not clashes(point_of(clean_params(trial.params), seed), taken):
                     return trial, seed
         return None
 
     def _proposal(self, slot: Slot, history: History, trial: LedgerTrial, seed: int) -> Proposal:
         fraction = 1.0
-        limit = self.config.budget.step_limit(slot.stratum.batch_size)
+        limit = self.config.settings.budget.step_limit(slot.stratum.batch_size)
         cap = CAP * slowest(history.trials, trial)
         if limit and math.isfinite(cap):
             fraction = min(1.0, math.ceil(cap) / limit)

@@ -14,6 +14,7 @@ from study.analysis.pilot import (
     learning_rate_ranges,
     pilot_curve,
     study_range,
+    suggest,
     suggest_batch_sizes,
 )
 
@@ -97,3 +98,25 @@ def test_stored_form_is_json_safe_and_reads_back() -> None:
     assert back.b_simple == 25.0 and math.isnan(back.b_simple_high)
     assert back.curve[1][:3] == (480, 25.0, 18.0) and back.measured
     assert not Pilot.from_dict({**stored, "b_simple": None}).measured
+
+
+def test_suggest_puts_the_grid_and_ranges_together() -> None:
+    pilot = Pilot(
+        batch_size=8,
+        strategy="default",
+        learning_rate=0.01,
+        seed=0,
+        steps_run=100,
+        target="val_accuracy>=0.9",
+        at_step=100,
+        b_simple=100.0,
+    )
+    suggestion = suggest(pilot, ["default", "mirrored:2"], 8000, unit=2)
+    assert suggestion["batch_sizes"] == [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+    assert suggestion["learning_rate_by_batch_size"]["8"] == [0.01, 0.01]
+    assert suggestion["learning_rate_by_batch_size"]["32"] == [0.02, 0.04]
+    assert suggestion["learning_rate"] == [0.01, 2.56]
+    assert suggestion["strategies"] == ["default", "mirrored:2"]
+    assert (suggestion["alphas"], suggestion["train_examples"]) == ([0.5, 1.0], 8000)
+    odd = suggest(pilot, ["mirrored:3"], 8000, unit=3)
+    assert all(size % 3 == 0 for size in odd["batch_sizes"])

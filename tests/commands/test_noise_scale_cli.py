@@ -28,12 +28,12 @@ from tests.cli import study
 def test_train_flags_reach_the_spec() -> None:
     parser = build_parser()
     plain = build_spec(parser.parse_args(["train", "--workload", "tabular"]))
-    assert (plain.noise_scale, plain.exact_steps) == (False, True)
+    assert (plain.settings.noise_scale, plain.settings.exact_steps) == (False, True)
     args = parser.parse_args(
         ["train", "--workload", "tabular", "--noise-scale", "--no-exact-steps"]
     )
     spec = build_spec(args)
-    assert (spec.noise_scale, spec.exact_steps) == (True, False)
+    assert (spec.settings.noise_scale, spec.settings.exact_steps) == (True, False)
 
 
 def test_train_measures_and_prints_the_noise_scale(tmp_path: Path) -> None:

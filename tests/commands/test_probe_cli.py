@@ -165,8 +165,8 @@ def test_a_probe_run_is_the_study_trial_that_cannot_meet_its_target() -> None:
     assert (spec.batch_size, spec.strategy, spec.learning_rate) == (256, "mirrored:4", 0.05)
     assert spec.target.metric == "val_accuracy" and spec.target.threshold == math.inf
     assert not spec.target.met_by({"val_accuracy": 1.0})
-    assert spec.budget.max_steps == 40 and spec.cadence.next_step(0) == 40
-    assert not spec.exact_steps and not spec.noise_scale
+    assert spec.settings.budget.max_steps == 40 and spec.settings.cadence.next_step(0) == 40
+    assert not spec.settings.exact_steps and not spec.settings.noise_scale
     assert spec.workload == "tabular" and spec.workload_options == {"rows": 2000}
 
 

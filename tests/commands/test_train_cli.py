@@ -191,7 +191,7 @@ def test_precision_jit_and_loss_reach_the_spec() -> None:
         ]
     )
     spec = build_spec(parsed)
-    assert (spec.precision, spec.jit_compile, spec.loss) == (
+    assert (spec.settings.precision, spec.settings.jit_compile, spec.settings.loss) == (
         "mixed_bfloat16",
         "on",
         "pkg.losses:focal",

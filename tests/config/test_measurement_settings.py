@@ -31,19 +31,23 @@ def specs(data: dict[str, Any]) -> list[Any]:
 
 def test_defaults_measure_no_noise_and_exact_steps() -> None:
     config = parse_study(study_with(), "x.yaml")
-    assert (config.noise_scale, config.exact_steps) == (False, True)
-    assert all(not s.noise_scale and s.exact_steps for s in specs(study_with()))
+    assert (config.settings.noise_scale, config.settings.exact_steps) == (False, True)
+    assert all(not s.settings.noise_scale and s.settings.exact_steps for s in specs(study_with()))
     nulls = parse_study(study_with(noise_scale=None, exact_steps=None), "x.yaml")
-    assert (nulls.noise_scale, nulls.exact_steps) == (False, True)
+    assert (nulls.settings.noise_scale, nulls.settings.exact_steps) == (False, True)
 
 
 def test_every_trial_of_the_study_gets_the_settings() -> None:
     found = specs(study_with(noise_scale=True, exact_steps=False))
     assert len(found) == 2
-    assert all(s.noise_scale and not s.exact_steps for s in found)
+    assert all(s.settings.noise_scale and not s.settings.exact_steps for s in found)
     config = parse_study(study_with(noise_scale=True, exact_steps=False), "x.yaml")
     confirm = config.trial_spec(Stratum(8, "default"), {"learning_rate": 0.1}, seed=3)
-    assert confirm.noise_scale and not confirm.exact_steps and confirm.seed == 3
+    assert (
+        confirm.settings.noise_scale
+        and not confirm.settings.exact_steps
+        and confirm.settings.seed == 3
+    )
     assert confirm.to_params()["noise_scale"] is True
 
 

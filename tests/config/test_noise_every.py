@@ -21,7 +21,7 @@ from tests.fakes import tabular_spec
 
 
 def test_the_spec_checks_it_and_logs_it_only_when_measuring() -> None:
-    assert tabular_spec().noise_every == NOISE_EVERY == 16
+    assert tabular_spec().settings.noise_every == NOISE_EVERY == 16
     assert "noise_every" not in tabular_spec().to_params()
     assert tabular_spec(noise_scale=True, noise_every=4).to_params()["noise_every"] == 4
     for bad in (0, -3, 2.5, True):
@@ -30,10 +30,10 @@ def test_the_spec_checks_it_and_logs_it_only_when_measuring() -> None:
 
 
 def test_the_study_file_sets_it_for_every_trial() -> None:
-    assert parse_study(study_with(), "x.yaml").noise_every == NOISE_EVERY
-    assert parse_study(study_with(noise_every=None), "x.yaml").noise_every == NOISE_EVERY
+    assert parse_study(study_with(), "x.yaml").settings.noise_every == NOISE_EVERY
+    assert parse_study(study_with(noise_every=None), "x.yaml").settings.noise_every == NOISE_EVERY
     found = specs(study_with(noise_scale=True, noise_every=4))
-    assert found and all(s.noise_scale and s.noise_every == 4 for s in found)
+    assert found and all(s.settings.noise_scale and s.settings.noise_every == 4 for s in found)
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     jsonschema.validate(study_with(noise_every=4), schema)
     with pytest.raises(jsonschema.ValidationError):
@@ -63,9 +63,9 @@ def test_the_fingerprint_counts_it_only_when_it_changes() -> None:
 def test_the_flags_reach_the_spec() -> None:
     parser = build_parser()
     train = build_spec(parser.parse_args(["train", "--workload", "tabular", "--noise-scale"]))
-    assert train.noise_every == NOISE_EVERY
+    assert train.settings.noise_every == NOISE_EVERY
     args = ["train", "--workload", "tabular", "--noise-scale", "--noise-every", "3"]
-    assert build_spec(parser.parse_args(args)).noise_every == 3
+    assert build_spec(parser.parse_args(args)).settings.noise_every == 3
     pilot = parser.parse_args(["noise-scale", "--workload", "tabular"])
     assert pilot.noise_every == PILOT_NOISE_EVERY < NOISE_EVERY
     with pytest.raises(UsageError, match="--noise-every must be >= 1"):

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from study.config import studyfile
+from study.config import sections, space_reader, studyfile
 from study.config.rules import FieldError
 from study.config.space import CategoricalParam, FloatParam, IntParam, Stratum
 from study.config.study import Confirmation, Oracle, Sampler, StudyConfig, TunerSettings
@@ -106,8 +106,8 @@ def test_mnist1d_mlp() -> None:
     assert config.workload == "mnist1d" and config.model == "mlp"
     assert config.workload_options == {"samples": 10000}
     assert config.target == Target("val_accuracy", ">=", 0.6)
-    assert config.budget == Budget(max_steps=5000, max_examples=None, max_seconds=None)
-    assert config.cadence == EvalCadence(kind="geometric", ratio=1.05)
+    assert config.settings.budget == Budget(max_steps=5000, max_examples=None, max_seconds=None)
+    assert config.settings.cadence == EvalCadence(kind="geometric", ratio=1.05)
     assert config.optimizer == "nesterov"
     assert config.space.batch_sizes == (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
     assert config.space.strategies == ("default",)
@@ -156,8 +156,8 @@ def test_defaults() -> None:
     config = parse_study(data, "mem.yaml")
     assert config.space.strategies == ("auto",)
     assert config.workload_options == {} and config.model is None
-    assert config.cadence == EvalCadence(kind="geometric", ratio=1.05)
-    assert (config.optimizer, config.schedule, config.seed) == ("nesterov", "constant", 0)
+    assert config.settings.cadence == EvalCadence(kind="geometric", ratio=1.05)
+    assert (config.optimizer, config.schedule, config.settings.seed) == ("nesterov", "constant", 0)
     assert config.tuner == TunerSettings()
     assert config.tuner.pruning is True and config.tuner.max_consecutive_failures == 5
 
@@ -209,13 +209,13 @@ def test_trial_spec_builds_optimizer_and_schedule() -> None:
     }
     trial = config.trial_spec(Stratum(32, "default"), params, seed=7)
     assert trial.workload == "mnist1d" and trial.model == "mlp"
-    assert trial.batch_size == 32 and trial.strategy == "default" and trial.seed == 7
+    assert trial.batch_size == 32 and trial.strategy == "default" and trial.settings.seed == 7
     assert trial.optimizer.name == "adam"
     assert trial.optimizer.learning_rate == 0.05 and trial.optimizer.momentum == 0.9
     assert trial.schedule.name == "cosine"
     assert trial.schedule.warmup_steps == 100 and trial.schedule.end_factor == 0.1
-    assert trial.target == config.target and trial.budget == config.budget
-    assert trial.cadence == config.cadence
+    assert trial.target == config.target and trial.settings.budget == config.settings.budget
+    assert trial.settings.cadence == config.settings.cadence
     assert dict(trial.workload_options) == {"samples": 1000}
     assert trial.workload_options is not config.workload_options
 
@@ -224,7 +224,7 @@ def test_trial_spec_uses_fixed_settings() -> None:
     config = parse_study(study(optimizer="adam", schedule="linear", seed=3), "m.yaml")
     trial = config.trial_spec(Stratum(8, "default"), {"learning_rate": 1e-3})
     assert trial.optimizer.name == "adam" and trial.schedule.name == "linear"
-    assert trial.seed == 3
+    assert trial.settings.seed == 3
     assert trial.schedule.warmup_steps == 0  # ScheduleSpec default
 
 
@@ -277,11 +277,13 @@ def test_config_is_frozen_and_keeps_raw() -> None:
 
 def test_budget_only_examples_or_seconds() -> None:
     config = parse_study(study(budget={"max_examples": 10000, "max_seconds": 30}), "m")
-    assert config.budget == Budget(max_steps=None, max_examples=10000, max_seconds=30)
+    assert config.settings.budget == Budget(max_steps=None, max_examples=10000, max_seconds=30)
 
 
 def test_eval_every_integer() -> None:
-    assert parse_study(study(eval_every=50), "m").cadence == EvalCadence(kind="fixed", every=50)
+    assert parse_study(study(eval_every=50), "m").settings.cadence == EvalCadence(
+        kind="fixed", every=50
+    )
 
 
 def test_tuner_settings() -> None:
@@ -300,10 +302,10 @@ def test_tuner_seed_transfer_and_confirmation() -> None:
     data = study(seed=3)
     data["tuner"] = {"seed": 7, "transfer": False, "confirm": {"top": 2, "seeds": 3}}
     config = parse_study(data, "m")
-    assert config.tuner_seed == 7 and config.seed == 3  # training keeps the study's seed
+    assert config.tuner_seed == 7 and config.settings.seed == 3  # training keeps the study's seed
     assert config.tuner.transfer is False
     assert config.tuner.confirm == Confirmation(top=2, seeds=3)
-    assert config.tuner.confirm.seed_values(config.seed) == (4, 5, 6)
+    assert config.tuner.confirm.seed_values(config.settings.seed) == (4, 5, 6)
     # each of the 2 strata: 2 search trials and 2 x 3 confirmations
     assert config.total_trials == 2 * (2 + 6)
     data["tuner"] = {"confirm": None}
@@ -323,9 +325,9 @@ def test_schema_keys_match_loader(schema: dict[str, Any]) -> None:
     props = schema["properties"]
     assert set(props) == set(studyfile.TOP_LEVEL_KEYS)
     assert set(schema["required"]) == set(studyfile.REQUIRED_KEYS)
-    assert set(props["search_space"]["properties"]) == set(studyfile.SPACE_KEYS)
-    assert set(props["budget"]["properties"]) == set(studyfile.BUDGET_KEYS)
-    assert set(props["tuner"]["properties"]) == set(studyfile.TUNER_KEYS)
+    assert set(props["search_space"]["properties"]) == set(space_reader.SPACE_KEYS)
+    assert set(props["budget"]["properties"]) == set(sections.BUDGET_KEYS)
+    assert set(props["tuner"]["properties"]) == set(sections.TUNER_KEYS)
 
 
 def _without_additional_properties_false(node: Any) -> list[str]:
@@ -850,14 +852,18 @@ def test_precision_jit_and_loss_reach_every_trial(tmp_path: Path) -> None:
     )
     config = load_study_file(write(tmp_path, data))
     spec = config.trial_spec(Stratum(8, "default"), {"learning_rate": 0.1})
-    assert (spec.precision, spec.jit_compile, spec.loss) == (
+    assert (spec.settings.precision, spec.settings.jit_compile, spec.settings.loss) == (
         "mixed_bfloat16",
         "on",
         "sparse_categorical_crossentropy",
     )
     default = load_study_file(write(tmp_path, BASE, "d.yaml"))
     spec = default.trial_spec(Stratum(8, "default"), {"learning_rate": 0.1})
-    assert (spec.precision, spec.jit_compile, spec.loss) == ("auto", "auto", None)
+    assert (spec.settings.precision, spec.settings.jit_compile, spec.settings.loss) == (
+        "auto",
+        "auto",
+        None,
+    )
 
 
 @pytest.mark.parametrize(
@@ -952,7 +958,7 @@ def test_eval_every_is_read_by_the_cadence_grammar(value: Any, expected: str) ->
     ],
 )
 def test_eval_every_accepts_what_the_command_line_accepts(value: str, cadence: EvalCadence) -> None:
-    assert parse_study(study(eval_every=value), "m").cadence == cadence
+    assert parse_study(study(eval_every=value), "m").settings.cadence == cadence
 
 
 def test_strategies_are_read_by_the_strategy_grammar() -> None:

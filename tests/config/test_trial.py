@@ -1,4 +1,4 @@
-"""Tests for study.config.trial: validation of specs and the evaluation cadence.
+"""Tests for study.config.trial: validation of specs, their settings and the evaluation cadence.
 
 Bad values raise `FieldError` naming the data-model field (``optimizer.learning_rate``), not a
 command-line flag: `study train` and the study-file parser name it (see their tests).
@@ -21,6 +21,7 @@ from study.config.trial import (
     EvalCadence,
     OptimizerSpec,
     ScheduleSpec,
+    TrialSettings,
     TrialSpec,
 )
 
@@ -214,6 +215,53 @@ def test_trial_spec_to_params_is_flat() -> None:
 def test_trial_spec_is_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec().batch_size = 64  # type: ignore[misc]
+
+
+# TrialSettings
+
+
+def test_settings_defaults() -> None:
+    settings = TrialSettings()
+    assert settings.budget == Budget() and settings.cadence == EvalCadence()
+    assert (settings.seed, settings.loss, settings.precision, settings.jit_compile) == (
+        0,
+        None,
+        "auto",
+        "auto",
+    )
+    assert (settings.noise_scale, settings.noise_every, settings.exact_steps) == (False, 16, True)
+    assert spec().settings == settings
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"seed": -1}, "seed must be >= 0 (got -1)"),
+        ({"seed": 1.5}, "seed must be an integer (got 1.5)"),
+        ({"noise_every": 0}, "noise_every must be >= 1 (got 0)"),
+        ({"noise_every": True}, "noise_every must be an integer (got True)"),
+        ({"precision": "fp8"}, "precision: unknown precision 'fp8'; choose from auto, float32, "
+         "mixed_float16, mixed_bfloat16"),
+        ({"jit_compile": "yes"}, "jit_compile: unknown jit_compile 'yes'; choose from auto, on, "
+         "off"),
+        ({"noise_scale": 1}, "noise_scale must be true or false (got 1)"),
+    ],
+)  # fmt: skip
+def test_settings_are_checked_once_by_field(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(FieldError) as info:
+        TrialSettings(**changes)  # type: ignore[arg-type]
+    assert str(info.value) == message
+    assert info.value.field == next(iter(changes))
+
+
+def test_with_settings_changes_the_settings_only() -> None:
+    base = spec(batch_size=64)
+    measured = base.with_settings(noise_scale=True, noise_every=4)
+    assert (measured.settings.noise_scale, measured.settings.noise_every) == (True, 4)
+    assert dataclasses.replace(measured, settings=base.settings) == base
+    assert measured.to_params()["noise_every"] == 4 and "noise_every" not in base.to_params()
+    with pytest.raises(FieldError, match="noise_every must be >= 1"):
+        base.with_settings(noise_every=0)
 
 
 # EvalCadence

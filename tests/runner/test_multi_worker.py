@@ -208,8 +208,8 @@ def test_the_environments_cluster_runs_one_trial_per_host(
 def test_followers_ignore_the_clock_and_the_chief_decides() -> None:
     spec = tabular_spec(budget=Budget(max_steps=50, max_seconds=2.0))
     follower = follower_spec(spec)
-    assert follower.budget.max_seconds == math.inf
-    assert follower.budget.max_steps == 50
+    assert follower.settings.budget.max_seconds == math.inf
+    assert follower.settings.budget.max_steps == 50
     assert follower_spec(tabular_spec()) == tabular_spec()
     assert out_of_time(spec, Measurement(10, 320, 2.0, 0.5, {}))
     assert not out_of_time(spec, Measurement(10, 320, 1.9, 0.5, {}))

@@ -18,7 +18,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from study.config.target import Target
-from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSpec
+from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSettings, TrialSpec
 from study.ledger.records import TimingSummary
 from study.paths import artifact_root, tracking_uri
 from study.results import Measurement, TrialResult, TrialState
@@ -36,10 +36,10 @@ SPEC = TrialSpec(
     batch_size=64,
     optimizer=OptimizerSpec(name="adam", learning_rate=0.003),
     target=Target.parse("val_accuracy>=0.9"),
-    budget=Budget(max_steps=500),
-    cadence=EvalCadence(kind="fixed", every=10),
     strategy="mirrored:2",
-    seed=3,
+    settings=TrialSettings(
+        budget=Budget(max_steps=500), cadence=EvalCadence(kind="fixed", every=10), seed=3
+    ),
 )
 ENVIRONMENT = {
     "strategy": "mirrored",

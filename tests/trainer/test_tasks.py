@@ -21,6 +21,7 @@ from study.trainer import inputs
 from study.trainer import session as session_module
 from study.trainer.loop import train
 from study.workloads.task import Task
+from tests.fakes import spec_of
 from tests.trainer.conftest import TaskWorkload, huber, sigmoid_bce, softmax_ce
 
 pytestmark = pytest.mark.slow
@@ -37,7 +38,7 @@ def spec_for(task: Task, **changes: Any) -> TrialSpec:
         "strategy": "default",
     }
     fields.update(changes)
-    return TrialSpec(**fields)
+    return spec_of(**fields)
 
 
 def run(

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from study.config.target import Target
-from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSpec
+from study.config.trial import Budget, EvalCadence, OptimizerSpec
 from study.errors import UsageError
 from study.results import TrialResult
 from study.trainer import session as session_module
 from study.trainer.loop import train
+from tests.fakes import spec_of
 from tests.trainer.conftest import TaskWorkload
 
 pytestmark = pytest.mark.slow
@@ -75,7 +76,7 @@ def run(
         initial.append(np.asarray(built(data.x_val)).astype(np.float64))
         return built
 
-    spec = TrialSpec(
+    spec = spec_of(
         workload="tasks",
         model=model,
         batch_size=32,

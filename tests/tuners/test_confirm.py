@@ -44,7 +44,7 @@ def test_cost_is_top_times_seeds_trials_per_stratum():
     config = parse_study(STUDY, "confirm.yaml")
     assert config.tuner.confirm.trials == 4
     assert config.total_trials == 4 + 4
-    assert config.tuner.confirm.seed_values(config.seed) == (11, 12)
+    assert config.tuner.confirm.seed_values(config.settings.seed) == (11, 12)
     assert search_budget(8, config.tuner.confirm) == 4
 
 

@@ -53,7 +53,7 @@ def synthetic(spec: TrialSpec, hook: Callable[[Measurement], bool] | None) -> Tr
     """A trial whose steps to target grow away from lr 0.02 * sqrt(batch), with seed noise."""
     lr, batch = spec.optimizer.learning_rate, spec.batch_size
     best = 0.02 * math.sqrt(batch)
-    wiggle = zlib.crc32(f"{lr!r}/{spec.seed}".encode()) % 1000 / 1000.0
+    wiggle = zlib.crc32(f"{lr!r}/{spec.settings.seed}".encode()) % 1000 / 1000.0
     needed = 6000.0 / batch * (1 + 3 * math.log(lr / best) ** 2) * (0.85 + 0.3 * wiggle)
     curve = []
     for m in rising_curve(batch, needed):
