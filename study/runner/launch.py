@@ -19,7 +19,7 @@ from study.analysis.pilot import pilot_from_result
 from study.config.sections import SETTING_KEYS
 from study.config.space import CategoricalParam, Stratum
 from study.config.study import StudyConfig
-from study.config.trial import NOISE_EVERY, PILOT_NOISE_EVERY
+from study.config.trial import PILOT_NOISE_EVERY, TrialSettings
 from study.deps import require_tensorflow
 from study.errors import UsageError
 from study.host import environment_info
@@ -42,8 +42,12 @@ _FINGERPRINT_KEYS = (
 )  # fmt: skip
 #: The trial settings added later (every one `TrialSettings` gains joins them).
 _LATER_KEYS = tuple(k for k in SETTING_KEYS if k not in _FINGERPRINT_KEYS)
-#: Later settings whose default, written out, is the same study as leaving them out.
-_LATER_DEFAULTS = {"noise_scale": False, "noise_every": NOISE_EVERY, "exact_steps": True}
+#: Later settings whose default, written out, is the same study as leaving them out: each but
+#: precision and jit_compile, which have counted when written since they came (their studies
+#: keep their fingerprint).
+_LATER_DEFAULTS = {
+    k: getattr(TrialSettings(), k) for k in _LATER_KEYS if k not in ("precision", "jit_compile")
+}
 
 
 #: How long another process may take to store a new study's record, in seconds.
