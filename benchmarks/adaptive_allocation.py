@@ -80,7 +80,8 @@ def summary(workdir: Path, name: str) -> dict:
     sizes = sorted(best)
     fit = fit_noise_scale(sizes, [best[b] for b in sizes], n_boot=1)
     low, high = fit.b_noise_ci if fit.ok and fit.b_noise_ci else (None, None)
-    pilot = ledger.pilot()
+    pilot = ledger.notes.pilot()
+    state = ledger.notes.allocation()
     return {
         "trials": trials,
         "total_trials": sum(trials.values()),
@@ -92,8 +93,11 @@ def summary(workdir: Path, name: str) -> dict:
         "ci_width": high / low if low and high else None,
         "pilot": None
         if pilot is None
-        else {k: pilot[k] for k in ("batch_size", "b_simple", "b_simple_low", "b_simple_high")},
-        "decisions": (ledger.allocation() or {}).get("decisions"),
+        else {
+            k: pilot.to_stored()[k]
+            for k in ("batch_size", "b_simple", "b_simple_low", "b_simple_high")
+        },
+        "decisions": None if state is None else state.to_stored()["decisions"],
     }
 
 

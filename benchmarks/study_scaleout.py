@@ -316,9 +316,9 @@ def _ledger_client(url: str, seconds: float, counter: Any, start: Any) -> None:
         stratum = Stratum(2 ** (done % 6 + 3), "default")
         slot = ledger.claim(stratum, budget=10**9, grace=60.0)
         assert slot is not None
-        ledger.record_params(slot, {"learning_rate": 0.05 + 1e-6 * done}, dist)
+        ledger.tuning.record_params(slot, {"learning_rate": 0.05 + 1e-6 * done}, dist)
         ledger.start(slot, tuner="optuna", origin="sampler")
-        ledger.beat(slot, 60.0)
+        ledger.liveness.beat(slot, 60.0)
         ledger.finish(slot, result, 390.0, metric="val_accuracy", meaning="steps")
         done += 1
     with counter.get_lock():
@@ -371,7 +371,7 @@ def _beat_client(url: str, seconds: float, counter: Any, start: Any) -> None:
     start.wait()
     end, done = time.monotonic() + seconds, 0
     while time.monotonic() < end:
-        ledger.beat(slot, 60.0)
+        ledger.liveness.beat(slot, 60.0)
         done += 1
     with counter.get_lock():
         counter.value += done

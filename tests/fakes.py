@@ -114,3 +114,21 @@ def write_ledger(
     for stratum, group in by_stratum.items():
         ledger.import_trials(stratum, group)
     return [t for stratum in by_stratum for t in ledger.trials(stratum)]
+
+
+class FakeClock:
+    """A clock for the ledger (`study.ledger.clock.Clock`) that moves only when told to:
+    ``advance(seconds)``. It starts at the wall clock's now, in whole seconds (so that
+    ``start + 60.0 - start`` is exactly 60), keeping times Optuna stamps itself (a trial's
+    start) comparable."""
+
+    def __init__(self, start: float | None = None) -> None:
+        import time
+
+        self._now = float(math.floor(time.time())) if start is None else start
+
+    def now(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        self._now += seconds

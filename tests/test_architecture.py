@@ -36,6 +36,30 @@ def test_only_the_ledger_touches_stored_attributes_and_optuna_internals() -> Non
     assert offenders == []
 
 
+def test_only_the_ledger_touches_its_optuna_storage() -> None:
+    """Outside study/ledger the storage is an opaque handle (`open_storage` to `Ledger`): no
+    attribute of the ledger's storage is read and no storage method is called (a round of an
+    adaptive allocation is claimed through ``ledger.notes.claim_round``)."""
+    names = (
+        r"\bledger\.storage\b",
+        r"\.storage\.",
+        r"optuna\.storages",
+        "get_all_" + "studies",
+        "get_all_" + "trials",
+        "create_new_" + "study",
+        "get_study_id_" + "from_name",
+        r"set_(study|trial)_\w*_?" + "attr",
+    )
+    pattern = re.compile("|".join(names))
+    offenders = [
+        f"{f.relative_to(PACKAGE)}:{n}"
+        for f in sources(exclude="ledger")
+        for n, line in enumerate(f.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert offenders == []
+
+
 def test_nothing_imports_the_cli() -> None:
     offenders = [
         str(f.relative_to(PACKAGE))

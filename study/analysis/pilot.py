@@ -5,7 +5,7 @@ A pilot is one short trial at a small batch size that measures B_simple = tr(Sig
 study's batch-size grid should straddle it widely enough to show all three regimes: perfect
 scaling well below, diminishing returns around, maximal data parallelism well above.
 
-`Pilot` is what is stored (`Ledger.set_pilot`, a JSON mapping with the keys of `PILOT_KEYS`);
+`Pilot` (`study.ledger.notes`) is what is stored (``ledger.notes.set_pilot``);
 `suggest_batch_sizes` and `learning_rate_ranges` make the suggestion, `suggest` puts it
 together (`study.analysis.pilot_text` shows both as text).
 
@@ -18,27 +18,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from study.ledger.notes import Pilot
 
 if TYPE_CHECKING:
     from study.config.trial import TrialSpec
     from study.results import TrialResult
 
-#: The keys of a stored pilot, in order.
-PILOT_KEYS: tuple[str, ...] = (
-    "batch_size",
-    "strategy",
-    "learning_rate",
-    "seed",
-    "steps_run",
-    "target",
-    "at_step",
-    "b_simple",
-    "b_simple_low",
-    "b_simple_high",
-    "curve",
-)
 #: The suggested grid reaches about this factor below and above B_simple.
 SPAN = 16.0
 #: The fewest batch sizes a suggested grid has (when the training set allows).
@@ -46,54 +33,6 @@ LEAST_SIZES = 6
 #: The learning rate's scaling exponents: ``lr(B) = lr_pilot (B / B_pilot)^alpha`` for alpha
 #: between the square-root rule (0.5) and the linear rule (1.0).
 ALPHAS: tuple[float, float] = (0.5, 1.0)
-
-
-@dataclass(frozen=True)
-class Pilot:
-    """A pilot's noise scale: where it ran and B_simple over its steps.
-
-    ``at_step`` is where its result is read: the step the target was met, else its last step;
-    ``b_simple`` and its 95% interval ``b_simple_low``..``b_simple_high`` are the estimate there
-    (NaN when there was none yet). ``curve`` holds ``(step, b_simple, low, high)`` at every
-    evaluation that measured it.
-    """
-
-    batch_size: int
-    strategy: str
-    learning_rate: float
-    seed: int
-    steps_run: int
-    target: str
-    at_step: int
-    b_simple: float
-    b_simple_low: float = math.nan
-    b_simple_high: float = math.nan
-    curve: tuple[tuple[int, float, float, float], ...] = field(default_factory=tuple)
-
-    @property
-    def measured(self) -> bool:
-        """Whether the pilot has an estimate (a finite, positive B_simple)."""
-        return math.isfinite(self.b_simple) and self.b_simple > 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """The stored form: JSON-safe (NaN becomes None), keys `PILOT_KEYS`."""
-        out: dict[str, Any] = {k: getattr(self, k) for k in PILOT_KEYS if k != "curve"}
-        for key in ("b_simple", "b_simple_low", "b_simple_high", "learning_rate"):
-            out[key] = _finite(out[key])
-        out["curve"] = [[step, *(_finite(v) for v in values)] for step, *values in self.curve]
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Pilot:
-        """The inverse of `to_dict` (None reads as NaN)."""
-        values = {k: data[k] for k in PILOT_KEYS if k != "curve"}
-        for key in ("b_simple", "b_simple_low", "b_simple_high"):
-            values[key] = math.nan if values[key] is None else float(values[key])
-        curve = tuple(
-            (int(row[0]), *(math.nan if v is None else float(v) for v in row[1:4]))
-            for row in data.get("curve", ())
-        )
-        return cls(**values, curve=curve)
 
 
 def pilot_curve(rows: Sequence[Mapping[str, Any]]) -> tuple[tuple[int, float, float, float], ...]:
@@ -254,7 +193,3 @@ def suggest(
 
 def _round3(value: float) -> float:
     return float(f"{value:.3g}")
-
-
-def _finite(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None

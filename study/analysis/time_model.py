@@ -18,7 +18,8 @@ Pure functions over DataFrames: nothing here runs TensorFlow or reads a ledger.
 
 Example::
 
-    model = time_to_result(probe_frame(ledger.throughput()), report.steps, report.noise_scale)
+    rows = [row.to_stored() for row in ledger.notes.throughput()]
+    model = time_to_result(probe_frame(rows), report.steps, report.noise_scale)
     model.best["batch_size"], model.best["strategy"], model.best["time_to_result"]
 """
 
@@ -110,8 +111,9 @@ class TimeModel:
 
 
 def probe_frame(rows: Sequence[Mapping[str, Any]] | pd.DataFrame | None) -> pd.DataFrame:
-    """Probe rows (as ``Ledger.throughput`` returns them) as a frame with `PROBE_COLUMNS`;
-    rows without a finite positive ``seconds_per_step`` (a probe that failed) are left out.
+    """Probe rows (the stored form of ``ledger.notes.throughput()``, `ThroughputRow.to_stored`)
+    as a frame with `PROBE_COLUMNS`; rows without a finite positive ``seconds_per_step`` (a
+    probe that failed) are left out.
 
     Raises:
         ValueError: naming the missing columns, when rows lack one of `PROBE_COLUMNS`.

@@ -83,7 +83,9 @@ def study_names(workloads: Sequence[Any], name: str | None) -> list[str]:
 
 
 def _taken(storage: Any, names: Sequence[str]) -> list[str]:
-    existing = [s.study_name for s in storage.get_all_studies()]
+    from study.ledger import stored_names
+
+    existing = stored_names(storage)
     return [n for n in names if any(e == n or e.startswith(f"{n}/") for e in existing)]
 
 

@@ -7,7 +7,7 @@ steps, the estimate where the target was met (or at the end), and a suggested st
 batch-size grid around B_simple wide enough for all three regimes, and a learning-rate range per
 batch size (`study.analysis.pilot.suggest`, printed by `study.analysis.pilot_text`).
 ``--write FILE`` writes that study file (`study.config.writer`); ``--study NAME`` stores the
-pilot in the study's ledger (`Ledger.set_pilot`), for its report. This module is the command's
+pilot in the study's ledger (``ledger.notes.set_pilot``), for its report. This module is the command's
 flow only: flags and file into the pilot's trial, run, suggest, write, store, print.
 
 Two forms: ``study noise-scale FILE`` (workload, model, options, target, optimizer from the
@@ -73,7 +73,7 @@ def main(args: argparse.Namespace) -> int:
     )
     if logger is not None and run_id is not None:
         logger.client.log_dict(
-            run_id, {"pilot": pilot.to_dict(), "suggestion": suggestion}, "pilot.json"
+            run_id, {"pilot": pilot.to_stored(), "suggestion": suggestion}, "pilot.json"
         )
         logger.log_trial(run_id, plan.spec, result, tags={"study.kind": "noise-scale pilot"})
     written = _write(args, plan, suggestion) if suggestion and args.write else None
@@ -250,7 +250,7 @@ def _store(args: argparse.Namespace, pilot: Pilot, plan: Plan, written: StudyCon
         created = f"created study {args.study!r} from {args.write}; "
     else:
         created = ""
-    ledger.set_pilot(pilot.to_dict())
+    ledger.notes.set_pilot(pilot)
     return f"{created}pilot stored in study {args.study!r}"
 
 
@@ -269,7 +269,7 @@ def _print(
         out = {
             "status": result.state.value,
             "steps_to_target": result.steps_to_target,
-            "pilot": pilot.to_dict(),
+            "pilot": pilot.to_stored(),
             "suggestion": suggestion,
             "written": args.write if written else None,
             "stored": stored,

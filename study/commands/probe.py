@@ -6,7 +6,8 @@ short run of ``--steps`` steps trains the study's workload through the trainer's
 the end, no replay (``exact_steps`` off), no MLflow run. The trainer's training seconds
 exclude building, tracing, its warm-up step and evaluation, and the repeats reuse the warm
 session, so what is timed is the compiled training steps. The median seconds per step over the
-repeats (with their spread) is stored with the study (`Ledger.set_throughput`: a new probe of
+repeats (with their spread) is stored with the study (``ledger.notes.set_throughput``, one
+`ThroughputRow` per (batch size, strategy): a new probe of
 a (batch size, strategy) replaces the old one; others are kept), printed as a table (or JSON),
 and used by ``study report`` (`study.analysis.time_model`). Nothing the study recorded is
 touched: probe runs are not trials.
@@ -34,6 +35,7 @@ from study.config.space import Stratum
 from study.config.target import Target
 from study.config.trial import Budget, EvalCadence, TrialSpec
 from study.errors import UsageError
+from study.ledger.notes import ThroughputRow
 from study.results import TrialResult, TrialState
 from study.strategies import StrategySpec, check_batch_divisible
 
@@ -88,16 +90,17 @@ def main(args: argparse.Namespace) -> int:
                 config, batch_size, strategy, plan.steps, _rate(ledger, config, batch_size)
             )
             print(f"probing batch size {batch_size} on {strategy} ...", file=sys.stderr, flush=True)
-            rows.append({**probe_row(spec, _repeat(pool, spec, plan.repeats)), **facts})
-    stored = merge_rows(ledger.throughput(), rows)
-    ledger.set_throughput(stored)
+            row = probe_row(spec, _repeat(pool, spec, plan.repeats))
+            rows.append(dataclasses.replace(row, **facts))
+    ledger.notes.set_throughput(merge_rows(ledger.notes.throughput(), rows))
     if args.json:
+        stored = [row.to_stored() for row in rows]
         print(
-            json.dumps({"study": args.name, "rows": rows}, indent=2, allow_nan=False, default=str)
+            json.dumps({"study": args.name, "rows": stored}, indent=2, allow_nan=False, default=str)
         )
     else:
         print(format_table(args.name, rows, facts))
-    return 0 if any(r["seconds_per_step"] is not None for r in rows) else 1
+    return 0 if any(r.seconds_per_step is not None for r in rows) else 1
 
 
 # ------------------------------------------------------------------------------------ the plan
@@ -202,7 +205,7 @@ def _repeat(pool: WorkerPool, spec: TrialSpec, repeats: int) -> list[TrialResult
     return results
 
 
-def probe_row(spec: TrialSpec, results: Sequence[TrialResult]) -> dict[str, Any]:
+def probe_row(spec: TrialSpec, results: Sequence[TrialResult]) -> ThroughputRow:
     """One stored row: the median seconds per step over the runs that trained all their
     steps, their spread (``seconds_low``, ``seconds_high``) and every sample; or, when none
     did, ``seconds_per_step`` None and the ``error``.
@@ -219,33 +222,34 @@ def probe_row(spec: TrialSpec, results: Sequence[TrialResult]) -> dict[str, Any]
     ]
     environment = next((r.environment for r in results if r.environment), {})
     replicas = environment.get("replicas") or StrategySpec.parse(spec.strategy).static_replicas
-    row: dict[str, Any] = {
-        "batch_size": spec.batch_size,
-        "strategy": spec.strategy,
-        "replicas": replicas,
-        "seconds_per_step": statistics.median(samples) if samples else None,
-        "seconds_low": min(samples) if samples else None,
-        "seconds_high": max(samples) if samples else None,
-        "samples": samples,
-        "learning_rate": spec.learning_rate,
-        "devices": environment.get("devices", ""),
-        "tensorflow": environment.get("tensorflow", ""),
-    }
+    error = None
     if not samples:
         last = results[-1] if results else None
         why = (last.error or "").strip().splitlines()[-1:] if last else []
         state = last.state.value if last else "not run"
-        row["error"] = f"{state}: {why[0]}" if why else state
-    return row
+        error = f"{state}: {why[0]}" if why else state
+    return ThroughputRow(
+        batch_size=spec.batch_size,
+        strategy=spec.strategy,
+        replicas=replicas,
+        seconds_per_step=statistics.median(samples) if samples else None,
+        seconds_low=min(samples) if samples else None,
+        seconds_high=max(samples) if samples else None,
+        samples=tuple(samples),
+        learning_rate=spec.learning_rate,
+        devices=environment.get("devices", ""),
+        tensorflow=environment.get("tensorflow", ""),
+        error=error,
+    )
 
 
 def merge_rows(
-    stored: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+    stored: Sequence[ThroughputRow], new: Sequence[ThroughputRow]
+) -> list[ThroughputRow]:
     """The stored rows with ``new`` ones replacing those of the same (batch size, strategy),
     sorted by strategy then batch size."""
-    merged = {(int(r["batch_size"]), str(r["strategy"])): dict(r) for r in stored}
-    merged.update({(int(r["batch_size"]), str(r["strategy"])): dict(r) for r in new})
+    merged = {r.key: r for r in stored}
+    merged.update({r.key: r for r in new})
     return [merged[key] for key in sorted(merged, key=lambda k: (k[1], k[0]))]
 
 
@@ -261,7 +265,7 @@ def hardware_text(info: Mapping[str, Any]) -> str:
     return f"{device} ({cpus})"
 
 
-def format_table(study: str, rows: Sequence[Mapping[str, Any]], facts: Mapping[str, Any]) -> str:
+def format_table(study: str, rows: Sequence[ThroughputRow], facts: Mapping[str, Any]) -> str:
     """The probe's rows as a table for a terminal, with how they were measured."""
     lines = [
         f"probe of {study}: {facts['steps']} steps x {facts['repeats']} repeat(s) per batch "
@@ -270,17 +274,17 @@ def format_table(study: str, rows: Sequence[Mapping[str, Any]], facts: Mapping[s
         f"{'spread':>24}{'examples/s':>12}",
     ]
     for row in rows:
-        seconds = row["seconds_per_step"]
+        seconds = row.seconds_per_step
         if seconds is None:
             lines.append(
-                f"{row['batch_size']:>7}  {row['strategy']:<16}{row['replicas'] or '-':>9}"
-                f"  no measurement ({row.get('error', 'unknown')})"
+                f"{row.batch_size:>7}  {row.strategy:<16}{row.replicas or '-':>9}"
+                f"  no measurement ({row.error or 'unknown'})"
             )
             continue
-        spread = f"{row['seconds_low']:.3g} to {row['seconds_high']:.3g}"
+        spread = f"{row.seconds_low:.3g} to {row.seconds_high:.3g}"
         lines.append(
-            f"{row['batch_size']:>7}  {row['strategy']:<16}{row['replicas']:>9}"
-            f"{seconds:>17.3g}{spread:>24}{row['batch_size'] / seconds:>12,.0f}"
+            f"{row.batch_size:>7}  {row.strategy:<16}{row.replicas:>9}"
+            f"{seconds:>17.3g}{spread:>24}{row.batch_size / seconds:>12,.0f}"
         )
     lines.append("stored with the study: `study report` predicts the time to result from it")
     return "\n".join(lines)

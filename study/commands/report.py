@@ -48,6 +48,7 @@ def main(args: argparse.Namespace) -> int:
     ledger = Ledger.open(args.storage, args.name, create=False)
     summary = ledger.summary()  # UsageError for an unknown study
     record = ledger.require()
+    pilot = ledger.notes.pilot()
     table = ledger_table(args.name, ledger.measurement_rows())
     config = _study_config(args, record)
     target = _target(args, config, table)
@@ -64,8 +65,8 @@ def main(args: argparse.Namespace) -> int:
         command=_command(args, target),
         context=_context(args),
         facts=_facts(ledger, record, config),
-        pilot=ledger.pilot() if hasattr(ledger, "pilot") else None,
-        probe=ledger.throughput(),
+        pilot=pilot.to_stored() if pilot is not None else None,
+        probe=[row.to_stored() for row in ledger.notes.throughput()],
     )
     paths = write_report(report, out_dir, formats)
     print(f"wrote {len(paths)} file(s) to {out_dir}:")

@@ -52,7 +52,7 @@ def import_workload(ledger: Ledger, workload: ReleaseWorkload, *, source: str) -
             stratum = Stratum(release_study.batch_size, STRATEGY)
             trials = ledger_trials(release_study, tuner=TUNER, strategy=STRATEGY)
             ledger.import_trials(stratum, trials)
-            ledger.set_stratum_source(stratum, str(release_study.path))
+            ledger.tuning.set_stratum_source(stratum, str(release_study.path))
             for trial in trials:
                 counts[trial.status.value] = counts.get(trial.status.value, 0) + 1
     except BaseException:

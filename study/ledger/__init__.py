@@ -1,10 +1,14 @@
 """The study ledger: every trial of every tuner, in one Optuna storage.
 
-`Ledger` (in `store`) is the only way in or out; trials come out as frozen `LedgerTrial`
-records (in `records`, with the one encoding of results). `storage` opens the Optuna storage,
-`summary` sums a study up for `study ls`/`status`, and `owners` tells whether the process that
-claimed a trial still runs. `records` imports no Optuna (analysis reads it); the names that need
-Optuna are imported lazily.
+`Ledger` (in `store`) is the only way in or out, split by job: the study's record and its
+trials (`claims`), ``ledger.liveness`` (`liveness`: heartbeats by an injected `clock`, stale
+trials), ``ledger.tuning`` (`tuning`: samplers, windows, points) and ``ledger.notes``
+(`study_notes`: pilot, throughput probe, allocation state). Trials come out as frozen
+`LedgerTrial` records (in `records`, with the one encoding of results), the study's notes as
+the frozen records of `notes`. `storage` opens the Optuna storage, `summary` sums a study up
+for `study ls`/`status`, and `owners` tells whether the process that claimed a trial still
+runs. `records` and `notes` import no Optuna (analysis reads them); the names that need Optuna
+are imported lazily.
 
 Default storage: Optuna's journal file ``mlruns/optuna.journal`` (safe for several processes on
 one machine); any Optuna RDB URL (PostgreSQL, MySQL, SQLite) serves several machines.
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from study.ledger.notes import AllocationState, Decision, Pilot, ThroughputRow
 from study.ledger.records import LedgerTrial, StratumSummary, StudyRecord, StudySummary, best_of
 
 #: Names that need Optuna, imported on first use, and their modules.
@@ -22,6 +27,7 @@ _LAZY = {
     "Slot": "store",
     "list_studies": "storage",
     "open_storage": "storage",
+    "stored_names": "storage",
 }
 
 
@@ -35,9 +41,13 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     *_LAZY,
+    "AllocationState",
+    "Decision",
     "LedgerTrial",
+    "Pilot",
     "StratumSummary",
     "StudyRecord",
     "StudySummary",
+    "ThroughputRow",
     "best_of",
 ]

@@ -1,12 +1,15 @@
 """How the ledger reaches its Optuna storage: study and trial ids, the stratum studies (with
-the sampler the Optuna backend installs), and decoding stored trials. `Ledger` builds on this;
-nothing outside the ledger package uses it."""
+the sampler the Optuna backend installs), the claimed `Slot`, and decoding stored trials.
+`Ledger` and its parts (`claims`, `liveness`, `tuning`, `study_notes`) build on one
+`StorageAccess`, which also holds the clock they read; nothing outside the ledger package uses
+it."""
 
 from __future__ import annotations
 
 import threading
 import warnings
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -15,6 +18,7 @@ from optuna.trial import TrialState as OptunaState
 
 from study.config.space import Stratum
 from study.ledger import records
+from study.ledger.clock import SYSTEM_CLOCK, Clock
 from study.ledger.records import LedgerTrial, decode_trial, merge_stored
 from study.results import TrialState
 
@@ -29,12 +33,29 @@ OBJECTIVE_MEANING = (
 )
 
 
-class StorageAccess:
-    """One study's studies and trials in an Optuna storage, by stratum."""
+@dataclass(frozen=True)
+class Slot:
+    """A claimed place in a stratum's budget: the trial about to run.
 
-    def __init__(self, storage: optuna.storages.BaseStorage, name: str) -> None:
+    ``trial`` is the Optuna trial behind it; only the Optuna backend samples on it.
+    """
+
+    stratum: Stratum
+    number: int
+    owner: str
+    trial: Any = field(compare=False, repr=False)
+
+
+class StorageAccess:
+    """One study's studies and trials in an Optuna storage, by stratum, and the ``clock``
+    its heartbeats are stamped and judged by."""
+
+    def __init__(
+        self, storage: optuna.storages.BaseStorage, name: str, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.storage = storage
         self.name = name
+        self.clock = clock
         self._studies: dict[Stratum, optuna.Study] = {}
         self._sampler_for: Callable[[Stratum], Any] | None = None
         self._lock = threading.Lock()
@@ -91,9 +112,22 @@ class StorageAccess:
             return []
         return self.storage.get_all_trials(study_id, deepcopy=False)
 
+    def _open_frozen(self, stratum: Stratum) -> list[FrozenTrial]:
+        """The stratum's trials still open in the storage (reads only those)."""
+        try:
+            study_id = self._study_id(self._stratum_name(stratum))
+        except KeyError:
+            return []
+        return self.storage.get_all_trials(study_id, deepcopy=False, states=(OptunaState.RUNNING,))
+
     def _trial_id(self, stratum: Stratum, number: int) -> int:
         study_id = self._study_id(self._stratum_name(stratum))
         return self.storage.get_trial_id_from_study_id_trial_number(study_id, number)
+
+    def _slot_id(self, slot: Slot) -> int:
+        """The storage id of the slot's trial (kept by its Optuna trial: no lookup)."""
+        trial_id = getattr(slot.trial, "_trial_id", None)
+        return trial_id if trial_id is not None else self._trial_id(slot.stratum, slot.number)
 
     @staticmethod
     def _status(frozen: FrozenTrial) -> TrialState:

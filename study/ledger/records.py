@@ -54,6 +54,8 @@ FINISHED_AT = "finished_at"
 ENVIRONMENT = "environment"
 #: User attribute holding where the trial's wall time went (`TrialResult.timings`, seconds).
 TIMINGS = "timings"
+#: User attribute holding the seed of a trial run under another seed than the study's.
+SEED = "seed"
 STEPS_TO_TARGET = "steps_to_target"
 _SUMMARY = (
     STEPS_TO_TARGET,

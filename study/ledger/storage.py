@@ -104,3 +104,8 @@ def storage_problem(url: str, exc: BaseException) -> str:
 def list_studies(storage: optuna.storages.BaseStorage) -> list[str]:
     """Names of the studies in a storage (stratum studies hold a '/')."""
     return sorted(s.study_name for s in storage.get_all_studies() if "/" not in s.study_name)
+
+
+def stored_names(storage: optuna.storages.BaseStorage) -> list[str]:
+    """Names of every study in a storage, strata and round claims included."""
+    return sorted(s.study_name for s in storage.get_all_studies())

@@ -17,10 +17,10 @@ closed as ``interrupted`` and its slot runs again.
 
 Many processes, many hosts: every process running this loop on one storage is a worker of the
 study. While a trial runs, a heartbeat thread stamps it every ``heartbeat.interval`` seconds
-(`Ledger.beat`). A worker that finds nothing left to claim while other trials are still open
+(`Liveness.beat`). A worker that finds nothing left to claim while other trials are still open
 waits for them rather than leaving: every few seconds it closes those whose owner died (on
 another host: no stamp for ``heartbeat.grace`` seconds) as ``interrupted`` with their MLflow
-runs (`Ledger.recover_stale`), and claims the slots that frees. It leaves when every stratum's
+runs (`Liveness.recover_stale`), and claims the slots that frees. It leaves when every stratum's
 budget is spent and no trial is open anywhere, or after ``max_trials`` trials of its own.
 
 Adaptive allocation (``allocation: {mode: adaptive}``): when every stratum's budget is spent
@@ -48,7 +48,7 @@ from study.config.study import StudyConfig
 from study.config.trial import TrialSpec
 from study.ledger import Ledger, LedgerTrial, Slot
 from study.ledger.owners import owner_id
-from study.ledger.store import SEED
+from study.ledger.records import SEED
 from study.results import TIMING_PARTS, WALL, Measurement, TrialResult, TrialState
 from study.runner.allocation import Allocator
 from study.runner.failures import FailurePolicy
@@ -194,7 +194,8 @@ class StudyEngine:
         """Whether a live process other than this one still runs a trial of the study."""
         mine = owner_id()
         return any(
-            t.owner != mine and self.ledger.alive(t) for t in self.ledger.running(self.strata)
+            t.owner != mine and self.ledger.liveness.alive(t)
+            for t in self.ledger.liveness.running(self.strata)
         )
 
     def complete(self) -> bool:
@@ -202,7 +203,7 @@ class StudyEngine:
         for stratum in self.strata:
             if self.ledger.remaining(stratum, self.budgets[stratum]) > 0:
                 return False
-            if any(self.ledger.alive(t) for t in self.ledger.trials(stratum)):
+            if any(self.ledger.liveness.alive(t) for t in self.ledger.trials(stratum)):
                 return False
         return True
 
@@ -260,12 +261,12 @@ class StudyEngine:
         """With every budget taken: wait while trials are still open anywhere, close those
         whose owner died (`recover`) and say whether to look for a slot again (False: nothing
         is open, the study's budget is spent)."""
-        seen = {(t.stratum, t.number) for t in self.ledger.running(self.strata)}
+        seen = {(t.stratum, t.number) for t in self.ledger.liveness.running(self.strata)}
         if not seen:
             return False
         while not self._stop.wait(min(WAIT_POLL_S, self.heartbeat.interval)):
             self.recover()
-            now = {(t.stratum, t.number) for t in self.ledger.running(self.strata)}
+            now = {(t.stratum, t.number) for t in self.ledger.liveness.running(self.strata)}
             if now != seen:  # one closed: it may have freed a slot (an interrupted trial)
                 break
         with self._claim_lock:
@@ -298,7 +299,7 @@ class StudyEngine:
     def recover(self) -> list[LedgerTrial]:
         """Close the open trials whose owner died as ``interrupted`` and their MLflow runs as
         KILLED; return them (their slots can be claimed again)."""
-        stale = self.ledger.recover_stale(self.strata)
+        stale = self.ledger.liveness.recover_stale(self.strata)
         if stale:
             self.recovered += stale
             self.tracker.close_interrupted(stale)
@@ -317,7 +318,7 @@ class StudyEngine:
                 slots = list(self._active.values())
             for slot in slots:
                 try:
-                    self.ledger.beat(slot, self.heartbeat.grace)
+                    self.ledger.liveness.beat(slot, self.heartbeat.grace)
                 except Exception as exc:  # a storage hiccup: the next beat may get through
                     if not warned:
                         warned = True

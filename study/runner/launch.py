@@ -23,7 +23,7 @@ from study.config.trial import PILOT_NOISE_EVERY, TrialSettings
 from study.deps import require_tensorflow
 from study.errors import UsageError
 from study.host import environment_info
-from study.ledger import Ledger, StudyRecord
+from study.ledger import AllocationState, Ledger, StudyRecord
 from study.paths import tracking_uri
 from study.runner.allocation import Allocator
 from study.runner.engine import StudyEngine
@@ -214,7 +214,7 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
     if allocator is not None:
         allocator.track = lambda state: _log_allocation(tracker, state)
         _log_allocation(tracker, allocator.state())
-    stale = ledger.recover_stale(order)
+    stale = ledger.liveness.recover_stale(order)
     tracker.repair(ledger, config, order)
     progress = Progress.from_ledger(ledger, plan, config.name, options.live)
     if stale:
@@ -266,9 +266,9 @@ def pilot_estimate(config: StudyConfig, ledger: Ledger, pool: WorkerPool) -> flo
     """B_simple of the study's pilot: as stored (``study noise-scale --study NAME``), else
     measured now by a pilot trial at the smallest batch size and the geometric middle of the
     learning-rate range, and stored; NaN when the pilot gives no estimate."""
-    stored = ledger.pilot()
-    if stored is not None and stored.get("b_simple") is not None:
-        return float(stored["b_simple"])
+    stored = ledger.notes.pilot()
+    if stored is not None and math.isfinite(stored.b_simple):
+        return stored.b_simple
     strategy = config.space.strategies[0]
     even = [b for b in config.space.batch_sizes if b % 2 == 0] or list(config.space.batch_sizes)
     param = config.space.param("learning_rate")
@@ -293,7 +293,7 @@ def pilot_estimate(config: StudyConfig, ledger: Ledger, pool: WorkerPool) -> flo
     if not pilot.measured:
         print(f"pilot: no estimate of B_simple ({result.state.value}); the whole grid", flush=True)
         return math.nan
-    ledger.set_pilot(pilot.to_dict())
+    ledger.notes.set_pilot(pilot)
     print(
         f"pilot: B_simple = {pilot.b_simple:.3g} at step {pilot.at_step} ({result.state.value}; "
         f"{result.steps_run} steps, {result.train_seconds:.1f} s of training)",
@@ -302,11 +302,12 @@ def pilot_estimate(config: StudyConfig, ledger: Ledger, pool: WorkerPool) -> flo
     return pilot.b_simple
 
 
-def _log_allocation(tracker: StudyTracker, state: dict) -> None:
+def _log_allocation(tracker: StudyTracker, state: AllocationState) -> None:
     """The allocation's state and decisions on the study's MLflow run (``allocation.json``)."""
     run_id = tracker.parent_run_id
     if run_id:
-        tracker.submit(lambda: tracker.logger.client.log_dict(run_id, state, "allocation.json"))
+        stored = state.to_stored()
+        tracker.submit(lambda: tracker.logger.client.log_dict(run_id, stored, "allocation.json"))
 
 
 def _summary_metrics(

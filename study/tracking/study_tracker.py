@@ -303,7 +303,7 @@ class StudyTracker:
                 if t.status is TrialState.INTERRUPTED and open_run:
                     self.submit(lambda r=run.info.run_id: self.mark_interrupted(r))
                 elif t.status.is_outcome() and (run is None or open_run):
-                    if "learning_rate" not in t.params or ledger.owner_alive(t):
+                    if "learning_rate" not in t.params or ledger.liveness.owner_alive(t):
                         continue
                     spec = config.trial_spec(stratum, t.params)
                     self.finish_trial(t, spec, run_id=None if run is None else run.info.run_id)
@@ -330,7 +330,7 @@ class StudyTracker:
 
     def close_interrupted(self, trials: list[LedgerTrial]) -> None:
         """Close the runs of trials another process left open and this one closed as
-        interrupted (`Ledger.recover_stale`): tag ``status`` = interrupted, KILLED. A trial
+        interrupted (`Liveness.recover_stale`): tag ``status`` = interrupted, KILLED. A trial
         whose run never reached MLflow has nothing to close."""
         keys = [trial_key(self.study, t) for t in trials]
 

@@ -85,7 +85,7 @@ class Confirmer(TunerBackend):
                 return None
             trial, seed = pair
             point = point_of(clean_params(trial.params), seed)
-            self.ledger.reserve(slot, point)
+            self.ledger.tuning.reserve(slot, point)
             if not clashes(point, others(self.ledger, slot)):
                 return self._proposal(slot, history, trial, seed)
         return None

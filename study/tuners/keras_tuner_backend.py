@@ -161,7 +161,7 @@ class KerasTunerBackend(TunerBackend):
         derived = Derived(self._oracle(stratum, window, number))
         trials = self._with_proposed(self.ledger.trials(stratum) if trials is None else trials)
         unsettled = any(not t.params and t.number != number for t in trials)
-        points = dict(self.ledger.points(stratum)) if unsettled else {}
+        points = dict(self.ledger.tuning.points(stratum)) if unsettled else {}
         for t in sorted(trials, key=lambda t: t.number):
             if t.status.counts():
                 self._feed(derived, t, t.params or points.get(t.number) or {})

@@ -1,6 +1,6 @@
 """Optuna backend: a sampler per stratum (TPE by default; random, QMC, grid) on the ledger.
 
-The ledger is an Optuna storage, so the sampler is installed on it (`Ledger.use_sampler`) and
+The ledger is an Optuna storage, so the sampler is installed on it (`TunerState.use_sampler`) and
 sees every ledger trial, whichever backend proposed it: proposals of other backends (and
 confirmation trials) are stored as Optuna params (`adopt`).
 """
@@ -43,7 +43,7 @@ class OptunaBackend(TunerBackend):
         super().__init__(config, ledger)
         self.transfer = transfer
         self.distributions = to_optuna_distributions(config.space)
-        ledger.use_sampler(self.sampler)
+        ledger.tuning.use_sampler(self.sampler)
 
     def sampler(self, stratum: Stratum) -> optuna.samplers.BaseSampler:
         """The configured sampler, seeded per stratum (``tuner.seed``, else the study's)."""
@@ -93,14 +93,14 @@ class OptunaBackend(TunerBackend):
             lambda attempt, taken: self._draw(slot, distributions),
             lr_range(self.config),
         )
-        self.ledger.record_params(slot, params, distributions)
+        self.ledger.tuning.record_params(slot, params, distributions)
         origin = "sampler"
         if centre is not None and abs(math.log(params["learning_rate"] / centre)) < 0.05:
             origin = "transfer"
         extras: dict[str, Any] = {}
         if window is not None:
             extras[LR_WINDOW] = list(window)
-            self.ledger.set_window(slot.stratum, window, history.centre or math.nan)
+            self.ledger.tuning.set_window(slot.stratum, window, history.centre or math.nan)
         return Proposal(tuner=self.name, params=params, origin=origin, extras=extras)
 
     def _draw(
@@ -115,7 +115,7 @@ class OptunaBackend(TunerBackend):
         kept. Each call draws anew (the sampler's random state moves on)."""
         study = slot.trial.study
         sampler = study.sampler
-        frozen = self.ledger.frozen(slot)
+        frozen = self.ledger.tuning.frozen(slot)
         space = sampler.infer_relative_search_space(study, frozen)
         relative = sampler.sample_relative(study, frozen, space) if space else {}
         params = dict(fixed or {})
@@ -129,7 +129,7 @@ class OptunaBackend(TunerBackend):
         return params
 
     def adopt(self, slot: Slot, proposal: Proposal) -> None:
-        self.ledger.record_params(slot, proposal.params, self.distributions)
+        self.ledger.tuning.record_params(slot, proposal.params, self.distributions)
 
     def _transfer_lr(self, history: History) -> float | None:
         """The predicted rate for the stratum's first trial (None once it has trials or a

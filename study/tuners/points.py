@@ -7,7 +7,7 @@ seeds are equal, their learning rates lie within `LR_TOLERANCE` of each other in
 (0.5%) and every other metaparameter they both have is equal.
 
 `settle` makes a proposal stick across processes. The ledger's claim serialises slots, not
-points, so each trial *reserves* its point in the ledger (`Ledger.reserve`) and then reads the
+points, so each trial *reserves* its point in the ledger (`TunerState.reserve`) and then reads the
 points of every other running or finished trial of the stratum (`Ledger.points`): if one is
 the same, it draws again (the backend's own ``redraw``, a few times, then `nudge`) and reserves
 anew. Whoever sees a clash gives way, so two processes that reserved the same point at once
@@ -128,7 +128,7 @@ def free(
 
 def others(ledger: Ledger, slot: Slot) -> list[dict[str, Any]]:
     """The points of every other running or finished trial of the slot's stratum."""
-    return [point for number, point in ledger.points(slot.stratum) if number != slot.number]
+    return [point for number, point in ledger.tuning.points(slot.stratum) if number != slot.number]
 
 
 def settle(
@@ -145,12 +145,12 @@ def settle(
     redraws, else a nudge. ``bounds`` limit the nudged learning rate."""
     current = free(params, seed, others(ledger, slot), redraw, bounds, slot.number, redraws)
     for _ in range(ROUNDS):
-        ledger.reserve(slot, point_of(current, seed))
+        ledger.tuning.reserve(slot, point_of(current, seed))
         taken = others(ledger, slot)
         if not clashes(point_of(current, seed), taken):
             return current
         current = free(current, seed, taken, redraw, bounds, slot.number, redraws)
-    ledger.reserve(slot, point_of(current, seed))
+    ledger.tuning.reserve(slot, point_of(current, seed))
     return current
 
 

@@ -1,5 +1,5 @@
 """The pilot's suggestion: a geometric batch-size grid around B_simple, learning-rate ranges
-from the square-root and linear rules, and the stored form of a pilot."""
+from the square-root and linear rules (the stored form of a pilot: tests/ledger/test_notes.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import math
 import pytest
 
 from study.analysis.pilot import (
-    PILOT_KEYS,
     Pilot,
     learning_rate_ranges,
     pilot_curve,
@@ -75,29 +74,6 @@ def test_curve_keeps_measured_steps_in_order() -> None:
     curve = pilot_curve(rows)
     assert [p[0] for p in curve] == [10, 20]
     assert curve[1] == (20, 12.0, 8.0, 20.0) and math.isnan(curve[0][2])
-
-
-def test_stored_form_is_json_safe_and_reads_back() -> None:
-    pilot = Pilot(
-        batch_size=32,
-        strategy="default",
-        learning_rate=0.1,
-        seed=0,
-        steps_run=480,
-        target="val_accuracy>=0.9",
-        at_step=480,
-        b_simple=25.0,
-        b_simple_low=18.0,
-        b_simple_high=math.nan,
-        curve=((400, 24.0, math.nan, math.nan), (480, 25.0, 18.0, math.nan)),
-    )
-    stored = pilot.to_dict()
-    assert tuple(stored) == PILOT_KEYS
-    assert stored["b_simple_high"] is None and stored["curve"][1] == [480, 25.0, 18.0, None]
-    back = Pilot.from_dict(stored)
-    assert back.b_simple == 25.0 and math.isnan(back.b_simple_high)
-    assert back.curve[1][:3] == (480, 25.0, 18.0) and back.measured
-    assert not Pilot.from_dict({**stored, "b_simple": None}).measured
 
 
 def test_suggest_puts_the_grid_and_ranges_together() -> None:

@@ -185,7 +185,7 @@ def test_pilot_suggests_and_writes_a_study_and_stores_itself(tmp_path: Path) -> 
     assert (rate.low, rate.high) == tuple(suggestion["learning_rate"])
     # Stored in the study it created from the file, which `study run` can then continue.
     ledger = Ledger(open_storage(str(tmp_path / "mlruns" / "optuna.journal")), "next")
-    assert ledger.pilot() == pilot
+    assert ledger.notes.pilot().to_stored() == pilot
     assert ledger.require().fingerprint == fingerprint(config)
     # Logged to MLflow like a `study train` run: the noise curve and the pilot.
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")

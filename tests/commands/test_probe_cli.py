@@ -20,7 +20,7 @@ from study.commands.probe import (
 )
 from study.config.space import Stratum
 from study.config.target import Target
-from study.ledger import Ledger, StudyRecord
+from study.ledger import Ledger, StudyRecord, ThroughputRow
 from study.results import TrialResult, TrialState
 from tests.fakes import finished_trial, rising_curve, write_ledger
 
@@ -92,7 +92,7 @@ def test_probe_times_every_pair_and_stores_it_with_the_study(journal: Path, caps
         assert row["learning_rate"] == 0.01  # no trial yet: the low end of the searched range
     assert rows[2]["devices"].count("cpu") == 2
     stored = Ledger.open(str(journal), NAME, create=False)
-    assert stored.throughput() == rows
+    assert [row.to_stored() for row in stored.notes.throughput()] == rows
     assert stored.strata() == [] and stored.record().trials_total == 24  # no trial recorded
 
     assert "probing batch size 32 on mirrored:2" in err  # progress goes to stderr
@@ -100,11 +100,11 @@ def test_probe_times_every_pair_and_stores_it_with_the_study(journal: Path, caps
 
 def test_the_report_predicts_time_to_result_from_the_stored_probe(journal: Path, capsys) -> None:
     ledger = create(journal, trials=True)
-    ledger.set_throughput(
+    ledger.notes.set_throughput(
         [
-            {"batch_size": b, "strategy": "default", "replicas": 1, "repeats": 3, "steps": 100,
-             "seconds_per_step": 0.001 * (1 + b / 32), "measured_at": "2026-11-30 09:40 UTC",
-             "hardware": "a CPU (2 CPUs)"}
+            ThroughputRow(b, "default", replicas=1, repeats=3, steps=100,
+                          seconds_per_step=0.001 * (1 + b / 32),
+                          measured_at="2026-11-30 09:40 UTC", hardware="a CPU (2 CPUs)")
             for b in (16, 32, 64, 128, 256)
         ]
     )  # fmt: skip
@@ -145,7 +145,7 @@ def test_bad_input_is_one_line_and_stores_nothing(journal: Path, capsys, args, m
     status, _, err = run(capsys, "probe", NAME, "--storage", journal, *args)
 
     assert status == 2 and message in err and len(err.strip().splitlines()) == 1
-    assert Ledger.open(str(journal), NAME, create=False).throughput() == []
+    assert Ledger.open(str(journal), NAME, create=False).notes.throughput() == []
 
 
 def test_an_unknown_or_imported_study_cannot_be_probed(journal: Path, capsys) -> None:
@@ -179,24 +179,21 @@ def test_a_row_is_the_median_of_the_runs_that_trained_every_step() -> None:
 
     row = probe_row(spec, [ran(0.21), ran(0.20), ran(0.25), ran(0.01, steps=3)])
 
-    assert row["seconds_per_step"] == pytest.approx(0.0021)
-    assert (row["seconds_low"], row["seconds_high"]) == pytest.approx((0.002, 0.0025))
-    assert len(row["samples"]) == 3 and "error" not in row
+    assert row.seconds_per_step == pytest.approx(0.0021)
+    assert (row.seconds_low, row.seconds_high) == pytest.approx((0.002, 0.0025))
+    assert len(row.samples) == 3 and row.error is None and "error" not in row.to_stored()
     failed = probe_row(spec, [TrialResult(state=TrialState.FAILED, error="Traceback\nOOM")])
-    assert failed["seconds_per_step"] is None and failed["error"] == "failed: OOM"
-    assert failed["replicas"] == 1  # from the strategy when no run reported it
+    assert failed.seconds_per_step is None and failed.error == "failed: OOM"
+    assert failed.replicas == 1  # from the strategy when no run reported it
 
 
 def test_merging_keeps_other_pairs_and_sorts_by_strategy_then_batch() -> None:
-    old = [{"batch_size": 64, "strategy": "default", "v": 1}, {"batch_size": 8, "strategy": "x"}]
-    new = [
-        {"batch_size": 64, "strategy": "default", "v": 2},
-        {"batch_size": 16, "strategy": "default"},
-    ]
+    old = [ThroughputRow(64, "default", steps=1), ThroughputRow(8, "x")]
+    new = [ThroughputRow(64, "default", steps=2), ThroughputRow(16, "default")]
 
     merged = merge_rows(old, new)
 
-    assert [(r["batch_size"], r["strategy"], r.get("v")) for r in merged] == [
+    assert [(r.batch_size, r.strategy, r.steps) for r in merged] == [
         (16, "default", None),
         (64, "default", 2),
         (8, "x", None),
@@ -211,10 +208,8 @@ def test_hardware_names_gpus_before_the_cpu() -> None:
 
 def test_the_table_shows_the_median_its_spread_and_failures() -> None:
     facts = {"steps": 100, "repeats": 3, "hardware": "AMD EPYC (2 CPUs)", "measured_at": "now"}
-    ok = {"batch_size": 64, "strategy": "default", "replicas": 1, "seconds_per_step": 0.002,
-          "seconds_low": 0.0018, "seconds_high": 0.0025}  # fmt: skip
-    failed = {"batch_size": 64, "strategy": "mirrored:2", "replicas": 2,
-              "seconds_per_step": None, "error": "failed: OOM"}  # fmt: skip
+    ok = ThroughputRow(64, "default", 1, 0.002, seconds_low=0.0018, seconds_high=0.0025)
+    failed = ThroughputRow(64, "mirrored:2", 2, None, error="failed: OOM")
 
     text = format_table("s", [ok, failed], facts)
 

@@ -16,7 +16,7 @@ import pytest
 from study.config.space import Stratum
 from study.ledger import Ledger, StudyRecord
 from study.ledger.access import METRIC_NAME
-from study.ledger.store import INTERMEDIATE_POINTS
+from study.ledger.claims import INTERMEDIATE_POINTS
 from study.results import Measurement, TrialResult, TrialState
 
 S = Stratum(32, "default")

@@ -50,7 +50,7 @@ def run_one(ledger: Ledger, stratum: Stratum, lr: float, res: TrialResult, objec
     slot = ledger.claim(stratum, budget=10)
     assert slot is not None
     slot.trial.suggest_float("learning_rate", 1e-3, 1.0, log=True)
-    ledger.record_params(
+    ledger.tuning.record_params(
         slot,
         {"learning_rate": lr},
         {"learning_rate": optuna.distributions.FloatDistribution(1e-3, 1.0, log=True)},
@@ -137,12 +137,12 @@ def test_interrupted_and_stale_trials_free_their_slot(ledger: Ledger) -> None:
     assert stale is not None
     stale.trial.set_user_attr("owner", f"{stale.owner.split(':')[0]}:999999999:0")
     assert ledger.summary().strata[0].running == 0  # not counted as running
-    (recovered,) = ledger.recover_stale([S32])
+    (recovered,) = ledger.liveness.recover_stale([S32])
     assert recovered.number == stale.number
     after = ledger.trials(S32)[stale.number]
     assert (after.status, after.open) == (TrialState.INTERRUPTED, False)
     assert optuna_trials(ledger, S32)[stale.number].state is OptunaState.FAIL
-    assert ledger.recover_stale([S32]) == []
+    assert ledger.liveness.recover_stale([S32]) == []
 
 
 def test_a_slot_whose_proposal_failed_is_closed_once(ledger: Ledger) -> None:
@@ -154,9 +154,9 @@ def test_a_slot_whose_proposal_failed_is_closed_once(ledger: Ledger) -> None:
 
 
 def test_window_is_kept_per_stratum(ledger: Ledger) -> None:
-    assert ledger.window(S32) is None
-    ledger.set_window(S32, (0.01, 1.0), 0.1)
-    assert ledger.window(S32) == (0.01, 1.0) and ledger.window(S64) is None
+    assert ledger.tuning.window(S32) is None
+    ledger.tuning.set_window(S32, (0.01, 1.0), 0.1)
+    assert ledger.tuning.window(S32) == (0.01, 1.0) and ledger.tuning.window(S64) is None
 
 
 def test_measurement_rows_in_start_order_without_uncounted_trials(ledger: Ledger) -> None:
@@ -190,22 +190,21 @@ def test_import_then_delete_leaves_nothing(tmp_path: Path) -> None:
 
 
 def test_delete_takes_the_adaptive_allocations_round_claims_with_it(tmp_path: Path) -> None:
-    """The claims `claim_round` leaves in the storage go with their study, not another's (a
-    study whose name extends this one's keeps its own), and a study made anew claims afresh."""
-    from study.runner.allocation import claim_round
-
+    """The claims `StudyNotes.claim_round` leaves in the storage go with their study, not
+    another's (a study whose name extends this one's keeps its own), and a study made anew
+    claims afresh."""
     journal = str(tmp_path / "j.journal")
     ledgers = {name: Ledger.open(journal, name) for name in ("s", "s#1")}
     for name, ledger in ledgers.items():
         ledger.create(StudyRecord(name))
-        assert claim_round(ledger, 0) and claim_round(ledger, 1)
+        assert ledger.notes.claim_round(0) and ledger.notes.claim_round(1)
     other = ledgers["s#1"].storage.get_study_id_from_name("s#1")
     ledgers["s"].delete()
     left = sorted(s.study_name for s in open_storage(journal).get_all_studies())
     assert left == [f"allocation:s#1#{other}/round-{k}" for k in (0, 1)] + ["s#1"]
     again = Ledger.open(journal, "s")
     again.create(StudyRecord("s"))
-    assert claim_round(again, 0)
+    assert again.notes.claim_round(0)
 
 
 def test_unknown_study_is_bad_input(tmp_path: Path) -> None:

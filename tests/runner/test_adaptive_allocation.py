@@ -11,6 +11,7 @@ import copy
 import json
 import math
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,14 +19,12 @@ from mlflow import MlflowClient
 
 from study.config.space import Stratum
 from study.config.studyfile import parse_study
-from study.ledger import Ledger, LedgerTrial, StudyRecord, open_storage
+from study.ledger import Decision, Ledger, LedgerTrial, StudyRecord, open_storage
 from study.results import TrialResult, TrialState
-from study.runner.allocation import (
-    CLAIM_WAIT,
-    Allocator,
+from study.runner.allocation import CLAIM_WAIT, Allocator
+from study.runner.allocation_plan import (
     StratumView,
     attainable,
-    claim_round,
     fit_views,
     initial_grid,
     interval_gain,
@@ -291,9 +290,9 @@ def test_allocator_keeps_its_state_in_the_ledger(tmp_path: Path) -> None:
     second = allocator.next_round()
     assert second is not None and sum(second.values()) == 20
     assert allocator.next_round() is None  # the budget is spent
-    state = ledger.allocation()
-    assert state is not None and state["round"] == 2 and sum(state["budgets"].values()) == 20
-    assert [d["round"] for d in state["decisions"]][-1] == 2
+    state = ledger.notes.allocation()
+    assert state is not None and state.round == 2 and sum(state.budgets.values()) == 20
+    assert state.decisions[-1].round == 2
 
 
 def test_initial_trials_are_half_the_even_share_and_at_least_three() -> None:
@@ -312,7 +311,7 @@ def test_only_one_of_many_writers_claims_a_round(tmp_path: Path) -> None:
 
     def claim(ledger: Ledger) -> None:
         start.wait()
-        won.append(claim_round(ledger, 1))
+        won.append(ledger.notes.claim_round(1))
 
     threads = [threading.Thread(target=claim, args=(ledger,)) for ledger in ledgers]
     for t in threads:
@@ -320,7 +319,7 @@ def test_only_one_of_many_writers_claims_a_round(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert sorted(won) == [False] * 5 + [True]
-    assert not claim_round(ledgers[0], 1) and claim_round(ledgers[0], 2)
+    assert not ledgers[0].notes.claim_round(1) and ledgers[0].notes.claim_round(2)
     assert ledgers[0].strata() == []  # a claim is not a stratum
     from study.ledger.storage import list_studies
 
@@ -329,7 +328,7 @@ def test_only_one_of_many_writers_claims_a_round(tmp_path: Path) -> None:
     ledger, _ = new_ledger(tmp_path, allocation_study())
     ledger.delete()
     ledger, _ = new_ledger(tmp_path, allocation_study())
-    assert claim_round(ledger, 1)
+    assert ledger.notes.claim_round(1)
 
 
 def test_a_process_that_loses_the_claim_takes_the_winners_round(tmp_path: Path) -> None:
@@ -338,19 +337,20 @@ def test_a_process_that_loses_the_claim_takes_the_winners_round(tmp_path: Path) 
 
     def winner_writes(seconds: float) -> None:
         # Another process claimed round 1 and stores its decisions while this one waits.
-        state = ledger.allocation()
+        state = ledger.notes.allocation()
         assert state is not None
-        if state["round"] == 0:
-            state["budgets"]["b8/default"] += 4
-            state["decisions"].append(
-                {"round": 1, "stratum": "b8/default", "trials": 4, "reason": "the winner's"}
+        if state.round == 0:
+            b8 = Stratum(8, "default")
+            budgets = {**state.budgets, b8: state.budgets[b8] + 4}
+            decisions = (*state.decisions, Decision(1, "b8/default", 4, "the winner's"))
+            ledger.notes.set_allocation(
+                replace(state, round=1, budgets=budgets, decisions=decisions)
             )
-            ledger.set_allocation(dict(state, round=1))
 
     allocator = Allocator(config, ledger, total=20, say=lines.append, sleep=winner_writes)
     allocator.start(lambda: 4.0)
     lines.clear()
-    assert claim_round(ledger, 1)  # the other process's claim, made first
+    assert ledger.notes.claim_round(1)  # the other process's claim, made first
     budgets = allocator.next_round()
     assert allocator.round == 1 and budgets is not None and budgets[Stratum(8, "default")] == 6
     assert allocator.decisions[-1].reason == "the winner's" and lines == []  # nothing decided
@@ -362,7 +362,7 @@ def test_a_claim_whose_winner_never_writes_is_decided_after_a_wait(tmp_path: Pat
     waited: list[float] = []
     allocator = Allocator(config, ledger, total=20, say=lines.append, sleep=waited.append)
     allocator.start(lambda: 4.0)
-    assert claim_round(ledger, 1)  # claimed by a process that died before it wrote
+    assert ledger.notes.claim_round(1)  # claimed by a process that died before it wrote
     budgets = allocator.next_round()
     assert budgets is not None and sum(budgets.values()) == 16 and allocator.round == 1
     assert sum(waited) >= CLAIM_WAIT
@@ -377,10 +377,10 @@ def test_adaptive_study_runs_its_rounds_end_to_end(tmp_path: Path) -> None:
     assert "pilot: B_simple = " in out.stdout
     assert "allocation round 0: " in out.stdout and "allocation round 1: " in out.stdout
     ledger = Ledger(open_storage(str(tmp_path / "mlruns" / "optuna.journal")), "adaptive")
-    pilot, state = ledger.pilot(), ledger.allocation()
-    assert pilot is not None and pilot["b_simple"] > 0
-    assert state is not None and state["round"] == 1 and state["total"] == 16
-    budgets = {Stratum.parse(k): n for k, n in state["budgets"].items()}
+    pilot, state = ledger.notes.pilot(), ledger.notes.allocation()
+    assert pilot is not None and pilot.b_simple > 0
+    assert state is not None and state.round == 1 and state.total == 16
+    budgets = dict(state.budgets)
     assert sum(budgets.values()) == 16 and min(budgets.values()) >= 3  # 3 each, then 4 more
     ran = {s: len(ledger.counted(s)) for s in ledger.strata()}
     assert ran == {s: n for s, n in budgets.items() if n}  # every trial given was run, once
@@ -395,7 +395,7 @@ def test_adaptive_study_runs_its_rounds_end_to_end(tmp_path: Path) -> None:
             client.download_artifacts(parents[0].info.run_id, "allocation.json", str(tmp_path))
         ).read_text(encoding="utf-8")
     )
-    assert logged["round"] == 1 and logged["decisions"] == state["decisions"]
+    assert logged["round"] == 1 and logged["decisions"] == state.to_stored()["decisions"]
 
 
 def test_even_allocation_stays_the_default() -> None:

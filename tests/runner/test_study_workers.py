@@ -130,7 +130,7 @@ def replay(source: Ledger, target: Ledger, strata: list[Stratum]) -> None:
         slot = target.claim(t.stratum, budget=1000)
         assert slot is not None
         dist = optuna.distributions.FloatDistribution(1e-3, 1.0, log=True)
-        target.record_params(slot, t.params, {"learning_rate": dist})
+        target.tuning.record_params(slot, t.params, {"learning_rate": dist})
         extras = {k: v for k, v in t.extras.items() if k != "objective"}
         target.start(slot, tuner=str(t.tuner), origin=str(t.origin), extras=extras)
         target.finish(slot, t.result, float(t.score or 0.0), meaning=t.extras.get("objective"))

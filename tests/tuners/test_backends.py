@@ -103,7 +103,7 @@ def test_first_trial_of_a_stratum_takes_the_predicted_rate(tmp_path):
     proposal = backend.propose(slot, history)
     assert (proposal.origin, proposal.params["learning_rate"]) == ("transfer", 0.02)
     assert proposal.extras["lr_window"] == list(window)
-    assert ledger.window(stratum) == pytest.approx(window)
+    assert ledger.tuning.window(stratum) == pytest.approx(window)
     assert ledger.trial(stratum, slot.number).params["learning_rate"] == 0.02
     # the next trial is the sampler's, inside the window
     ledger.finish(slot, TrialResult(state=TrialState.NOT_REACHED), 100.0)
@@ -129,14 +129,14 @@ def test_a_proposal_repeating_a_running_point_is_moved(tmp_path, tuner):
     backend = optuna_backend if tuner == "optuna" else KerasTunerBackend(cfg, ledger)
     stratum = Stratum(32, "auto")
     running = ledger.claim(stratum, budget=8)
-    ledger.reserve(running, point_of({"learning_rate": 0.1}))
+    ledger.tuning.reserve(running, point_of({"learning_rate": 0.1}))
     window = (0.0999, 0.1001)
     moved = 0
     for _ in range(3):
         slot = ledger.claim(stratum, budget=8)
         proposal = backend.propose(slot, History(stratum, window=window, centre=0.1))
         point = point_of(proposal.params)
-        others = [p for n, p in ledger.points(stratum) if n != slot.number]
+        others = [p for n, p in ledger.tuning.points(stratum) if n != slot.number]
         assert not clashes(point, others)
         moved += abs(math.log(proposal.params["learning_rate"] / 0.1)) > LR_TOLERANCE
     assert moved == 3

@@ -97,7 +97,7 @@ def test_the_confirmer_waits_for_the_search_then_takes_each_pair_once(tmp_path: 
     # capped at CAP times the point's own steps (its first evaluation at or after 200)
     steps = ledger.trial(S, 1).steps_to_target
     assert proposals[0].budget_fraction == pytest.approx(round(CAP * steps) / 5000)
-    reserved = [point for _, point in ledger.points(S)][-4:]
+    reserved = [point for _, point in ledger.tuning.points(S)][-4:]
     assert reserved == [point_of(p.params, p.seed) for p in proposals]
 
 

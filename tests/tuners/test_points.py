@@ -111,7 +111,10 @@ def test_settle_reserves_a_point_other_slots_see_and_avoid(tmp_path):
 
     moved = settle(ledger, second, {"learning_rate": 0.1002}, None, (0.01, 1.0))
     assert not same_point(point_of(moved), point_of(kept))
-    assert dict(ledger.points(S)) == {first.number: point_of(kept), second.number: point_of(moved)}
+    assert dict(ledger.tuning.points(S)) == {
+        first.number: point_of(kept),
+        second.number: point_of(moved),
+    }
 
 
 def test_finished_trials_count_by_their_params_and_interrupted_ones_not_at_all(tmp_path):
@@ -119,14 +122,14 @@ def test_finished_trials_count_by_their_params_and_interrupted_ones_not_at_all(t
     done = ledger.claim(S, budget=10)
     assert done is not None
     dist = {"learning_rate": to_optuna_distribution(FloatParam("learning_rate", 0.01, 1.0, True))}
-    ledger.record_params(done, {"learning_rate": 0.25}, dist)
+    ledger.tuning.record_params(done, {"learning_rate": 0.25}, dist)
     ledger.finish(done, TrialResult(state=TrialState.NOT_REACHED), 100.0)
     stopped = ledger.claim(S, budget=10)
     assert stopped is not None
-    ledger.reserve(stopped, point_of({"learning_rate": 0.5}))
+    ledger.tuning.reserve(stopped, point_of({"learning_rate": 0.5}))
     ledger.interrupt(stopped)
 
-    assert ledger.points(S) == [(done.number, {"learning_rate": 0.25, "seed": None})]
+    assert ledger.tuning.points(S) == [(done.number, {"learning_rate": 0.25, "seed": None})]
     again = ledger.claim(S, budget=10)
     assert again is not None
     # the interrupted trial's point is free again; the finished one is not
@@ -143,10 +146,10 @@ def test_two_slots_that_reserved_one_point_at_once_never_both_keep_it(tmp_path):
     ledger = ledger_with(tmp_path)
     a, b = ledger.claim(S, budget=10), ledger.claim(S, budget=10)
     assert a is not None and b is not None
-    ledger.reserve(a, point_of({"learning_rate": 0.1}))
-    ledger.reserve(b, point_of({"learning_rate": 0.1}))
+    ledger.tuning.reserve(a, point_of({"learning_rate": 0.1}))
+    ledger.tuning.reserve(b, point_of({"learning_rate": 0.1}))
     kept_b = settle(ledger, b, {"learning_rate": 0.1}, None, (0.01, 1.0))
     kept_a = settle(ledger, a, {"learning_rate": 0.1}, None, (0.01, 1.0))
-    points = [p for _, p in ledger.points(S)]
+    points = [p for _, p in ledger.tuning.points(S)]
     assert len(points) == 2 and not same_point(points[0], points[1])
     assert not same_point(point_of(kept_a), point_of(kept_b))

@@ -1,0 +1,111 @@
+"""Liveness: whether the process running a trial still lives, and closing the trials of those
+that died.
+
+A claimed trial names its owner (`owners.owner_id`) and, while it runs, carries the owner's
+heartbeat (`Liveness.beat`: a system attribute stamped every few seconds by the clock of the
+ledger, `study.ledger.clock`). A trial still open whose owner is dead (its process gone, on its
+own host; its heartbeat stale by the clock, from anywhere else) is closed as ``interrupted`` by
+`Liveness.recover_stale`, and its slot runs again.
+
+Example: a trial claimed with a grace of 60 s on host A, whose owner stops beating, is alive to
+host B until B's clock reads 60 s past the last beat, and recovered by B after that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import optuna
+from optuna.trial import FrozenTrial
+from optuna.trial import TrialState as OptunaState
+
+from study.config.space import Stratum
+from study.ledger import records
+from study.ledger.access import Slot, StorageAccess
+from study.ledger.owners import Beat, owner_alive
+from study.ledger.records import LedgerTrial
+from study.results import TrialState
+
+#: A claimed trial that has no owner yet is left alone for this long (it is being set up).
+SETUP_GRACE_S = 60.0
+#: The system attribute holding a running trial's last heartbeat (`owners.Beat`).
+HEARTBEAT = "study:heartbeat"
+
+
+def stamp(access: StorageAccess, trial_id: int, grace: float) -> None:
+    """Stamp the trial ``trial_id`` with a heartbeat at ``access.clock.now()``.
+
+    Raises:
+        optuna.exceptions.UpdateFinishedTrialError: the trial is closed already.
+    """
+    beat = Beat(access.clock.now(), grace)
+    access.storage.set_trial_system_attr(trial_id, HEARTBEAT, beat.to_stored())
+
+
+class Liveness:
+    """Heartbeats, live owners and stale trials of one study (see the module docstring)."""
+
+    def __init__(self, access: StorageAccess) -> None:
+        self._access = access
+
+    def beat(self, slot: Slot, grace: float) -> bool:
+        """Stamp the slot's running trial with a heartbeat: its owner promises another one
+        within ``grace`` seconds. False if the trial is closed already (e.g. another process
+        took it for dead and closed it as interrupted)."""
+        try:
+            stamp(self._access, self._access._slot_id(slot), grace)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            return False
+        return True
+
+    def recover_stale(self, strata: Sequence[Stratum]) -> list[LedgerTrial]:
+        """Close trials whose owner died (`alive`) as ``interrupted`` (failed in Optuna), so
+        their slots run again; return them. A trial another process closed first is skipped."""
+        access = self._access
+        stale = []
+        for stratum in strata:
+            for frozen in access._open_frozen(stratum):
+                t = access._decode(stratum, frozen)
+                setting_up = (
+                    t.owner is None
+                    and t.started_at is not None
+                    and access.clock.now() - t.started_at < SETUP_GRACE_S
+                )
+                if setting_up or self._owner_alive(frozen):
+                    continue
+                try:
+                    access.storage.set_trial_user_attr(
+                        frozen._trial_id, records.STATUS, TrialState.INTERRUPTED.value
+                    )
+                    access.storage.set_trial_state_values(frozen._trial_id, OptunaState.FAIL)
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    continue  # its owner finished it, or another process recovered it
+                stale.append(t)
+        return stale
+
+    def running(self, strata: Sequence[Stratum]) -> list[LedgerTrial]:
+        """Trials of ``strata`` still open in the storage, whatever their owner's fate (reads
+        only the open ones)."""
+        access = self._access
+        return [access._decode(s, f) for s in strata for f in access._open_frozen(s)]
+
+    def alive(self, trial: LedgerTrial) -> bool:
+        """Whether a trial is running in a live process: on the owner's host, its process
+        exists; elsewhere, its heartbeat is fresh (see `owners.owner_alive`)."""
+        if not trial.open:
+            return False
+        frozen = self._frozen(trial)
+        return frozen.state is OptunaState.RUNNING and self._owner_alive(frozen)
+
+    def owner_alive(self, trial: LedgerTrial) -> bool:
+        """Whether the process that ran a trial (finished or not) still lives: it may still be
+        logging the trial to MLflow (its heartbeat is fresh, or on this host its process runs)."""
+        return self._owner_alive(self._frozen(trial))
+
+    def _frozen(self, trial: LedgerTrial) -> FrozenTrial:
+        access = self._access
+        return access.storage.get_trial(access._trial_id(trial.stratum, trial.number))
+
+    def _owner_alive(self, frozen: FrozenTrial) -> bool:
+        beat = Beat.from_stored(frozen.system_attrs.get(HEARTBEAT))
+        return owner_alive(frozen.user_attrs.get(records.OWNER), beat, self._access.clock.now())

@@ -1,0 +1,91 @@
+"""What the tuners keep in the ledger beside the trials: the sampler that proposes a stratum's
+parameters, its learning-rate window, its source, params chosen outside the sampler, and the
+points claimed trials reserved (so two processes never run one point twice).
+
+Example: the Optuna backend installs its sampler (`TunerState.use_sampler`), and transfer
+centres a stratum's search on a window (`TunerState.set_window`); KerasTuner records the
+params it chose (`TunerState.record_params`) so Optuna's sampler learns from them too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import optuna
+
+from study.config.space import Stratum
+from study.ledger.access import Slot, StorageAccess
+from study.ledger.records import SEED
+
+_WINDOW = "lr_window"
+_CENTRE = "lr_centre"
+#: The system attribute holding the point a claimed trial reserved (`TunerState.reserve`).
+_POINT = "study:point"
+
+
+class TunerState:
+    """One study's tuner state in the ledger (see the module docstring)."""
+
+    def __init__(self, access: StorageAccess) -> None:
+        self._access = access
+
+    def use_sampler(self, sampler_for: Callable[[Stratum], Any]) -> None:
+        """Sample the parameters of claimed trials with ``sampler_for(stratum)`` (an Optuna
+        sampler; the Optuna backend installs it, so its sampler sees every ledger trial)."""
+        self._access._sampler_for = sampler_for
+
+    def window(self, stratum: Stratum) -> tuple[float, float] | None:
+        """The learning-rate range the stratum's search is centred on (set by transfer)."""
+        attrs = self._access._study_attrs(self._access._stratum_name(stratum)) or {}
+        window = attrs.get(_WINDOW)
+        return (float(window[0]), float(window[1])) if window else None
+
+    def set_window(self, stratum: Stratum, window: tuple[float, float], centre: float) -> None:
+        study = self._access._study(stratum)
+        study.set_user_attr(_WINDOW, list(window))
+        study.set_user_attr(_CENTRE, centre)
+
+    def set_stratum_source(self, stratum: Stratum, source: str) -> None:
+        """Note where a stratum's trials came from (an imported study's directory)."""
+        self._access._study(stratum).set_user_attr("source", source)
+
+    def record_params(
+        self, slot: Slot, params: Mapping[str, Any], distributions: Mapping[str, Any]
+    ) -> None:
+        """Store params chosen outside Optuna's sampler as the trial's Optuna params (with their
+        distributions), so Optuna's sampler learns from them; unknown names are skipped."""
+        trial_id = self._access._slot_id(slot)
+        for name, value in params.items():
+            dist = distributions.get(name)
+            if dist is not None:
+                self._access.storage.set_trial_param(
+                    trial_id, name, dist.to_internal_repr(value), dist
+                )
+
+    def reserve(self, slot: Slot, point: Mapping[str, Any]) -> None:
+        """Note the point (metaparameters and seed) the slot's trial is about to run, before its
+        params are recorded, so other processes see it (`points`). A later call replaces it."""
+        trial_id = self._access._slot_id(slot)
+        self._access.storage.set_trial_system_attr(trial_id, _POINT, json.dumps(dict(point)))
+
+    def points(self, stratum: Stratum) -> list[tuple[int, dict[str, Any]]]:
+        """``(number, point)`` of every trial that consumes the stratum's budget (running or
+        finished): the point it reserved, else its params with its ``seed`` (None for the
+        study's seed). Trials with neither are left out."""
+        found = []
+        for frozen in self._access._frozen(stratum):
+            if not self._access._status(frozen).counts():
+                continue
+            reserved = frozen.system_attrs.get(_POINT)
+            if reserved:
+                found.append((frozen.number, dict(json.loads(reserved))))
+            elif frozen.params:
+                seed = frozen.user_attrs.get(SEED)
+                found.append((frozen.number, {**frozen.params, SEED: seed}))
+        return found
+
+    def frozen(self, slot: Slot) -> optuna.trial.FrozenTrial:
+        """The slot's trial as Optuna's samplers take it (with ``slot.trial.study``)."""
+        return self._access.storage.get_trial(self._access._slot_id(slot))
