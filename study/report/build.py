@@ -75,11 +75,13 @@ def build_report(
         facts: what the study trained and how it searched, for the top of the report (the
             study file, package versions); without them the report shows what the
             measurements hold.
-        pilot: the study's pilot run (``Ledger.pilot()``: its B_simple and interval), the
-            first source of the predicted B_simple; without one the trials that measured it.
-        probe: the throughput probe's rows (``Ledger.throughput()``), for the time-to-result
-            model; its seconds per step also replace the trials' own timings in the
-            recommendation's wall-time speed-up where both exist.
+        pilot: the study's pilot run in its stored form (``ledger.notes.pilot()``,
+            `Pilot.to_stored`: its B_simple and interval), the first source of the predicted
+            B_simple; without one the trials that measured it.
+        probe: the throughput probe's rows in their stored form (``ledger.notes.throughput()``,
+            `ThroughputRow.to_stored`), for the time-to-result model; its seconds per step
+            also replace the trials' own timings in the recommendation's wall-time speed-up
+            where both exist.
 
     Raises:
         ValueError: if ``accelerators < 1``, ``n_boot < 0`` or ``confidence`` is not strictly

@@ -60,7 +60,7 @@ PILOT = {
     "b_simple_high": 210.0,
     "curve": [[200, 60.0, 40.0, 90.0], [580, 150.0, 110.0, 210.0]],
 }
-"""A pilot run as `study noise-scale` stores it (``Ledger.pilot()``)."""
+"""A pilot run as `study noise-scale` stores it (``ledger.notes.pilot()``, `Pilot.to_stored`)."""
 PROBE_FACTS = {
     "repeats": 3,
     "steps": 100,
@@ -80,8 +80,9 @@ PROBE = [
     for b in (8, 32, 128, 512, 2048)
     for name, replicas, seconds in STRATEGIES
 ]
-"""A throughput probe as `study probe` stores it (``Ledger.throughput()``): the synthetic
-study's seconds per step, and batch size 2048, which the study did not measure."""
+"""A throughput probe as `study probe` stores it (``ledger.notes.throughput()``,
+`ThroughputRow.to_stored`): the synthetic study's seconds per step, and batch size 2048, which
+the study did not measure."""
 
 
 def best_lr(batch_size: float) -> float:
