@@ -17,6 +17,9 @@ Training interleaves the files in a seeded order that changes every epoch, parse
 and keeps the rows in blocks (``Streams.blocks``), shuffled in windows of ``shuffle_buffer``
 rows (`study.workloads.blocks`); validation reads its files in sorted order.
 
+The spec is read in `study.workloads.tfrecord_spec`, the files checked and counted in
+`study.workloads.tfrecord_scan`; every error is a `UsageError` naming the option.
+
 Example (a study file)::
 
     workload: tfrecord
@@ -32,11 +35,8 @@ On the command line: ``--workload-option features=pixels:float32[64],digit:int64
 from __future__ import annotations
 
 import glob
-import math
 import os
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -45,17 +45,17 @@ from study.errors import UsageError
 from study.workloads import int_option
 from study.workloads.base import Streams, Workload
 from study.workloads.blocks import shuffled_rows
-from study.workloads.files import RunningStats, cached_json, fingerprint, task_option
+from study.workloads.files import cached_json, fingerprint, task_option
 from study.workloads.task import Task, TaskKind
+from study.workloads.tfrecord_scan import check_first_record, counting_pass
+from study.workloads.tfrecord_spec import FeatureSpec, check_label, parse_features
 
 if TYPE_CHECKING:  # pragma: no cover
     import keras
 
 __all__ = ["FeatureSpec", "TfrecordWorkload", "parse_features"]
 
-_SPEC = re.compile(r"(float32|int64)\[\s*(\d+(?:\s*,\s*\d+)*)?\s*\]")
-_ENTRY = re.compile(r"\s*([A-Za-z_][\w.\-/]*)\s*[:=]\s*([a-z0-9]+\[[^\]]*\])\s*(?:[,;]|$)")
-_PASS_VERSION = 1  # bump when the counting pass changes, so cached counts are not reused
+_PASS_VERSION = 1  # bump when `counting_pass` changes, so cached counts are not reused
 _BATCH = 512
 _TARGETS = {
     TaskKind.MULTICLASS: "val_accuracy>=0.9",
@@ -63,68 +63,6 @@ _TARGETS = {
     TaskKind.MULTILABEL: "val_accuracy>=0.9",
     TaskKind.REGRESSION: "val_mse<=0.5",
 }
-
-
-@dataclass(frozen=True)
-class FeatureSpec:
-    """One fixed-length feature: ``float32[40]`` is dtype float32, shape (40,)."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    def __str__(self) -> str:
-        return f"{self.dtype}[{','.join(map(str, self.shape))}]"
-
-
-def parse_spec(name: str, text: Any) -> FeatureSpec:
-    """``float32[40]`` -> FeatureSpec(name, "float32", (40,)).
-
-    Raises:
-        UsageError: "workload option 'features': feature 'x' must be float32[dims] or
-            int64[dims], e.g. float32[40] or int64[] (got 'float[40]')".
-    """
-    match = _SPEC.fullmatch(text.strip()) if isinstance(text, str) else None
-    shape = tuple(int(d) for d in match.group(2).split(",")) if match and match.group(2) else ()
-    if match is None or any(d < 1 for d in shape):
-        raise UsageError(
-            f"workload option 'features': feature {name!r} must be float32[dims] or "
-            f"int64[dims], e.g. float32[40] or int64[] (got {text!r})"
-        )
-    return FeatureSpec(name, match.group(1), shape)
-
-
-def parse_features(value: Any) -> tuple[FeatureSpec, ...]:
-    """A mapping ``{name: spec}``, or the text ``name:spec,name:spec`` (command line).
-
-    Raises:
-        UsageError: on option ``features``.
-    """
-    if isinstance(value, str):
-        entries, end = [], 0
-        for match in _ENTRY.finditer(value):
-            if match.start() != end:
-                break
-            entries.append((match.group(1), match.group(2)))
-            end = match.end()
-        if end != len(value) or not entries:
-            raise UsageError(
-                "workload option 'features': expected name:dtype[dims] pairs separated by "
-                f"commas, e.g. x:float32[40],y:int64[] (got {value!r})"
-            )
-        if len({n for n, _ in entries}) != len(entries):
-            raise UsageError(f"workload option 'features': a feature is named twice in {value!r}")
-        value = dict(entries)
-    if not isinstance(value, Mapping) or not value:
-        raise UsageError(
-            "workload option 'features': give a mapping of feature name to dtype[dims], "
-            f"e.g. {{x: float32[40], y: int64[]}} (got {value!r})"
-        )
-    return tuple(parse_spec(str(name), spec) for name, spec in value.items())
 
 
 class TfrecordWorkload(Workload):
@@ -170,7 +108,7 @@ class TfrecordWorkload(Workload):
             raise UsageError(
                 "workload option 'features': besides the label there is no input feature"
             )
-        _check_label(self.label, kind)
+        check_label(self.label, kind)
         if num_classes is not None:
             if kind is not TaskKind.MULTICLASS:
                 raise UsageError(
@@ -206,7 +144,7 @@ class TfrecordWorkload(Workload):
         """Check each pattern's first record, count (cached), and return `Streams`."""
         files = {part: self._files(part) for part in ("train", "val")}
         for part in files:
-            _check_first_record(part, self._options[part], files[part], self._specs)
+            check_first_record(part, self._options[part], files[part], self._specs)
         self.counts = self._count(files)
         return self._streams(files, self.counts)
 
@@ -254,7 +192,9 @@ class TfrecordWorkload(Workload):
             label=self.label.name,
             task=self.kind.value,
         )
-        counts = cached_json("tfrecord-count", key, lambda: _counting_pass(files, self))
+        counts = cached_json(
+            "tfrecord-count", key, lambda: counting_pass(files, self._specs, self.label, self.kind)
+        )
         if self.kind is TaskKind.MULTICLASS:
             given, largest = self._options["num_classes"], counts["max_label"]
             if given is not None and largest >= given:
@@ -350,166 +290,3 @@ def _pattern_option(part: str, value: Any) -> str | None:
             f"(got {value!r})"
         )
     return os.fspath(value)
-
-
-def _check_label(label: FeatureSpec, kind: TaskKind) -> None:
-    """The label's spec suits the task (a class id is an int64 scalar, ...)."""
-    need = {
-        TaskKind.MULTICLASS: ("an int64[] class id", label.dtype == "int64" and not label.shape),
-        TaskKind.BINARY: ("a 0/1 scalar (int64[] or float32[])", not label.shape),
-        TaskKind.MULTILABEL: ("a vector of 0/1 like int64[5]", len(label.shape) == 1),
-        TaskKind.REGRESSION: (
-            "a number or vector like float32[] or float32[3]",
-            len(label.shape) <= 1,
-        ),
-    }
-    what, ok = need[kind]
-    if not ok:
-        raise UsageError(
-            f"workload option 'label': task {kind.value} needs {what}; feature {label.name!r} "
-            f"is {label}"
-        )
-
-
-# -- TensorFlow-side checks --------------------------------------------------------------------
-
-
-def _check_first_record(
-    part: str, pattern: str, files: list[str], specs: tuple[FeatureSpec, ...]
-) -> None:
-    """Compare the first record of the first non-empty file with the spec.
-
-    Raises:
-        UsageError: "workload option 'features': data/train-0.tfrecord: feature 'x' has 39
-            float values in its first record, but the spec float32[40] needs 40".
-    """
-    import tensorflow as tf
-
-    for path in files:
-        try:
-            first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
-        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as exc:
-            raise UsageError(
-                f"workload option {part!r}: {path} is not a TFRecord file ({_first_line(exc)})"
-            ) from None
-        if first is None:
-            continue
-        try:
-            example = tf.train.Example.FromString(first.numpy())
-        except Exception as exc:  # protobuf's DecodeError: the record is not an Example
-            raise UsageError(
-                f"workload option {part!r}: the first record of {path} is not a "
-                f"tf.train.Example ({type(exc).__name__})"
-            ) from None
-        found = example.features.feature
-        for spec in specs:
-            problem = _mismatch(spec, found)
-            if problem:
-                raise UsageError(f"workload option 'features': {path}: {problem}")
-        return
-    raise UsageError(f"workload option {part!r}: the files matching {pattern!r} hold no records")
-
-
-def _mismatch(spec: FeatureSpec, found: Any, where: str = "its first record") -> str | None:
-    """What is wrong with ``spec``'s feature in a parsed Example's feature map, if anything."""
-    if spec.name not in found:
-        names = ", ".join(sorted(found)) or "none"
-        return f"feature {spec.name!r} is missing from {where} (found: {names})"
-    kind = found[spec.name].WhichOneof("kind")
-    stored = {"float_list": "float", "int64_list": "int64", "bytes_list": "bytes"}.get(kind, "no")
-    wanted = "float" if spec.dtype == "float32" else "int64"
-    values = len(getattr(found[spec.name], kind).value) if kind else 0
-    if stored != wanted:
-        return (
-            f"feature {spec.name!r} holds {values} {stored} value(s) in {where}, but "
-            f"the spec says {spec}"
-        )
-    if values != spec.size:
-        return (
-            f"feature {spec.name!r} has {values} {stored} value(s) in {where}, but "
-            f"the spec {spec} needs {spec.size}"
-        )
-    return None
-
-
-def _counting_pass(files: dict[str, list[str]], workload: TfrecordWorkload) -> dict[str, Any]:
-    """Parse every record once: counts per part, largest class id, label checks and (regression)
-    the training labels' mean and standard deviation."""
-    import tensorflow as tf
-
-    label, kind = workload.label, workload.kind
-    spec = {s.name: tf.io.FixedLenFeature(s.shape, getattr(tf, s.dtype)) for s in workload._specs}
-    result: dict[str, Any] = {"train": 0, "val": 0, "max_label": -1}
-    stats = RunningStats()
-    for part, paths in files.items():
-        for path in paths:
-            batches = tf.data.TFRecordDataset(path).batch(4096)
-            batches = batches.map(lambda b: tf.io.parse_example(b, spec)[label.name])
-            try:
-                for y in batches.as_numpy_iterator():
-                    _check_label_values(path, label, kind, y)
-                    result[part] += len(y)
-                    if kind is TaskKind.MULTICLASS:
-                        result["max_label"] = max(result["max_label"], int(y.max()))
-                    if kind is TaskKind.REGRESSION and part == "train":
-                        stats.update(y.reshape(len(y), -1))
-            except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as exc:
-                raise UsageError(
-                    f"workload option 'features': {path}: {_bad_record(tf, path, workload._specs, exc)}"
-                ) from None
-    if result["train"] == 0 or result["val"] == 0:
-        empty = "train" if result["train"] == 0 else "val"
-        raise UsageError(f"workload option {empty!r}: the files hold no records")
-    outputs = {TaskKind.BINARY: 1}.get(kind, label.size)
-    result["outputs"] = outputs
-    if kind is TaskKind.REGRESSION:
-        result["label_mean"] = [float(v) for v in stats.mean]
-        result["label_std"] = [float(v) for v in stats.std]
-    return result
-
-
-def _check_label_values(path: str, label: FeatureSpec, kind: TaskKind, y: np.ndarray) -> None:
-    bad: np.ndarray | None = None
-    if kind is TaskKind.MULTICLASS:
-        bad = y[y < 0]
-        need = "class ids 0, 1, 2, ..."
-    elif kind in (TaskKind.BINARY, TaskKind.MULTILABEL):
-        bad = y[(y != 0) & (y != 1)]
-        need = "0 or 1"
-    elif not np.isfinite(y).all():
-        bad = y[~np.isfinite(y)]
-        need = "finite numbers"
-    if bad is not None and bad.size:
-        raise UsageError(
-            f"workload option 'label': {path}: label {label.name!r} holds {bad.flat[0].item()!r}; "
-            f"task {kind.value} needs {need}"
-        )
-
-
-def _bad_record(tf: Any, path: str, specs: tuple[FeatureSpec, ...], exc: Exception) -> str:
-    """Which record of ``path`` breaks the spec, and how (TensorFlow's reason if none does)."""
-    try:
-        for number, raw in enumerate(tf.data.TFRecordDataset(path).as_numpy_iterator(), 1):
-            found = tf.train.Example.FromString(raw).features.feature
-            for spec in specs:
-                problem = _mismatch(spec, found, f"record {number}")
-                if problem:
-                    return problem
-    except Exception:  # a corrupt file: report TensorFlow's reason below
-        pass
-    return f"a record does not match the spec ({_first_line(exc)})"
-
-
-_TF_NOISE = (
-    re.compile(r"\{\{[^}]*\}\}\s*"),
-    re.compile(r"Error in user-defined function passed to .*? iterator: \S+:\s*"),
-    re.compile(r"\s*\[Op:.*$"),
-)
-
-
-def _first_line(exc: Exception) -> str:
-    """The first line of a TensorFlow error without its graph-node decorations."""
-    text = getattr(exc, "message", None) or str(exc)
-    for noise in _TF_NOISE:
-        text = noise.sub("", text)
-    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__

@@ -283,7 +283,7 @@ def test_counts_are_cached(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> N
     def fail(*args: object) -> None:
         raise AssertionError("counted again")
 
-    monkeypatch.setattr(tfrecord_module, "_counting_pass", fail)
+    monkeypatch.setattr(tfrecord_module, "counting_pass", fail)
     again = workload(data_dir).load()
     assert (again.train_examples, again.num_classes) == (first.train_examples, 3)
 
