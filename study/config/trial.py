@@ -197,7 +197,8 @@ class TrialSettings:
     One record, held by `StudyConfig` (built from the study file's keys of the same names,
     ``eval_every`` for ``cadence``) and by each `TrialSpec` it makes, and built by ``study
     train`` from its flags; its values are checked here, once. A new setting is a field here,
-    a line in each front end (`study.config.sections`, `study.commands.train`) and its use.
+    its key in `study.config.sections` (and the JSON Schema), its flag (`study.cli`,
+    `study.commands.train`) and its use; logged params and the study's fingerprint follow it.
 
     Example: ``TrialSettings(budget=Budget(max_steps=500), noise_scale=True, noise_every=4)``
     trains for at most 500 steps and measures the noise scale on one step in four.
