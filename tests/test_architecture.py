@@ -102,3 +102,12 @@ def test_lower_layers_word_no_command_line_flag() -> None:
         if flag.search(line)
     ]
     assert offenders == []
+
+
+def test_config_does_not_import_the_workloads() -> None:
+    offenders = [
+        str(f.relative_to(PACKAGE))
+        for f in sorted((PACKAGE / "config").rglob("*.py"))
+        if re.search(r"^\s*(from study\.workloads|import study\.workloads)", f.read_text(), re.M)
+    ]
+    assert offenders == []

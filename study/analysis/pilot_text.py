@@ -15,7 +15,7 @@ from study.analysis.pilot import ALPHAS, Pilot
 
 __all__ = ["TABLE_ROWS", "format_suggestion", "format_table", "interval_text"]
 
-#: Rows of the printed table (evaluations spread over the run; ``--json`` has them all).
+#: Rows of the printed table (evaluations spread over the run; the JSON output has them all).
 TABLE_ROWS = 20
 
 

@@ -28,7 +28,8 @@ from typing import Any
 
 from study.analysis.pilot import Pilot, pilot_from_result, suggest
 from study.analysis.pilot_text import format_suggestion, format_table, interval_text
-from study.commands.train import FLAGS, build_spec, run_tracked
+from study.commands.flags import FLAGS
+from study.commands.train import build_spec, run_tracked
 from study.config.rules import FieldError
 from study.config.space import Stratum
 from study.config.study import StudyConfig
@@ -128,8 +129,9 @@ def _plan(args: argparse.Namespace, given: set[str]) -> Plan:
 
 def _plan_from_file(args: argparse.Namespace, given: set[str]) -> Plan:
     from study.config.studyfile import load_study_file
+    from study.workloads.resolve import check_study
 
-    config = load_study_file(args.file)
+    config = load_study_file(args.file, check=check_study)
     try:
         strategy = (
             str(StrategySpec.parse(args.strategy)) if "strategy" in given else None

@@ -196,8 +196,8 @@ def _repeat(pool: WorkerPool, spec: TrialSpec, repeats: int) -> list[TrialResult
     results = []
     for run in range(repeats + 1):
         result = pool.run(spec)
-        if result.error and result.error.startswith("UsageError: "):
-            raise UsageError(result.error.removeprefix("UsageError: ").strip().splitlines()[0])
+        if result.usage_error is not None:
+            raise UsageError(result.usage_error)
         if result.state in (TrialState.FAILED, TrialState.INFEASIBLE):
             return [*results, result]  # it will not run the next time either
         if run:

@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 
 def main(args: argparse.Namespace) -> int:
     from study.config.studyfile import load_study_file
+    from study.workloads.resolve import check_study
 
-    return run_config(load_study_file(args.file), args, tuner=args.tuner or "both")
+    config = load_study_file(args.file, check=check_study)
+    return run_config(config, args, tuner=args.tuner or "both")
 
 
 def resume(args: argparse.Namespace) -> int:

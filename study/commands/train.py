@@ -1,7 +1,8 @@
 """`study train`: one trial, trained in a worker and logged to MLflow.
 
-The data model checks the values and raises `FieldError` on a field; `build_spec` renames the
-field to its flag (`FLAGS`): "--lr must be > 0 (got -1.0)".
+The data model and the workload resolver check the values and raise `FieldError` on a field;
+`build_spec` renames the field to its flag (`study.commands.flags`): "--lr must be > 0 (got
+-1.0)", "--csv: cannot read 'x.csv': ...".
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 from typing import Any
 
 from study.analysis.pilot import noise_at_result
+from study.commands.flags import in_flags, problem_in_flags
 from study.config.rules import FieldError
 from study.config.target import Target
 from study.config.trial import (
@@ -26,36 +28,6 @@ from study.config.trial import (
 from study.errors import UsageError
 from study.results import TrialResult, TrialState
 from study.strategies import StrategySpec, check_batch_divisible
-
-#: The flag that sets each field of the trial, for error messages.
-FLAGS: dict[str, str] = {
-    "workload": "--workload",
-    "batch_size": "--batch-size",
-    "strategy": "--strategy",
-    "target": "--target",
-    "seed": "--seed",
-    "optimizer": "--optimizer",
-    "optimizer.learning_rate": "--lr",
-    "optimizer.momentum": "--momentum",
-    "optimizer.beta1": "--beta1",
-    "optimizer.beta2": "--beta2",
-    "optimizer.epsilon": "--epsilon",
-    "optimizer.weight_decay": "--weight-decay",
-    "schedule": "--schedule",
-    "schedule.warmup_steps": "--warmup",
-    "schedule.decay_steps": "--decay-steps",
-    "schedule.end_factor": "--end-factor",
-    "budget.max_steps": "--max-steps",
-    "budget.max_examples": "--max-examples",
-    "budget.max_seconds": "--max-seconds",
-    "cadence": "--eval-every",
-    "cadence.every": "--eval-every",
-    "cadence.ratio": "--eval-every",
-    "loss": "--loss",
-    "precision": "--precision",
-    "jit_compile": "--jit-compile",
-    "noise_every": "--noise-every",
-}
 
 
 def workload_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -86,9 +58,7 @@ def build_spec(args: argparse.Namespace) -> TrialSpec:
     try:
         return _build_spec(args)
     except FieldError as err:
-        if err.field not in FLAGS:
-            raise
-        raise err.named(FLAGS[err.field]) from None
+        raise in_flags(err, workload=args.workload) from None
 
 
 def _noise_every(args: argparse.Namespace) -> int:
@@ -128,20 +98,20 @@ def trial_settings(args: argparse.Namespace) -> TrialSettings:
 
 
 def _build_spec(args: argparse.Namespace) -> TrialSpec:
-    from study.workloads import get_workload
+    from study.workloads.resolve import resolve_workload
 
     options = workload_options(args)
     if args.workload == "csv" and "path" not in options:
         raise UsageError("--workload csv needs --csv FILE and --label COLUMN")
     if args.workload == "csv" and "label" not in options:
         raise UsageError("--workload csv needs --label COLUMN")
-    workload = get_workload(args.workload, options)
-    workload.validate()
-    model = workload.check_model(args.model)
+    resolved = resolve_workload(
+        args.workload, options, model=args.model, loss=args.loss, validate=True
+    )
+    model, task = resolved.model, resolved.task
     strategy = StrategySpec.parse(args.strategy)
-    task = workload.task if args.loss is None else workload.task.with_loss(args.loss)
     target = Target.parse(args.target or task.default_target)
-    task.check_target(target, workload=workload.name, open_metrics=":" in model)
+    task.check_target(target, workload=resolved.workload.name, open_metrics=":" in model)
     spec = TrialSpec(
         workload=args.workload,
         workload_options=options,
@@ -171,11 +141,10 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
     return spec
 
 
-def _flag_named(problem: str) -> str:
+def _flag_named(problem: str, workload: str) -> str:
     """A worker's message about a field, named by this command's flag (``target:`` ->
-    ``--target:``)."""
-    field, sep, rest = problem.partition(": ")
-    return f"{FLAGS[field]}: {rest}" if sep and field in FLAGS else problem
+    ``--target:``, ``workload_options.path:`` -> ``--csv:``)."""
+    return problem_in_flags(problem, workload=workload)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -286,7 +255,7 @@ def run_tracked(
     with WorkerPool(1) as pool:
         problem = pool.check(spec)
         if problem is not None:
-            raise UsageError(_flag_named(problem))
+            raise UsageError(_flag_named(problem, spec.workload))
         logger = run_id = None
         if not args.no_track:
             from study.paths import tracking_uri
@@ -303,8 +272,8 @@ def run_tracked(
             if logger and run_id:
                 logger.client.set_terminated(run_id, status="KILLED")
             raise
-    if result.error and result.error.startswith("UsageError: "):
+    if result.usage_error is not None:
         if logger and run_id:
             logger.client.delete_run(run_id)
-        raise UsageError(_flag_named(result.error.removeprefix("UsageError: ").strip()))
+        raise UsageError(_flag_named(result.usage_error, spec.workload))
     return result, run_id, logger

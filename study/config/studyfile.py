@@ -72,15 +72,16 @@ build the data model (`study.config.study`, `study.config.space`, `study.config.
 checks the values with the rules in `study.config.rules`; strategy names and the evaluation
 cadence are read by `StrategySpec.parse` and `EvalCadence.parse`, as on the command line. Each
 `FieldError` is renamed to the file and key (``FILE: budget.max_steps must be >= 1 (got 0)``).
-`load_study_file` also resolves the workload and model, so a typo fails at load, not in every
-trial.
+`load_study_file` also takes a check of the workload and model (the commands pass the workload
+resolver, `study.workloads.resolve.check_study`: config sits below the workloads and does not
+import them), so a typo fails at load, not in every trial.
 """
 
 from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -132,13 +133,17 @@ _WORKLOAD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$
 # Loading
 
 
-def load_study_file(path: str | Path) -> StudyConfig:
-    """Read and validate a study file, and resolve its workload and model.
+def load_study_file(
+    path: str | Path, *, check: Callable[[StudyConfig], None] | None = None
+) -> StudyConfig:
+    """Read and validate a study file; ``check`` (the commands pass
+    `study.workloads.resolve.check_study`) then resolves its workload, model, loss and target,
+    and each `FieldError` it raises is named by file and key (`in_file`).
 
     Raises:
         UsageError: the file is missing, is not valid YAML (the message gives the line), breaks
-            a rule of the format (the message gives the key path and the value), or names a
-            workload, workload option or model that does not exist.
+            a rule of the format (the message gives the key path and the value), or (``check``)
+            names a workload, workload option, model or loss that does not exist or does not fit.
     """
     source = str(path)
     file = Path(path)
@@ -153,7 +158,11 @@ def load_study_file(path: str | Path) -> StudyConfig:
     except yaml.YAMLError as exc:
         raise UsageError(yaml_message(source, exc)) from None
     config = parse_study(mapping, source, text=text)
-    _check_workload(config)
+    if check is not None:
+        try:
+            check(config)
+        except UsageError as exc:
+            raise in_file(exc, source) from None
     return config
 
 
@@ -203,33 +212,10 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
     )
 
 
-def _check_workload(config: StudyConfig) -> None:
-    """Build the workload (no data is loaded) and look its model up, naming file and key."""
-    from study.workloads import get_workload
-
-    source = config.source
-    try:
-        workload = get_workload(config.workload, config.workload_options)
-    except FieldError as err:
-        raise err.named(f"{source}: workload") from None
-    except UsageError as exc:  # the workload's own checks of its options
-        raise UsageError(f"{source}: workload_options: {exc}") from None
-    except Exception as exc:  # a custom workload's constructor failed
-        raise UsageError(
-            f"{source}: workload: building {config.workload!r} failed ({type(exc).__name__}: {exc})"
-        ) from None
-    if config.model is not None:
-        try:
-            workload.check_model(config.model)
-        except UsageError as exc:
-            raise UsageError(f"{source}: model: {str(exc).removeprefix('--model: ')}") from None
-    try:
-        task = (
-            workload.task
-            if config.settings.loss is None
-            else workload.task.with_loss(config.settings.loss)
-        )
-        own_model = config.model is not None and ":" in config.model
-        task.check_target(config.target, workload=workload.name, open_metrics=own_model)
-    except FieldError as err:
-        raise err.named(f"{source}: {err.field}") from None
+def in_file(exc: UsageError, source: str) -> UsageError:
+    """A check's error in the study file's words: a `FieldError` on a field is named by file and
+    key (fields are keys: ``FILE: workload_options.path: cannot read 'x.csv': ...``), an option
+    the workload does not take reads ``FILE: workload_options: workload 'csv' takes no ...``."""
+    if isinstance(exc, FieldError) and exc.field != "workload_options":
+        return exc.named(f"{source}: {exc.field}")
+    return UsageError(f"{source}: workload_options: {exc}")

@@ -29,7 +29,7 @@ from typing import Any
 from study.config.trial import TrialSpec
 from study.deps import quiet_stderr
 from study.errors import InfeasibleError, UsageError
-from study.results import TrialResult, TrialState
+from study.results import ErrorKind, TrialResult, TrialState
 from study.strategies import StrategyKind
 
 
@@ -93,11 +93,13 @@ class _Runtime:
 
     def dataset(self, spec: TrialSpec) -> tuple[Any, Any]:
         from study.workloads import get_workload
+        from study.workloads.resolve import option_fields
 
         key = (spec.workload, tuple(sorted((k, repr(v)) for k, v in spec.workload_options.items())))
         if key not in self._data:
-            workload = get_workload(spec.workload, spec.workload_options)
-            self._data[key] = (workload, workload.load())
+            with option_fields():  # an option's error is on workload_options.<option>
+                workload = get_workload(spec.workload, spec.workload_options)
+                self._data[key] = (workload, workload.load())
         return self._data[key]
 
     def run(self, spec: TrialSpec, hook: Any) -> TrialResult:
@@ -157,11 +159,13 @@ def run_trial_safely(runtime: _Runtime, spec: TrialSpec, hook: Any) -> TrialResu
     try:
         return runtime.run(spec, hook)
     except InfeasibleError as exc:
-        return TrialResult(state=TrialState.INFEASIBLE, error=str(exc))
+        return TrialResult(TrialState.INFEASIBLE, error=str(exc), error_kind=ErrorKind.INFEASIBLE)
     except UsageError as exc:
-        return TrialResult(state=TrialState.FAILED, error=f"UsageError: {exc}")
+        return TrialResult(TrialState.FAILED, error=str(exc), error_kind=ErrorKind.USAGE)
     except Exception:
-        return TrialResult(state=TrialState.FAILED, error=traceback.format_exc())
+        return TrialResult(
+            TrialState.FAILED, error=traceback.format_exc(), error_kind=ErrorKind.CRASH
+        )
 
 
 def check_safely(runtime: _Runtime, spec: TrialSpec) -> str | None:

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from study.cli import build_parser
-from study.commands.train import FLAGS, build_spec
+from study.commands.flags import FLAGS
+from study.commands.train import build_spec
 from study.config.trial import OPTIMIZER_RULES, SCHEDULE_RULES, Budget
 from study.errors import UsageError
 from tests.cli import study
@@ -145,7 +146,7 @@ FLAG_MESSAGES = [
     (["--batch-size", "0"], "--batch-size must be >= 1 (got 0)"),
     (["--batch-size", "63", "--strategy", "mirrored:2"], "--batch-size 63 is not divisible by the "
      "2 replicas of strategy 'mirrored:2'; use a multiple of 2"),
-    (["--workload-option", "rows=5"], "workload option 'rows' must be an integer >= 100 (got 5)"),
+    (["--workload-option", "rows=5"], "--workload-option rows must be an integer >= 100 (got 5)"),
     (["--workload-option", "bogus=1"], "workload 'tabular' takes no option 'bogus'; its options "
      "are rows, features, seed, val_fraction, task"),
     (["--target", "nosuchmetric>=0.5"], "--target: unknown metric 'nosuchmetric'; workload "

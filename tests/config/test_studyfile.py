@@ -22,6 +22,7 @@ from study.config.studyfile import SCHEMA_PATH, load_study_file, parse_study
 from study.config.target import Target
 from study.config.trial import Budget, EvalCadence
 from study.errors import UsageError
+from study.workloads.resolve import check_study
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((REPO / "search_spaces").glob("*.yaml"))
@@ -818,7 +819,7 @@ AT_LOAD: list[tuple[str, Callable[[], dict[str, Any]], str]] = [
     (
         "bad-workload-option",
         _set("workload_options", {"samples": 5}),
-        "workload_options: workload option 'samples' must be an integer >= 100 (got 5)",
+        "workload_options.samples must be an integer >= 100 (got 5)",
     ),
     (
         "unknown-workload-option",
@@ -840,7 +841,7 @@ def test_workload_and_model_are_checked_at_load(
     monkeypatch.syspath_prepend(str(tmp_path))
     path = write(tmp_path, content())
     with pytest.raises(UsageError) as info:
-        load_study_file(path)
+        load_study_file(path, check=check_study)
     message = str(info.value)
     assert message.startswith(f"{path}: {expected}"), message
     assert "\n" not in message and not FLAG.search(message), message
@@ -926,7 +927,7 @@ def test_data_model_errors_keep_their_field(
 ) -> None:
     path = write(tmp_path, data())
     with pytest.raises(FieldError) as info:
-        load_study_file(path)
+        load_study_file(path, check=check_study)
     assert info.value.field == field
     assert str(info.value).startswith(f"{path}: {message}")
 
