@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from study.config.rules import FieldError, check
@@ -234,19 +234,18 @@ class TrialSettings:
                 raise FieldError(name, "must be true or false", getattr(self, name))
 
     def to_params(self) -> dict[str, Any]:
-        """The settings as logged params (``noise_every`` only with ``noise_scale``)."""
-        params: dict[str, Any] = {
-            "seed": self.seed,
-            "eval_cadence": str(self.cadence),
-            "loss": self.loss,
-            "precision": self.precision,
-            "jit_compile": self.jit_compile,
-            "noise_scale": self.noise_scale,
-            "exact_steps": self.exact_steps,
-        }
-        if self.noise_scale:
-            params["noise_every"] = self.noise_every
-        params.update({f"budget.{k}": v for k, v in asdict(self.budget).items()})
+        """The settings as logged params: each field by its name, but ``budget.max_steps`` (and
+        the other limits), ``eval_cadence`` (its text) and ``noise_every`` only with
+        ``noise_scale``."""
+        params: dict[str, Any] = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name == "budget":
+                params.update({f"budget.{k}": v for k, v in asdict(value).items()})
+            elif item.name == "cadence":
+                params["eval_cadence"] = str(value)
+            elif item.name != "noise_every" or self.noise_scale:
+                params[item.name] = value
         return params
 
 

@@ -254,6 +254,24 @@ def test_settings_are_checked_once_by_field(changes: dict[str, object], message:
     assert info.value.field == next(iter(changes))
 
 
+def test_every_setting_is_logged() -> None:
+    params = TrialSettings(noise_scale=True, noise_every=4, loss="mse").to_params()
+    assert params == {
+        "budget.max_steps": 10_000,
+        "budget.max_examples": None,
+        "budget.max_seconds": None,
+        "eval_cadence": "geometric:1.05",
+        "seed": 0,
+        "loss": "mse",
+        "precision": "auto",
+        "jit_compile": "auto",
+        "noise_scale": True,
+        "noise_every": 4,
+        "exact_steps": True,
+    }
+    assert "noise_every" not in TrialSettings().to_params()  # only where it is measured
+
+
 def test_with_settings_changes_the_settings_only() -> None:
     base = spec(batch_size=64)
     measured = base.with_settings(noise_scale=True, noise_every=4)
