@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from optuna.trial import TrialState as OptunaState
 from study.config.space import Stratum
 from study.ledger import Ledger, LedgerTrial, open_storage
 from study.results import TrialState
+from tests.waiting import wait_until
 
 #: Ledger statuses of trials that consume no budget (their slot is run again).
 UNCOUNTED = tuple(s.value for s in TrialState if not s.counts())
@@ -197,17 +197,6 @@ def background() -> Iterator[Callable[..., Background]]:
         job.stop()
 
 
-def wait_for(condition: Callable[[], Any], timeout: float, what: str, poll: float = 0.1) -> Any:
-    """Poll ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(poll)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
 def default_signals() -> None:
     """In a child before exec: Ctrl-C and SIGTERM back to their defaults. An ignored signal is
     inherited, and Python does not install its Ctrl-C handler when SIGINT is ignored at start,
@@ -227,12 +216,25 @@ def freeze_when(pgid: int, find: Callable[[], Any], confirm: Callable[[Any], boo
     if not found or not confirm(found):
         return None
     os.killpg(pgid, signal.SIGSTOP)
-    time.sleep(0.2)  # let writes already under way land before reading again
-    found = find()
+    wait_until(lambda: group_stopped(pgid), 10, f"process group {pgid} stopped", poll=0.01)
+    found = find()  # read again: a write under way when the signal came has landed
     if found and confirm(found):
         return found
     os.killpg(pgid, signal.SIGCONT)
     return None
+
+
+def group_stopped(pgid: int) -> bool:
+    """Whether every live process of group ``pgid`` has stopped (state ``T`` in
+    ``/proc/PID/stat``): SIGSTOP is delivered asynchronously, after `os.killpg` returns."""
+    states = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # "pid (comm) state ppid pgrp ...": comm may hold spaces, so split after its ')'
+            fields = stat.read_text().rpartition(")")[2].split()
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                states.append(fields[0])
+    return all(state in ("T", "t") for state in states)
 
 
 # --------------------------------------------------------------------------------------------

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import optuna
@@ -28,7 +28,7 @@ from study.config.studyfile import load_study_file
 from study.config.target import Target
 from study.ledger import Ledger, LedgerTrial
 from study.results import TrialResult, TrialState
-from study.runner import WorkerPool, launch
+from study.runner import WorkerPool, engine, launch
 from study.runner.engine import TRAINER_PARTS, account, timed
 from study.runner.launch import RunOptions, run_study
 from study.tuners.keras_tuner_backend import KT_TRIAL, KerasTunerBackend
@@ -388,14 +388,13 @@ def test_the_engine_owns_bookkeeping_and_wall_and_keeps_other_keys() -> None:
     assert account(given, wall=2.0) == {**PARTS, "compile": 0.5, "bookkeeping": 0.125, "wall": 2.0}
 
 
-def test_timed_stops_the_clock_now() -> None:
+def test_timed_stops_the_clock_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "time", SimpleNamespace(perf_counter=lambda: 100.75))
     result = TrialResult(state=TrialState.REACHED, timings={"train": 0.25})
-    started = time.perf_counter() - 0.5
 
-    timings = timed(result, started).timings
+    timings = timed(result, started=100.0).timings
 
-    assert 0.5 <= timings["wall"] < 5.0
-    assert timings["bookkeeping"] == pytest.approx(timings["wall"] - 0.25)
+    assert timings == {"train": 0.25, "bookkeeping": 0.5, "wall": 0.75}
     assert result.timings == {"train": 0.25}  # the result itself is left as it was
 
 

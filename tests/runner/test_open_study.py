@@ -4,48 +4,54 @@ version check."""
 
 from __future__ import annotations
 
-import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
+from study.config.study import StudyConfig
 from study.config.studyfile import load_study_file
 from study.errors import UsageError
 from study.ledger import Ledger, StudyRecord
+from study.runner import launch
 from study.runner.launch import RunOptions, fingerprint, open_study
 from study.version import code_version
 from tests.runner.conftest import tiny_study, write_study
 
 
-def half_written(tmp_path, name: str, version: str):
+def half_written(
+    tmp_path, name: str, version: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[StudyConfig, list[float]]:
     """A study file and a ledger whose record of it lacks its fingerprint and code version,
-    as a creating process leaves it between two writes; returns (config, ledger, finish)."""
+    as a creating process leaves it between two writes. The creator stores both while the
+    opening process waits to read the record again (during its first sleep, on a fake clock).
+    Returns the config and the sleeps asked for."""
     config = load_study_file(write_study(tmp_path, tiny_study(name=name)))
     ledger = Ledger.open(str(tmp_path / "j.journal"), name)
     ledger.create(StudyRecord(name=name, config_text=config.text, created=time.time()))
     study_id = ledger.storage.get_study_id_from_name(name)
+    sleeps: list[float] = []
 
-    def finish() -> None:
-        time.sleep(0.5)
-        ledger.storage.set_study_user_attr(study_id, "fingerprint", fingerprint(config))
-        ledger.storage.set_study_user_attr(study_id, "code_version", version)
+    def finish_while_waiting(seconds: float) -> None:
+        if not sleeps:
+            ledger.storage.set_study_user_attr(study_id, "fingerprint", fingerprint(config))
+            ledger.storage.set_study_user_attr(study_id, "code_version", version)
+        sleeps.append(seconds)
 
-    return config, ledger, finish
+    clock = SimpleNamespace(time=time.time, monotonic=time.monotonic, sleep=finish_while_waiting)
+    monkeypatch.setattr(launch, "time", clock)
+    return config, sleeps
 
 
-def test_a_record_being_written_is_awaited(tmp_path) -> None:
-    config, _, finish = half_written(tmp_path, "racing", code_version())
-    writer = threading.Thread(target=finish)
-    writer.start()
+def test_a_record_being_written_is_awaited(tmp_path, monkeypatch) -> None:
+    config, sleeps = half_written(tmp_path, "racing", code_version(), monkeypatch)
     _, record = open_study(config, RunOptions(storage=str(tmp_path / "j.journal")))
-    writer.join()
+    assert len(sleeps) == 1  # read half written, then again once written
     assert (record.fingerprint, record.code_version) == (fingerprint(config), code_version())
 
 
-def test_the_code_version_written_last_is_still_checked(tmp_path) -> None:
-    config, _, finish = half_written(tmp_path, "racing", "0.0.1+0000000000")
-    writer = threading.Thread(target=finish)
-    writer.start()
+def test_the_code_version_written_last_is_still_checked(tmp_path, monkeypatch) -> None:
+    config, sleeps = half_written(tmp_path, "racing", "0.0.1+0000000000", monkeypatch)
     with pytest.raises(UsageError, match=r"created by study 0\.0\.1\+0000000000"):
         open_study(config, RunOptions(storage=str(tmp_path / "j.journal")))
-    writer.join()
+    assert len(sleeps) == 1

@@ -33,9 +33,9 @@ from tests.runner.conftest import (
     status,
     tiny_study,
     trial_key,
-    wait_for,
     write_study,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -106,7 +106,7 @@ def await_mlflow(store: Store, config: dict[str, Any]) -> None:
             found is not None and run_status(store, config, found[0], found[1].number) is not None
         )
 
-    wait_for(answers, 180, "a trial to run with its MLflow run")
+    wait_until(answers, 180, "a trial to run with its MLflow run")
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +117,7 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
     job = start_study("run", str(file), cwd=cwd, tag="run")
     try:
         await_mlflow(store, KILLED)
-        stratum, _ = wait_for(
+        stratum, _ = wait_until(
             lambda: freeze_when(
                 job.pid,
                 lambda: running_trial(store, KILLED, 2, 1, "keras-tuner"),
@@ -273,7 +273,7 @@ def test_ctrl_c_stops_with_130_and_the_study_resumes(
     job = background("run", str(file), "--tuner", "optuna", cwd=tmp_path)
 
     await_mlflow(store, CTRL_C)
-    _, victim = wait_for(
+    _, victim = wait_until(
         lambda: freeze_when(
             job.pid,
             lambda: running_trial(store, CTRL_C, 1),

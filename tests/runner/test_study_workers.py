@@ -34,9 +34,9 @@ from tests.runner.conftest import (
     status,
     tiny_study,
     trial_key,
-    wait_for,
     write_study,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -201,11 +201,11 @@ def test_a_killed_hosts_trial_runs_again_after_the_grace(cluster: Cluster, tmp_p
     survivor = cluster.start("host-2", "worker", KILLED["name"])
     stratum = "b128/default"
 
-    victim = wait_for(
+    victim = wait_until(
         lambda: running_with_run(store, KILLED, stratum, lambda t: owner_host(t) == "host-1"),
         120,
         "host-1 to run a trial logged to MLflow",
-        0.2,
+        poll=0.2,
     )
     doomed.signal_group(signal.SIGKILL)
     killed_at = time.time()
@@ -252,11 +252,11 @@ def test_sigterm_closes_the_running_trial_and_exits_143(
     job = background("run", str(file), "--tuner", "optuna", cwd=tmp_path)
     stratum = "b128/default"
 
-    victim = wait_for(
+    victim = wait_until(
         lambda: running_with_run(store, TERMINATED, stratum),
         120,
         "a trial to run with its MLflow run open",
-        0.3,
+        poll=0.3,
     )
     os.kill(job.pid, signal.SIGTERM)
     code = job.wait(120)

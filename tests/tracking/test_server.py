@@ -9,7 +9,6 @@ import contextlib
 import http.server
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -269,15 +268,15 @@ def test_tracker_logs_every_kind_of_trial_as_mlflow_shows_it(mlflow_server: str)
 def test_a_dead_tracking_server_fails_fast_before_anything_is_recorded(tmp_path: Path) -> None:
     file = write_study(tmp_path, tiny_study(name="dead-server"))
     port = free_port()
-    start = time.monotonic()
 
     result = run_study("run", str(file), "--tracking-uri", f"http://127.0.0.1:{port}", cwd=tmp_path)
 
-    assert time.monotonic() - start < 30
     assert result.returncode == 2
+    # The probe's own words and the refused connection it saw: MLflow's client, which retries
+    # for minutes, was never asked.
     assert result.stderr.startswith(
         f"study run: error: --tracking-uri: no MLflow tracking server answers at "
-        f"http://127.0.0.1:{port} ("
+        f"http://127.0.0.1:{port} ([Errno 111] Connection refused); "
     )
     assert result.stderr.count("\n") == 1
     assert not (tmp_path / "mlruns").exists()  # no ledger, no MLflow store
