@@ -130,7 +130,7 @@ def test_tfrecord_spec_mismatch_is_one_line(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert one_line_error(proc) == (
-        "workload option 'features': val.tfrecord: feature 'x' has 5 float value(s) in its "
+        "--workload-option features: val.tfrecord: feature 'x' has 5 float value(s) in its "
         "first record, but the spec float32[6] needs 6"
     )
 
@@ -143,7 +143,7 @@ def test_bad_files_are_refused_before_training(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert one_line_error(proc).startswith(
-        "workload option 'path': 'pictures' needs at least two class folders (found only 'only')"
+        "--workload-option path: 'pictures' needs at least two class folders (found only 'only')"
     )
     (tmp_path / "three.csv").write_text("x,y\n1,a\n2,b\n3,c\n", encoding="utf-8")
     proc = study(
