@@ -1,8 +1,8 @@
 """Workload registry: built-in names map to ``module:class`` strings, imported only when asked for.
 
 Importing this package is cheap (no TensorFlow, Keras, scikit-learn or mnist1d). A name that
-cannot be resolved raises `FieldError` on field ``workload``; the caller names it (``--workload``
-on the command line, the ``workload`` key of a study file).
+cannot be resolved raises `FieldError` on field ``workload``; the caller names it (by its flag
+on the command line, as the ``workload`` key of a study file).
 
 Example: ``get_workload("mnist1d", {"samples": 2000})`` imports ``study.workloads.mnist1d`` and
 returns ``Mnist1DWorkload(samples=2000)``; ``get_workload("my_pkg.tasks:make_task")`` calls a
@@ -16,12 +16,14 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from study.config.rules import FieldError
-from study.errors import UsageError
+from study.errors import FieldError
+from study.importing import import_callable
 from study.workloads.base import Dataset, Workload
+from study.workloads.options import Option, float_option, int_option, unknown_option
 
 __all__ = [
     "Dataset",
+    "Option",
     "Workload",
     "available",
     "float_option",
@@ -54,8 +56,9 @@ def get_workload(name: str, options: Mapping[str, Any] | None = None) -> Workloa
         options: keyword arguments for the workload.
 
     Raises:
-        FieldError: ``workload``: unknown name, custom import failure, not a workload.
-        UsageError: unknown option, or bad option value.
+        FieldError: ``workload``: unknown name, custom import failure, not a workload;
+            ``workload_options``: an option it does not take; the option's name (e.g.
+            ``samples``): a value its check refuses.
     """
     options = dict(options or {})
     if ":" in name:
@@ -67,7 +70,12 @@ def get_workload(name: str, options: Mapping[str, Any] | None = None) -> Workloa
         choices = f"{', '.join(available())}, or give module:callable"
         raise _workload_error(name, f"unknown workload {name!r}; choose from {choices}")
     _check_options(name, target, options)
-    workload = target(**options)
+    try:
+        workload = target(**options)
+    except FieldError as err:  # the class's own name for it may differ from the spec's
+        if err.field != "workload_options" or err.name == f"workload {name!r}":
+            raise
+        raise err.named(f"workload {name!r}") from None
     if not isinstance(workload, Workload):
         raise _workload_error(
             name,
@@ -84,33 +92,8 @@ def _workload_error(spec: str, problem: str) -> FieldError:
 
 def _import_custom(spec: str) -> Callable[..., Any]:
     """Resolve ``module:attr`` (``attr`` may be dotted) to a callable."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise _workload_error(spec, f"expected module:callable (got {spec!r})")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # any failure while importing user code is a usage problem
-        raise _workload_error(
-            spec,
-            f"cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
-            "check the name and that it is on PYTHONPATH",
-        ) from exc
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise _workload_error(
-                spec,
-                f"module {module_name!r} has no attribute {attr!r}; "
-                "check the spelling after the ':'",
-            ) from None
-    if not callable(obj):
-        raise _workload_error(
-            spec,
-            f"{spec!r} is not callable (got {type(obj).__name__}); "
-            "give a Workload subclass or a factory returning one",
-        )
-    return obj
+    expected = "a Workload subclass or a factory returning one"
+    return import_callable(spec, field="workload", expected=expected)
 
 
 def _check_options(name: str, target: Callable[..., Any], options: Mapping[str, Any]) -> None:
@@ -126,55 +109,8 @@ def _check_options(name: str, target: Callable[..., Any], options: Mapping[str, 
         known = [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
         unknown = sorted(set(options) - set(known))
         if unknown and not any(p.kind is p.VAR_KEYWORD for p in params):
-            problem = f"takes no option {unknown[0]!r}"
-        else:
-            problem = f"cannot take these options ({exc})"
-        raise UsageError(
-            f"workload {name!r} {problem}; its options are {', '.join(known) or 'none'}"
+            raise unknown_option(name, unknown[0], known) from None
+        problem = f"cannot take these options ({exc}); its options are {', '.join(known)}"
+        raise FieldError(
+            "workload_options", problem, detail=problem, sep=" ", name=f"workload {name!r}"
         ) from None
-
-
-def int_option(name: str, value: Any, *, minimum: int) -> int:
-    """Return ``value`` as an int >= ``minimum`` (integral floats and digit strings accepted).
-
-    Raises:
-        UsageError: e.g. "workload option 'samples' must be an integer >= 100 (got 'abc')".
-    """
-    result: int | None = None
-    if isinstance(value, bool):
-        result = None
-    elif isinstance(value, int):
-        result = value
-    elif isinstance(value, float) and value.is_integer():
-        result = int(value)
-    elif isinstance(value, str):
-        try:
-            result = int(value.strip())
-        except ValueError:
-            result = None
-    if result is None or result < minimum:
-        raise UsageError(
-            f"workload option {name!r} must be an integer >= {minimum} (got {value!r})"
-        )
-    return result
-
-
-def float_option(name: str, value: Any, *, low: float, high: float) -> float:
-    """Return ``value`` as a float strictly between ``low`` and ``high``.
-
-    Raises:
-        UsageError: e.g. "workload option 'val_fraction' must be a number in (0, 1) (got 2)".
-    """
-    result: float | None = None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        result = float(value)
-    elif isinstance(value, str):
-        try:
-            result = float(value.strip())
-        except ValueError:
-            result = None
-    if result is None or not low < result < high:
-        raise UsageError(
-            f"workload option {name!r} must be a number in ({low:g}, {high:g}) (got {value!r})"
-        )
-    return result

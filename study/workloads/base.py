@@ -13,10 +13,12 @@ import importlib.util
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from study.config.target import Target
 from study.errors import UsageError
+from study.workloads.options import Option, resolve_options
 from study.workloads.task import Task
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -83,26 +85,29 @@ class Streams:
 class Workload(abc.ABC):
     """A dataset and the models that can be trained on it.
 
-    Subclasses set ``name``, ``models`` (the first is the default) and ``default_target``, take
-    their options as keyword arguments (validated in ``__init__``, errors name the option), and
-    implement ``load`` and ``build_model``. ``task`` says what the model is trained for (loss,
-    metrics, default target); the default is multi-class classification from logits. A model
-    name ``module:callable`` is the user's own Keras model (see `build`).
+    Subclasses set ``name``, ``models`` (the first is the default) and ``default_target``,
+    declare their options in ``option_specs`` (name -> `study.workloads.options.Option`: a
+    default and a check) and implement ``load`` and ``build_model``; ``__init__`` checks the
+    options it is given (errors are `FieldError` on the option) and ``self.options`` holds
+    them all. A subclass with checks across options overrides ``__init__(self, **options)``,
+    calls ``super().__init__(**options)`` first and raises `FieldError` on the option to change.
+    ``task`` says what the model is trained for (loss, metrics, default target); the default is
+    multi-class classification from logits. A model name ``module:callable`` is the user's own
+    Keras model (see `build`).
     """
 
     name: ClassVar[str] = ""
     models: ClassVar[tuple[str, ...]] = ("mlp",)
     default_target: ClassVar[str] = "val_accuracy>=0.9"
+    option_specs: ClassVar[Mapping[str, Option]] = {}
 
     def __init__(self, **options: Any) -> None:
-        if options:
-            raise UsageError(f"workload {self.name!r} takes no option {sorted(options)[0]!r}")
-        self._options: dict[str, Any] = {}
+        self._options: dict[str, Any] = resolve_options(self.name, self.option_specs, options)
 
     @property
     def options(self) -> Mapping[str, Any]:
-        """The options this workload was built with (for logging and cache keys)."""
-        return dict(self._options)
+        """Every option's checked value, defaults included (read-only; logged with each run)."""
+        return MappingProxyType(self._options)
 
     @property
     def task(self) -> Task:

@@ -37,9 +37,8 @@ import numpy as np
 import pandas as pd
 
 from study.errors import FieldError
-from study.workloads import float_option, int_option
 from study.workloads.base import Dataset, Streams, Workload
-from study.workloads.csv_file import CsvFile, Table, name_option, reason
+from study.workloads.csv_file import CsvFile, Table, reason
 from study.workloads.csv_scan import (
     CLASSIFICATION,
     Columns,
@@ -52,13 +51,12 @@ from study.workloads.csv_scan import (
     scan,
 )
 from study.workloads.files import (
-    bool_option,
     cached_json,
     fingerprint,
     stratified_split,
-    task_option,
     val_rows,
 )
+from study.workloads.options import Option, boolean, choice, integer, number, tasks, text
 from study.workloads.task import Task, TaskKind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,46 +106,31 @@ class CsvWorkload(Workload):
     models: ClassVar[tuple[str, ...]] = ("mlp", "text")
     default_target: ClassVar[str] = "val_accuracy>=0.8"
 
-    def __init__(
-        self,
-        *,
-        path: str | os.PathLike[str] | None = None,
-        label: str | None = None,
-        text_column: str | None = None,
-        task: str = "multiclass",
-        val_fraction: float = 0.2,
-        seed: int = 0,
-        split: str | None = None,
-        streamed: bool | str | None = None,
-        shuffle_buffer: int = 10_000,
-        chunk_rows: int = 100_000,
-        max_tokens: int = 10_000,
-        sequence_length: int = 64,
-        embedding_dim: int = 16,
-    ) -> None:
-        super().__init__()
-        self._options = {
-            "path": name_option("path", path, "a file path"),
-            "label": name_option("label", label, "a column name"),
-            "text_column": name_option("text_column", text_column, "a column name"),
-            "task": task_option(task, list(TaskKind), workload=self.name).value,
-            "val_fraction": float_option("val_fraction", val_fraction, low=0.0, high=1.0),
-            "seed": int_option("seed", seed, minimum=0),
-            "split": _split_option(split),
-            "streamed": None if streamed is None else bool_option("streamed", streamed),
-            "shuffle_buffer": int_option("shuffle_buffer", shuffle_buffer, minimum=1),
-            "chunk_rows": int_option("chunk_rows", chunk_rows, minimum=1),
-            "max_tokens": int_option("max_tokens", max_tokens, minimum=3),
-            "sequence_length": int_option("sequence_length", sequence_length, minimum=1),
-            "embedding_dim": int_option("embedding_dim", embedding_dim, minimum=1),
-        }
-        if self._options["streamed"] and self._options["text_column"] is not None:
+    option_specs: ClassVar[dict[str, Option]] = {
+        "path": Option(None, text("a file path")),
+        "label": Option(None, text("a column name")),
+        "text_column": Option(None, text("a column name")),
+        "task": Option("multiclass", tasks()),
+        "val_fraction": Option(0.2, number(low=0.0, high=1.0)),
+        "seed": Option(0, integer()),
+        "split": Option(None, choice(*_SPLITS, optional=True)),
+        "streamed": Option(None, boolean(optional=True)),
+        "shuffle_buffer": Option(10_000, integer(minimum=1)),
+        "chunk_rows": Option(100_000, integer(minimum=1)),
+        "max_tokens": Option(10_000, integer(minimum=3)),
+        "sequence_length": Option(64, integer(minimum=1)),
+        "embedding_dim": Option(16, integer(minimum=1)),
+    }
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        if self.options["streamed"] and self.options["text_column"] is not None:
             raise problem(
                 "streamed",
                 "text mode (a text column) reads the whole file; a streamed csv needs "
                 "numeric feature columns (or set streamed=false)",
             )
-        if self._options["streamed"] and self._options["split"] == "stratified":
+        if self.options["streamed"] and self.options["split"] == "stratified":
             raise problem(
                 "split",
                 "a streamed csv splits by row hash; use split=hash (or streamed=false)",
@@ -158,7 +141,7 @@ class CsvWorkload(Workload):
     # -- what it is ------------------------------------------------------------------------
     @property
     def kind(self) -> TaskKind:
-        return TaskKind(self._options["task"])
+        return TaskKind(self.options["task"])
 
     @property
     def task(self) -> Task:
@@ -171,23 +154,23 @@ class CsvWorkload(Workload):
     @property
     def streamed(self) -> bool:
         """Streamed: option ``streamed``, else numeric mode and a file over 256 MiB."""
-        if self._options["streamed"] is not None:
-            return bool(self._options["streamed"])
-        if self._options["text_column"] is not None or self._options["path"] is None:
+        if self.options["streamed"] is not None:
+            return bool(self.options["streamed"])
+        if self.options["text_column"] is not None or self.options["path"] is None:
             return False
         try:
-            return os.path.getsize(Path(self._options["path"]).expanduser()) > STREAM_BYTES
+            return os.path.getsize(Path(self.options["path"]).expanduser()) > STREAM_BYTES
         except OSError:
             return False
 
     @property
     def split(self) -> str:
         """``hash`` when streamed or asked for, else ``stratified``."""
-        return self._options["split"] or ("hash" if self.streamed else "stratified")
+        return self.options["split"] or ("hash" if self.streamed else "stratified")
 
     def check_model(self, model: str | None) -> str:
         """``text`` with a text column, else ``mlp``; the other model is refused."""
-        text_mode = self._options["text_column"] is not None
+        text_mode = self.options["text_column"] is not None
         default = "text" if text_mode else "mlp"
         if model is None:
             return default
@@ -256,7 +239,7 @@ class CsvWorkload(Workload):
             layers = [
                 keras.Input(shape=data.input_shape, dtype="int32"),
                 keras.layers.Embedding(
-                    self._options["max_tokens"], self._options["embedding_dim"], mask_zero=True
+                    self.options["max_tokens"], self.options["embedding_dim"], mask_zero=True
                 ),
                 keras.layers.GlobalAveragePooling1D(),
                 keras.layers.Dense(16, activation="relu"),
@@ -272,7 +255,7 @@ class CsvWorkload(Workload):
     # -- in memory -------------------------------------------------------------------------
     @property
     def _file(self) -> CsvFile:
-        o = self._options
+        o = self.options
         return CsvFile(o["path"], o["label"], o["text_column"], self.kind)
 
     def _labels(self, table: Table) -> Labels:
@@ -291,8 +274,8 @@ class CsvWorkload(Workload):
         validation rows keep file order)."""
         count, fraction, seed = (
             len(table.label_frame),
-            self._options["val_fraction"],
-            self._options["seed"],
+            self.options["val_fraction"],
+            self.options["seed"],
         )
         if self.split == "hash":
             is_val = val_rows(np.arange(count), seed, fraction)
@@ -313,8 +296,8 @@ class CsvWorkload(Workload):
         import keras
 
         vectorizer = keras.layers.TextVectorization(
-            max_tokens=self._options["max_tokens"],
-            output_sequence_length=self._options["sequence_length"],
+            max_tokens=self.options["max_tokens"],
+            output_sequence_length=self.options["sequence_length"],
         )
         vectorizer.adapt(texts[train])
         return _token_ids(vectorizer, texts[train]), _token_ids(vectorizer, texts[val])
@@ -322,7 +305,7 @@ class CsvWorkload(Workload):
     # -- streamed --------------------------------------------------------------------------
     def _peek(self) -> tuple[list[str], Columns]:
         """Header and columns of a streamed file, its first rows checked."""
-        if self._options["split"] == "stratified":
+        if self.options["split"] == "stratified":
             raise problem(
                 "split",
                 f"{self._file.file_name} is larger than {STREAM_BYTES // 2**20} MiB, so "
@@ -333,7 +316,7 @@ class CsvWorkload(Workload):
 
     def _scan(self, columns: Columns) -> Scan:
         """The pandas pass over the file, cached by file, columns, task and split."""
-        o = self._options
+        o = self.options
         path = self._file.location()
 
         def compute() -> dict[str, Any]:
@@ -384,9 +367,9 @@ class CsvWorkload(Workload):
             header,
             columns,
             found,
-            seed=self._options["seed"],
-            val_fraction=self._options["val_fraction"],
-            shuffle_buffer=self._options["shuffle_buffer"],
+            seed=self.options["seed"],
+            val_fraction=self.options["val_fraction"],
+            shuffle_buffer=self.options["shuffle_buffer"],
         )
 
 
@@ -396,14 +379,6 @@ def _token_ids(vectorizer: Any, texts: np.ndarray) -> np.ndarray:
     ids = np.asarray(vectorizer(texts), dtype=np.int32)
     ids[ids.max(axis=1, initial=0) == 0, 0] = 1
     return ids
-
-
-def _split_option(value: Any) -> str | None:
-    if value is None or value in _SPLITS:
-        return value
-    raise FieldError(
-        "split", f"must be one of {', '.join(_SPLITS)}", value, name="workload option 'split'"
-    )
 
 
 def _floats(values: np.ndarray) -> tuple[float, ...]:

@@ -11,7 +11,6 @@ or ``text_column``. Example::
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from study.workloads.csv_scan import (
 )
 from study.workloads.task import TaskKind
 
-__all__ = ["PEEK_ROWS", "CsvFile", "Table", "name_option", "reason"]
+__all__ = ["PEEK_ROWS", "CsvFile", "Table", "reason"]
 
 #: Rows `CsvFile.peek` reads of a streamed file.
 PEEK_ROWS = 1000
@@ -142,19 +141,6 @@ class CsvFile:
 
     def no_rows(self) -> FieldError:
         return problem("path", f"{self.path!r} has no data rows; add rows below the header")
-
-
-def name_option(field: str, value: Any, what: str) -> str | None:
-    """A path or column name as a string (numbers accepted: CSV headers are text); `FieldError`
-    on ``field`` otherwise."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (str, int, float, os.PathLike)):
-        raise problem(field, f"expected {what} (got {value!r})")
-    text = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
-    if not text.strip():
-        raise problem(field, f"expected {what} (got an empty string)")
-    return text
 
 
 def reason(exc: Exception) -> str:

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from study.workloads import float_option, int_option
 from study.workloads.base import Dataset, Workload
+from study.workloads.options import Option, integer, number
 
 if TYPE_CHECKING:  # pragma: no cover
     import keras
@@ -19,13 +19,10 @@ class DigitsWorkload(Workload):
     name: ClassVar[str] = "digits"
     models: ClassVar[tuple[str, ...]] = ("mlp",)
     default_target: ClassVar[str] = "val_accuracy>=0.9"
-
-    def __init__(self, *, seed: int = 0, val_fraction: float = 0.2) -> None:
-        super().__init__()
-        self._options = {
-            "seed": int_option("seed", seed, minimum=0),
-            "val_fraction": float_option("val_fraction", val_fraction, low=0.0, high=1.0),
-        }
+    option_specs: ClassVar[dict[str, Option]] = {
+        "seed": Option(0, integer()),
+        "val_fraction": Option(0.2, number(low=0.0, high=1.0)),
+    }
 
     def load(self) -> Dataset:
         """Load the bundled images; pixel values 0..16 become 0..1."""
@@ -36,9 +33,9 @@ class DigitsWorkload(Workload):
         x_train, x_val, y_train, y_val = train_test_split(
             (x / 16.0).astype(np.float32),
             y.astype(np.int32),
-            test_size=self._options["val_fraction"],
+            test_size=self.options["val_fraction"],
             stratify=y,
-            random_state=self._options["seed"],
+            random_state=self.options["seed"],
         )
         return Dataset(x_train, y_train, x_val, y_val, num_classes=10)
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from study.paths import cache_dir
-from study.workloads import int_option
 from study.workloads.base import Dataset, Workload
 from study.workloads.files import read_arrays, write_arrays
+from study.workloads.options import Option, integer
 
 if TYPE_CHECKING:  # pragma: no cover
     import keras
@@ -33,25 +33,22 @@ class Mnist1DWorkload(Workload):
     name: ClassVar[str] = "mnist1d"
     models: ClassVar[tuple[str, ...]] = ("mlp", "cnn")
     default_target: ClassVar[str] = "val_accuracy>=0.6"
-
-    def __init__(self, *, samples: int = 10_000, seed: int = 42) -> None:
-        super().__init__()
-        self._options = {
-            "samples": int_option("samples", samples, minimum=100),
-            "seed": int_option("seed", seed, minimum=0),
-        }
+    option_specs: ClassVar[dict[str, Option]] = {
+        "samples": Option(10_000, integer(minimum=100)),
+        "seed": Option(42, integer()),
+    }
 
     @property
     def cache_path(self) -> Path:
         """The ``.npz`` file holding this configuration's arrays."""
-        o = self._options
+        o = self.options
         return cache_dir() / f"mnist1d-v{_CACHE_VERSION}-samples{o['samples']}-seed{o['seed']}.npz"
 
     def load(self) -> Dataset:
         """Read the cached arrays, or generate and cache them."""
         arrays = read_arrays(self.cache_path, _KEYS, "MNIST-1D")
         if arrays is None:
-            arrays = _generate(self._options["samples"], self._options["seed"])
+            arrays = _generate(self.options["samples"], self.options["seed"])
             write_arrays(self.cache_path, arrays, "MNIST-1D")
         return Dataset(
             x_train=arrays["x"].astype(np.float32, copy=False),

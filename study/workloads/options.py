@@ -18,6 +18,7 @@ the front end can call it what the user wrote (a flag, or a study file's key)::
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,8 @@ __all__ = [
     "resolve_options",
     "task_option",
     "tasks",
+    "text",
+    "text_option",
     "unknown_option",
 ]
 
@@ -155,6 +158,26 @@ def bool_option(name: str, value: Any) -> bool:
     raise option_error(name, "must be true or false", value)
 
 
+def text_option(name: str, value: Any, what: str) -> str | None:
+    """A path or column name as a string (numbers too: CSV headers are text); None stays None.
+
+    Raises:
+        FieldError: e.g. "workload option 'label': expected a column name (got an empty string)".
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float, os.PathLike)):
+        raise option_error(
+            name, f"must be {what}", value, detail=f"expected {what} (got {value!r})"
+        )
+    text = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+    if not text.strip():
+        raise option_error(
+            name, f"must be {what}", value, detail=f"expected {what} (got an empty string)"
+        )
+    return text
+
+
 def task_option(value: Any, allowed: Sequence[TaskKind], *, name: str = "task") -> TaskKind:
     """The task kind named by option ``task``, one of ``allowed``.
 
@@ -194,6 +217,11 @@ def choice(*choices: str, optional: bool = False) -> Check:
         return str(value)
 
     return check
+
+
+def text(what: str) -> Check:
+    """A check for a path or a name (``what``, e.g. "a column name"), None meaning not given."""
+    return lambda name, value: text_option(name, value, what)
 
 
 def tasks(*allowed: TaskKind) -> Check:

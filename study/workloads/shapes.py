@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from study.errors import UsageError
+from study.errors import FieldError
 from study.paths import cache_dir
-from study.workloads import float_option, int_option
 from study.workloads.base import Dataset, Workload
 from study.workloads.files import read_arrays, write_arrays
+from study.workloads.options import Option, float_option, integer, option_error
 
 if TYPE_CHECKING:  # pragma: no cover
     import keras
@@ -91,21 +91,17 @@ class ShapesWorkload(Workload):
     models: ClassVar[tuple[str, ...]] = ("resnet", "cnn")
     default_target: ClassVar[str] = "val_accuracy>=0.8"
 
-    def __init__(
-        self, *, samples: int = 12_500, size: int = 16, noise: float = 0.15, seed: int = 0
-    ) -> None:
-        super().__init__()
-        self._options = {
-            "samples": int_option("samples", samples, minimum=100),
-            "size": int_option("size", size, minimum=8),
-            "noise": _noise_option(noise),
-            "seed": int_option("seed", seed, minimum=0),
-        }
+    option_specs: ClassVar[dict[str, Option]] = {
+        "samples": Option(12_500, integer(minimum=100)),
+        "size": Option(16, integer(minimum=8)),
+        "noise": Option(0.15, lambda name, value: _noise_option(name, value)),
+        "seed": Option(0, integer()),
+    }
 
     @property
     def cache_path(self) -> Path:
         """The ``.npz`` file holding this configuration's images."""
-        o = self._options
+        o = self.options
         return cache_dir() / (
             f"shapes-v{_CACHE_VERSION}-samples{o['samples']}-size{o['size']}"
             f"-noise{o['noise']:g}-seed{o['seed']}.npz"
@@ -115,7 +111,7 @@ class ShapesWorkload(Workload):
         """Read the cached images, or draw and cache them; pixels become float32 in [0, 1]."""
         arrays = read_arrays(self.cache_path, _KEYS, "shapes")
         if arrays is None:
-            o = self._options
+            o = self.options
             images, labels = render(o["samples"], size=o["size"], noise=o["noise"], seed=o["seed"])
             split = o["samples"] - max(1, round(o["samples"] * _VAL_FRACTION))
             arrays = {
@@ -162,20 +158,18 @@ class ShapesWorkload(Workload):
         return keras.Model(inputs, outputs, name=f"shapes_{model}")
 
 
-def _noise_option(value: object) -> float:
+def _noise_option(name: str, value: object) -> float:
     """``noise`` as a float in [0, 1) (0 draws clean images).
 
     Raises:
-        UsageError: "workload option 'noise' must be a number in [0, 1) (got -0.1)".
+        FieldError: "workload option 'noise' must be a number in [0, 1) (got -0.1)".
     """
     if value in (0, "0", 0.0):
         return 0.0
     try:
-        return float_option("noise", value, low=0.0, high=1.0)
-    except UsageError:
-        raise UsageError(
-            f"workload option 'noise' must be a number in [0, 1) (got {value!r})"
-        ) from None
+        return float_option(name, value, low=0.0, high=1.0)
+    except FieldError:
+        raise option_error(name, "must be a number in [0, 1)", value) from None
 
 
 def _conv_bn(

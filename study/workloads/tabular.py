@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from study.workloads import float_option, int_option
 from study.workloads.base import Dataset, Workload
-from study.workloads.files import task_option
+from study.workloads.options import Option, integer, number, tasks
 from study.workloads.task import Task, TaskKind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,28 +58,18 @@ class TabularWorkload(Workload):
     models: ClassVar[tuple[str, ...]] = ("mlp",)
     default_target: ClassVar[str] = "val_accuracy>=0.9"
 
-    def __init__(
-        self,
-        *,
-        rows: int = 10_000,
-        features: int = 20,
-        seed: int = 0,
-        val_fraction: float = 0.2,
-        task: str = "multiclass",
-    ) -> None:
-        super().__init__()
-        self._options = {
-            "rows": int_option("rows", rows, minimum=100),
-            "features": int_option("features", features, minimum=2),
-            "seed": int_option("seed", seed, minimum=0),
-            "val_fraction": float_option("val_fraction", val_fraction, low=0.0, high=1.0),
-            "task": task_option(task, list(TaskKind), workload=self.name).value,
-        }
+    option_specs: ClassVar[dict[str, Option]] = {
+        "rows": Option(10_000, integer(minimum=100)),
+        "features": Option(20, integer(minimum=2)),
+        "seed": Option(0, integer()),
+        "val_fraction": Option(0.2, number(low=0.0, high=1.0)),
+        "task": Option("multiclass", tasks()),
+    }
 
     @property
     def task(self) -> Task:
         """The option's task with its default target (multi-class: ``val_accuracy>=0.9``)."""
-        kind = TaskKind(self._options["task"])
+        kind = TaskKind(self.options["task"])
         if kind is TaskKind.MULTICLASS:
             return Task.multiclass(self.default_target)
         return Task.named(kind.value, target=_TARGETS[kind])
@@ -90,8 +79,8 @@ class TabularWorkload(Workload):
 
         Features and the multi-class labels are the same whatever the task (same seed).
         """
-        rows, features = self._options["rows"], self._options["features"]
-        rng = np.random.default_rng(self._options["seed"])
+        rows, features = self.options["rows"], self.options["features"]
+        rng = np.random.default_rng(self.options["seed"])
         u = rng.uniform(-1.0, 1.0, size=(rows, features))
         teacher = _teacher(features)
         scores = teacher.score(u)
@@ -99,9 +88,9 @@ class TabularWorkload(Workload):
         flip = rng.random(rows) < _LABEL_NOISE
         y = np.where(flip, 1 - y, y).astype(np.int32)
         x = _min_max(teacher.offset + teacher.scale * u).astype(np.float32)
-        n_val = min(rows - 1, max(1, round(rows * self._options["val_fraction"])))
+        n_val = min(rows - 1, max(1, round(rows * self.options["val_fraction"])))
         split = rows - n_val
-        kind = TaskKind(self._options["task"])
+        kind = TaskKind(self.options["task"])
         outputs = {TaskKind.MULTICLASS: 2, TaskKind.BINARY: 1, TaskKind.MULTILABEL: 3}
         if kind is TaskKind.BINARY:
             targets: np.ndarray = y.astype(np.float32)

@@ -171,7 +171,7 @@ def test_regression_text_label(write_csv: WriteCsv) -> None:
     [
         (
             {"task": "ranking"},
-            "workload option 'task': workload 'csv' supports multiclass, binary, multilabel, "
+            "workload option 'task' must be one of multiclass, binary, multilabel, "
             "regression (got 'ranking')",
         ),
         ({"streamed": "maybe"}, "workload option 'streamed' must be true or false (got 'maybe')"),

@@ -18,19 +18,17 @@ HEAVY = ("tensorflow", "keras", "mnist1d", "sklearn")
 
 CUSTOM_SOURCE = """
 from study.workloads.base import Dataset, Workload
+from study.workloads.options import Option, integer
 import numpy as np
 
 class Tiny(Workload):
     name = "tiny"
     models = ("linear",)
-
-    def __init__(self, *, size: int = 4) -> None:
-        super().__init__()
-        self._options = {"size": size}
+    option_specs = {"size": Option(4, integer(minimum=1))}
 
     def load(self) -> Dataset:
-        x = np.zeros((self._options["size"], 2), np.float32)
-        y = np.zeros(self._options["size"], np.int32)
+        x = np.zeros((self.options["size"], 2), np.float32)
+        y = np.zeros(self.options["size"], np.int32)
         return Dataset(x, y, x, y, num_classes=2)
 
     def build_model(self, model, data):

@@ -94,7 +94,7 @@ def test_unknown_task_is_refused() -> None:
     with pytest.raises(UsageError) as excinfo:
         get_workload("tabular", {"task": "ranking"})
     assert str(excinfo.value) == (
-        "workload option 'task': workload 'tabular' supports multiclass, binary, multilabel, "
+        "workload option 'task' must be one of multiclass, binary, multilabel, "
         "regression (got 'ranking')"
     )
 
