@@ -2,7 +2,8 @@
 
 * ``postgres`` (session): a running PostgreSQL server (`tests.services.PostgresServer`).
 * ``postgres_url`` (per test): a fresh empty database on it, as a
-  ``postgresql+psycopg://study:<password>@127.0.0.1:PORT/dbN`` URL.
+  ``postgresql+psycopg://study:<password>@127.0.0.1:PORT/dbN`` URL; the SQLAlchemy engines
+  the test creates are disposed at its end (``dispose_engines``, also usable alone).
 * ``mlflow_server`` (session): an ``mlflow server`` with a SQLite store and served artifacts;
   ``STUDY_TEST_MLFLOW_URI`` names one already running instead.
 * ``mlflow_server_pg`` (session): an ``mlflow server`` whose backend store is a database on
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -34,7 +36,28 @@ def postgres() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture
-def postgres_url(postgres: PostgresServer) -> str:
+def dispose_engines(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Dispose every SQLAlchemy engine a test creates (each RDB storage holds one) at its end,
+    so no connection to the server is left for the garbage collector to find open (psycopg
+    warns of each with a ResourceWarning)."""
+    import sqlalchemy
+
+    engines: list[sqlalchemy.Engine] = []
+    create = sqlalchemy.engine.create_engine
+
+    def tracked(*args: Any, **kwargs: Any) -> sqlalchemy.Engine:
+        engines.append(create(*args, **kwargs))
+        return engines[-1]
+
+    monkeypatch.setattr(sqlalchemy, "create_engine", tracked)  # how study and these tests call it
+    monkeypatch.setattr(sqlalchemy.engine, "create_engine", tracked)  # how Optuna calls it
+    yield
+    for engine in engines:
+        engine.dispose()
+
+
+@pytest.fixture
+def postgres_url(postgres: PostgresServer, dispose_engines: None) -> str:
     """A new empty database for one test, with the test role's password in the URL."""
     return postgres.create_database()
 
