@@ -50,6 +50,10 @@ def _add_train(sub: Any) -> None:
         "steps before it to find the exact one",
     )
     p.set_defaults(handler=_lazy("study.commands.train", "main"))
+    p = sub.add_parser("check-workload", help="load, build, train one step and evaluate a workload")
+    p.add_argument("spec", metavar="WORKLOAD", help="a built-in workload or module:callable")
+    _add_trial_flags(p, experiment="study-check-workload")  # its --workload is not used
+    p.set_defaults(handler=_lazy("study.commands.check_workload", "main"))
 
 
 def _add_noise_scale(sub: Any) -> None:
@@ -418,14 +422,7 @@ def _add_probe(sub: Any) -> None:
     p.set_defaults(handler=_lazy("study.commands.probe", "main"))
 
 
-_COMMANDS: list[Callable[[Any], None]] = [
-    _add_train,
-    _add_noise_scale,
-    _add_run,
-    _add_inspect,
-    _add_report,
-    _add_probe,
-]
+_COMMANDS = (_add_train, _add_noise_scale, _add_run, _add_inspect, _add_report, _add_probe)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,4 +1,5 @@
 """The shared distributed trainer: steps-to-target training on any tf.distribute strategy.
 
-Importing this package imports TensorFlow: only trainer workers do.
+Importing its modules imports TensorFlow: only trainer workers do (and `study.trainer.check`,
+once a workload's data have passed their checks).
 """
