@@ -9,7 +9,6 @@ not fit in memory); the trainer distributes either over the strategy's replicas.
 from __future__ import annotations
 
 import abc
-import importlib.util
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,7 +16,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from study.config.target import Target
-from study.errors import UsageError
+from study.errors import FieldError
+from study.importing import find_module, import_callable
 from study.workloads.options import Option, resolve_options
 from study.workloads.task import Task
 
@@ -120,7 +120,7 @@ class Workload(abc.ABC):
         return self.task.keys
 
     def check_model(self, model: str | None) -> str:
-        """Return the model name to use, or raise `UsageError` listing the known ones.
+        """Return the model name to use, or raise `FieldError` on ``model`` listing the known ones.
 
         ``module:callable`` (the user's own model) is accepted when the module can be found;
         the callable itself is imported in the trainer.
@@ -128,11 +128,13 @@ class Workload(abc.ABC):
         if model is None:
             return self.models[0]
         if ":" in model:
-            return check_model_callable(model)
+            return find_module(model, field="model")
         if model not in self.models:
-            raise UsageError(
-                f"--model: unknown model {model!r} for workload {self.name!r}; "
-                f"choose from {', '.join(self.models)}, or give module:callable"
+            raise FieldError(
+                "model",
+                value=model,
+                detail=f"unknown model {model!r} for workload {self.name!r}; "
+                f"choose from {', '.join(self.models)}, or give module:callable",
             )
         return model
 
@@ -160,10 +162,14 @@ class Workload(abc.ABC):
         arguments it declares among ``input_shape``, ``outputs`` (= ``num_classes``), ``task``
         (the task kind's name) and ``workload`` (this object), and returns a Keras model,
         compiled or not.
+
+        Raises:
+            FieldError: on ``model``: the callable cannot be imported, fails, or returns no
+                Keras model.
         """
         if ":" not in model:
             return self.build_model(model, data)
-        factory = import_model_callable(model)
+        factory = import_callable(model, field="model", expected="a function returning a model")
         offered = {
             "input_shape": tuple(data.input_shape),
             "outputs": data.outputs,
@@ -182,14 +188,18 @@ class Workload(abc.ABC):
         try:
             built = factory(**kwargs)
         except Exception as exc:  # user code: say which callable failed and how it was called
-            raise UsageError(
-                f"--model: calling {model}({', '.join(kwargs)}) failed "
-                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+            raise FieldError(
+                "model",
+                value=model,
+                detail=f"calling {model}({', '.join(kwargs)}) failed "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
             ) from exc
         if not _is_keras_model(built):
-            raise UsageError(
-                f"--model: {model!r} returned {type(built).__name__}, not a Keras model; "
-                "return a keras.Model (compiled or not)"
+            raise FieldError(
+                "model",
+                value=model,
+                detail=f"{model!r} returned {type(built).__name__}, not a Keras model; "
+                "return a keras.Model (compiled or not)",
             )
         return built
 
@@ -198,42 +208,3 @@ def _is_keras_model(obj: Any) -> bool:
     import keras
 
     return isinstance(obj, keras.Model)
-
-
-def check_model_callable(spec: str) -> str:
-    """Check that the module of ``module:callable`` exists, without importing it (no TensorFlow).
-
-    Raises:
-        UsageError: "--model: expected module:callable ..." or "--model: cannot find module ...".
-    """
-    module, _, attr = spec.partition(":")
-    if not module or not attr:
-        raise UsageError(f"--model: expected module:callable (got {spec!r})")
-    try:
-        found = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        found = None
-    if found is None:
-        raise UsageError(
-            f"--model: cannot find module {module!r} of {spec!r}; check the name and that it "
-            "is on PYTHONPATH"
-        )
-    return spec
-
-
-def import_model_callable(spec: str) -> Callable[..., Any]:
-    """Import ``module:callable`` (``callable`` may be dotted); errors are `UsageError`."""
-    module_name, _, attr = check_model_callable(spec).partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # user code: any import failure is bad input
-        raise UsageError(
-            f"--model: cannot import module {module_name!r} ({type(exc).__name__}: {exc})"
-        ) from exc
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise UsageError(f"--model: module {module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise UsageError(f"--model: {spec!r} is not callable; give a function returning a model")
-    return obj

@@ -1,4 +1,4 @@
-"""Shared pieces of the file-backed workloads (csv, images, tfrecord): options, splits, statistics.
+"""Shared pieces of the file-backed workloads (csv, images, tfrecord): splits, statistics, caches.
 
 No TensorFlow at module level: the hash split has a NumPy form (used by the pandas pass and the
 in-memory path) and a TensorFlow form (used inside ``tf.data``) that agree bit for bit, so a row
@@ -25,64 +25,21 @@ from typing import Any
 
 import numpy as np
 
-from study.errors import UsageError
 from study.paths import cache_dir
-from study.workloads.task import TaskKind
 
 __all__ = [
     "RunningStats",
-    "bool_option",
     "cache_dir",
     "cached_json",
     "fingerprint",
     "row_hash",
     "stratified_split",
-    "task_option",
     "tf_val_rows",
     "val_rows",
 ]
 
 _MASK32 = 0xFFFFFFFF
 _MIX = 0x45D9F3B  # small enough that a 32-bit value times it stays inside int64
-
-
-# -- options ---------------------------------------------------------------------------------
-
-
-def bool_option(name: str, value: Any) -> bool:
-    """``value`` as a bool: True/False, 1/0 or the words true/false, yes/no, on/off.
-
-    Raises:
-        UsageError: e.g. "workload option 'streamed' must be true or false (got 'maybe')".
-    """
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in ("true", "yes", "on", "1"):
-            return True
-        if word in ("false", "no", "off", "0"):
-            return False
-    raise UsageError(f"workload option {name!r} must be true or false (got {value!r})")
-
-
-def task_option(value: Any, allowed: Sequence[TaskKind], *, workload: str) -> TaskKind:
-    """The task kind named by option ``task``, one of ``allowed``.
-
-    Raises:
-        UsageError: "workload option 'task': workload 'images' supports multiclass, binary
-            (got 'regression')".
-    """
-    names = [kind.value for kind in allowed]
-    text = value.value if isinstance(value, TaskKind) else value
-    if not isinstance(text, str) or text.strip().lower() not in names:
-        raise UsageError(
-            f"workload option 'task': workload {workload!r} supports {', '.join(names)} "
-            f"(got {value!r})"
-        )
-    return TaskKind(text.strip().lower())
 
 
 # -- splits ----------------------------------------------------------------------------------

@@ -26,10 +26,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from study.errors import UsageError
-from study.workloads import float_option, int_option
 from study.workloads.base import Dataset, Streams, Workload
-from study.workloads.files import bool_option, stratified_split, task_option
+from study.workloads.files import stratified_split
+from study.workloads.options import Option, boolean, integer, number, option_error, tasks
 from study.workloads.task import Task, TaskKind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,34 +56,40 @@ def list_images(root: str | os.PathLike[str]) -> ImageFiles:
     """The class folders of ``root`` and their images, in sorted order (os only, no TensorFlow).
 
     Raises:
-        UsageError: (option ``path``) missing directory, fewer than two class folders, a class
+        FieldError: on option ``path``: missing directory, fewer than two class folders, a class
             folder without images.
     """
     folder = Path(root).expanduser()
     if not folder.exists():
-        raise UsageError(f"workload option 'path': no such directory {str(root)!r}")
+        raise option_error("path", "", detail=f"no such directory {str(root)!r}")
     if not folder.is_dir():
-        raise UsageError(
-            f"workload option 'path': {str(root)!r} is a file; give the directory that holds "
-            "one sub-folder per class"
+        raise option_error(
+            "path",
+            "",
+            detail=f"{str(root)!r} is a file; give the directory that holds "
+            "one sub-folder per class",
         )
     classes = sorted(
         entry.name for entry in folder.iterdir() if entry.is_dir() and not _hidden(entry.name)
     )
     if len(classes) < 2:
         found = f"only {classes[0]!r}" if classes else "none"
-        raise UsageError(
-            f"workload option 'path': {str(root)!r} needs at least two class folders (found "
-            f"{found}); put each class's images in its own sub-folder"
+        raise option_error(
+            "path",
+            "",
+            detail=f"{str(root)!r} needs at least two class folders (found "
+            f"{found}); put each class's images in its own sub-folder",
         )
     paths: list[str] = []
     labels: list[int] = []
     for label, name in enumerate(classes):
         images = _images_below(folder / name)
         if not images:
-            raise UsageError(
-                f"workload option 'path': class folder {str(folder / name)!r} has no images "
-                f"({', '.join(IMAGE_SUFFIXES)}); add some or remove the folder"
+            raise option_error(
+                "path",
+                "",
+                detail=f"class folder {str(folder / name)!r} has no images "
+                f"({', '.join(IMAGE_SUFFIXES)}); add some or remove the folder",
             )
         paths += images
         labels += [label] * len(images)
@@ -118,40 +123,24 @@ class ImagesWorkload(Workload):
     models: ClassVar[tuple[str, ...]] = ("cnn", "resnet")
     default_target: ClassVar[str] = "val_accuracy>=0.9"
 
-    def __init__(
-        self,
-        *,
-        path: str | os.PathLike[str] | None = None,
-        image_size: int = 32,
-        channels: int = 3,
-        val_fraction: float = 0.2,
-        seed: int = 0,
-        streamed: bool | str = True,
-        task: str = "multiclass",
-    ) -> None:
-        super().__init__()
-        if path is None or isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
-            raise UsageError(
-                "workload option 'path': the images workload needs a directory of class "
-                f"folders; give path=DIR (got {path!r})"
-            )
-        self._options = {
-            "path": os.fspath(path),
-            "image_size": int_option("image_size", image_size, minimum=4),
-            "channels": _channels_option(channels),
-            "val_fraction": float_option("val_fraction", val_fraction, low=0.0, high=1.0),
-            "seed": int_option("seed", seed, minimum=0),
-            "streamed": bool_option("streamed", streamed),
-            "task": task_option(
-                task, [TaskKind.MULTICLASS, TaskKind.BINARY], workload=self.name
-            ).value,
-        }
+    option_specs: ClassVar[dict[str, Option]] = {
+        "path": Option(None, lambda name, value: _path_option(name, value)),
+        "image_size": Option(32, integer(minimum=4)),
+        "channels": Option(3, lambda name, value: _channels_option(name, value)),
+        "val_fraction": Option(0.2, number(low=0.0, high=1.0)),
+        "seed": Option(0, integer()),
+        "streamed": Option(True, boolean()),
+        "task": Option("multiclass", tasks(TaskKind.MULTICLASS, TaskKind.BINARY)),
+    }
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
         self.class_names: tuple[str, ...] = ()
 
     @property
     def task(self) -> Task:
         """Multi-class (``val_accuracy>=0.9``) or binary (one logit, ``val_auc>=0.9``)."""
-        if self._options["task"] == TaskKind.BINARY.value:
+        if self.options["task"] == TaskKind.BINARY.value:
             return Task.binary("val_auc>=0.9")
         return Task.multiclass(self.default_target)
 
@@ -163,7 +152,7 @@ class ImagesWorkload(Workload):
         """`Streams` decoding in ``tf.data``, or (``streamed: false``) every image in memory."""
         train, val = self._split()
         streams = self._streams(train, val)
-        if self._options["streamed"]:
+        if self.options["streamed"]:
             return streams
         x_train, y_train = _arrays(self._decoded(train))
         x_val, y_val = _arrays(streams.val())
@@ -197,21 +186,25 @@ class ImagesWorkload(Workload):
     # -- data ------------------------------------------------------------------------------
     def _split(self) -> tuple[ImageFiles, ImageFiles]:
         """Seeded stratified split; each side in path order. Sets ``class_names``."""
-        files = list_images(self._options["path"])
-        if self._options["task"] == TaskKind.BINARY.value and len(files.classes) != 2:
-            raise UsageError(
-                f"workload option 'task': binary needs exactly two class folders; "
-                f"{self._options['path']!r} has {len(files.classes)} "
-                f"({', '.join(files.classes)}); use task=multiclass"
+        files = list_images(self.options["path"])
+        if self.options["task"] == TaskKind.BINARY.value and len(files.classes) != 2:
+            raise option_error(
+                "task",
+                "",
+                detail=f"binary needs exactly two class folders; "
+                f"{self.options['path']!r} has {len(files.classes)} "
+                f"({', '.join(files.classes)}); use task=multiclass",
             )
         train, val = stratified_split(
-            files.labels, len(files.paths), self._options["val_fraction"], self._options["seed"]
+            files.labels, len(files.paths), self.options["val_fraction"], self.options["seed"]
         )
         if len(train) == 0 or len(val) == 0:
-            raise UsageError(
-                f"workload option 'path': {self._options['path']!r} has only "
+            raise option_error(
+                "path",
+                "",
+                detail=f"{self.options['path']!r} has only "
                 f"{len(files.paths)} images, too few for a validation split of "
-                f"{self._options['val_fraction']:g}; add images"
+                f"{self.options['val_fraction']:g}; add images",
             )
         self.class_names = files.classes
         return files.take(np.sort(train)), files.take(np.sort(val))
@@ -222,8 +215,8 @@ class ImagesWorkload(Workload):
         parallel map."""
         import tensorflow as tf
 
-        size, channels = self._options["image_size"], self._options["channels"]
-        binary = self._options["task"] == TaskKind.BINARY.value
+        size, channels = self.options["image_size"], self.options["channels"]
+        binary = self.options["task"] == TaskKind.BINARY.value
         labels = files.labels.astype(np.float32 if binary else np.int32)
         three = [p.lower().endswith(_THREE_CHANNELS_ONLY) for p in files.paths]
         names = tf.data.Dataset.from_tensor_slices((list(files.paths), labels, three))
@@ -239,13 +232,13 @@ class ImagesWorkload(Workload):
 
     def _streams(self, train: ImageFiles, val: ImageFiles) -> Streams:
         """This shard's training files are every ``num_shards``-th from ``shard_index``."""
-        size, channels = self._options["image_size"], self._options["channels"]
+        size, channels = self.options["image_size"], self.options["channels"]
 
         def train_stream(seed: int, num_shards: int = 1, shard_index: int = 0) -> Any:
             mine = np.arange(shard_index, len(train.paths), num_shards)
             return self._decoded(train.take(mine), seed)
 
-        binary = self._options["task"] == TaskKind.BINARY.value
+        binary = self.options["task"] == TaskKind.BINARY.value
         return Streams(
             train=train_stream,
             val=lambda: self._decoded(val),
@@ -280,9 +273,21 @@ def _arrays(dataset: Any) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(xs), np.concatenate(ys)
 
 
-def _channels_option(value: Any) -> int:
+def _path_option(name: str, value: Any) -> str:
+    if value is None or isinstance(value, bool) or not isinstance(value, (str, os.PathLike)):
+        raise option_error(
+            name,
+            "must be a directory",
+            value,
+            detail="the images workload needs a directory of class folders; give path=DIR "
+            f"(got {value!r})",
+        )
+    return os.fspath(value)
+
+
+def _channels_option(name: str, value: Any) -> int:
     if isinstance(value, bool) or str(value).strip() not in ("1", "3"):
-        raise UsageError(f"workload option 'channels' must be 1 or 3 (got {value!r})")
+        raise option_error(name, "must be 1 or 3", value)
     return int(str(value).strip())
 
 

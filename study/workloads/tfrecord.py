@@ -18,7 +18,7 @@ and keeps the rows in blocks (``Streams.blocks``), shuffled in windows of ``shuf
 rows (`study.workloads.blocks`); validation reads its files in sorted order.
 
 The spec is read in `study.workloads.tfrecord_spec`, the files checked and counted in
-`study.workloads.tfrecord_scan`; every error is a `UsageError` naming the option.
+`study.workloads.tfrecord_scan`; every error is a `FieldError` on the option it is about.
 
 Example (a study file)::
 
@@ -29,23 +29,21 @@ Example (a study file)::
       features: {pixels: "float32[64]", digit: "int64[]"}
       label: digit
 
-On the command line: ``--workload-option features=pixels:float32[64],digit:int64[]``.
+As text (one command-line option): ``features=pixels:float32[64],digit:int64[]``.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from study.errors import UsageError
-from study.workloads import int_option
 from study.workloads.base import Streams, Workload
 from study.workloads.blocks import shuffled_rows
-from study.workloads.files import cached_json, fingerprint, task_option
+from study.workloads.files import cached_json, fingerprint
+from study.workloads.options import Option, int_option, integer, option_error, tasks
 from study.workloads.task import Task, TaskKind
 from study.workloads.tfrecord_scan import check_first_record, counting_pass
 from study.workloads.tfrecord_spec import FeatureSpec, check_label, parse_features
@@ -73,54 +71,46 @@ class TfrecordWorkload(Workload):
     models: ClassVar[tuple[str, ...]] = ("mlp",)
     default_target: ClassVar[str] = "val_accuracy>=0.9"
 
-    def __init__(
-        self,
-        *,
-        train: str | None = None,
-        val: str | None = None,
-        features: Mapping[str, str] | str | None = None,
-        label: str | None = None,
-        task: str = "multiclass",
-        num_classes: int | None = None,
-        shuffle_buffer: int = 10_000,
-    ) -> None:
-        super().__init__()
-        kind = task_option(task, list(TaskKind), workload=self.name)
-        specs = parse_features(features)
-        self._options = {
-            "train": _pattern_option("train", train),
-            "val": _pattern_option("val", val),
-            "features": {s.name: str(s) for s in specs},
-            "label": label,
-            "task": kind.value,
-            "num_classes": None,
-            "shuffle_buffer": int_option("shuffle_buffer", shuffle_buffer, minimum=1),
-        }
+    option_specs: ClassVar[dict[str, Option]] = {
+        "train": Option(None, lambda name, value: _pattern_option(name, value)),
+        "val": Option(None, lambda name, value: _pattern_option(name, value)),
+        "features": Option(None, lambda _, value: {s.name: str(s) for s in parse_features(value)}),
+        "label": Option(None),
+        "task": Option("multiclass", tasks()),
+        "num_classes": Option(None, lambda name, value: _num_classes_option(name, value)),
+        "shuffle_buffer": Option(10_000, integer(minimum=1)),
+    }
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        label, kind = self.options["label"], self.kind
+        specs = parse_features(self.options["features"])
         by_name = {s.name: s for s in specs}
         if not isinstance(label, str) or label not in by_name:
-            raise UsageError(
-                f"workload option 'label': give the feature that holds the label, one of "
-                f"{', '.join(by_name)} (got {label!r})"
+            raise option_error(
+                "label",
+                "must name a feature",
+                label,
+                detail=f"give the feature that holds the label, one of {', '.join(by_name)} "
+                f"(got {label!r})",
             )
         self.label = by_name[label]
         self.inputs = tuple(s for s in specs if s.name != label)
         if not self.inputs:
-            raise UsageError(
-                "workload option 'features': besides the label there is no input feature"
+            raise option_error(
+                "features",
+                "needs an input feature",
+                detail="besides the label there is no input feature",
             )
         check_label(self.label, kind)
-        if num_classes is not None:
-            if kind is not TaskKind.MULTICLASS:
-                raise UsageError(
-                    f"workload option 'num_classes' applies to task multiclass only "
-                    f"(task is {kind.value})"
-                )
-            self._options["num_classes"] = int_option("num_classes", num_classes, minimum=2)
+        if self.options["num_classes"] is not None and kind is not TaskKind.MULTICLASS:
+            rule = f"applies to task multiclass only (task is {kind.value})"
+            raise option_error("num_classes", rule)
         self.counts: dict[str, Any] = {}
 
     @property
     def kind(self) -> TaskKind:
-        return TaskKind(self._options["task"])
+        return TaskKind(self.options["task"])
 
     @property
     def task(self) -> Task:
@@ -144,7 +134,7 @@ class TfrecordWorkload(Workload):
         """Check each pattern's first record, count (cached), and return `Streams`."""
         files = {part: self._files(part) for part in ("train", "val")}
         for part in files:
-            check_first_record(part, self._options[part], files[part], self._specs)
+            check_first_record(part, self.options[part], files[part], self._specs)
         self.counts = self._count(files)
         return self._streams(files, self.counts)
 
@@ -170,16 +160,14 @@ class TfrecordWorkload(Workload):
         return (*self.inputs, self.label)
 
     def _files(self, part: str) -> list[str]:
-        pattern = self._options[part]
+        pattern = self.options[part]
         if pattern is None:
-            raise UsageError(
-                f"workload option {part!r}: give a glob pattern of the {part} TFRecord files"
-            )
+            raise option_error(part, "", detail=f"give a glob pattern of the {part} TFRecord files")
         found = sorted(
             p for p in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p)
         )
         if not found:
-            raise UsageError(f"workload option {part!r}: no file matches {pattern!r}")
+            raise option_error(part, "", detail=f"no file matches {pattern!r}")
         return found
 
     def _count(self, files: dict[str, list[str]]) -> dict[str, Any]:
@@ -188,7 +176,7 @@ class TfrecordWorkload(Workload):
             [*files["train"], *files["val"]],
             version=_PASS_VERSION,
             parts=[len(files["train"]), len(files["val"])],
-            features=self._options["features"],
+            features=self.options["features"],
             label=self.label.name,
             task=self.kind.value,
         )
@@ -196,22 +184,26 @@ class TfrecordWorkload(Workload):
             "tfrecord-count", key, lambda: counting_pass(files, self._specs, self.label, self.kind)
         )
         if self.kind is TaskKind.MULTICLASS:
-            given, largest = self._options["num_classes"], counts["max_label"]
+            given, largest = self.options["num_classes"], counts["max_label"]
             if given is not None and largest >= given:
-                raise UsageError(
-                    f"workload option 'num_classes': label {self.label.name!r} reaches "
-                    f"{largest}, so num_classes must be at least {largest + 1} (got {given})"
+                raise option_error(
+                    "num_classes",
+                    "",
+                    detail=f"label {self.label.name!r} reaches "
+                    f"{largest}, so num_classes must be at least {largest + 1} (got {given})",
                 )
             if given is None and largest < 1:
-                raise UsageError(
-                    f"workload option 'label': label {self.label.name!r} is always "
-                    f"{largest}; a classifier needs at least 2 classes"
+                raise option_error(
+                    "label",
+                    "",
+                    detail=f"label {self.label.name!r} is always "
+                    f"{largest}; a classifier needs at least 2 classes",
                 )
             counts["outputs"] = given or largest + 1
         return counts
 
     def _streams(self, files: dict[str, list[str]], counts: dict[str, Any]) -> Streams:
-        shuffle_buffer = self._options["shuffle_buffer"]
+        shuffle_buffer = self.options["shuffle_buffer"]
         train_files, val_files = files["train"], files["val"]
 
         def train(seed: int, num_shards: int = 1, shard_index: int = 0) -> Any:
@@ -285,8 +277,14 @@ def _pattern_option(part: str, value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, (str, os.PathLike)) or not os.fspath(value).strip():
-        raise UsageError(
-            f"workload option {part!r}: expected a glob pattern like data/{part}-*.tfrecord "
-            f"(got {value!r})"
+        raise option_error(
+            part,
+            "must be a glob pattern",
+            value,
+            detail=f"expected a glob pattern like data/{part}-*.tfrecord (got {value!r})",
         )
     return os.fspath(value)
+
+
+def _num_classes_option(name: str, value: Any) -> int | None:
+    return None if value is None else int_option(name, value, minimum=2)

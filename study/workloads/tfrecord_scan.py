@@ -4,7 +4,7 @@ file pattern, then one counting pass over every record.
 `check_first_record` compares the first record of a pattern's files with the spec;
 `counting_pass` parses every record once: the records per part, the largest class id, the label
 values' checks and (regression) the training labels' mean and standard deviation. Every problem
-is a one-line `UsageError` on the option it is about (``train`` / ``val`` for the files,
+is a one-line `FieldError` on the option it is about (``train`` / ``val`` for the files,
 ``features`` for a record that breaks the spec, ``label`` for a bad label value), naming the
 file, the feature and what was found. Example::
 
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from study.errors import UsageError
 from study.workloads.files import RunningStats
+from study.workloads.options import option_error
 from study.workloads.task import TaskKind
 from study.workloads.tfrecord_spec import FeatureSpec
 
@@ -39,7 +39,7 @@ def check_first_record(
     """Compare the first record of the first non-empty file with the spec.
 
     Raises:
-        UsageError: "workload option 'features': data/train-0.tfrecord: feature 'x' has 39
+        FieldError: "workload option 'features': data/train-0.tfrecord: feature 'x' has 39
             float values in its first record, but the spec float32[40] needs 40".
     """
     import tensorflow as tf
@@ -48,25 +48,27 @@ def check_first_record(
         try:
             first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as exc:
-            raise UsageError(
-                f"workload option {part!r}: {path} is not a TFRecord file ({_first_line(exc)})"
+            raise option_error(
+                part, "", detail=f"{path} is not a TFRecord file ({_first_line(exc)})"
             ) from None
         if first is None:
             continue
         try:
             example = tf.train.Example.FromString(first.numpy())
         except Exception as exc:  # protobuf's DecodeError: the record is not an Example
-            raise UsageError(
-                f"workload option {part!r}: the first record of {path} is not a "
-                f"tf.train.Example ({type(exc).__name__})"
+            raise option_error(
+                part,
+                "",
+                detail=f"the first record of {path} is not a "
+                f"tf.train.Example ({type(exc).__name__})",
             ) from None
         found = example.features.feature
         for spec in specs:
             problem = _mismatch(spec, found)
             if problem:
-                raise UsageError(f"workload option 'features': {path}: {problem}")
+                raise option_error("features", "", detail=f"{path}: {problem}")
         return
-    raise UsageError(f"workload option {part!r}: the files matching {pattern!r} hold no records")
+    raise option_error(part, "", detail=f"the files matching {pattern!r} hold no records")
 
 
 def counting_pass(
@@ -95,12 +97,12 @@ def counting_pass(
                     if kind is TaskKind.REGRESSION and part == "train":
                         stats.update(y.reshape(len(y), -1))
             except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as exc:
-                raise UsageError(
-                    f"workload option 'features': {path}: {_bad_record(tf, path, specs, exc)}"
+                raise option_error(
+                    "features", "", detail=f"{path}: {_bad_record(tf, path, specs, exc)}"
                 ) from None
     if result["train"] == 0 or result["val"] == 0:
         empty = "train" if result["train"] == 0 else "val"
-        raise UsageError(f"workload option {empty!r}: the files hold no records")
+        raise option_error(empty, "", detail="the files hold no records")
     outputs = {TaskKind.BINARY: 1}.get(kind, label.size)
     result["outputs"] = outputs
     if kind is TaskKind.REGRESSION:
@@ -143,9 +145,11 @@ def _check_label_values(path: str, label: FeatureSpec, kind: TaskKind, y: np.nda
         bad = y[~np.isfinite(y)]
         need = "finite numbers"
     if bad is not None and bad.size:
-        raise UsageError(
-            f"workload option 'label': {path}: label {label.name!r} holds {bad.flat[0].item()!r}; "
-            f"task {kind.value} needs {need}"
+        raise option_error(
+            "label",
+            "",
+            detail=f"{path}: label {label.name!r} holds {bad.flat[0].item()!r}; "
+            f"task {kind.value} needs {need}",
         )
 
 

@@ -1,7 +1,7 @@
 """The tfrecord workload's feature spec: ``dtype[dims]`` text read into `FeatureSpec`, and the
 label's spec checked against the task (no TensorFlow).
 
-Every problem is a one-line `UsageError` on the option it is about: ``features`` (a spec that
+Every problem is a one-line `FieldError` on the option it is about: ``features`` (a spec that
 does not parse) or ``label`` (a label whose dtype or shape does not suit the task). Example::
 
     parse_features("x:float32[4], img:float32[28,28,1];y=int64[]")
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from study.errors import UsageError
+from study.workloads.options import option_error
 from study.workloads.task import TaskKind
 
 __all__ = ["FeatureSpec", "check_label", "parse_features", "parse_spec"]
@@ -46,15 +46,17 @@ def parse_spec(name: str, text: Any) -> FeatureSpec:
     """``float32[40]`` -> FeatureSpec(name, "float32", (40,)).
 
     Raises:
-        UsageError: "workload option 'features': feature 'x' must be float32[dims] or
+        FieldError: "workload option 'features': feature 'x' must be float32[dims] or
             int64[dims], e.g. float32[40] or int64[] (got 'float[40]')".
     """
     match = _SPEC.fullmatch(text.strip()) if isinstance(text, str) else None
     shape = tuple(int(d) for d in match.group(2).split(",")) if match and match.group(2) else ()
     if match is None or any(d < 1 for d in shape):
-        raise UsageError(
-            f"workload option 'features': feature {name!r} must be float32[dims] or "
-            f"int64[dims], e.g. float32[40] or int64[] (got {text!r})"
+        raise option_error(
+            "features",
+            "",
+            detail=f"feature {name!r} must be float32[dims] or "
+            f"int64[dims], e.g. float32[40] or int64[] (got {text!r})",
         )
     return FeatureSpec(name, match.group(1), shape)
 
@@ -63,7 +65,7 @@ def parse_features(value: Any) -> tuple[FeatureSpec, ...]:
     """A mapping ``{name: spec}``, or the text ``name:spec,name:spec`` (command line).
 
     Raises:
-        UsageError: on option ``features``.
+        FieldError: on option ``features``.
     """
     if isinstance(value, str):
         entries, end = [], 0
@@ -73,23 +75,32 @@ def parse_features(value: Any) -> tuple[FeatureSpec, ...]:
             entries.append((match.group(1), match.group(2)))
             end = match.end()
         if end != len(value) or not entries:
-            raise UsageError(
-                "workload option 'features': expected name:dtype[dims] pairs separated by "
-                f"commas, e.g. x:float32[40],y:int64[] (got {value!r})"
+            raise option_error(
+                "features",
+                "",
+                detail="expected name:dtype[dims] pairs separated by "
+                f"commas, e.g. x:float32[40],y:int64[] (got {value!r})",
             )
         if len({n for n, _ in entries}) != len(entries):
-            raise UsageError(f"workload option 'features': a feature is named twice in {value!r}")
+            raise option_error("features", "", detail=f"a feature is named twice in {value!r}")
         value = dict(entries)
     if not isinstance(value, Mapping) or not value:
-        raise UsageError(
-            "workload option 'features': give a mapping of feature name to dtype[dims], "
-            f"e.g. {{x: float32[40], y: int64[]}} (got {value!r})"
+        raise option_error(
+            "features",
+            "",
+            detail="give a mapping of feature name to dtype[dims], "
+            f"e.g. {{x: float32[40], y: int64[]}} (got {value!r})",
         )
     return tuple(parse_spec(str(name), spec) for name, spec in value.items())
 
 
 def check_label(label: FeatureSpec, kind: TaskKind) -> None:
-    """The label's spec suits the task (a class id is an int64 scalar, ...)."""
+    """The label's spec suits the task (a class id is an int64 scalar, ...).
+
+    Raises:
+        FieldError: on option ``label``, e.g. "workload option 'label': task multiclass needs
+            an int64[] class id; feature 'x' is float32[4]".
+    """
     need = {
         TaskKind.MULTICLASS: ("an int64[] class id", label.dtype == "int64" and not label.shape),
         TaskKind.BINARY: ("a 0/1 scalar (int64[] or float32[])", not label.shape),
@@ -101,7 +112,8 @@ def check_label(label: FeatureSpec, kind: TaskKind) -> None:
     }
     what, ok = need[kind]
     if not ok:
-        raise UsageError(
-            f"workload option 'label': task {kind.value} needs {what}; feature {label.name!r} "
-            f"is {label}"
+        raise option_error(
+            "label",
+            f"must be {what}",
+            detail=f"task {kind.value} needs {what}; feature {label.name!r} is {label}",
         )

@@ -69,7 +69,7 @@ def test_other_seed_other_arrays(name: str, cache_dir: Path) -> None:
 def test_unknown_model_is_refused() -> None:
     with pytest.raises(
         UsageError,
-        match=r"--model: unknown model 'rnn' for workload 'mnist1d'; choose from mlp, cnn",
+        match=r"^model: unknown model 'rnn' for workload 'mnist1d'; choose from mlp, cnn",
     ):
         get_workload("mnist1d").check_model("rnn")
 

@@ -1,4 +1,4 @@
-"""Shared pieces of the file workloads: the row-hash split, chunked statistics, options, cache."""
+"""Shared pieces of the file workloads: the row-hash split, chunked statistics, cache."""
 
 from __future__ import annotations
 
@@ -6,12 +6,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-from study.errors import UsageError
 from study.workloads.files import (
     RunningStats,
-    bool_option,
     cached_json,
     fingerprint,
     stratified_split,
@@ -67,18 +64,6 @@ def test_stratified_split_keeps_class_shares() -> None:
     assert np.array_equal(again[1], val)
     train, val = stratified_split(None, 10, 0.3, seed=0)
     assert len(val) == 3 and len(train) == 7
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"), [(True, True), ("false", False), (" Yes", True), (0, False)]
-)
-def test_bool_option(value: object, expected: bool) -> None:
-    assert bool_option("streamed", value) is expected
-
-
-def test_bool_option_refuses_other_values() -> None:
-    with pytest.raises(UsageError, match=r"^workload option 'streamed' must be true or false"):
-        bool_option("streamed", 2)
 
 
 def test_cached_json_computes_once_per_key(cache_dir: Path, tmp_path: Path) -> None:

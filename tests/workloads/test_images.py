@@ -139,7 +139,7 @@ def test_class_folder_without_images(folder: Path) -> None:
         ({"channels": 4}, "workload option 'channels' must be 1 or 3 (got 4)"),
         ({"image_size": 2}, "workload option 'image_size' must be an integer >= 4 (got 2)"),
         ({"streamed": "sometimes"}, "workload option 'streamed' must be true or false"),
-        ({"task": "regression"}, "workload option 'task': workload 'images' supports"),
+        ({"task": "regression"}, "workload option 'task' must be one of multiclass, binary"),
         ({"path": None}, "workload option 'path': the images workload needs a directory"),
     ],
 )

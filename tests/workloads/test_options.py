@@ -138,7 +138,9 @@ def test_bool_option_refuses_other_values() -> None:
         bool_option("streamed", 2)
 
 
-@pytest.mark.parametrize("name", ["csv", "digits", "images", "mnist1d", "shapes", "tabular"])
+@pytest.mark.parametrize(
+    "name", ["csv", "digits", "images", "mnist1d", "shapes", "tabular", "tfrecord"]
+)
 def test_every_builtin_workload_declares_its_options(name: str) -> None:
     from study.workloads import _BUILTIN
 
