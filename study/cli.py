@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 from study import __version__
 from study.config.trial import NOISE_EVERY, PILOT_NOISE_EVERY
 from study.errors import UsageError
+from study.paths import study_name
 from study.workloads import available as available_workloads
 
 EXIT_USAGE = 2
@@ -433,6 +434,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
+        study_name(getattr(args, "name", None))  # a study name names folders: not "..", "."
         return int(args.handler(args) or 0)
     except UsageError as exc:
         from study.commands.flags import in_flags  # a field named by its flag

@@ -18,10 +18,31 @@ import os
 import re
 from pathlib import Path
 
+from study.errors import FieldError
+
 DEFAULT_ROOT = Path("mlruns")
 JOURNAL = "optuna.journal"
 MLFLOW_DB = "mlflow.db"
 ARTIFACTS = "artifacts"
+
+
+#: A study name: one path component of its own, since folders are named after it
+#: (``reports/NAME``) and so are the ledger's studies; dots alone (``.``, ``..``) are refused.
+STUDY_NAME = re.compile(r"^(?!\.+$)[A-Za-z0-9_.-]+$")
+STUDY_NAME_RULE = (
+    "letters, digits, '_', '.' or '-', not dots alone (it names folders: reports/NAME)"
+)
+
+
+def study_name(name: str | None) -> str | None:
+    """``name`` if it is a good study name (`STUDY_NAME`) or None, else a `FieldError` on
+    ``name``.
+
+    Example: ``study_name("..")`` raises ``name must be letters, digits, ... (got '..')``.
+    """
+    if name is not None and (not isinstance(name, str) or not STUDY_NAME.match(name)):
+        raise FieldError("name", f"must be {STUDY_NAME_RULE}", name)
+    return name
 
 
 def cache_dir() -> Path:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from study.paths import journal_path, masked, tracking_uri
+from study.errors import FieldError
+from study.paths import journal_path, masked, study_name, tracking_uri
 
 
 @pytest.mark.parametrize(
@@ -43,3 +44,14 @@ def test_read_only_lookups_create_nothing(tmp_path: Path, monkeypatch: pytest.Mo
     assert journal_path(create=False) == tmp_path / "store" / "optuna.journal"
     assert not (tmp_path / "store").exists()
     assert tracking_uri("http://example:5000") == "http://example:5000"
+
+
+@pytest.mark.parametrize("name", [".", "..", "...", "a/b", "../x", "a b", ""])
+def test_study_names_are_one_folder_of_their_own(name: str) -> None:
+    with pytest.raises(FieldError, match=r"^name must be .*not dots alone"):
+        study_name(name)
+
+
+@pytest.mark.parametrize("name", ["quickstart", "v1.2", ".hidden", "a..b", "x-y_z", None])
+def test_good_study_names_pass(name: str | None) -> None:
+    assert study_name(name) == name

@@ -102,6 +102,7 @@ from study.config.study import StudyConfig
 from study.config.trial import OPTIMIZERS, SCHEDULES
 from study.config.yaml_reader import Reader, StrictLoader, kind, yaml_message
 from study.errors import UsageError
+from study.paths import STUDY_NAME, STUDY_NAME_RULE
 
 __all__ = ["SCHEMA_PATH", "load_study_file", "parse_study"]
 
@@ -125,7 +126,6 @@ TOP_LEVEL_KEYS = (
     "allocation",
 )
 REQUIRED_KEYS = ("name", "workload", "target", "budget", "trials_per_stratum", "search_space")
-_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _WORKLOAD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
 
 
@@ -184,9 +184,7 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
     r.keys(mapping, "", TOP_LEVEL_KEYS, REQUIRED_KEYS)
     raw = copy.deepcopy(dict(mapping))
     return StudyConfig(  # keyword arguments are checked in file order
-        name=r.string(
-            mapping["name"], "name", pattern=_NAME, rule="letters, digits, '_', '.' or '-'"
-        ),
+        name=r.string(mapping["name"], "name", pattern=STUDY_NAME, rule=STUDY_NAME_RULE),
         workload=r.string(
             mapping["workload"],
             "workload",

@@ -652,7 +652,7 @@ MALFORMED: list[tuple[str, Any, list[str]]] = [
     (
         "bad-name",
         _set("name", "my study"),
-        ["name must be letters, digits, '_', '.' or '-' (got 'my study')"],
+        ["name must be letters, digits, '_', '.' or '-', not dots alone", "(got 'my study')"],
     ),
     (
         "bad-workload",
@@ -971,3 +971,21 @@ def test_strategies_are_read_by_the_strategy_grammar() -> None:
         parse_study(space(strategy=["tpu:2"]), "m")
     with pytest.raises(UsageError, match=r"^m: search_space\.strategy lists a value twice"):
         parse_study(space(strategy=["mirrored:2", "mirrored:02"]), "m")  # the same strategy
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_a_name_of_dots_alone_is_refused(tmp_path: Path, name: str) -> None:
+    """The name names folders (``reports/NAME``): ``..`` would be the folder above."""
+    path = write(tmp_path, study(name=name))
+    with pytest.raises(UsageError) as info:
+        load_study_file(path)
+    assert str(info.value) == (
+        f"{path}: name must be letters, digits, '_', '.' or '-', not dots alone "
+        f"(it names folders: reports/NAME) (got '{name}')"
+    )
+
+
+def test_the_schema_refuses_dots_alone_too(schema: dict[str, Any]) -> None:
+    jsonschema.validate(study(name="a..b"), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(study(name=".."), schema)
