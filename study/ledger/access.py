@@ -29,7 +29,9 @@ OBJECTIVE_MEANING = (
     "steps to the target (fewer is better); a trial that never reached it scores "
     "2 x step limit x (1 + its final shortfall from the target), a diverged or failed one "
     "5 x step limit, so both rank below every trial that reached it; a pruned trial's value is "
-    "its last intermediate value (the target metric)"
+    "the steps it ran (it needs more); intermediate values are the distance to the target "
+    "(fewer is better, <= 0 once met), the target metric itself is the user attribute "
+    "target_curve"
 )
 
 

@@ -4,8 +4,9 @@ went, and reading trials back as `LedgerTrial` records.
 Budgets are enforced through Optuna's atomic trial numbering: `Claims.claim` asks for a trial
 and keeps it only if fewer than ``budget`` counted trials have lower numbers, so any number of
 processes on one storage never exceed a stratum's budget. Optuna's own trial state mirrors the
-ledger status (COMPLETE with the objective as value, PRUNED, FAIL), so Optuna's samplers and
-optuna-dashboard read the ledger as an ordinary Optuna study.
+ledger status (COMPLETE with the objective as value, PRUNED with the steps it ran, FAIL), so
+Optuna's samplers and optuna-dashboard read the ledger as an ordinary Optuna study, every
+number in steps to target (`optuna_view` says what they see).
 
 Example: with a budget of 2, three processes claiming at once get trials 0 and 1; the third's
 trial 2 is closed as ``discarded`` and it gets None.
@@ -21,9 +22,11 @@ import optuna
 from optuna.trial import TrialState as OptunaState
 
 from study.config.space import Stratum
+from study.config.target import Target
 from study.ledger import records
 from study.ledger.access import Slot, StorageAccess
 from study.ledger.liveness import stamp
+from study.ledger.optuna_view import intermediate_values, pruned_meaning, view_attrs
 from study.ledger.owners import owner_id
 from study.ledger.records import (
     LedgerTrial,
@@ -32,7 +35,6 @@ from study.ledger.records import (
     encode_result,
     merge_stored,
     split_stored,
-    thinned,
     truncate_error,
 )
 from study.results import TrialResult, TrialState
@@ -88,38 +90,50 @@ class Claims(StorageAccess):
         result: TrialResult,
         objective: float,
         *,
-        metric: str | None = None,
+        target: Target | None = None,
         meaning: str | None = None,
     ) -> LedgerTrial:
         """Record a finished trial and close it; return it.
 
         Stored: the result and its curve (see `records`), ``meaning`` (what the ``objective``
-        value says, e.g. "penalty: never reached val_accuracy>=0.6"), and the curve of
-        ``metric`` as the trial's intermediate values (at most `INTERMEDIATE_POINTS`). A pruned
-        trial's Optuna value is its last intermediate value (Optuna's rule).
+        value says, e.g. "penalty: never reached val_accuracy>=0.6"), and what Optuna readers
+        see (`optuna_view`): with a ``target``, the distance to it along the curve as the
+        trial's intermediate values (at most `INTERMEDIATE_POINTS`); a pruned trial's value is
+        the steps it ran (a lower bound), not Optuna's last intermediate value.
         """
         user, system = split_stored(encode_result(result))
         user[records.SCORE] = objective
-        if meaning:
-            user[records.OBJECTIVE] = meaning
+        user.update(view_attrs(result, target, INTERMEDIATE_POINTS))
+        pruned = result.state is TrialState.PRUNED
+        if meaning or pruned:
+            user[records.OBJECTIVE] = (
+                pruned_meaning(result.steps_run, meaning) if pruned else meaning
+            )
         for key, value in user.items():
             slot.trial.set_user_attr(key, value)
         trial_id = self._slot_id(slot)
         for key, value in system.items():
             self.storage.set_trial_system_attr(trial_id, key, value)
-        if metric:
-            for step, value in thinned(result.curve, metric, INTERMEDIATE_POINTS).items():
+        if target is not None:
+            for step, value in intermediate_values(result, target, INTERMEDIATE_POINTS).items():
                 slot.trial.report(value, step)
         study = self._study(slot.stratum)
         if result.state in (TrialState.FAILED, TrialState.INFEASIBLE):
             study.tell(slot.trial, state=OptunaState.FAIL)
-        elif result.state is TrialState.PRUNED:
-            if not metric:
-                slot.trial.report(objective, result.steps_run)
-            study.tell(slot.trial, state=OptunaState.PRUNED)
+        elif pruned:
+            self._close_pruned(study, trial_id, float(result.steps_run))
         else:
             study.tell(slot.trial, objective)
         return self.trial(slot.stratum, slot.number)
+
+    def _close_pruned(self, study: optuna.Study, trial_id: int, steps: float) -> None:
+        """Close a trial as PRUNED with ``steps`` as its value (what `Study.tell` does, but
+        for its rule that a pruned trial's value is its last intermediate value)."""
+        frozen = self.storage.get_trial(trial_id)
+        try:
+            study.sampler.after_trial(study, frozen, OptunaState.PRUNED, [steps])
+        finally:
+            self.storage.set_trial_state_values(trial_id, OptunaState.PRUNED, [steps])
 
     def fail(self, slot: Slot, error: str) -> LedgerTrial:
         """Close a slot whose proposal or bookkeeping raised as ``failed`` (if still open)."""

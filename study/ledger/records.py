@@ -5,8 +5,8 @@ that knows the storage keys: `encode_result` writes a `TrialResult` (summary num
 measurement curve as JSON, the environment, the error, where the wall time went) and
 `decode_trial` reads everything back, side by side so the two cannot drift apart.
 `split_stored` / `merge_stored` say where each key lives: the curve is a system attribute (out
-of what optuna-dashboard shows; the dashboard gets the target metric as the trial's
-intermediate values instead), everything else a user attribute. No Optuna import: decoding
+of what optuna-dashboard shows; the dashboard gets the distance to the target as the trial's
+intermediate values instead, `study.ledger.optuna_view`), everything else a user attribute. No Optuna import: decoding
 takes the few plain fields of a stored trial.
 """
 
@@ -44,7 +44,7 @@ CURVE_SYSTEM = "study:curve"
 #: User attribute saying what the trial's objective value means.
 OBJECTIVE = "objective"
 #: User attribute holding the objective the tuners were told (Optuna's value of a pruned trial
-#: is its last intermediate value instead).
+#: is the steps it ran instead: `study.ledger.optuna_view`).
 SCORE = "score"
 ERROR = "error"
 #: What kind of error it is (`ErrorKind`); records written before it have none (see
@@ -65,10 +65,12 @@ _SUMMARY = (
     "examples_run",
     "train_seconds",
 )
+#: User attributes written for Optuna readers only (`study.ledger.optuna_view`).
+VIEW_KEYS = ("steps_more_than", "intermediate_values", "target_curve")
 #: Keys with a meaning of their own; any other stored key is kept in `LedgerTrial.extras`.
 KNOWN_KEYS = frozenset(
     (STATUS, TUNER, ORIGIN, OWNER, BATCH_SIZE, STRATEGY, CURVE, ERROR, FINISHED_AT, ENVIRONMENT)
-) | frozenset((*_SUMMARY, OBJECTIVE, SCORE, TIMINGS))
+) | frozenset((*_SUMMARY, OBJECTIVE, SCORE, TIMINGS, *VIEW_KEYS))
 _FIXED_CURVE_KEYS = ("step", "examples", "train_seconds", "train_loss")
 MAX_ERROR_CHARS = 4000
 
@@ -184,7 +186,7 @@ def merge_stored(user: Mapping[str, Any], system: Mapping[str, Any]) -> dict[str
 
 def thinned(curve: tuple[Measurement, ...], metric: str, most: int) -> dict[int, float]:
     """At most ``most`` points ``step -> metric`` of a curve, spread evenly over its evaluations
-    (first and last kept), finite values only: the trial's intermediate values in Optuna.
+    (first and last kept), finite values only (what `study.ledger.optuna_view` shows Optuna).
 
     Example: 197 evaluations and ``most=50`` keep evaluations 0, 4, 8, ..., 196.
     """

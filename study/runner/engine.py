@@ -360,7 +360,7 @@ class StudyEngine:
             slot,
             timed(outcome.result, started),
             outcome.objective,
-            metric=self.config.target.metric,
+            target=self.config.target,
             meaning=explain(outcome.result, limit, self.config.target),
         )
         backend.report(proposal, outcome)
