@@ -7,7 +7,7 @@ target, fewer is better (``minimize``).
   above every reached trial); a failed one has none. A pruned trial's value is the steps it
   ran, a lower bound: it had not reached the target by then, so it needs *more than* that
   many steps (the user attribute ``steps_more_than`` says so). Optuna itself would give it
-  its last intermediate value, so `close_pruned` stores it without `Study.tell`'s rule.
+  its last intermediate value, so `Claims.finish` closes it without `Study.tell`'s rule.
 - **Intermediate values.** The distance to the target at each evaluation, in the metric's
   units: ``threshold - value`` for a ``>``/``>=`` target, ``value - threshold`` for a
   ``<``/``<=`` one, so it falls as the trial improves and is <= 0 once the target is met.
