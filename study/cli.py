@@ -52,8 +52,8 @@ def _add_train(sub: Any) -> None:
     )
     p.set_defaults(handler=_lazy("study.commands.train", "main"))
     p = sub.add_parser("check-workload", help="load, build, train one step and evaluate a workload")
-    p.add_argument("spec", metavar="WORKLOAD", help="a built-in workload or module:callable")
-    _add_trial_flags(p, experiment="study-check-workload")  # its --workload is not used
+    p.add_argument("spec", metavar="WORKLOAD", nargs="?", help="built-in or module:callable")
+    _add_trial_flags(p, experiment="study-check-workload")  # WORKLOAD or --workload names it
     p.set_defaults(handler=_lazy("study.commands.check_workload", "main"))
 
 

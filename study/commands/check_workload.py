@@ -13,14 +13,20 @@ import json
 from dataclasses import asdict
 
 from study.commands.train import workload_options
+from study.errors import UsageError
 
 
 def main(args: argparse.Namespace) -> int:
-    args.workload = args.spec  # the positional names the workload (and its flags' errors)
+    if args.spec is not None and args.workload not in (args.spec, "mnist1d"):
+        raise UsageError(
+            f"WORKLOAD {args.spec!r} and --workload {args.workload!r} disagree; "
+            "name the workload once"
+        )
+    args.workload = args.spec or args.workload  # names the workload (and its flags' errors)
     from study.trainer.check import check_workload
 
     result = check_workload(
-        args.spec,
+        args.workload,
         workload_options(args),
         model=args.model,
         strategy=args.strategy if args.strategy != "auto" else "default",

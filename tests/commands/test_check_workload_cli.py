@@ -58,3 +58,12 @@ def test_checks_before_training_import_no_tensorflow(tmp_path: Path) -> None:
     )
     assert out.stdout.split() == ["2", "False"]
     assert "seed must be an integer >= 0" in out.stderr
+
+
+def test_the_workload_is_named_once(tmp_path: Path) -> None:
+    proc = study("check-workload", "tabular", "--workload", "digits", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "study check-workload: error: WORKLOAD 'tabular' and --workload "
+        "'digits' disagree; name the workload once"
+    )
