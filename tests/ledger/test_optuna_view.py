@@ -25,6 +25,7 @@ from study.ledger import Ledger, StudyRecord
 from study.ledger import records as rec
 from study.ledger.access import METRIC_NAME
 from study.ledger.claims import INTERMEDIATE_POINTS
+from study.ledger.optuna_view import distance, view_attrs
 from study.results import Measurement, TrialResult, TrialState
 
 S = Stratum(32, "default")
@@ -220,3 +221,12 @@ def test_older_ledgers_still_read(tmp_path: Path, capsys: pytest.CaptureFixture[
     (stratum,) = json.loads(capsys.readouterr().out)["strata"]
     assert stratum["best_steps"] == 300 and stratum["best_trial"] == 0
     assert stratum["statuses"] == {"reached": 1, "pruned": 3, "not_reached": 1, "diverged": 1}
+
+
+def test_distance_falls_as_a_trial_improves_for_either_direction() -> None:
+    assert distance(0.45, Target.parse("val_accuracy>=0.5")) == pytest.approx(0.05)
+    assert distance(0.55, Target.parse("val_accuracy>=0.5")) == pytest.approx(-0.05)
+    assert distance(0.5, Target.parse("val_loss<=0.3")) == pytest.approx(0.2)
+    attrs = view_attrs(result(TrialState.PRUNED, 10, 0.2), Target.parse("val_loss<0.3"), 50)
+    assert attrs["steps_more_than"] == 10
+    assert attrs["intermediate_values"].startswith("distance to val_loss<0.3: val_loss - 0.3")
