@@ -211,10 +211,18 @@ def test_pruning_stops_only_trials_that_can_no_longer_win(
                 assert best <= t.result.steps_run < best + EVAL_EVERY, (stratum, t.number)
                 seen = optuna_view[stratum][t.number]
                 assert seen.state is OptunaState.PRUNED
-                # its curve of the target metric is its intermediate values, up to the step
+                # its value: the steps it ran (it needs more), not an accuracy
+                assert seen.value == t.result.steps_run == seen.user_attrs["steps_more_than"]
+                # its distance to the target is its intermediate values, up to the step
                 steps = list(seen.intermediate_values)
                 assert steps[-1] == t.result.steps_run
                 assert set(steps) <= {m.step for m in t.result.curve}
+                target = Target.parse(run.config["target"])
+                last = t.result.curve[-1].metrics[target.metric]
+                assert seen.intermediate_values[steps[-1]] == pytest.approx(
+                    target.threshold - last if target.maximize else last - target.threshold
+                )
+                assert seen.intermediate_values[steps[-1]] > 0  # short of the target
             elif math.isfinite(best) and status(t) != "diverged":
                 # a trial that ran while a better one was known reached the target in time
                 assert status(t) == "reached", (stratum, t.number)
