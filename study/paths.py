@@ -34,14 +34,14 @@ STUDY_NAME_RULE = (
 )
 
 
-def study_name(name: str | None) -> str | None:
+def study_name(name: str | None, *, called: str = "name") -> str | None:
     """``name`` if it is a good study name (`STUDY_NAME`) or None, else a `FieldError` on
-    ``name``.
+    ``name`` (its message calls it ``called``, e.g. a flag).
 
     Example: ``study_name("..")`` raises ``name must be letters, digits, ... (got '..')``.
     """
     if name is not None and (not isinstance(name, str) or not STUDY_NAME.match(name)):
-        raise FieldError("name", f"must be {STUDY_NAME_RULE}", name)
+        raise FieldError("name", f"must be {STUDY_NAME_RULE}", name, name=called)
     return name
 
 

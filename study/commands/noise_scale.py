@@ -21,7 +21,6 @@ import argparse
 import dataclasses
 import json
 import math
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import Budget, EvalCadence, TrialSpec
 from study.errors import UsageError
+from study.paths import study_name
 from study.results import TrialResult, TrialState
 from study.strategies import StrategySpec, check_batch_divisible
 
@@ -44,7 +44,6 @@ FILE_SETS: tuple[str, ...] = (
     "optimizer", "momentum", "beta1", "beta2", "epsilon", "weight_decay", "schedule", "warmup",
     "decay_steps", "end_factor", "target",
 )  # fmt: skip
-_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,8 +182,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
         if args.storage is not None:
             raise UsageError("--storage applies only with --study NAME (where to store the pilot)")
         return
-    if not _NAME.match(args.study):
-        raise UsageError(f"--study must be letters, digits, '_', '.' or '-' (got {args.study!r})")
+    study_name(args.study, called="--study")
     from study.ledger import Ledger
 
     if Ledger.open(args.storage, args.study, create=False).record() is None and not args.write:

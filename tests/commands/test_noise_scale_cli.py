@@ -118,6 +118,7 @@ def write_pilot_study(directory: Path) -> Path:
         (["pilot.yaml", "--write", "nodir/x.yaml"], "--write: directory 'nodir' does not exist"),
         (["pilot.yaml", "--study", "nope"], "--study: no study named 'nope' in this storage"),
         (["pilot.yaml", "--study", "a b", "--write", "x.yaml"], "--study must be letters"),
+        (["pilot.yaml", "--study", "..", "--write", "x.yaml"], "not dots alone (it names folders"),
         (["pilot.yaml", "--storage", "x.journal"], "--storage applies only with --study NAME"),
         (["missing.yaml"], "study file 'missing.yaml' not found"),
         (["--workload", "tabular", "--lr", "0"], "--lr must be > 0 (got 0.0)"),
