@@ -4,8 +4,9 @@
 trials (`claims`), ``ledger.liveness`` (`liveness`: heartbeats by an injected `clock`, stale
 trials), ``ledger.tuning`` (`tuning`: samplers, windows, points) and ``ledger.notes``
 (`study_notes`: pilot, throughput probe, allocation state). Trials come out as frozen
-`LedgerTrial` records (in `records`, with the one encoding of results), the study's notes as
-the frozen records of `notes`. `storage` opens the Optuna storage, `summary` sums a study up
+`LedgerTrial` records (in `records`, with the one encoding of results; `optuna_view` is what
+Optuna readers see of them, every value in steps), the study's notes as the frozen records of
+`notes`. `storage` opens the Optuna storage, `summary` sums a study up
 for `study ls`/`status`, and `owners` tells whether the process that claimed a trial still
 runs. `records` and `notes` import no Optuna (analysis reads them); the names that need Optuna
 are imported lazily.
