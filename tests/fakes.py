@@ -12,6 +12,7 @@ from study.config.space import Stratum
 from study.config.target import Target
 from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSettings, TrialSpec
 from study.ledger import Ledger, LedgerTrial, StudyRecord
+from study.ledger.notes import Pilot
 from study.results import Measurement, TrialResult, TrialState
 
 #: A target no tabular trial meets (accuracy is at most 1), so trials run their whole budget.
@@ -20,6 +21,22 @@ UNREACHABLE = Target.parse("val_accuracy>=1.01")
 
 #: The names of the `TrialSettings` fields (``seed``, ``budget``, ``noise_scale``, ...).
 SETTINGS = tuple(f.name for f in dataclasses.fields(TrialSettings))
+
+
+#: A pilot as `study noise-scale` stores it: its last interval has no upper end.
+PILOT = Pilot(
+    batch_size=32,
+    strategy="default",
+    learning_rate=0.1,
+    seed=0,
+    steps_run=480,
+    target="val_accuracy>=0.9",
+    at_step=480,
+    b_simple=25.0,
+    b_simple_low=18.0,
+    b_simple_high=math.nan,
+    curve=((400, 24.0, math.nan, math.nan), (480, 25.0, 18.0, math.nan)),
+)
 
 
 def spec_of(**fields: Any) -> TrialSpec:

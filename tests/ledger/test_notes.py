@@ -10,20 +10,7 @@ import numpy as np
 
 from study.config.space import Stratum
 from study.ledger.notes import PILOT_KEYS, AllocationState, Decision, Pilot, ThroughputRow
-
-PILOT = Pilot(
-    batch_size=32,
-    strategy="default",
-    learning_rate=0.1,
-    seed=0,
-    steps_run=480,
-    target="val_accuracy>=0.9",
-    at_step=480,
-    b_simple=25.0,
-    b_simple_low=18.0,
-    b_simple_high=math.nan,
-    curve=((400, 24.0, math.nan, math.nan), (480, 25.0, 18.0, math.nan)),
-)
+from tests.fakes import PILOT
 
 
 def test_a_pilots_stored_form_is_json_safe_and_reads_back() -> None:

@@ -6,7 +6,6 @@ what older ledgers stored still reads; a round is claimed by one writer only."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -14,20 +13,8 @@ import pytest
 from study.config.space import Stratum
 from study.errors import UsageError
 from study.ledger import AllocationState, Decision, Ledger, Pilot, StudyRecord, ThroughputRow
+from tests.fakes import PILOT
 
-PILOT = Pilot(
-    batch_size=32,
-    strategy="default",
-    learning_rate=0.1,
-    seed=0,
-    steps_run=480,
-    target="val_accuracy>=0.9",
-    at_step=480,
-    b_simple=25.0,
-    b_simple_low=18.0,
-    b_simple_high=math.nan,
-    curve=((400, 24.0, math.nan, math.nan), (480, 25.0, 18.0, math.nan)),
-)
 ROW = ThroughputRow(128, "mirrored:2", 2, 0.0021, samples=(0.002, 0.0021), hardware="2 x CPU")
 
 
