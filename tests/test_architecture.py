@@ -18,6 +18,16 @@ def sources(exclude: str | None = None) -> list[Path]:
     return [f for f in files if exclude is None or exclude not in f.relative_to(PACKAGE).parts]
 
 
+def matching_lines(files: list[Path], pattern: re.Pattern[str]) -> list[str]:
+    """``file:line: text`` of every line of ``files`` that ``pattern`` finds."""
+    return [
+        f"{f.relative_to(PACKAGE)}:{number}: {line.strip()}"
+        for f in files
+        for number, line in enumerate(f.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+
+
 def test_only_the_ledger_touches_stored_attributes_and_optuna_internals() -> None:
     # Built from pieces, so that grepping the repository for them finds only real uses.
     names = (
@@ -27,13 +37,7 @@ def test_only_the_ledger_touches_stored_attributes_and_optuna_internals() -> Non
         "user_attrs" + r"\.get\(",
     )
     pattern = re.compile("|".join(names))
-    offenders = [
-        f"{f.relative_to(PACKAGE)}:{n}"
-        for f in sources(exclude="ledger")
-        for n, line in enumerate(f.read_text().splitlines(), 1)
-        if pattern.search(line)
-    ]
-    assert offenders == []
+    assert matching_lines(sources(exclude="ledger"), pattern) == []
 
 
 def test_only_the_ledger_touches_its_optuna_storage() -> None:
@@ -51,13 +55,7 @@ def test_only_the_ledger_touches_its_optuna_storage() -> None:
         r"set_(study|trial)_\w*_?" + "attr",
     )
     pattern = re.compile("|".join(names))
-    offenders = [
-        f"{f.relative_to(PACKAGE)}:{n}"
-        for f in sources(exclude="ledger")
-        for n, line in enumerate(f.read_text().splitlines(), 1)
-        if pattern.search(line)
-    ]
-    assert offenders == []
+    assert matching_lines(sources(exclude="ledger"), pattern) == []
 
 
 def test_nothing_imports_the_cli() -> None:
@@ -93,15 +91,8 @@ FIELD_LAYERS = ("workloads", "trainer", "ledger", "analysis", "tuners")
 
 
 def test_lower_layers_word_no_command_line_flag() -> None:
-    flag = re.compile(r"""['"`]--[a-z]""")
-    offenders = [
-        f"{f.relative_to(PACKAGE)}:{number}: {line.strip()}"
-        for layer in FIELD_LAYERS
-        for f in sorted((PACKAGE / layer).rglob("*.py"))
-        for number, line in enumerate(f.read_text().splitlines(), 1)
-        if flag.search(line)
-    ]
-    assert offenders == []
+    files = [f for layer in FIELD_LAYERS for f in sorted((PACKAGE / layer).rglob("*.py"))]
+    assert matching_lines(files, re.compile(r"""['"`]--[a-z]""")) == []
 
 
 def test_config_does_not_import_the_workloads() -> None:
