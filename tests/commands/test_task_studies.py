@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cli import study
+from tests.inprocess import study_here
 
 pytestmark = pytest.mark.slow
 
@@ -42,18 +42,37 @@ def task_study(name: str, csv: str, label: str, task: str, target: str) -> dict[
     ],
 )
 def test_a_study_on_another_task_reaches_its_own_target_and_reports(
-    tmp_path: Path, name: str, csv: str, label: str, task: str, target: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    csv: str,
+    label: str,
+    task: str,
+    target: str,
 ) -> None:
     file = tmp_path / f"{name}.yaml"
     file.write_text(yaml.safe_dump(task_study(name, csv, label, task, target)), encoding="utf-8")
 
-    run = study("run", str(file), "--tuner", "optuna", cwd=tmp_path)
+    run = study_here(monkeypatch, capsys, "run", str(file), "--tuner", "optuna", cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
-    status = json.loads(study("status", name, "--json", cwd=tmp_path).stdout)
+    status = json.loads(
+        study_here(monkeypatch, capsys, "status", name, "--json", cwd=tmp_path).stdout
+    )
     reached = [s for s in status["strata"] if s["best_steps"] is not None]
     assert len(reached) == 2, status
 
-    report = study("report", name, "--format", "json", "--out", str(tmp_path / "r"), cwd=tmp_path)
+    report = study_here(
+        monkeypatch,
+        capsys,
+        "report",
+        name,
+        "--format",
+        "json",
+        "--out",
+        str(tmp_path / "r"),
+        cwd=tmp_path,
+    )
     assert report.returncode == 0, report.stderr[-3000:]
     data = json.loads((tmp_path / "r" / "report.json").read_text(encoding="utf-8"))
     assert data["target"]["text"] == target
