@@ -12,22 +12,26 @@ import pytest
 import yaml
 from PIL import Image
 
-from tests.cli import study
+from tests.inprocess import study_here
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def reached_strata(name: str, cwd: Path) -> list[dict[str, Any]]:
-    status = study("status", name, "--json", cwd=cwd)
+def reached_strata(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str, cwd: Path
+) -> list[dict[str, Any]]:
+    status = study_here(monkeypatch, capsys, "status", name, "--json", cwd=cwd)
     assert status.returncode == 0, status.stderr
     data = json.loads(status.stdout)
     assert data["trials_done"] == data["trials_total"], data
     return [s for s in data["strata"] if s["best_steps"] is not None]
 
 
-def test_image_folder_study(tmp_path: Path) -> None:
+def test_image_folder_study(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     rng = np.random.default_rng(3)
     for name, colour in {"red": (200, 40, 40), "green": (40, 200, 40)}.items():
         (tmp_path / "photos" / name).mkdir(parents=True)
@@ -50,16 +54,20 @@ def test_image_folder_study(tmp_path: Path) -> None:
         },
     }
     (tmp_path / "photos.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
-    run = study("run", "photos.yaml", "--tuner", "optuna", cwd=tmp_path)
+    run = study_here(monkeypatch, capsys, "run", "photos.yaml", "--tuner", "optuna", cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert len(reached_strata("photos", tmp_path)) == 2
+    assert len(reached_strata(monkeypatch, capsys, "photos", tmp_path)) == 2
 
 
-def test_own_model_study_from_the_example(tmp_path: Path) -> None:
+def test_own_model_study_from_the_example(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = yaml.safe_load((ROOT / "examples" / "own_model" / "study.yaml").read_text())
     spec["search_space"]["batch_size"] = [64]
     (tmp_path / "own.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
-    run = study(
+    run = study_here(
+        monkeypatch,
+        capsys,
         "run",
         "own.yaml",
         "--tuner",
@@ -68,4 +76,4 @@ def test_own_model_study_from_the_example(tmp_path: Path) -> None:
         pythonpath=ROOT / "examples" / "own_model",
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert len(reached_strata(spec["name"], tmp_path)) == 1
+    assert len(reached_strata(monkeypatch, capsys, spec["name"], tmp_path)) == 1
