@@ -2,7 +2,8 @@
 coordinated by ``TF_CONFIG`` on loopback ports (study.runner.cluster, through study.runner.pool).
 
 One pool serves the in-process tests (a `default` worker and one group, each started once); the
-CLI and study-file tests run `study` as a user does. Trials are the tabular workload's MLP.
+CLI and study-file tests run `study.cli.main` (its own pool and group), and the bad-input test
+`study` as a user does. Trials are the tabular workload's MLP.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from study.runner.cluster import (
 )
 from tests.cli import study
 from tests.fakes import tabular_spec
+from tests.inprocess import study_here
 from tests.runner.conftest import FINISHED, Store, tiny_study, write_study
 from tests.waiting import wait_until
 
@@ -259,9 +261,13 @@ def test_tf_config_names_every_worker_and_this_task() -> None:
     }
 
 
-def test_train_cli_runs_a_two_worker_trial_and_logs_the_cluster(tmp_path: Path) -> None:
+def test_train_cli_runs_a_two_worker_trial_and_logs_the_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     uri = f"sqlite:///{tmp_path}/m.db"
-    proc = study(
+    proc = study_here(
+        monkeypatch,
+        capsys,
         "train",
         "--workload",
         "tabular",
@@ -281,7 +287,6 @@ def test_train_cli_runs_a_two_worker_trial_and_logs_the_cluster(tmp_path: Path) 
         uri,
         "--json",
         cwd=tmp_path,
-        timeout=240,
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -302,13 +307,17 @@ def test_train_cli_runs_a_two_worker_trial_and_logs_the_cluster(tmp_path: Path) 
     assert run.data.tags["workers_agree"] == "true"
 
 
-def test_a_study_file_runs_default_and_two_worker_strata(tmp_path: Path) -> None:
+def test_a_study_file_runs_default_and_two_worker_strata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = tiny_study(
         name="groups",
         trials_per_stratum=1,
+        budget={"max_steps": 60},  # a finished trial in each stratum is all this test needs
         search_space={"batch_size": [64], "strategy": ["default", GROUP]},
     )
-    proc = study("run", str(write_study(tmp_path, config)), cwd=tmp_path, timeout=300)
+    file = write_study(tmp_path, config)
+    proc = study_here(monkeypatch, capsys, "run", str(file), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
 
     store = Store(tmp_path)
