@@ -23,6 +23,7 @@ from study.ledger import Ledger, open_storage
 from study.results import FINE, NOISE
 from study.runner.launch import fingerprint
 from tests.cli import study
+from tests.inprocess import study_here
 
 
 def test_train_flags_reach_the_spec() -> None:
@@ -36,19 +37,22 @@ def test_train_flags_reach_the_spec() -> None:
     assert (spec.settings.noise_scale, spec.settings.exact_steps) == (True, False)
 
 
-def test_train_measures_and_prints_the_noise_scale(tmp_path: Path) -> None:
+def test_train_measures_and_prints_the_noise_scale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     common = ["train", "--workload", "tabular", "--workload-option", "rows=1500", "--no-track"]
     common += ["--batch-size", "32", "--lr", "0.1", "--eval-every", "25", "--noise-scale"]
     # Reached with exact steps (the default): replayed to the step, the estimate read there.
-    out = study(*common, "--max-steps", "400", "--target", "val_accuracy>=0.85", "--json",
-                cwd=tmp_path)  # fmt: skip
+    here = (monkeypatch, capsys)
+    out = study_here(*here, *common, "--max-steps", "400", "--target", "val_accuracy>=0.85",
+                     "--json", cwd=tmp_path)  # fmt: skip
     assert out.returncode == 0, out.stderr
     exact = json.loads(out.stdout)
     assert exact["status"] == "reached" and exact["environment"]["replay_steps"] > 0
     assert exact["noise"]["step"] == exact["steps_to_target"] and exact["noise"]["b_simple"] > 0
     # Not reached in 800 steps without exact steps: enough measured steps for an interval.
-    out = study(*common, "--max-steps", "800", "--target", "val_accuracy>=0.99",
-                "--no-exact-steps", cwd=tmp_path)  # fmt: skip
+    out = study_here(*here, *common, "--max-steps", "800", "--target", "val_accuracy>=0.99",
+                     "--no-exact-steps", cwd=tmp_path)  # fmt: skip
     assert out.returncode == 0, out.stderr
     found = re.search(r"B_simple = (\S+) \(95% interval (\S+) to (\S+)\) at step 800", out.stdout)
     assert found, out.stdout
@@ -56,7 +60,9 @@ def test_train_measures_and_prints_the_noise_scale(tmp_path: Path) -> None:
     assert 0 < low < value < high and value < 1500
 
 
-def test_study_file_settings_reach_every_trial(tmp_path: Path) -> None:
+def test_study_file_settings_reach_every_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = {
         "name": "noisy",
         "workload": "tabular",
@@ -74,7 +80,7 @@ def test_study_file_settings_reach_every_trial(tmp_path: Path) -> None:
         },
     }
     (tmp_path / "noisy.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
-    out = study("run", "noisy.yaml", "--tuner", "optuna", cwd=tmp_path)
+    out = study_here(monkeypatch, capsys, "run", "noisy.yaml", "--tuner", "optuna", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     ledger = Ledger(open_storage(str(tmp_path / "mlruns" / "optuna.journal")), "noisy")
     trials = ledger.measurement_rows()
@@ -151,11 +157,13 @@ def test_bad_input_exits_2_as_a_user_sees_it(tmp_path: Path) -> None:
     )
 
 
-def test_pilot_suggests_and_writes_a_study_and_stores_itself(tmp_path: Path) -> None:
+def test_pilot_suggests_and_writes_a_study_and_stores_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_pilot_study(tmp_path)
-    out = study(
-        "noise-scale", "pilot.yaml", "--json", "--write", "suggested.yaml", "--study", "next",
-        cwd=tmp_path,
+    out = study_here(
+        monkeypatch, capsys, "noise-scale", "pilot.yaml", "--json", "--write", "suggested.yaml",
+        "--study", "next", cwd=tmp_path,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
