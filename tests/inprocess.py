@@ -34,3 +34,77 @@ def study_here(
         status = main([str(a) for a in args])
         out, err = capsys.readouterr()
     return subprocess.CompletedProcess(["study", *args], status, out, err)
+
+
+# One `python -m study` process running several commands in turn, each with its own directory
+# and its own file descriptors 1 and 2 (so what TensorFlow's C++ side or a spawned worker writes
+# lands with the command that caused it), its exit status as `python -m study`'s: main()'s return
+# value, a SystemExit's code, or 1 with the traceback on its stderr.
+_EACH = """
+import json, os, sys, traceback
+from study.cli import main
+
+for cwd, argv, out, err in json.loads(sys.argv[1]):
+    os.chdir(cwd)
+    os.environ["STUDY_CACHE_DIR"] = os.path.join(cwd, "cache")
+    sys.stdout.flush(), sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(out, "w") as out_file, open(err, "w") as err_file:
+        os.dup2(out_file.fileno(), 1), os.dup2(err_file.fileno(), 2)
+        try:
+            status = main(argv)
+        except SystemExit as exc:
+            status = exc.code
+            if status is not None and not isinstance(status, int):
+                print(status, file=sys.stderr)
+                status = 1
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+        finally:
+            sys.stdout.flush(), sys.stderr.flush()
+            os.dup2(saved[0], 1), os.dup2(saved[1], 2)
+            os.close(saved[0]), os.close(saved[1])
+    with open(err + ".status", "w") as status_file:
+        status_file.write(str(status or 0))
+"""
+
+
+def study_each(
+    runs: list[tuple[Path, list[str]]], *, logs: Path, timeout: float = 600
+) -> list[subprocess.CompletedProcess[str]]:
+    """``study ARGV`` in ``cwd`` for each ``(cwd, ARGV)`` of ``runs``, all in one Python process
+    started as `tests.cli.study` starts its one (no inherited tracking URI or store root; each
+    command's dataset cache ``cwd/cache``); each command's exit status, stdout and stderr
+    as its own process's. ``logs`` (outside every ``cwd``) holds what they wrote."""
+    import json
+    import os
+    import sys
+
+    logs.mkdir(parents=True, exist_ok=True)
+    cases = [
+        (str(cwd), list(argv), str(logs / f"{i}.out"), str(logs / f"{i}.err"))
+        for i, (cwd, argv) in enumerate(runs)
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
+    proc = subprocess.run(
+        [sys.executable, "-c", _EACH, json.dumps(cases)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = []
+    for _cwd, argv, out, err in cases:
+        status = int(Path(err + ".status").read_text(encoding="utf-8"))
+        results.append(
+            subprocess.CompletedProcess(
+                ["study", *argv],
+                status,
+                Path(out).read_text(encoding="utf-8"),
+                Path(err).read_text(encoding="utf-8"),
+            )
+        )
+    return results

@@ -1,4 +1,5 @@
-"""Tests of `study train` end to end: subprocesses of ``python -m study`` in ``tmp_path``."""
+"""Tests of `study train` end to end: subprocesses of ``python -m study`` in ``tmp_path`` (the
+bad-input cases share one, each command with its own directory, exit status and output)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from study.commands.train import build_spec
 from study.config.trial import OPTIMIZER_RULES, SCHEDULE_RULES, Budget
 from study.errors import UsageError
 from tests.cli import study
+from tests.inprocess import study_each, study_here
 
 HEAVY_MODULES = ("tensorflow", "keras", "mlflow", "optuna", "keras_tuner")
 
@@ -205,13 +208,35 @@ def test_precision_jit_and_loss_reach_the_spec() -> None:
     )
 
 
+@pytest.fixture(scope="module")
+def bad_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, set[Path], Any]]:
+    """Every `BAD_INPUTS` case as ``study train ARGS`` in a directory of its own, all in one
+    Python process (`tests.inprocess.study_each`: each its own exit status, stdout and stderr,
+    file descriptors included); by case id, the directory, what it held before, the result."""
+    root = tmp_path_factory.mktemp("bad-input")
+    dirs, before = {}, {}
+    for case in BAD_INPUTS:
+        dirs[case.id] = root / str(case.id)
+        dirs[case.id].mkdir()
+        write_files(dirs[case.id])
+        before[case.id] = set(dirs[case.id].iterdir())
+    runs = [(dirs[case.id], ["train", *case.values[0]]) for case in BAD_INPUTS]
+    results = study_each(runs, logs=root / "logs")
+    return {
+        case.id: (dirs[case.id], before[case.id], result)
+        for case, result in zip(BAD_INPUTS, results, strict=True)
+    }
+
+
 @pytest.mark.parametrize(("args", "needles"), BAD_INPUTS)
 def test_bad_input_is_one_line_and_exit_status_2(
-    tmp_path: Path, args: list[str], needles: list[str]
+    bad_runs: dict[str, tuple[Path, set[Path], Any]],
+    request: pytest.FixtureRequest,
+    args: list[str],
+    needles: list[str],
 ) -> None:
-    write_files(tmp_path)
-    before = set(tmp_path.iterdir())
-    proc = study("train", *args, cwd=tmp_path)
+    directory, before, proc = bad_runs[request.node.callspec.id]
+    assert proc.args == ["study", "train", *args]
 
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
@@ -221,14 +246,18 @@ def test_bad_input_is_one_line_and_exit_status_2(
     assert "Traceback" not in proc.stderr
     for needle in needles:
         assert needle in lines[0]
-    assert set(tmp_path.iterdir()) == before  # no mlruns/, no mlflow.db, nothing
-    assert not (tmp_path / "mlruns").exists()
+    assert set(directory.iterdir()) == before  # no mlruns/, no mlflow.db, nothing
+    assert not (directory / "mlruns").exists()
 
 
 @pytest.mark.slow
-def test_train_tabular_reaches_target_and_logs_one_run(tmp_path: Path) -> None:
+def test_train_tabular_reaches_target_and_logs_one_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     uri = f"sqlite:///{tmp_path}/m.db"
-    proc = study(
+    proc = study_here(
+        monkeypatch,
+        capsys,
         "train",
         "--workload",
         "tabular",
@@ -313,9 +342,13 @@ def text_csv(path: Path, rows: int = 400) -> None:
 
 
 @pytest.mark.slow
-def test_train_csv_numeric(tmp_path: Path) -> None:
+def test_train_csv_numeric(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     numeric_csv(tmp_path / "points.csv")
-    proc = study(
+    proc = study_here(
+        monkeypatch,
+        capsys,
         "train",
         "--workload",
         "csv",
@@ -345,9 +378,13 @@ def test_train_csv_numeric(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_train_csv_text(tmp_path: Path) -> None:
+def test_train_csv_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     text_csv(tmp_path / "reviews.csv")
-    proc = study(
+    proc = study_here(
+        monkeypatch,
+        capsys,
         "train",
         "--workload",
         "csv",
