@@ -41,10 +41,11 @@ def study_here(
 # lands with the command that caused it), its exit status as `python -m study`'s: main()'s return
 # value, a SystemExit's code, or 1 with the traceback on its stderr.
 _EACH = """
-import json, os, sys, traceback
+import hashlib, json, os, sys, traceback
 from study.cli import main
 
-for cwd, argv, out, err in json.loads(sys.argv[1]):
+cases, watched = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+for cwd, argv, out, err in cases:
     os.chdir(cwd)
     os.environ["STUDY_CACHE_DIR"] = os.path.join(cwd, "cache")
     sys.stdout.flush(), sys.stderr.flush()
@@ -67,16 +68,36 @@ for cwd, argv, out, err in json.loads(sys.argv[1]):
             os.close(saved[0]), os.close(saved[1])
     with open(err + ".status", "w") as status_file:
         status_file.write(str(status or 0))
+    digests = [
+        hashlib.sha256(open(path, "rb").read()).hexdigest() if os.path.exists(path) else None
+        for path in watched
+    ]
+    with open(err + ".watched", "w") as digest_file:
+        json.dump(digests, digest_file)
 """
 
 
+def sha256(path: Path) -> str | None:
+    """The file's SHA-256 (hex), None if it does not exist: what `study_each` records."""
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
 def study_each(
-    runs: list[tuple[Path, list[str]]], *, logs: Path, timeout: float = 600
+    runs: list[tuple[Path, list[str]]],
+    *,
+    logs: Path,
+    watch: tuple[Path, ...] = (),
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
 ) -> list[subprocess.CompletedProcess[str]]:
     """``study ARGV`` in ``cwd`` for each ``(cwd, ARGV)`` of ``runs``, all in one Python process
     started as `tests.cli.study` starts its one (no inherited tracking URI or store root; each
     command's dataset cache ``cwd/cache``); each command's exit status, stdout and stderr
-    as its own process's. ``logs`` (outside every ``cwd``) holds what they wrote."""
+    as its own process's. ``logs`` (outside every ``cwd``) holds what they wrote. The files in
+    ``watch`` are read after each command: its result's ``watched`` is their `sha256` then.
+    ``env`` adds to the process's environment."""
     import json
     import os
     import sys
@@ -86,10 +107,11 @@ def study_each(
         (str(cwd), list(argv), str(logs / f"{i}.out"), str(logs / f"{i}.err"))
         for i, (cwd, argv) in enumerate(runs)
     ]
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
+    inherited = os.environ.items()
+    environment = {k: v for k, v in inherited if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
     proc = subprocess.run(
-        [sys.executable, "-c", _EACH, json.dumps(cases)],
-        env=env,
+        [sys.executable, "-c", _EACH, json.dumps(cases), json.dumps([str(p) for p in watch])],
+        env={**environment, **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -99,12 +121,12 @@ def study_each(
     results = []
     for _cwd, argv, out, err in cases:
         status = int(Path(err + ".status").read_text(encoding="utf-8"))
-        results.append(
-            subprocess.CompletedProcess(
-                ["study", *argv],
-                status,
-                Path(out).read_text(encoding="utf-8"),
-                Path(err).read_text(encoding="utf-8"),
-            )
+        result = subprocess.CompletedProcess(
+            ["study", *argv],
+            status,
+            Path(out).read_text(encoding="utf-8"),
+            Path(err).read_text(encoding="utf-8"),
         )
+        result.watched = json.loads(Path(err + ".watched").read_text(encoding="utf-8"))  # type: ignore[attr-defined]
+        results.append(result)
     return results

@@ -1,11 +1,11 @@
 """`study run`, `study resume` and `study status` on bad input: exit status 2, one line on
 stderr, no traceback, and a study already in the store left as it was. Re-running a finished
-study is a no-op; a different study file under the same name is refused.
+study is a no-op; a different study file under the same name is refused. The commands on the
+recorded study share one Python process, each with its own exit status and output.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from study.ledger import Ledger, list_studies, open_storage
+from tests.inprocess import sha256, study_each, study_here
 
 pytestmark = pytest.mark.slow
 
@@ -76,13 +77,6 @@ class Recorded:
             }
             for ledger in ledgers
         }
-
-    def journal_bytes(self) -> bytes:
-        """The ledger file as stored: a command that changes nothing leaves it byte for byte."""
-        return (self.cwd / "mlruns" / "optuna.journal").read_bytes()
-
-    def mlflow_digest(self) -> str:
-        return hashlib.sha256((self.cwd / "mlruns" / "mlflow.db").read_bytes()).hexdigest()
 
     def child_runs(self) -> list[tuple[str, str]]:
         from mlflow.tracking import MlflowClient
@@ -147,27 +141,79 @@ BAD_INPUT = {
 }
 
 
-@pytest.mark.parametrize(("argv", "fragments"), BAD_INPUT.values(), ids=BAD_INPUT.keys())
-def test_bad_input_is_one_line_and_leaves_the_store_alone(
-    recorded: Recorded, argv: list[str], fragments: list[str]
-) -> None:
+OTHER_STUDIES = {
+    "workload": {"workload_options": {"rows": 2000}},
+    "space": {"search_space": {**STUDY["search_space"], "batch_size": [64, 128]}},
+}
+READ_ONLY = [
+    ["ls"],
+    ["ls", "--json"],
+    ["status", "recorded"],
+    ["status", "recorded", "--json"],
+    ["export", "recorded", "--out", "table.csv"],
+    ["report", "recorded", "--format", "json", "--no-mlflow", "--bootstrap", "10"],
+]
+
+
+@dataclass
+class Commands:
+    """The commands of the tests below on `recorded`, run in one Python process
+    (`tests.inprocess.study_each`: each command its own exit status, stdout and stderr, file
+    descriptors included, and the store's digests right after it); what the store held before."""
+
+    journal: str | None
+    mlflow: str | None
+    results: dict[str, subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module")
+def commands(recorded: Recorded, tmp_path_factory: pytest.TempPathFactory) -> Commands:
     write(recorded.cwd / "malformed.yaml", MALFORMED)
     write(recorded.cwd / "own.yaml", OWN_MODEL)
     (recorded.cwd / "own_models.py").write_text(OWN_MODELS, encoding="utf-8")
-    journal, mlflow = recorded.journal_bytes(), recorded.mlflow_digest()
+    elsewhere = tmp_path_factory.mktemp("commands")
+    runs: dict[str, tuple[Path, list[str]]] = {}
+    for case, (argv, _) in BAD_INPUT.items():
+        runs[f"bad {case}"] = (recorded.cwd, argv)
+    for case, change in OTHER_STUDIES.items():
+        other = write(elsewhere / f"other-{case}.yaml", {**STUDY, **change})
+        runs[f"other {case}"] = (recorded.cwd, ["run", str(other)])
+    for index, argv in enumerate(READ_ONLY):
+        if argv[0] == "report":
+            argv = [*argv, "--out", str(elsewhere / f"report-{index}")]
+        runs[f"read {index}"] = (recorded.cwd, argv)
+    store = recorded.cwd / "mlruns"
+    journal, mlflow = sha256(store / "optuna.journal"), sha256(store / "mlflow.db")
+    done = study_each(
+        list(runs.values()),
+        logs=elsewhere / "logs",
+        watch=(store / "optuna.journal", store / "mlflow.db"),
+        env={"TF_CPP_MIN_LOG_LEVEL": "2"},
+        timeout=600,
+    )
+    return Commands(journal, mlflow, dict(zip(runs, done, strict=True)))
 
-    result = study(*argv, cwd=recorded.cwd)
+
+@pytest.mark.parametrize(("argv", "fragments"), BAD_INPUT.values(), ids=BAD_INPUT.keys())
+def test_bad_input_is_one_line_and_leaves_the_store_alone(
+    commands: Commands, request: pytest.FixtureRequest, argv: list[str], fragments: list[str]
+) -> None:
+    result = commands.results[f"bad {request.node.callspec.id}"]
+    assert result.args == ["study", *argv]
 
     line = assert_usage_error(result, *fragments)
     assert line.startswith(f"study {argv[0]}: error: ")
-    assert recorded.journal_bytes() == journal
-    assert recorded.mlflow_digest() == mlflow
+    assert result.watched == [commands.journal, commands.mlflow]  # the store as it was
 
 
-def test_rerunning_a_finished_study_runs_nothing(recorded: Recorded) -> None:
+def test_rerunning_a_finished_study_runs_nothing(
+    recorded: Recorded, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     ledger, runs = recorded.ledger(), recorded.child_runs()
 
-    result = study("run", str(recorded.file), cwd=recorded.cwd)
+    with monkeypatch.context() as env:
+        env.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+        result = study_here(monkeypatch, capsys, "run", str(recorded.file), cwd=recorded.cwd)
 
     assert result.returncode == 0, result.stderr[-3000:]
     assert "reached at step" not in result.stdout
@@ -175,48 +221,26 @@ def test_rerunning_a_finished_study_runs_nothing(recorded: Recorded) -> None:
     assert recorded.child_runs() == runs
 
 
-@pytest.mark.parametrize(
-    "change",
-    [
-        {"workload_options": {"rows": 2000}},
-        {"search_space": {**STUDY["search_space"], "batch_size": [64, 128]}},
-    ],
-    ids=["workload", "space"],
-)
+@pytest.mark.parametrize("change", OTHER_STUDIES.values(), ids=OTHER_STUDIES.keys())
 def test_another_study_under_the_same_name_is_refused(
-    recorded: Recorded, tmp_path: Path, change: dict[str, Any]
+    commands: Commands, request: pytest.FixtureRequest, change: dict[str, Any]
 ) -> None:
-    other = write(tmp_path / "other.yaml", {**STUDY, **change})
-    journal, mlflow = recorded.journal_bytes(), recorded.mlflow_digest()
-
-    result = study("run", str(other), cwd=recorded.cwd)
+    result = commands.results[f"other {request.node.callspec.id}"]
+    assert yaml.safe_load(Path(result.args[-1]).read_text(encoding="utf-8")) == {**STUDY, **change}
 
     assert_usage_error(result, "'recorded'", "already exists")
-    assert recorded.journal_bytes() == journal  # not even a create_study record is appended
-    assert recorded.mlflow_digest() == mlflow
+    # Not even a create_study record is appended.
+    assert result.watched == [commands.journal, commands.mlflow]
 
 
 @pytest.mark.parametrize(
-    "argv",
-    [
-        ["ls"],
-        ["ls", "--json"],
-        ["status", "recorded"],
-        ["status", "recorded", "--json"],
-        ["export", "recorded", "--out", "table.csv"],
-        ["report", "recorded", "--format", "json", "--no-mlflow", "--bootstrap", "10"],
-    ],
-    ids=lambda argv: " ".join(argv[:2]),
+    "index", range(len(READ_ONLY)), ids=[" ".join(argv[:2]) for argv in READ_ONLY]
 )
-def test_read_only_commands_leave_the_ledger_untouched(
-    recorded: Recorded, tmp_path: Path, argv: list[str]
-) -> None:
-    journal = recorded.journal_bytes()
-    if argv[0] == "report":
-        argv = [*argv, "--out", str(tmp_path / "report")]
-    result = study(*argv, cwd=recorded.cwd)
+def test_read_only_commands_leave_the_ledger_untouched(commands: Commands, index: int) -> None:
+    result = commands.results[f"read {index}"]
+    assert result.args[1 : 1 + len(READ_ONLY[index])] == READ_ONLY[index]
     assert result.returncode == 0, result.stderr[-2000:]
-    assert recorded.journal_bytes() == journal
+    assert result.watched[0] == commands.journal
 
 
 def test_read_only_commands_create_no_store(tmp_path: Path) -> None:
