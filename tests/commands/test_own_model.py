@@ -1,4 +1,5 @@
-"""The README's own-model example, run as a user would: ``study train --model my_model:build``."""
+"""The README's own-model example, run as a user would: ``study train --model my_model:build``
+(the training run through `study.cli.main` in the test process, the bad input as processes)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import study as run
+from tests.inprocess import study_here
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "own_model"
@@ -31,11 +33,14 @@ def test_readme_shows_the_example_file_as_it_is() -> None:
 COMMON = ("--workload", "mnist1d", "--workload-option", "samples=2000", "--model")
 
 
-def test_compiled_model_trains_to_its_own_metric_and_custom_loss(tmp_path: Path) -> None:
-    proc = study(
-        "train", *COMMON, "my_model:build", "--target", "val_top3>=0.8", "--batch-size", "64",
-        "--lr", "0.05", "--max-steps", "1500", "--loss", "my_model:smooth_ce", "--no-track",
-        "--json", cwd=tmp_path,
+def test_compiled_model_trains_to_its_own_metric_and_custom_loss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Through study.cli.main in this process, the example's folder on the module path.
+    proc = study_here(
+        monkeypatch, capsys, "train", *COMMON, "my_model:build", "--target", "val_top3>=0.8",
+        "--batch-size", "64", "--lr", "0.05", "--max-steps", "1500", "--loss", "my_model:smooth_ce", "--no-track",
+        "--json", cwd=tmp_path, pythonpath=EXAMPLE,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)

@@ -1,5 +1,6 @@
 """`study train` on the file-backed workloads, end to end: subprocesses of ``python -m study``
-on files written into tmp_path (a streamed CSV, a folder of PNGs, TFRecords)."""
+on files written into tmp_path (a streamed CSV, a folder of PNGs, TFRecords); the runs that
+train go through `study.cli.main` in the test process, the bad input through a process."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+
+from tests.inprocess import study_here
 
 
 def study(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -34,6 +37,14 @@ def trained(proc: subprocess.CompletedProcess[str]) -> dict:
     out = json.loads(proc.stdout)
     assert out["status"] == "reached", out
     return out
+
+
+def train_here(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str, cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """``study train ARGS --no-track`` through `study.cli.main` in this process, in ``cwd`` with
+    a private cache (the trial still trains in a spawned worker)."""
+    return study_here(monkeypatch, capsys, "train", *args, "--no-track", cwd=cwd)
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
@@ -60,14 +71,18 @@ def write_tfrecords(path: Path, rows: int, seed: int, width: int = 6) -> None:
 
 
 @pytest.mark.slow
-def test_streamed_csv_regression_reaches_its_mse_target(tmp_path: Path) -> None:
+def test_streamed_csv_regression_reaches_its_mse_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, size=(3000, 3))
     price = 300 + 80 * x[:, 0] - 40 * x[:, 1] * x[:, 2] + rng.normal(0, 5, 3000)
     lines = ["a,b,c,price"] + [f"{a:.4f},{b:.4f},{c:.4f},{p:.2f}" for (a, b, c), p in zip(x, price)]
     (tmp_path / "houses.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = trained(
-        study(
+        train_here(
+            monkeypatch,
+            capsys,
             *("--workload", "csv", "--csv", "houses.csv", "--label", "price"),
             *("--workload-option", "task=regression", "--workload-option", "streamed=true"),
             *("--batch-size", "32", "--lr", "0.05", "--max-steps", "3000"),
@@ -80,7 +95,9 @@ def test_streamed_csv_regression_reaches_its_mse_target(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_image_folder_trains_the_resnet(tmp_path: Path) -> None:
+def test_image_folder_trains_the_resnet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     rng = np.random.default_rng(1)
     colours = {"red": (200, 40, 40), "green": (40, 200, 40), "blue": (40, 40, 200)}
     for name, colour in colours.items():
@@ -90,7 +107,9 @@ def test_image_folder_trains_the_resnet(tmp_path: Path) -> None:
             pixels = np.clip(np.array(colour) + noise, 0, 255).astype(np.uint8)
             Image.fromarray(pixels).save(tmp_path / "pictures" / name / f"{i}.png")
     out = trained(
-        study(
+        train_here(
+            monkeypatch,
+            capsys,
             *("--workload", "images", "--workload-option", "path=pictures"),
             *("--workload-option", "image_size=8", "--model", "resnet"),
             *("--batch-size", "16", "--lr", "0.05", "--max-steps", "400", "--json"),
@@ -101,12 +120,16 @@ def test_image_folder_trains_the_resnet(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_tfrecord_binary_reaches_its_auc_target(tmp_path: Path) -> None:
+def test_tfrecord_binary_reaches_its_auc_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     for k in range(2):
         write_tfrecords(tmp_path / f"train-{k}.tfrecord", 600, seed=k)
     write_tfrecords(tmp_path / "val.tfrecord", 300, seed=9)
     out = trained(
-        study(
+        train_here(
+            monkeypatch,
+            capsys,
             *("--workload", "tfrecord", "--workload-option", "train=train-*.tfrecord"),
             *("--workload-option", "val=val.tfrecord", "--workload-option", "label=y"),
             *("--workload-option", "features=x:float32[6],y:int64[]"),
