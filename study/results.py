@@ -90,8 +90,8 @@ class Measurement:
 
     ``noise`` holds the gradient noise scale estimate at this step (``b_simple``, ``grad_sq``,
     ``trace_sigma``) when the trial measures it; ``fine`` marks an evaluation made while
-    replaying the steps before the target was first met (exact steps to target), as opposed to
-    one on the trial's evaluation cadence.
+    replaying the steps around a crossing of the target one at a time (exact steps to target),
+    as opposed to one on the trial's evaluation cadence.
     """
 
     step: int
@@ -132,8 +132,10 @@ WALL = "wall"
 class TrialResult:
     """The outcome of one training run.
 
-    ``steps_to_target`` is the first evaluation step at which the target held (Shallue et al.),
-    ``None`` unless the state is ``reached``.
+    ``steps_to_target`` is the first step from which the target held through its hold window
+    (Shallue et al.'s steps to result, with `study.config.hold`'s rule), ``None`` unless the
+    state is ``reached``; ``fell_back`` lists each earlier crossing that did not hold, as
+    ``(step it met the target, step it failed again)``.
     """
 
     state: TrialState
@@ -144,6 +146,7 @@ class TrialResult:
     examples_to_target: int | None = None
     seconds_to_target: float | None = None
     curve: tuple[Measurement, ...] = ()
+    fell_back: tuple[tuple[int, int], ...] = ()
     environment: Mapping[str, Any] = field(default_factory=dict)
     error: str | None = None
     #: What kind of error ``error`` is (None without one).
@@ -178,5 +181,6 @@ class TrialResult:
             "train_seconds": self.train_seconds,
             "steps_per_second": self.steps_per_second,
             "examples_per_second": self.examples_per_second,
+            "crossings_fell_back": len(self.fell_back),
         }
         return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)}

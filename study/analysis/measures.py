@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -35,7 +36,11 @@ from study.analysis.table import (
     metric_columns,
     validate_table,
 )
+from study.config.hold import Crossings
 from study.config.target import Target
+
+FELL_BACK = "fell_back"
+"""The column of how many crossings of the target fell back before one held (the hold rule)."""
 
 LR_TOLERANCE = 1.0001
 """Two learning rates within this factor of each other count as the same value."""
@@ -65,8 +70,11 @@ def trial_key(df: pd.DataFrame) -> list[str]:
 def trial_steps_to_target(df: pd.DataFrame, target: Target) -> pd.DataFrame:
     """One row per trial: when (in steps, examples and seconds) it first met ``target``.
 
-    ``steps_to_target`` is the first *evaluation* step at which the target held, never
-    interpolated; ``examples_to_target`` and ``seconds_to_target`` are the ``examples`` and
+    ``steps_to_target`` is the first *evaluation* step from which the target held by its hold
+    rule (``target.hold``, `study.config.hold`: through the window after it; ``Hold.OFF``: the
+    first evaluation that met it), never interpolated; a crossing that fell back first does
+    not count, nor one the curve ends before it held. ``examples_to_target`` and
+    ``seconds_to_target`` are the ``examples`` and
     ``train_seconds`` of that same row. A trial that never met it (NaN metrics never do) gets
     ``inf`` in all three and ``reached=False``.
 
@@ -80,7 +88,7 @@ def trial_steps_to_target(df: pd.DataFrame, target: Target) -> pd.DataFrame:
     Returns:
         Columns ``study`` (if present), ``batch_size``, ``trial``, ``strategy``, ``replicas``,
         ``tuner``, ``seed``, ``origin`` (those present), ``learning_rate``, ``state``, ``hp.*``,
-        ``reached``,
+        ``reached``, ``fell_back`` (crossings seen that did not hold),
         ``steps_to_target``, ``examples_to_target``, ``seconds_to_target``; sorted by trial key.
     """
     flat = flatten_table(df)
@@ -90,10 +98,7 @@ def trial_steps_to_target(df: pd.DataFrame, target: Target) -> pd.DataFrame:
     settings = [c for c in _TRIAL_SETTINGS if c in flat.columns] + hp_columns(flat)
     trials = flat.groupby(key, sort=True, dropna=False)[settings].first().reset_index()
 
-    held = flat.loc[
-        target_holds(flat[target.metric], target), [*key, STEP, EXAMPLES, TRAIN_SECONDS]
-    ]
-    first = held.drop_duplicates(subset=key, keep="first").rename(
+    first = _held_rows(flat, key, target).rename(
         columns={
             STEP: "steps_to_target",
             EXAMPLES: "examples_to_target",
@@ -101,6 +106,7 @@ def trial_steps_to_target(df: pd.DataFrame, target: Target) -> pd.DataFrame:
         }
     )
     out = trials.merge(first, on=key, how="left")
+    out[FELL_BACK] = out[FELL_BACK].fillna(0).astype(int) if FELL_BACK in out.columns else 0
     out["reached"] = out["steps_to_target"].notna()
     for column in ("steps_to_target", "examples_to_target", "seconds_to_target"):
         out[column] = out[column].astype(float).where(out["reached"], math.inf)
@@ -108,6 +114,29 @@ def trial_steps_to_target(df: pd.DataFrame, target: Target) -> pd.DataFrame:
     relative = recorded.isin(["reached", "not_reached"])
     out[STATE] = recorded.where(~relative, np.where(out["reached"], "reached", "not_reached"))
     return out
+
+
+def _held_rows(flat: pd.DataFrame, key: list[str], target: Target) -> pd.DataFrame:
+    """Each trial's evaluation where its crossing that held began (rows sorted by step), and
+    ``fell_back``: how many crossings before it (or, unreached, at all) fell back."""
+    columns = [*key, STEP, EXAMPLES, TRAIN_SECONDS]
+    met = target_holds(flat[target.metric], target)
+    if not target.hold.active:
+        return flat.loc[met, columns].drop_duplicates(subset=key, keep="first")
+    picks: list[int] = []
+    fell: list[tuple[Any, ...]] = []
+    steps = flat[STEP].to_numpy()
+    for name, rows in flat.groupby(key, sort=False, dropna=False).indices.items():
+        crossings = Crossings(target.hold)
+        for row in rows:
+            if crossings.observe(int(steps[row]), bool(met[row])) is not None:
+                picks.append(int(rows[np.searchsorted(steps[rows], crossings.held)]))
+                break
+        if crossings.fell_back:
+            fell.append((*(name if isinstance(name, tuple) else (name,)), len(crossings.fell_back)))
+    held = flat.iloc[sorted(picks)][columns]
+    counts = pd.DataFrame(fell, columns=[*key, FELL_BACK])
+    return held.merge(counts, on=key, how="outer") if fell else held
 
 
 def steps_to_result(

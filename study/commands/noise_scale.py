@@ -42,7 +42,7 @@ from study.strategies import StrategySpec, check_batch_divisible
 FILE_SETS: tuple[str, ...] = (
     "workload", "model", "loss", "samples", "csv", "label", "text_column", "workload_option",
     "optimizer", "momentum", "beta1", "beta2", "epsilon", "weight_decay", "schedule", "warmup",
-    "decay_steps", "end_factor", "target",
+    "decay_steps", "end_factor", "target", "target_hold",
 )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ Parquet.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import sys
@@ -51,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
     pilot = ledger.notes.pilot()
     table = ledger_table(args.name, ledger.measurement_rows())
     config = _study_config(args, record)
-    target = _target(args, config, table)
+    target = dataclasses.replace(_target(args, config, table), hold=record.hold_rule)
     formats = list(dict.fromkeys(args.format or FORMATS))
     out_dir = Path(args.out) if args.out else Path("reports") / args.name
     report = build_report(

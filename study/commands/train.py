@@ -8,12 +8,14 @@ The data model and the workload resolver check the values and raise `FieldError`
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 from typing import Any
 
 from study.analysis.pilot import noise_at_result
 from study.commands.flags import in_flags, problem_in_flags
+from study.config.hold import Hold
 from study.config.rules import FieldError
 from study.config.target import Target
 from study.config.trial import (
@@ -111,6 +113,8 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
     model, task = resolved.model, resolved.task
     strategy = StrategySpec.parse(args.strategy)
     target = Target.parse(args.target or task.default_target)
+    hold = Hold.parse(getattr(args, "target_hold", "5%,5"), option="--target-hold")
+    target = dataclasses.replace(target, hold=hold)
     task.check_target(target, workload=resolved.workload.name, open_metrics=":" in model)
     spec = TrialSpec(
         workload=args.workload,
@@ -167,6 +171,8 @@ def _print(spec: TrialSpec, result: TrialResult, run_id: str | None, as_json: bo
         "steps_to_target": result.steps_to_target,
         "examples_to_target": result.examples_to_target,
         "seconds_to_target": result.seconds_to_target,
+        "target_hold": spec.target.hold.to_param(),
+        "fell_back": [list(pair) for pair in result.fell_back],
         "steps_run": result.steps_run,
         "train_seconds": round(result.train_seconds, 4),
         "steps_per_second": _round(result.steps_per_second),
@@ -195,6 +201,12 @@ def _print(spec: TrialSpec, result: TrialResult, run_id: str | None, as_json: bo
             f"  target {spec.target} at step {result.steps_to_target} "
             f"({result.examples_to_target} examples, {result.seconds_to_target:.2f} s of training)"
         )
+        if spec.target.hold.active:
+            window = spec.target.hold.window(result.steps_to_target or 0)
+            print(
+                f"  held through step {(result.steps_to_target or 0) + window} (the rule: "
+                f"{spec.target.hold})"
+            )
     elif result.curve:
         last = result.curve[-1]
         value = last.metrics.get(spec.target.metric, math.nan)
@@ -205,6 +217,12 @@ def _print(spec: TrialSpec, result: TrialResult, run_id: str | None, as_json: bo
         f"  {result.steps_run} steps in {result.train_seconds:.2f} s: "
         f"{result.steps_per_second:.1f} steps/s, {result.examples_per_second:.0f} examples/s"
     )
+    if result.fell_back:
+        (met, fell), count = result.fell_back[0], len(result.fell_back)
+        print(
+            f"  {count} crossing(s) did not hold: first met at step {met}, missed again at "
+            f"step {fell}"
+        )
     if noise:
         print(f"  {describe_noise(*noise)}")
     if result.error:

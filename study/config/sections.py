@@ -13,8 +13,10 @@ from __future__ import annotations
 import copy
 import enum
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from study.config.hold import DEFAULT_HOLD, Hold
 from study.config.rules import FieldError
 from study.config.study import (
     Allocation,
@@ -34,6 +36,7 @@ __all__ = [
     "SETTING_KEYS",
     "read_allocation",
     "read_heartbeat",
+    "read_hold",
     "read_settings",
     "read_target",
     "read_tuner",
@@ -63,6 +66,7 @@ TUNER_KEYS = (
     "confirm",
 )
 CONFIRM_KEYS = ("top", "seeds")
+HOLD_KEYS = ("fraction", "min_steps")
 HEARTBEAT_KEYS = ("interval", "grace")
 ALLOCATION_KEYS = ("mode", "rounds")
 
@@ -93,10 +97,30 @@ def read_settings(r: Reader, mapping: Mapping[str, Any]) -> TrialSettings:
         )
 
 
-def read_target(r: Reader, value: Any) -> Target:
+def read_target(r: Reader, value: Any, hold: Any = None) -> Target:
+    """``target`` with its hold rule from ``target_hold`` (left out or null: `DEFAULT_HOLD`)."""
     text = r.string(value, "target")
     with r.naming("target"):
-        return Target.parse(text)
+        target = Target.parse(text)
+    return replace(target, hold=read_hold(r, hold))
+
+
+def read_hold(r: Reader, value: Any) -> Hold:
+    """``target_hold``: ``{fraction: 0.05, min_steps: 5}`` (either key may be left out),
+    ``off`` or false (the first crossing counts), null or left out (`DEFAULT_HOLD`)."""
+    if value is None:
+        return DEFAULT_HOLD
+    if value is False or value == "off":
+        return Hold.OFF
+    if not isinstance(value, Mapping):
+        r.fail("target_hold", "must be {fraction: F, min_steps: N} or off", value)
+    r.keys(value, "target_hold", HOLD_KEYS, ())
+    fraction = r.number(_or(value.get("fraction"), DEFAULT_HOLD.fraction), "target_hold.fraction")
+    steps = r.integer(
+        _or(value.get("min_steps"), DEFAULT_HOLD.min_steps), "target_hold.min_steps", rule=">= 0"
+    )
+    with r.naming(lambda field: field):
+        return Hold(fraction, steps)
 
 
 def _loss(r: Reader, value: Any) -> str | None:

@@ -10,6 +10,10 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
     workload_options: {samples: 10000} # optional; passed to the workload as keyword arguments
     model: mlp                         # optional; the workload's default model if omitted
     target: "val_accuracy>=0.6"        # required; METRIC OP NUMBER, OP one of < <= > >=
+    target_hold: {fraction: 0.05, min_steps: 5}  # optional (these defaults); steps to target is
+                                       #   the first step from which the target holds through
+                                       #   the next max(min_steps, fraction x step) steps;
+                                       #   off: the first evaluation that meets it
     budget:                            # required; at least one limit, the others null/omitted
       max_steps: 5000
       max_examples: null
@@ -115,6 +119,7 @@ TOP_LEVEL_KEYS = (
     "workload_options",
     "model",
     "target",
+    "target_hold",
     *SETTING_KEYS[:2],  # budget, eval_every
     "optimizer",
     "schedule",
@@ -193,7 +198,7 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
         ),
         workload_options=read_workload_options(r, mapping.get("workload_options")),
         model=None if mapping.get("model") is None else r.string(mapping["model"], "model"),
-        target=read_target(r, mapping["target"]),
+        target=read_target(r, mapping["target"], mapping.get("target_hold")),
         settings=read_settings(r, mapping),
         optimizer=r.choice(mapping.get("optimizer", "nesterov"), "optimizer", OPTIMIZERS),
         schedule=r.choice(mapping.get("schedule", "constant"), "schedule", SCHEDULES),

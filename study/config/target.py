@@ -6,8 +6,9 @@ import math
 import operator
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from study.config.hold import Hold
 from study.config.rules import FieldError
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -25,11 +26,15 @@ class Target:
     """A threshold on one validation metric.
 
     Example: ``Target.parse("val_accuracy>=0.9")`` holds once ``val_accuracy`` is at least 0.9.
+    ``hold`` says when a crossing counts as reaching it (`study.config.hold`): a study file's
+    ``target_hold`` (default 5% of the steps, at least 5), or the first crossing (``Hold.OFF``,
+    what a bare `parse` gives and studies recorded before the rule use).
     """
 
     metric: str
     op: str
     threshold: float
+    hold: Hold = field(default=Hold.OFF, compare=True)
 
     @classmethod
     def parse(cls, text: str, *, option: str | None = None) -> Target:

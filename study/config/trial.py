@@ -285,6 +285,7 @@ class TrialSpec:
             "batch_size": self.batch_size,
             "strategy": self.strategy,
             "target": str(self.target),
+            "target_hold": self.target.hold.to_param(),
             **self.settings.to_params(),
         }
         params.update(

@@ -26,11 +26,12 @@ accuracies as intermediate values; the ledger's own reading never uses either (i
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from study.config.target import Target
-from study.ledger.records import VIEW_KEYS, thinned
-from study.results import TrialResult, TrialState
+from study.ledger.records import VIEW_KEYS
+from study.results import Measurement, TrialResult, TrialState
 
 STEPS_MORE_THAN, INTERMEDIATE, TARGET_CURVE = VIEW_KEYS
 
@@ -71,3 +72,17 @@ def pruned_meaning(steps: int, told: str | None) -> str:
     """What a pruned trial's Optuna value says (``told``: what the tuners were told)."""
     tail = f"; the tuners were told: {told}" if told else ""
     return f"more than {steps} steps (pruned at step {steps}, before the target){tail}"
+
+
+def thinned(curve: tuple[Measurement, ...], metric: str, most: int) -> dict[int, float]:
+    """At most ``most`` points ``step -> metric`` of a curve, spread evenly over its evaluations
+    (first and last kept), finite values only (what `study.ledger.optuna_view` shows Optuna).
+
+    Example: 197 evaluations and ``most=50`` keep evaluations 0, 4, 8, ..., 196.
+    """
+    points = [(m.step, m.metrics.get(metric, math.nan)) for m in curve]
+    points = [(step, float(v)) for step, v in points if v is not None and math.isfinite(v)]
+    if len(points) > most:
+        last = len(points) - 1
+        points = [points[round(i * last / (most - 1))] for i in range(most)]
+    return dict(points)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from study.config.hold import Hold
 from study.config.space import Stratum
 from study.results import (
     FINE,
@@ -54,6 +55,8 @@ FINISHED_AT = "finished_at"
 ENVIRONMENT = "environment"
 #: User attribute holding where the trial's wall time went (`TrialResult.timings`, seconds).
 TIMINGS = "timings"
+#: User attribute holding the crossings of the target that did not hold (`TrialResult.fell_back`).
+FELL_BACK = "fell_back"
 #: User attribute holding the seed of a trial run under another seed than the study's.
 SEED = "seed"
 STEPS_TO_TARGET = "steps_to_target"
@@ -149,6 +152,7 @@ def encode_result(result: TrialResult) -> dict[str, Any]:
         ERROR: truncate_error(result.error),
         **({} if result.error_kind is None else {ERROR_KIND: result.error_kind.value}),
         TIMINGS: encode_timings(result.timings),
+        **({FELL_BACK: [list(pair) for pair in result.fell_back]} if result.fell_back else {}),
         FINISHED_AT: time.time(),
     }
 
@@ -182,20 +186,6 @@ def merge_stored(user: Mapping[str, Any], system: Mapping[str, Any]) -> dict[str
     if CURVE_SYSTEM in system:
         merged[CURVE] = system[CURVE_SYSTEM]
     return merged
-
-
-def thinned(curve: tuple[Measurement, ...], metric: str, most: int) -> dict[int, float]:
-    """At most ``most`` points ``step -> metric`` of a curve, spread evenly over its evaluations
-    (first and last kept), finite values only (what `study.ledger.optuna_view` shows Optuna).
-
-    Example: 197 evaluations and ``most=50`` keep evaluations 0, 4, 8, ..., 196.
-    """
-    points = [(m.step, m.metrics.get(metric, math.nan)) for m in curve]
-    points = [(step, float(v)) for step, v in points if v is not None and math.isfinite(v)]
-    if len(points) > most:
-        last = len(points) - 1
-        points = [points[round(i * last / (most - 1))] for i in range(most)]
-    return dict(points)
 
 
 def truncate_error(error: str | None) -> str | None:
@@ -233,6 +223,7 @@ def decode_result(attrs: Mapping[str, Any], batch_size: int = 1) -> TrialResult:
         error=error,
         error_kind=error_kind,
         timings=decode_timings(attrs),
+        fell_back=tuple((int(a), int(b)) for a, b in attrs.get(FELL_BACK) or ()),
     )
 
 
@@ -308,6 +299,8 @@ class StudyRecord:
     config_text: str | None = None
     config_source: str | None = None
     fingerprint: str | None = None
+    #: The target's hold rule (`Hold.to_param`); None: a study from before it (first crossing).
+    hold: str | None = None
     tuner: str | None = None
     trials_total: int = 0
     created: float | None = None
@@ -320,6 +313,11 @@ class StudyRecord:
     @property
     def imported(self) -> bool:
         return self.kind == "imported"
+
+    @property
+    def hold_rule(self) -> Hold:
+        """The rule its steps to target follow (`Hold.OFF` for studies from before it)."""
+        return Hold.from_param(self.hold)
 
     def to_attrs(self) -> dict[str, Any]:
         """The stored attributes (unset fields left out)."""

@@ -33,7 +33,14 @@ from study.analysis.regimes import Regimes, scaling_regimes
 from study.analysis.table import BATCH_SIZE, REPLICAS, STRATEGY, flatten_table, metric_columns
 from study.analysis.time_model import extrapolate_replicas, probe_frame, time_to_result
 from study.config.target import Target
-from study.report.notes import data_notes, edge_notes, fit_notes, lr_left_out_notes, thin_notes
+from study.report.notes import (
+    crossing_notes,
+    data_notes,
+    edge_notes,
+    fit_notes,
+    lr_left_out_notes,
+    thin_notes,
+)
 from study.report.record import ScalingReport, StudyFacts
 
 DEFAULT_ACCELERATORS = 8
@@ -119,6 +126,7 @@ def build_report(
     time_model = time_to_result(probed, steps, fit, extrapolated=extrapolated)
     notes = [
         *data_notes(flat, target, trials, state, study, metric_missing),
+        *crossing_notes(trials, target),
         *thin_notes(steps, target),
         *edge_notes(steps),
         *lr_left_out_notes(left_out),

@@ -3,7 +3,7 @@ in ``ScalingReport.notes``.
 
 Each function returns the notes of one kind (none when there is nothing to say): `data_notes`
 (no measurements, the target metric never measured, a study still running or incomplete),
-`thin_notes` (batch sizes that never reached the target, too few that did), `edge_notes` (best
+`crossing_notes` (the hold rule, crossings that fell back), `thin_notes` (batch sizes that never reached the target, too few that did), `edge_notes` (best
 learning rates on the edge of the searched range), `lr_left_out_notes` and `fit_notes` (the
 fits' own notes, and why a fit or the recommendation is missing).
 
@@ -23,9 +23,10 @@ import pandas as pd
 
 from study.analysis.fitting import MIN_BATCH_SIZES, as_number
 from study.analysis.lr_scaling import LrPowerLawFit
+from study.analysis.measures import FELL_BACK
 from study.analysis.noise_scale import SEARCH_FACTOR, NoiseScaleFit
 from study.analysis.recommend import Recommendation
-from study.analysis.table import BATCH_SIZE, STATE, metric_columns
+from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE, metric_columns
 from study.config.target import Target
 from study.report.formatting import fmt, join_words, percent, sentence
 
@@ -62,6 +63,31 @@ def data_notes(
             f"look worse than it is; `study resume {study}` runs the rest."
         )
     return notes
+
+
+def crossing_notes(trials: pd.DataFrame, target: Target) -> list[str]:
+    """How steps to result were read off the curves (the target's hold rule), and the trials
+    whose crossing of the target fell back before one held."""
+    if trials.empty:
+        return []
+    if not target.hold.active:
+        return [
+            "Steps to result are read at the first evaluation that met the target (the study "
+            "ran without a hold rule: target_hold off, or recorded before it); a metric that "
+            "hovers near its target can cross it and fall back, so they can depend on the "
+            "evaluation cadence."
+        ]
+    fell = trials[FELL_BACK].to_numpy(dtype=int) if FELL_BACK in trials.columns else np.zeros(0)
+    if not fell.any():
+        return []
+    worst = trials.iloc[int(np.argmax(fell))]
+    return [
+        f"{int((fell > 0).sum())} of {len(trials)} trials met the target {target} and fell "
+        f"back below it before it held (up to {int(fell.max())} times, batch size "
+        f"{as_number(worst[BATCH_SIZE])} at learning rate {fmt(worst[LEARNING_RATE])}); steps "
+        f"to result count from the step the target held from, {target.hold}, which does not "
+        "depend on the evaluation cadence."
+    ]
 
 
 def thin_notes(steps: pd.DataFrame, target: Target) -> list[str]:

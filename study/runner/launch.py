@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from study.analysis.pilot import pilot_from_result
+from study.config.hold import DEFAULT_HOLD
 from study.config.sections import SETTING_KEYS
 from study.config.space import CategoricalParam, Stratum
 from study.config.study import StudyConfig
@@ -92,6 +93,8 @@ def fingerprint(config: StudyConfig) -> str:
             if config.raw.get(k) is not None and config.raw[k] != _LATER_DEFAULTS.get(k, ...)
         }
     )
+    if config.target.hold != DEFAULT_HOLD:
+        raw["target_hold"] = config.target.hold.to_param()
     return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -124,6 +127,7 @@ def open_study(config: StudyConfig, options: RunOptions) -> tuple[Ledger, StudyR
             config_text=config.text,
             config_source=str(config.source),
             fingerprint=fingerprint(config),
+            hold=config.target.hold.to_param(),
             tuner=options.tuner,
             trials_total=options.trials or config.total_trials,
             created=time.time(),

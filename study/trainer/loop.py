@@ -24,6 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from study.config.hold import Crossings
 from study.config.trial import TrialSpec
 from study.errors import UsageError
 from study.results import Measurement, TrialResult, TrialState
@@ -36,8 +37,9 @@ from study.workloads.task import Task
 
 __all__ = ["IndexStream", "MeasurementHook", "train"]
 
-#: Called after every evaluation that did not end the trial (target met, diverged, budget spent);
-#: return False to stop the trial (it is then ``pruned``).
+#: Called after every evaluation that did not end the trial (target met, diverged, budget spent),
+#: replayed ones included; while a crossing of the target waits to hold it is shown the
+#: evaluation where the crossing began. Return False to stop the trial (it is then ``pruned``).
 MeasurementHook = Callable[[Measurement], bool]
 
 
@@ -57,10 +59,10 @@ def train(
     ``task`` is the workload's (default: multi-class classification); the settings' ``loss``
     (`TrialSettings`) overrides its loss. With a ``cache``, a session kept from the previous
     trial is reused when the trial allows it. Returns a `TrialResult` whose ``steps_to_target``
-    is the first evaluation step at which ``spec.target`` held (evaluations at step 0 and on the
-    settings' ``cadence``; with ``exact_steps``, every step between the last two of them,
-    replayed: `_replay`). With ``noise_scale`` every evaluation carries the gradient noise scale
-    estimate.
+    is the first step from which ``spec.target`` held through its hold window (`_run`;
+    evaluations at step 0 and on the settings' ``cadence``; with ``exact_steps``, every step
+    around a crossing, replayed) and whose ``fell_back`` lists the crossings that did not hold.
+    With ``noise_scale`` every evaluation carries the gradient noise scale estimate.
 
     Raises:
         UsageError: a target the trial does not report, a bad loss or labels, before training.
@@ -92,11 +94,11 @@ def train(
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
     }
-    state, step, seconds, spent, curve = _run(spec, session, hook)
+    state, step, seconds, spent, curve, crossings = _run(spec, session, hook)
     environment["replay_steps"] = spent["replay_steps"]
     reached = None
-    if state is TrialState.REACHED:  # the first evaluation, fine or on the cadence, that met it
-        reached = next(m for m in curve if spec.target.met_by(m.metrics))
+    if state is TrialState.REACHED:  # where the crossing that held began
+        reached = next(m for m in curve if m.step == crossings.held)
     return TrialResult(
         state=state,
         steps_run=step,
@@ -106,6 +108,7 @@ def train(
         examples_to_target=reached.examples if reached else None,
         seconds_to_target=reached.train_seconds if reached else None,
         curve=tuple(curve),
+        fell_back=tuple(crossings.fell_back),
         environment=environment,
         timings={
             **timings,
@@ -118,7 +121,7 @@ def train(
 
 @dataclass
 class _Progress:
-    """The trial's state at its latest cadence evaluation: what a replay starts from."""
+    """The trial's state at an evaluation that did not meet the target: where a replay starts."""
 
     step: int = 0
     seconds: float = 0.0
@@ -126,65 +129,121 @@ class _Progress:
     noise: NoiseScale | None = None
 
 
+@dataclass(frozen=True)
+class _Scan:
+    """Stepping one step at a time, evaluating after each (exact steps): at least through
+    ``until`` (where the target was met after steps nobody looked at), then while a crossing is
+    waiting to hold; each step counts ``pace`` training seconds (the chunk's, as a lone step
+    carries per-call overhead a chunk does not)."""
+
+    until: int
+    pace: float
+
+
 def _run(
     spec: TrialSpec, session: Session, hook: MeasurementHook | None
-) -> tuple[TrialState, int, float, dict[str, float], list[Measurement]]:
+) -> tuple[TrialState, int, float, dict[str, float], list[Measurement], Crossings]:
     """The cadence loop: evaluate, decide, train to the next evaluation step.
 
-    When the target first holds at a cadence evaluation, `_replay` finds the exact step
-    (``exact_steps``). Returns the final state, steps run, training seconds, the seconds of
-    evaluation and replay (and the replayed steps) and the curve.
+    Steps to target follow the target's hold rule (`study.config.hold`): the first step from
+    which the target holds at every step through its window. With ``exact_steps``, when an
+    evaluation meets the target after unseen steps, the trial goes back to the last evaluation
+    that did not (its saved state) and steps one at a time, evaluating after each, until a
+    crossing has held through its window or fallen back past that evaluation; so the step is
+    the same at any cadence. Evaluations are never further apart than a window
+    (`Hold.max_gap`), so no window that holds lies unseen between two that fail.
+
+    Returns the final state, steps run, training seconds, the seconds of evaluation and replay
+    (and the replayed steps), the curve and the crossings seen.
     """
-    settings = spec.settings
+    settings, target = spec.settings, spec.target
     step_limit = settings.budget.step_limit(spec.batch_size)
     max_chunk = session.feed.max_steps_per_call
     noise = _noise_scale(spec, session)
+    crossings = Crossings(target.hold)
     curve: list[Measurement] = []
     spent = {"evaluate": 0.0, "replay": 0.0, "replay_steps": 0}
     step, seconds, pending_losses = 0, 0.0, []
     last = _Progress()
+    scan: _Scan | None = None
     while True:
         train_loss = float(np.mean(pending_losses)) if pending_losses else math.nan
         pending_losses = []
         start = time.perf_counter()
         metrics = session.evaluate()
-        spent["evaluate"] += time.perf_counter() - start
+        spent["replay" if scan else "evaluate"] += time.perf_counter() - start
         estimate = noise.estimate() if noise is not None else {}
-        m = Measurement(step, step * spec.batch_size, seconds, train_loss, metrics, estimate)
-        curve.append(m)
-        if spec.target.met_by(m.metrics):
-            if settings.exact_steps and last.saved is not None and step - last.step > 1:
-                start = time.perf_counter()
-                fine = _replay(spec, session, last, step, seconds)
-                spent["replay"] += time.perf_counter() - start
-                spent["replay_steps"] += len(fine)
-                curve[-1:-1] = fine  # in step order, before the cadence evaluation
-            return TrialState.REACHED, step, seconds, spent, curve
-        if not math.isfinite(m.metrics["val_loss"]) or (step and not math.isfinite(train_loss)):
-            return TrialState.DIVERGED, step, seconds, spent, curve
-        if hook is not None and not hook(m):
-            return TrialState.PRUNED, step, seconds, spent, curve
-        limit = settings.budget.max_seconds
-        out_of_time = limit is not None and seconds >= limit
-        if (step_limit is not None and step >= step_limit) or out_of_time:
-            return TrialState.NOT_REACHED, step, seconds, spent, curve
-        stop = settings.cadence.next_step(step)
-        if step_limit is not None:
-            stop = min(stop, step_limit)
-        if settings.exact_steps and stop - step > 1:
+        m = Measurement(
+            step, step * spec.batch_size, seconds, train_loss, metrics, estimate, scan is not None
+        )
+        met = target.met_by(m.metrics)
+        # steps since the previous evaluation, which failed and was saved, that nobody saw
+        unseen = bool(curve) and last.saved is not None and last.step == curve[-1].step
+        unseen = unseen and step - last.step > 1
+        if met and settings.exact_steps and scan is None and not crossings.open and unseen:
+            # met after steps nobody looked at: look at each of them, from the last failure
+            scan = _Scan(until=step, pace=(seconds - last.seconds) / (step - last.step))
+            session.restore(last.saved)
+            noise = copy.deepcopy(last.noise)
+            step, seconds = last.step, last.seconds
+        else:
+            curve.append(m)
+            if crossings.observe(step, met) is not None:
+                return TrialState.REACHED, step, seconds, spent, curve, crossings
+            if not math.isfinite(m.metrics["val_loss"]) or (step and not math.isfinite(train_loss)):
+                return TrialState.DIVERGED, step, seconds, spent, curve, crossings
+            if hook is not None and not hook(_candidate(m, curve, crossings)):
+                return TrialState.PRUNED, step, seconds, spent, curve, crossings
+            limit = settings.budget.max_seconds
+            out_of_time = limit is not None and seconds >= limit
+            if (step_limit is not None and step >= step_limit) or out_of_time:
+                return TrialState.NOT_REACHED, step, seconds, spent, curve, crossings
+            if scan is not None and step >= scan.until and not crossings.open:
+                scan = None  # the crossing fell back: on with the cadence
+        stop = _next_stop(spec, step, step_limit, one=scan is not None or crossings.open)
+        if scan is None and settings.exact_steps and stop - step > 1 and not met:
             last = _Progress(step, seconds, session.snapshot(), copy.deepcopy(noise))
         while step < stop:
             count = min(stop - step, max_chunk)
             args = session.args(count)
             start = time.perf_counter()  # the compiled call and fetching its losses
             losses, stats = session.run(args)
-            seconds += time.perf_counter() - start
+            elapsed = time.perf_counter() - start
+            if scan is None:
+                seconds += elapsed
+            else:
+                seconds += scan.pace * count
+                spent["replay"] += elapsed
+                spent["replay_steps"] += count
             step += count
             pending_losses.extend(losses.tolist())
             if noise is not None and stats is not None:
                 noise.update(stats[:, 0], stats[:, 1])
             if not np.all(np.isfinite(losses)):
                 break
+
+
+def _candidate(m: Measurement, curve: list[Measurement], crossings: Crossings) -> Measurement:
+    """What the measurement hook is shown: the evaluation itself, or, while a crossing waits to
+    hold, the one where it began (the steps to target the trial would then have)."""
+    if not crossings.open:
+        return m
+    return next(x for x in reversed(curve) if x.step == crossings.start)
+
+
+def _next_stop(spec: TrialSpec, step: int, step_limit: int | None, *, one: bool) -> int:
+    """The next evaluation step: the next one (``one``: while replaying, or while a crossing
+    waits to hold with exact steps), else the cadence's, never further than the hold rule
+    allows (`Hold.max_gap`) nor past the step budget."""
+    settings = spec.settings
+    if one and settings.exact_steps:
+        stop = step + 1
+    else:
+        stop = settings.cadence.next_step(step)
+        gap = spec.target.hold.max_gap(step)
+        if gap is not None:
+            stop = min(stop, gap)
+    return min(stop, step_limit) if step_limit is not None else stop
 
 
 def _noise_scale(spec: TrialSpec, session: Session) -> NoiseScale | None:
@@ -194,38 +253,3 @@ def _noise_scale(spec: TrialSpec, session: Session) -> NoiseScale | None:
     replicas = session.strategy.num_replicas_in_sync
     every = spec.settings.noise_every
     return NoiseScale(spec.batch_size / max(replicas, 2), spec.batch_size, every=every)
-
-
-def _replay(
-    spec: TrialSpec, session: Session, last: _Progress, met_at: int, seconds: float
-) -> list[Measurement]:
-    """Return to the state of the previous cadence evaluation and train one step at a time,
-    evaluating after each, until the target holds (at most until ``met_at``, where it held).
-
-    Returns the fine evaluations (marked ``fine``); the last one is where the target first held,
-    unless it first held at ``met_at`` itself. Training seconds of a fine evaluation are those
-    of the previous cadence evaluation plus its steps at the following chunk's pace (a replay
-    step alone carries per-call overhead that a chunk does not).
-    """
-    session.restore(last.saved)
-    noise = copy.deepcopy(last.noise)
-    pace = (seconds - last.seconds) / (met_at - last.step)
-    fine: list[Measurement] = []
-    for step in range(last.step + 1, met_at):
-        losses, stats = session.run(session.args(1))
-        if noise is not None and stats is not None:
-            noise.update(stats[:, 0], stats[:, 1])
-        metrics = session.evaluate()
-        m = Measurement(
-            step,
-            step * spec.batch_size,
-            last.seconds + (step - last.step) * pace,
-            float(losses[0]),
-            metrics,
-            noise.estimate() if noise is not None else {},
-            fine=True,
-        )
-        fine.append(m)
-        if spec.target.met_by(metrics):
-            break
-    return fine

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,7 @@ from study.analysis import (
     validate_table,
 )
 from study.analysis.measures import call_and_step_seconds
+from study.config.hold import Hold
 from study.config.target import Target
 
 ACC_60 = Target.parse("val_accuracy>=0.6")
@@ -283,3 +285,27 @@ def test_short_trials_report_the_speed_of_a_long_run(make_table) -> None:
     out = throughput_by_strategy(df).iloc[0]
     assert out["seconds_per_step"] == pytest.approx(1e-4)
     assert out["call_seconds"] == pytest.approx(4e-4)
+
+
+def test_the_hold_rule_counts_the_crossing_that_held_and_the_ones_that_fell_back(make_table):
+    """At every step: 0.7 at 10-12, back under at 13, then above from 14 on. With a hold of 5
+    steps the crossing at 10 does not count; the one at 14 does (it holds through 19)."""
+    steps = list(range(25))
+    acc = [0.1] * 10 + [0.7] * 3 + [0.5] + [0.7] * 11
+    short = [0.1] * 10 + [0.7] * 3  # a crossing the curve ends inside of
+    df = make_table(
+        [
+            _trial(trial=0, steps=steps, acc=acc),
+            _trial(trial=1, steps=range(13), acc=short, state="not_reached"),
+            _trial(trial=2, steps=(0, 10, 20, 30), acc=(0.1, 0.5, 0.7, 0.8)),
+        ]
+    )
+    held = replace(ACC_60, hold=Hold(0.0, 5))
+    trials = trial_steps_to_target(df, held).set_index("trial")
+    assert trials["steps_to_target"].tolist() == [14.0, math.inf, 20.0]
+    assert trials["examples_to_target"].tolist() == [14.0 * 64, math.inf, 20.0 * 64]
+    assert trials["fell_back"].tolist() == [1, 0, 0]
+    assert trials["reached"].tolist() == [True, False, True]
+    first = trial_steps_to_target(df, ACC_60).set_index("trial")  # Hold.OFF: the first crossing
+    assert first["steps_to_target"].tolist() == [10.0, 10.0, 20.0]
+    assert first["fell_back"].tolist() == [0, 0, 0]

@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from study.config.hold import DEFAULT_HOLD, Hold
 from study.config.space import Stratum
 from study.config.studyfile import SCHEMA_PATH, parse_study
 from study.errors import UsageError
@@ -78,3 +79,48 @@ def test_fingerprint_counts_the_settings_only_when_they_change_the_trials() -> N
     noisy = fingerprint(parse_study(study_with(noise_scale=True), "x.yaml"))
     coarse = fingerprint(parse_study(study_with(exact_steps=False), "x.yaml"))
     assert len({plain, noisy, coarse}) == 3
+
+
+def test_target_hold_defaults_reaches_every_trial_and_reads_off() -> None:
+    assert all(s.target.hold == DEFAULT_HOLD for s in specs(study_with()))
+    assert all(s.target.hold == DEFAULT_HOLD for s in specs(study_with(target_hold=None)))
+    custom = specs(study_with(target_hold={"fraction": 0.1, "min_steps": 20}))
+    assert {s.target.hold for s in custom} == {Hold(0.1, 20)}
+    assert custom[0].to_params()["target_hold"] == "10%,20"
+    assert {s.target.hold for s in specs(study_with(target_hold={"min_steps": 0}))} == {
+        Hold(0.05, 0)
+    }
+    for off in ("off", False):
+        assert {s.target.hold for s in specs(study_with(target_hold=off))} == {Hold.OFF}
+
+
+def test_the_schema_accepts_target_hold() -> None:
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    for value in ({"fraction": 0.1, "min_steps": 3}, "off", False, None):
+        jsonschema.validate(study_with(target_hold=value), schema)
+    for bad in ({"fraction": 2}, {"steps": 3}, "sometimes"):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(study_with(target_hold=bad), schema)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"fraction": 1.5}, "x.yaml: target_hold.fraction must be in [0, 1] (got 1.5)"),
+        ({"min_steps": -2}, "x.yaml: target_hold.min_steps must be >= 0 (got -2)"),
+        ({"min_steps": 2.5}, "x.yaml: target_hold.min_steps must be an integer; write a whole"),
+        ({"window": 3}, "x.yaml: unknown key 'window' in target_hold"),
+        ("sometimes", "x.yaml: target_hold must be {fraction: F, min_steps: N} or off"),
+    ],
+)
+def test_bad_target_hold_is_one_line_naming_the_key(value: Any, message: str) -> None:
+    with pytest.raises(UsageError) as err:
+        parse_study(study_with(target_hold=value), "x.yaml")
+    assert str(err.value).startswith(message)
+
+
+def test_fingerprint_counts_target_hold_only_when_it_is_not_the_default() -> None:
+    plain = fingerprint(parse_study(study_with(), "x.yaml"))
+    written = {"fraction": 0.05, "min_steps": 5}
+    assert fingerprint(parse_study(study_with(target_hold=written), "x.yaml")) == plain
+    assert fingerprint(parse_study(study_with(target_hold="off"), "x.yaml")) != plain

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from study.config import sections, space_reader, studyfile
+from study.config.hold import DEFAULT_HOLD
 from study.config.rules import FieldError
 from study.config.space import CategoricalParam, FloatParam, IntParam, Stratum
 from study.config.study import Confirmation, Oracle, Sampler, StudyConfig, TunerSettings
@@ -106,7 +107,7 @@ def test_mnist1d_mlp() -> None:
     assert config.name == "mnist1d-mlp"
     assert config.workload == "mnist1d" and config.model == "mlp"
     assert config.workload_options == {"samples": 10000}
-    assert config.target == Target("val_accuracy", ">=", 0.6)
+    assert config.target == Target("val_accuracy", ">=", 0.6, hold=DEFAULT_HOLD)
     assert config.settings.budget == Budget(max_steps=5000, max_examples=None, max_seconds=None)
     assert config.settings.cadence == EvalCadence(kind="geometric", ratio=1.05)
     assert config.optimizer == "nesterov"

@@ -25,7 +25,7 @@ from study.ledger import Ledger, StudyRecord
 from study.ledger import records as rec
 from study.ledger.access import METRIC_NAME
 from study.ledger.claims import INTERMEDIATE_POINTS
-from study.ledger.optuna_view import distance, view_attrs
+from study.ledger.optuna_view import distance, thinned, view_attrs
 from study.results import Measurement, TrialResult, TrialState
 
 S = Stratum(32, "default")
@@ -180,7 +180,7 @@ def finish_the_old_way(ledger: Ledger, slot: Any, res: TrialResult, objective: f
         slot.trial.set_user_attr(key, value)
     for key, value in system.items():
         ledger.storage.set_trial_system_attr(slot.trial._trial_id, key, value)
-    for step, value in rec.thinned(res.curve, "val_accuracy", INTERMEDIATE_POINTS).items():
+    for step, value in thinned(res.curve, "val_accuracy", INTERMEDIATE_POINTS).items():
         slot.trial.report(value, step)
     study = load(ledger)
     if res.state is TrialState.PRUNED:

@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from study.config.hold import DEFAULT_HOLD, Hold
 from study.config.space import Stratum
 from study.ledger.records import (
     LedgerTrial,
@@ -205,3 +206,19 @@ def test_best_leaves_confirmation_trials_out() -> None:
 )
 def test_study_record_round_trip(record: StudyRecord) -> None:
     assert StudyRecord.from_attrs(record.name, record.to_attrs()) == record
+
+
+def test_crossings_that_fell_back_are_stored_with_the_result() -> None:
+    hovering = dataclasses.replace(result(), fell_back=((12, 14), (15, 16)))
+    attrs = json.loads(json.dumps(encode_result(hovering)))
+    assert attrs["fell_back"] == [[12, 14], [15, 16]]
+    assert decode_result(attrs, batch_size=32).fell_back == ((12, 14), (15, 16))
+    plain = encode_result(result())
+    assert "fell_back" not in plain and decode_result(plain).fell_back == ()
+
+
+def test_a_study_records_its_hold_rule_and_older_ones_read_as_the_first_crossing() -> None:
+    new = StudyRecord("s", config_text="name: s", hold=DEFAULT_HOLD.to_param())
+    assert StudyRecord.from_attrs("s", new.to_attrs()).hold_rule == DEFAULT_HOLD
+    older = StudyRecord.from_attrs("s", {"config_text": "name: s"})
+    assert older.hold is None and older.hold_rule == Hold.OFF

@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from study.config.hold import Hold
 from study.config.target import Target
 from study.report import answer
 from study.report.notes import edge_notes, lr_left_out_notes, thin_notes
+from tests.report.conftest import TARGET
 
 
 def test_clean_data_has_no_thin_data_notes(report) -> None:
@@ -123,3 +126,24 @@ def test_each_kind_of_note_on_its_own() -> None:
     assert lr_left_out_notes([8.0, 1024.0])[0].startswith(
         "The learning-rate power law leaves out batch size(s) 8 and 1024,"
     )
+
+
+def test_crossings_that_fell_back_and_the_rule_are_said(make_report, make_table) -> None:
+    df = make_table()
+    rule = Hold(0.05, 1)
+    # Every trial of batch size 64 meets the target at one evaluation and misses it at the next.
+    trial = df.loc[df["batch_size"] == 64, "trial"].min()
+    rows = df.index[(df["batch_size"] == 64) & (df["trial"] == trial)]
+    crossing = df.loc[rows, "val_accuracy"].to_numpy() >= TARGET.threshold
+    first = int(np.argmax(crossing))
+    assert crossing[first] and first + 1 < len(rows)
+    df.loc[rows[first + 1], "val_accuracy"] = 0.0
+    with_rule = make_report(df, replace(TARGET, hold=rule))
+    (note,) = [n for n in with_rule.notes if "fell back" in n]
+    assert note.startswith(f"1 of {len(with_rule.trials)} trials met the target")
+    assert "batch size 64" in note and "does not depend on the evaluation cadence" in note
+    without = make_report(df, TARGET)  # Hold.OFF: the first evaluation counts, and it says so
+    assert any(
+        n.startswith("Steps to result are read at the first evaluation") for n in without.notes
+    )
+    assert not any("fell back" in n for n in without.notes)

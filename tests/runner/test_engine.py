@@ -11,7 +11,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,6 +23,7 @@ from optuna.trial import TrialState as OptunaState
 from study import cli
 from study.analysis import steps_to_result
 from study.analysis.load import ledger_table
+from study.config.hold import DEFAULT_HOLD
 from study.config.space import Stratum
 from study.config.studyfile import load_study_file
 from study.config.target import Target
@@ -217,12 +218,15 @@ def test_pruning_stops_only_trials_that_can_no_longer_win(
                 steps = list(seen.intermediate_values)
                 assert steps[-1] == t.result.steps_run
                 assert set(steps) <= {m.step for m in t.result.curve}
-                target = Target.parse(run.config["target"])
+                target = Target.parse(run.config["target"])  # its metric and threshold
                 last = t.result.curve[-1].metrics[target.metric]
                 assert seen.intermediate_values[steps[-1]] == pytest.approx(
                     target.threshold - last if target.maximize else last - target.threshold
                 )
-                assert seen.intermediate_values[steps[-1]] > 0  # short of the target
+                # short of the target, or on a crossing that began there, past the best: it
+                # could only tie or lose once it held
+                if seen.intermediate_values[steps[-1]] <= 0:
+                    assert not target.met_by(t.result.curve[-2].metrics)
             elif math.isfinite(best) and status(t) != "diverged":
                 # a trial that ran while a better one was known reached the target in time
                 assert status(t) == "reached", (stratum, t.number)
@@ -256,7 +260,8 @@ def test_confirmation_trials_rerun_the_best_points_under_other_seeds(
 
     ledger = run.store.ledger(data["name"], fresh=True)
     table = ledger_table(data["name"], ledger.measurement_rows())
-    steps = steps_to_result(table, Target.parse(data["target"])).set_index("batch_size")
+    target = replace(Target.parse(data["target"]), hold=ledger.require().hold_rule)
+    steps = steps_to_result(table, target).set_index("batch_size")
     for stratum, best, confirm in rows:
         seeds = [best.steps_to_target, *(t.steps_to_target for t in confirm)]
         if None in seeds:
@@ -283,9 +288,9 @@ def test_without_pruning_every_trial_runs_to_the_target_or_the_budget(
     for t in trials:
         assert status(t) in ("reached", "not_reached")
         assert t.result is not None
-        if t.steps_to_target:  # stopped at the cadence evaluation that saw it (exact: before)
-            cadence = [m.step for m in t.result.curve if not m.fine]
-            assert t.steps_to_target <= t.result.steps_run == cadence[-1]
+        if t.steps_to_target:  # stopped once the target had held through its window
+            window = DEFAULT_HOLD.window(t.steps_to_target)
+            assert t.result.steps_run == t.steps_to_target + window
         else:
             assert t.result.steps_run == data["budget"]["max_steps"]
     # some trial went on past the best steps known when it ran: pruning would have stopped it
