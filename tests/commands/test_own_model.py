@@ -1,17 +1,19 @@
 """The README's own-model example, run as a user would: ``study train --model my_model:build``
-(the training run through `study.cli.main` in the test process, the bad input as processes)."""
+(the training run through `study.cli.main` in the test process, the bad input in one process)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.cli import study as run
-from tests.inprocess import study_here
+from tests.inprocess import study_each, study_here
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "own_model"
@@ -50,18 +52,38 @@ def test_compiled_model_trains_to_its_own_metric_and_custom_loss(
     assert out["environment"]["loss"] == "my_model:smooth_ce"
 
 
-@pytest.mark.parametrize(
-    ("args", "needle"),
-    [
-        (["my_model:build", "--target", "val_top5>=0.9"], "--target: unknown metric 'val_top5'"),
-        (["my_model:nothing"], "--model: module 'my_model' has no attribute 'nothing'"),
-        (["my_model:smooth_ce"], "--model: calling my_model:smooth_ce("),
-    ],
-)
+BAD_INPUT = [
+    (["my_model:build", "--target", "val_top5>=0.9"], "--target: unknown metric 'val_top5'"),
+    (["my_model:nothing"], "--model: module 'my_model' has no attribute 'nothing'"),
+    (["my_model:smooth_ce"], "--model: calling my_model:smooth_ce("),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_runs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Path, Any]]:
+    """Each `BAD_INPUT` case as ``study train``, in a directory of its own, all in one Python
+    process with the example on PYTHONPATH (`tests.inprocess.study_each`: each command its own
+    exit status, stdout and stderr, file descriptors included)."""
+    root = tmp_path_factory.mktemp("bad-own-model")
+    dirs = [root / str(index) for index in range(len(BAD_INPUT))]
+    for directory in dirs:
+        directory.mkdir()
+    runs = [
+        (directory, ["train", *COMMON, *args, "--max-steps", "5"])
+        for directory, (args, _) in zip(dirs, BAD_INPUT, strict=True)
+    ]
+    env = {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(EXAMPLE), os.environ.get("PYTHONPATH")]))
+    }
+    return list(zip(dirs, study_each(runs, logs=root / "logs", env=env), strict=True))
+
+
+@pytest.mark.parametrize(("args", "needle"), BAD_INPUT)
 def test_bad_own_model_input_is_one_line_and_records_nothing(
-    tmp_path: Path, args: list[str], needle: str
+    bad_runs: list[tuple[Path, Any]], args: list[str], needle: str
 ) -> None:
-    proc = study("train", *COMMON, *args, "--max-steps", "5", cwd=tmp_path)
+    directory, proc = bad_runs[BAD_INPUT.index((args, needle))]
+    assert proc.args == ["study", "train", *COMMON, *args, "--max-steps", "5"]
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and needle in proc.stderr, proc.stderr
-    assert not (tmp_path / "mlruns").exists()
+    assert not (directory / "mlruns").exists()
