@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import enum
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -178,6 +179,32 @@ class Allocation:
         return self.mode is AllocationMode.ADAPTIVE
 
 
+class TrainingSeeds(str, enum.Enum):
+    """Where each trial's training seed (initialisation and example order) comes from:
+    ``per_trial`` (the default) draws one per trial from the study's ``seed`` and the trial's
+    number, so seed-to-seed noise is sampled across the search instead of frozen into it and
+    the study is still reproducible from its file; ``pinned`` trains every trial under the
+    study's ``seed`` itself (the behaviour of studies before the choice)."""
+
+    PER_TRIAL = "per_trial"
+    PINNED = "pinned"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def drawn_seed(base: int, stratum: Stratum, number: int) -> int:
+    """The training seed of trial ``number`` of ``stratum`` in a study whose seed is ``base``:
+    a hash of the three, in ``[0, 2**31)`` (the same on every host and in every run of the file).
+
+    Example: ``drawn_seed(0, Stratum(32, "default"), 3)`` is the same number wherever it is
+    computed, and another for trial 3 of ``Stratum(64, "default")``.
+    """
+    key = f"study-trial-seed:{base}:{stratum.batch_size}:{stratum.strategy}:{number}"
+    digest = hashlib.sha256(key.encode()).digest()
+    return int.from_bytes(digest[:4], "big") % 2**31
+
+
 @dataclass(frozen=True)
 class StudyConfig:
     """A validated study file. Build with `load_study_file` or `parse_study`.
@@ -201,6 +228,7 @@ class StudyConfig:
     tuner: TunerSettings = field(default_factory=TunerSettings)
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
     allocation: Allocation = field(default_factory=Allocation)
+    training_seeds: TrainingSeeds = TrainingSeeds.PER_TRIAL
     source: str = "<memory>"
     text: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)
@@ -216,15 +244,27 @@ class StudyConfig:
         """The seed of the samplers and oracles: ``tuner.seed``, else the study's ``seed``."""
         return self.settings.seed if self.tuner.seed is None else self.tuner.seed
 
+    def trial_seed(self, stratum: Stratum, number: int) -> int:
+        """The training seed of trial ``number`` of ``stratum`` (`TrainingSeeds`)."""
+        if self.training_seeds is TrainingSeeds.PINNED:
+            return self.settings.seed
+        return drawn_seed(self.settings.seed, stratum, number)
+
     @property
     def strata(self) -> list[Stratum]:
         """Every stratum of the study, batch size major."""
         return self.space.strata()
 
     def trial_spec(
-        self, stratum: Stratum, params: Mapping[str, Any], *, seed: int | None = None
+        self,
+        stratum: Stratum,
+        params: Mapping[str, Any],
+        *,
+        seed: int | None = None,
+        number: int | None = None,
     ) -> TrialSpec:
-        """The `TrialSpec` for one trial of ``stratum``.
+        """The `TrialSpec` for one trial of ``stratum``: trial ``number``'s (its training seed
+        is `trial_seed`), or, with ``seed``, one under that seed (a confirmation).
 
         ``params`` holds sampled values by name and must include ``learning_rate``; parameters
         not given keep the study's fixed settings (``optimizer``, ``schedule``) or the
@@ -246,6 +286,8 @@ class StudyConfig:
             name=values.get("schedule", self.schedule),
             **{k: v for k, v in values.items() if k in SCHEDULE_RULES},
         )
+        if seed is None and number is not None:
+            seed = self.trial_seed(stratum, number)
         settings = self.settings if seed is None else replace(self.settings, seed=seed)
         return TrialSpec(
             workload=self.workload,

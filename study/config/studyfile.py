@@ -21,7 +21,10 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
     eval_every: "geometric:1.05"       # optional; an int N (every N steps) or geometric[:RATIO]
     optimizer: nesterov                # optional; sgd | momentum | nesterov | adam
     schedule: constant                 # optional; constant | linear | cosine
-    seed: 0                            # optional; default 0
+    seed: 0                            # optional; default 0: the base of the trials' seeds
+    training_seeds: per_trial          # optional; per_trial (default: each trial's training
+                                       #   seed drawn from seed and its number) or pinned
+                                       #   (every trial trains under seed itself)
     loss: null                         # optional; replaces the workload task's loss: mse, mae,
                                        #   huber, binary_crossentropy, ... or module:callable
     precision: auto                    # optional; auto | float32 | mixed_float16 | mixed_bfloat16
@@ -102,7 +105,7 @@ from study.config.sections import (
     read_workload_options,
 )
 from study.config.space_reader import read_search_space
-from study.config.study import StudyConfig
+from study.config.study import StudyConfig, TrainingSeeds
 from study.config.trial import OPTIMIZERS, SCHEDULES
 from study.config.yaml_reader import Reader, StrictLoader, kind, yaml_message
 from study.errors import UsageError
@@ -129,6 +132,7 @@ TOP_LEVEL_KEYS = (
     "tuner",
     "heartbeat",
     "allocation",
+    "training_seeds",
 )
 REQUIRED_KEYS = ("name", "workload", "target", "budget", "trials_per_stratum", "search_space")
 _WORKLOAD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
@@ -209,10 +213,21 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
         tuner=read_tuner(r, mapping.get("tuner")),
         heartbeat=read_heartbeat(r, mapping.get("heartbeat")),
         allocation=read_allocation(r, mapping.get("allocation")),
+        training_seeds=TrainingSeeds(
+            r.choice(
+                _or_default(mapping.get("training_seeds"), TrainingSeeds.PER_TRIAL.value),
+                "training_seeds",
+                tuple(m.value for m in TrainingSeeds),
+            )
+        ),
         source=source,
         text=yaml.safe_dump(raw, sort_keys=False) if text is None else text,
         raw=raw,
     )
+
+
+def _or_default(value: Any, default: Any) -> Any:
+    return default if value is None else value
 
 
 def in_file(exc: UsageError, source: str) -> UsageError:

@@ -335,7 +335,7 @@ class StudyEngine:
         if proposal.seed is not None:
             extras[SEED] = proposal.seed
         trial = self.ledger.start(slot, tuner=proposal.tuner, origin=proposal.origin, extras=extras)
-        spec = self._spec(slot.stratum, proposal)
+        spec = self._spec(slot, proposal)
         self.tracker.start_trial(trial)
         self.progress.running(slot.stratum, +1)
         hook = self._hook(slot.stratum, proposal, history)
@@ -388,8 +388,11 @@ class StudyEngine:
         self.trial_seconds.append(result.timings[WALL])
         return result
 
-    def _spec(self, stratum: Stratum, proposal: Proposal) -> TrialSpec:
-        spec = self.config.trial_spec(stratum, proposal.params, seed=proposal.seed)
+    def _spec(self, slot: Slot, proposal: Proposal) -> TrialSpec:
+        """Trial `slot`'s spec: its training seed drawn for its number (or the proposal's)."""
+        spec = self.config.trial_spec(
+            slot.stratum, proposal.params, seed=proposal.seed, number=slot.number
+        )
         if proposal.budget_fraction < 1.0:
             budget = spec.settings.budget
             limit = budget.step_limit(spec.batch_size) or DEFAULT_STEP_LIMIT

@@ -19,7 +19,7 @@ from study.analysis.pilot import pilot_from_result
 from study.config.hold import DEFAULT_HOLD
 from study.config.sections import SETTING_KEYS
 from study.config.space import CategoricalParam, Stratum
-from study.config.study import StudyConfig
+from study.config.study import StudyConfig, TrainingSeeds
 from study.config.trial import PILOT_NOISE_EVERY, TrialSettings
 from study.deps import require_tensorflow
 from study.errors import UsageError
@@ -93,6 +93,8 @@ def fingerprint(config: StudyConfig) -> str:
             if config.raw.get(k) is not None and config.raw[k] != _LATER_DEFAULTS.get(k, ...)
         }
     )
+    if config.training_seeds is not TrainingSeeds.PER_TRIAL:
+        raw["training_seeds"] = config.training_seeds.value
     if config.target.hold != DEFAULT_HOLD:
         raw["target_hold"] = config.target.hold.to_param()
     return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]

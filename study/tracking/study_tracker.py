@@ -33,6 +33,7 @@ from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import TrialSpec
 from study.ledger import Ledger, LedgerTrial
+from study.ledger.records import SEED
 from study.paths import masked
 from study.results import TrialResult, TrialState
 from study.tracking.mlflow_logger import RUN_STATUS, MlflowLogger
@@ -305,7 +306,9 @@ class StudyTracker:
                 elif t.status.is_outcome() and (run is None or open_run):
                     if "learning_rate" not in t.params or ledger.liveness.owner_alive(t):
                         continue
-                    spec = config.trial_spec(stratum, t.params)
+                    spec = config.trial_spec(
+                        stratum, t.params, seed=t.extras.get(SEED), number=t.number
+                    )
                     self.finish_trial(t, spec, run_id=None if run is None else run.info.run_id)
 
     def trial_runs(self) -> dict[str, Any]:

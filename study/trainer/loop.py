@@ -82,6 +82,7 @@ def train(
     environment = {
         "strategy": resolved.kind.value,
         "strategy_requested": spec.strategy,
+        "seed": spec.settings.seed,
         "replicas": replicas,
         "per_replica_batch": spec.batch_size // replicas,
         "devices": ",".join(resolved.devices),

@@ -13,6 +13,7 @@ import pytest
 
 from study.config.hold import DEFAULT_HOLD, Hold
 from study.config.space import Stratum
+from study.config.study import TrainingSeeds
 from study.config.studyfile import SCHEMA_PATH, parse_study
 from study.errors import UsageError
 from study.runner.launch import fingerprint
@@ -124,3 +125,39 @@ def test_fingerprint_counts_target_hold_only_when_it_is_not_the_default() -> Non
     written = {"fraction": 0.05, "min_steps": 5}
     assert fingerprint(parse_study(study_with(target_hold=written), "x.yaml")) == plain
     assert fingerprint(parse_study(study_with(target_hold="off"), "x.yaml")) != plain
+
+
+def test_trials_draw_their_training_seeds_from_the_studys_unless_pinned() -> None:
+    config = parse_study(study_with(seed=7), "x.yaml")
+    assert config.training_seeds is TrainingSeeds.PER_TRIAL
+    stratum = config.strata[0]
+    seeds = [
+        config.trial_spec(stratum, {"learning_rate": 0.1}, number=n).settings.seed
+        for n in range(50)
+    ]
+    assert len(set(seeds)) == 50 and all(0 <= s < 2**31 for s in seeds)
+    again = parse_study(study_with(seed=7), "x.yaml")  # the same file: the same seeds
+    assert seeds == [again.trial_seed(stratum, n) for n in range(50)]
+    other = parse_study(study_with(seed=8), "x.yaml")
+    assert not set(seeds) & {other.trial_seed(stratum, n) for n in range(50)}
+    neighbour = config.strata[1]
+    assert not set(seeds) & {config.trial_seed(neighbour, n) for n in range(50)}
+    # a confirmation's own seed wins; no number: the study's seed
+    assert config.trial_spec(stratum, {"learning_rate": 0.1}, seed=8, number=3).settings.seed == 8
+    assert config.trial_spec(stratum, {"learning_rate": 0.1}).settings.seed == 7
+    pinned = parse_study(study_with(seed=7, training_seeds="pinned"), "x.yaml")
+    assert pinned.training_seeds is TrainingSeeds.PINNED
+    assert {pinned.trial_seed(stratum, n) for n in range(50)} == {7}
+
+
+def test_training_seeds_errors_schema_and_fingerprint() -> None:
+    with pytest.raises(UsageError) as err:
+        parse_study(study_with(training_seeds="random"), "x.yaml")
+    assert str(err.value).startswith("x.yaml: training_seeds must be one of per_trial, pinned")
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    jsonschema.validate(study_with(training_seeds="pinned"), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(study_with(training_seeds="random"), schema)
+    plain = fingerprint(parse_study(study_with(), "x.yaml"))
+    assert fingerprint(parse_study(study_with(training_seeds="per_trial"), "x.yaml")) == plain
+    assert fingerprint(parse_study(study_with(training_seeds="pinned"), "x.yaml")) != plain

@@ -25,7 +25,8 @@ from study.analysis import steps_to_result
 from study.analysis.load import ledger_table
 from study.config.hold import DEFAULT_HOLD
 from study.config.space import Stratum
-from study.config.studyfile import load_study_file
+from study.config.study import drawn_seed
+from study.config.studyfile import load_study_file, parse_study
 from study.config.target import Target
 from study.ledger import Ledger, LedgerTrial
 from study.results import TrialResult, TrialState
@@ -234,6 +235,20 @@ def test_pruning_stops_only_trials_that_can_no_longer_win(
 
 
 @pytest.mark.slow
+def test_each_trial_trains_under_its_own_seed_drawn_from_the_studys(
+    finished: Callable[[str], Finished],
+) -> None:
+    run = finished("both")
+    config = parse_study(run.config, "tiny.yaml")
+    trials = [t for t in all_trials(run) if t.result is not None]
+    seeds = [t.result.environment["seed"] for t in trials]
+    assert seeds == [config.trial_seed(t.stratum, t.number) for t in trials]
+    assert len(set(seeds)) == len(seeds)  # seed noise is sampled, not frozen into the search
+    first = trials[0]
+    assert seeds[0] == drawn_seed(0, first.stratum, first.number)  # the study's seed: 0
+
+
+@pytest.mark.slow
 def test_confirmation_trials_rerun_the_best_points_under_other_seeds(
     tmp_path: Path, pool: KeptPool
 ) -> None:
@@ -254,6 +269,7 @@ def test_confirmation_trials_rerun_the_best_points_under_other_seeds(
         assert {t.extras["seed"] for t in confirm} == {1, 2}
         for t in confirm:
             assert t.params == best.params and t.extras["confirms"] == best.number
+            assert t.result is not None and t.result.environment["seed"] == t.extras["seed"]
             assert status(t) in ("reached", "not_reached"), (stratum, t.number)
             assert t.tuner == best.tuner
         rows.append((stratum, best, confirm))
