@@ -40,15 +40,15 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.slow
 
 # 2 strata x 3 trials, every trial run to its budget (an unreachable target, no pruning) of
-# 10,000 steps, so a trial lasts seconds even when its traces are reused: long enough
+# 3,000 steps, so a trial lasts a second or more even when its traces are reused: long enough
 # for its MLflow run to show RUNNING before it ends (the group is stopped while that is
-# checked). With --tuner both, odd trial numbers are KerasTuner's; b128 is visited first, so
+# checked, and killed while stopped, so no trial can end in between). With --tuner both, odd trial numbers are KerasTuner's; b128 is visited first, so
 # the trial killed is b32's #1.
 KILLED = tiny_study(
     name="killed",
     trials_per_stratum=3,
     target="val_accuracy>=0.999",
-    budget={"max_steps": 10000},
+    budget={"max_steps": 3000},
     eval_every=100,
     tuner={"pruning": False},
 )
@@ -250,7 +250,7 @@ def test_restart_repairs_runs_a_dead_process_left_behind(killed: Killed, tmp_pat
     assert repaired[open_key].info.run_id == left_open.info.run_id  # closed, not duplicated
 
 
-# Two trials that never reach the target and run 8,000 steps (a second or more, even with
+# Two trials that never reach the target and run 4,000 steps (a second or more, even with
 # reused traces), so the interrupt always lands inside one: the group is stopped as soon as a
 # trial runs, and a trial that ended within the instant between SIGCONT and the shutdown would
 # rightly be recorded as finished, which is not what this test is about.
@@ -258,7 +258,7 @@ CTRL_C = tiny_study(
     name="ctrl-c",
     trials_per_stratum=2,
     target="val_accuracy>=0.999",
-    budget={"max_steps": 8000},
+    budget={"max_steps": 4000},
     eval_every=100,
     search_space={"batch_size": [128]},
     tuner={"pruning": False},
