@@ -60,8 +60,11 @@ def ledger_table(
 
 
 def _seed(trial: LedgerTrial) -> float:
-    """The seed a trial ran under if not the study's (its ``seed`` extra), else NaN."""
+    """The training seed a trial ran under: its ``seed`` extra (a confirmation), else the seed
+    its trainer recorded (`TrainingSeeds`), else NaN (a record from before: the study's seed)."""
     seed = trial.extras.get(SEED)
+    if seed is None and trial.result is not None:
+        seed = trial.result.environment.get("seed")
     return (
         float(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else math.nan
     )

@@ -118,3 +118,59 @@ def robust_steps(
         if estimate is not None:
             out[key if isinstance(key, tuple) else (key,)] = estimate
     return out
+
+
+@dataclass(frozen=True)
+class SeedNoise:
+    """How much steps to target vary between training seeds at one point: ``sigma``, the pooled
+    standard deviation of log steps within points (batch size, learning rate and every other
+    metaparameter) reached under at least two seeds; ``points`` and ``trials`` behind it, and
+    ``unreached``: trials of those points that did not reach the target (left out, so
+    ``sigma`` understates the noise where some seeds fail).
+
+    Example: a point reaching the target in 900 and 1100 steps under two seeds gives
+    ``sigma`` of about 0.142 (log 1100/900 over sqrt 2): one seed's reading is off by about 15%.
+    """
+
+    sigma: float
+    points: int
+    trials: int
+    unreached: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.points > 0 and math.isfinite(self.sigma)
+
+    @property
+    def factor(self) -> float:
+        """``exp(sigma)``: a typical ratio between one seed's steps and the point's."""
+        return math.exp(self.sigma) if self.ok else math.nan
+
+
+def seed_noise(trials: pd.DataFrame, by: Sequence[str] = ("batch_size",)) -> SeedNoise:
+    """`SeedNoise` from the per-trial table (`trial_steps_to_target`): within each ``by`` group
+    and point, the trials under distinct seeds that reached the target.
+
+    Example: ``seed_noise(trial_steps_to_target(df, target)).sigma``.
+    """
+    if trials.empty:
+        return SeedNoise(math.nan, 0, 0)
+    points, seeds = point_keys(trials), seed_labels(trials)
+    steps = trials["steps_to_target"].to_numpy(dtype=float)
+    groups: dict[tuple, list[int]] = {}
+    keys = trials[list(by)].itertuples(index=False, name=None)
+    for i, key in enumerate(keys):
+        groups.setdefault((key, points[i]), []).append(i)
+    squares, dof, used, count, unreached = 0.0, 0, 0, 0, 0
+    for rows in groups.values():
+        if len({seeds[i] for i in rows}) < 2:
+            continue
+        logs = np.log([steps[i] for i in rows if math.isfinite(steps[i]) and steps[i] > 0])
+        unreached += len(rows) - len(logs)
+        if len(logs) < 2:
+            continue
+        squares += float(((logs - logs.mean()) ** 2).sum())
+        dof += len(logs) - 1
+        used, count = used + 1, count + len(logs)
+    sigma = math.sqrt(squares / dof) if dof else math.nan
+    return SeedNoise(sigma, used, count, unreached)

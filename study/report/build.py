@@ -30,6 +30,7 @@ from study.analysis.noise_scale import NoiseScaleFit, fit_noise_scale_from_trial
 from study.analysis.predicted_noise import compare, predict_noise_scale
 from study.analysis.recommend import recommend
 from study.analysis.regimes import Regimes, scaling_regimes
+from study.analysis.seeds import seed_noise
 from study.analysis.table import BATCH_SIZE, REPLICAS, STRATEGY, flatten_table, metric_columns
 from study.analysis.time_model import extrapolate_replicas, probe_frame, time_to_result
 from study.config.target import Target
@@ -39,6 +40,7 @@ from study.report.notes import (
     edge_notes,
     fit_notes,
     lr_left_out_notes,
+    seed_notes,
     thin_notes,
 )
 from study.report.record import ScalingReport, StudyFacts
@@ -124,9 +126,11 @@ def build_report(
     predicted = predict_noise_scale(pilot, measured, target)
     extrapolated = extrapolate_replicas(probed, n_accelerators)
     time_model = time_to_result(probed, steps, fit, extrapolated=extrapolated)
+    noise = seed_noise(trials)
     notes = [
         *data_notes(flat, target, trials, state, study, metric_missing),
         *crossing_notes(trials, target),
+        *seed_notes(noise, trials),
         *thin_notes(steps, target),
         *edge_notes(steps),
         *lr_left_out_notes(left_out),
@@ -155,6 +159,7 @@ def build_report(
         context=dict(context or {}),
         facts=facts or StudyFacts(),
         predicted_noise=predicted,
+        seed_noise=noise,
         noise_agreement=compare(predicted, fit),
         time_model=time_model,
         created=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

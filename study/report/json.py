@@ -67,6 +67,11 @@ def report_dict(report: ScalingReport) -> dict[str, Any]:
             "throughput": report.throughput,
             "predicted_noise": _predicted_noise(report),
             "time_to_result": _time_to_result(report),
+            "seed_noise": {
+                **_fields(report.seed_noise),
+                "ok": report.seed_noise.ok,
+                "factor": report.seed_noise.factor,
+            },
             "notes": list(report.notes),
         }
     )

@@ -3,7 +3,8 @@ in ``ScalingReport.notes``.
 
 Each function returns the notes of one kind (none when there is nothing to say): `data_notes`
 (no measurements, the target metric never measured, a study still running or incomplete),
-`crossing_notes` (the hold rule, crossings that fell back), `thin_notes` (batch sizes that never reached the target, too few that did), `edge_notes` (best
+`crossing_notes` (the hold rule, crossings that fell back), `seed_notes` (the spread of
+steps over training seeds at one point), `thin_notes` (batch sizes that never reached the target, too few that did), `edge_notes` (best
 learning rates on the edge of the searched range), `lr_left_out_notes` and `fit_notes` (the
 fits' own notes, and why a fit or the recommendation is missing).
 
@@ -26,6 +27,7 @@ from study.analysis.lr_scaling import LrPowerLawFit
 from study.analysis.measures import FELL_BACK
 from study.analysis.noise_scale import SEARCH_FACTOR, NoiseScaleFit
 from study.analysis.recommend import Recommendation
+from study.analysis.seeds import SeedNoise
 from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE, metric_columns
 from study.config.target import Target
 from study.report.formatting import fmt, join_words, percent, sentence
@@ -87,6 +89,28 @@ def crossing_notes(trials: pd.DataFrame, target: Target) -> list[str]:
         f"{as_number(worst[BATCH_SIZE])} at learning rate {fmt(worst[LEARNING_RATE])}); steps "
         f"to result count from the step the target held from, {target.hold}, which does not "
         "depend on the evaluation cadence."
+    ]
+
+
+def seed_notes(noise: SeedNoise, trials: pd.DataFrame) -> list[str]:
+    """How much steps to target move between training seeds at one point, or that it was not
+    measured."""
+    if trials.empty:
+        return []
+    if not noise.ok:
+        return [
+            "No point was reached under two or more training seeds, so how far steps to target "
+            "move with the seed alone is not measured here (a 10-20% spread is common); "
+            "tuner: {confirm: {top: 1, seeds: 2}} measures it."
+        ]
+    left = (
+        f"; {noise.unreached} trial(s) of those points did not reach it" if noise.unreached else ""
+    )
+    return [
+        f"Seed noise: at one point, steps to target vary by a factor of about "
+        f"{fmt(noise.factor)} between training seeds (standard deviation of log steps "
+        f"{fmt(noise.sigma)}, from {noise.points} point(s) and {noise.trials} trials{left}); "
+        "differences between batch sizes smaller than that are within seed noise."
     ]
 
 

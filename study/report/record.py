@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -24,6 +25,7 @@ from study.analysis.noise_scale import NoiseScaleFit
 from study.analysis.predicted_noise import NoiseAgreement, PredictedNoise
 from study.analysis.recommend import Recommendation
 from study.analysis.regimes import Regimes
+from study.analysis.seeds import SeedNoise
 from study.analysis.time_model import TimeModel
 from study.config.space import CategoricalParam
 from study.config.study import StudyConfig
@@ -139,6 +141,8 @@ class ScalingReport:
     time_model: TimeModel = field(
         default_factory=lambda: TimeModel(ok=False, reason="not computed"), repr=False
     )
+    #: How much steps to target move between training seeds at one point (`seed_noise`).
+    seed_noise: SeedNoise = field(default_factory=lambda: SeedNoise(math.nan, 0, 0), repr=False)
 
 
 def _fixed_or_searched(config: StudyConfig, name: str, fixed: str) -> str:

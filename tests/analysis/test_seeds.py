@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from study.analysis import fit_noise_scale_from_trials, steps_to_result, trial_crossings
-from study.analysis.seeds import best_over_seeds, robust_steps
+from study.analysis.seeds import best_over_seeds, robust_steps, seed_noise
 from study.config.target import Target
 
 ACC_60 = Target.parse("val_accuracy>=0.6")
@@ -112,3 +112,37 @@ def test_robust_steps_groups_by_every_column_asked(make_table):
     )
     assert sorted(by_stratum) == [(b, "default") for b in (16, 32, 64, 128, 256)]
     assert {e.seeds for e in by_stratum.values()} == {3}
+
+
+def _trials(rows: list[tuple[int, float, float | None, float]]) -> pd.DataFrame:
+    """Per-trial rows (batch size, learning rate, seed, steps to target; inf: not reached)."""
+    return pd.DataFrame(
+        [
+            {"batch_size": b, "learning_rate": lr, "seed": math.nan if s is None else s,
+             "steps_to_target": steps}
+            for b, lr, s, steps in rows
+        ]
+    )  # fmt: skip
+
+
+def test_seed_noise_pools_the_spread_of_log_steps_within_points() -> None:
+    trials = _trials(
+        [
+            (16, 0.1, 1, 900.0), (16, 0.1, 2, 1100.0),  # one point, two seeds
+            (64, 0.2, 1, 300.0), (64, 0.2, 2, 330.0), (64, 0.2, 3, 270.0),
+            (64, 0.2, 4, math.inf),  # a seed that never reached: left out, counted
+            (64, 0.4, 5, 250.0),  # a point under one seed: no spread of its own
+            (16, 0.2, None, 800.0), (16, 0.2, None, 820.0),  # one seed label twice: no spread
+        ]
+    )  # fmt: skip
+    noise = seed_noise(trials)
+    logs = [np.log([900, 1100]), np.log([300, 330, 270])]
+    squares = sum(float(((x - x.mean()) ** 2).sum()) for x in logs)
+    assert noise.sigma == pytest.approx(math.sqrt(squares / (1 + 2)))
+    assert (noise.points, noise.trials, noise.unreached) == (2, 5, 1)
+    assert noise.ok and noise.factor == pytest.approx(math.exp(noise.sigma))
+    assert seed_noise(_trials([(16, 0.1, 1, 900.0), (32, 0.1, 2, 500.0)])).ok is False
+    empty = seed_noise(
+        pd.DataFrame(columns=["batch_size", "learning_rate", "seed", "steps_to_target"])
+    )
+    assert not empty.ok and empty.points == 0

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
@@ -13,7 +14,11 @@ import pytest
 from study.config.hold import Hold
 from study.config.target import Target
 from study.report import answer
+from study.report.build import build_report
+from study.report.json import render_json
 from study.report.notes import edge_notes, lr_left_out_notes, thin_notes
+from tests.analysis.conftest import build_table
+from tests.analysis.test_seeds import ACC_60, seeded_table
 from tests.report.conftest import TARGET
 
 
@@ -147,3 +152,19 @@ def test_crossings_that_fell_back_and_the_rule_are_said(make_report, make_table)
         n.startswith("Steps to result are read at the first evaluation") for n in without.notes
     )
     assert not any("fell back" in n for n in without.notes)
+
+
+def test_the_report_says_the_seed_noise_or_that_it_was_not_measured() -> None:
+    confirmed = build_report(
+        seeded_table(build_table, confirmed=True), ACC_60, study="s", accelerators=None, n_boot=0
+    )
+    noise = confirmed.seed_noise
+    # each point: the study's seed and seeds 1, 2 (steady 1.0, 1.05, 0.97; lucky 0.7, 1.3, 1.4)
+    assert noise.ok and (noise.points, noise.trials) == (10, 30)
+    assert any(n.startswith("Seed noise: at one point") for n in confirmed.notes)
+    assert json.loads(render_json(confirmed))["seed_noise"]["points"] == 10
+    plain = build_report(
+        seeded_table(build_table, confirmed=False), ACC_60, study="s", accelerators=None, n_boot=0
+    )
+    assert not plain.seed_noise.ok
+    assert any(n.startswith("No point was reached under two or more") for n in plain.notes)
