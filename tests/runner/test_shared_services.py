@@ -30,6 +30,7 @@ from study.ledger import Ledger, StudyRecord, list_studies, open_storage
 from study.paths import DEFAULT_ROOT
 from study.tuners.keras_tuner_backend import KT_TRIAL
 from study.version import code_version
+from tests.inprocess import study_each
 from tests.runner.conftest import run_study, tiny_study, write_study
 from tests.services import PostgresServer, free_port
 
@@ -238,45 +239,27 @@ def test_a_study_the_storage_does_not_hold(
 def test_a_tracking_server_that_does_not_answer_records_nothing(
     shared: Shared, study_file: Path, postgres_url: str, tmp_path: Path
 ) -> None:
+    """``run`` on a new storage, ``worker`` and ``report`` on the shared study, each in a
+    directory of its own, one after the other in one Python process."""
     dead = f"http://127.0.0.1:{free_port()}"
-    run = host(
-        tmp_path / "a",
-        tmp_path / "cache",
-        "run",
-        str(study_file),
-        "--storage",
-        postgres_url,
-        "--tracking-uri",
-        dead,
+    before = Ledger.open(shared.storage, NAME, create=False).summary().to_dict()
+    for host_dir in ("a", "b", "c"):
+        (tmp_path / host_dir).mkdir()
+    new_storage = ("--storage", postgres_url, "--tracking-uri", dead)
+    on_shared = ("--storage", shared.storage, "--tracking-uri", dead)
+    run, worker, report = study_each(
+        [
+            (tmp_path / "a", ["run", str(study_file), *new_storage]),
+            (tmp_path / "b", ["worker", NAME, *on_shared]),
+            (tmp_path / "c", ["report", NAME, *on_shared, "--out", "report"]),
+        ],
+        logs=tmp_path / "logs",
     )
     refused(run, "--tracking-uri: no MLflow tracking server answers at", dead)
     assert list_studies(open_storage(postgres_url)) == []
-    before = Ledger.open(shared.storage, NAME, create=False).summary().to_dict()
-    worker = host(
-        tmp_path / "b",
-        tmp_path / "cache",
-        "worker",
-        NAME,
-        "--storage",
-        shared.storage,
-        "--tracking-uri",
-        dead,
-    )
     refused(worker, "no MLflow tracking server answers")
     assert Ledger.open(shared.storage, NAME, create=False).summary().to_dict() == before
     assert shared.password not in worker.stdout + worker.stderr
-    report = host(
-        tmp_path / "c",
-        tmp_path / "cache",
-        "report",
-        NAME,
-        "--storage",
-        shared.storage,
-        "--tracking-uri",
-        dead,
-        "--out",
-        "report",
-    )
     refused(report, "no MLflow tracking server answers")
     assert files_under(tmp_path / "c") == []  # no report half-written
 

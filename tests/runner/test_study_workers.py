@@ -23,12 +23,14 @@ import pytest
 from study.config.space import Stratum
 from study.ledger import Ledger, LedgerTrial
 from study.results import TrialState
+from tests.inprocess import study_each
 from tests.runner.conftest import (
     Background,
     Store,
     assert_budget_spent,
     assert_mlflow_mirrors_ledger,
     counted,
+    freeze_when,
     running_with_run,
     start_study,
     status,
@@ -95,18 +97,18 @@ def owner_host(t: LedgerTrial) -> str:
 
 
 def report_files(cwd: Path, name: str, storages: list[str]) -> list[dict[str, str]]:
-    """``study report NAME --format json --format csv`` from each of ``storages`` (the
-    processes run side by side, into ``cwd/report-0``, ...): file name -> text for each, the
-    JSON without what says when and how it was made (the time, the command, the storage)."""
+    """``study report NAME --format json --format csv`` from each of ``storages`` (one after
+    the other in one Python process, into ``cwd/report-0``, ...): file name -> text for each,
+    the JSON without what says when and how it was made (the time, the command, the storage)."""
     options = ("--no-mlflow", "--format", "json", "--format", "csv", "--bootstrap", "0")
-    jobs = []
-    for index, storage in enumerate(storages):
-        out = cwd / f"report-{index}"
-        args = ("report", name, "--storage", storage, "--out", str(out), *options)
-        jobs.append((start_study(*args, cwd=cwd, tag=out.name), out))
+    outs = [cwd / f"report-{index}" for index in range(len(storages))]
+    commands = [
+        (cwd, ["report", name, "--storage", storage, "--out", str(out), *options])
+        for storage, out in zip(storages, outs)
+    ]
     reports = []
-    for job, out in jobs:
-        assert job.wait(300) == 0, job.text()[-3000:]
+    for result, out in zip(study_each(commands, logs=cwd / "report-logs"), outs):
+        assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
         files = {p.name: p.read_text() for p in sorted(out.iterdir()) if p.is_file()}
         report = json.loads(files.pop("report.json"))
         del report["created"], report["command"], report["context"]["storage"]
@@ -158,7 +160,10 @@ def test_three_workers_share_a_study_and_report_as_one(cluster: Cluster, tmp_pat
     assert_budget_spent(trials, SHARED["trials_per_stratum"])  # exact count, none left open
     kept = [t for ts in trials.values() for t in counted(ts)]
     assert len(kept) == 2 * SHARED["trials_per_stratum"]
-    assert {status(t) for t in kept} <= {"reached", "not_reached", "pruned"}
+    assert {status(t) for t in kept} <= {"reached", "not_reached", "pruned"}, [
+        (t.number, status(t), t.result.error[-1000:] if t.result and t.result.error else None)
+        for t in kept
+    ]
     for stratum, ts in trials.items():  # no trial run twice
         rates = [t.params["learning_rate"] for t in counted(ts)]
         assert len(set(rates)) == len(rates), stratum
@@ -180,13 +185,13 @@ def test_three_workers_share_a_study_and_report_as_one(cluster: Cluster, tmp_pat
     assert shared_report == single_report
 
 
-# One batch size, 4 trials that never reach the target and run 8,000 steps each (a second or
-# more), no pruning: a SIGKILL lands inside one.
+# One batch size, 4 trials that never reach the target and run 4,000 steps each (a second or
+# more), no pruning: host-1 is stopped (SIGSTOP) inside one and killed while stopped.
 KILLED = tiny_study(
     name="killed-host",
     trials_per_stratum=4,
     target="val_accuracy>=0.999",
-    budget={"max_steps": 8000},
+    budget={"max_steps": 4000},
     eval_every=400,
     search_space={"batch_size": [128]},
     tuner={"pruning": False},
@@ -202,12 +207,15 @@ def test_a_killed_hosts_trial_runs_again_after_the_grace(cluster: Cluster, tmp_p
     stratum = "b128/default"
 
     victim = wait_until(
-        lambda: running_with_run(store, KILLED, stratum, lambda t: owner_host(t) == "host-1"),
+        lambda: freeze_when(
+            doomed.pid,
+            lambda: running_with_run(store, KILLED, stratum, lambda t: owner_host(t) == "host-1"),
+        ),
         120,
         "host-1 to run a trial logged to MLflow",
         poll=0.2,
     )
-    doomed.signal_group(signal.SIGKILL)
+    doomed.signal_group(signal.SIGKILL)  # while stopped: its trial cannot end in between
     killed_at = time.time()
     doomed.wait(30)
 
