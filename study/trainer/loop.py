@@ -151,8 +151,10 @@ def _run(
     evaluation meets the target after unseen steps, the trial goes back to the last evaluation
     that did not (its saved state) and steps one at a time, evaluating after each, until a
     crossing has held through its window or fallen back past that evaluation; so the step is
-    the same at any cadence. Evaluations are never further apart than a window
-    (`Hold.max_gap`), so no window that holds lies unseen between two that fail.
+    the same at any cadence. Evaluations are then never further apart than a window
+    (`Hold.max_gap`), so no window that holds lies unseen between two that fail; without exact
+    steps the rule reads the cadence's own evaluations (a crossing holds once every evaluation
+    through its window met the target).
 
     Returns the final state, steps run, training seconds, the seconds of evaluation and replay
     (and the replayed steps), the curve and the crossings seen.
@@ -241,8 +243,8 @@ def _next_stop(spec: TrialSpec, step: int, step_limit: int | None, *, one: bool)
         stop = step + 1
     else:
         stop = settings.cadence.next_step(step)
-        gap = spec.target.hold.max_gap(step)
-        if gap is not None:
+        gap = spec.target.hold.max_gap(step) if settings.exact_steps else None
+        if gap is not None:  # without exact steps, the rule reads the cadence's evaluations
             stop = min(stop, gap)
     return min(stop, step_limit) if step_limit is not None else stop
 

@@ -18,6 +18,7 @@ from mlflow import MlflowClient
 from study import cli
 from study.cli import build_parser
 from study.commands.train import build_spec
+from study.config.hold import DEFAULT_HOLD
 from study.config.studyfile import SCHEMA_PATH, load_study_file
 from study.ledger import Ledger, open_storage
 from study.results import FINE, NOISE
@@ -173,7 +174,12 @@ def test_pilot_suggests_and_writes_a_study_and_stores_itself(
     assert pilot["steps_run"] == pilot["at_step"] == 480 and report["status"] == "not_reached"
     b_simple = pilot["b_simple"]
     assert pilot["b_simple_low"] < b_simple < (pilot["b_simple_high"] or math.inf)
-    assert [row[0] for row in pilot["curve"]] == list(range(40, 481, 40))
+    # every 40 steps, tightened to the hold window (`Hold.max_gap`) so no crossing goes unseen
+    expected, step = [], 0
+    while step < 480:
+        step = min((step // 40 + 1) * 40, DEFAULT_HOLD.max_gap(step), 480)
+        expected.append(step)
+    assert [row[0] for row in pilot["curve"]] == expected
     sizes = suggestion["batch_sizes"]
     assert len(sizes) >= 6 and sizes[-1] <= suggestion["train_examples"] < 1500
     assert all(b == 2 * a for a, b in itertools.pairwise(sizes))

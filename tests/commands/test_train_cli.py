@@ -15,6 +15,7 @@ import pytest
 from study.cli import build_parser
 from study.commands.flags import FLAGS
 from study.commands.train import build_spec
+from study.config.hold import DEFAULT_HOLD
 from study.config.trial import OPTIMIZER_RULES, SCHEDULE_RULES, Budget
 from study.errors import UsageError
 from tests.cli import study
@@ -311,7 +312,11 @@ def test_train_tabular_reaches_target_and_logs_one_run(
     assert metrics["summary/examples_to_target"] == out["examples_to_target"]
     accuracy = client.get_metric_history(run.info.run_id, "curves/val_accuracy")
     reached = {m.step: m.value for m in accuracy if m.value >= 0.9}
-    assert min(reached) == out["steps_to_target"]  # the replayed, exact step is logged too
+    # the replayed, exact step is logged, and every step of its hold window met the target
+    held = out["steps_to_target"]
+    assert out["target_hold"] == "5%,5"
+    assert set(range(held, held + DEFAULT_HOLD.window(held) + 1)) <= set(reached)
+    assert all(start < held for start, _ in out["fell_back"])
     assert max(m.step for m in accuracy) >= out["steps_to_target"]
     assert min(m.step for m in accuracy) == 0
 
