@@ -97,6 +97,7 @@ def train(
     }
     state, step, seconds, spent, curve, crossings = _run(spec, session, hook)
     environment["replay_steps"] = spent["replay_steps"]
+    environment["discarded_steps"] = spent["discarded_steps"]
     reached = None
     if state is TrialState.REACHED:  # where the crossing that held began
         reached = next(m for m in curve if m.step == crossings.held)
@@ -165,7 +166,7 @@ def _run(
     noise = _noise_scale(spec, session)
     crossings = Crossings(target.hold)
     curve: list[Measurement] = []
-    spent = {"evaluate": 0.0, "replay": 0.0, "replay_steps": 0}
+    spent = {"evaluate": 0.0, "replay": 0.0, "replay_steps": 0, "discarded_steps": 0}
     step, seconds, pending_losses = 0, 0.0, []
     last = _Progress()
     scan: _Scan | None = None
@@ -186,6 +187,7 @@ def _run(
         if met and settings.exact_steps and scan is None and not crossings.open and unseen:
             # met after steps nobody looked at: look at each of them, from the last failure
             scan = _Scan(until=step, pace=(seconds - last.seconds) / (step - last.step))
+            spent["discarded_steps"] += step - last.step  # trained again, one at a time
             session.restore(last.saved)
             noise = copy.deepcopy(last.noise)
             step, seconds = last.step, last.seconds

@@ -71,6 +71,9 @@ def test_replay_finds_the_step_an_every_step_evaluation_finds(
         assert dict(m.metrics) == dict(by_step[m.step].metrics)
     assert exact.steps_run == exact.steps_to_target  # the trial ends where the target held
     assert exact.environment["replay_steps"] == len(fine)
+    # the chunk that overshot is trained again, one step at a time: its steps are counted
+    steps = [m.step for m in coarse.curve]
+    assert exact.environment["discarded_steps"] == steps[-1] - steps[-2]
     assert exact.timings["replay"] > 0 and coarse.timings["replay"] == 0
     assert exact.seconds_to_target == fine[-1].train_seconds
     cadence_seconds = [m.train_seconds for m in exact.curve if not m.fine]

@@ -1,0 +1,89 @@
+"""What the hold rule of steps to target costs and changes, per study (issue 19, item 1).
+
+Runs ``study run`` on a study file twice, in fresh stores: with ``target_hold: off`` (steps to
+target is the first evaluation that met the target, exact steps replaying to it) and with the
+default rule (the first step from which the target holds through the next 5% of steps, at
+least 5; the cadence tightened to that window). Prints, per batch size, steps to result of
+both, and for each study its training steps (the trials' steps plus the chunks trained again
+one step at a time), evaluations, and the trials whose crossing fell back before one held.
+
+Step counts do not depend on the machine's load. The two studies' searches can part ways (a
+trial's steps are the tuners' feedback), so per-batch-size changes mix the rule with the path.
+Usage: python benchmarks/target_hold.py [FILE ...]  (default: the quickstart and
+benchmarks/mnist1d_compute.yaml)
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import yaml
+from study_bench import run_study
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_FILES = (
+    ROOT / "search_spaces" / "quickstart.yaml",
+    ROOT / "benchmarks" / "mnist1d_compute.yaml",
+)
+
+
+def run(file: Path, hold: bool, workdir: Path) -> str:
+    """Run the study with the default hold rule or ``target_hold: off``; return its name."""
+    config = yaml.safe_load(file.read_text())
+    if not hold:
+        config["target_hold"] = "off"
+    config["name"] = f"{config['name']}-{'hold' if hold else 'first'}"
+    copy = workdir / f"{config['name']}.yaml"
+    copy.write_text(yaml.safe_dump(config, sort_keys=False))
+    run_study(copy, workdir)
+    return config["name"]
+
+
+def summary(workdir: Path, name: str) -> dict:
+    """Steps to result per batch size, training steps, evaluations, crossings that fell back."""
+    from study.ledger import Ledger
+
+    ledger = Ledger.open(str(workdir / "mlruns" / "optuna.journal"), name, create=False)
+    best, steps, evaluations, fell, trials_n = {}, 0, 0, 0, 0
+    for stratum in ledger.strata():
+        trials = [t for t in ledger.trials(stratum) if t.result is not None]
+        for t in trials:
+            steps += t.result.steps_run + int(t.result.environment.get("discarded_steps", 0))
+            evaluations += len(t.result.curve)
+            fell += bool(t.result.fell_back)
+            trials_n += 1
+        reached = [t.result.steps_to_target for t in trials if t.result.steps_to_target]
+        best[stratum.batch_size] = min(reached) if reached else None
+    return {"best": best, "steps": steps, "evaluations": evaluations, "fell": fell, "n": trials_n}
+
+
+def compare(file: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="study-hold-") as tmp:
+        workdir = Path(tmp)
+        first = summary(workdir, run(file, False, workdir))
+        held = summary(workdir, run(file, True, workdir))
+    print(f"\n{file.name}: steps to result per batch size")
+    print(f"{'batch':>6}{'first':>10}{'held':>10}{'change':>9}")
+    for batch in sorted(held["best"]):
+        a, b = first["best"].get(batch), held["best"][batch]
+        change = f"{100 * (b / a - 1):+.1f}%" if a and b else "-"
+        print(f"{batch:>6}{a or '-':>10}{b or '-':>10}{change:>9}")
+    for label, s in (("first crossing", first), ("hold rule", held)):
+        print(
+            f"{label}: {s['steps']} training steps, {s['evaluations']} evaluations, "
+            f"{s['fell']} of {s['n']} trials with a crossing that fell back"
+        )
+    print(f"training steps: {100 * (held['steps'] / max(first['steps'], 1) - 1):+.1f}%")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="*", type=Path, default=list(DEFAULT_FILES))
+    for file in parser.parse_args().files:
+        compare(file)
+
+
+if __name__ == "__main__":
+    main()
