@@ -67,10 +67,25 @@ def status(args: argparse.Namespace) -> int:
             f"{c.get('diverged', 0):>10}{best if best is not None else '-':>12}"
             f"{(f'{lr:.3g}' if lr is not None and math.isfinite(lr) else '-'):>10}  {r['best_tuner'] or ''}"
         )
+    print(_hold_line(summary))
     if summary["timings"]["trials"]:
         print()
         print(timing_table(summary))
     return 0
+
+
+def _hold_line(summary: dict[str, Any]) -> str:
+    """How steps to target were read, and how many trials crossed the target and fell back."""
+    from study.config.hold import Hold
+
+    hold = Hold.from_param(summary["target_hold"])
+    if not hold.active:
+        return "steps to target: the first evaluation that met the target"
+    fell = summary["fell_back"]
+    return (
+        f"steps to target: from the step the target held from, {hold}; "
+        f"{fell} trial(s) crossed it and fell back before it held"
+    )
 
 
 def timing_table(summary: dict[str, Any]) -> str:

@@ -115,9 +115,7 @@ class Hold:
     def __str__(self) -> str:
         if not self.active:
             return "the first evaluation that meets it"
-        return (
-            f"held through the next {self.fraction * 100:g}% of steps (at least {self.min_steps})"
-        )
+        return f"through the next {self.fraction * 100:g}% of steps, at least {self.min_steps}"
 
 
 Hold.OFF = Hold(0.0, 0)

@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from study.ledger.notes import AllocationState, Decision, Pilot, ThroughputRow
-from study.ledger.records import LedgerTrial, StratumSummary, StudyRecord, StudySummary, best_of
+from study.ledger.records import LedgerTrial, StudyRecord, best_of
+from study.ledger.summary import StratumSummary, StudySummary
 
 #: Names that need Optuna, imported on first use, and their modules.
 _LAZY = {

@@ -31,10 +31,10 @@ from study.ledger.access import Slot
 from study.ledger.claims import Claims
 from study.ledger.clock import SYSTEM_CLOCK, Clock
 from study.ledger.liveness import Liveness
-from study.ledger.records import StudyRecord, StudySummary
+from study.ledger.records import StudyRecord
 from study.ledger.storage import open_storage
 from study.ledger.study_notes import StudyNotes
-from study.ledger.summary import summarize
+from study.ledger.summary import StudySummary, summarize
 from study.ledger.tuning import TunerState
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -7,16 +7,72 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from study.config.space import Stratum
-from study.ledger.records import (
-    LedgerTrial,
-    StratumSummary,
-    StudyRecord,
-    StudySummary,
-    TimingSummary,
-    best_of,
-)
+from study.ledger.records import LedgerTrial, StudyRecord, TimingSummary, best_of
+
+
+@dataclass(frozen=True)
+class StratumSummary:
+    """A stratum's counted trials: finished (``trials``), running, per status, the best, and
+    where their wall time went."""
+
+    stratum: Stratum
+    trials: int
+    running: int
+    statuses: Mapping[str, int]
+    best: LedgerTrial | None
+    timings: TimingSummary = field(default_factory=TimingSummary)
+    #: Trials whose crossing of the target fell back before one held (`TrialResult.fell_back`).
+    fell_back: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "stratum": str(self.stratum),
+            "batch_size": self.stratum.batch_size,
+            "strategy": self.stratum.strategy,
+            "trials": self.trials,
+            "running": self.running,
+            "statuses": dict(self.statuses),
+            "best_steps": best.steps_to_target if best else None,
+            "best_learning_rate": best.params.get("learning_rate") if best else None,
+            "best_trial": best.number if best else None,
+            "best_tuner": best.tuner if best else None,
+            "fell_back": self.fell_back,
+            "timings": self.timings.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    """What `study ls` and `study status` show: trials done of total, state, the strata, and
+    where the trials' wall time went."""
+
+    name: str
+    state: str
+    trials_done: int
+    trials_total: int
+    running: int
+    strata: tuple[StratumSummary, ...]
+    timings: TimingSummary = field(default_factory=TimingSummary)
+    #: The rule its steps to target follow (`Hold.to_param`; ``off`` for older studies).
+    hold: str = "off"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "study": self.name,
+            "state": self.state,
+            "trials_done": self.trials_done,
+            "trials_total": self.trials_total,
+            "running": self.running,
+            "target_hold": self.hold,
+            "fell_back": sum(s.fell_back for s in self.strata),
+            "strata": [s.to_dict() for s in self.strata],
+            "timings": self.timings.to_dict(),
+        }
 
 
 def summarize(
@@ -46,6 +102,7 @@ def summarize(
                 statuses=Counter(t.status.value for t in counted),
                 best=best_of(counted),
                 timings=TimingSummary.of(finished),
+                fell_back=sum(1 for r in finished if r.fell_back),
             )
         )
     done = sum(s.trials for s in strata)
@@ -55,5 +112,12 @@ def summarize(
     if record.imported:
         state = "imported"
     return StudySummary(
-        record.name, state, done, total or done, running, tuple(strata), TimingSummary.of(results)
+        record.name,
+        state,
+        done,
+        total or done,
+        running,
+        tuple(strata),
+        TimingSummary.of(results),
+        hold=record.hold_rule.to_param(),
     )

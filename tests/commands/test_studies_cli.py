@@ -116,3 +116,29 @@ def test_status_of_an_untimed_study_shows_no_timing_table(tmp_path: Path) -> Non
 
     assert "time per trial" not in text
     assert json.loads(status(path, "--json"))["timings"]["trials"] == 0
+
+
+def test_status_says_how_steps_to_target_were_read_and_counts_crossings_that_fell_back(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "held.journal"
+    hovered = trial(32, 0)
+    assert hovered.result is not None
+    hovered = dataclasses.replace(
+        hovered, result=dataclasses.replace(hovered.result, fell_back=((12, 14),))
+    )
+    record = StudyRecord(NAME, config_text=f"name: {NAME}", trials_total=2, hold="5%,5")
+    write_ledger(Ledger.open(str(path), NAME), record, [hovered, trial(128, 0)])
+    text = status(path)
+    assert (
+        "steps to target: from the step the target held from, through the next 5% of steps, "
+        "at least 5; 1 trial(s) crossed it and fell back before it held" in text
+    )
+    data = json.loads(status(path, "--json"))
+    assert (data["target_hold"], data["fell_back"]) == ("5%,5", 1)
+    assert [s["fell_back"] for s in data["strata"]] == [1, 0]
+
+
+def test_status_of_a_study_from_before_the_rule_says_first_evaluation(journal: Path) -> None:
+    assert "steps to target: the first evaluation that met the target" in status(journal)
+    assert json.loads(status(journal, "--json"))["target_hold"] == "off"
