@@ -18,25 +18,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import yaml
-from study_bench import run_study
-
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_FILES = (
-    ROOT / "search_spaces" / "quickstart.yaml",
-    ROOT / "benchmarks" / "mnist1d_compute.yaml",
-)
-
-
-def run(file: Path, exact: bool, workdir: Path) -> str:
-    """Run the study with ``exact_steps`` set, in ``workdir``; return its name."""
-    config = yaml.safe_load(file.read_text())
-    config["exact_steps"] = exact
-    config["name"] = f"{config['name']}-{'exact' if exact else 'cadence'}"
-    copy = workdir / f"{config['name']}.yaml"
-    copy.write_text(yaml.safe_dump(config, sort_keys=False))
-    run_study(copy, workdir)
-    return config["name"]
+from study_bench import DEFAULT_FILES, run_variant
 
 
 def summary(workdir: Path, name: str) -> dict:
@@ -66,8 +48,8 @@ def summary(workdir: Path, name: str) -> dict:
 def compare(file: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="study-exact-") as tmp:
         workdir = Path(tmp)
-        coarse = summary(workdir, run(file, False, workdir))
-        exact = summary(workdir, run(file, True, workdir))
+        coarse = summary(workdir, run_variant(file, workdir, "cadence", exact_steps=False))
+        exact = summary(workdir, run_variant(file, workdir, "exact", exact_steps=True))
     print(f"\n{file.name}: steps to result per batch size")
     print(f"{'batch':>6}{'cadence':>10}{'exact':>10}{'change':>9}")
     for batch in sorted(exact["best"]):

@@ -31,3 +31,24 @@ def run_study(
     if done.returncode != 0:
         sys.exit(f"study run exited with {done.returncode}:\n{(done.stderr or '')[-3000:]}")
     return done, seconds
+
+
+#: The studies the per-study comparisons run by default: the quickstart and the MNIST-1D question.
+DEFAULT_FILES = (
+    Path(__file__).resolve().parent.parent / "search_spaces" / "quickstart.yaml",
+    Path(__file__).resolve().parent / "mnist1d_compute.yaml",
+)
+
+
+def run_variant(file: Path, workdir: Path, suffix: str, **changes: object) -> str:
+    """Run the study of ``file`` with top-level keys changed, named ``<name>-<suffix>``, in
+    ``workdir``; return its name (its ledger is ``workdir/mlruns/optuna.journal``)."""
+    import yaml
+
+    config = yaml.safe_load(file.read_text())
+    config.update(changes)
+    config["name"] = f"{config['name']}-{suffix}"
+    copy = workdir / f"{config['name']}.yaml"
+    copy.write_text(yaml.safe_dump(config, sort_keys=False))
+    run_study(copy, workdir)
+    return config["name"]

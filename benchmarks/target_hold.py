@@ -19,26 +19,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import yaml
-from study_bench import run_study
-
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_FILES = (
-    ROOT / "search_spaces" / "quickstart.yaml",
-    ROOT / "benchmarks" / "mnist1d_compute.yaml",
-)
-
-
-def run(file: Path, hold: bool, workdir: Path) -> str:
-    """Run the study with the default hold rule or ``target_hold: off``; return its name."""
-    config = yaml.safe_load(file.read_text())
-    if not hold:
-        config["target_hold"] = "off"
-    config["name"] = f"{config['name']}-{'hold' if hold else 'first'}"
-    copy = workdir / f"{config['name']}.yaml"
-    copy.write_text(yaml.safe_dump(config, sort_keys=False))
-    run_study(copy, workdir)
-    return config["name"]
+from study_bench import DEFAULT_FILES, run_variant
 
 
 def summary(workdir: Path, name: str) -> dict:
@@ -62,8 +43,8 @@ def summary(workdir: Path, name: str) -> dict:
 def compare(file: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="study-hold-") as tmp:
         workdir = Path(tmp)
-        first = summary(workdir, run(file, False, workdir))
-        held = summary(workdir, run(file, True, workdir))
+        first = summary(workdir, run_variant(file, workdir, "first", target_hold="off"))
+        held = summary(workdir, run_variant(file, workdir, "hold"))
     print(f"\n{file.name}: steps to result per batch size")
     print(f"{'batch':>6}{'first':>10}{'held':>10}{'change':>9}")
     for batch in sorted(held["best"]):
