@@ -52,3 +52,21 @@ def run_variant(file: Path, workdir: Path, suffix: str, **changes: object) -> st
     copy.write_text(yaml.safe_dump(config, sort_keys=False))
     run_study(copy, workdir)
     return config["name"]
+
+
+def finished_trials(workdir: Path, name: str) -> dict[int, list]:
+    """The finished trials (with a result) of study ``name`` in ``workdir``'s ledger, by batch
+    size."""
+    from study.ledger import Ledger
+
+    ledger = Ledger.open(str(workdir / "mlruns" / "optuna.journal"), name, create=False)
+    return {
+        stratum.batch_size: [t for t in ledger.trials(stratum) if t.result is not None]
+        for stratum in ledger.strata()
+    }
+
+
+def best_steps(trials: list) -> int | None:
+    """The fewest steps to target among ``trials`` (None if none reached)."""
+    reached = [t.result.steps_to_target for t in trials if t.result.steps_to_target]
+    return min(reached) if reached else None

@@ -19,24 +19,19 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from study_bench import DEFAULT_FILES, run_variant
+from study_bench import DEFAULT_FILES, best_steps, finished_trials, run_variant
 
 
 def summary(workdir: Path, name: str) -> dict:
     """Steps to result per batch size, training steps, evaluations, crossings that fell back."""
-    from study.ledger import Ledger
-
-    ledger = Ledger.open(str(workdir / "mlruns" / "optuna.journal"), name, create=False)
     best, steps, evaluations, fell, trials_n = {}, 0, 0, 0, 0
-    for stratum in ledger.strata():
-        trials = [t for t in ledger.trials(stratum) if t.result is not None]
+    for batch, trials in finished_trials(workdir, name).items():
         for t in trials:
             steps += t.result.steps_run + int(t.result.environment.get("discarded_steps", 0))
             evaluations += len(t.result.curve)
             fell += bool(t.result.fell_back)
             trials_n += 1
-        reached = [t.result.steps_to_target for t in trials if t.result.steps_to_target]
-        best[stratum.batch_size] = min(reached) if reached else None
+        best[batch] = best_steps(trials)
     return {"best": best, "steps": steps, "evaluations": evaluations, "fell": fell, "n": trials_n}
 
 
