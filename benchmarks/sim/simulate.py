@@ -71,7 +71,11 @@ class StudyDesign:
     uniformly within this many decades either side of its centre); ``lr_centre_error`` (the
     centre misses ``log10 lr*`` by a normal error of this many decades, per batch size);
     ``diverge_above`` (rates above this times ``lr*`` diverge); ``budget`` (step budget as a
-    multiple of ``S(B)``).
+    multiple of ``S(B)``); ``jagged`` (amplitude, in log steps, of the jagged response to the
+    learning rate a fixed training seed shows: a sinusoid of ``log lr`` with a period of 5% in
+    the rate and a phase drawn per trial, as each trial draws its own seed); ``bend`` (the best
+    rate's curvature in log-log around the batch sizes' geometric mean: 0 is a power law, below
+    0 it falls again at large batch sizes).
     """
 
     batch_sizes: tuple[int, ...] = tuple(2**k for k in range(3, 13))
@@ -83,6 +87,8 @@ class StudyDesign:
     lr_centre_error: float = 0.15
     diverge_above: float = 3.0
     budget: float = 10.0
+    jagged: float = 0.0
+    bend: float = 0.0
 
     def __post_init__(self) -> None:
         if len(self.batch_sizes) < 2 or any(b < 1 for b in self.batch_sizes):
@@ -157,7 +163,8 @@ def simulate_trials(
     Columns: ``study``, ``batch_size``, ``trial``, ``strategy``, ``replicas``, ``tuner``,
     ``learning_rate``, ``state`` (``reached``, ``not_reached`` or ``diverged``), ``reached``,
     ``steps_to_target`` (the first evaluation at or after the crossing; ``inf`` if none),
-    ``previous_step`` (the evaluation before it), ``examples_to_target``,
+    ``previous_step`` (the evaluation before it), ``last_step`` (the last step it ran: its first
+    hit, its budget, or 3 for a diverged one), ``examples_to_target``,
     ``seconds_to_target`` and ``crossing`` (the true, continuous crossing step; ``inf`` for a
     diverged trial, beyond the budget for one not reached).
     """
@@ -188,6 +195,7 @@ def simulate_trials(
                     "reached": bool(reached[k]),
                     "steps_to_target": float(first[k]),
                     PREVIOUS_STEP: float(previous[k]),
+                    "last_step": float(first[k] if reached[k] else (3 if diverged[k] else budget)),
                     "examples_to_target": float(first[k]) * b,
                     "seconds_to_target": float(first[k]) * seconds,
                     "crossing": math.inf if diverged[k] else float(crossing[k]),
@@ -274,13 +282,25 @@ def _search(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One batch size's random search: log learning rates, crossings and divergence."""
     n = design.trials_per_batch
-    b0 = float(min(design.batch_sizes))
-    log_best = math.log(truth.lr_scale) + truth.alpha * math.log(batch / b0)
+    log_best = log_best_lr(truth, design, batch)
     centre = log_best + rng.normal(0.0, design.lr_centre_error) * math.log(10.0)
     log_lr = centre + rng.uniform(-design.lr_window, design.lr_window, size=n) * math.log(10.0)
     log_ratio = log_lr - log_best
     log_factor = design.lr_sensitivity * log_ratio**2 + design.noise * rng.normal(size=n)
+    if design.jagged:
+        phase = rng.uniform(0.0, 2.0 * math.pi, size=n)
+        log_factor += design.jagged * np.sin(2.0 * math.pi * log_lr / math.log(1.05) + phase)
     return log_lr, s_b * np.exp(log_factor), log_ratio > math.log(design.diverge_above)
+
+
+def log_best_lr(truth: StudyTruth, design: StudyDesign, batch: float) -> float:
+    """``log lr*(B)``: ``lr_scale (B / B_0) ** alpha``, bent by ``design.bend`` (see
+    `StudyDesign`) around the geometric mean of the batch sizes, which leaves the power law
+    closest to it over the design's batch sizes at ``alpha`` for a log-symmetric design."""
+    b = np.asarray(design.batch_sizes, dtype=float)
+    b0, ref = float(b.min()), float(np.exp(np.mean(np.log(b))))
+    bend = design.bend * (math.log(batch / ref) ** 2 - math.log(b0 / ref) ** 2)
+    return math.log(truth.lr_scale) + truth.alpha * math.log(batch / b0) + bend
 
 
 def _seconds_per_step(batch: int) -> float:

@@ -164,18 +164,37 @@ def scaling_regimes(
         )
     table = scaling_efficiency(steps_df, tolerance, column=column)
     s = per.loc[finite, column].to_numpy(dtype=float)
-    perfect = table["perfect"].to_numpy()
-    k = len(perfect) if perfect.all() else int(np.argmin(perfect))
-    start = next(
-        (j for j in range(k, len(s) - 1) if np.all(s[j + 1 :] >= (1.0 - tolerance) * s[j])),
-        None,
-    )
+    k, start = regime_bounds(np.asarray(b, dtype=float), s[None, :], tolerance)
     return Regimes(
         ok=True,
         tolerance=tolerance,
         batch_sizes=b,
         excluded=excluded,
-        perfect_end=b[k],
-        max_parallel_start=None if start is None else b[start],
+        perfect_end=b[int(k[0])],
+        max_parallel_start=None if start[0] < 0 else b[int(start[0])],
         table=table,
     )
+
+
+def regime_bounds(
+    batch_sizes: np.ndarray, steps: np.ndarray, tolerance: float = TOLERANCE
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rule of `scaling_regimes` on many curves at once.
+
+    ``steps`` holds one curve per row over the sorted ``batch_sizes`` (at least two). Returns
+    per row the index of the end of perfect scaling and that of the start of maximal data
+    parallelism (-1 when the curve never flattens).
+
+    Example: ``regime_bounds(np.array([8, 16, 32]), np.array([[100, 50, 48]]))`` gives
+    ``([1], [1])``: perfect to 16, flat from 16.
+    """
+    b = np.asarray(batch_sizes, dtype=float)
+    s = np.atleast_2d(np.asarray(steps, dtype=float))
+    n = b.size
+    perfect = s[:, 1:] / s[:, :-1] <= (1.0 / (b[1:] / b[:-1])) * (1.0 + tolerance)
+    k = np.where(perfect.all(axis=1), n - 1, np.argmin(perfect, axis=1))
+    later = np.minimum.accumulate(s[:, ::-1], axis=1)[:, ::-1]  # min over m >= j
+    flat = later[:, 1:] >= (1.0 - tolerance) * s[:, :-1]  # j = 0 .. n-2
+    flat &= np.arange(n - 1)[None, :] >= k[:, None]
+    start = np.where(flat.any(axis=1), np.argmax(flat, axis=1), -1)
+    return k, start

@@ -79,3 +79,19 @@ def test_several_rows_per_batch_size_use_the_fewest_steps(make_steps):
 
     assert regimes.batch_sizes == (8, 16, 32)
     assert regimes.table["steps"].tolist() == [900, 450]
+
+
+def test_regime_bounds_is_the_rule_of_scaling_regimes_on_many_curves():
+    import numpy as np
+    import pandas as pd
+
+    from study.analysis.regimes import regime_bounds
+
+    rng = np.random.default_rng(0)
+    b = np.array([8.0, 16, 32, 64, 128, 256, 512])
+    curves = np.exp(np.cumsum(rng.uniform(-0.8, 0.1, size=(200, b.size)), axis=1)) * 1e4
+    k, start = regime_bounds(b, curves)
+    for row, kk, ss in zip(curves, k, start):
+        regimes = scaling_regimes(pd.DataFrame({"batch_size": b, "steps_to_result": row}))
+        assert regimes.perfect_end == b[kk]
+        assert regimes.max_parallel_start == (None if ss < 0 else b[ss])

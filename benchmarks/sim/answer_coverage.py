@@ -1,0 +1,129 @@
+"""Judge the surrogate's intervals by simulation: does every answer's 95% interval hold the truth
+95% of the time?
+
+`answer_outcomes` draws one synthetic study (`sim.simulate`, with the jagged learning-rate
+response and the bend of the design), fits `fit_surrogate` to all of its trials, reads
+`scaling_answers` and compares every interval with the generating truth:
+
+* ``B_noise``, ``S_min``, ``E_min`` and the critical batch size: the generating curve's (the
+  model's S(B) is the median at the best rate, as the generating one is);
+* ``alpha``: the least-squares slope of the generating ``log lr*(B)`` over the design's batch
+  sizes; ``sigma``: ``sqrt(noise**2 + jagged**2 / 2)``;
+* the end of perfect scaling, the start of maximal data parallelism and the batch size for N
+  accelerators: the rules applied to the generating curve on the batch sizes that reached the
+  target; the learning rate and step speed-up at the recommended batch size: the generating
+  ones there.
+
+`answer_coverage` repeats that over many studies.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from sim.coverage import Outcome
+from sim.simulate import StudyDesign, StudyTruth, draw_truth, log_best_lr, simulate_trials
+from study.analysis.answers import Answers, scaling_answers
+from study.analysis.fitting import CONFIDENCE
+from study.analysis.regimes import TOLERANCE, regime_bounds
+from study.analysis.surrogate import fit_surrogate
+
+ANSWERS = (
+    "b_noise", "s_min", "e_min", "alpha", "sigma", "critical_batch", "perfect_end",
+    "max_parallel_start", "recommended_batch", "recommended_lr", "step_speedup",
+)  # fmt: skip
+"""The answers checked, in the order of a coverage table."""
+
+
+def true_answers(
+    truth: StudyTruth, design: StudyDesign, answers: Answers, reached: np.ndarray
+) -> dict[str, float]:
+    """The generating value of every answer of ``answers`` (see the module)."""
+    sizes = np.asarray(design.batch_sizes, dtype=float)
+    x = np.log(sizes)
+    y = np.array([log_best_lr(truth, design, b) for b in sizes])
+    xc = x - x.mean()
+    curve = truth.steps(reached)[None, :]
+    k, start = regime_bounds(reached, curve, answers.tolerance)
+    perfect_end = float(reached[k[0]])
+    out = {
+        "b_noise": truth.b_noise,
+        "s_min": truth.s_min,
+        "e_min": truth.e_min,
+        "alpha": float((y - y.mean()) @ xc / (xc @ xc)),
+        "sigma": math.sqrt(design.noise**2 + design.jagged**2 / 2.0),
+        "critical_batch": answers.overhead * truth.b_noise,
+        "perfect_end": perfect_end,
+        "max_parallel_start": float(reached[start[0]]) if start[0] >= 0 else math.inf,
+    }
+    divisible = reached[np.mod(reached, answers.accelerators) == 0]
+    if divisible.size and answers.recommended_batch is not None:
+        limit = max(perfect_end, truth.b_noise)
+        within = divisible[divisible <= limit]
+        out["recommended_batch"] = float(within.max() if within.size else divisible.min())
+        pick, base = answers.recommended_batch.estimate, float(reached[0])
+        out["recommended_lr"] = math.exp(log_best_lr(truth, design, pick))
+        out["step_speedup"] = truth.speedup(base, pick)
+    return out
+
+
+def answer_outcomes(
+    design: StudyDesign,
+    rng: np.random.Generator,
+    *,
+    accelerators: int = 8,
+    confidence: float = CONFIDENCE,
+    tolerance: float = TOLERANCE,
+) -> list[Outcome]:
+    """One synthetic study's answers against the truth (none when the model could not fit)."""
+    truth = draw_truth(design, rng)
+    trials = simulate_trials(truth, design, rng)
+    surrogate = fit_surrogate(trials)
+    answers = scaling_answers(
+        surrogate,
+        accelerators=accelerators,
+        confidence=confidence,
+        tolerance=tolerance,
+        seed=int(rng.integers(2**31)),
+    )
+    if not answers.ok:
+        return []
+    reached = np.asarray(surrogate.reached_batch_sizes, dtype=float)
+    truths = true_answers(truth, design, answers, reached)
+    out = []
+    for name in ANSWERS:
+        answer = getattr(answers, name)
+        if answer is not None and name in truths:
+            out.append(Outcome(name, truths[name], answer.estimate, answer.low, answer.high))
+    return out
+
+
+def answer_coverage(
+    design: StudyDesign, studies: int, *, seed: int = 0, accelerators: int = 8
+) -> pd.DataFrame:
+    """Per answer: ``studies`` counted, ``coverage`` (share of intervals holding the truth) and
+    its Monte Carlo ``se``, and ``exact`` (share of estimates equal to the truth, for the
+    batch-size answers)."""
+    rng = np.random.default_rng(seed)
+    outcomes = [
+        o for _ in range(studies) for o in answer_outcomes(design, rng, accelerators=accelerators)
+    ]
+    rows = []
+    for name in ANSWERS:
+        mine = [o for o in outcomes if o.parameter == name]
+        share = float(np.mean([o.covered for o in mine])) if mine else math.nan
+        rows.append(
+            {
+                "answer": name,
+                "studies": len(mine),
+                "coverage": share,
+                "se": math.sqrt(share * (1.0 - share) / len(mine)) if mine else math.nan,
+                "exact": float(np.mean([o.estimate == o.truth for o in mine]))
+                if mine
+                else math.nan,
+            }
+        )
+    return pd.DataFrame(rows)

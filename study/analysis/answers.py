@@ -1,0 +1,231 @@
+"""The answers a user acts on, each with its interval, from one model of every trial.
+
+`scaling_answers` reads a fitted `Surrogate` and gives B_noise, S_min, E_min, the best-rate
+exponent alpha, the end of perfect scaling and the start of maximal data parallelism (Shallue et
+al.'s rules of `study.analysis.regimes` applied to the model's S(B) at the measured batch
+sizes), the critical batch size at a stated overhead, and the batch size and learning rate for N
+accelerators (the rule of `study.analysis.recommend`: the largest batch size that reached the
+target, divisible by N, no larger than ``max(end of perfect scaling, B_noise)``).
+
+Every interval comes from the same draws of the model's parameters (`Surrogate.draws`): the
+share ``confidence`` of draws in the middle, so the trial-to-trial noise (seed-to-seed noise and
+the jagged response to the learning rate, which the model's ``sigma`` measures) is in every one
+of them. Batch-size answers are read on the measured batch sizes, their intervals too.
+
+Example::
+
+    answers = scaling_answers(fit_surrogate(trials), accelerators=8)
+    answers.recommended_batch.text()  # "512 (256-512)"
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from study.analysis.fitting import CONFIDENCE, as_number
+from study.analysis.regimes import TOLERANCE, regime_bounds
+from study.analysis.surrogate import PARAMS, Surrogate, log_best_lr, steps_curve
+
+OVERHEAD = 0.2
+"""The critical batch size's overhead: the batch size whose steps are this much above perfect
+scaling's, ``S(B) = (1 + overhead) E_min / B``, i.e. ``B = overhead * B_noise`` for S(B)."""
+
+DRAWS = 4000
+"""Parameter draws behind every interval."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer: ``estimate`` with its interval ``low``-``high`` (``inf`` for "beyond the
+    measured batch sizes"); ``batch`` when it is read on the measured batch sizes."""
+
+    name: str
+    estimate: float
+    low: float
+    high: float
+    batch: bool = False
+
+    def covers(self, value: float) -> bool:
+        return bool(self.low <= value <= self.high)
+
+    def text(self, digits: int = 3) -> str:
+        """``"512 (256-512)"``; a batch answer whose interval is the estimate alone: ``"512"``."""
+        show = _batch_text if self.batch else (lambda x: _number(x, digits))
+        if self.batch and self.low == self.high == self.estimate:
+            return show(self.estimate)
+        return f"{show(self.estimate)} ({show(self.low)}-{show(self.high)})"
+
+    def range_text(self) -> str:
+        """The interval alone: ``"128-256"`` (``"256"`` when it is one value)."""
+        show = _batch_text if self.batch else _number
+        return show(self.low) if self.low == self.high else f"{show(self.low)}-{show(self.high)}"
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {
+            "estimate": _plain(self.estimate),
+            "low": _plain(self.low),
+            "high": _plain(self.high),
+        }
+
+
+@dataclass(frozen=True)
+class Answers:
+    """The model's answers (see the module). ``ok``/``reason``; ``surrogate``; ``confidence``,
+    ``tolerance``, ``overhead``, ``accelerators``; one `Answer` per quantity (None when not
+    ok, or ``recommended_*`` when no batch size that reached the target divides by
+    ``accelerators``); ``sigma`` (trial-to-trial spread of log steps)."""
+
+    ok: bool
+    reason: str = ""
+    surrogate: Surrogate | None = field(default=None, repr=False)
+    confidence: float = CONFIDENCE
+    tolerance: float = TOLERANCE
+    overhead: float = OVERHEAD
+    accelerators: int = 1
+    b_noise: Answer | None = None
+    s_min: Answer | None = None
+    e_min: Answer | None = None
+    alpha: Answer | None = None
+    sigma: Answer | None = None
+    critical_batch: Answer | None = None
+    perfect_end: Answer | None = None
+    max_parallel_start: Answer | None = None
+    recommended_batch: Answer | None = None
+    recommended_lr: Answer | None = None
+    step_speedup: Answer | None = None
+
+    def items(self) -> list[Answer]:
+        """The answers that exist, in a fixed order."""
+        names = (
+            "b_noise", "s_min", "e_min", "alpha", "sigma", "critical_batch", "perfect_end",
+            "max_parallel_start", "recommended_batch", "recommended_lr", "step_speedup",
+        )  # fmt: skip
+        return [a for a in (getattr(self, n) for n in names) if a is not None]
+
+
+def scaling_answers(
+    surrogate: Surrogate,
+    *,
+    accelerators: int = 1,
+    tolerance: float = TOLERANCE,
+    overhead: float = OVERHEAD,
+    confidence: float = CONFIDENCE,
+    draws: int = DRAWS,
+    seed: int = 0,
+) -> Answers:
+    """Every answer of the module from ``surrogate``, with ``confidence`` intervals.
+
+    Raises:
+        ValueError: if ``accelerators < 1``, ``confidence`` is not in (0, 1) or ``overhead``
+            is not positive.
+    """
+    if accelerators < 1:
+        raise ValueError(f"accelerators must be >= 1 (got {accelerators})")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1) (got {confidence})")
+    if overhead <= 0.0:
+        raise ValueError(f"overhead must be > 0 (got {overhead})")
+    settings = {
+        "confidence": confidence,
+        "tolerance": tolerance,
+        "overhead": overhead,
+        "accelerators": accelerators,
+    }
+    if not surrogate.ok:
+        return Answers(ok=False, reason=surrogate.reason, surrogate=surrogate, **settings)
+    theta = np.vstack([surrogate.theta, surrogate.draws(draws, seed)])
+    tail = (1.0 - confidence) / 2.0
+
+    def answer(name: str, values: np.ndarray, *, batch: bool = False) -> Answer:
+        rest = values[1:]
+        rest = rest[~np.isnan(rest)]
+        if batch:
+            low, high = _discrete_quantiles(rest, tail)
+        else:
+            low, high = (float(q) for q in np.quantile(rest, [tail, 1.0 - tail]))
+        return Answer(name, float(values[0]), low, high, batch)
+
+    measured = np.asarray(surrogate.batch_sizes, dtype=float)
+    reached = np.asarray(surrogate.reached_batch_sizes, dtype=float)
+    b_noise = np.exp(theta[:, PARAMS.index("log_b_noise")])
+    s_min = np.exp(theta[:, PARAMS.index("log_s_min")])
+    curve = steps_curve(theta, reached)
+    k, start = regime_bounds(reached, curve, tolerance)
+    perfect_end = reached[k]
+    max_start = np.where(start >= 0, reached[np.maximum(start, 0)], math.inf)
+    chosen = _choose(reached, accelerators, np.maximum(perfect_end, b_noise))
+    x = np.log(measured / surrogate.b_ref)
+    alpha = _slope(log_best_lr(theta, measured, surrogate.b_ref), x)
+    out = {
+        "b_noise": answer("B_noise", b_noise),
+        "s_min": answer("S_min", s_min),
+        "e_min": answer("E_min", s_min * b_noise),
+        "alpha": answer("alpha", alpha),
+        "sigma": answer("sigma", np.exp(theta[:, PARAMS.index("log_sigma")])),
+        "critical_batch": answer(
+            f"critical batch size ({overhead:.0%} overhead)", overhead * b_noise
+        ),
+        "perfect_end": answer("perfect scaling ends at", perfect_end, batch=True),
+        "max_parallel_start": answer("maximal data parallelism from", max_start, batch=True),
+    }
+    if not np.isnan(chosen[0]):
+        base, pick = float(reached[0]), float(chosen[0])
+        lr = np.exp(log_best_lr(theta, [pick], surrogate.b_ref)[:, 0])
+        speedup = steps_curve(theta, [base])[:, 0] / steps_curve(theta, [pick])[:, 0]
+        out["recommended_batch"] = answer(
+            f"batch size for {accelerators} accelerator(s)", chosen, batch=True
+        )
+        out["recommended_lr"] = answer(f"best learning rate at batch {as_number(pick)}", lr)
+        out["step_speedup"] = answer(
+            f"speed-up in steps, batch {as_number(pick)} over {as_number(base)}", speedup
+        )
+    return Answers(ok=True, surrogate=surrogate, **settings, **out)
+
+
+# ------------------------------------------------------------------------------------ pieces
+
+
+def _choose(batches: np.ndarray, accelerators: int, limits: np.ndarray) -> np.ndarray:
+    """Per limit: the largest batch size divisible by ``accelerators`` up to it, else the
+    smallest divisible one (NaN when none divides)."""
+    divisible = batches[np.mod(batches, accelerators) == 0]
+    if divisible.size == 0:
+        return np.full(limits.shape, np.nan)
+    index = np.searchsorted(divisible, limits, side="right") - 1
+    return np.where(index >= 0, divisible[np.maximum(index, 0)], divisible[0])
+
+
+def _slope(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Per row of ``y``: the least-squares slope over ``x`` (the power law closest to the
+    model's best rates over the measured batch sizes)."""
+    xc = x - x.mean()
+    return (y - y.mean(axis=1, keepdims=True)) @ xc / float(xc @ xc)
+
+
+def _discrete_quantiles(values: np.ndarray, tail: float) -> tuple[float, float]:
+    """The tail quantiles of values on a grid, taken on the grid (lower and higher)."""
+    finite_share = np.mean(np.isfinite(values))
+    low = float(np.quantile(values, tail, method="lower"))
+    high = (
+        math.inf
+        if finite_share < 1.0 - tail
+        else float(np.quantile(values, 1.0 - tail, method="higher"))
+    )
+    return low, high
+
+
+def _batch_text(x: float) -> str:
+    return "beyond the measured sizes" if math.isinf(x) else f"{as_number(x)}"
+
+
+def _number(x: float, digits: int = 3) -> str:
+    if math.isinf(x):
+        return "inf"
+    return f"{x:.{digits}g}"
+
+
+def _plain(x: float) -> float | None:
+    return None if math.isnan(x) or math.isinf(x) else float(x)

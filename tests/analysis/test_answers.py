@@ -1,0 +1,97 @@
+"""The answers a user acts on: each from the model by the report's rules, each with an interval."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from study.analysis.answers import Answer, scaling_answers
+from study.analysis.fitting import as_number
+from study.analysis.regimes import scaling_regimes
+from study.analysis.surrogate import fit_surrogate
+
+
+@pytest.fixture(scope="module")
+def surrogate():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_surrogate import trials_of
+
+    return fit_surrogate(trials_of(np.random.default_rng(0)))
+
+
+def test_every_answer_has_an_interval_around_its_estimate(surrogate):
+    answers = scaling_answers(surrogate, accelerators=8)
+
+    assert answers.ok
+    for answer in answers.items():
+        assert answer.low <= answer.estimate <= answer.high, answer
+    assert answers.b_noise.estimate == pytest.approx(surrogate.b_noise)
+    assert answers.b_noise.covers(200.0)
+    assert answers.critical_batch.estimate == pytest.approx(0.2 * surrogate.b_noise)
+    assert answers.e_min.estimate == pytest.approx(surrogate.s_min * surrogate.b_noise)
+
+
+def test_batch_answers_follow_the_reports_rules_on_the_model_curve(surrogate):
+    answers = scaling_answers(surrogate, accelerators=8)
+    sizes = np.asarray(surrogate.reached_batch_sizes)
+    curve = pd.DataFrame({"batch_size": sizes, "steps_to_result": surrogate.steps(sizes)})
+    regimes = scaling_regimes(curve)
+    limit = max(float(regimes.perfect_end), surrogate.b_noise)
+    divisible = [b for b in sizes if b % 8 == 0]
+
+    assert answers.perfect_end.estimate == regimes.perfect_end
+    start = regimes.max_parallel_start
+    assert answers.max_parallel_start.estimate == (math.inf if start is None else start)
+    assert answers.recommended_batch.estimate == max(b for b in divisible if b <= limit)
+    for answer in (answers.perfect_end, answers.recommended_batch):
+        assert answer.batch and {answer.low, answer.high} <= set(sizes) | {math.inf}
+    pick = answers.recommended_batch.estimate
+    assert answers.recommended_lr.estimate == pytest.approx(surrogate.best_lr(pick)[0])
+    expected = surrogate.steps(16.0)[0] / surrogate.steps(pick)[0]
+    assert answers.step_speedup.estimate == pytest.approx(expected)
+
+
+def test_wider_confidence_gives_wider_intervals(surrogate):
+    narrow = scaling_answers(surrogate, confidence=0.5)
+    wide = scaling_answers(surrogate, confidence=0.99)
+    assert wide.b_noise.low < narrow.b_noise.low < narrow.b_noise.high < wide.b_noise.high
+
+
+def test_no_divisible_batch_size_leaves_no_recommendation(surrogate):
+    answers = scaling_answers(surrogate, accelerators=3)
+    assert answers.ok and answers.recommended_batch is None and answers.b_noise is not None
+
+
+def test_a_failed_model_gives_no_answers_and_its_reason():
+    trials = pd.DataFrame(
+        {"batch_size": [16, 32], "learning_rate": [0.1, 0.1], "steps_to_target": [100.0, 60.0]}
+    )
+    answers = scaling_answers(fit_surrogate(trials))
+    assert not answers.ok and "batch sizes reached" in answers.reason and answers.items() == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"accelerators": 0}, "accelerators"), ({"confidence": 1.0}, "confidence"),
+     ({"overhead": 0.0}, "overhead")],
+)  # fmt: skip
+def test_bad_settings_are_refused(surrogate, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        scaling_answers(surrogate, **kwargs)
+
+
+def test_answer_text():
+    assert Answer("b", 512.0, 256.0, 512.0, batch=True).text() == "512 (256-512)"
+    assert Answer("b", 512.0, 512.0, 512.0, batch=True).text() == "512"
+    assert Answer("b", 512.0, 512.0, math.inf, batch=True).range_text() == (
+        "512-beyond the measured sizes"
+    )
+    assert Answer("B_noise", 734.2, 454.0, 1339.0).text() == "734 (454-1.34e+03)"
+    assert Answer("x", 1.0, 0.5, math.inf).to_dict() == {"estimate": 1.0, "low": 0.5, "high": None}
+    assert as_number(256.0) == 256

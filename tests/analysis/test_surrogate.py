@@ -1,0 +1,128 @@
+"""The one model of every trial: it recovers a known truth, reads censored trials, lets the data
+choose the learning-rate shape and says when S(B) misfits."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from study.analysis.surrogate import LAST_STEP, PARAMS, censored_trials, fit_surrogate
+from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE, STEP, TRIAL
+
+SIZES = (16, 32, 64, 128, 256, 512, 1024)
+
+
+def trials_of(
+    rng: np.random.Generator,
+    *,
+    b_noise: float = 200.0,
+    s_min: float = 150.0,
+    alpha: float = 0.6,
+    bend: float = 0.0,
+    sigma: float = 0.12,
+    per_batch: int = 10,
+    budget: float = 6.0,
+    kink: float = 0.0,
+) -> pd.DataFrame:
+    """Trials drawn from the model itself; ``kink`` multiplies the steps of batch 128 by
+    ``exp(kink)`` (a curve S(B) cannot follow)."""
+    ref = math.exp(np.mean(np.log(SIZES)))
+    rows = []
+    for b in SIZES:
+        x = math.log(b / ref)
+        log_best = math.log(0.01) + alpha * x + bend * x * x
+        log_lr = log_best + rng.uniform(-1.5, 1.5, per_batch)
+        u = log_lr - log_best
+        penalty = np.where(u < 0, 0.4 * u * u, 0.9 * u * u)
+        s_b = s_min * (1 + b_noise / b) * (math.exp(kink) if b == 128 else 1.0)
+        steps = np.exp(math.log(s_b) + penalty + sigma * rng.normal(size=per_batch))
+        cap = budget * s_min * (1 + b_noise / b)
+        for lr, t in zip(np.exp(log_lr), steps):
+            reached = t <= cap
+            rows.append(
+                {
+                    BATCH_SIZE: b,
+                    LEARNING_RATE: float(lr),
+                    STATE: "reached" if reached else "not_reached",
+                    "steps_to_target": float(math.ceil(t)) if reached else math.inf,
+                    LAST_STEP: float(math.ceil(t)) if reached else float(math.ceil(cap)),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_recovers_the_generating_curve_and_rate_rule():
+    fit = fit_surrogate(trials_of(np.random.default_rng(0)))
+
+    assert fit.ok and fit.shape == "power law"
+    assert fit.b_noise == pytest.approx(200.0, rel=0.25)
+    assert fit.s_min == pytest.approx(150.0, rel=0.15)
+    assert fit.value("alpha") == pytest.approx(0.6, abs=0.08)
+    assert fit.sigma == pytest.approx(0.12, rel=0.3)
+    assert fit.best_lr(fit.b_ref)[0] == pytest.approx(0.01, rel=0.15)
+    sd = np.sqrt(np.diag(fit.covariance))
+    assert sd[PARAMS.index("log_b_noise")] > 0 and sd[PARAMS.index("beta")] == 0.0
+    assert fit.predict(64, fit.best_lr(64)[0])[()] == pytest.approx(fit.steps(64)[0])
+
+
+def test_censored_trials_count_as_more_than_their_steps():
+    trials = trials_of(np.random.default_rng(1), budget=1.1, sigma=0.25, per_batch=20)
+    with_censoring = fit_surrogate(trials)
+    without = fit_surrogate(trials[np.isfinite(trials["steps_to_target"])])
+
+    assert with_censoring.censored > 40 and without.censored == 0
+    # Only the lucky trials reach a tight budget: ignoring the others reads the curve too low.
+    assert without.s_min < 0.85 * with_censoring.s_min
+    assert with_censoring.s_min == pytest.approx(150.0, rel=0.15)
+
+
+def test_diverged_trials_are_censored_at_their_batch_sizes_budget():
+    trials = trials_of(np.random.default_rng(2))
+    high = trials[LEARNING_RATE] > trials.groupby(BATCH_SIZE)[LEARNING_RATE].transform("max") * 0.99
+    trials.loc[high, [STATE, "steps_to_target", LAST_STEP]] = ["diverged", math.inf, 3.0]
+
+    fit = fit_surrogate(trials)
+
+    assert fit.ok and fit.censored >= len(SIZES)
+
+
+def test_the_data_decide_whether_the_best_rate_bends():
+    bends = fit_surrogate(trials_of(np.random.default_rng(3), bend=-0.25, per_batch=14))
+    straight = fit_surrogate(trials_of(np.random.default_rng(3), per_batch=14))
+
+    assert bends.shape == "bends" and bends.bend_p_value < 0.05
+    assert bends.value("beta") == pytest.approx(-0.25, abs=0.1)
+    assert straight.shape == "power law" and straight.value("beta") == 0.0
+    forced = fit_surrogate(trials_of(np.random.default_rng(3)), shape="power law")
+    assert forced.shape == "power law" and math.isnan(forced.bend_p_value)
+
+
+def test_a_curve_that_s_of_b_cannot_follow_is_a_misfit():
+    assert not fit_surrogate(trials_of(np.random.default_rng(4))).misfits
+    assert fit_surrogate(trials_of(np.random.default_rng(4), kink=0.8)).misfits
+
+
+def test_thin_data_is_refused_with_a_reason():
+    trials = trials_of(np.random.default_rng(5))
+    fit = fit_surrogate(trials[trials[BATCH_SIZE] <= 32])
+    assert not fit.ok and "fewer than 3 batch sizes reached" in fit.reason
+    with pytest.raises(ValueError, match="shape must be one of"):
+        fit_surrogate(trials, shape="wiggly")
+
+
+def test_censored_trials_reads_each_trials_last_step_from_its_table():
+    table = pd.DataFrame(
+        {
+            BATCH_SIZE: [16, 16, 16, 32, 32],
+            TRIAL: [0, 0, 0, 1, 1],
+            STEP: [0, 10, 25, 0, 40],
+        }
+    )
+    trials = pd.DataFrame({BATCH_SIZE: [16, 32], TRIAL: [0, 1], "steps_to_target": [25, math.inf]})
+
+    out = censored_trials(trials, table)
+
+    assert out[LAST_STEP].tolist() == [25, 40]
