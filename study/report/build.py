@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from study.analysis.answers import scaling_answers
 from study.analysis.crossings import trial_crossings
 from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES
 from study.analysis.lr_scaling import LrPowerLawFit, fit_lr_power_law
@@ -31,9 +32,11 @@ from study.analysis.predicted_noise import compare, predict_noise_scale
 from study.analysis.recommend import recommend
 from study.analysis.regimes import Regimes, scaling_regimes
 from study.analysis.seeds import seed_noise
+from study.analysis.surrogate import censored_trials, fit_surrogate
 from study.analysis.table import BATCH_SIZE, REPLICAS, STRATEGY, flatten_table, metric_columns
 from study.analysis.time_model import extrapolate_replicas, probe_frame, time_to_result
 from study.config.target import Target
+from study.report.answer_prose import cross_check_notes
 from study.report.notes import (
     crossing_notes,
     data_notes,
@@ -127,6 +130,11 @@ def build_report(
     extrapolated = extrapolate_replicas(probed, n_accelerators)
     time_model = time_to_result(probed, steps, fit, extrapolated=extrapolated)
     noise = seed_noise(trials)
+    answers = scaling_answers(
+        fit_surrogate(censored_trials(trials, measured)),
+        accelerators=n_accelerators,
+        confidence=confidence,
+    )
     notes = [
         *data_notes(flat, target, trials, state, study, metric_missing),
         *crossing_notes(trials, target),
@@ -135,6 +143,7 @@ def build_report(
         *edge_notes(steps),
         *lr_left_out_notes(left_out),
         *fit_notes(fit, lr_fit, recommendation, steps, timed),
+        *cross_check_notes(answers, fit, regimes, recommendation),
     ]
     return ScalingReport(
         study=study,
@@ -160,6 +169,7 @@ def build_report(
         facts=facts or StudyFacts(),
         predicted_noise=predicted,
         seed_noise=noise,
+        answers=answers,
         noise_agreement=compare(predicted, fit),
         time_model=time_model,
         created=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

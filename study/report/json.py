@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from study.analysis.answers import Answer
+from study.analysis.surrogate import PARAMS
 from study.report.about import about_dict
+from study.report.answer_prose import answer_line
 from study.report.noise_prose import noise_sentences
 from study.report.prose import answer
 from study.report.time_prose import time_sentences
@@ -72,6 +75,7 @@ def report_dict(report: ScalingReport) -> dict[str, Any]:
                 "ok": report.seed_noise.ok,
                 "factor": report.seed_noise.factor,
             },
+            "answers": _answers(report),
             "notes": list(report.notes),
         }
     )
@@ -101,6 +105,38 @@ def plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
         return plain({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
     return str(value)
+
+
+def _answers(report: ScalingReport) -> dict[str, Any] | None:
+    """The model of every trial and its answers, each ``{estimate, low, high}``."""
+    answers = report.answers
+    if answers is None:
+        return None
+    if not answers.ok:
+        return {"ok": False, "reason": answers.reason}
+    names = [f.name for f in dataclasses.fields(answers)]
+    model = answers.surrogate
+    return {
+        "ok": True,
+        "confidence": answers.confidence,
+        "accelerators": answers.accelerators,
+        "overhead": answers.overhead,
+        "line": answer_line(answers),
+        **{
+            n: getattr(answers, n).to_dict()
+            for n in names
+            if isinstance(getattr(answers, n), Answer)
+        },
+        "model": {
+            "trials": model.trials,
+            "censored": model.censored,
+            "lr_shape": model.shape,
+            "bend_p_value": model.bend_p_value,
+            "misfit_p_value": model.misfit_p_value,
+            "misfits": model.misfits,
+            "parameters": dict(zip(PARAMS, model.theta.tolist())),
+        },
+    }
 
 
 def _predicted_noise(report: ScalingReport) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import numpy as np
 from study.analysis.fitting import as_number
 from study.analysis.recommend import Recommendation
 from study.analysis.table import BATCH_SIZE, STRATEGY
+from study.report.answer_prose import answer_line, report_answer_sentences
 from study.report.formatting import ci_text, fmt, percent
 from study.report.noise_prose import (
     agreement_sentence,
@@ -84,6 +85,9 @@ def _answer_sentences(report: ScalingReport) -> list[str]:
             else "."
         )
     )
+    out += report_answer_sentences(report)
+    if report.answers is not None and report.answers.ok:
+        out.append("What follows reads the best trial of each batch size alone, as a cross-check.")
     fit, regimes = report.noise_scale, report.regimes
     if fit.ok:
         out.append(
@@ -164,6 +168,8 @@ def summary_lines(report: ScalingReport) -> list[str]:
                 for b, s in zip(steps[BATCH_SIZE], steps["steps_to_result"])
             )
         )
+    if report.answers is not None:
+        lines.append(f"answer: {answer_line(report.answers)}")
     fit, regimes = report.noise_scale, report.regimes
     if fit.ok:
         line = (

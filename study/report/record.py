@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from study.analysis.answers import Answers
 from study.analysis.fitting import CONFIDENCE
 from study.analysis.lr_scaling import LrPowerLawFit
 from study.analysis.noise_scale import NoiseScaleFit
@@ -143,6 +144,8 @@ class ScalingReport:
     )
     #: How much steps to target move between training seeds at one point (`seed_noise`).
     seed_noise: SeedNoise = field(default_factory=lambda: SeedNoise(math.nan, 0, 0), repr=False)
+    #: The answers of the model of every trial, with intervals (`scaling_answers`).
+    answers: Answers | None = field(default=None, repr=False)
 
 
 def _fixed_or_searched(config: StudyConfig, name: str, fixed: str) -> str:

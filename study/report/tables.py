@@ -16,6 +16,7 @@ import pandas as pd
 
 from study.analysis.predicted_noise import PILOT
 from study.analysis.table import BATCH_SIZE
+from study.report.answer_prose import MODEL, answer_rows
 from study.report.formatting import fmt, interval_text, percent, r_squared_text
 from study.report.noise_prose import noise_sentences, predicted_source
 from study.report.time_prose import time_sentences
@@ -135,6 +136,7 @@ def strategy_columns(strategies: pd.DataFrame) -> list[Column]:
 def report_tables(report: ScalingReport) -> list[Table]:
     """Every table of the report, in the order they are shown."""
     return [
+        answers_table(report),
         _steps_table(report.steps),
         _table("Per batch size and strategy", report.steps_by_strategy, BY_STRATEGY_COLUMNS, (1,)),
         _table(
@@ -156,6 +158,19 @@ def report_tables(report: ScalingReport) -> list[Table]:
             (0, 3),
         ),
     ]
+
+
+def answers_table(report: ScalingReport) -> Table:
+    """The answers of the model of every trial, each with its interval."""
+    rows = [] if report.answers is None else [list(r) for r in answer_rows(report.answers)]
+    return Table(
+        "The answers (one model of every trial)",
+        f"From {MODEL}. Batch sizes and their intervals are read on the measured batch sizes.",
+        ["quantity", "estimate", f"{percent(report.confidence)} interval", "comment"],
+        rows,
+        (0, 3),
+        "No model of every trial in this report.",
+    )
 
 
 def _seconds_spread(row: Mapping[str, Any]) -> str:

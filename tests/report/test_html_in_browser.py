@@ -83,7 +83,7 @@ def test_no_table_is_cut_off(page: Page) -> None:
     window, tables = page.values["window"], page.values["tables"]
 
     assert page.values["page"] <= window  # the page itself never scrolls sideways
-    assert len(tables) == 7  # with the time-to-result and noise-scale tables
+    assert len(tables) == 8  # with the answers, time-to-result and noise-scale tables
     for box in tables:
         assert box["left"] >= 0 and box["right"] <= window, box["title"]
         assert box["table"] <= box["width"] or box["overflow"] == "auto", box["title"]

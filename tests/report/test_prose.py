@@ -27,17 +27,20 @@ def test_a_lower_confidence_is_said_in_the_answer_and_summary(make_report, table
     text = answer(report)
     assert text.count("(90% CI ") == 3  # B_noise, alpha, the speed-up in steps
     assert "95%" not in text
-    assert "(90% CI " in summary_lines(report)[2]
+    assert "(90% CI " in summary_lines(report)[3]
+    assert "90% intervals" in summary_lines(report)[2] and "90% intervals" in text
 
 
 def test_summary_lines_for_a_terminal(report) -> None:
     lines = summary_lines(report)
 
-    assert 3 <= len(lines) <= 5
+    assert 3 <= len(lines) <= 6
     assert lines[0] == "synthetic: target val_accuracy>=0.6, 8 batch size(s), 48 trials (complete)"
     assert lines[1].startswith("steps to result: b8=") and ", b1024=" in lines[1]
-    assert lines[2].startswith("B_noise = ") and "(95% CI " in lines[2]
-    assert lines[3].startswith("8 accelerators: batch ")
+    assert lines[2].startswith("answer: B_noise ") and "perfect scaling up to " in lines[2]
+    assert "(95% intervals, 48 trials)" in lines[2]
+    assert lines[3].startswith("B_noise = ") and "(95% CI " in lines[3]
+    assert lines[4].startswith("8 accelerators: batch ")
 
 
 def test_how_it_was_made(make_report, table) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from study.report.formatting import fmt
+from study.report.formatting import fmt as fmt_number
 from study.report.tables import fitted_numbers, report_tables
 
 TITLES = [
+    "The answers (one model of every trial)",
     "Per batch size (pooled over strategies)",
     "Per batch size and strategy",
     "Strategies (seed experiments)",
@@ -20,7 +22,7 @@ def test_every_table_in_order_with_one_row_per_record(report) -> None:
     tables = report_tables(report)
 
     assert [t.title for t in tables] == TITLES
-    steps, by_strategy, strategies, throughput, time, noise, fitted = tables
+    answers, steps, by_strategy, strategies, throughput, time, noise, fitted = tables
     assert len(steps.rows) == len(report.steps) == 8
     assert len(by_strategy.rows) == len(report.steps_by_strategy)
     assert len(throughput.rows) == len(report.throughput)
@@ -32,6 +34,9 @@ def test_every_table_in_order_with_one_row_per_record(report) -> None:
     assert strategies.headers[-2:] == ["final val_accuracy", "final val_loss"]
     assert time.rows == [] and time.empty.startswith("No throughput probe: `study probe NAME`")
     assert noise.rows == [] and "noise_scale: true" in noise.empty
+    named = {row[0]: row for row in answers.rows}
+    assert named["B_noise"][1] == fmt_number(report.answers.b_noise.estimate)
+    assert "perfect scaling ends at" in named and answers.headers[2] == "95% interval"
 
 
 def test_fitted_numbers_name_their_interval_by_the_confidence(report, make_report, table) -> None:
