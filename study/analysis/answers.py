@@ -24,10 +24,12 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from study.analysis.fitting import CONFIDENCE, as_number
 from study.analysis.regimes import TOLERANCE, regime_bounds
 from study.analysis.surrogate import PARAMS, Surrogate, log_best_lr, steps_curve
+from study.config.target import Target
 
 OVERHEAD = 0.2
 """The critical batch size's overhead: the batch size whose steps are this much above perfect
@@ -35,6 +37,9 @@ scaling's, ``S(B) = (1 + overhead) E_min / B``, i.e. ``B = overhead * B_noise`` 
 
 DRAWS = 4000
 """Parameter draws behind every interval."""
+
+DEFAULT_ACCELERATORS = 8
+"""The accelerators answers are given for when none are named."""
 
 
 @dataclass(frozen=True)
@@ -97,13 +102,49 @@ class Answers:
     recommended_lr: Answer | None = None
     step_speedup: Answer | None = None
 
+    def to_metrics(self) -> dict[str, float]:
+        """Flat numbers for a tracking server: ``answer/<name>`` and ``answer/<name>_low`` /
+        ``_high`` (non-finite ends left out)."""
+        out: dict[str, float] = {}
+        for name in _NAMES:
+            answer = getattr(self, name)
+            if answer is None:
+                continue
+            for suffix, value in (
+                ("", answer.estimate),
+                ("_low", answer.low),
+                ("_high", answer.high),
+            ):
+                if math.isfinite(value):
+                    out[f"answer/{name}{suffix}"] = float(value)
+        return out
+
     def items(self) -> list[Answer]:
         """The answers that exist, in a fixed order."""
-        names = (
-            "b_noise", "s_min", "e_min", "alpha", "sigma", "critical_batch", "perfect_end",
-            "max_parallel_start", "recommended_batch", "recommended_lr", "step_speedup",
-        )  # fmt: skip
-        return [a for a in (getattr(self, n) for n in names) if a is not None]
+        return [a for a in (getattr(self, n) for n in _NAMES) if a is not None]
+
+
+_NAMES = (
+    "b_noise", "s_min", "e_min", "alpha", "sigma", "critical_batch", "perfect_end",
+    "max_parallel_start", "recommended_batch", "recommended_lr", "step_speedup",
+)  # fmt: skip
+
+
+def study_answers(
+    table: pd.DataFrame,
+    target: Target,
+    *,
+    accelerators: int = DEFAULT_ACCELERATORS,
+    confidence: float = CONFIDENCE,
+) -> Answers:
+    """The answers of a study's measurement table for ``target`` (its hold rule applied):
+    `trial_crossings`, `censored_trials`, `fit_surrogate`, `scaling_answers`."""
+    from study.analysis.crossings import trial_crossings
+    from study.analysis.surrogate import censored_trials, fit_surrogate
+
+    trials = trial_crossings(table, target)
+    surrogate = fit_surrogate(censored_trials(trials, table))
+    return scaling_answers(surrogate, accelerators=accelerators, confidence=confidence)
 
 
 def scaling_answers(

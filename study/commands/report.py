@@ -76,7 +76,9 @@ def main(args: argparse.Namespace) -> int:
     for line in summary_lines(report):
         print(line)
     if not args.no_mlflow:
-        attached = attach_to_parent_run(args.name, list(paths.values()), args.tracking_uri)
+        attached = attach_to_parent_run(
+            args.name, list(paths.values()), args.tracking_uri, report.answers
+        )
         if attached:
             print(f"attached to MLflow run {attached} under report/")
     return 0
@@ -106,6 +108,10 @@ def export(args: argparse.Namespace) -> int:
 
 
 def _study_config(args: argparse.Namespace, record: StudyRecord) -> StudyConfig | None:
+    return recorded_config(record, args.name)
+
+
+def recorded_config(record: StudyRecord, name: str) -> StudyConfig | None:
     """The study file stored in the ledger, parsed (None for an imported study)."""
     if not record.config_text:
         return None
@@ -114,7 +120,7 @@ def _study_config(args: argparse.Namespace, record: StudyRecord) -> StudyConfig 
     from study.config.studyfile import parse_study
 
     text = record.config_text
-    source = record.config_source or f"<study {args.name}>"
+    source = record.config_source or f"<study {name}>"
     return parse_study(yaml.safe_load(text), source, text=text)
 
 
@@ -222,8 +228,11 @@ def _trained_with(ledger: Ledger) -> dict[str, str]:
     return {name: " and ".join(sorted(v)) for name, v in seen.items() if v}
 
 
-def attach_to_parent_run(study: str, files: list[Path], uri_option: str | None) -> str | None:
-    """Log ``files`` (the report just written) to the study's MLflow parent run under ``report/``.
+def attach_to_parent_run(
+    study: str, files: list[Path], uri_option: str | None, answers: Any = None
+) -> str | None:
+    """Log ``files`` (the report just written) to the study's MLflow parent run under ``report/``,
+    and ``answers`` (`Answers`) as its ``answer/*`` metrics and its ``study.answer`` tag.
 
     Only the written files are logged, not the whole output directory, so ``--out .`` does not
     upload whatever else lies there.
@@ -252,6 +261,8 @@ def attach_to_parent_run(study: str, files: list[Path], uri_option: str | None) 
         run = runs[0]
         for path in files:
             client.log_artifact(run.info.run_id, str(path), "report")
+        if answers is not None:
+            log_answers(client, run.info.run_id, answers)
         return run.info.run_id
     except Exception as exc:
         print(
@@ -260,3 +271,17 @@ def attach_to_parent_run(study: str, files: list[Path], uri_option: str | None) 
             file=sys.stderr,
         )
         return None
+
+
+def log_answers(client: Any, run_id: str, answers: Any) -> None:
+    """The answers (`Answers`) on an MLflow run: ``answer/*`` metrics (estimate and interval
+    ends) and the ``study.answer`` tag, the line a terminal shows."""
+    import time
+
+    from mlflow.entities import Metric, RunTag
+
+    from study.report.answer_prose import answer_line
+
+    now = int(time.time() * 1000)
+    metrics = [Metric(k, v, now, 0) for k, v in answers.to_metrics().items()]
+    client.log_batch(run_id, metrics=metrics, tags=[RunTag("study.answer", answer_line(answers))])

@@ -15,6 +15,34 @@ import math
 from typing import Any
 
 
+def study_answers_of(storage: Any, name: str) -> Any:
+    """The answers of the model of every trial for a study's own target (its hold rule), or
+    None for a study without a target of its own (imported, or a study file this installation
+    cannot read) or without measurements yet."""
+    import dataclasses
+
+    from study.analysis.answers import study_answers
+    from study.analysis.load import ledger_table
+    from study.analysis.table import flatten_table
+    from study.commands.report import recorded_config
+    from study.ledger import Ledger
+
+    from study.errors import UsageError
+
+    ledger = Ledger(storage, name)
+    try:
+        config = recorded_config(ledger.require(), name)
+    except UsageError:  # a study file this installation cannot read: no target to answer for
+        return None
+    if config is None:
+        return None
+    table = ledger_table(name, ledger.measurement_rows())
+    if table.empty or config.target.metric not in flatten_table(table).columns:
+        return None
+    target = dataclasses.replace(config.target, hold=ledger.require().hold_rule)
+    return study_answers(table, target)
+
+
 def study_summary(storage: Any, name: str) -> dict[str, Any]:
     """Per-stratum trial counts and best results of one study, read from the ledger.
 
@@ -47,9 +75,14 @@ def ls(args: argparse.Namespace) -> int:
 
 def status(args: argparse.Namespace) -> int:
     from study.ledger import open_storage
+    from study.report.answer_prose import answer_line
+    from study.report.json import answers_dict, plain
 
-    summary = study_summary(open_storage(args.storage, create=False), args.name)
+    storage = open_storage(args.storage, create=False)
+    summary = study_summary(storage, args.name)
+    answers = study_answers_of(storage, args.name)
     if args.json:
+        summary["answers"] = None if answers is None else plain(answers_dict(answers))
         print(json.dumps(summary, indent=2))
         return 0
     print(
@@ -68,6 +101,8 @@ def status(args: argparse.Namespace) -> int:
             f"{(f'{lr:.3g}' if lr is not None and math.isfinite(lr) else '-'):>10}  {r['best_tuner'] or ''}"
         )
     print(_hold_line(summary))
+    if answers is not None:
+        print(f"answer: {answer_line(answers)}")
     if summary["timings"]["trials"]:
         print()
         print(timing_table(summary))

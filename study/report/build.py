@@ -134,7 +134,7 @@ def build_report(
         fit_surrogate(censored_trials(trials, measured)),
         accelerators=n_accelerators,
         confidence=confidence,
-    )
+    )  # as `study_answers`, on the crossings computed once
     notes = [
         *data_notes(flat, target, trials, state, study, metric_missing),
         *crossing_notes(trials, target),

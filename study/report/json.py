@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from study.analysis.answers import Answer
+from study.analysis.answers import Answer, Answers
 from study.analysis.surrogate import PARAMS
 from study.report.about import about_dict
 from study.report.answer_prose import answer_line
@@ -108,10 +108,11 @@ def plain(value: Any) -> Any:
 
 
 def _answers(report: ScalingReport) -> dict[str, Any] | None:
+    return None if report.answers is None else answers_dict(report.answers)
+
+
+def answers_dict(answers: Answers) -> dict[str, Any]:
     """The model of every trial and its answers, each ``{estimate, low, high}``."""
-    answers = report.answers
-    if answers is None:
-        return None
     if not answers.ok:
         return {"ok": False, "reason": answers.reason}
     names = [f.name for f in dataclasses.fields(answers)]

@@ -14,6 +14,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from study.analysis.pilot import pilot_from_result
 from study.config.hold import DEFAULT_HOLD
@@ -36,6 +37,9 @@ from study.tracking.server import browse_hint, check_answers
 from study.tracking.study_tracker import StudyTracker, study_params
 from study.tuners.registry import TUNERS, build_lineup
 from study.version import code_version, require_same_code
+
+if TYPE_CHECKING:  # pragma: no cover
+    from study.analysis.answers import Answers
 
 _FINGERPRINT_KEYS = (
     "workload", "workload_options", "model", "target", "budget", "eval_every",
@@ -252,6 +256,9 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
     if run_status:
         summary = _summary_metrics(progress, config.space.strategies)
         summary.update(study_timing_metrics(ledger.summary().timings))
+        answers = _answers(ledger, config)
+        if answers is not None:
+            summary.update(answers.to_metrics())
         tracker.end_parent(run_status, summary)
     tracker.close()
     if not progress.display.live:  # the live table already shows it
@@ -314,6 +321,28 @@ def _log_allocation(tracker: StudyTracker, state: AllocationState) -> None:
     if run_id:
         stored = state.to_stored()
         tracker.submit(lambda: tracker.logger.client.log_dict(run_id, stored, "allocation.json"))
+
+
+def _answers(ledger: Ledger, config: StudyConfig) -> Answers | None:
+    """The answers of the model of every trial (`study_answers`), printed in one line; None
+    (and a warning) when they cannot be read: the study's records are never at stake here."""
+    from study.analysis.answers import study_answers
+    from study.analysis.load import ledger_table
+
+    try:
+        table = ledger_table(config.name, ledger.measurement_rows())
+        if table.empty:
+            return None
+        target = dataclasses.replace(config.target, hold=ledger.require().hold_rule)
+        answers = study_answers(table, target)
+    except Exception as exc:  # the analysis must not fail a finished study
+        print(f"study {config.name}: could not read the answers: {exc}", file=sys.stderr)
+        return None
+    if answers.ok:
+        parts = [answers.b_noise, answers.perfect_end, answers.recommended_batch]
+        text = ", ".join(f"{a.name} {a.text()}" for a in parts if a is not None)
+        print(f"answer ({answers.confidence:.0%} intervals): {text}", flush=True)
+    return answers
 
 
 def _summary_metrics(

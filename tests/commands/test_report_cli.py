@@ -227,6 +227,33 @@ def test_report_is_attached_to_the_mlflow_parent_run(journal: Path, tmp_path: Pa
     attached = {Path(a.path).name for a in client.list_artifacts(run_id, "report")}
     assert attached == {p.name for p in out.iterdir()}
     assert {"report.json", "report.md", "steps_to_result.png"} <= attached
+    data = client.get_run(run_id).data
+    assert data.metrics["answer/b_noise_low"] <= data.metrics["answer/b_noise"]
+    assert data.metrics["answer/b_noise"] <= data.metrics["answer/b_noise_high"]
+    assert "answer/recommended_batch" in data.metrics
+    assert (
+        data.tags["study.answer"].startswith("B_noise ")
+        and "95% intervals" in data.tags["study.answer"]
+    )
+    assert (
+        json.loads((out / "report.json").read_text())["answers"]["line"]
+        == data.tags["study.answer"]
+    )
+
+
+def test_status_gives_the_answers_with_their_intervals(journal: Path, capsys) -> None:
+    status, stdout, err = run(capsys, "status", NAME, "--storage", journal)
+    assert status == 0, err
+    line = next(x for x in stdout.splitlines() if x.startswith("answer: "))
+    assert (
+        "B_noise " in line and "perfect scaling up to " in line and "accelerators: batch " in line
+    )
+
+    status, stdout, err = run(capsys, "status", NAME, "--storage", journal, "--json")
+    answers = json.loads(stdout)["answers"]
+    assert answers["ok"] and answers["b_noise"]["low"] <= answers["b_noise"]["estimate"]
+    assert answers["b_noise"]["estimate"] <= answers["b_noise"]["high"]
+    assert answers["model"]["trials"] == 18 and answers["line"] in line
 
 
 def test_export_writes_csv_and_parquet(journal: Path, tmp_path: Path, capsys) -> None:
