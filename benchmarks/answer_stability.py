@@ -46,6 +46,10 @@ QUESTIONS = {
     "cnn-adam": HERE / "mnist1d_cnn_adam.yaml",
 }
 ACCELERATORS = 8
+RUN_ANSWERS = (
+    "b_noise", "s_min", "alpha", "perfect_end", "max_parallel_start", "recommended_batch",
+    "critical_batch",
+)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------- the truth
@@ -148,6 +152,154 @@ def pooled_curve(grid: dict[str, Any]):
     return pd.DataFrame(rows)
 
 
+def pooled_truth(grid: dict[str, Any]) -> dict[str, Any]:
+    """The report's analysis on the pooled curve: B_noise and S_min, alpha (best rates on the
+    edge of the range left out while three batch sizes remain), the regimes, the batch size
+    for `ACCELERATORS`; and, for comparison, the model of every trial fitted to the grid."""
+    from study.analysis.answers import scaling_answers
+    from study.analysis.lr_scaling import fit_lr_power_law
+    from study.analysis.noise_scale import fit_noise_scale
+    from study.analysis.recommend import recommend
+    from study.analysis.regimes import scaling_regimes
+    from study.analysis.surrogate import LAST_STEP, fit_surrogate
+
+    curve = pooled_curve(grid)
+    reached = curve[np.isfinite(curve["steps_to_result"])]
+    fit = fit_noise_scale(reached["batch_size"], reached["steps_to_result"])
+    inner = reached[~reached["lr_on_edge"]]
+    rates = inner if len(inner) >= 3 else reached
+    lr = fit_lr_power_law(rates["batch_size"], rates["best_learning_rate"])
+    regimes = scaling_regimes(curve)
+    rec = recommend(curve, fit, None, ACCELERATORS)
+    trials = grid_trials(grid).rename(columns={"steps_run": LAST_STEP})
+    model = scaling_answers(fit_surrogate(trials), accelerators=ACCELERATORS)
+    return {
+        "curve": curve.to_dict("records"),
+        "b_noise": fit.b_noise,
+        "s_min": fit.s_min,
+        "alpha": lr.alpha,
+        "perfect_end": float(regimes.perfect_end),
+        "max_parallel_start": (
+            math.inf if regimes.max_parallel_start is None else float(regimes.max_parallel_start)
+        ),
+        "recommended_batch": float(rec.batch_size) if rec.ok else math.nan,
+        "grid_steps": int(sum(p["steps_run"] for p in grid["points"].values())),
+        "model_on_grid": {a.name: [a.estimate, a.low, a.high] for a in model.items()},
+    }
+
+
+def runs_path(question: str) -> Path:
+    return RESULTS / f"answer_stability_{question}_runs.json"
+
+
+def run_studies(question: str, runs: int, workdir: Path) -> list[dict[str, Any]]:
+    """``runs`` runs of the question's study file (run k: ``seed: k``, ``tuner.seed: k``), each
+    read into its answers; cached by run."""
+    import yaml
+    from study_bench import run_variant
+
+    cache = runs_path(question)
+    done: dict[str, Any] = json.loads(cache.read_text()) if cache.exists() else {}
+    file = QUESTIONS[question]
+    base = yaml.safe_load(file.read_text())
+    for k in range(runs):
+        if str(k) in done:
+            continue
+        started = time.perf_counter()
+        name = run_variant(file, workdir, f"run{k}", seed=k, tuner={**base["tuner"], "seed": k})
+        done[str(k)] = {"wall_seconds": time.perf_counter() - started, **read_run(workdir, name)}
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(done, indent=1))
+        print(f"  {question} run {k}: {done[str(k)]['wall_seconds']:.0f} s", flush=True)
+    return [done[str(k)] for k in range(runs)]
+
+
+def read_run(workdir: Path, name: str) -> dict[str, Any]:
+    """One run's answers (the model of every trial) and its best-trial B_noise."""
+    import dataclasses
+
+    from study.analysis.answers import study_answers
+    from study.analysis.crossings import trial_crossings
+    from study.analysis.load import ledger_table
+    from study.analysis.noise_scale import fit_noise_scale_from_trials
+    from study.commands.report import recorded_config
+    from study.ledger import Ledger
+
+    ledger = Ledger.open(str(workdir / "mlruns" / "optuna.journal"), name, create=False)
+    record = ledger.require()
+    config = recorded_config(record, name)
+    target = dataclasses.replace(config.target, hold=record.hold_rule)
+    table = ledger_table(name, ledger.measurement_rows())
+    answers = study_answers(table, target, accelerators=ACCELERATORS)
+    best = fit_noise_scale_from_trials(trial_crossings(table, target))
+    steps = sum(t.result.steps_run for s in ledger.strata() for t in ledger.trials(s) if t.result)
+    return {
+        "answers": {
+            n: [getattr(answers, n).estimate, getattr(answers, n).low, getattr(answers, n).high]
+            for n in RUN_ANSWERS
+            if getattr(answers, n) is not None
+        },
+        "lr_shape": answers.surrogate.shape if answers.ok else "",
+        "misfits": bool(answers.surrogate.misfits) if answers.ok else None,
+        "best_trial_b_noise": best.b_noise if best.ok else math.nan,
+        "training_steps": int(steps),
+    }
+
+
+def report(question: str, truth: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Print the truth, every run's answers and the acceptance checks; return the checks."""
+    print(f"\n## {question}: pooled truth over {len(GRID_SEEDS_USED)} training seeds")
+    print(
+        f"B_noise {truth['b_noise']:.0f}, alpha {truth['alpha']:.2f}, perfect scaling to "
+        f"{truth['perfect_end']:g}, maximal from {truth['max_parallel_start']:g}, batch for "
+        f"{ACCELERATORS}: {truth['recommended_batch']:g} (grid: {truth['grid_steps']:,} steps)"
+    )
+    print("\n| run | B_noise (95%) | alpha | perfect scaling ends | maximal from | batch for 8 "
+          "| steps | best-trial B_noise |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for k, r in enumerate(runs):
+        a = r["answers"]
+        cells = [f"{a['b_noise'][0]:.0f} ({a['b_noise'][1]:.0f}-{a['b_noise'][2]:.0f})"]
+        cells.append(f"{a['alpha'][0]:.2f} ({a['alpha'][1]:.2f}-{a['alpha'][2]:.2f})")
+        for key in ("perfect_end", "max_parallel_start", "recommended_batch"):
+            v = a.get(key)
+            cells.append("-" if v is None else f"{v[0]:g} ({v[1]:g}-{v[2]:g})")
+        cells += [f"{r['training_steps']:,}", f"{r['best_trial_b_noise']:.0f}"]
+        print(f"| {k} | " + " | ".join(cells) + " |")
+
+    def covers(r: dict[str, Any], key: str) -> bool:
+        v = r["answers"].get(key)
+        return v is not None and v[1] <= truth[key] <= v[2]
+
+    estimates = [r["answers"]["b_noise"][0] for r in runs]
+    checks = {
+        "b_noise_covered": sum(covers(r, "b_noise") for r in runs),
+        "b_noise_ratio": max(estimates) / min(estimates),
+        "alpha_within_0.15": sum(
+            abs(r["answers"]["alpha"][0] - truth["alpha"]) <= 0.15 for r in runs
+        ),
+        "perfect_end_covered": sum(covers(r, "perfect_end") for r in runs),
+        "max_parallel_start_covered": sum(covers(r, "max_parallel_start") for r in runs),
+        "recommended_batch_ok": sum(
+            r["answers"].get("recommended_batch", [None])[0] == truth["recommended_batch"]
+            or covers(r, "recommended_batch")
+            for r in runs
+        ),
+        "median_training_steps": float(np.median([r["training_steps"] for r in runs])),
+        "runs": len(runs),
+    }
+    print(
+        "\n"
+        + ", ".join(
+            f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in checks.items()
+        )
+    )
+    return checks
+
+
+GRID_SEEDS_USED: list[int] = []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=("grid", "runs", "report"))
@@ -159,10 +311,24 @@ def main() -> None:
     args = parser.parse_args()
     phases = set(args.only or ("grid", "runs", "report"))
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="answer-stability-"))
+    GRID_SEEDS_USED[:] = args.grid_seeds
+    summary = {}
     for question in args.questions:
         if "grid" in phases:
             run_grid(question, args.rates, args.grid_seeds)
-    del workdir
+        if "runs" in phases:
+            run_studies(question, args.runs, workdir)
+        if "report" in phases:
+            grid = json.loads(grid_path(question).read_text())
+            runs = json.loads(runs_path(question).read_text())
+            truth = pooled_truth(grid)
+            summary[question] = {
+                "truth": truth,
+                "checks": report(question, truth, [runs[k] for k in sorted(runs, key=int)]),
+            }
+    if summary:
+        out = RESULTS / "answer_stability.json"
+        out.write_text(json.dumps(summary, indent=1, default=str))
 
 
 if __name__ == "__main__":
