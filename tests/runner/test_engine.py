@@ -376,8 +376,12 @@ def test_status_and_ls_report_the_ledger(
         assert row["best_steps"] == best.steps_to_target
         assert row["best_learning_rate"] == best.params["learning_rate"]
         assert (row["best_trial"], row["best_tuner"]) == (best.number, best.tuner)
+    # Two batch sizes are too few for the model of every trial: it says so instead of answering.
+    answers = summary.pop("answers")
+    assert answers == {"ok": False, "reason": "fewer than 3 batch sizes reached the target (2)"}
     assert cli_json(["ls", "--storage", journal]) == [summary]
 
+    capsys.readouterr()  # what the study's run printed, when this test ran it
     assert cli.main(["status", name, "--storage", journal]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0] == f"study {name}: {total}/{total} trials, complete"
