@@ -205,7 +205,9 @@ def scaling_answers(
         "s_min": answer("S_min", s_min),
         "e_min": answer("E_min", s_min * b_noise),
         "alpha": answer("alpha", alpha),
-        "sigma": answer("sigma", np.exp(theta[:, PARAMS.index("log_sigma")])),
+        "sigma": answer(
+            "sigma", _unbiased(surrogate) * np.exp(theta[:, PARAMS.index("log_sigma")])
+        ),
         "critical_batch": answer(
             f"critical batch size ({overhead:.0%} overhead)", overhead * b_noise
         ),
@@ -237,6 +239,14 @@ def _choose(batches: np.ndarray, accelerators: int, limits: np.ndarray) -> np.nd
         return np.full(limits.shape, np.nan)
     index = np.searchsorted(divisible, limits, side="right") - 1
     return np.where(index >= 0, divisible[np.maximum(index, 0)], divisible[0])
+
+
+def _unbiased(surrogate: Surrogate) -> float:
+    """The small-sample correction of a maximum-likelihood spread: ``sqrt(n / (n - p))`` over
+    the ``n`` trials that reached the target and the ``p`` free parameters."""
+    n = surrogate.trials - surrogate.censored
+    p = len(PARAMS) - (surrogate.shape == "power law")
+    return math.sqrt(n / max(n - p, 1))
 
 
 def _slope(y: np.ndarray, x: np.ndarray) -> np.ndarray:

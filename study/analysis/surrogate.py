@@ -65,7 +65,7 @@ _B_NOISE_RANGE = 1e3
 
 _BOUNDS = {
     "log_c_low": (math.log(1e-3), math.log(100.0)),
-    "log_slope_low": (math.log(0.05), math.log(5.0)),
+    "log_slope_low": (math.log(0.05), math.log(20.0)),
     "log_k": (math.log(1e-3), math.log(100.0)),
     "log_sigma": (math.log(0.01), math.log(3.0)),
     "alpha": (-3.0, 3.0),
@@ -283,6 +283,13 @@ def _mean(theta: np.ndarray, b: np.ndarray, log_lr: np.ndarray, b_ref: float) ->
 
 
 def _log_likelihood(theta: np.ndarray, data: _Data, offsets: np.ndarray | None = None) -> float:
+    return float(np.sum(_trial_log_likelihoods(theta, data, offsets)))
+
+
+def _trial_log_likelihoods(
+    theta: np.ndarray, data: _Data, offsets: np.ndarray | None = None
+) -> np.ndarray:
+    """Each trial's log-likelihood."""
     mu = _mean(theta, data.b, data.log_lr, data.b_ref)
     if offsets is not None:
         mu = mu + offsets
@@ -297,7 +304,7 @@ def _log_likelihood(theta: np.ndarray, data: _Data, offsets: np.ndarray | None =
     bracket = data.kind == _BRACKET
     if bracket.any():
         out[bracket] = _log_between(z_low[bracket], z_high[bracket])
-    return float(np.sum(out))
+    return out
 
 
 def _log_between(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -354,7 +361,8 @@ def _fit(data: _Data, *, bend: bool, start: np.ndarray | None = None) -> optimiz
 def _covariance(data: _Data, theta: np.ndarray, bent: bool) -> np.ndarray:
     """The inverse of the negative log-likelihood's Hessian (numerical) over the free
     parameters; parameters at a bound or fixed get zero variance."""
-    free = [i for i in range(len(PARAMS)) if bent or PARAMS[i] != "beta"]
+    bounds = _bounds(data, bent)
+    free = [i for i, (lo, hi) in enumerate(bounds) if hi > lo and lo + 1e-6 < theta[i] < hi - 1e-6]
     hessian = _hessian(lambda t: -_log_likelihood(t, data), theta, free)
     values, vectors = np.linalg.eigh(hessian)
     values = np.maximum(values, 1e-6 * max(float(values.max()), 1e-12))

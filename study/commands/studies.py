@@ -25,9 +25,8 @@ def study_answers_of(storage: Any, name: str) -> Any:
     from study.analysis.load import ledger_table
     from study.analysis.table import flatten_table
     from study.commands.report import recorded_config
-    from study.ledger import Ledger
-
     from study.errors import UsageError
+    from study.ledger import Ledger
 
     ledger = Ledger(storage, name)
     try:
