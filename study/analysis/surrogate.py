@@ -64,9 +64,9 @@ _B_NOISE_RANGE = 1e3
 """B_noise is searched within this factor below the smallest and above the largest batch size."""
 
 _BOUNDS = {
-    "log_c_low": (math.log(1e-3), math.log(100.0)),
+    "log_c_low": (math.log(1e-3), math.log(1e4)),
     "log_slope_low": (math.log(0.05), math.log(20.0)),
-    "log_k": (math.log(1e-3), math.log(100.0)),
+    "log_k": (math.log(1e-3), math.log(1e4)),
     "log_sigma": (math.log(0.01), math.log(3.0)),
     "alpha": (-3.0, 3.0),
     "beta": (-2.0, 2.0),
@@ -337,10 +337,14 @@ def _starts(data: _Data) -> list[np.ndarray]:
     best = pd.Series(data.high[done]).groupby(data.b[done]).min()
     best_lr = np.median(data.log_lr[done])
     out = []
+    level = float(best.min()) - 0.5
     for quantile in (0.1, 0.5, 0.9):
         log_b_noise = float(np.quantile(np.log(np.unique(data.b)), quantile))
-        level = float(best.min()) - 0.5
-        out.append(np.array([level, log_b_noise, best_lr, 0.5, 0.0, -0.7, 0.0, 0.0, -1.6]))
+        # A smooth optimum (quadratic near it), and a sharp one (a corner, a cliff above it).
+        for log_c, log_k in ((-0.7, 0.0), (1.5, 3.0)):
+            out.append(
+                np.array([level, log_b_noise, best_lr, 0.5, 0.0, log_c, 0.0, log_k, -1.6])
+            )
     return out
 
 
