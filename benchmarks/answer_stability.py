@@ -8,17 +8,18 @@ Two questions, each a study file of the benchmarks:
 **The truth** of a question is a dense exact grid: ``--rates`` learning rates (log-spaced over
 the study's range) at every batch size, each trained to the target (the study's hold rule, exact
 steps, no pruning) at training seeds 0, 1 and 2 (``--grid-seeds``), cached point by point in
-``benchmarks/results/answer_stability_<question>_grid.json``. Pooled over seeds, the median
-steps of each point (a point that failed at a seed counts as never reaching); the pooled curve
-is the fewest median steps per batch size, and the pooled answers are those of the report's
-analysis on it (B_noise and S_min of McCandlish et al.'s fit, alpha of the best rates, the end
-of perfect scaling and the start of maximal data parallelism, the batch size for 8
-accelerators).
+``benchmarks/results/answer_stability_<question>_grid.json``. The pooled truth is the model of
+every trial (`study.analysis.answers`) fitted to all the grid's trials of the three seeds
+together: B_noise, S_min, alpha, the end of perfect scaling, the start of maximal data
+parallelism and the batch size for 8 accelerators. Printed next to it, the issue's other
+reading: per point the median steps over seeds, per batch size the fewest of those medians,
+and the best-trial analysis of a report on that curve.
 
 **The runs**: ``--runs`` runs of the study file as a user runs it (``study run``), run k with
-``seed: k`` (its trials draw their training seeds from it) and ``tuner.seed: k``; their answers
-(`study.analysis.answers`) with intervals are cached in
-``benchmarks/results/answer_stability_<question>_runs.json``.
+``seed: k`` (its trials draw their training seeds from it) and ``tuner.seed: k``; each run's
+measurement table is cached in ``benchmarks/results/answer_stability/`` (its wall time and
+training steps in ``answer_stability_<question>_runs.json``), and the report phase reads the
+answers from the tables with the analysis as it is.
 
 Prints, per question, the truth, each run's answers and the issue's acceptance checks.
 
@@ -175,16 +176,26 @@ def pooled_truth(grid: dict[str, Any]) -> dict[str, Any]:
     model = scaling_answers(fit_surrogate(trials), accelerators=ACCELERATORS)
     return {
         "curve": curve.to_dict("records"),
-        "b_noise": fit.b_noise,
-        "s_min": fit.s_min,
-        "alpha": lr.alpha,
-        "perfect_end": float(regimes.perfect_end),
-        "max_parallel_start": (
-            math.inf if regimes.max_parallel_start is None else float(regimes.max_parallel_start)
-        ),
-        "recommended_batch": float(rec.batch_size) if rec.ok else math.nan,
+        "b_noise": model.b_noise.estimate,
+        "s_min": model.s_min.estimate,
+        "alpha": model.alpha.estimate,
+        "perfect_end": model.perfect_end.estimate,
+        "max_parallel_start": model.max_parallel_start.estimate,
+        "recommended_batch": model.recommended_batch.estimate,
+        "model_intervals": {a_.name: [a_.estimate, a_.low, a_.high] for a_ in model.items()},
         "grid_steps": int(sum(p["steps_run"] for p in grid["points"].values())),
-        "model_on_grid": {a.name: [a.estimate, a.low, a.high] for a in model.items()},
+        "best_of_medians": {
+            "b_noise": fit.b_noise,
+            "s_min": fit.s_min,
+            "alpha": lr.alpha,
+            "perfect_end": float(regimes.perfect_end),
+            "max_parallel_start": (
+                math.inf
+                if regimes.max_parallel_start is None
+                else float(regimes.max_parallel_start)
+            ),
+            "recommended_batch": float(rec.batch_size) if rec.ok else math.nan,
+        },
     }
 
 
@@ -192,9 +203,14 @@ def runs_path(question: str) -> Path:
     return RESULTS / f"answer_stability_{question}_runs.json"
 
 
-def run_studies(question: str, runs: int, workdir: Path) -> list[dict[str, Any]]:
-    """``runs`` runs of the question's study file (run k: ``seed: k``, ``tuner.seed: k``), each
-    read into its answers; cached by run."""
+def table_path(question: str, k: int) -> Path:
+    return RESULTS / "answer_stability" / f"{question}_run{k}.csv.gz"
+
+
+def run_studies(question: str, runs: int, workdir: Path) -> dict[str, Any]:
+    """``runs`` runs of the question's study file (run k: ``seed: k``, ``tuner.seed: k``); each
+    run's measurement table is cached (`table_path`) with its wall time and training steps, so
+    the answers are read again by the report phase with the analysis of the day."""
     import yaml
     from study_bench import run_variant
 
@@ -203,37 +219,48 @@ def run_studies(question: str, runs: int, workdir: Path) -> list[dict[str, Any]]
     file = QUESTIONS[question]
     base = yaml.safe_load(file.read_text())
     for k in range(runs):
-        if str(k) in done:
+        if str(k) in done and table_path(question, k).exists():
             continue
         started = time.perf_counter()
-        name = run_variant(file, workdir, f"run{k}", seed=k, tuner={**base["tuner"], "seed": k})
-        done[str(k)] = {"wall_seconds": time.perf_counter() - started, **read_run(workdir, name)}
+        name = f"{base['name']}-run{k}"
+        if not (workdir / "mlruns" / "optuna.journal").exists() or str(k) not in done:
+            name = run_variant(file, workdir, f"run{k}", seed=k, tuner={**base["tuner"], "seed": k})
+            done[str(k)] = {"wall_seconds": time.perf_counter() - started}
+        done[str(k)]["training_steps"] = save_run(workdir, name, table_path(question, k))
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(done, indent=1))
         print(f"  {question} run {k}: {done[str(k)]['wall_seconds']:.0f} s", flush=True)
-    return [done[str(k)] for k in range(runs)]
+    return done
 
 
-def read_run(workdir: Path, name: str) -> dict[str, Any]:
-    """One run's answers (the model of every trial) and its best-trial B_noise."""
-    import dataclasses
-
-    from study.analysis.answers import study_answers
-    from study.analysis.crossings import trial_crossings
+def save_run(workdir: Path, name: str, path: Path) -> int:
+    """Write run ``name``'s measurement table to ``path``; return its training steps."""
     from study.analysis.load import ledger_table
-    from study.analysis.noise_scale import fit_noise_scale_from_trials
-    from study.commands.report import recorded_config
+    from study.analysis.table import flatten_table
     from study.ledger import Ledger
 
     ledger = Ledger.open(str(workdir / "mlruns" / "optuna.journal"), name, create=False)
-    record = ledger.require()
-    config = recorded_config(record, name)
-    target = dataclasses.replace(config.target, hold=record.hold_rule)
-    table = ledger_table(name, ledger.measurement_rows())
+    table = flatten_table(ledger_table(name, ledger.measurement_rows()))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(path, index=False, compression="gzip")
+    return sum(t.result.steps_run for s in ledger.strata() for t in ledger.trials(s) if t.result)
+
+
+def analyse_run(question: str, k: int, meta: dict[str, Any]) -> dict[str, Any]:
+    """Run k's answers (the model of every trial) and its best-trial B_noise, from its table."""
+    import pandas as pd
+
+    from study.analysis.answers import study_answers
+    from study.analysis.crossings import trial_crossings
+    from study.analysis.noise_scale import fit_noise_scale_from_trials
+    from study.config.studyfile import load_study_file
+
+    target = load_study_file(QUESTIONS[question]).target
+    table = pd.read_csv(table_path(question, k))
     answers = study_answers(table, target, accelerators=ACCELERATORS)
     best = fit_noise_scale_from_trials(trial_crossings(table, target))
-    steps = sum(t.result.steps_run for s in ledger.strata() for t in ledger.trials(s) if t.result)
     return {
+        **meta,
         "answers": {
             n: [getattr(answers, n).estimate, getattr(answers, n).low, getattr(answers, n).high]
             for n in RUN_ANSWERS
@@ -242,7 +269,6 @@ def read_run(workdir: Path, name: str) -> dict[str, Any]:
         "lr_shape": answers.surrogate.shape if answers.ok else "",
         "misfits": bool(answers.surrogate.misfits) if answers.ok else None,
         "best_trial_b_noise": best.b_noise if best.ok else math.nan,
-        "training_steps": int(steps),
     }
 
 
@@ -320,11 +346,13 @@ def main() -> None:
             run_studies(question, args.runs, workdir)
         if "report" in phases:
             grid = json.loads(grid_path(question).read_text())
-            runs = json.loads(runs_path(question).read_text())
+            meta = json.loads(runs_path(question).read_text())
+            runs = [analyse_run(question, int(k), meta[k]) for k in sorted(meta, key=int)]
             truth = pooled_truth(grid)
             summary[question] = {
                 "truth": truth,
-                "checks": report(question, truth, [runs[k] for k in sorted(runs, key=int)]),
+                "runs": runs,
+                "checks": report(question, truth, runs),
             }
     if summary:
         out = RESULTS / "answer_stability.json"

@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -28,7 +29,13 @@ import pandas as pd
 
 from study.analysis.fitting import CONFIDENCE, as_number
 from study.analysis.regimes import TOLERANCE, regime_bounds
-from study.analysis.surrogate import PARAMS, Surrogate, log_best_lr, steps_curve
+from study.analysis.surrogate import (
+    PARAMS,
+    Surrogate,
+    log_best_lr,
+    mean_log_steps,
+    steps_curve,
+)
 from study.config.target import Target
 
 OVERHEAD = 0.2
@@ -221,7 +228,10 @@ def scaling_answers(
         out["recommended_batch"] = answer(
             f"batch size for {accelerators} accelerator(s)", chosen, batch=True
         )
-        out["recommended_lr"] = answer(f"best learning rate at batch {as_number(pick)}", lr)
+        rate = answer(f"best learning rate at batch {as_number(pick)}", lr)
+        out["recommended_lr"] = dataclasses.replace(
+            rate, estimate=_safest_rate(surrogate, theta, pick, rate)
+        )
         out["step_speedup"] = answer(
             f"speed-up in steps, batch {as_number(pick)} over {as_number(base)}", speedup
         )
@@ -229,6 +239,17 @@ def scaling_answers(
 
 
 # ------------------------------------------------------------------------------------ pieces
+
+
+def _safest_rate(surrogate: Surrogate, theta: np.ndarray, batch: float, rate: Answer) -> float:
+    """The rate with the fewest steps on average over the model's draws, within the interval of
+    the best rate: where steps rise steeply above the optimum (a cliff before divergence), the
+    uncertain optimum is best approached from below."""
+    rates = np.geomspace(rate.low, rate.high, 64) if rate.high > rate.low else np.array([rate.low])
+    sample = theta[:: max(1, theta.shape[0] // 400)]
+    b = np.full(rates.size, float(batch))
+    mean = [np.exp(mean_log_steps(t, b, np.log(rates), surrogate.b_ref)) for t in sample]
+    return float(rates[int(np.argmin(np.mean(mean, axis=0)))])
 
 
 def _choose(batches: np.ndarray, accelerators: int, limits: np.ndarray) -> np.ndarray:

@@ -66,7 +66,7 @@ _B_NOISE_RANGE = 1e3
 _BOUNDS = {
     "log_c_low": (math.log(1e-3), math.log(1e4)),
     "log_slope_low": (math.log(0.05), math.log(20.0)),
-    "log_k": (math.log(1e-3), math.log(1e4)),
+    "log_k": (math.log(1e-3), math.log(30.0)),
     "log_sigma": (math.log(0.01), math.log(3.0)),
     "alpha": (-3.0, 3.0),
     "beta": (-2.0, 2.0),
@@ -132,7 +132,9 @@ class Surrogate:
     def predict(self, batch_size: float | np.ndarray, lr: float | np.ndarray) -> np.ndarray:
         """The median steps to target of a trial at ``(batch_size, lr)``."""
         b, lr = np.broadcast_arrays(np.asarray(batch_size, float), np.asarray(lr, float))
-        return np.exp(_mean(self.theta, b.ravel(), np.log(lr.ravel()), self.b_ref)).reshape(b.shape)
+        return np.exp(
+            mean_log_steps(self.theta, b.ravel(), np.log(lr.ravel()), self.b_ref)
+        ).reshape(b.shape)
 
     def draws(self, n: int, rng: np.random.Generator | int = 0) -> np.ndarray:
         """``n`` parameter vectors from the estimate's normal approximation (rows, `PARAMS`)."""
@@ -270,8 +272,11 @@ def _column(trials: pd.DataFrame, name: str) -> np.ndarray:
     return trials[name].to_numpy(dtype=float)
 
 
-def _mean(theta: np.ndarray, b: np.ndarray, log_lr: np.ndarray, b_ref: float) -> np.ndarray:
-    """The model's mean log steps of each trial."""
+def mean_log_steps(
+    theta: np.ndarray, b: np.ndarray, log_lr: np.ndarray, b_ref: float
+) -> np.ndarray:
+    """The model's mean log steps at each (batch size, log learning rate) for parameters
+    ``theta``."""
     log_s_min, log_b_noise, level, alpha, beta, log_c, log_slope, log_k, _ = theta
     x = np.log(b / b_ref)
     u = log_lr - (level + alpha * x + beta * x * x)
@@ -290,7 +295,7 @@ def _trial_log_likelihoods(
     theta: np.ndarray, data: _Data, offsets: np.ndarray | None = None
 ) -> np.ndarray:
     """Each trial's log-likelihood."""
-    mu = _mean(theta, data.b, data.log_lr, data.b_ref)
+    mu = mean_log_steps(theta, data.b, data.log_lr, data.b_ref)
     if offsets is not None:
         mu = mu + offsets
     sigma = math.exp(theta[-1])
@@ -342,9 +347,7 @@ def _starts(data: _Data) -> list[np.ndarray]:
         log_b_noise = float(np.quantile(np.log(np.unique(data.b)), quantile))
         # A smooth optimum (quadratic near it), and a sharp one (a corner, a cliff above it).
         for log_c, log_k in ((-0.7, 0.0), (1.5, 3.0)):
-            out.append(
-                np.array([level, log_b_noise, best_lr, 0.5, 0.0, log_c, 0.0, log_k, -1.6])
-            )
+            out.append(np.array([level, log_b_noise, best_lr, 0.5, 0.0, log_c, 0.0, log_k, -1.6]))
     return out
 
 

@@ -52,7 +52,11 @@ def test_batch_answers_follow_the_reports_rules_on_the_model_curve(surrogate):
     for answer in (answers.perfect_end, answers.recommended_batch):
         assert answer.batch and {answer.low, answer.high} <= set(sizes) | {math.inf}
     pick = answers.recommended_batch.estimate
-    assert answers.recommended_lr.estimate == pytest.approx(surrogate.best_lr(pick)[0])
+    # The rate with the fewest steps over the model's uncertainty: at or below the optimum
+    # (steps rise faster above it), inside the optimum's interval.
+    rate = answers.recommended_lr
+    assert rate.low <= rate.estimate <= surrogate.best_lr(pick)[0] * 1.001
+    assert rate.estimate == pytest.approx(surrogate.best_lr(pick)[0], rel=0.05)
     expected = surrogate.steps(16.0)[0] / surrogate.steps(pick)[0]
     assert answers.step_speedup.estimate == pytest.approx(expected)
 
