@@ -63,6 +63,7 @@ TUNER_KEYS = (
     "max_consecutive_failures",
     "seed",
     "transfer",
+    "design",
     "confirm",
 )
 CONFIRM_KEYS = ("top", "seeds")
@@ -197,7 +198,7 @@ def read_tuner(r: Reader, value: Any) -> TunerSettings:
         return TunerSettings()
     tuner = r.keys(value, "tuner", TUNER_KEYS, ())
     flags = {}
-    for key in ("pruning", "transfer"):
+    for key in ("pruning", "transfer", "design"):
         flags[key] = tuner.get(key, True)
         if not isinstance(flags[key], bool):
             r.fail(f"tuner.{key}", "must be true or false", flags[key])

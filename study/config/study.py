@@ -99,7 +99,9 @@ class TunerSettings:
     ``seed`` seeds the samplers and oracles (None: the study's ``seed``, which also seeds the
     training); ``transfer`` centres each stratum's learning-rate search on what the other batch
     sizes found (off: every batch size is searched on its own, over the whole range);
-    ``confirm`` adds confirmation trials (`Confirmation`).
+    ``design`` lets the model of every trial propose every other trial of a stratum from its
+    fourth on, at the learning rate whose outcome narrows the answer most
+    (`study.tuners.design`); ``confirm`` adds confirmation trials (`Confirmation`).
     """
 
     sampler: Sampler = Sampler.TPE
@@ -108,6 +110,7 @@ class TunerSettings:
     max_consecutive_failures: int = 5
     seed: int | None = None
     transfer: bool = True
+    design: bool = True
     confirm: Confirmation = field(default_factory=Confirmation)
 
 

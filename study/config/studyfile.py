@@ -52,6 +52,8 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
       seed: null                       # optional; seeds the samplers and oracles (default: seed)
       transfer: true                   # default true; centre each batch size's learning-rate
                                        #   search on what the other batch sizes found
+      design: true                     # default true; every other trial from a stratum's 4th
+                                       #   goes where it narrows B_noise and the recommendation
       confirm: {top: 2, seeds: 2}      # optional; re-run each stratum's 2 best points under 2
                                        #   other seeds (+top*seeds trials per stratum; default off)
     heartbeat: {interval: 10, grace: 60}   # optional; seconds: running trials are stamped every

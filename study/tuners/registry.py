@@ -15,6 +15,7 @@ a `study.tuners.confirm.Confirmer` takes each stratum's slots once its search is
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Sequence
 
@@ -56,30 +57,36 @@ class Lineup:
         rotation: Sequence[TunerBackend],
         fallback: TunerBackend,
         confirmer: TunerBackend | None = None,
+        designer: TunerBackend | None = None,
     ) -> None:
         self.rotation = tuple(rotation)
         self.fallback = fallback
         self.confirmer = confirmer
+        self.designer = designer
 
     @property
     def backends(self) -> list[TunerBackend]:
         """Every backend once."""
-        extra = [self.confirmer] if self.confirmer is not None else []
+        extra = [b for b in (self.confirmer, self.designer) if b is not None]
         return list(dict.fromkeys([*self.rotation, self.fallback, *extra]))
 
     def for_slot(self, slot: Slot) -> TunerBackend:
         return self.rotation[slot.number % len(self.rotation)]
 
     def propose(self, slot: Slot, history: History) -> tuple[TunerBackend, Proposal]:
-        """The first proposal of the confirmer, the backend whose turn it is, the fallback.
+        """The first proposal of the confirmer, the designer (recorded under the name of the
+        backend whose turn it is), the backend whose turn it is, the fallback.
 
         Raises:
             RuntimeError: none of them proposed (the fallback always should).
         """
-        for backend in (self.confirmer, self.for_slot(slot), self.fallback):
+        turn = self.for_slot(slot)
+        for backend in (self.confirmer, self.designer, turn, self.fallback):
             if backend is not None:
                 proposal = backend.propose(slot, history)
                 if proposal is not None:
+                    if backend is self.designer:
+                        proposal = dataclasses.replace(proposal, tuner=turn.name)
                     return backend, proposal
         raise RuntimeError(f"no tuner proposed a trial for {slot.stratum}#{slot.number}")
 
@@ -94,15 +101,17 @@ def build_lineup(choice: str, config: StudyConfig, ledger: Ledger) -> Lineup:
     if choice not in TUNERS:
         raise _unknown(choice)
     from study.tuners.confirm import Confirmer
+    from study.tuners.design import Designer
 
     confirmer = Confirmer(config, ledger) if config.tuner.confirm.enabled else None
+    designer = Designer(config, ledger) if config.tuner.design else None
     optuna = backend_class("optuna")(config, ledger)
     if choice == "optuna":
-        return Lineup([optuna], optuna, confirmer)
+        return Lineup([optuna], optuna, confirmer, designer)
     keras_tuner = backend_class("keras-tuner")(config, ledger)
     if choice == "keras-tuner":
-        return Lineup([keras_tuner], optuna, confirmer)
-    return Lineup([optuna, keras_tuner], optuna, confirmer)
+        return Lineup([keras_tuner], optuna, confirmer, designer)
+    return Lineup([optuna, keras_tuner], optuna, confirmer, designer)
 
 
 def _unknown(name: str) -> FieldError:

@@ -41,7 +41,7 @@ def test_lineups_take_turns_by_trial_number(tmp_path: Path, choice: str, turns: 
         lineup = build_lineup(choice, config, Ledger.open(str(tmp_path / "j.journal"), "lineup"))
     assert [lineup.for_slot(slot(n)).name for n in range(4)] == turns
     assert lineup.fallback.name == "optuna"  # stands in when a backend has nothing to propose
-    assert {b.name for b in lineup.backends} == {"optuna", *turns}
+    assert {b.name for b in lineup.backends} == {"optuna", "design", *turns}  # design: on
     lineup.close()
 
 

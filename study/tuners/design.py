@@ -1,0 +1,220 @@
+"""Proposals from the model of every trial: the learning rate whose outcome narrows the answer most.
+
+With ``tuner.design`` (on by default), every other trial of a stratum from its fourth on
+(numbers 3, 5, 7, ...) is proposed by the `Designer` instead of the stratum's sampler, once at
+least three batch sizes of its strategy reached the target (the model needs them). It fits the
+model of every trial (`study.analysis.surrogate`) to the study's finished trials and, over
+learning rates around the model's best rate at the stratum's batch size, picks the one whose
+outcome is expected to shrink, per training step it costs, the variances of the two
+quantities the answer rests on: ``log B_noise`` (the regimes, the critical batch size and the
+batch-size recommendation are functions of it) and the log of the best learning rate at the
+recommended batch size (`information_gain`). A trial there is seen only when it reaches the
+target, so the gain is weighted by the model's chance of that within the trial's budget.
+
+The gain of one observation ``y = mu(x) + sigma z`` for a quantity with gradient ``c`` is the
+reduction of its variance under the model's normal approximation, ``(c' S g)**2 / (sigma**2 +
+g' S g)`` with ``g = d mu / d theta`` and ``S`` the parameters' covariance. Learning-rate
+transfer is the special case of a model that knows only the best rates: it centres the search
+on the prediction; this puts the trial where the prediction is least certain and matters most.
+
+Other metaparameters of the space keep the values of the stratum's best trial.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from study.analysis.answers import scaling_answers
+from study.analysis.surrogate import (
+    LAST_STEP,
+    PARAMS,
+    Surrogate,
+    fit_surrogate,
+    mean_log_steps,
+)
+from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE
+from study.config.space import Stratum
+from study.ledger import LedgerTrial, Slot
+from study.results import TrialState
+from study.tuners.base import History, Proposal, TunerBackend, clean_params
+from study.tuners.points import lr_range, settle
+
+#: The origin of a trial the designer proposed.
+DESIGN = "design"
+#: The ledger extra holding a designed trial's expected gain.
+GAIN = "design_gain"
+#: The first trial number of a stratum the designer may propose (the sampler's start comes first).
+FIRST = 3
+#: Candidate rates span this factor below and above the model's best rate.
+SPAN = (8.0, 4.0)
+#: Candidate rates per proposal.
+CANDIDATES = 48
+
+
+@dataclass(frozen=True)
+class Design:
+    """The chosen learning rate, its expected relative variance reduction per 1,000 steps
+    (``gain``), the model's median steps there and its chance of reaching the target."""
+
+    learning_rate: float
+    gain: float
+    steps: float
+    reach: float
+
+
+def ledger_frame(trials: Sequence[LedgerTrial]) -> pd.DataFrame:
+    """Finished trials as the model reads them (`fit_surrogate`'s columns)."""
+    rows = []
+    for t in trials:
+        if t.result is None or not t.status.counts() or t.status is TrialState.FAILED:
+            continue
+        reached = t.status is TrialState.REACHED and t.result.steps_to_target is not None
+        rows.append(
+            {
+                BATCH_SIZE: t.stratum.batch_size,
+                LEARNING_RATE: t.learning_rate,
+                STATE: t.status.value,
+                "steps_to_target": float(t.result.steps_to_target) if reached else math.inf,
+                LAST_STEP: float(t.result.steps_run),
+            }
+        )
+    columns = [BATCH_SIZE, LEARNING_RATE, STATE, "steps_to_target", LAST_STEP]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def information_gain(
+    surrogate: Surrogate,
+    batch_size: float,
+    rates: np.ndarray,
+    *,
+    budget: float,
+    recommended: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per candidate rate: the expected relative variance reduction of ``log B_noise`` and of
+    ``log lr*(recommended)`` (summed) per 1,000 expected steps, the median steps and the chance
+    of reaching the target within ``budget`` steps."""
+    theta, cov, sigma = surrogate.theta, surrogate.covariance, surrogate.sigma
+    b = np.full(rates.size, float(batch_size))
+    log_lr = np.log(rates)
+    mu = mean_log_steps(theta, b, log_lr, surrogate.b_ref)
+    free = np.flatnonzero(np.diag(cov) > 0)
+    grad = np.zeros((rates.size, theta.size))
+    for i in free:
+        h = 1e-4 * max(1.0, abs(theta[i]))
+        up, down = theta.copy(), theta.copy()
+        up[i] += h
+        down[i] -= h
+        grad[:, i] = (
+            mean_log_steps(up, b, log_lr, surrogate.b_ref)
+            - mean_log_steps(down, b, log_lr, surrogate.b_ref)
+        ) / (2 * h)
+    x = math.log(recommended / surrogate.b_ref)
+    targets = np.zeros((2, theta.size))
+    targets[0, PARAMS.index("log_b_noise")] = 1.0
+    targets[1, PARAMS.index("lr_level")], targets[1, PARAMS.index("alpha")] = 1.0, x
+    targets[1, PARAMS.index("beta")] = x * x
+    spread = np.einsum("ij,jk,ik->i", grad, cov, grad)
+    gain = np.zeros(rates.size)
+    for c in targets:
+        variance = float(c @ cov @ c)
+        if variance > 0:
+            gain += (grad @ cov @ c) ** 2 / (sigma**2 + spread) / variance
+    log_budget = math.log(budget) if math.isfinite(budget) else math.inf
+    reach = stats.norm.cdf((log_budget - mu) / sigma)
+    steps = np.exp(mu + sigma**2 / 2)
+    cost = reach * np.minimum(steps, budget) + (1.0 - reach) * min(budget, 10 * float(steps.max()))
+    return reach * gain / (cost / 1000.0), np.exp(mu), reach
+
+
+def design_rate(
+    trials: pd.DataFrame,
+    batch_size: float,
+    bounds: tuple[float, float],
+    *,
+    budget: float,
+    accelerators: int = 8,
+) -> Design | None:
+    """The most informative learning rate at ``batch_size`` within ``bounds`` (None when the
+    model cannot be fitted yet)."""
+    surrogate = fit_surrogate(trials)
+    if not surrogate.ok:
+        return None
+    answers = scaling_answers(surrogate, accelerators=accelerators, draws=200)
+    recommended = (
+        answers.recommended_batch.estimate
+        if answers.recommended_batch is not None
+        else max(surrogate.batch_sizes)
+    )
+    best = float(surrogate.best_lr(batch_size)[0])
+    low = max(bounds[0], best / SPAN[0])
+    high = min(bounds[1], best * SPAN[1])
+    if not low < high:
+        low, high = bounds
+    rates = np.geomspace(low, high, CANDIDATES)
+    gain, steps, reach = information_gain(
+        surrogate, batch_size, rates, budget=budget, recommended=recommended
+    )
+    if not np.any(np.isfinite(gain)):
+        return None
+    i = int(np.nanargmax(gain))
+    return Design(float(rates[i]), float(gain[i]), float(steps[i]), float(reach[i]))
+
+
+class Designer(TunerBackend):
+    """Proposes the designed trials of a stratum (see the module); None for the others."""
+
+    name = DESIGN
+
+    def propose(self, slot: Slot, history: History) -> Proposal | None:
+        if not self.config.tuner.design or slot.number < FIRST or slot.number % 2 == 0:
+            return None
+        strategy = slot.stratum.strategy
+        trials = [
+            t
+            for batch in self.config.space.batch_sizes
+            for t in self.ledger.trials(Stratum(batch, strategy))
+        ]
+        frame = ledger_frame(trials)
+        reached = frame.loc[np.isfinite(frame["steps_to_target"]), BATCH_SIZE].nunique()
+        if reached < 3:
+            return None
+        others = self._other_params(history)
+        if others is None:
+            return None
+        limit = self.config.settings.budget.step_limit(slot.stratum.batch_size)
+        design = design_rate(
+            frame,
+            slot.stratum.batch_size,
+            lr_range(self.config),
+            budget=float(limit) if limit else math.inf,
+        )
+        if design is None:
+            return None
+        params = settle(
+            self.ledger,
+            slot,
+            {**others, "learning_rate": design.learning_rate},
+            None,
+            lr_range(self.config),
+        )
+        return Proposal(tuner=self.name, params=params, origin=DESIGN, extras={GAIN: design.gain})
+
+    def _other_params(self, history: History) -> dict[str, object] | None:
+        """The stratum's best trial's values of every parameter but the learning rate ({} when
+        the space has no others; None when it has others and no trial reached the target)."""
+        names = [p for p in self.config.space.param_names if p not in ("learning_rate",)]
+        names = [n for n in names if n not in ("batch_size", "strategy")]
+        if not names:
+            return {}
+        reached = [t for t in history.trials if t.steps_to_target is not None]
+        if not reached:
+            return None
+        best = min(reached, key=LedgerTrial.rank)
+        params = clean_params(best.params)
+        return {n: params[n] for n in names if n in params}

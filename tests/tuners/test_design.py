@@ -1,0 +1,117 @@
+"""Designed proposals: once the model of every trial can be fitted, every other trial of a stratum
+goes to the learning rate whose outcome narrows the answer most."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from study.analysis.surrogate import fit_surrogate
+from study.config.space import Stratum
+from study.config.studyfile import parse_study
+from study.config.target import Target
+from study.ledger import Ledger, StudyRecord
+from study.tuners.base import History
+from study.tuners.design import DESIGN, GAIN, Designer, design_rate, information_gain, ledger_frame
+from study.tuners.registry import build_lineup
+from tests.fakes import finished_trial, rising_curve, write_ledger
+
+TARGET = Target.parse("val_accuracy>=0.6")
+SIZES = (16, 32, 64, 128, 256)
+STUDY = {
+    "name": "design",
+    "workload": "tabular",
+    "target": str(TARGET),
+    "budget": {"max_steps": 5000},
+    "trials_per_stratum": 8,
+    "search_space": {
+        "batch_size": list(SIZES),
+        "learning_rate": {"low": 1.0e-3, "high": 1.0},
+        "strategy": ["default"],
+    },
+}
+
+
+def steps(batch: int, lr: float) -> float:
+    """S(B) = 60 (1 + 100 / B) at lr* = 0.01 (B / 16) ** 0.7, 0.5 log-steps per ln(lr/lr*)**2."""
+    best = 0.01 * (batch / 16) ** 0.7
+    return 60 * (1 + 100 / batch) * math.exp(0.5 * math.log(lr / best) ** 2)
+
+
+def ledger_with(tmp_path: Path, sizes=SIZES, per=3) -> Ledger:
+    ledger = Ledger.open(str(tmp_path / "j.journal"), "design")
+    trials = []
+    for b in sizes:
+        best = 0.01 * (b / 16) ** 0.7
+        for n, factor in enumerate((0.5, 1.0, 2.0, 0.3, 3.0)[:per]):
+            lr = best * factor * (1.0 + 0.03 * n)
+            trials.append(
+                finished_trial(Stratum(b, "default"), n, lr, rising_curve(b, steps(b, lr)), TARGET)
+            )
+    write_ledger(ledger, StudyRecord(name="design"), trials)
+    return ledger
+
+
+def test_the_designer_proposes_odd_trials_from_the_fourth_at_an_informative_rate(tmp_path):
+    config = parse_study(STUDY, "design.yaml")
+    ledger = ledger_with(tmp_path)
+    designer = Designer(config, ledger)
+    stratum = Stratum(64, "default")
+
+    slot = ledger.claim(stratum, budget=8)  # number 3: the designer's
+    assert slot.number == 3
+    proposal = designer.propose(slot, History(stratum, tuple(ledger.trials(stratum))))
+    assert proposal is not None and proposal.origin == DESIGN
+    lr = proposal.params["learning_rate"]
+    best = 0.01 * (64 / 16) ** 0.7
+    assert best / 8 <= lr <= best * 4 and proposal.extras[GAIN] > 0
+    ledger.start(slot, tuner="optuna", origin=DESIGN, extras=proposal.extras)
+
+    slot = ledger.claim(stratum, budget=8)  # number 4: the sampler's
+    assert designer.propose(slot, History(stratum, tuple(ledger.trials(stratum)))) is None
+
+
+def test_no_design_without_three_batch_sizes_or_when_switched_off(tmp_path):
+    stratum = Stratum(64, "default")
+    few = ledger_with(tmp_path / "few", sizes=(32, 64))
+    slot = few.claim(stratum, budget=8)
+    config = parse_study(STUDY, "design.yaml")
+    assert Designer(config, few).propose(slot, History(stratum, ())) is None
+
+    off = parse_study({**STUDY, "tuner": {"design": False}}, "design.yaml")
+    assert not off.tuner.design and build_lineup("optuna", off, few).designer is None
+    ledger = ledger_with(tmp_path / "off")
+    slot = ledger.claim(stratum, budget=8)
+    assert Designer(off, ledger).propose(slot, History(stratum, ())) is None
+
+
+def test_the_lineup_records_a_designed_trial_under_the_backend_whose_turn_it_is(tmp_path):
+    config = parse_study(STUDY, "design.yaml")
+    ledger = ledger_with(tmp_path)
+    lineup = build_lineup("optuna", config, ledger)
+    stratum = Stratum(128, "default")
+    slot = ledger.claim(stratum, budget=8)
+    backend, proposal = lineup.propose(slot, History(stratum, tuple(ledger.trials(stratum))))
+    assert backend is lineup.designer and proposal.tuner == "optuna"
+
+
+def test_information_gain_prefers_rates_that_reach_the_target_cheaply(tmp_path):
+    ledger = ledger_with(tmp_path, per=5)
+    frame = ledger_frame([t for b in SIZES for t in ledger.trials(Stratum(b, "default"))])
+    surrogate = fit_surrogate(frame)
+    assert surrogate.ok
+    best = float(surrogate.best_lr(128)[0])
+    rates = np.geomspace(best / 8, best * 4, 48)
+    gain, median, reach = information_gain(surrogate, 128, rates, budget=5000, recommended=128)
+    assert np.all(gain >= 0) and np.all((reach >= 0) & (reach <= 1))
+    assert median.min() == pytest.approx(surrogate.steps(128)[0], rel=0.05)
+    # A rate whose trial would not reach the target within a tiny budget tells nothing.
+    tiny, _, tiny_reach = information_gain(surrogate, 128, rates, budget=1.0, recommended=128)
+    assert tiny.max() < gain.max() * 1e-3 and tiny_reach.max() < 1e-3
+    chosen = design_rate(frame, 128, (1e-3, 1.0), budget=5000)
+    assert chosen is not None and chosen.learning_rate == pytest.approx(
+        rates[int(np.argmax(gain))], rel=0.2
+    )
