@@ -1,15 +1,17 @@
 """Proposals from the model of every trial: the learning rate whose outcome narrows the answer most.
 
-With ``tuner.design`` (on by default), every other trial of a stratum from its fourth on
-(numbers 3, 5, 7, ...) is proposed by the `Designer` instead of the stratum's sampler, once at
-least three batch sizes of its strategy reached the target (the model needs them). It fits the
+With ``tuner.design`` (on by default), half the trials of a stratum from its third on (numbers
+2, 3, 6, 7, 10, 11, ...: as many in each backend's turn) are proposed by the `Designer` instead
+of the stratum's sampler, once at least three batch sizes of its strategy reached the target
+(the model needs them). It fits the
 model of every trial (`study.analysis.surrogate`) to the study's finished trials and, over
 learning rates around the model's best rate at the stratum's batch size, picks the one whose
 outcome is expected to shrink, per training step it costs, the variances of the two
 quantities the answer rests on: ``log B_noise`` (the regimes, the critical batch size and the
 batch-size recommendation are functions of it) and the log of the best learning rate at the
 recommended batch size (`information_gain`). A trial there is seen only when it reaches the
-target, so the gain is weighted by the model's chance of that within the trial's budget.
+target before it is stopped (its budget, or the pruning at the stratum's best steps so far), so
+the gain is weighted by the model's chance of that.
 
 The gain of one observation ``y = mu(x) + sigma z`` for a quantity with gradient ``c`` is the
 reduction of its variance under the model's normal approximation, ``(c' S g)**2 / (sigma**2 +
@@ -50,7 +52,7 @@ DESIGN = "design"
 #: The ledger extra holding a designed trial's expected gain.
 GAIN = "design_gain"
 #: The first trial number of a stratum the designer may propose (the sampler's start comes first).
-FIRST = 3
+FIRST = 2
 #: Candidate rates span this factor below and above the model's best rate.
 SPAN = (8.0, 4.0)
 #: Candidate rates per proposal.
@@ -166,13 +168,18 @@ def design_rate(
     return Design(float(rates[i]), float(gain[i]), float(steps[i]), float(reach[i]))
 
 
+def designed(number: int) -> bool:
+    """Whether trial ``number`` of a stratum is the designer's: 2, 3, 6, 7, 10, 11, ..."""
+    return number >= FIRST and number % 4 in (2, 3)
+
+
 class Designer(TunerBackend):
     """Proposes the designed trials of a stratum (see the module); None for the others."""
 
     name = DESIGN
 
     def propose(self, slot: Slot, history: History) -> Proposal | None:
-        if not self.config.tuner.design or slot.number < FIRST or slot.number % 2 == 0:
+        if not self.config.tuner.design or not designed(slot.number):
             return None
         strategy = slot.stratum.strategy
         trials = [
@@ -188,12 +195,11 @@ class Designer(TunerBackend):
         if others is None:
             return None
         limit = self.config.settings.budget.step_limit(slot.stratum.batch_size)
-        design = design_rate(
-            frame,
-            slot.stratum.batch_size,
-            lr_range(self.config),
-            budget=float(limit) if limit else math.inf,
-        )
+        budget = float(limit) if limit else math.inf
+        if self.config.tuner.pruning:  # stopped once it takes the stratum's best steps so far
+            best = [t.steps_to_target for t in history.trials if t.steps_to_target is not None]
+            budget = min([budget, *map(float, best)])
+        design = design_rate(frame, slot.stratum.batch_size, lr_range(self.config), budget=budget)
         if design is None:
             return None
         params = settle(

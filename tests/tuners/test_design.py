@@ -15,7 +15,15 @@ from study.config.studyfile import parse_study
 from study.config.target import Target
 from study.ledger import Ledger, StudyRecord
 from study.tuners.base import History
-from study.tuners.design import DESIGN, GAIN, Designer, design_rate, information_gain, ledger_frame
+from study.tuners.design import (
+    DESIGN,
+    GAIN,
+    Designer,
+    design_rate,
+    designed,
+    information_gain,
+    ledger_frame,
+)
 from study.tuners.registry import build_lineup
 from tests.fakes import finished_trial, rising_curve, write_ledger
 
@@ -55,7 +63,11 @@ def ledger_with(tmp_path: Path, sizes=SIZES, per=3) -> Ledger:
     return ledger
 
 
-def test_the_designer_proposes_odd_trials_from_the_fourth_at_an_informative_rate(tmp_path):
+def test_which_trials_are_designed():
+    assert [n for n in range(12) if designed(n)] == [2, 3, 6, 7, 10, 11]
+
+
+def test_the_designer_proposes_its_trials_at_an_informative_rate(tmp_path):
     config = parse_study(STUDY, "design.yaml")
     ledger = ledger_with(tmp_path)
     designer = Designer(config, ledger)
@@ -71,6 +83,7 @@ def test_the_designer_proposes_odd_trials_from_the_fourth_at_an_informative_rate
     ledger.start(slot, tuner="optuna", origin=DESIGN, extras=proposal.extras)
 
     slot = ledger.claim(stratum, budget=8)  # number 4: the sampler's
+    assert slot.number == 4
     assert designer.propose(slot, History(stratum, tuple(ledger.trials(stratum)))) is None
 
 
