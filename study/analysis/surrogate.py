@@ -166,12 +166,15 @@ def censored_trials(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     return trials.merge(last.reset_index(), on=key, how="left")
 
 
-def fit_surrogate(trials: pd.DataFrame, *, shape: str = "auto") -> Surrogate:
+def fit_surrogate(
+    trials: pd.DataFrame, *, shape: str = "auto", misfit_test: bool = True
+) -> Surrogate:
     """Fit the model to every trial of ``trials`` (one row per trial, as `censored_trials`).
 
     Needs ``batch_size``, ``learning_rate``, ``steps_to_target`` (``inf``/NaN when not reached)
     and ``state``; uses `PREVIOUS_STEP` (the evaluation bracket) and `LAST_STEP` (censoring)
     when present (without `LAST_STEP` a trial that did not reach the target says nothing).
+    ``misfit_test=False`` skips the test of S(B) against free steps per batch size (NaN).
 
     Example: trials of a study whose steps follow ``S(B) = 100 (1 + 256 / B)`` near a best rate
     ``0.01 (B / 32) ** 0.5`` give ``b_noise`` near 256 and ``alpha`` near 0.5.
@@ -201,7 +204,7 @@ def fit_surrogate(trials: pd.DataFrame, *, shape: str = "auto") -> Surrogate:
         trials=data.n,
         censored=data.n_censored,
         log_likelihood=-float(chosen.fun),
-        misfit_p_value=_misfit(data, chosen),
+        misfit_p_value=_misfit(data, chosen) if misfit_test else math.nan,
     )
 
 

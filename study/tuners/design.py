@@ -144,7 +144,7 @@ def design_rate(
 ) -> Design | None:
     """The most informative learning rate at ``batch_size`` within ``bounds`` (None when the
     model cannot be fitted yet)."""
-    surrogate = fit_surrogate(trials)
+    surrogate = fit_surrogate(trials, misfit_test=False)
     if not surrogate.ok:
         return None
     answers = scaling_answers(surrogate, accelerators=accelerators, draws=200)
