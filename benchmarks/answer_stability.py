@@ -7,7 +7,9 @@ Two questions, each a study file of the benchmarks:
 
 **The truth** of a question is a dense exact grid: ``--rates`` learning rates (log-spaced over
 the study's range) at every batch size, each trained to the target (the study's hold rule, exact
-steps, no pruning) at training seeds 0, 1 and 2 (``--grid-seeds``), cached point by point in
+steps; a point is stopped at `STOP_AFTER` times its seed's and batch size's best so far and
+counts as "more than N steps") at training seeds 0, 1 and 2 (``--grid-seeds``), cached point by
+point in
 ``benchmarks/results/answer_stability_<question>_grid.json``. The pooled truth is the model of
 every trial (`study.analysis.answers`) fitted to all the grid's trials of the three seeds
 together: B_noise, S_min, alpha, the end of perfect scaling, the start of maximal data
@@ -47,6 +49,10 @@ QUESTIONS = {
     "cnn-adam": HERE / "mnist1d_cnn_adam.yaml",
 }
 ACCELERATORS = 8
+#: A grid point is stopped once it has run this many times the fewest steps to target of its
+#: (seed, batch size) so far (the rates run from the highest down): it counts as "more than N
+#: steps" (censored), as a pruned trial does, and costs no more.
+STOP_AFTER = 3.0
 RUN_ANSWERS = (
     "b_noise", "s_min", "alpha", "perfect_end", "max_parallel_start", "recommended_batch",
     "critical_batch",
@@ -78,14 +84,15 @@ def run_grid(question: str, rates: int, seeds: list[int]) -> dict[str, Any]:
     with WorkerPool(1) as pool:
         for seed in seeds:
             for batch in config.space.batch_sizes:
-                for rate in grid_rates:
+                for rate in sorted(grid_rates, reverse=True):  # fast divergence first
                     key = f"{seed}/{batch}/{rate!r}"
                     if key in points:
                         continue
                     spec = config.trial_spec(
                         Stratum(batch, "default"), {"learning_rate": rate}, seed=seed
                     )
-                    result = pool.run(spec)
+                    bound = STOP_AFTER * _best(points, seed, batch)
+                    result = pool.run(spec, lambda m, bound=bound: m.step < bound)
                     points[key] = {
                         "seed": seed,
                         "batch_size": batch,
@@ -103,6 +110,16 @@ def run_grid(question: str, rates: int, seeds: list[int]) -> dict[str, Any]:
                     flush=True,
                 )
     return done
+
+
+def _best(points: dict[str, Any], seed: int, batch: int) -> float:
+    """The fewest steps to target of the grid's points so far at ``(seed, batch)``."""
+    found = [
+        p["steps_to_target"]
+        for p in points.values()
+        if p["seed"] == seed and p["batch_size"] == batch and p["steps_to_target"] is not None
+    ]
+    return float(min(found)) if found else math.inf
 
 
 def grid_trials(grid: dict[str, Any]):
