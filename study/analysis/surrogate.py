@@ -57,6 +57,10 @@ BEND_P_VALUE = 0.05
 MISFIT_P_VALUE = 0.01
 """S(B) misfits when a model with free steps per batch size beats it at this p-value."""
 
+MIN_REACHED = 6
+"""The fewest trials that reached the target the model is fitted to (censored ones come on top:
+at least ``len(PARAMS) + 2`` trials in all)."""
+
 LAST_STEP = "last_step"
 """The column of `censored_trials`: the last step each trial ran."""
 
@@ -263,8 +267,10 @@ class _Data:
             reason = (
                 f"fewer than {MIN_BATCH_SIZES} batch sizes reached the target ({reached_b.size})"
             )
-        elif int(np.sum(kind != _CENSORED)) < len(PARAMS) + 2:
+        elif int(np.sum(kind != _CENSORED)) < MIN_REACHED:
             reason = f"too few trials reached the target ({int(np.sum(kind != _CENSORED))})"
+        elif b.size < len(PARAMS) + 2:
+            reason = f"too few trials ({b.size}; the model has {len(PARAMS)} parameters)"
         b_ref = float(np.exp(np.mean(np.log(np.unique(b))))) if b.size else math.nan
         return cls(b, np.log(lr), kind, low, high, b_ref, int(b.size), n_censored, reason)
 

@@ -467,3 +467,32 @@ def test_every_trial_records_its_wall_time_in_the_ledger_mlflow_and_status(
     summary = study_status(run)
     assert summary["timings"]["trials"] == len(trials)
     assert summary["timings"]["total_seconds"]["wall"] == pytest.approx(sum(walls))
+
+
+@pytest.mark.slow
+def test_a_study_of_four_batch_sizes_designs_trials_and_states_its_answers(
+    tmp_path: Path, pool: KeptPool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tiny_study(
+        name="tiny-design",
+        trials_per_stratum=6,
+        search_space={"batch_size": [32, 64, 128, 256]},
+    )
+    run = run_engine(tmp_path, data, "both", pool)
+    out = capsys.readouterr().out
+
+    assert run.exit_status == 0
+    trials = all_trials(run)
+    designed = [t for t in trials if t.origin == "design"]
+    assert designed and all(t.number in (2, 3) for t in designed)
+    assert {t.tuner for t in designed} <= {"optuna", "keras-tuner"}
+    assert all("design_gain" in t.extras for t in designed)
+    line = next(x for x in out.splitlines() if x.startswith("answer (95% intervals): "))
+    assert "B_noise " in line
+    parent = next(
+        r for r in run.store.runs(data["name"]) if r.data.tags.get("study.role") == "parent"
+    )
+    metrics = parent.data.metrics
+    assert (
+        metrics["answer/b_noise_low"] <= metrics["answer/b_noise"] <= metrics["answer/b_noise_high"]
+    )
