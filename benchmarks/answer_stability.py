@@ -170,6 +170,17 @@ def pooled_curve(grid: dict[str, Any]):
     return pd.DataFrame(rows)
 
 
+def complete(grid: dict[str, Any]) -> dict[str, Any]:
+    """The grid with only the seeds that ran every (batch size, rate) point."""
+    count: dict[int, int] = {}
+    for p in grid["points"].values():
+        count[p["seed"]] = count.get(p["seed"], 0) + 1
+    full = max(count.values(), default=0)
+    seeds = sorted(s for s, n in count.items() if n == full)
+    points = {k: p for k, p in grid["points"].items() if p["seed"] in seeds}
+    return {**grid, "points": points, "seeds": seeds}
+
+
 def pooled_truth(grid: dict[str, Any]) -> dict[str, Any]:
     """The report's analysis on the pooled curve: B_noise and S_min, alpha (best rates on the
     edge of the range left out while three batch sizes remain), the regimes, the batch size
@@ -365,6 +376,8 @@ def main() -> None:
             grid = json.loads(grid_path(question).read_text())
             meta = json.loads(runs_path(question).read_text())
             runs = [analyse_run(question, int(k), meta[k]) for k in sorted(meta, key=int)]
+            grid = complete(grid)
+            GRID_SEEDS_USED[:] = grid["seeds"]
             truth = pooled_truth(grid)
             summary[question] = {
                 "truth": truth,
