@@ -24,7 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from sim.coverage import Outcome
+from sim.coverage import Outcome, coverage_share
 from sim.simulate import StudyDesign, StudyTruth, draw_truth, log_best_lr, simulate_trials
 from study.analysis.answers import Answers, scaling_answers
 from study.analysis.fitting import CONFIDENCE
@@ -114,16 +114,6 @@ def answer_coverage(
     rows = []
     for name in ANSWERS:
         mine = [o for o in outcomes if o.parameter == name]
-        share = float(np.mean([o.covered for o in mine])) if mine else math.nan
-        rows.append(
-            {
-                "answer": name,
-                "studies": len(mine),
-                "coverage": share,
-                "se": math.sqrt(share * (1.0 - share) / len(mine)) if mine else math.nan,
-                "exact": float(np.mean([o.estimate == o.truth for o in mine]))
-                if mine
-                else math.nan,
-            }
-        )
+        exact = float(np.mean([o.estimate == o.truth for o in mine])) if mine else math.nan
+        rows.append({"answer": name, **coverage_share(mine), "exact": exact})
     return pd.DataFrame(rows)

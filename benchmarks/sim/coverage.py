@@ -146,13 +146,10 @@ def coverage(
     rows = []
     for name in PARAMETERS:
         mine = [o for o in outcomes if o.parameter == name]
-        share = float(np.mean([o.covered for o in mine])) if mine else math.nan
         rows.append(
             {
                 "parameter": name,
-                "studies": len(mine),
-                "coverage": share,
-                "se": math.sqrt(share * (1.0 - share) / len(mine)) if mine else math.nan,
+                **coverage_share(mine),
                 "median_width": float(np.median([o.width for o in mine])) if mine else math.nan,
                 "on_edge": float(np.mean([o.on_edge for o in mine])) if mine else math.nan,
                 "best_of_n_factor": factor,
@@ -167,3 +164,13 @@ def _without_edges(rates: pd.DataFrame, on_edge: pd.Series) -> pd.DataFrame:
     if on_edge.any() and rates.loc[~on_edge, BATCH_SIZE].nunique() >= MIN_BATCH_SIZES:
         return rates[~on_edge]
     return rates
+
+
+def coverage_share(outcomes: list[Outcome]) -> dict[str, float]:
+    """``studies`` (how many outcomes), ``coverage`` (the share holding the truth) and ``se``
+    (its Monte Carlo standard error); NaN without outcomes."""
+    if not outcomes:
+        return {"studies": 0, "coverage": math.nan, "se": math.nan}
+    share = float(np.mean([o.covered for o in outcomes]))
+    se = math.sqrt(share * (1.0 - share) / len(outcomes))
+    return {"studies": len(outcomes), "coverage": share, "se": se}
