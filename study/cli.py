@@ -11,11 +11,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from study import __version__
 from study.commands.trial_flags import add_noise_every, add_trial_flags
 from study.config.trial import NOISE_EVERY, PILOT_NOISE_EVERY
 from study.errors import UsageError
 from study.paths import study_name
+from study.version import __version__
 
 EXIT_USAGE = 2
 

@@ -11,6 +11,8 @@ user wrote (a flag on the command line, ``FILE: key`` in a study file)::
     str(FieldError("path", detail="cannot read 'x.csv'").named("--csv"))
     # --csv: cannot read 'x.csv'
 
+`StudyNotFound` is a `UsageError` for a study name the storage does not hold.
+
 `InfeasibleError` is a strategy or configuration this host cannot provide: a trial that meets
 one is recorded as infeasible and the study goes on.
 """
@@ -21,7 +23,7 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["FieldError", "InfeasibleError", "StudyError", "UsageError", "show"]
+__all__ = ["FieldError", "InfeasibleError", "StudyError", "StudyNotFound", "UsageError", "show"]
 
 
 class StudyError(Exception):
@@ -30,6 +32,19 @@ class StudyError(Exception):
 
 class UsageError(StudyError, ValueError):
     """Bad input (an option, a file, a key): one line saying what is wrong and how to fix it."""
+
+
+class StudyNotFound(UsageError, LookupError):
+    """No study of this name in the storage (``name``: the study asked for)."""
+
+    def __init__(self, name: str, message: str | None = None) -> None:
+        self.study = name
+        super().__init__(
+            message or f"no study named {name!r} in this storage; `study ls` lists the studies"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StudyNotFound, (self.study, str(self)))
 
 
 class InfeasibleError(StudyError):

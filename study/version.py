@@ -15,8 +15,10 @@ import hashlib
 import os
 from pathlib import Path
 
-from study import __version__
 from study.errors import UsageError
+
+#: The package version (`study.__version__`; pyproject.toml's ``version``).
+__version__ = "0.1.0"
 
 #: The files whose content makes the code version (the package's code and its schema).
 SOURCE_SUFFIXES = (".py", ".json")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from study.config.space import Stratum
@@ -149,3 +150,40 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self._now += seconds
+
+
+#: The tiny study of `write_tiny_ledger`.
+TINY = "tiny"
+TINY_BATCH_SIZES = (8, 16, 32, 64, 128, 256)
+TINY_STUDY_YAML = f"""\
+name: {TINY}
+workload: mnist1d
+target: "val_accuracy>=0.6"
+budget: {{max_steps: 4000}}
+trials_per_stratum: 3
+search_space:
+  batch_size: {list(TINY_BATCH_SIZES)}
+  learning_rate: {{low: 1.0e-3, high: 1.0, scale: log}}
+"""
+
+
+def write_tiny_ledger(journal: Path, **record: Any) -> None:
+    """A finished study: 6 batch sizes x 3 learning rates, S(B) = 100 (1 + 64 / B); ``record``
+    changes its `StudyRecord`."""
+    target = Target.parse("val_accuracy>=0.6")
+    trials = []
+    for batch in TINY_BATCH_SIZES:
+        best = 0.01 * (batch / 8) ** 0.5
+        for number, factor in enumerate((1 / 3, 1.0, 3.0)):
+            needed = 100 * (1 + 64 / batch) * (1 + math.log(factor) ** 2)
+            curve = rising_curve(batch, needed, 0.001 * (1 + batch / 64))
+            trials.append(
+                finished_trial(Stratum(batch, "default"), number, best * factor, curve, target)
+            )
+    fields = {
+        "config_text": TINY_STUDY_YAML,
+        "config_source": "tiny.yaml",
+        "trials_total": 18,
+        **record,
+    }
+    write_ledger(Ledger.open(str(journal), TINY), StudyRecord(TINY, **fields), trials)

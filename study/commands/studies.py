@@ -16,30 +16,12 @@ from typing import Any
 
 
 def study_answers_of(storage: Any, name: str) -> Any:
-    """The answers of the model of every trial for a study's own target (its hold rule), or
-    None for a study without a target of its own (imported, or a study file this installation
-    cannot read) or without measurements yet."""
-    import dataclasses
-
-    from study.analysis.answers import study_answers
-    from study.analysis.load import ledger_table
-    from study.analysis.table import flatten_table
-    from study.commands.report import recorded_config
-    from study.errors import UsageError
+    """The answers of the model of every trial for a study's own target (`stored_answers`), or
+    None."""
     from study.ledger import Ledger
+    from study.report.stored import stored_answers
 
-    ledger = Ledger(storage, name)
-    try:
-        config = recorded_config(ledger.require(), name)
-    except UsageError:  # a study file this installation cannot read: no target to answer for
-        return None
-    if config is None:
-        return None
-    table = ledger_table(name, ledger.measurement_rows())
-    if table.empty or config.target.metric not in flatten_table(table).columns:
-        return None
-    target = dataclasses.replace(config.target, hold=ledger.require().hold_rule)
-    return study_answers(table, target)
+    return stored_answers(Ledger(storage, name))
 
 
 def study_summary(storage: Any, name: str) -> dict[str, Any]:

@@ -261,37 +261,11 @@ def _scalar(text: str) -> Any:
 def run_tracked(
     args: argparse.Namespace, spec: TrialSpec, run_name: str
 ) -> tuple[TrialResult, str | None, Any]:
-    """Check ``spec`` in a worker, then run it there, with an MLflow run named ``run_name``
-    unless ``--no-track``; returns the result, the run id and the logger (None, None untracked).
+    """`train_one` with this command's flags (``--no-track``, ``--tracking-uri``,
+    ``--experiment``), problems named by flag."""
+    from study.runner.single import Tracking, train_one
 
-    The data and model are checked before anything is recorded: a target the user's compiled
-    model does not report, a bad file or label is one line and exit 2 (`UsageError`), and so is
-    a bad loss found while training starts (its MLflow run is deleted).
-    """
-    from study.runner import WorkerPool
-
-    with WorkerPool(1) as pool:
-        problem = pool.check(spec)
-        if problem is not None:
-            raise UsageError(_flag_named(problem, spec.workload))
-        logger = run_id = None
-        if not args.no_track:
-            from study.paths import tracking_uri
-            from study.tracking.mlflow_logger import MlflowLogger
-            from study.tracking.server import check_answers
-
-            uri = tracking_uri(args.tracking_uri)
-            check_answers(uri, "--tracking-uri" if args.tracking_uri else "MLFLOW_TRACKING_URI")
-            logger = MlflowLogger(uri)
-            run_id = logger.start_run(logger.experiment_id(args.experiment), run_name)
-        try:
-            result = pool.run(spec)
-        except BaseException:
-            if logger and run_id:
-                logger.client.set_terminated(run_id, status="KILLED")
-            raise
-    if result.usage_error is not None:
-        if logger and run_id:
-            logger.client.delete_run(run_id)
-        raise UsageError(_flag_named(result.usage_error, spec.workload))
-    return result, run_id, logger
+    tracking = None if args.no_track else Tracking(args.experiment, args.tracking_uri)
+    return train_one(
+        spec, run_name, tracking, named=lambda problem: _flag_named(problem, spec.workload)
+    )

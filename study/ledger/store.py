@@ -26,7 +26,7 @@ import contextlib
 
 import optuna
 
-from study.errors import UsageError
+from study.errors import StudyNotFound
 from study.ledger.access import Slot
 from study.ledger.claims import Claims
 from study.ledger.clock import SYSTEM_CLOCK, Clock
@@ -73,12 +73,11 @@ class Ledger(Claims):
         return None if attrs is None else StudyRecord.from_attrs(self.name, attrs)
 
     def require(self) -> StudyRecord:
-        """The study's record; `UsageError` naming the fix if there is none."""
+        """The study's record; `StudyNotFound` (a `UsageError`) naming the fix if there is
+        none."""
         record = self.record()
         if record is None or (not record.config_text and not record.imported):
-            raise UsageError(
-                f"no study named {self.name!r} in this storage; `study ls` lists the studies"
-            )
+            raise StudyNotFound(self.name)
         return record
 
     def create(self, record: StudyRecord) -> StudyRecord:

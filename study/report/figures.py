@@ -3,14 +3,19 @@ objects with an Agg canvas (no pyplot state), with the report's finishing touche
 marked, the y axis kept near the data, plain tick labels, fitted numbers in the legends written
 as the text writes them), their captions and their PNG bytes.
 
+Each figure has a function that draws it into a given `Axes` (`DRAW`: ``draw_steps_to_result``
+and the others), which the report and the Python API (``Study.plot``) share.
+
 Example::
 
     pngs = {name: figure_png(fig) for name, fig in make_figures(report).items()}
+    draw_steps_to_result(ax, report)           # into a notebook's own Axes
 """
 
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,6 +24,8 @@ import pandas as pd
 from study.report.formatting import ci_text, fmt
 
 if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+
     from study.report.record import ScalingReport
 
 FIGURE_CAPTIONS = {
@@ -51,56 +58,110 @@ FIGURE_CAPTIONS = {
 def make_figures(report: ScalingReport) -> dict[str, Any]:
     """The report's figures (`matplotlib.figure.Figure`, Agg canvas), keyed by file stem.
 
-    Only figures with something to show are made: ``steps_to_result`` and
-    ``examples_to_result`` need a batch size that reached the target, ``best_lr`` a best
-    learning rate, ``feasible_region`` a trial, ``time_to_result`` a measured time.
+    Only figures with something to show are made (`figure_names`).
     """
+    figures: dict[str, Any] = {}
+    for name in figure_names(report):
+        fig, ax = _figure(width=7.4 if name == "feasible_region" else 6.8)
+        DRAW[name](ax, report)
+        figures[name] = fig
+    return figures
+
+
+def figure_names(report: ScalingReport) -> list[str]:
+    """The figures with something to show: ``steps_to_result`` and ``examples_to_result``
+    need a batch size that reached the target, ``best_lr`` a best learning rate,
+    ``feasible_region`` a trial with a positive learning rate, ``time_to_result`` a measured
+    time."""
+    steps, throughput = report.steps, report.throughput
+    names = []
+    if np.isfinite(steps["steps_to_result"].to_numpy(dtype=float)).any():
+        names += ["steps_to_result", "examples_to_result"]
+    if np.isfinite(steps["best_learning_rate"].to_numpy(dtype=float)).any():
+        names.append("best_lr")
+    if _positive_rates(report).any():
+        names.append("feasible_region")
+    if np.isfinite(throughput["time_to_result"].to_numpy(dtype=float)).any():
+        names.append("time_to_result")
+    return names
+
+
+def draw_steps_to_result(ax: Axes, report: ScalingReport) -> Axes:
+    """Steps to result against batch size, the fit, its band, B_noise and the regimes."""
+    return _draw_result(ax, report, "steps")
+
+
+def draw_examples_to_result(ax: Axes, report: ScalingReport) -> Axes:
+    """Examples to result against batch size, with E(B) = E_min (1 + B/B_noise)."""
+    return _draw_result(ax, report, "examples")
+
+
+def _draw_result(ax: Axes, report: ScalingReport, what: str) -> Axes:
     from study.analysis import plots
 
-    steps, trials = report.steps, report.trials
-    fit, regimes = report.noise_scale, report.regimes
-    figures: dict[str, Any] = {}
-    if np.isfinite(steps["steps_to_result"].to_numpy(dtype=float)).any():
-        for what, plot in (
-            ("steps", plots.plot_steps_to_result),
-            ("examples", plots.plot_examples_to_result),
-        ):
-            fig, ax = _figure()
-            plot(ax, steps, fit, regimes)
-            _relabel_fit(ax, "fit: B_noise", f"fit: B_noise = {fmt(fit.b_noise)}")
-            _mark_b_noise(ax, report)
-            _clamp_ylim(ax, steps[f"{what}_to_result"], steps[f"fit_{what}"])
-            _plain_ticks(ax)
-            ax.set_title(f"{what.capitalize()} to reach {report.target}")
-            figures[f"{what}_to_result"] = fig
-    if np.isfinite(steps["best_learning_rate"].to_numpy(dtype=float)).any():
-        fig, ax = _figure()
-        plots.plot_best_lr(ax, steps, lr_fit=report.lr_fit)
-        lr = report.lr_fit
-        _relabel_fit(
-            ax, "fit: alpha", f"fit: alpha = {fmt(lr.alpha)}{ci_text(lr.alpha_ci, lr.confidence)}"
-        )
-        _plain_ticks(ax)
-        ax.set_title("Best learning rate per batch size")
-        figures["best_lr"] = fig
-    lrs = trials["learning_rate"].to_numpy(dtype=float) if len(trials) else np.array([])
-    if (np.isfinite(lrs) & (lrs > 0)).any():
-        fig, ax = _figure(width=7.4)
-        plots.plot_feasible_region(ax, trials[np.isfinite(lrs) & (lrs > 0)], colorbar=True)
-        _plain_ticks(ax)
-        ax.set_title(f"Trials: steps to reach {report.target}")
-        figures["feasible_region"] = fig
+    steps, fit = report.steps, report.noise_scale
+    plot = plots.plot_steps_to_result if what == "steps" else plots.plot_examples_to_result
+    plot(ax, steps, fit, report.regimes)
+    _relabel_fit(ax, "fit: B_noise", f"fit: B_noise = {fmt(fit.b_noise)}")
+    _mark_b_noise(ax, report)
+    _clamp_ylim(ax, steps[f"{what}_to_result"], steps[f"fit_{what}"])
+    _plain_ticks(ax)
+    ax.set_title(f"{what.capitalize()} to reach {report.target}")
+    return ax
+
+
+def draw_best_lr(ax: Axes, report: ScalingReport) -> Axes:
+    """The best learning rate per batch size, the searched ranges and the power-law fit."""
+    from study.analysis import plots
+
+    plots.plot_best_lr(ax, report.steps, lr_fit=report.lr_fit)
+    lr = report.lr_fit
+    _relabel_fit(
+        ax, "fit: alpha", f"fit: alpha = {fmt(lr.alpha)}{ci_text(lr.alpha_ci, lr.confidence)}"
+    )
+    _plain_ticks(ax)
+    ax.set_title("Best learning rate per batch size")
+    return ax
+
+
+def draw_feasible_region(ax: Axes, report: ScalingReport) -> Axes:
+    """Every trial on batch size x learning rate, coloured by steps to the target."""
+    from study.analysis import plots
+
+    plots.plot_feasible_region(ax, report.trials[_positive_rates(report)], colorbar=True)
+    _plain_ticks(ax)
+    ax.set_title(f"Trials: steps to reach {report.target}")
+    return ax
+
+
+def draw_time_to_result(ax: Axes, report: ScalingReport) -> Axes:
+    """Time to result per strategy (linear axis when the times span less than 20x)."""
+    from study.analysis import plots
+
     throughput = report.throughput
-    if np.isfinite(throughput["time_to_result"].to_numpy(dtype=float)).any():
-        fig, ax = _figure()
-        plots.plot_time_to_result(ax, throughput)
-        times = throughput["time_to_result"].to_numpy(dtype=float)
-        times = times[np.isfinite(times) & (times > 0)]
-        if times.max() / times.min() < 20:
-            ax.set_yscale("linear")  # bars on a log axis exaggerate small differences
-        ax.set_title("Time to result by strategy")
-        figures["time_to_result"] = fig
-    return figures
+    plots.plot_time_to_result(ax, throughput)
+    times = throughput["time_to_result"].to_numpy(dtype=float)
+    times = times[np.isfinite(times) & (times > 0)]
+    if times.size and times.max() / times.min() < 20:
+        ax.set_yscale("linear")  # bars on a log axis exaggerate small differences
+    ax.set_title("Time to result by strategy")
+    return ax
+
+
+#: Each figure's drawing function, by file stem (each draws into a given `Axes`).
+DRAW: dict[str, Callable[[Axes, ScalingReport], Axes]] = {
+    "steps_to_result": draw_steps_to_result,
+    "examples_to_result": draw_examples_to_result,
+    "best_lr": draw_best_lr,
+    "feasible_region": draw_feasible_region,
+    "time_to_result": draw_time_to_result,
+}
+
+
+def _positive_rates(report: ScalingReport) -> np.ndarray:
+    trials = report.trials
+    lrs = trials["learning_rate"].to_numpy(dtype=float) if len(trials) else np.array([])
+    return np.isfinite(lrs) & (lrs > 0)
 
 
 def _figure(width: float = 6.8, height: float = 4.4) -> tuple[Any, Any]:

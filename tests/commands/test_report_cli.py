@@ -4,49 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pytest
 
 from study.cli import main as cli
 from study.commands.report import _command, _context
-from study.config.space import Stratum
 from study.config.target import Target
-from study.ledger import Ledger, StudyRecord
-from tests.fakes import finished_trial, rising_curve, write_ledger
-
-NAME = "tiny"
-BATCH_SIZES = (8, 16, 32, 64, 128, 256)
-STUDY_YAML = f"""\
-name: {NAME}
-workload: mnist1d
-target: "val_accuracy>=0.6"
-budget: {{max_steps: 4000}}
-trials_per_stratum: 3
-search_space:
-  batch_size: {list(BATCH_SIZES)}
-  learning_rate: {{low: 1.0e-3, high: 1.0, scale: log}}
-"""
-
-
-def write_tiny_ledger(journal: Path, **record: Any) -> None:
-    """A finished study: 6 batch sizes x 3 learning rates, S(B) = 100 (1 + 64 / B); ``record``
-    changes its `StudyRecord`."""
-    target = Target.parse("val_accuracy>=0.6")
-    trials = []
-    for batch in BATCH_SIZES:
-        best = 0.01 * (batch / 8) ** 0.5
-        for number, factor in enumerate((1 / 3, 1.0, 3.0)):
-            needed = 100 * (1 + 64 / batch) * (1 + math.log(factor) ** 2)
-            curve = rising_curve(batch, needed, 0.001 * (1 + batch / 64))
-            trials.append(
-                finished_trial(Stratum(batch, "default"), number, best * factor, curve, target)
-            )
-    fields = {"config_text": STUDY_YAML, "config_source": "tiny.yaml", "trials_total": 18, **record}
-    write_ledger(Ledger.open(str(journal), NAME), StudyRecord(NAME, **fields), trials)
+from tests.fakes import TINY as NAME
+from tests.fakes import TINY_BATCH_SIZES as BATCH_SIZES
+from tests.fakes import write_tiny_ledger
 
 
 @pytest.fixture

@@ -1,0 +1,77 @@
+"""The report's figures from Python: each drawn into a matplotlib `Axes` (the report's own
+drawing functions, `study.report.figures.DRAW`), a new figure when none is given.
+
+Example::
+
+    fig, (left, right) = plt.subplots(1, 2)
+    fit.plot.steps(left)
+    fit.plot.best_lr(right)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from study.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+
+    from study.report.record import ScalingReport
+
+#: Figure name (file stem) of each method, and how big a new figure is (inches).
+_FIGURES = {
+    "steps": ("steps_to_result", (6.8, 4.4)),
+    "examples": ("examples_to_result", (6.8, 4.4)),
+    "best_lr": ("best_lr", (6.8, 4.4)),
+    "trials": ("feasible_region", (7.4, 4.4)),
+    "time": ("time_to_result", (6.8, 4.4)),
+}
+
+
+class Plots:
+    """The figures of one report (``report_of`` computes it when a figure is drawn)."""
+
+    def __init__(self, report_of: Callable[[], ScalingReport]) -> None:
+        self._report_of = report_of
+
+    def steps(self, ax: Axes | None = None) -> Axes:
+        """Steps to result against batch size (log-log), the S(B) fit, B_noise, the regimes."""
+        return self._draw("steps", ax)
+
+    def examples(self, ax: Axes | None = None) -> Axes:
+        """Examples to result against batch size, with E(B) = E_min (1 + B/B_noise)."""
+        return self._draw("examples", ax)
+
+    def best_lr(self, ax: Axes | None = None) -> Axes:
+        """The best learning rate per batch size and the power-law fit lr* = c B^alpha."""
+        return self._draw("best_lr", ax)
+
+    def trials(self, ax: Axes | None = None) -> Axes:
+        """Every trial on batch size x learning rate, coloured by steps to the target."""
+        return self._draw("trials", ax)
+
+    def time(self, ax: Axes | None = None) -> Axes:
+        """Time to result per strategy (needs measured seconds per step)."""
+        return self._draw("time", ax)
+
+    def _draw(self, method: str, ax: Axes | None) -> Axes:
+        from study.report.figures import DRAW, figure_names
+
+        name, size = _FIGURES[method]
+        report = self._report_of()
+        if name not in figure_names(report):
+            raise UsageError(
+                f"plot.{method}: nothing to draw yet for target {report.target} "
+                f"(drawable: {', '.join(_methods(figure_names(report))) or 'none'})"
+            )
+        if ax is None:
+            import matplotlib.pyplot as plt
+
+            _, ax = plt.subplots(figsize=size, layout="constrained")
+        return DRAW[name](ax, report)
+
+
+def _methods(names: list[str]) -> list[str]:
+    return [method for method, (name, _) in _FIGURES.items() if name in names]

@@ -1,0 +1,192 @@
+"""A stored study read for analysis: its measurement table, study file, target and facts.
+
+`study report`, `study status` and the Python API (`study.Study`) read a study from its ledger
+the same way, through these functions; none writes anything. Errors name the data-model field
+(``target``) and each front end names it in its own words (``--target``, the ``target``
+argument).
+
+Example::
+
+    ledger = Ledger.open("mlruns/optuna.journal", "quickstart", create=False)
+    report = stored_report(ledger)                    # the study file's own target
+    report = stored_report(ledger, target=Target.parse("val_accuracy>=0.7"))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from study.errors import FieldError, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from study.analysis.answers import Answers
+    from study.config.study import StudyConfig
+    from study.config.target import Target
+    from study.ledger import Ledger, StudyRecord
+    from study.report.record import ScalingReport, StudyFacts
+
+
+def stored_table(ledger: Ledger) -> pd.DataFrame:
+    """The study's measurement table (flat, one row per evaluation), as `study export` writes
+    it."""
+    from study.analysis.load import ledger_table
+
+    return ledger_table(ledger.name, ledger.measurement_rows())
+
+
+def stored_config(record: StudyRecord, name: str) -> StudyConfig | None:
+    """The study file stored in the ledger, parsed (None for an imported study)."""
+    if not record.config_text:
+        return None
+    import yaml
+
+    from study.config.studyfile import parse_study
+
+    text = record.config_text
+    source = record.config_source or f"<study {name}>"
+    return parse_study(yaml.safe_load(text), source, text=text)
+
+
+def stored_target(
+    record: StudyRecord, config: StudyConfig | None, table: pd.DataFrame, target: Target | None
+) -> Target:
+    """``target`` if given, else the study file's target, with the study's hold rule.
+
+    Raises:
+        FieldError: on ``target``: the study was imported and has no target of its own (the
+            message lists the metrics it measured).
+    """
+    if target is None:
+        if config is None:
+            from study.report.build import measured_metrics
+
+            metrics = measured_metrics(table)
+            example = metrics[0] if metrics else "val/classification_error"
+            raise FieldError(
+                "target",
+                detail=f"study {record.name!r} was imported and has no target of its own; "
+                f"give one, e.g. '{example}<0.1' (metrics: {', '.join(metrics) or 'none'})",
+            )
+        target = config.target
+    return dataclasses.replace(target, hold=record.hold_rule)
+
+
+def stored_report(
+    ledger: Ledger,
+    *,
+    target: Target | None = None,
+    accelerators: int | None = None,
+    confidence: float = 0.95,
+    n_boot: int = 1000,
+    command: str = "",
+    context: Mapping[str, str] | None = None,
+) -> ScalingReport:
+    """The scaling report of the study in ``ledger`` for ``target`` (default: its own).
+
+    Raises:
+        StudyNotFound: no study of that name in the storage.
+        FieldError: on ``target`` (see `stored_target`).
+    """
+    from study.report.build import build_report
+
+    summary = ledger.summary()  # StudyNotFound for an unknown study
+    record = ledger.require()
+    pilot = ledger.notes.pilot()
+    table = stored_table(ledger)
+    config = stored_config(record, ledger.name)
+    return build_report(
+        table,
+        stored_target(record, config, table, target),
+        study=ledger.name,
+        accelerators=accelerators,
+        n_boot=n_boot,
+        confidence=confidence,
+        state=summary.state,
+        command=command,
+        context=context,
+        facts=study_facts(ledger, record, config),
+        pilot=pilot.to_stored() if pilot is not None else None,
+        probe=[row.to_stored() for row in ledger.notes.throughput()],
+    )
+
+
+def stored_answers(ledger: Ledger) -> Answers | None:
+    """The answers of the model of every trial for the study's own target (its hold rule), or
+    None for a study without a target of its own (imported, or a study file this installation
+    cannot read) or without measurements yet."""
+    from study.analysis.answers import study_answers
+    from study.analysis.table import flatten_table
+
+    record = ledger.require()
+    try:
+        config = stored_config(record, ledger.name)
+    except UsageError:  # a study file this installation cannot read: no target to answer for
+        return None
+    if config is None:
+        return None
+    table = stored_table(ledger)
+    if table.empty or config.target.metric not in flatten_table(table).columns:
+        return None
+    return study_answers(table, dataclasses.replace(config.target, hold=record.hold_rule))
+
+
+def study_facts(ledger: Ledger, record: StudyRecord, config: StudyConfig | None) -> StudyFacts:
+    """What the study trained and how it searched, for the top of the report: the study file
+    (or an imported study's dataset, model and optimizer), the trials planned, the package
+    versions here (`environment_info`, which imports no TensorFlow) and the versions the trials
+    recorded."""
+    from study.host import environment_info
+    from study.report.formatting import display_path, display_storage
+    from study.report.record import StudyFacts
+
+    environment = environment_info()
+    common: dict[str, Any] = {
+        "tuner": record.tuner or "",
+        "trials_planned": record.trials_total,
+        "packages": {**environment["packages"], "python": environment["python"]},
+        "trained_with": _trained_with(ledger),
+    }
+    if config is None:
+        return StudyFacts(
+            dataset=record.dataset or "",
+            model=record.model or "",
+            optimizer=record.optimizer or "",
+            imported_from=display_storage(record.source) if record.source else "",
+            **common,
+        )
+    source = record.config_source
+    return StudyFacts(
+        config=config,
+        study_file=display_path(source) if source and not source.startswith("<") else "",
+        default_model=_default_model(config),
+        **common,
+    )
+
+
+def _default_model(config: StudyConfig) -> str:
+    """The model a built-in workload trains when the study file names none ("" if unknown)."""
+    from study.workloads import available, get_workload
+
+    if config.model is not None or config.workload not in available():
+        return config.model or ""
+    try:
+        return get_workload(config.workload, config.workload_options).check_model(None)
+    except UsageError:  # FieldError included
+        return ""
+
+
+def _trained_with(ledger: Ledger) -> dict[str, str]:
+    """The TensorFlow and Keras versions the finished trials recorded, e.g.
+    ``{"tensorflow": "2.21.0", "keras": "3.15.1"}`` (several versions joined by " and ")."""
+    seen: dict[str, set[str]] = {"tensorflow": set(), "keras": set()}
+    for stratum in ledger.strata():
+        for trial in ledger.trials(stratum):
+            environment = trial.result.environment if trial.result else {}
+            for name, versions in seen.items():
+                if environment.get(name):
+                    versions.add(str(environment[name]))
+    return {name: " and ".join(sorted(v)) for name, v in seen.items() if v}
