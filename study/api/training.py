@@ -51,7 +51,7 @@ def run(
         tracking_uri: the MLflow tracking store (default ``MLFLOW_TRACKING_URI``, else
             ``mlruns/mlflow.db``).
         workers: training processes on this host.
-        tuner: ``optuna``, ``keras_tuner`` or ``both``.
+        tuner: ``optuna``, ``keras-tuner`` or ``both`` (they take turns over one ledger).
         trials: the study's trial budget instead of the study file's.
 
     Raises:
