@@ -14,7 +14,7 @@ from typing import Any
 
 import optuna
 
-from study.deps import INSTALL
+from study.deps import driver_install
 from study.errors import FieldError
 from study.paths import journal_path, masked
 
@@ -33,8 +33,8 @@ _HINTS = (
     ("timed out", "is the database server running and reachable from this host?"),
     ("could not translate host name", "check the host name in the URL"),
     ("name or service not known", "check the host name in the URL"),
-    ("db access module", f"install the driver: {INSTALL['database driver']}"),
-    ("no module named", f"install the driver: {INSTALL['database driver']}"),
+    ("db access module", "install the driver: {driver}"),
+    ("no module named", "install the driver: {driver}"),
 )
 
 
@@ -98,6 +98,7 @@ def storage_problem(url: str, exc: BaseException) -> str:
     reason = masked(text.partition(" (Background on this error")[0], url)
     lowered = text.lower()
     hint = next((fix for key, fix in _HINTS if key in lowered), None)
+    hint = hint.format(driver=driver_install()) if hint else None
     return f"cannot open {masked(url)!r}: {reason}" + (f" ({hint})" if hint else "")
 
 
