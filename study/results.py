@@ -1,4 +1,5 @@
-"""What a trial produces: its state, its measurement curve and its summary numbers."""
+"""What a trial produces: its state, its measurement curve, its summary numbers and a
+description of the data it trained on."""
 
 from __future__ import annotations
 
@@ -129,6 +130,50 @@ WALL = "wall"
 
 
 @dataclass(frozen=True)
+class DataDescription:
+    """What a trial trained on, as the worker that loaded the data saw it.
+
+    ``name`` says what the data are (``mnist1d`` with the options that differ from the
+    workload's defaults, or a data file's name), ``source`` where they come from (the generator
+    call with every option, or the data path) and ``source_type`` which kind of source that is
+    (``code`` or ``local``, MLflow's words). ``digest`` is a stable hash of the data (16 hex
+    digits; `study.workloads.describe` says of what), ``train_rows`` and ``val_rows`` count the
+    examples of each split and ``schema`` holds ``(column, type)`` pairs, e.g.
+    ``(("features", "float32[40]"), ("label", "int32[]"), ("outputs", "10"))``.
+    """
+
+    name: str
+    source: str
+    digest: str
+    train_rows: int
+    val_rows: int
+    source_type: str = "code"
+    schema: tuple[tuple[str, str], ...] = ()
+
+    def to_stored(self) -> dict[str, Any]:
+        """The JSON-friendly form the ledger stores."""
+        return {**self.__dict__, "schema": [list(pair) for pair in self.schema]}
+
+    @classmethod
+    def from_stored(cls, stored: Any) -> DataDescription | None:
+        """The description `to_stored` wrote; None for a record without one (or unreadable)."""
+        if not isinstance(stored, Mapping):
+            return None
+        try:
+            return cls(
+                name=str(stored["name"]),
+                source=str(stored["source"]),
+                digest=str(stored["digest"]),
+                train_rows=int(stored["train_rows"]),
+                val_rows=int(stored["val_rows"]),
+                source_type=str(stored.get("source_type") or "code"),
+                schema=tuple((str(k), str(v)) for k, v in stored.get("schema") or ()),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass(frozen=True)
 class TrialResult:
     """The outcome of one training run.
 
@@ -151,6 +196,8 @@ class TrialResult:
     error: str | None = None
     #: What kind of error ``error`` is (None without one).
     error_kind: ErrorKind | None = None
+    #: The data it trained on (None when they were never loaded, and in older records).
+    dataset: DataDescription | None = None
     #: Where the trial's wall time went, in seconds: `TIMING_PARTS` (those measured) and `WALL`.
     timings: Mapping[str, float] = field(default_factory=dict)
 

@@ -140,6 +140,8 @@ class Browser:
         self._buffer = b""
         self._next_id = 0
         self._session: str | None = None
+        #: Sessions attached to out-of-process frames, by target id (`wait_in_frame`).
+        self._frames: dict[str, str] = {}
         target = self._call("Target.createTarget", {"url": "about:blank"})["targetId"]
         attached = self._call("Target.attachToTarget", {"targetId": target, "flatten": True})
         self._session = str(attached["sessionId"])
@@ -208,15 +210,47 @@ class Browser:
             detail=lambda: f"page text: {' '.join(self.text().split())[:1500]!r}",
         )
 
+    def wait_in_frame(
+        self, url_prefix: str, expression: str, timeout: float = 30.0, what: str = ""
+    ) -> Any:
+        """Like `wait_for`, in the page's frame whose URL starts with ``url_prefix``: an iframe
+        of its own process (a sandboxed ``blob:`` one, as MLflow's artifact view shows HTML
+        in) is attached to first. Until there is such a frame, the condition does not hold."""
+        guarded = f"(() => {{ try {{ return ({expression}); }} catch (e) {{ return null; }} }})()"
+
+        def value() -> Any:
+            targets = self._call("Target.getTargets")["targetInfos"]
+            frame = next(
+                (t for t in targets if t["type"] == "iframe" and t["url"].startswith(url_prefix)),
+                None,
+            )
+            if frame is None:
+                return None
+            if frame["targetId"] not in self._frames:
+                attached = self._call(
+                    "Target.attachToTarget", {"targetId": frame["targetId"], "flatten": True}
+                )
+                self._frames[frame["targetId"]] = str(attached["sessionId"])
+            reply = self._call(
+                "Runtime.evaluate",
+                {"expression": guarded, "awaitPromise": True, "returnByValue": True},
+                session=self._frames[frame["targetId"]],
+            )
+            return reply["result"].get("value")
+
+        return wait_until(value, timeout, what or expression, 0.1)
+
     def text(self) -> str:
         """The page's visible text."""
         return str(self.evaluate("document.body ? document.body.innerText : ''") or "")
 
     def _call(
-        self, method: str, params: Mapping[str, Any] | None = None, session: bool = False
+        self, method: str, params: Mapping[str, Any] | None = None, session: bool | str = False
     ) -> dict[str, Any]:
-        """Send one command and wait for its reply; events meanwhile are observed."""
-        number = self._send(method, params, self._session if session else None)
+        """Send one command (to the page with ``session=True``, or to the session named) and
+        wait for its reply; events meanwhile are observed."""
+        target = self._session if session is True else session or None
+        number = self._send(method, params, target)
         deadline = time.monotonic() + self.timeout
         while True:
             message = self._receive(deadline)

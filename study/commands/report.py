@@ -235,7 +235,8 @@ def attach_to_parent_run(
     and ``answers`` (`Answers`) as its ``answer/*`` metrics and its ``study.answer`` tag.
 
     Only the written files are logged, not the whole output directory, so ``--out .`` does not
-    upload whatever else lies there.
+    upload whatever else lies there. The run's description then ends with the answer and where
+    the report is (`study.tracking.descriptions.with_answer`).
 
     Returns:
         The run id, or None when there is no MLflow store, experiment or parent run (a study
@@ -263,6 +264,7 @@ def attach_to_parent_run(
             client.log_artifact(run.info.run_id, str(path), "report")
         if answers is not None:
             log_answers(client, run.info.run_id, answers)
+        _describe(client, run.info.run_id, files, answers)
         return run.info.run_id
     except Exception as exc:
         print(
@@ -285,3 +287,14 @@ def log_answers(client: Any, run_id: str, answers: Any) -> None:
     now = int(time.time() * 1000)
     metrics = [Metric(k, v, now, 0) for k, v in answers.to_metrics().items()]
     client.log_batch(run_id, metrics=metrics, tags=[RunTag("study.answer", answer_line(answers))])
+
+
+def _describe(client: Any, run_id: str, files: list[Path], answers: Any) -> None:
+    """The answer and where the report is, in the answer section of the run's description."""
+    from study.report.answer_prose import answer_line
+    from study.tracking.study_tracker import set_answer
+
+    names = [path.name for path in files]
+    shown = "report.html" if "report.html" in names else names[0] if names else None
+    where = f"`report/{shown}` in this run's Artifacts tab" if shown else None
+    set_answer(client, run_id, answer_line(answers) if answers is not None else None, where)

@@ -2,7 +2,8 @@
 
 `LedgerTrial` is the only shape in which trials leave the ledger. This module is the one place
 that knows the storage keys: `encode_result` writes a `TrialResult` (summary numbers, the whole
-measurement curve as JSON, the environment, the error, where the wall time went) and
+measurement curve as JSON, the environment, the data it trained on, the error, where the wall
+time went) and
 `decode_trial` reads everything back, side by side so the two cannot drift apart.
 `split_stored` / `merge_stored` say where each key lives: the curve is a system attribute (out
 of what optuna-dashboard shows; the dashboard gets the distance to the target as the trial's
@@ -26,6 +27,7 @@ from study.results import (
     NOISE,
     TIMING_PARTS,
     WALL,
+    DataDescription,
     Measurement,
     TrialResult,
     TrialState,
@@ -53,6 +55,9 @@ ERROR = "error"
 ERROR_KIND = "error_kind"
 FINISHED_AT = "finished_at"
 ENVIRONMENT = "environment"
+#: User attribute holding the data the trial trained on (`DataDescription.to_stored`); records
+#: written before it have none.
+DATASET = "dataset"
 #: User attribute holding where the trial's wall time went (`TrialResult.timings`, seconds).
 TIMINGS = "timings"
 #: User attribute holding the crossings of the target that did not hold (`TrialResult.fell_back`).
@@ -73,7 +78,7 @@ VIEW_KEYS = ("steps_more_than", "intermediate_values", "target_curve")
 #: Keys with a meaning of their own; any other stored key is kept in `LedgerTrial.extras`.
 KNOWN_KEYS = frozenset(
     (STATUS, TUNER, ORIGIN, OWNER, BATCH_SIZE, STRATEGY, CURVE, ERROR, FINISHED_AT, ENVIRONMENT)
-) | frozenset((*_SUMMARY, OBJECTIVE, SCORE, TIMINGS, *VIEW_KEYS))
+) | frozenset((*_SUMMARY, OBJECTIVE, SCORE, TIMINGS, DATASET, *VIEW_KEYS))
 _FIXED_CURVE_KEYS = ("step", "examples", "train_seconds", "train_loss")
 MAX_ERROR_CHARS = 4000
 
@@ -149,6 +154,7 @@ def encode_result(result: TrialResult) -> dict[str, Any]:
         "train_seconds": result.train_seconds,
         CURVE: encode_curve([m.as_row() for m in result.curve]),
         ENVIRONMENT: dict(result.environment),
+        **({} if result.dataset is None else {DATASET: result.dataset.to_stored()}),
         ERROR: truncate_error(result.error),
         **({} if result.error_kind is None else {ERROR_KIND: result.error_kind.value}),
         TIMINGS: encode_timings(result.timings),
@@ -220,6 +226,7 @@ def decode_result(attrs: Mapping[str, Any], batch_size: int = 1) -> TrialResult:
         seconds_to_target=attrs.get("seconds_to_target"),
         curve=curve,
         environment=attrs.get(ENVIRONMENT) or {},
+        dataset=DataDescription.from_stored(attrs.get(DATASET)),
         error=error,
         error_kind=error_kind,
         timings=decode_timings(attrs),

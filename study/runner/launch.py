@@ -32,6 +32,7 @@ from study.runner.engine import StudyEngine
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
 from study.runner.progress import Progress, summarize
+from study.tracking.descriptions import question_note
 from study.tracking.mlflow_logger import study_timing_metrics
 from study.tracking.server import browse_hint, check_answers
 from study.tracking.study_tracker import StudyTracker, study_params
@@ -220,6 +221,7 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
             "study.yaml": config.text,
             "environment.json": json.dumps(environment_info(), indent=2),
         },
+        note=question_note(config, tuner=options.tuner, trials_total=total),
     )
     if allocator is not None:
         allocator.track = lambda state: _log_allocation(tracker, state)
@@ -259,6 +261,7 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         answers = _answers(ledger, config)
         if answers is not None:
             summary.update(answers.to_metrics())
+        tracker.describe_answer(_answer_text(answers, config.name))
         tracker.end_parent(run_status, summary)
     tracker.close()
     if not progress.display.live:  # the live table already shows it
@@ -343,6 +346,16 @@ def _answers(ledger: Ledger, config: StudyConfig) -> Answers | None:
         text = ", ".join(f"{a.name} {a.text()}" for a in parts if a is not None)
         print(f"answer ({answers.confidence:.0%} intervals): {text}", flush=True)
     return answers
+
+
+def _answer_text(answers: Answers | None, study: str) -> str:
+    """The answer for the parent run's description: the terminal's answer line, and how to
+    write the report."""
+    from study.report.answer_prose import answer_line
+
+    if answers is None:
+        return f"No answer: no trial of the study has finished. Report: `study report {study}`."
+    return f"{answer_line(answers)}. Report: `study report {study}` attaches it here."
 
 
 def _summary_metrics(

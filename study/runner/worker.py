@@ -3,6 +3,8 @@
 TensorFlow fixes its logical devices when it initialises and cannot host MirroredStrategy
 instances over different device sets, so each worker is started for one configuration (its
 number of logical CPUs) and reuses its runtime, strategies and generated data across trials.
+Each trial's result carries the description of its data (`study.workloads.describe`: name,
+source, digest, rows), made once per dataset when the worker loads it.
 A multi-worker worker (one member of a `study.runner.cluster.WorkerGroup`, or one host of a
 real cluster) sets ``TF_CONFIG`` and builds its `MultiWorkerMirroredStrategy` first, before
 TensorFlow initialises: collective ops can only be configured at program start.
@@ -24,12 +26,13 @@ import os
 import signal
 import sys
 import traceback
+from dataclasses import replace
 from typing import Any
 
 from study.config.trial import TrialSpec
 from study.deps import quiet_stderr
 from study.errors import InfeasibleError, UsageError
-from study.results import ErrorKind, TrialResult, TrialState
+from study.results import DataDescription, ErrorKind, TrialResult, TrialState
 from study.strategies import StrategyKind
 
 
@@ -67,6 +70,7 @@ class _Runtime:
         if start_strategy is not None:  # before anything initialises TensorFlow's context
             self.strategy(start_strategy)
         self._data: dict[tuple, Any] = {}
+        self._described: dict[tuple, DataDescription | None] = {}
         from study.trainer.session import SessionCache
 
         self.sessions = SessionCache()
@@ -95,14 +99,28 @@ class _Runtime:
         from study.workloads import get_workload
         from study.workloads.resolve import option_fields
 
-        key = (spec.workload, tuple(sorted((k, repr(v)) for k, v in spec.workload_options.items())))
+        key = self._data_key(spec)
         if key not in self._data:
             with option_fields():  # an option's error is on workload_options.<option>
                 workload = get_workload(spec.workload, spec.workload_options)
-                self._data[key] = (workload, workload.load())
+                data = workload.load()
+            self._data[key] = (workload, data)
+            self._described[key] = _described(workload, data)
         return self._data[key]
 
+    @staticmethod
+    def _data_key(spec: TrialSpec) -> tuple:
+        return (
+            spec.workload,
+            tuple(sorted((k, repr(v)) for k, v in spec.workload_options.items())),
+        )
+
     def run(self, spec: TrialSpec, hook: Any) -> TrialResult:
+        """Train one trial; its result carries the description of its data."""
+        result = self._train(spec, hook)
+        return replace(result, dataset=self._described.get(self._data_key(spec)))
+
+    def _train(self, spec: TrialSpec, hook: Any) -> TrialResult:
         from study.trainer.loop import train
 
         strategy, resolved = self.strategy(spec.strategy)
@@ -152,6 +170,18 @@ class _Runtime:
 
         data, build, strategy, resolved, task = session_args
         open_session(spec, data, build, strategy, resolved, task, self.sessions)
+
+
+def _described(workload: Any, data: Any) -> DataDescription | None:
+    """The description of the data (`study.workloads.describe`); None if it cannot be made: a
+    description never fails a trial."""
+    from study.workloads.describe import describe_data
+
+    try:
+        return describe_data(workload, data)
+    except Exception as exc:  # user data of an unexpected kind
+        print(f"study: warning: could not describe the data: {exc}", file=sys.stderr)
+        return None
 
 
 def run_trial_safely(runtime: _Runtime, spec: TrialSpec, hook: Any) -> TrialResult:

@@ -2,7 +2,9 @@
 
 A study's link opens the *model-training* runs view of its experiment: the UI picks its views
 from the ``workflowType`` query parameter (without it, it opens the GenAI overview of traces,
-tokens and cost), e.g. ``http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning``.
+tokens and cost), e.g. ``http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning``;
+a study's experiment also has a saved view of its trials (`study.tracking.views`), which the
+link opens with ``&viewStateShareKey=study-trials``.
 
 `check_answers` is what ``study run`` does before it records anything: MLflow's HTTP client
 retries a server that does not answer for minutes, so a plain request with a 3 s timeout decides
@@ -18,6 +20,7 @@ from typing import Any
 
 from study.errors import UsageError
 from study.paths import masked
+from study.tracking.views import view_query, view_tag
 
 #: Experiment tag marking an experiment as model training (the UI's runs table, not traces).
 #: The UI of MLflow 3.x follows ``workflowType`` in the link instead when it has both views.
@@ -39,11 +42,12 @@ def is_http(uri: str) -> bool:
     return uri.lower().startswith(("http://", "https://"))
 
 
-def runs_view_url(base: str, experiment_id: str) -> str:
-    """The link that opens an experiment on its runs table, e.g.
-    ``runs_view_url("http://127.0.0.1:5000", "3")`` is
+def runs_view_url(base: str, experiment_id: str, *, view: bool = False) -> str:
+    """The link that opens an experiment on its runs table (``view``: in the study's saved
+    view), e.g. ``runs_view_url("http://127.0.0.1:5000", "3")`` is
     ``http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning``."""
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{MODEL_TRAINING_VIEW}"
+    url = f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{MODEL_TRAINING_VIEW}"
+    return f"{url}&{view_query()}" if view else url
 
 
 def experiments_url(base: str) -> str:
@@ -52,12 +56,13 @@ def experiments_url(base: str) -> str:
 
 
 def browse_hint(uri: str, experiment_id: str, *, uri_option: str | None = None) -> str:
-    """Where to see a study's runs: its runs view on a tracking server, or (for a store such
-    as the local SQLite file) the link ``study ui`` serves it on, and how to start that."""
+    """Where to see a study's runs (in its saved view): its runs view on a tracking server, or
+    (for a store such as the local SQLite file) the link ``study ui`` serves it on, and how to
+    start that."""
     if is_http(uri):
-        return runs_view_url(masked(uri), experiment_id)
+        return runs_view_url(masked(uri), experiment_id, view=True)
     command = "study ui" + (f" --tracking-uri {masked(uri)}" if uri_option else "")
-    url = runs_view_url(f"http://127.0.0.1:{DEFAULT_UI_PORT}", experiment_id)
+    url = runs_view_url(f"http://127.0.0.1:{DEFAULT_UI_PORT}", experiment_id, view=True)
     return f"{url} (start the UI with `{command}`)"
 
 
@@ -131,6 +136,15 @@ def is_unreachable(exc: BaseException) -> bool:
 
 
 def experiment_links(base: str, experiments: list[dict[str, Any]]) -> list[str]:
-    """One ``name  link`` line per experiment (REST ``experiments/search`` records)."""
+    """One ``name  link`` line per experiment (REST ``experiments/search`` records); the link
+    opens the study's saved view where the experiment has one."""
     width = max((len(e["name"]) for e in experiments), default=0)
-    return [f"{e['name']:<{width}}  {runs_view_url(base, e['experiment_id'])}" for e in experiments]
+    return [
+        f"{e['name']:<{width}}  "
+        + runs_view_url(
+            base,
+            e["experiment_id"],
+            view=any(t.get("key") == view_tag() for t in e.get("tags") or ()),
+        )
+        for e in experiments
+    ]

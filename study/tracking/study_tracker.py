@@ -7,6 +7,12 @@ answering (runs of interrupted trials left RUNNING are closed as KILLED, finishe
 never reached MLflow are logged from the ledger). A trial's run is keyed by the tag
 ``study.trial`` (`trial_key`), its params and tags come from its `LedgerTrial`.
 
+Each run says what it is (`study.tracking.descriptions`): the parent's description states the
+question and, once a run of the study ends, the answer (`describe_answer`); a trial run's name
+carries its learning rate, steps and status, and the experiment's saved view shows them as
+sortable columns (`study.tracking.views`). The study's data (`DataDescription`) is a dataset
+input of every trial run and, once, of the parent (`study.tracking.dataset_input`).
+
 The parent run's metrics chart the study: ``best_steps`` (fewest steps to the target) and
 ``best_learning_rate`` (the learning rate that got there) are logged with ``step`` = batch size,
 so each is one chart against batch size; with several strategies one chart each,
@@ -36,8 +42,11 @@ from study.ledger import Ledger, LedgerTrial
 from study.ledger.records import SEED
 from study.paths import masked
 from study.results import TrialResult, TrialState
+from study.tracking.dataset_input import dataset_input
+from study.tracking.descriptions import NOTE, trial_run_name, with_answer, with_question
 from study.tracking.mlflow_logger import RUN_STATUS, MlflowLogger
 from study.tracking.server import is_unreachable
+from study.tracking.views import view_tag, view_value
 
 PARENT_ROLE = "parent"
 TRIAL_ROLE = "trial"
@@ -67,9 +76,11 @@ def trial_params(trial: LedgerTrial) -> dict[str, Any]:
     }
 
 
-def trial_tags(trial: LedgerTrial) -> dict[str, str]:
+def trial_tags(trial: LedgerTrial, result: TrialResult | None = None) -> dict[str, str]:
+    """A trial run's tags; its name (`trial_run_name`) says how ``result`` ended (running
+    without one)."""
     return {
-        "mlflow.runName": f"{trial.stratum}#{trial.number}",
+        "mlflow.runName": trial_run_name(trial, result),
         "tuner": str(trial.tuner),
         "stratum": str(trial.stratum),
         "study.owner": str(trial.owner),
@@ -177,6 +188,8 @@ class StudyTracker:
         self.experiment_id = self.logger.experiment_id(study)
         self.parent_run_id: str | None = None
         self._runs: dict[str, str] = {}
+        #: The (name, digest) of each dataset the parent run has as an input.
+        self._parent_data: set[tuple[str, str]] = set()
         self._jobs = BackgroundJobs(masked(uri))
 
     @property
@@ -204,15 +217,20 @@ class StudyTracker:
         self._jobs.close()
 
     # -- the parent run -------------------------------------------------------------------
-    def ensure_parent(self, params: Mapping[str, Any], artifacts: Mapping[str, str]) -> str:
-        """Find or create the study's parent run (exactly one, even with racing processes)."""
+    def ensure_parent(
+        self, params: Mapping[str, Any], artifacts: Mapping[str, str], note: str | None = None
+    ) -> str:
+        """Find or create the study's parent run (exactly one, even with racing processes).
+
+        ``note`` (a `question_note`) becomes its description; an existing run's description
+        gets the new question and keeps its answer.
+        """
         client = self.logger.client
         existing = self._parents()
         if not existing:
+            tags = {"study.role": PARENT_ROLE, "study.name": self.study}
             run_id = self.logger.start_run(
-                self.experiment_id,
-                self.study,
-                tags={"study.role": PARENT_ROLE, "study.name": self.study},
+                self.experiment_id, self.study, tags={**tags, **({NOTE: note} if note else {})}
             )
             existing = self._parents()
             keep = existing[0].info.run_id if existing else run_id
@@ -222,10 +240,33 @@ class StudyTracker:
                 self.logger.log_params(run_id, params)
                 for path, text in artifacts.items():
                     client.log_text(run_id, text, path)
-        run_id = existing[0].info.run_id if existing else run_id
+        run = existing[0] if existing else None
+        run_id = run.info.run_id if run else run_id
+        if run is not None:
+            inputs = run.inputs.dataset_inputs if run.inputs else []
+            self._parent_data = {(i.dataset.name, i.dataset.digest) for i in inputs}
+            old = run.data.tags.get(NOTE)
+            if note and with_question(old, note) != old:
+                client.set_tag(run_id, NOTE, with_question(old, note))
         client.update_run(run_id, status="RUNNING")
         self.parent_run_id = run_id
+        self._ensure_view(run_id)
         return run_id
+
+    def _ensure_view(self, run_id: str) -> None:
+        """Give the experiment the study's saved view of its trials (`study.tracking.views`)
+        unless it has one that unfolds this parent run already."""
+        client = self.logger.client
+        current = client.get_experiment(self.experiment_id).tags.get(view_tag(), "")
+        if run_id not in current:
+            client.set_experiment_tag(self.experiment_id, view_tag(), view_value(run_id))
+
+    def describe_answer(self, answer: str | None, report: str | None = None) -> None:
+        """Write ``answer`` (the terminal's answer line; None: no answer) and where the report
+        is into the answer section of the parent run's description, in the background."""
+        run_id = self.parent_run_id
+        if run_id:
+            self.submit(lambda: set_answer(self.logger.client, run_id, answer, report))
 
     def _parents(self) -> list[Any]:
         return parent_runs(self.logger.client, self.experiment_id)
@@ -276,10 +317,11 @@ class StudyTracker:
         with status ``interrupted`` (run KILLED). The run is the one `start_trial` opened, else
         ``run_id`` (a run left open by a process that died), else a new one.
         """
-        key, params, tags = trial_key(self.study, trial), trial_params(trial), trial_tags(trial)
+        key, params = trial_key(self.study, trial), trial_params(trial)
         result = result or trial.result or TrialResult(state=TrialState.FAILED)
         if trial.status is TrialState.INTERRUPTED:
             result = dataclasses.replace(result, state=TrialState.INTERRUPTED)
+        tags = trial_tags(trial, result)
 
         def job() -> None:
             target = self._runs.pop(key, None) or run_id
@@ -291,8 +333,20 @@ class StudyTracker:
                     tags={"study.role": TRIAL_ROLE, "study.trial": key},
                 )
             self.logger.log_trial(target, spec, result, extra_params=params, tags=tags)
+            if result.dataset is not None:
+                self._log_dataset(target, result)
 
         self.submit(job)
+
+    def _log_dataset(self, run_id: str, result: TrialResult) -> None:
+        """The trial's data as an input of its run, and of the parent run if not yet there."""
+        assert result.dataset is not None
+        data = dataset_input(result.dataset)
+        self.logger.client.log_inputs(run_id, [data])
+        key = (data.dataset.name, data.dataset.digest)
+        if self.parent_run_id and key not in self._parent_data:
+            self.logger.client.log_inputs(self.parent_run_id, [data])
+            self._parent_data.add(key)
 
     def repair(self, ledger: Ledger, config: StudyConfig, strata: list[Stratum]) -> None:
         """Mend MLflow from the ledger: close the runs of interrupted trials left RUNNING, and
@@ -357,6 +411,12 @@ class StudyTracker:
         state = TrialState.INTERRUPTED
         self.logger.client.log_batch(run_id, tags=[RunTag("status", state.value)])
         self.logger.client.set_terminated(run_id, status=RUN_STATUS[state])
+
+
+def set_answer(client: MlflowClient, run_id: str, answer: str | None, report: str | None) -> None:
+    """Rewrite the answer section of run ``run_id``'s description (`with_answer`)."""
+    note = client.get_run(run_id).data.tags.get(NOTE)
+    client.set_tag(run_id, NOTE, with_answer(note, answer, report))
 
 
 def _summary_points(summary: Mapping[str, Any]) -> list[Metric]:

@@ -43,17 +43,22 @@ def test_runs_view_url_opens_the_model_training_runs_table() -> None:
         runs_view_url("http://127.0.0.1:5000/", "3")
         == "http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning"
     )
+    assert runs_view_url("http://h:1", "3", view=True) == (
+        "http://h:1/#/experiments/3/runs?workflowType=machine_learning"
+        "&viewStateShareKey=study-trials"
+    )
     assert experiments_url("http://h:1") == "http://h:1/#/experiments?workflowType=machine_learning"
 
 
 def test_browse_hint_masks_passwords_and_says_how_to_start_the_ui() -> None:
     assert browse_hint("https://me:s3cret@mlflow.example:443", "7") == (
         "https://me:***@mlflow.example:443/#/experiments/7/runs?workflowType=machine_learning"
+        "&viewStateShareKey=study-trials"
     )
     local = browse_hint("sqlite:////data/mlruns/mlflow.db", "2")
     assert local == (
-        "http://127.0.0.1:5000/#/experiments/2/runs?workflowType=machine_learning "
-        "(start the UI with `study ui`)"
+        "http://127.0.0.1:5000/#/experiments/2/runs?workflowType=machine_learning"
+        "&viewStateShareKey=study-trials (start the UI with `study ui`)"
     )
     given = browse_hint("postgresql://me:s3cret@db/mlflow", "2", uri_option="postgresql://...")
     assert "`study ui --tracking-uri postgresql://me:***@db/mlflow`" in given

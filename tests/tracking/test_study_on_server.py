@@ -3,11 +3,15 @@ MLflow UI itself (headless Chromium): one experiment marked as model training, o
 FINISHED with study-level metrics charted against batch size, a nested run per trial whose
 status follows the ledger (pruned and not-reached trials FINISHED with a ``status`` tag), the
 curves first and where the time went last in a trial's metric tab, and the printed link opening
-the runs table.
+the runs table in the study's saved view. The pages explain themselves: the study's data is a
+dataset input of every run, the parent's description states the question and the answer, trial
+names carry learning rate, steps and status, and the report ``study report`` attaches renders
+in the run's artifact view.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import uuid
@@ -17,7 +21,9 @@ from typing import Any
 import pytest
 
 from study.ledger import LedgerTrial
+from study.tracking.descriptions import ANSWER_HEADING, NOTE
 from study.tracking.server import EXPERIMENT_KIND, MODEL_TRAINING, runs_view_url
+from study.tracking.views import COLUMNS, view_tag
 from tests.browser import Browser, require_chromium
 from tests.runner.conftest import (
     Store,
@@ -46,6 +52,10 @@ class Served:
 
     def runs(self) -> list[Any]:
         return self.store.runs(self.name)
+
+    def parent(self) -> Any:
+        (parent,) = [r for r in self.runs() if r.data.tags.get("study.role") == "parent"]
+        return parent
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +114,7 @@ def test_the_parent_charts_the_study_against_batch_size(served: Served) -> None:
 
 
 def test_the_run_prints_the_runs_view_link_and_no_warnings(served: Served) -> None:
-    link = runs_view_url(served.store.uri, served.experiment_id)
+    link = runs_view_url(served.store.uri, served.experiment_id, view=True)
 
     assert served.result.stdout.splitlines()[-1] == f"MLflow runs of {served.name}: {link}"
     assert "View run" not in served.result.stdout
@@ -169,3 +179,76 @@ _CLICK_EXPANDER = """(() => {
   button.click();
   return true;
 })()"""
+
+
+def test_every_run_names_its_data_and_trials_carry_their_numbers(served: Served) -> None:
+    client = served.store.mlflow()
+    parent = client.get_run(served.parent().info.run_id)
+    (data,) = [i.dataset for i in parent.inputs.dataset_inputs]  # once, for all eight trials
+    assert data.name == "tabular(rows=1500)" and len(data.digest) == 16
+    assert (
+        json.loads(data.profile)["train_rows"] + json.loads(data.profile)["validation_rows"] == 1500
+    )
+    for run in served.runs():
+        if run.data.tags.get("study.role") != "trial":
+            continue
+        (used,) = client.get_run(run.info.run_id).inputs.dataset_inputs
+        assert (used.dataset.name, used.dataset.digest) == (data.name, data.digest)
+        assert [(t.key, t.value) for t in used.tags] == [("mlflow.data.context", "training")]
+        status, steps = run.data.tags["status"], run.data.metrics.get("summary/steps_to_target")
+        rate = float(run.data.params["optimizer.learning_rate"])
+        assert run.info.run_name.startswith(f"{run.data.params['stratum']}#")
+        assert f" lr {rate:.3g}" in run.info.run_name and run.info.run_name.endswith(f"({status})")
+        if steps is not None:
+            assert f": {int(steps)} steps" in run.info.run_name
+    view = json.loads(client.get_experiment(served.experiment_id).tags[view_tag()])
+    assert json.loads(view["state"])["selectedColumns"] == list(COLUMNS)
+
+
+@pytest.fixture(scope="module")
+def reported(served: Served) -> str:
+    """The served study's HTML report, written by ``study report`` and attached to its parent
+    run; returns the parent's description afterwards."""
+    result = run_study(
+        "report", served.name, "--tracking-uri", served.store.uri,
+        "--format", "html", "--bootstrap", "0", cwd=served.store.cwd,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return str(served.store.mlflow().get_run(served.parent().info.run_id).data.tags[NOTE])
+
+
+def test_the_parent_run_page_shows_the_dataset_the_question_and_the_answer(
+    served: Served, reported: str
+) -> None:
+    require_chromium()
+    parent = served.store.mlflow().get_run(served.parent().info.run_id)
+    (data,) = [i.dataset for i in parent.inputs.dataset_inputs]
+    answer = reported.partition(ANSWER_HEADING)[2].split()
+    assert "Question:" in reported and "report/report.html" in reported
+    run_page = runs_view_url(served.store.uri, served.experiment_id).replace(
+        "/runs?", f"/runs/{parent.info.run_id}?"
+    )
+    with Browser() as browser:
+        browser.open(run_page)
+        text = browser.wait_for(
+            f"(() => {{ const t = document.body.innerText; "
+            f"return t.includes({data.digest!r}) && t.includes('Question:') && t; }})()",
+            what="the dataset and the description on the parent run's page",
+        )
+        assert f"{data.name} ({data.digest})" in text
+        assert "tabular" in text and "Answer" in text
+        assert " ".join(answer[:6]) in " ".join(text.split())  # the answer's first words
+
+        browser.open(run_page.replace("?", "/artifacts/report/report.html?", 1))
+        shown = browser.wait_in_frame(
+            "blob:",
+            "document.readyState === 'complete' && [...document.images].length > 0 && "
+            "[...document.images].every(i => i.complete && i.naturalWidth > 0) && "
+            "JSON.stringify([document.title, document.querySelector('h1').innerText, "
+            "document.images.length])",
+            timeout=60,
+            what="the report with its figures in the artifact view",
+        )
+    title, heading, images = json.loads(shown)
+    assert title.startswith(f"Scaling report: {served.name}")
+    assert heading == f"Scaling report: {served.name}" and images >= 1
