@@ -180,7 +180,8 @@ class TrialResult:
     ``steps_to_target`` is the first step from which the target held through its hold window
     (Shallue et al.'s steps to result, with `study.config.hold`'s rule), ``None`` unless the
     state is ``reached``; ``fell_back`` lists each earlier crossing that did not hold, as
-    ``(step it met the target, step it failed again)``.
+    ``(step it met the target, step it failed again)``. Its ``repr`` leaves out the curve,
+    the environment, the error text and the timings (see `frame` for the curve).
     """
 
     state: TrialState
@@ -190,16 +191,24 @@ class TrialResult:
     steps_to_target: int | None = None
     examples_to_target: int | None = None
     seconds_to_target: float | None = None
-    curve: tuple[Measurement, ...] = ()
+    curve: tuple[Measurement, ...] = field(default=(), repr=False)
     fell_back: tuple[tuple[int, int], ...] = ()
-    environment: Mapping[str, Any] = field(default_factory=dict)
-    error: str | None = None
+    environment: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    error: str | None = field(default=None, repr=False)
     #: What kind of error ``error`` is (None without one).
     error_kind: ErrorKind | None = None
     #: The data it trained on (None when they were never loaded, and in older records).
     dataset: DataDescription | None = None
     #: Where the trial's wall time went, in seconds: `TIMING_PARTS` (those measured) and `WALL`.
-    timings: Mapping[str, float] = field(default_factory=dict)
+    timings: Mapping[str, float] = field(default_factory=dict, repr=False)
+
+    def frame(self) -> Any:
+        """The measurement curve as a pandas DataFrame, one row per evaluation
+        (`Measurement.as_row`: step, examples, train_seconds, train_loss, the validation
+        metrics, ``noise/*``, ``fine``)."""
+        import pandas as pd
+
+        return pd.DataFrame([m.as_row() for m in self.curve])
 
     @property
     def usage_error(self) -> str | None:

@@ -17,21 +17,21 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from study.errors import UsageError
+from study.errors import FieldError, UsageError
 
 if TYPE_CHECKING:
-    from study.config.study import StudyConfig
-    from study.ledger import Ledger, StudyRecord
-    from study.report.record import StudyFacts
+    from study.ledger import Ledger
 
 _EXPORT_SUFFIXES = (".csv", ".parquet", ".pq")
 
 
 def main(args: argparse.Namespace) -> int:
     """Write the report of study ``args.name``; return the exit status."""
-    from study.analysis.load import ledger_table
+    from study.commands.flags import in_flags
+    from study.config.target import Target
     from study.ledger import Ledger
-    from study.report import FORMATS, build_report, summary_lines, write_report
+    from study.report import FORMATS, summary_lines, write_report
+    from study.report.stored import stored_report
 
     if args.accelerators is not None and args.accelerators < 1:
         raise UsageError(f"--accelerators must be at least 1 (got {args.accelerators})")
@@ -47,28 +47,21 @@ def main(args: argparse.Namespace) -> int:
 
         check_answers(remote, "--tracking-uri" if args.tracking_uri else "MLFLOW_TRACKING_URI")
     ledger = Ledger.open(args.storage, args.name, create=False)
-    summary = ledger.summary()  # UsageError for an unknown study
-    record = ledger.require()
-    pilot = ledger.notes.pilot()
-    table = ledger_table(args.name, ledger.measurement_rows())
-    config = _study_config(args, record)
-    target = dataclasses.replace(_target(args, config, table), hold=record.hold_rule)
+    target = Target.parse(args.target, option="--target") if args.target else None
+    try:
+        report = stored_report(
+            ledger,
+            target=target,
+            accelerators=args.accelerators,
+            n_boot=args.bootstrap,
+            confidence=args.confidence,
+            command=_command(args, target or _own_target(ledger)),
+            context=_context(args),
+        )
+    except FieldError as err:
+        raise in_flags(err) from None
     formats = list(dict.fromkeys(args.format or FORMATS))
     out_dir = Path(args.out) if args.out else Path("reports") / args.name
-    report = build_report(
-        table,
-        target,
-        study=args.name,
-        accelerators=args.accelerators,
-        n_boot=args.bootstrap,
-        confidence=args.confidence,
-        state=summary.state,
-        command=_command(args, target),
-        context=_context(args),
-        facts=_facts(ledger, record, config),
-        pilot=pilot.to_stored() if pilot is not None else None,
-        probe=[row.to_stored() for row in ledger.notes.throughput()],
-    )
     paths = write_report(report, out_dir, formats)
     print(f"wrote {len(paths)} file(s) to {out_dir}:")
     for path in paths.values():
@@ -86,9 +79,9 @@ def main(args: argparse.Namespace) -> int:
 
 def export(args: argparse.Namespace) -> int:
     """Write the measurement table of study ``args.name`` to ``args.out`` (.csv or .parquet)."""
-    from study.analysis.load import ledger_table
     from study.analysis.table import export_table
     from study.ledger import Ledger
+    from study.report.stored import stored_table
 
     out = Path(args.out)
     if out.suffix.lower() not in _EXPORT_SUFFIXES:
@@ -97,8 +90,8 @@ def export(args: argparse.Namespace) -> int:
             f"(got {out.suffix or 'no suffix'!r})"
         )
     ledger = Ledger.open(args.storage, args.name, create=False)
-    ledger.require()  # UsageError for an unknown study
-    table = ledger_table(args.name, ledger.measurement_rows())
+    ledger.require()  # StudyNotFound for an unknown study
+    table = stored_table(ledger)
     if out.parent and not out.parent.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
     export_table(table, out)
@@ -107,39 +100,14 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _study_config(args: argparse.Namespace, record: StudyRecord) -> StudyConfig | None:
-    return recorded_config(record, args.name)
+def _own_target(ledger: Ledger) -> Any:
+    """The study's own target with its hold rule, for the report's command line (None for an
+    imported study, whose report then fails on ``--target``)."""
+    from study.report.stored import stored_config
 
-
-def recorded_config(record: StudyRecord, name: str) -> StudyConfig | None:
-    """The study file stored in the ledger, parsed (None for an imported study)."""
-    if not record.config_text:
-        return None
-    import yaml
-
-    from study.config.studyfile import parse_study
-
-    text = record.config_text
-    source = record.config_source or f"<study {name}>"
-    return parse_study(yaml.safe_load(text), source, text=text)
-
-
-def _target(args: argparse.Namespace, config: StudyConfig | None, table: Any) -> Any:
-    """``--target`` if given, else the target of the study file stored in the ledger."""
-    from study.config.target import Target
-
-    if args.target:
-        return Target.parse(args.target, option="--target")
-    if config is None:
-        from study.report.build import measured_metrics
-
-        metrics = measured_metrics(table)
-        example = metrics[0] if metrics else "val/classification_error"
-        raise UsageError(
-            f"study {args.name!r} was imported and has no target of its own; pass --target, "
-            f"e.g. --target '{example}<0.1' (metrics: {', '.join(metrics) or 'none'})"
-        )
-    return config.target
+    record = ledger.require()
+    config = stored_config(record, ledger.name)
+    return None if config is None else dataclasses.replace(config.target, hold=record.hold_rule)
 
 
 def _command(args: argparse.Namespace, target: Any) -> str:
@@ -167,65 +135,6 @@ def _storage(args: argparse.Namespace) -> str:
     from study.report.formatting import display_storage
 
     return display_storage(args.storage or str(store_root(create=False) / JOURNAL))
-
-
-def _facts(ledger: Ledger, record: StudyRecord, config: StudyConfig | None) -> StudyFacts:
-    """What the study trained and how it searched, for the top of the report: the study file
-    (or an imported study's dataset, model and optimizer), the trials planned, the package
-    versions here (`environment_info`, which imports no TensorFlow) and the versions the trials
-    recorded."""
-    from study.host import environment_info
-    from study.report.formatting import display_path, display_storage
-    from study.report.record import StudyFacts
-
-    environment = environment_info()
-    common: dict[str, Any] = {
-        "tuner": record.tuner or "",
-        "trials_planned": record.trials_total,
-        "packages": {**environment["packages"], "python": environment["python"]},
-        "trained_with": _trained_with(ledger),
-    }
-    if config is None:
-        return StudyFacts(
-            dataset=record.dataset or "",
-            model=record.model or "",
-            optimizer=record.optimizer or "",
-            imported_from=display_storage(record.source) if record.source else "",
-            **common,
-        )
-    source = record.config_source
-    return StudyFacts(
-        config=config,
-        study_file=display_path(source) if source and not source.startswith("<") else "",
-        default_model=_default_model(config),
-        **common,
-    )
-
-
-def _default_model(config: StudyConfig) -> str:
-    """The model a built-in workload trains when the study file names none ("" if unknown)."""
-    from study.config.rules import FieldError
-    from study.workloads import available, get_workload
-
-    if config.model is not None or config.workload not in available():
-        return config.model or ""
-    try:
-        return get_workload(config.workload, config.workload_options).check_model(None)
-    except (UsageError, FieldError):
-        return ""
-
-
-def _trained_with(ledger: Ledger) -> dict[str, str]:
-    """The TensorFlow and Keras versions the finished trials recorded, e.g.
-    ``{"tensorflow": "2.21.0", "keras": "3.15.1"}`` (several versions joined by " and ")."""
-    seen: dict[str, set[str]] = {"tensorflow": set(), "keras": set()}
-    for stratum in ledger.strata():
-        for trial in ledger.trials(stratum):
-            environment = trial.result.environment if trial.result else {}
-            for name, versions in seen.items():
-                if environment.get(name):
-                    versions.add(str(environment[name]))
-    return {name: " and ".join(sorted(v)) for name, v in seen.items() if v}
 
 
 def attach_to_parent_run(
