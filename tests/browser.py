@@ -5,7 +5,8 @@ file descriptor 3 and writes replies and events on 4, each a JSON message ended 
 A `Browser` holds one page in a fresh profile with networking features off; it records every
 request the page makes and every console error, evaluates JavaScript, and waits for a
 JavaScript condition to hold (`Browser.wait_for`) rather than for a fixed time: a single-page app
-such as MLflow's UI keeps rendering after its load event. `open_page` loads one file and reads
+such as MLflow's UI keeps rendering after its load event; `Browser.wait_in_frame` does the same
+inside an iframe of its own process (MLflow shows an HTML artifact in a sandboxed one). `open_page` loads one file and reads
 a few values off it (the HTML report). `require_chromium` skips a test without Chromium, except
 on CI (``CI`` set), where it fails.
 

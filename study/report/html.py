@@ -1,7 +1,8 @@
 """The HTML report: one self-contained ``report.html``.
 
 Inline CSS, figures as base64 PNG data URIs, no scripts or external resources: the page opens
-offline. Every string that comes from the user or the data (study, strategy and metric names,
+offline, and in MLflow's artifact view (a sandboxed iframe on a ``blob:`` URL, where files next
+to it could not be reached) with its figures (checked in Chromium). Every string that comes from the user or the data (study, strategy and metric names,
 notes) goes through `html.escape`. The page opens with what the study is about
 (`study.report.about`); the tables come from `study.report.tables`, the sentences from
 `study.report.prose`.

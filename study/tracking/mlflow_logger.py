@@ -21,7 +21,9 @@ last:
   trial's wall time went (`TrialResult.timings`, those measured), one point each at the last step.
 
 The environment becomes tags (``reused``: ``true`` when the trial reused a previous trial's
-model and compiled functions). Everything goes in one ``log_batch`` call when it fits.
+model and compiled functions). Everything goes in one ``log_batch`` call when it fits. The data
+the trial trained on (`TrialResult.dataset`) is the run's dataset input
+(`study.tracking.dataset_input`).
 
 Run status: a trial that trained is FINISHED whatever its outcome (``pruned`` and
 ``not_reached`` included; the ``status`` tag tells them apart); only errors are FAILED and only
@@ -48,6 +50,7 @@ from study.config.trial import TrialSpec
 from study.ledger.records import TIMING_KEYS, TimingSummary
 from study.paths import artifact_root
 from study.results import FINE, NOISE, TrialResult, TrialState
+from study.tracking.dataset_input import dataset_input
 from study.tracking.server import EXPERIMENT_KIND, MODEL_TRAINING
 
 for _name in ("mlflow", "alembic"):
@@ -169,6 +172,8 @@ class MlflowLogger:
             self.log_metrics(run_id, metrics)
         if result.error:
             self.client.log_text(run_id, result.error, "error.txt")
+        if result.dataset is not None:
+            self.client.log_inputs(run_id, [dataset_input(result.dataset)])
         self.client.set_terminated(run_id, status=RUN_STATUS.get(result.state, "FINISHED"))
 
 

@@ -334,15 +334,15 @@ class StudyTracker:
                 )
             self.logger.log_trial(target, spec, result, extra_params=params, tags=tags)
             if result.dataset is not None:
-                self._log_dataset(target, result)
+                self._log_parent_dataset(result)
 
         self.submit(job)
 
-    def _log_dataset(self, run_id: str, result: TrialResult) -> None:
-        """The trial's data as an input of its run, and of the parent run if not yet there."""
+    def _log_parent_dataset(self, result: TrialResult) -> None:
+        """The trial's data (its run has them from `MlflowLogger.log_trial`) as an input of the
+        parent run, unless it has them already (a resumed study asks the run at start)."""
         assert result.dataset is not None
         data = dataset_input(result.dataset)
-        self.logger.client.log_inputs(run_id, [data])
         key = (data.dataset.name, data.dataset.digest)
         if self.parent_run_id and key not in self._parent_data:
             self.logger.client.log_inputs(self.parent_run_id, [data])

@@ -19,7 +19,7 @@ from study.ledger.records import (
     decode_trial,
     encode_result,
 )
-from study.results import Measurement, TrialResult, TrialState
+from study.results import DataDescription, Measurement, TrialResult, TrialState
 
 
 def result(**changes) -> TrialResult:
@@ -222,3 +222,25 @@ def test_a_study_records_its_hold_rule_and_older_ones_read_as_the_first_crossing
     assert StudyRecord.from_attrs("s", new.to_attrs()).hold_rule == DEFAULT_HOLD
     older = StudyRecord.from_attrs("s", {"config_text": "name: s"})
     assert older.hold is None and older.hold_rule == Hold.OFF
+
+
+DATA = DataDescription(
+    name="tabular(rows=1500)",
+    source="tabular(rows=1500, seed=0)",
+    digest="0123456789abcdef",
+    train_rows=1200,
+    val_rows=300,
+    schema=(("features", "float32[20]"), ("outputs", "3")),
+)
+
+
+def test_the_data_a_trial_trained_on_survive_encoding_and_older_records_have_none() -> None:
+    attrs = json.loads(json.dumps(encode_result(result(dataset=DATA))))
+    assert decode_result(attrs).dataset == DATA
+    trial = decode_trial(Stratum(32, "default"), 0, attrs, {"learning_rate": 0.1}, 1.0, open=False)
+    assert trial.extras == {}  # a known key, not an extra
+
+    older = encode_result(result())
+    assert "dataset" not in older  # nothing stored without a description
+    assert decode_result(older).dataset is None
+    assert decode_result({**attrs, "dataset": {"name": "x"}}).dataset is None  # unreadable

@@ -1,7 +1,7 @@
 """Tests for study.tracking.mlflow_logger, on both kinds of store a study uses: a temporary
 SQLite store and a real tracking server through its REST API (`mlflow_server`).
 
-Results are built by hand (no TensorFlow). Creating an MLflow SQLite store runs its migrations
+Results are built by hand (no TensorFlow), a description of their data among them. Creating an MLflow SQLite store runs its migrations
 (several seconds), so one store of each kind serves the module; every test uses its own runs,
 and experiment names carry a random suffix (a CI server outlives the session).
 """
@@ -9,6 +9,7 @@ and experiment names carry a random suffix (a CI server outlives the session).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import uuid
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from study.tracking.mlflow_logger import (
     study_timing_metrics,
     timing_metrics,
 )
+from tests.tracking.test_dataset_input import GENERATED as DATA
 
 SPEC = TrialSpec(
     workload="tabular",
@@ -176,6 +178,16 @@ def test_log_trial_writes_summary_metrics_status_and_ends_the_run(
     assert run.info.status == "FINISHED"
     assert run.info.end_time is not None
     assert client.list_artifacts(run.info.run_id) == []
+
+
+def test_log_trial_names_the_data_as_the_runs_training_input(logger, experiment, client) -> None:
+    run = client.get_run(log(logger, experiment, dataclasses.replace(REACHED, dataset=DATA)))
+
+    (used,) = run.inputs.dataset_inputs
+    assert (used.dataset.name, used.dataset.digest) == (DATA.name, DATA.digest)
+    assert json.loads(used.dataset.profile)["train_rows"] == DATA.train_rows
+    assert [(t.key, t.value) for t in used.tags] == [("mlflow.data.context", "training")]
+    assert client.get_run(log(logger, experiment, REACHED)).inputs.dataset_inputs == []
 
 
 TIMED = dataclasses.replace(

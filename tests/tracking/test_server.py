@@ -25,12 +25,14 @@ from study.results import TrialResult, TrialState
 from study.tracking.server import (
     browse_hint,
     check_answers,
+    experiment_links,
     experiments_url,
     is_unreachable,
     probe,
     runs_view_url,
 )
 from study.tracking.study_tracker import BackgroundJobs, StudyTracker
+from study.tracking.views import view_tag
 from tests.fakes import rising_curve, tabular_spec
 from tests.runner.conftest import run_study, tiny_study, write_study
 from tests.tracking.conftest import free_port
@@ -48,6 +50,18 @@ def test_runs_view_url_opens_the_model_training_runs_table() -> None:
         "&viewStateShareKey=study-trials"
     )
     assert experiments_url("http://h:1") == "http://h:1/#/experiments?workflowType=machine_learning"
+
+
+def test_study_ui_links_open_the_saved_view_of_experiments_that_have_one() -> None:
+    experiments = [
+        {"name": "quick", "experiment_id": "1", "tags": [{"key": view_tag(), "value": "{}"}]},
+        {"name": "older-one", "experiment_id": "2", "tags": []},
+    ]
+    assert experiment_links("http://h:1", experiments) == [
+        "quick      http://h:1/#/experiments/1/runs?workflowType=machine_learning"
+        "&viewStateShareKey=study-trials",
+        "older-one  http://h:1/#/experiments/2/runs?workflowType=machine_learning",
+    ]
 
 
 def test_browse_hint_masks_passwords_and_says_how_to_start_the_ui() -> None:
@@ -250,8 +264,10 @@ def test_tracker_logs_every_kind_of_trial_as_mlflow_shows_it(mlflow_server: str)
     tracker.close()
 
     client = MlflowClient(mlflow_server)
-    runs = {r.info.run_name: r for r in client.search_runs([tracker.experiment_id])}
-    parent = runs.pop(name)
+    found = client.search_runs([tracker.experiment_id])
+    runs = {r.data.tags.get("study.trial", "").removeprefix(f"{name}/"): r for r in found}
+    parent = runs.pop("")
+    assert parent.info.run_name == name
     assert parent.info.status == "FINISHED"
     assert parent.data.metrics["trials_done"] == 6
     steps = client.get_metric_history(parent.info.run_id, "best_steps")
@@ -262,6 +278,12 @@ def test_tracker_logs_every_kind_of_trial_as_mlflow_shows_it(mlflow_server: str)
         assert (run.data.tags["status"], run.info.status) == (state.value, status)
     run = runs[f"b64/default#{died.number}"]
     assert (run.data.tags["status"], run.info.status) == ("interrupted", "KILLED")
+    last = outcome(TrialState.REACHED).steps_run  # the curve's last evaluation
+    assert runs["b64/default#0"].info.run_name == f"b64/default#0 lr 0.1: {last} steps (reached)"
+    assert runs["b64/default#1"].info.run_name == (
+        f"b64/default#1 lr 0.1: stopped at {last} steps (not_reached)"
+    )
+    assert runs["b64/default#4"].info.run_name == "b64/default#4 lr 0.1: failed"
     pruned = runs["b64/default#2"]
     assert {k.split("/")[0] for k in pruned.data.metrics} == {"curves", "progress", "summary"}
     assert pruned.data.metrics["summary/steps_run"] == results[TrialState.PRUNED].steps_run

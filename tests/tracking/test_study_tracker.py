@@ -1,13 +1,28 @@
 """The parent run's params (`study_params`): what the study searches, and how steps to target
-are read (the hold rule) and trials seeded."""
+are read (the hold rule) and trials seeded; and on a tracking server, what the runs show: the
+study's data as a dataset input of every trial and once of the parent (a resumed study too),
+the parent's description with its answer, trial names with their numbers, the saved view."""
 
 from __future__ import annotations
 
 import copy
+import json
+import uuid
 
+import pytest
+from mlflow.tracking import MlflowClient
+
+from study.config.space import Stratum
 from study.config.studyfile import parse_study
-from study.tracking.study_tracker import study_params
+from study.ledger import LedgerTrial
+from study.results import TrialResult, TrialState
+from study.tracking.dataset_input import mlflow_dataset
+from study.tracking.descriptions import ANSWER_HEADING, NOTE, with_answer
+from study.tracking.study_tracker import StudyTracker, study_params
+from study.tracking.views import view_tag
 from tests.config.test_studyfile import BASE
+from tests.fakes import tabular_spec
+from tests.tracking.test_dataset_input import GENERATED as DATA
 
 
 def params_of(**changes: object) -> dict:
@@ -26,3 +41,63 @@ def test_the_parent_run_names_the_hold_rule_and_the_seeding() -> None:
     other = params_of(target_hold={"fraction": 0.1, "min_steps": 20}, training_seeds="pinned")
     assert (other["target_hold"], other["training_seeds"]) == ("10%,20", "pinned")
     assert params_of(target_hold="off")["target_hold"] == "off"
+
+
+# The pages a study's runs show, on a tracking server
+
+
+def finished(number: int) -> LedgerTrial:
+    result = TrialResult(TrialState.REACHED, steps_run=40, steps_to_target=40, dataset=DATA)
+    return LedgerTrial(
+        stratum=Stratum(64, "default"),
+        number=number,
+        status=TrialState.REACHED,
+        params={"learning_rate": 0.1},
+        result=result,
+        tuner="optuna",
+        origin="sampler",
+    )
+
+
+def test_the_data_reach_every_trial_and_the_parent_once_even_when_resumed(
+    mlflow_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"pages-{uuid.uuid4().hex[:8]}"
+    first = StudyTracker(mlflow_server, name)
+    parent = first.ensure_parent({"study": name}, {}, note=with_answer("Q1", None))
+    for number in (0, 1):
+        first.finish_trial(finished(number), tabular_spec(batch_size=64))
+    first.describe_answer("B_noise 734 (454-1339)")
+    first.close()
+
+    resumed = StudyTracker(mlflow_server, name)  # `study resume`: a new process
+    calls: list[str] = []
+    log_inputs = resumed.logger.client.log_inputs
+    monkeypatch.setattr(
+        resumed.logger.client,
+        "log_inputs",
+        lambda run_id, datasets: calls.append(run_id) or log_inputs(run_id, datasets),
+    )
+    assert resumed.ensure_parent({"study": name}, {}, note=with_answer("Q2", None)) == parent
+    resumed.finish_trial(finished(2), tabular_spec(batch_size=64))
+    resumed.close()
+
+    client = MlflowClient(mlflow_server)
+    run = client.get_run(parent)
+    assert [(i.dataset.name, i.dataset.digest) for i in run.inputs.dataset_inputs] == [
+        (DATA.name, DATA.digest)
+    ]
+    assert parent not in calls and len(calls) == 1  # the trial's run only
+    assert run.data.tags[NOTE] == f"Q2\n\n{ANSWER_HEADING}\n\nB_noise 734 (454-1339)\n"
+    trials = [r for r in client.search_runs([first.experiment_id]) if r.info.run_id != parent]
+    assert sorted(r.info.run_name for r in trials) == [
+        f"b64/default#{n} lr 0.1: 40 steps (reached)" for n in range(3)
+    ]
+    for trial in trials:
+        (used,) = client.get_run(trial.info.run_id).inputs.dataset_inputs
+        assert (used.dataset.name, used.dataset.profile) == (
+            DATA.name,
+            mlflow_dataset(DATA).profile,
+        )
+    view = client.get_experiment(first.experiment_id).tags[view_tag()]
+    assert json.loads(json.loads(view)["state"])["runsExpanded"] == {parent: True}
