@@ -40,16 +40,17 @@ def question_note(config: StudyConfig, *, tuner: str, trials_total: int) -> str:
     does a larger batch stop paying?" and a list of what the study searches.
     """
     batches = ", ".join(str(b) for b in config.space.batch_sizes)
-    model = config.model or "the default model"
+    model = f"`{config.model}`" if config.model else "the default model"
+    subject = f"{model} on `{config.workload}`"
     options = ", ".join(f"{k}={v}" for k, v in sorted(config.workload_options.items()))
     hold = config.target.hold
     lines = [
-        f"**Question:** how many steps does `{model}` on `{config.workload}` need to reach "
+        f"**Question:** how many steps does {subject} need to reach "
         f"`{config.target}` at each batch size ({batches}), with its best learning rate, and "
         "where does a larger batch stop paying?",
         "",
         f"- workload: `{config.workload}`" + (f" ({options})" if options else ""),
-        f"- model: `{model}`",
+        f"- model: {model}",
         f"- target: `{config.target}`" + (f", held {hold}" if hold.active else ""),
         f"- batch sizes: {batches}",
         f"- strategies: {', '.join(config.space.strategies)}",
@@ -62,7 +63,7 @@ def question_note(config: StudyConfig, *, tuner: str, trials_total: int) -> str:
 def answer_section(answer: str | None, report: str | None = None) -> str:
     """The ``### Answer`` section: ``answer`` (the terminal's answer line) and where the report
     is (e.g. "`report/report.html` in this run's artifacts"), or `NO_ANSWER_YET`."""
-    body = NO_ANSWER_YET if answer is None else answer
+    body = NO_ANSWER_YET if answer is None else answer[:1].upper() + answer[1:]
     lines = [ANSWER_HEADING, "", body]
     if report:
         lines += ["", f"Report: {report}."]

@@ -46,8 +46,10 @@ def test_the_question_names_what_the_study_searches_and_has_no_answer_yet() -> N
     ):
         assert f"\n{line}\n" in note
     assert note.endswith(f"\n\n{ANSWER_HEADING}\n\n{NO_ANSWER_YET}\n")
-    plain = question(target_hold="off", workload_options={})
+    plain = question(target_hold="off", workload_options={}, model=None)
     assert "- target: `val_accuracy>=0.6`\n" in plain and "- workload: `mnist1d`\n" in plain
+    assert "does the default model on `mnist1d` need" in plain
+    assert "- model: the default model\n" in plain
 
 
 def test_the_answer_replaces_the_answer_section_only() -> None:
@@ -64,6 +66,7 @@ def test_the_answer_replaces_the_answer_section_only() -> None:
         f"a note someone wrote\n\n{ANSWER_HEADING}\n\n42\n"
     )
     assert with_answer(None, None) == f"{ANSWER_HEADING}\n\n{NO_ANSWER_YET}\n"
+    assert with_answer(None, "no answer: too few sizes").endswith("\n\nNo answer: too few sizes\n")
 
 
 def test_a_resumed_study_renews_the_question_and_keeps_the_answer() -> None:
