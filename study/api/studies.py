@@ -151,10 +151,17 @@ class Study:
         fit = self.fit(target, confidence, accelerators=accelerators)
         paths = write_report(fit.report, folder, list(dict.fromkeys(formats)))
         if attach:
-            from study.commands.report import attach_to_parent_run
+            from study.report.answer_prose import answer_line
+            from study.tracking.report_run import attach_report
 
-            attach_to_parent_run(
-                self.name, list(paths.values()), self.tracking_uri, fit.report.answers
+            answers = fit.report.answers
+            attach_report(
+                self.name,
+                list(paths.values()),
+                self.tracking_uri,
+                metrics=answers.to_metrics() if answers is not None else None,
+                answer=answer_line(answers) if answers is not None else None,
+                who="Study.report",
             )
         return paths
 

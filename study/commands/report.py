@@ -13,7 +13,6 @@ import argparse
 import dataclasses
 import os
 import shlex
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -140,70 +139,14 @@ def _storage(args: argparse.Namespace) -> str:
 def attach_to_parent_run(
     study: str, files: list[Path], uri_option: str | None, answers: Any = None
 ) -> str | None:
-    """Log ``files`` (the report just written) to the study's MLflow parent run under ``report/``,
-    and ``answers`` (`Answers`) as its ``answer/*`` metrics and its ``study.answer`` tag.
-
-    Only the written files are logged, not the whole output directory, so ``--out .`` does not
-    upload whatever else lies there. The run's description then ends with the answer and where
-    the report is (`study.tracking.descriptions.with_answer`).
-
-    Returns:
-        The run id, or None when there is no MLflow store, experiment or parent run (a study
-        imported or run without tracking). Tracking errors are warnings: the report is written.
-    """
-    from study.paths import masked, tracking_store_exists, tracking_uri
-
-    if not tracking_store_exists(uri_option):
-        return None  # no local store: do not create one just to find no parent run
-    uri = tracking_uri(uri_option)
-    try:
-        from mlflow.tracking import MlflowClient
-
-        from study.tracking.study_tracker import parent_runs
-
-        client = MlflowClient(tracking_uri=uri)
-        experiment = client.get_experiment_by_name(study)
-        if experiment is None:
-            return None
-        runs = parent_runs(client, experiment.experiment_id)
-        if not runs:
-            return None
-        run = runs[0]
-        for path in files:
-            client.log_artifact(run.info.run_id, str(path), "report")
-        if answers is not None:
-            log_answers(client, run.info.run_id, answers)
-        _describe(client, run.info.run_id, files, answers)
-        return run.info.run_id
-    except Exception as exc:
-        print(
-            f"study report: warning: could not attach the report to MLflow ({masked(uri)}): "
-            f"{type(exc).__name__}: {masked(str(exc).splitlines()[0], uri) if str(exc) else ''}",
-            file=sys.stderr,
-        )
-        return None
-
-
-def log_answers(client: Any, run_id: str, answers: Any) -> None:
-    """The answers (`Answers`) on an MLflow run: ``answer/*`` metrics (estimate and interval
-    ends) and the ``study.answer`` tag, the line a terminal shows."""
-    import time
-
-    from mlflow.entities import Metric, RunTag
-
+    """`attach_report` with the answers (`Answers`) as metrics and their one line."""
     from study.report.answer_prose import answer_line
+    from study.tracking.report_run import attach_report
 
-    now = int(time.time() * 1000)
-    metrics = [Metric(k, v, now, 0) for k, v in answers.to_metrics().items()]
-    client.log_batch(run_id, metrics=metrics, tags=[RunTag("study.answer", answer_line(answers))])
-
-
-def _describe(client: Any, run_id: str, files: list[Path], answers: Any) -> None:
-    """The answer and where the report is, in the answer section of the run's description."""
-    from study.report.answer_prose import answer_line
-    from study.tracking.study_tracker import set_answer
-
-    names = [path.name for path in files]
-    shown = "report.html" if "report.html" in names else names[0] if names else None
-    where = f"`report/{shown}` in this run's Artifacts tab" if shown else None
-    set_answer(client, run_id, answer_line(answers) if answers is not None else None, where)
+    return attach_report(
+        study,
+        files,
+        uri_option,
+        metrics=answers.to_metrics() if answers is not None else None,
+        answer=answer_line(answers) if answers is not None else None,
+    )

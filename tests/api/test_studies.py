@@ -194,3 +194,21 @@ def test_a_study_sees_trials_added_after_it_was_loaded(tmp_path) -> None:
     assert len(opened.trials()) == before + 1
     assert math.isfinite(opened.fit().b_noise)
     assert isinstance(ledger.require(), StudyRecord)
+
+
+def test_report_attach_logs_to_the_parent_run(tiny, tmp_path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'track.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment(TINY, artifact_location=(tmp_path / "a").as_uri())
+    parent = client.create_run(experiment, tags={"study.role": "parent", "study.name": TINY})
+    tracked = study.load(TINY, storage=tiny.storage, tracking_uri=uri)
+    tracked.report(tmp_path / "out", formats=("html",), attach=True)
+    run = client.get_run(parent.info.run_id)
+    assert [a.path for a in client.list_artifacts(run.info.run_id, "report")] == [
+        "report/report.html"
+    ]
+    assert run.data.tags["study.answer"].startswith("B_noise")
+    assert "answer/b_noise" in run.data.metrics
+    assert "report/report.html" in run.data.tags["mlflow.note.content"]
