@@ -248,7 +248,7 @@ def _safest_rate(surrogate: Surrogate, theta: np.ndarray, batch: float, rate: An
     rates = np.geomspace(rate.low, rate.high, 64) if rate.high > rate.low else np.array([rate.low])
     sample = theta[:: max(1, theta.shape[0] // 400)]
     b = np.full(rates.size, float(batch))
-    mean = [np.exp(mean_log_steps(t, b, np.log(rates), surrogate.b_ref)) for t in sample]
+    mean = np.exp(mean_log_steps(sample, b, np.log(rates), surrogate.b_ref))  # draws x rates
     return float(rates[int(np.argmin(np.mean(mean, axis=0)))])
 
 

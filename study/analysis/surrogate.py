@@ -39,7 +39,7 @@ import pandas as pd
 from scipy import optimize, special, stats
 
 from study.analysis.crossings import PREVIOUS_STEP
-from study.analysis.fitting import MIN_BATCH_SIZES
+from study.analysis.fitting import MIN_BATCH_SIZES, hessian, value_and_gradient
 from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE
 
 PARAMS = (
@@ -285,40 +285,47 @@ def mean_log_steps(
     theta: np.ndarray, b: np.ndarray, log_lr: np.ndarray, b_ref: float
 ) -> np.ndarray:
     """The model's mean log steps at each (batch size, log learning rate) for parameters
-    ``theta``."""
-    log_s_min, log_b_noise, level, alpha, beta, log_c, log_slope, log_k, _ = theta
+    ``theta`` (one vector, or one per row: then one row of means per parameter vector)."""
+    theta = np.asarray(theta, dtype=float)
+    out = _mean_log_steps(np.atleast_2d(theta), b, log_lr, b_ref)
+    return out[0] if theta.ndim == 1 else out
+
+
+def _mean_log_steps(
+    thetas: np.ndarray, b: np.ndarray, log_lr: np.ndarray, b_ref: float
+) -> np.ndarray:
+    log_s_min, log_b_noise, level, alpha, beta, log_c, log_slope, log_k, _ = (
+        thetas[:, i : i + 1] for i in range(len(PARAMS))
+    )
     x = np.log(b / b_ref)
     u = log_lr - (level + alpha * x + beta * x * x)
-    slope, k = math.exp(log_slope), math.exp(log_k)
-    w = slope / (2.0 * math.exp(log_c))
+    slope, k = np.exp(log_slope), np.exp(log_k)
+    w = slope / (2.0 * np.exp(log_c))
     below = slope * w * (np.sqrt(1.0 + (np.minimum(u, 0.0) / w) ** 2) - 1.0)
     penalty = np.where(u < 0, below, k * u * u)
     return log_s_min + np.log1p(np.exp(log_b_noise) / b) + penalty
 
 
-def _log_likelihood(theta: np.ndarray, data: _Data, offsets: np.ndarray | None = None) -> float:
-    return float(np.sum(_trial_log_likelihoods(theta, data, offsets)))
-
-
-def _trial_log_likelihoods(
-    theta: np.ndarray, data: _Data, offsets: np.ndarray | None = None
+def _log_likelihoods(
+    thetas: np.ndarray, data: _Data, offsets: np.ndarray | None = None
 ) -> np.ndarray:
-    """Each trial's log-likelihood."""
-    mu = mean_log_steps(theta, data.b, data.log_lr, data.b_ref)
+    """The log-likelihood of every trial, summed, for each parameter vector (row) of
+    ``thetas``; ``offsets`` (one per trial, or one row per vector) shift the mean log steps."""
+    mu = _mean_log_steps(thetas, data.b, data.log_lr, data.b_ref)
     if offsets is not None:
         mu = mu + offsets
-    sigma = math.exp(theta[-1])
-    z_high = (data.high - mu) / sigma
-    z_low = (data.low - mu) / sigma
-    out = np.empty_like(mu)
+    log_sigma = thetas[:, -1]
+    z_high = (data.high - mu) / np.exp(log_sigma)[:, None]
     observed = data.kind == _OBSERVED
-    out[observed] = -0.5 * z_high[observed] ** 2 - _LOG_SQRT_2PI - math.log(sigma)
+    total = -0.5 * np.sum(z_high[:, observed] ** 2, axis=1)
+    total -= int(observed.sum()) * (_LOG_SQRT_2PI + log_sigma)
     censored = data.kind == _CENSORED
-    out[censored] = special.log_ndtr(-z_high[censored])
+    total += np.sum(special.log_ndtr(-z_high[:, censored]), axis=1)
     bracket = data.kind == _BRACKET
     if bracket.any():
-        out[bracket] = _log_between(z_low[bracket], z_high[bracket])
-    return out
+        z_low = (data.low[bracket] - mu[:, bracket]) / np.exp(log_sigma)[:, None]
+        total += np.sum(_log_between(z_low, z_high[:, bracket]), axis=1)
+    return total
 
 
 def _log_between(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -364,11 +371,14 @@ def _fit(data: _Data, *, bend: bool, start: np.ndarray | None = None) -> optimiz
     bounds = _bounds(data, bend)
     starts = _starts(data) if start is None else [start]
     best = None
+    upper = np.array([hi for _, hi in bounds])
+
+    def objective(t: np.ndarray) -> tuple[float, np.ndarray]:
+        return value_and_gradient(lambda p: -_log_likelihoods(p, data), t, upper)
+
     for x0 in starts:
-        x0 = np.clip(x0, [lo for lo, _ in bounds], [hi for _, hi in bounds])
-        result = optimize.minimize(
-            lambda t: -_log_likelihood(t, data), x0, method="L-BFGS-B", bounds=bounds
-        )
+        x0 = np.clip(x0, [lo for lo, _ in bounds], upper)
+        result = optimize.minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds)
         if best is None or result.fun < best.fun:
             best = result
     return best
@@ -379,29 +389,13 @@ def _covariance(data: _Data, theta: np.ndarray, bent: bool) -> np.ndarray:
     parameters; parameters at a bound or fixed get zero variance."""
     bounds = _bounds(data, bent)
     free = [i for i, (lo, hi) in enumerate(bounds) if hi > lo and lo + 1e-6 < theta[i] < hi - 1e-6]
-    hessian = _hessian(lambda t: -_log_likelihood(t, data), theta, free)
-    values, vectors = np.linalg.eigh(hessian)
+    curvature = hessian(lambda points: -_log_likelihoods(points, data), theta, free)
+    values, vectors = np.linalg.eigh(curvature)
     values = np.maximum(values, 1e-6 * max(float(values.max()), 1e-12))
     # The small-sample correction of a variance estimated with ``len(free)`` parameters.
     inner = (vectors / values) @ vectors.T * data.n / max(data.n - len(free), 1)
     out = np.zeros((len(PARAMS), len(PARAMS)))
     out[np.ix_(free, free)] = inner
-    return out
-
-
-def _hessian(f, theta: np.ndarray, free: list[int]) -> np.ndarray:
-    n = len(free)
-    h = np.array([1e-3 * max(1.0, abs(theta[i])) for i in free])
-    out = np.empty((n, n))
-    for a in range(n):
-        for c in range(a, n):
-            total = 0.0
-            for sa, sc, sign in ((1, 1, 1), (1, -1, -1), (-1, 1, -1), (-1, -1, 1)):
-                t = theta.copy()
-                t[free[a]] += sa * h[a]
-                t[free[c]] += sc * h[c]
-                total += sign * f(t)
-            out[a, c] = out[c, a] = total / (4.0 * h[a] * h[c])
     return out
 
 
@@ -416,9 +410,12 @@ def _misfit(data: _Data, fit: optimize.OptimizeResult) -> float:
     known = np.isin(data.b, sizes)
     safe = np.minimum(index, sizes.size - 1)
 
-    def nll(delta: np.ndarray) -> float:
-        return -_log_likelihood(fit.x, data, np.where(known, delta[safe], 0.0))
+    def nll(deltas: np.ndarray) -> np.ndarray:
+        thetas = np.repeat(fit.x[None, :], len(deltas), axis=0)
+        return -_log_likelihoods(thetas, data, np.where(known, deltas[:, safe], 0.0))
 
-    result = optimize.minimize(nll, np.zeros(sizes.size), method="L-BFGS-B")
+    result = optimize.minimize(
+        lambda d: value_and_gradient(nll, d), np.zeros(sizes.size), jac=True, method="L-BFGS-B"
+    )
     gain = max(0.0, 2.0 * (fit.fun - result.fun))
     return float(stats.chi2.sf(gain, df=sizes.size - 2))
