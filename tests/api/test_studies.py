@@ -15,19 +15,31 @@ from study.ledger import Ledger, StudyRecord
 from tests.fakes import TINY, TINY_BATCH_SIZES, write_tiny_ledger
 
 
-@pytest.fixture
-def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.delenv("STUDY_HOME", raising=False)
-    path = tmp_path / "j.journal"
+@pytest.fixture(scope="module")
+def shared_journal(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny study, written once for the tests that only read it."""
+    path = tmp_path_factory.mktemp("tiny") / "j.journal"
     write_tiny_ledger(path)
     return path
 
 
 @pytest.fixture
+def journal(shared_journal: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("STUDY_HOME", raising=False)
+    return shared_journal
+
+
+@pytest.fixture
 def tiny(journal: Path) -> study.Study:
     return study.load(TINY, storage=journal)
+
+
+@pytest.fixture(scope="module")
+def fitted(shared_journal: Path) -> study.Fit:
+    """The tiny study's fit for its own target, computed once."""
+    return study.load(TINY, storage=shared_journal).fit()
 
 
 def test_a_missing_study_is_named_and_nothing_is_written(tmp_path, monkeypatch) -> None:
@@ -74,13 +86,13 @@ def test_trials_have_one_row_each_with_their_parameters_and_results(tiny) -> Non
     assert trials.set_index("trial")["learning_rate"].equals(table.rename("learning_rate"))
 
 
-def test_the_fit_is_the_reports_fit(tiny, journal, tmp_path, capsys) -> None:
+def test_the_fit_is_the_reports_fit(tiny, fitted, journal, tmp_path, capsys) -> None:
     out = tmp_path / "r"
     args = ["report", TINY, "--storage", str(journal), "--out", str(out), "--format", "json"]
     assert cli([*args, "--no-mlflow"]) == 0
     capsys.readouterr()
     expected = json.loads((out / "report.json").read_text())
-    fit = tiny.fit()
+    fit = fitted
     assert fit.b_noise == pytest.approx(expected["noise_scale"]["b_noise"], rel=1e-12)
     assert fit.b_noise_interval == pytest.approx(expected["noise_scale"]["b_noise_ci"])
     assert 20 < fit.b_noise < 200  # the tiny study's S(B) has B_noise 64
@@ -119,7 +131,7 @@ def test_report_writes_the_formats_asked_for(tiny, tmp_path) -> None:
     assert not (tmp_path / "x").exists()
 
 
-def test_plots_draw_into_the_given_axes(tiny) -> None:
+def test_plots_draw_into_the_given_axes(tiny, fitted) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -129,7 +141,7 @@ def test_plots_draw_into_the_given_axes(tiny) -> None:
     ax = figure.add_subplot()
     assert tiny.plot.steps(ax) is ax
     assert ax.get_xscale() == "log" and len(ax.lines) >= 2
-    fit = tiny.fit()
+    fit = fitted
     for name in ("examples", "best_lr", "trials"):
         drawn = getattr(fit.plot, name)(Figure().add_subplot())
         assert drawn.has_data()
@@ -143,14 +155,14 @@ def test_plots_draw_into_the_given_axes(tiny) -> None:
         unreached.plot.steps()
 
 
-def test_a_study_shows_itself_as_text_and_html(tiny) -> None:
+def test_a_study_shows_itself_as_text_and_html(tiny, fitted) -> None:
     text = repr(tiny)
     assert text.splitlines()[0] == "study tiny: 18/18 trials, complete"
     assert "b8/default" in text and "best steps" in text
     page = tiny._repr_html_()
     assert "<table>" in page and "study tiny: 18/18 trials, complete" in page
     assert page.count("<tr>") == 1 + len(TINY_BATCH_SIZES)
-    fit = tiny.fit()
+    fit = fitted
     assert "B_noise = " in repr(fit) and "answer: " in repr(fit)
     assert "<table>" in fit._repr_html_() and "B_noise" in fit._repr_html_()
 
@@ -178,7 +190,7 @@ def test_runs_reads_the_studys_mlflow_runs(tiny, tmp_path) -> None:
     assert mlflow.get_tracking_uri() != uri  # the caller's MLflow state is left alone
 
 
-def test_a_study_sees_trials_added_after_it_was_loaded(tmp_path) -> None:
+def test_a_study_sees_trials_added_after_it_was_loaded(tmp_path, fitted) -> None:
     journal = tmp_path / "grow.journal"
     write_tiny_ledger(journal)
     opened = study.load(TINY, storage=journal)
@@ -192,7 +204,8 @@ def test_a_study_sees_trials_added_after_it_was_loaded(tmp_path) -> None:
     extra = finished_trial(Stratum(8, "default"), 3, 0.02, curve, Target.parse("val_accuracy>=0.6"))
     ledger.import_trials(Stratum(8, "default"), [extra])
     assert len(opened.trials()) == before + 1
-    assert math.isfinite(opened.fit().b_noise)
+    assert opened.fit().b_noise != fitted.b_noise  # refitted with the new trial
+    assert math.isfinite(fitted.b_noise)
     assert isinstance(ledger.require(), StudyRecord)
 
 
