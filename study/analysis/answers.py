@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy import special
 
 from study.analysis.fitting import CONFIDENCE, as_number
 from study.analysis.regimes import TOLERANCE, regime_bounds
@@ -248,8 +249,9 @@ def _safest_rate(surrogate: Surrogate, theta: np.ndarray, batch: float, rate: An
     rates = np.geomspace(rate.low, rate.high, 64) if rate.high > rate.low else np.array([rate.low])
     sample = theta[:: max(1, theta.shape[0] // 400)]
     b = np.full(rates.size, float(batch))
-    mean = np.exp(mean_log_steps(sample, b, np.log(rates), surrogate.b_ref))  # draws x rates
-    return float(rates[int(np.argmin(np.mean(mean, axis=0)))])
+    log_steps = mean_log_steps(sample, b, np.log(rates), surrogate.b_ref)  # draws x rates
+    # The log of the mean steps over draws (no overflow where a draw's steps are huge).
+    return float(rates[int(np.argmin(special.logsumexp(log_steps, axis=0)))])
 
 
 def _choose(batches: np.ndarray, accelerators: int, limits: np.ndarray) -> np.ndarray:
