@@ -7,13 +7,14 @@ handler imports what it needs. Bad input raises `UsageError`: one line on stderr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 from study.commands.trial_flags import add_noise_every, add_trial_flags
 from study.config.trial import NOISE_EVERY, PILOT_NOISE_EVERY
-from study.errors import UsageError
+from study.errors import EXIT_TEMPFAIL, FieldError, StorageUnavailable, UsageError
 from study.paths import study_name
 from study.version import __version__
 
@@ -121,6 +122,14 @@ def _add_storage(p: argparse.ArgumentParser, tracking: bool = False) -> None:
         "--storage",
         metavar="URL",
         help="Optuna storage: an RDB URL (postgresql://, mysql://, sqlite:///) or a journal file (default: mlruns/optuna.journal)",
+    )
+    p.add_argument(
+        "--storage-retry",
+        metavar="SECONDS",
+        type=float,
+        help="how long to wait for a database storage that stops answering (restart, failover, "
+        "dropped connection) before exiting with status 75 (default: the study file's "
+        "storage_retry, else $STUDY_STORAGE_RETRY, else 300)",
     )
     if tracking:
         p.add_argument(
@@ -300,6 +309,32 @@ def _add_probe(sub: Any) -> None:
 _COMMANDS = (_add_train, _add_noise_scale, _add_run, _add_inspect, _add_report, _add_probe)
 
 
+@contextlib.contextmanager
+def _storage_retry(seconds: float | None) -> Iterator[None]:
+    """``--storage-retry``, checked: the window of every storage the command opens (set in
+    ``$STUDY_STORAGE_RETRY`` while it runs, as it was afterwards)."""
+    if seconds is None:
+        yield
+        return
+    import os
+
+    from study.ledger.storage import RETRY_ENV, retry_window
+
+    try:
+        window = retry_window(seconds)
+    except FieldError as err:
+        raise err.named("--storage-retry") from None
+    previous = os.environ.get(RETRY_ENV)
+    os.environ[RETRY_ENV] = repr(window)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(RETRY_ENV, None)
+        else:
+            os.environ[RETRY_ENV] = previous
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit status."""
     parser = build_parser()
@@ -309,7 +344,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         study_name(getattr(args, "name", None))  # a study name names folders: not "..", "."
-        return int(args.handler(args) or 0)
+        with _storage_retry(getattr(args, "storage_retry", None)):
+            return int(args.handler(args) or 0)
+    except StorageUnavailable as exc:
+        print(f"study {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_TEMPFAIL
     except UsageError as exc:
         from study.commands.flags import in_flags  # a field named by its flag
 

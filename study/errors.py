@@ -13,6 +13,9 @@ user wrote (a flag on the command line, ``FILE: key`` in a study file)::
 
 `StudyNotFound` is a `UsageError` for a study name the storage does not hold.
 
+`StorageUnavailable` is a storage that stayed away longer than the retry window: the CLI
+prints its one line and exits with status 75 (`EXIT_TEMPFAIL`, try again later).
+
 `InfeasibleError` is a strategy or configuration this host cannot provide: a trial that meets
 one is recorded as infeasible and the study goes on.
 """
@@ -23,7 +26,20 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["FieldError", "InfeasibleError", "StudyError", "StudyNotFound", "UsageError", "show"]
+__all__ = [
+    "EXIT_TEMPFAIL",
+    "FieldError",
+    "InfeasibleError",
+    "StorageUnavailable",
+    "StudyError",
+    "StudyNotFound",
+    "UsageError",
+    "show",
+]
+
+#: The exit status of a command whose storage stayed away longer than its retry window
+#: (sysexits.h's EX_TEMPFAIL: try again later).
+EXIT_TEMPFAIL = 75
 
 
 class StudyError(Exception):
@@ -45,6 +61,28 @@ class StudyNotFound(UsageError, LookupError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (StudyNotFound, (self.study, str(self)))
+
+
+class StorageUnavailable(StudyError):
+    """The storage did not answer within the retry window (`study.ledger.retry`): nothing
+    recorded is lost, and the same command (or ``study resume``) continues once it answers.
+    ``where`` is the storage with its password masked."""
+
+    def __init__(self, where: str, seconds: float, cause: BaseException | str = "") -> None:
+        self.where, self.seconds = where, seconds
+        if isinstance(cause, BaseException):
+            first = " ".join(str(cause).split()).partition(" (Background on this error")[0]
+            cause = f"{type(cause).__name__}: {first[:200]}"
+        self.cause = cause
+        super().__init__(
+            f"the storage {where} did not answer for {seconds:.0f} s"
+            + (f" ({cause})" if cause else "")
+            + "; everything recorded is kept: run the command again (or `study resume NAME`) "
+            "once it answers, or wait longer with --storage-retry SECONDS"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StorageUnavailable, (self.where, self.seconds, self.cause))
 
 
 class InfeasibleError(StudyError):

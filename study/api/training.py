@@ -39,6 +39,7 @@ def run(
     workers: int = 1,
     tuner: str = "both",
     trials: int | None = None,
+    storage_retry: float | None = None,
 ) -> Study:
     """Run (or continue) a study, as ``study run FILE`` does, and return it (`Study`).
 
@@ -53,12 +54,16 @@ def run(
         workers: training processes on this host.
         tuner: ``optuna``, ``keras-tuner`` or ``both`` (they take turns over one ledger).
         trials: the study's trial budget instead of the study file's.
+        storage_retry: seconds to wait for a database storage that stops answering (a
+            restart, a failover) before raising `StorageUnavailable` (default: the study
+            file's ``storage_retry``, else ``$STUDY_STORAGE_RETRY``, else 300).
 
     Raises:
         UsageError: a bad argument (named) or study file (its file and key).
         KeyboardInterrupt: the run was interrupted (the kernel's stop button, Ctrl-C,
             SIGTERM); its finished trials are kept and the same call continues it.
         StudyError: the run stopped on its own (e.g. too many consecutive failed trials).
+        StorageUnavailable: the storage stayed away past ``storage_retry`` (a `StudyError`).
     """
     from study.api.studies import load
     from study.runner.launch import RunOptions, run_study
@@ -70,6 +75,7 @@ def run(
         workers=positive_int("workers", workers) or 1,
         storage=text("storage", storage, optional=True),
         tracking_uri=text("tracking_uri", tracking_uri, optional=True),
+        storage_retry=_seconds("storage_retry", storage_retry),
     )
     config = study_config(path_or_config)
     _check_tracking(options.tracking_uri)
@@ -85,6 +91,14 @@ def run(
             "its finished trials are kept, and study.run continues it"
         )
     return load(config.name, storage=options.storage, tracking_uri=options.tracking_uri)
+
+
+def _seconds(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e12:
+        raise FieldError(name, "must be a number of seconds >= 0", value)
+    return float(value)
 
 
 def study_config(value: Any) -> StudyConfig:

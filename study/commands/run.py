@@ -64,6 +64,7 @@ def run_config(config: StudyConfig, args: argparse.Namespace, *, tuner: str) -> 
         storage=args.storage,
         tracking_uri=args.tracking_uri,
         max_trials=args.max_trials,
+        storage_retry=getattr(args, "storage_retry", None),
     )
     with sigterm_interrupts():
         return run_study(config, options)

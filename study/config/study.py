@@ -232,6 +232,9 @@ class StudyConfig:
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
     allocation: Allocation = field(default_factory=Allocation)
     training_seeds: TrainingSeeds = TrainingSeeds.PER_TRIAL
+    #: Seconds a database storage that stops answering is waited for (None: the default,
+    #: `study.ledger.storage.retry_window`).
+    storage_retry: float | None = None
     source: str = "<memory>"
     text: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)

@@ -62,6 +62,9 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
     allocation: {mode: even}           # optional; even (default) or {mode: adaptive, rounds: 3}:
                                        #   the grid around a pilot's B_simple, trials in rounds
                                        #   to the strata where the fit is least certain
+    storage_retry: 300                 # optional; seconds a database storage that stops
+                                       #   answering is waited for before exit status 75
+                                       #   (default: --storage-retry, $STUDY_STORAGE_RETRY, 300)
 
 Further metaparameters are the ones `TrialSpec` understands: ``momentum``, ``beta1``, ``beta2``,
 ``epsilon``, ``weight_decay``, ``end_factor`` (floats), ``warmup_steps``, ``decay_steps``
@@ -135,6 +138,7 @@ TOP_LEVEL_KEYS = (
     "heartbeat",
     "allocation",
     "training_seeds",
+    "storage_retry",
 )
 REQUIRED_KEYS = ("name", "workload", "target", "budget", "trials_per_stratum", "search_space")
 _WORKLOAD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
@@ -222,10 +226,21 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
                 tuple(m.value for m in TrainingSeeds),
             )
         ),
+        storage_retry=_seconds(r, mapping.get("storage_retry"), "storage_retry"),
         source=source,
         text=yaml.safe_dump(raw, sort_keys=False) if text is None else text,
         raw=raw,
     )
+
+
+def _seconds(r: Reader, value: Any, path: str) -> float | None:
+    """A number of seconds >= 0, or None when left out."""
+    if value is None:
+        return None
+    seconds = r.number(value, path)
+    if seconds < 0:
+        r.fail(path, "must be a number of seconds >= 0", value)
+    return float(seconds)
 
 
 def _or_default(value: Any, default: Any) -> Any:

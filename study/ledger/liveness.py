@@ -8,7 +8,9 @@ own host; its heartbeat stale by the clock, from anywhere else) is closed as ``i
 `Liveness.recover_stale`, and its slot runs again.
 
 Example: a trial claimed with a grace of 60 s on host A, whose owner stops beating, is alive to
-host B until B's clock reads 60 s past the last beat, and recovered by B after that.
+host B until B's clock reads 60 s past the last beat, and recovered by B after that. After a
+storage outage that B waited through (`study.ledger.retry`), the grace runs from when the
+storage answered B again: heartbeats missed while it was away do not count.
 """
 
 from __future__ import annotations
@@ -108,4 +110,9 @@ class Liveness:
 
     def _owner_alive(self, frozen: FrozenTrial) -> bool:
         beat = Beat.from_stored(frozen.system_attrs.get(HEARTBEAT))
+        back = getattr(self._access.storage, "back_at", 0.0)  # `study.ledger.retry`
+        if beat is not None and back > beat.at:
+            # The storage was away until ``back``: no owner could stamp, so the grace runs
+            # from when it answered again.
+            beat = Beat(back, beat.grace)
         return owner_alive(frozen.user_attrs.get(records.OWNER), beat, self._access.clock.now())

@@ -5,10 +5,20 @@ A database server that does not answer, refuses the credentials or lacks the dat
 in seconds (`CONNECT_TIMEOUT`) with one line that names the URL (its password masked) and the
 fix. ``postgresql://`` and ``postgresql+psycopg://`` both connect with psycopg 3
 (SQLAlchemy 2.1's default PostgreSQL driver).
+
+Once open, a database storage is wrapped in Optuna's trial cache (a finished trial is read from
+the database once per process) and in `study.ledger.retry.RetryingStorage`: a database that
+restarts, fails over or drops the connection is waited for, up to the retry window
+(`retry_window`: ``--storage-retry SECONDS``, the study file's ``storage_retry``, or
+``$STUDY_STORAGE_RETRY``; default 300 s). Pooled connections are checked before use
+(``pool_pre_ping``), so one the server dropped is replaced, not failed.
 """
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +32,31 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 #: Seconds to wait for a database server to accept a connection.
 CONNECT_TIMEOUT = 10
+#: The environment variable that sets the retry window (``--storage-retry`` sets it too).
+RETRY_ENV = "STUDY_STORAGE_RETRY"
+
+
+def retry_window(seconds: float | None = None) -> float:
+    """The retry window: ``seconds`` if given, else ``$STUDY_STORAGE_RETRY``, else
+    `study.ledger.retry.DEFAULT_WINDOW_S`.
+
+    Raises:
+        FieldError: on ``storage_retry``: not a number of seconds >= 0.
+    """
+    from study.ledger.retry import DEFAULT_WINDOW_S
+
+    value: Any = seconds if seconds is not None else os.environ.get(RETRY_ENV)
+    if value is None or value == "":
+        return DEFAULT_WINDOW_S
+    try:
+        window = float(value)
+    except (TypeError, ValueError):
+        window = -1.0
+    if not window >= 0 or window == float("inf"):
+        raise FieldError("storage_retry", "must be a number of seconds >= 0", value)
+    return window
+
+
 #: What to check, by what the driver said (the first match wins).
 _HINTS = (
     ("password authentication failed", "check the user and password in the URL"),
@@ -38,22 +73,34 @@ _HINTS = (
 )
 
 
-def open_storage(url: str | None = None, *, create: bool = True) -> optuna.storages.BaseStorage:
+def open_storage(
+    url: str | None = None,
+    *,
+    create: bool = True,
+    retry: float | None = None,
+    now: Callable[[], float] = time.time,
+) -> optuna.storages.BaseStorage:
     """The Optuna storage for a URL: an RDB URL, or a journal file path (default under mlruns/).
 
     With ``create=False`` (read-only commands) a journal, SQLite file or database without
     Optuna's tables is not created: the storage is empty and in memory, and nothing is written.
+    A database storage is cached and retried (see the module docstring; ``retry``: the window
+    in seconds, `retry_window`; ``now``: the clock heartbeats are judged by).
 
     Raises:
         FieldError: on ``storage``: the URL cannot be opened (its password masked).
     """
     if url and "://" in url:
+        window = retry_window(retry)
         try:
             if not create and not _has_ledger_tables(url):
                 return optuna.storages.InMemoryStorage()
-            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs(url))
+            rdb = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs(url))
         except Exception as exc:  # any driver or URL error is bad input
             raise FieldError("storage", detail=storage_problem(url, exc)) from None
+        from study.ledger.retry import RetryingStorage
+
+        return RetryingStorage(optuna.storages.get_storage(rdb), masked(url), window, now=now)
     path = Path(url) if url else journal_path(create=create)
     if not create and not path.exists():
         return optuna.storages.InMemoryStorage()
@@ -85,7 +132,7 @@ def engine_kwargs(url: str) -> dict[str, Any]:
     (PostgreSQL, MySQL), nothing for SQLite."""
     scheme = url.partition("://")[0].partition("+")[0].lower()
     if scheme in ("postgresql", "postgres", "mysql", "mariadb"):
-        return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT}}
+        return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT}, "pool_pre_ping": True}
     return {}
 
 

@@ -56,16 +56,20 @@ class Ledger(Claims):
 
     @classmethod
     def open(
-        cls, url: str | None, name: str, *, create: bool = True, clock: Clock = SYSTEM_CLOCK
+        cls,
+        url: str | None,
+        name: str,
+        *,
+        create: bool = True,
+        clock: Clock = SYSTEM_CLOCK,
+        retry: float | None = None,
     ) -> Ledger:
         """The ledger of study ``name`` in the storage at ``url`` (see `open_storage`;
-        ``create=False`` for read-only use). An RDB storage is wrapped in Optuna's trial cache
-        (as Optuna's own studies are): a finished trial is read from the database once per
-        process, so reading a stratum costs its open and new trials, not all of them."""
-        storage = open_storage(url, create=create)
-        if isinstance(storage, optuna.storages.RDBStorage):
-            storage = optuna.storages.get_storage(storage)
-        return cls(storage, name, clock)
+        ``create=False`` for read-only use; ``retry``: the window in seconds through which a
+        database that does not answer is waited for). A database storage is wrapped in
+        Optuna's trial cache (as Optuna's own studies are): a finished trial is read from the
+        database once per process, so reading a stratum costs its open and new trials."""
+        return cls(open_storage(url, create=create, retry=retry, now=clock.now), name, clock)
 
     def record(self) -> StudyRecord | None:
         """The study's record, or None if no study of this name is stored."""

@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping
 from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import TrialSpec
+from study.errors import StorageUnavailable
 from study.ledger import Ledger, LedgerTrial, Slot
 from study.ledger.owners import owner_id
 from study.ledger.records import SEED
@@ -151,6 +152,8 @@ class StudyEngine:
         self._active_lock = threading.Lock()
         #: Adaptive allocation: when every budget is spent, it opens the next round.
         self.allocator = allocator
+        #: The storage stayed away past its retry window (`study.ledger.retry`): `run` raises it.
+        self.storage_lost: StorageUnavailable | None = None
         self._round_lock = threading.Lock()
 
     @property
@@ -161,7 +164,11 @@ class StudyEngine:
     # -- the run ------------------------------------------------------------------------------
     def run(self, workers: int = 1) -> int:
         """Run ``workers`` trials at a time until done; 0, 1 (stopped by the failure policy),
-        130 (Ctrl-C) or 143 (SIGTERM, see `study.runner.stopping`)."""
+        130 (Ctrl-C) or 143 (SIGTERM, see `study.runner.stopping`).
+
+        Raises:
+            StorageUnavailable: the storage stayed away past its retry window; the trials
+                that were running stay open in it and run again on resume."""
         threads = [
             threading.Thread(target=self._guarded_loop, name=f"study-worker-{i}", daemon=True)
             for i in range(workers)
@@ -188,6 +195,8 @@ class StudyEngine:
             status = exit_status(interrupt)
         finally:
             beating.set()
+        if self.storage_lost is not None:
+            raise self.storage_lost
         return 1 if status == 0 and self.failures.message else status
 
     def others_running(self) -> bool:
@@ -221,11 +230,16 @@ class StudyEngine:
                     self._active[(slot.stratum, slot.number)] = slot
                 try:
                     self._run_slot(slot)
+                except StorageUnavailable:
+                    raise  # nothing can be recorded: the slot runs again on resume
                 except Exception:
                     self._fail_slot(slot, traceback.format_exc())
                 finally:
                     with self._active_lock:
                         self._active.pop((slot.stratum, slot.number), None)
+        except StorageUnavailable as lost:
+            self.storage_lost = lost
+            self._stop.set()
         except Exception as exc:
             self.failures.stop(f"internal error: {type(exc).__name__}: {exc}")
             traceback.print_exc()
@@ -319,6 +333,8 @@ class StudyEngine:
             for slot in slots:
                 try:
                     self.ledger.liveness.beat(slot, self.heartbeat.grace)
+                except StorageUnavailable:
+                    return  # the storage is gone for good: the study stops (`run` says so)
                 except Exception as exc:  # a storage hiccup: the next beat may get through
                     if not warned:
                         warned = True

@@ -72,6 +72,9 @@ class RunOptions:
     live: bool | None = None
     #: Leave after this many trials of this process (``study worker --max-trials``).
     max_trials: int | None = None
+    #: Seconds to wait for a database storage that stops answering (``--storage-retry``; None:
+    #: the study file's ``storage_retry``, else `study.ledger.storage.retry_window`).
+    storage_retry: float | None = None
 
     def __post_init__(self) -> None:
         if self.tuner not in TUNERS:
@@ -105,6 +108,11 @@ def fingerprint(config: StudyConfig) -> str:
     return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def _retry(config: StudyConfig, options: RunOptions) -> float | None:
+    """The storage's retry window: ``--storage-retry``, else the study file's."""
+    return options.storage_retry if options.storage_retry is not None else config.storage_retry
+
+
 def visiting_order(config: StudyConfig) -> list[Stratum]:
     """Strata by strategy, then largest batch size first (so transfer can seed smaller ones)."""
     return [
@@ -127,7 +135,7 @@ def open_study(config: StudyConfig, options: RunOptions) -> tuple[Ledger, StudyR
         UsageError: a study of that name with other trials (workload, target, ...) exists, or
             it was created by other code (`study.version.require_same_code`).
     """
-    ledger = Ledger.open(options.storage, config.name)
+    ledger = Ledger.open(options.storage, config.name, retry=_retry(config, options))
     record = ledger.create(
         StudyRecord(
             name=config.name,
@@ -195,7 +203,9 @@ def run_study(config: StudyConfig, options: RunOptions) -> int:
     # Before the ledger records anything: a dead tracking server fails here in seconds.
     check_answers(uri, "--tracking-uri" if options.tracking_uri else "MLFLOW_TRACKING_URI")
     # Before the slow preflight: a study made by other code is refused at once.
-    existing = Ledger.open(options.storage, config.name, create=False).record()
+    existing = Ledger.open(
+        options.storage, config.name, create=False, retry=_retry(config, options)
+    ).record()
     if existing is not None:
         require_same_code(config.name, existing.code_version)
     with WorkerPool(options.workers) as pool:

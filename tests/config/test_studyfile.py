@@ -990,3 +990,13 @@ def test_the_schema_refuses_dots_alone_too(schema: dict[str, Any]) -> None:
     jsonschema.validate(study(name="a..b"), schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(study(name=".."), schema)
+
+
+def test_storage_retry_is_seconds_the_run_waits_for_its_database(tmp_path: Path) -> None:
+    assert load_study_file(write(tmp_path, BASE)).storage_retry is None
+    config = load_study_file(write(tmp_path, {**BASE, "storage_retry": 45}))
+    assert config.storage_retry == 45.0
+    with pytest.raises(UsageError, match=r"x.yaml: storage_retry must be a number of seconds >= 0"):
+        load_study_file(write(tmp_path, {**BASE, "storage_retry": -1}))
+    with pytest.raises(UsageError, match=r"x.yaml: storage_retry must be a number"):
+        load_study_file(write(tmp_path, {**BASE, "storage_retry": "soon"}))

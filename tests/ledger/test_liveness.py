@@ -128,3 +128,26 @@ def test_a_trial_being_set_up_is_left_alone_for_the_setup_grace(
     assert ledger.liveness.recover_stale([S32]) == []
     clock.advance(SETUP_GRACE_S + 10)  # past it (the trial's start is Optuna's wall time)
     assert [t.number for t in ledger.liveness.recover_stale([S32])] == [trial.number]
+
+
+def test_heartbeats_missed_during_an_outage_are_excused_for_one_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"  # a database: wrapped in the retry storage
+    clock = FakeClock()
+    worker = ledger_as(url, "host-a", clock, monkeypatch)
+    slot = worker.claim(S32, budget=2, grace=GRACE)
+    assert slot is not None and worker.liveness.beat(slot, GRACE)
+    other = ledger_as(url, "host-b", clock, monkeypatch)
+    (running,) = other.liveness.running([S32])
+    clock.advance(GRACE + 30)  # no beat got through: the storage was away for 80 s
+    outage = other.storage.outage
+    outage.now = clock.now
+    outage.since = outage.monotonic() - 80.0
+    outage.answered()  # host-b saw it come back now
+    assert other.liveness.alive(running) and other.liveness.recover_stale([S32]) == []
+    clock.advance(GRACE)
+    assert other.liveness.alive(running)  # one grace from when it answered
+    clock.advance(0.001)
+    assert not other.liveness.alive(running)
+    assert [t.number for t in other.liveness.recover_stale([S32])] == [slot.number]

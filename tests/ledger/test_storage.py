@@ -7,9 +7,10 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from study.errors import UsageError
+from study.errors import FieldError, UsageError
 from study.ledger import Ledger, list_studies, open_storage
 from study.ledger.records import StudyRecord
+from study.ledger.retry import DEFAULT_WINDOW_S, RetryingStorage
 from study.ledger.storage import CONNECT_TIMEOUT, engine_kwargs, storage_problem
 from tests.services import PostgresServer, free_port
 
@@ -63,12 +64,13 @@ def test_both_spellings_of_postgresql_open_the_same_ledger(postgres_url: str):
     Ledger.open(postgres_url, "shared").create(StudyRecord(name="shared", config_text="x: 1"))
     plain = postgres_url.replace("postgresql+psycopg://", "postgresql://")
     assert list_studies(open_storage(plain)) == ["shared"]
-    assert isinstance(open_storage(plain), optuna.storages.RDBStorage)
+    assert isinstance(database_of(open_storage(plain)), optuna.storages.RDBStorage)
 
 
 def test_only_database_servers_get_a_connect_timeout():
     assert engine_kwargs("postgresql+psycopg://u:p@h/d") == {
-        "connect_args": {"connect_timeout": CONNECT_TIMEOUT}
+        "connect_args": {"connect_timeout": CONNECT_TIMEOUT},
+        "pool_pre_ping": True,
     }
     assert engine_kwargs("mysql+pymysql://u:p@h/d")["connect_args"]["connect_timeout"] > 0
     assert engine_kwargs("sqlite:///x.db") == {}
@@ -103,7 +105,8 @@ def test_reading_an_empty_database_creates_nothing(postgres_url: str):
     Ledger.open(postgres_url, "x").create(StudyRecord(name="x", config_text="a: 1"))
     assert "studies" in tables(postgres_url)
     reread = open_storage(postgres_url, create=False)
-    assert isinstance(reread, optuna.storages.RDBStorage) and list_studies(reread) == ["x"]
+    assert isinstance(database_of(reread), optuna.storages.RDBStorage)
+    assert list_studies(reread) == ["x"]
 
 
 def test_reading_a_missing_sqlite_file_does_not_create_it(tmp_path):
@@ -112,4 +115,25 @@ def test_reading_a_missing_sqlite_file_does_not_create_it(tmp_path):
     assert isinstance(storage, optuna.storages.InMemoryStorage)
     assert not path.exists()
     open_storage(f"sqlite:///{path}")
-    assert isinstance(open_storage(f"sqlite:///{path}", create=False), optuna.storages.RDBStorage)
+    reread = open_storage(f"sqlite:///{path}", create=False)
+    assert isinstance(database_of(reread), optuna.storages.RDBStorage)
+
+
+def database_of(storage: optuna.storages.BaseStorage) -> optuna.storages.BaseStorage:
+    """The database storage under the retry wrapper and Optuna's trial cache."""
+    assert isinstance(storage, RetryingStorage)
+    return storage.inner._backend
+
+
+def test_a_database_storage_is_cached_and_retried(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("STUDY_STORAGE_RETRY", raising=False)
+    storage = open_storage(f"sqlite:///{tmp_path / 'l.db'}")
+    assert storage.outage.window == DEFAULT_WINDOW_S
+    monkeypatch.setenv("STUDY_STORAGE_RETRY", "12.5")
+    assert open_storage(f"sqlite:///{tmp_path / 'l.db'}").outage.window == 12.5
+    assert open_storage(f"sqlite:///{tmp_path / 'l.db'}", retry=0).outage.window == 0
+    monkeypatch.setenv("STUDY_STORAGE_RETRY", "soon")
+    with pytest.raises(FieldError, match=r"^storage_retry must be a number of seconds >= 0"):
+        open_storage(f"sqlite:///{tmp_path / 'l.db'}")
+    journal = open_storage(str(tmp_path / "j.journal"))
+    assert not isinstance(journal, RetryingStorage)  # a file: nothing to wait for
