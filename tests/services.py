@@ -29,7 +29,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -112,14 +112,46 @@ def _chown_to_server_user(path: Path) -> None:
         shutil.chown(path, user="postgres", group="postgres")
 
 
+class Postmaster:
+    """The server process of a `PostgresServer`, which a test can stop and start again on the
+    same port and data (an outage: `stop` ``immediate`` is a crash-like stop, ``fast`` a clean
+    one)."""
+
+    def __init__(self, argv: list[str], log: Path) -> None:
+        self.argv, self.log = argv, log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, ready: Callable[[], bool]) -> None:
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(
+                self.argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        _wait(ready, self.process, self.log, "postgres")
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server: ``fast`` (SIGINT) or ``immediate`` (SIGQUIT, no checkpoint)."""
+        if self.process is not None and self.process.poll() is None:
+            stop_group(self.process, signal.SIGQUIT if mode == "immediate" else signal.SIGINT)
+        self.process = None
+
+
 @dataclass(frozen=True)
 class PostgresServer:
-    """A running PostgreSQL server on 127.0.0.1 and the role tests connect as."""
+    """A running PostgreSQL server on 127.0.0.1 and the role tests connect as; ``postmaster``
+    stops and starts it (tests of outages use a server of their own)."""
 
     port: int
     user: str = PG_USER
     password: str = PG_PASSWORD
     host: str = "127.0.0.1"
+    postmaster: Postmaster | None = field(default=None, compare=False, repr=False)
+
+    def restart_after(self, outage: Callable[[], None], mode: str = "immediate") -> None:
+        """Stop the server (``mode``), call ``outage`` while it is down, start it again."""
+        assert self.postmaster is not None
+        self.postmaster.stop(mode)
+        outage()
+        self.postmaster.start(self.answers)
 
     def url(self, database: str, *, driver: str = "psycopg", password: str | None = None) -> str:
         """A SQLAlchemy URL of ``database``, e.g.
@@ -156,10 +188,16 @@ class PostgresServer:
             return False
 
 
+#: Settings that make a test server fast and not durable.
+_FAST = ("-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+
+
 @contextlib.contextmanager
-def postgresql_server() -> Iterator[PostgresServer]:
+def postgresql_server(*, durable: bool = False) -> Iterator[PostgresServer]:
     """Start a throwaway PostgreSQL server on a free loopback port; stop it and delete its data
-    directory at the end. Fast but not durable (``fsync=off``): for tests only."""
+    directory at the end. Fast but not durable (``fsync=off``, commits acknowledged before they
+    are flushed) unless ``durable``: a server that tests stop the hard way must keep what it
+    acknowledged, as a real one does."""
     binaries = postgres_bin()
     if binaries is None:
         missing("PostgreSQL's server (initdb, postgres)", "apt-get install postgresql")
@@ -194,36 +232,28 @@ def postgresql_server() -> Iterator[PostgresServer]:
         if initdb.returncode != 0:
             pytest.fail(f"initdb failed ({initdb.returncode}):\n{initdb.stdout}{initdb.stderr}")
         port = free_port()
-        with open(log, "wb") as out:
-            process = subprocess.Popen(
-                _as_server_user(
-                    [
-                        str(binaries / "postgres"),
-                        "-D",
-                        str(data),
-                        "-h",
-                        "127.0.0.1",
-                        "-p",
-                        str(port),
-                        "-k",
-                        str(root),
-                        "-c",
-                        "fsync=off",
-                        "-c",
-                        "synchronous_commit=off",
-                        "-c",
-                        "full_page_writes=off",
-                        "-c",
-                        "max_connections=200",
-                    ]
-                ),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        stack.callback(stop_group, process, signal.SIGINT)  # SIGINT: PostgreSQL's fast shutdown
-        server = PostgresServer(port=port)
-        _wait(server.answers, process, log, "postgres")
+        postmaster = Postmaster(
+            _as_server_user(
+                [
+                    str(binaries / "postgres"),
+                    "-D",
+                    str(data),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "-k",
+                    str(root),
+                    "-c",
+                    "max_connections=200",
+                    *([] if durable else _FAST),
+                ]
+            ),
+            log,
+        )
+        server = PostgresServer(port=port, postmaster=postmaster)
+        stack.callback(postmaster.stop, "fast")  # SIGINT: PostgreSQL's fast shutdown
+        postmaster.start(server.answers)
         with server._super() as connection:  # type: ignore[attr-defined]
             connection.execute(f"CREATE ROLE \"{PG_USER}\" LOGIN PASSWORD '{PG_PASSWORD}' CREATEDB")
         yield server

@@ -22,6 +22,7 @@ grace after that (`study.ledger.liveness`), since no owner could stamp while it 
 
 from __future__ import annotations
 
+import logging
 import random
 import sys
 import threading
@@ -34,6 +35,18 @@ from optuna.storages import BaseStorage
 from optuna.trial import TrialState as OptunaState
 
 from study.errors import StorageUnavailable
+
+
+class _QuietFallback(logging.Filter):
+    """Drops Optuna's multi-line warning about a failed bulk read it redoes another way
+    ("Caught an error from sqlalchemy ... Falling back to a slower alternative"): during an
+    outage the retry's one line says what happens."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Caught an error from sqlalchemy" not in record.getMessage()
+
+
+logging.getLogger("optuna.storages._rdb.storage").addFilter(_QuietFallback())
 
 #: The retry window when none is given (``--storage-retry``, the study file's
 #: ``storage_retry``), in seconds.
@@ -112,7 +125,7 @@ class Outage:
         with self._lock:
             if self.since is None:
                 self.since = self.monotonic()
-                first = " ".join(str(exc).split())
+                first = " ".join(str(exc).split()).partition(" (Background on this error")[0]
                 self.say(
                     f"study: warning: the storage {self.where} is not answering "
                     f"({type(exc).__name__}: {first[:160]}); retrying for up to "

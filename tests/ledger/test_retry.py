@@ -164,3 +164,13 @@ def test_unwrapped_attributes_reach_the_storage_inside() -> None:
     study = optuna.load_study(study_name="s", storage=storage)
     study.enqueue_trial({"x": 1.0})
     assert study.trials[0].state is OptunaState.WAITING
+
+
+def test_optunas_fallback_warning_is_left_to_the_retry_line(caplog) -> None:
+    import logging
+
+    logger = logging.getLogger("optuna.storages._rdb.storage")
+    with caplog.at_level(logging.WARNING, logger="optuna.storages._rdb.storage"):
+        logger.warning("Caught an error from sqlalchemy: gone. Falling back to a slower one.")
+        logger.warning("something else")
+    assert [r.getMessage() for r in caplog.records] == ["something else"]
