@@ -20,7 +20,7 @@ from study.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from study.api import Fit, Study, load, run, train
-    from study.errors import StudyError, StudyNotFound, UsageError
+    from study.errors import StorageUnavailable, StudyError, StudyNotFound, UsageError
     from study.results import TrialResult, TrialState
 
 #: The public names and the module each comes from (imported on first use).
@@ -31,6 +31,7 @@ _PUBLIC = {
     "Study": "study.api",
     "Fit": "study.api",
     "StudyError": "study.errors",
+    "StorageUnavailable": "study.errors",
     "StudyNotFound": "study.errors",
     "UsageError": "study.errors",
     "TrialResult": "study.results",
@@ -39,6 +40,7 @@ _PUBLIC = {
 
 __all__ = [
     "Fit",
+    "StorageUnavailable",
     "Study",
     "StudyError",
     "StudyNotFound",
