@@ -318,7 +318,7 @@ def _storage_retry(seconds: float | None) -> Iterator[None]:
         return
     import os
 
-    from study.ledger.storage import RETRY_ENV, retry_window
+    from study.ledger import RETRY_ENV, retry_window
 
     try:
         window = retry_window(seconds)
@@ -347,7 +347,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _storage_retry(getattr(args, "storage_retry", None)):
             return int(args.handler(args) or 0)
     except StorageUnavailable as exc:
-        print(f"study {args.command}: error: {exc}", file=sys.stderr)
+        message = str(exc).replace("(storage_retry)", "(--storage-retry SECONDS)")
+        print(f"study {args.command}: error: {message}", file=sys.stderr)
         return EXIT_TEMPFAIL
     except UsageError as exc:
         from study.commands.flags import in_flags  # a field named by its flag

@@ -78,7 +78,7 @@ class StorageUnavailable(StudyError):
             f"the storage {where} did not answer for {seconds:.0f} s"
             + (f" ({cause})" if cause else "")
             + "; everything recorded is kept: run the command again (or `study resume NAME`) "
-            "once it answers, or wait longer with --storage-retry SECONDS"
+            "once it answers, or allow it longer (storage_retry)"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:

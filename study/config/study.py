@@ -233,7 +233,7 @@ class StudyConfig:
     allocation: Allocation = field(default_factory=Allocation)
     training_seeds: TrainingSeeds = TrainingSeeds.PER_TRIAL
     #: Seconds a database storage that stops answering is waited for (None: the default,
-    #: `study.ledger.storage.retry_window`).
+    #: the ledger's `retry_window`).
     storage_retry: float | None = None
     source: str = "<memory>"
     text: str = ""

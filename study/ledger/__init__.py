@@ -29,6 +29,8 @@ _LAZY = {
     "Slot": "store",
     "list_studies": "storage",
     "open_storage": "storage",
+    "retry_window": "storage",
+    "RETRY_ENV": "storage",
     "stored_names": "storage",
 }
 

@@ -48,7 +48,7 @@ class _QuietFallback(logging.Filter):
 
 logging.getLogger("optuna.storages._rdb.storage").addFilter(_QuietFallback())
 
-#: The retry window when none is given (``--storage-retry``, the study file's
+#: The retry window when none is given (by the command line, the study file's
 #: ``storage_retry``), in seconds.
 DEFAULT_WINDOW_S = 300.0
 #: The first wait and the longest one between attempts, in seconds.

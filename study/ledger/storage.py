@@ -9,7 +9,7 @@ fix. ``postgresql://`` and ``postgresql+psycopg://`` both connect with psycopg 3
 Once open, a database storage is wrapped in Optuna's trial cache (a finished trial is read from
 the database once per process) and in `study.ledger.retry.RetryingStorage`: a database that
 restarts, fails over or drops the connection is waited for, up to the retry window
-(`retry_window`: ``--storage-retry SECONDS``, the study file's ``storage_retry``, or
+(`retry_window`: the command line's option, the study file's ``storage_retry``, or
 ``$STUDY_STORAGE_RETRY``; default 300 s). Pooled connections are checked before use
 (``pool_pre_ping``), so one the server dropped is replaced, not failed.
 """
@@ -32,7 +32,7 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 #: Seconds to wait for a database server to accept a connection.
 CONNECT_TIMEOUT = 10
-#: The environment variable that sets the retry window (``--storage-retry`` sets it too).
+#: The environment variable that sets the retry window (the command line's option sets it too).
 RETRY_ENV = "STUDY_STORAGE_RETRY"
 
 

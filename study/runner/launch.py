@@ -73,7 +73,7 @@ class RunOptions:
     #: Leave after this many trials of this process (``study worker --max-trials``).
     max_trials: int | None = None
     #: Seconds to wait for a database storage that stops answering (``--storage-retry``; None:
-    #: the study file's ``storage_retry``, else `study.ledger.storage.retry_window`).
+    #: the study file's ``storage_retry``, else the ledger's `retry_window`).
     storage_retry: float | None = None
 
     def __post_init__(self) -> None:

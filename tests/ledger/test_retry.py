@@ -107,7 +107,7 @@ def test_past_the_window_the_storage_is_unavailable_and_later_calls_fail_fast() 
     assert lost.value.where == "postgresql://study:***@db/ledger"
     assert 30.0 <= lost.value.seconds < 31.0 and sum(clock.slept) == pytest.approx(30.0)
     assert "did not answer for 30 s (OperationalError: " in str(lost.value)  # the cause, named
-    assert "StorageInternalError" not in str(lost.value) and "--storage-retry" in str(lost.value)
+    assert "StorageInternalError" not in str(lost.value) and "(storage_retry)" in str(lost.value)
     before = len(clock.slept)
     with pytest.raises(StorageUnavailable):
         storage.get_all_studies()

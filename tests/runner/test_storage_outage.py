@@ -60,14 +60,14 @@ def own_postgres() -> Iterator[PostgresServer]:
 def finished(store: Store, data: dict = DATA) -> int:
     """Trials of the study that finished so far (0 before the study exists)."""
     try:
-        return sum(len(counted(t)) for t in store.trials(data, fresh=True).values())
+        return sum(len(counted(t)) for t in store.trials(data).values())
     except Exception:
         return 0
 
 
 def claimed_by(store: Store, pid: int) -> bool:
     """Whether the process ``pid`` (on this host) claimed a trial of the study."""
-    trials = [t for ts in store.trials(DATA, fresh=True).values() for t in ts]
+    trials = [t for ts in store.trials(DATA).values() for t in ts]
     return any((t.owner or "").split(":")[1:2] == [str(pid)] for t in trials)
 
 
@@ -76,7 +76,7 @@ def lines(text: str) -> list[str]:
 
 
 def test_workers_wait_through_a_restart_and_finish_the_budget(
-    own_postgres: PostgresServer, tmp_path: Path, background
+    own_postgres: PostgresServer, tmp_path: Path, background, dispose_engines: None
 ) -> None:
     url = own_postgres.create_database()
     file = write_study(tmp_path, DATA)
@@ -107,7 +107,7 @@ def test_workers_wait_through_a_restart_and_finish_the_budget(
 
 
 def test_an_outage_past_the_window_exits_75_and_resume_finishes(
-    own_postgres: PostgresServer, tmp_path: Path, background
+    own_postgres: PostgresServer, tmp_path: Path, background, dispose_engines: None
 ) -> None:
     url = own_postgres.create_database()
     file = write_study(tmp_path, SHORT)
