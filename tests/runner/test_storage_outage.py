@@ -71,6 +71,16 @@ def claimed_by(store: Store, pid: int) -> bool:
     return any((t.owner or "").split(":")[1:2] == [str(pid)] for t in trials)
 
 
+def on_services(
+    server: PostgresServer, cwd: Path, data: dict
+) -> tuple[Store, Path, tuple[str, ...]]:
+    """A new database on ``server`` and a local MLflow store for the study ``data`` (its file
+    written in ``cwd``): the stores, the file, and the ``--storage``/``--tracking-uri`` flags."""
+    url, tracking = server.create_database(), f"sqlite:///{cwd / 'mlflow.db'}"
+    store = Store(cwd, storage_url=url, uri=tracking)
+    return store, write_study(cwd, data), ("--storage", url, "--tracking-uri", tracking)
+
+
 def lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
@@ -78,11 +88,7 @@ def lines(text: str) -> list[str]:
 def test_workers_wait_through_a_restart_and_finish_the_budget(
     own_postgres: PostgresServer, tmp_path: Path, background, dispose_engines: None
 ) -> None:
-    url = own_postgres.create_database()
-    file = write_study(tmp_path, DATA)
-    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    store = Store(tmp_path, storage_url=url, uri=tracking)
-    args = ("--storage", url, "--tracking-uri", tracking)
+    store, file, args = on_services(own_postgres, tmp_path, DATA)
     runner: Background = background("run", file.name, *args, cwd=tmp_path)
     wait_until(lambda: finished(store) >= 1, 240, "a finished trial", detail=runner.text)
     joiner = background("worker", "outage", *args, "--workers", "2", cwd=tmp_path, tag="worker")
@@ -109,11 +115,7 @@ def test_workers_wait_through_a_restart_and_finish_the_budget(
 def test_an_outage_past_the_window_exits_75_and_resume_finishes(
     own_postgres: PostgresServer, tmp_path: Path, background, dispose_engines: None
 ) -> None:
-    url = own_postgres.create_database()
-    file = write_study(tmp_path, SHORT)
-    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    store = Store(tmp_path, storage_url=url, uri=tracking)
-    args = ("--storage", url, "--tracking-uri", tracking)
+    store, file, args = on_services(own_postgres, tmp_path, SHORT)
     runner = background("run", file.name, *args, "--storage-retry", "4", cwd=tmp_path)
     wait_until(lambda: finished(store, SHORT) >= 1, 240, "a finished trial", detail=runner.text)
     own_postgres.restart_after(lambda: runner.wait(120))
