@@ -337,19 +337,17 @@ def _log_allocation(tracker: StudyTracker, state: AllocationState) -> None:
 
 
 def _answers(ledger: Ledger, config: StudyConfig) -> Answers | None:
-    """The answers of the model of every trial (`study_answers`), printed in one line; None
-    (and a warning) when they cannot be read: the study's records are never at stake here."""
-    from study.analysis.answers import study_answers
-    from study.analysis.load import ledger_table
+    """The answers of the model of every trial (`stored_answers`, as ``study status`` reads
+    them), printed in one line; None (and a warning) when they cannot be read: the study's
+    records are never at stake here."""
+    from study.report.stored import stored_answers
 
     try:
-        table = ledger_table(config.name, ledger.measurement_rows())
-        if table.empty:
-            return None
-        target = dataclasses.replace(config.target, hold=ledger.require().hold_rule)
-        answers = study_answers(table, target)
+        answers = stored_answers(ledger)
     except Exception as exc:  # the analysis must not fail a finished study
         print(f"study {config.name}: could not read the answers: {exc}", file=sys.stderr)
+        return None
+    if answers is None:
         return None
     if answers.ok:
         parts = [answers.b_noise, answers.perfect_end, answers.recommended_batch]
