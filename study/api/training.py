@@ -204,39 +204,17 @@ def train(
 
 def _trial_spec(a: Mapping[str, Any]) -> TrialSpec:
     """The trial spec of `train`'s arguments (``a``: its locals), every value checked."""
-    import dataclasses
+    from study.config.trial import Budget, EvalCadence, OptimizerSpec, ScheduleSpec, TrialSettings
+    from study.runner.single import single_spec
 
-    from study.config.hold import Hold
-    from study.config.target import Target
-    from study.config.trial import (
-        Budget,
-        EvalCadence,
-        OptimizerSpec,
-        ScheduleSpec,
-        TrialSettings,
-        TrialSpec,
-    )
-    from study.strategies import StrategySpec, check_batch_divisible
-    from study.workloads.resolve import resolve_workload
-
-    workload = text("workload", a["workload"])
     options = a["workload_options"] or {}
     if not isinstance(options, Mapping):
         raise FieldError("workload_options", "must be a mapping of option names to values", options)
-    resolved = resolve_workload(
-        workload, dict(options), model=a["model"], loss=a["loss"], validate=True
-    )
-    strategy = StrategySpec.parse(a["strategy"])
-    target = Target.parse(a["target"] or resolved.task.default_target, option="target")
-    target = dataclasses.replace(target, hold=Hold.parse(a["target_hold"], option="target_hold"))
-    resolved.task.check_target(
-        target, workload=resolved.workload.name, open_metrics=":" in resolved.model
-    )
     no_budget = all(a[k] is None for k in ("max_steps", "max_examples", "max_seconds"))
-    spec = TrialSpec(
-        workload=workload,
-        workload_options=dict(options),
-        model=resolved.model,
+    return single_spec(
+        text("workload", a["workload"]) or "",
+        options,
+        model=a["model"],
         batch_size=a["batch_size"],
         optimizer=OptimizerSpec(
             name=a["optimizer"],
@@ -253,8 +231,9 @@ def _trial_spec(a: Mapping[str, Any]) -> TrialSpec:
             decay_steps=a["decay_steps"],
             end_factor=a["end_factor"],
         ),
-        target=target,
-        strategy=str(strategy),
+        target=a["target"],
+        hold=a["target_hold"],
+        strategy=a["strategy"],
         settings=TrialSettings(
             budget=Budget(
                 max_steps=10_000 if no_budget else a["max_steps"],
@@ -269,9 +248,6 @@ def _trial_spec(a: Mapping[str, Any]) -> TrialSpec:
             noise_scale=bool(a["noise_scale"]),
         ),
     )
-    if strategy.static_replicas:
-        check_batch_divisible(spec.batch_size, strategy.static_replicas, strategy=spec.strategy)
-    return spec
 
 
 def _check_tracking(uri_option: str | None) -> None:

@@ -8,16 +8,13 @@ The data model and the workload resolver check the values and raise `FieldError`
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 from typing import Any
 
 from study.analysis.pilot import noise_at_result
 from study.commands.flags import in_flags, problem_in_flags
-from study.config.hold import Hold
 from study.config.rules import FieldError
-from study.config.target import Target
 from study.config.trial import (
     NOISE_EVERY,
     Budget,
@@ -29,7 +26,6 @@ from study.config.trial import (
 )
 from study.errors import UsageError
 from study.results import TrialResult, TrialState
-from study.strategies import StrategySpec, check_batch_divisible
 
 
 def workload_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -100,26 +96,17 @@ def trial_settings(args: argparse.Namespace) -> TrialSettings:
 
 
 def _build_spec(args: argparse.Namespace) -> TrialSpec:
-    from study.workloads.resolve import resolve_workload
+    from study.runner.single import single_spec
 
     options = workload_options(args)
     if args.workload == "csv" and "path" not in options:
         raise UsageError("--workload csv needs --csv FILE and --label COLUMN")
     if args.workload == "csv" and "label" not in options:
         raise UsageError("--workload csv needs --label COLUMN")
-    resolved = resolve_workload(
-        args.workload, options, model=args.model, loss=args.loss, validate=True
-    )
-    model, task = resolved.model, resolved.task
-    strategy = StrategySpec.parse(args.strategy)
-    target = Target.parse(args.target or task.default_target)
-    hold = Hold.parse(getattr(args, "target_hold", "5%,5"), option="--target-hold")
-    target = dataclasses.replace(target, hold=hold)
-    task.check_target(target, workload=resolved.workload.name, open_metrics=":" in model)
-    spec = TrialSpec(
-        workload=args.workload,
-        workload_options=options,
-        model=model,
+    return single_spec(
+        args.workload,
+        options,
+        model=args.model,
         batch_size=args.batch_size,
         optimizer=OptimizerSpec(
             name=args.optimizer,
@@ -136,13 +123,12 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
             decay_steps=args.decay_steps,
             end_factor=args.end_factor,
         ),
-        target=target,
-        strategy=str(strategy),
+        target=args.target,
+        hold=getattr(args, "target_hold", "5%,5"),
+        hold_option="--target-hold",
+        strategy=args.strategy,
         settings=trial_settings(args),
     )
-    if strategy.static_replicas:
-        check_batch_divisible(spec.batch_size, strategy.static_replicas, strategy=spec.strategy)
-    return spec
 
 
 def _flag_named(problem: str, workload: str) -> str:

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 from study.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from study.config.trial import TrialSpec
+    from collections.abc import Mapping
+
+    from study.config.trial import OptimizerSpec, ScheduleSpec, TrialSettings, TrialSpec
     from study.results import TrialResult
 
 
@@ -29,6 +31,62 @@ class Tracking:
     experiment: str
     uri: str | None = None
     called: str = "--tracking-uri"
+
+
+def single_spec(
+    workload: str,
+    options: Mapping[str, Any],
+    *,
+    model: str | None,
+    batch_size: int,
+    optimizer: OptimizerSpec,
+    schedule: ScheduleSpec,
+    target: str | None,
+    hold: str,
+    strategy: str,
+    settings: TrialSettings,
+    hold_option: str = "target_hold",
+) -> TrialSpec:
+    """The spec of one trial outside a study, every value checked (no TensorFlow): the workload
+    resolved with its model and loss, ``target`` (default: the task's) with the hold rule
+    ``hold`` (errors call it ``hold_option``) checked against the task, and the batch split
+    over a strategy's fixed replicas.
+
+    Raises:
+        FieldError: on the field (``batch_size``, ``target``, ``workload_options.path``, ...),
+            which each front end names its own way.
+    """
+    import dataclasses
+
+    from study.config.hold import Hold
+    from study.config.target import Target
+    from study.config.trial import TrialSpec
+    from study.strategies import StrategySpec, check_batch_divisible
+    from study.workloads.resolve import resolve_workload
+
+    resolved = resolve_workload(
+        workload, dict(options), model=model, loss=settings.loss, validate=True
+    )
+    parsed = StrategySpec.parse(strategy)
+    goal = Target.parse(target or resolved.task.default_target)
+    goal = dataclasses.replace(goal, hold=Hold.parse(hold, option=hold_option))
+    resolved.task.check_target(
+        goal, workload=resolved.workload.name, open_metrics=":" in resolved.model
+    )
+    spec = TrialSpec(
+        workload=workload,
+        workload_options=dict(options),
+        model=resolved.model,
+        batch_size=batch_size,
+        optimizer=optimizer,
+        schedule=schedule,
+        target=goal,
+        strategy=str(parsed),
+        settings=settings,
+    )
+    if parsed.static_replicas:
+        check_batch_divisible(spec.batch_size, parsed.static_replicas, strategy=spec.strategy)
+    return spec
 
 
 def train_one(
