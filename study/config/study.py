@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from study.config.schedule import ScheduleTrials
 from study.config.space import FLOAT_PARAMS, INT_PARAMS, SearchSpace, Stratum
 from study.config.target import Target
 from study.config.trial import (
@@ -235,6 +236,8 @@ class StudyConfig:
     #: Seconds a database storage that stops answering is waited for (None: the default,
     #: the ledger's `retry_window`).
     storage_retry: float | None = None
+    #: Schedule trials run besides the search (`study.config.schedule`; None: none).
+    batch_schedule: ScheduleTrials | None = None
     source: str = "<memory>"
     text: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)
@@ -244,6 +247,17 @@ class StudyConfig:
         """Number of strata times the trials of each: ``trials_per_stratum`` plus its
         confirmation trials (`Confirmation.trials`)."""
         return len(self.strata) * (self.trials_per_stratum + self.tuner.confirm.trials)
+
+    @property
+    def schedule_trials(self) -> int:
+        """Schedule trials the study runs besides ``total_trials`` (`ScheduleTrials.seeds`)."""
+        return self.batch_schedule.seeds if self.batch_schedule is not None else 0
+
+    @property
+    def schedule_strategy(self) -> str:
+        """The strategy schedule trials train on: the section's, else the first strategy."""
+        chosen = self.batch_schedule.strategy if self.batch_schedule is not None else None
+        return chosen or self.space.strategies[0]
 
     @property
     def tuner_seed(self) -> int:

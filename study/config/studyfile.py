@@ -65,6 +65,13 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
     storage_retry: 300                 # optional; seconds a database storage that stops
                                        #   answering is waited for before exit status 75
                                        #   (default: --storage-retry, $STUDY_STORAGE_RETRY, 300)
+    batch_schedule:                    # optional; schedule trials besides the search: the
+      learning_rate: 0.01              #   global batch grows by examples seen, the rate at the
+      lr_scaling: {alpha: 0.5}         #   first stage's batch scaled as (B / B0) ** alpha;
+      stages:                          #   seeds trials, compared in the report with the best
+        - {from_examples: 0, batch_size: 32}       # fixed batch size (study.config.schedule)
+        - {from_examples: 40960, batch_size: 128}
+      seeds: 3                         #   default 3; strategy: default the first strategy
 
 Further metaparameters are the ones `TrialSpec` understands: ``momentum``, ``beta1``, ``beta2``,
 ``epsilon``, ``weight_decay``, ``end_factor`` (floats), ``warmup_steps``, ``decay_steps``
@@ -94,12 +101,14 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from study.config.rules import FieldError
+from study.config.schedule import ScheduleTrials, read_schedule_trials
 from study.config.sections import (
     SETTING_KEYS,
     read_allocation,
@@ -115,6 +124,7 @@ from study.config.trial import OPTIMIZERS, SCHEDULES
 from study.config.yaml_reader import Reader, StrictLoader, kind, yaml_message
 from study.errors import UsageError
 from study.paths import STUDY_NAME, STUDY_NAME_RULE
+from study.strategies import StrategySpec
 
 __all__ = ["SCHEMA_PATH", "load_study_file", "parse_study"]
 
@@ -139,6 +149,7 @@ TOP_LEVEL_KEYS = (
     "allocation",
     "training_seeds",
     "storage_retry",
+    "batch_schedule",
 )
 REQUIRED_KEYS = ("name", "workload", "target", "budget", "trials_per_stratum", "search_space")
 _WORKLOAD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
@@ -198,7 +209,7 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
         )
     r.keys(mapping, "", TOP_LEVEL_KEYS, REQUIRED_KEYS)
     raw = copy.deepcopy(dict(mapping))
-    return StudyConfig(  # keyword arguments are checked in file order
+    config = StudyConfig(  # keyword arguments are checked in file order
         name=r.string(mapping["name"], "name", pattern=STUDY_NAME, rule=STUDY_NAME_RULE),
         workload=r.string(
             mapping["workload"],
@@ -231,6 +242,8 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
         text=yaml.safe_dump(raw, sort_keys=False) if text is None else text,
         raw=raw,
     )
+    schedule = _batch_schedule(r, mapping.get("batch_schedule"), config.space.strategies)
+    return config if schedule is None else replace(config, batch_schedule=schedule)
 
 
 def _seconds(r: Reader, value: Any, path: str) -> float | None:
@@ -241,6 +254,31 @@ def _seconds(r: Reader, value: Any, path: str) -> float | None:
     if seconds < 0:
         r.fail(path, "must be a number of seconds >= 0", value)
     return float(seconds)
+
+
+def _batch_schedule(r: Reader, value: Any, strategies: tuple[str, ...]) -> ScheduleTrials | None:
+    """``batch_schedule``: its strategy one of the study's, every stage's batch divisible by
+    that strategy's replicas."""
+    trials = read_schedule_trials(r, value)
+    if trials is None:
+        return None
+    strategy = trials.strategy or strategies[0]
+    if trials.strategy is not None:
+        try:
+            strategy = str(StrategySpec.parse(trials.strategy))
+        except FieldError as err:
+            r.fail("batch_schedule.strategy", err.rule, trials.strategy)
+        if strategy not in strategies:
+            r.fail(
+                "batch_schedule.strategy",
+                f"must be one of the study's strategies ({', '.join(strategies)})",
+                trials.strategy,
+            )
+    replicas = StrategySpec.parse(strategy).static_replicas
+    if replicas:
+        with r.naming(lambda field: f"batch_schedule.{field}"):
+            trials.schedule.check_replicas(replicas, strategy)
+    return ScheduleTrials(trials.schedule, trials.seeds, strategy)
 
 
 def _or_default(value: Any, default: Any) -> Any:
