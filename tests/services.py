@@ -7,7 +7,9 @@ free loopback port in a temporary directory and stopped (with every child proces
   `PostgresServer` whose `PostgresServer.create_database` makes a fresh database owned by a
   login role with a password, e.g. ``postgresql+psycopg://study:<pw>@127.0.0.1:PORT/db1``.
 * `mlflow_server` runs ``mlflow server`` with a SQLite or PostgreSQL backend store and proxied
-  artifacts (``--serve-artifacts``, the default of ``mlflow server``) under a root directory.
+  artifacts (``--serve-artifacts``, the default of ``mlflow server``) under a root directory;
+  `mlflow_process` yields its `MlflowServer`, which a test can kill and start again on the same
+  port and store.
 
 Missing binaries skip a test on a developer's machine, but fail it under ``CI=1`` (CI installs
 them; `.ci/run`). A server that does not come up fails the test with its log.
@@ -272,6 +274,56 @@ def answers(url: str) -> bool:
         return False
 
 
+class MlflowServer:
+    """An ``mlflow server`` process on a fixed loopback port that a test can kill and start
+    again on the same port, store and artifacts (a tracking server that goes away)."""
+
+    def __init__(self, root: Path, backend_store_uri: str | None = None) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self.root, self.port, self.log = root, free_port(), root / "server.log"
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.store = backend_store_uri or f"sqlite:///{root / 'mlflow.db'}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the server and wait until it answers."""
+        env = dict(
+            os.environ,
+            MLFLOW_DISABLE_TELEMETRY="true",
+            MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",
+            PYTHONWARNINGS="ignore",
+        )
+        env.pop("MLFLOW_TRACKING_URI", None)
+        argv = [
+            sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1",
+            "--port", str(self.port), "--workers", "1", "--backend-store-uri", self.store,
+            "--serve-artifacts", "--artifacts-destination", str(self.root / "artifacts"),
+        ]  # fmt: skip
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(
+                argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        _wait(lambda: answers(f"{self.url}/health"), self.process, self.log, "mlflow server")
+
+    def stop(self, first: int = signal.SIGTERM) -> None:
+        """Stop the server and its workers (``first``: SIGKILL for a crash)."""
+        if self.process is not None:
+            stop_group(self.process, first)
+        self.process = None
+
+
+@contextlib.contextmanager
+def mlflow_process(root: Path, backend_store_uri: str | None = None) -> Iterator[MlflowServer]:
+    """Start ``mlflow server`` on a free loopback port (as `mlflow_server`) and yield it, to
+    stop and start again; it is stopped at the end."""
+    server = MlflowServer(root, backend_store_uri)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
 @contextlib.contextmanager
 def mlflow_server(root: Path, backend_store_uri: str | None = None) -> Iterator[str]:
     """Start ``mlflow server`` on a free loopback port and yield its URL.
@@ -282,44 +334,5 @@ def mlflow_server(root: Path, backend_store_uri: str | None = None) -> Iterator[
         backend_store_uri: e.g. a `PostgresServer.create_database` URL; default
             ``sqlite:///<root>/mlflow.db``.
     """
-    root.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    log = root / "server.log"
-    env = dict(
-        os.environ,
-        MLFLOW_DISABLE_TELEMETRY="true",
-        MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",
-        PYTHONWARNINGS="ignore",
-    )
-    env.pop("MLFLOW_TRACKING_URI", None)
-    store = backend_store_uri or f"sqlite:///{root / 'mlflow.db'}"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mlflow",
-                "server",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--workers",
-                "1",
-                "--backend-store-uri",
-                store,
-                "--serve-artifacts",
-                "--artifacts-destination",
-                str(root / "artifacts"),
-            ],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait(lambda: answers(f"{url}/health"), process, log, "mlflow server")
-        yield url
-    finally:
-        stop_group(process)
+    with mlflow_process(root, backend_store_uri) as server:
+        yield server.url

@@ -253,6 +253,7 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         max_trials=options.max_trials,
         allocator=allocator,
     )
+    tracker.follow(ledger, config, lambda: engine.strata)  # catch up when a server is back
     try:
         status = engine.run(options.workers)
     finally:

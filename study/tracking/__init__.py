@@ -2,8 +2,9 @@
 
 Defaults for MLflow in this process (each can be overridden by setting the variable):
 no usage telemetry; no "View run at ..." lines on stdout for every run a server closes; and a
-tracking server that stops answering is given up after about 15 s (3 retries) instead of MLflow's
-4 minutes, since the ledger keeps every trial and the next start logs what MLflow missed.
+call to a tracking server that stops answering is given up after about 15 s (3 retries) instead
+of MLflow's 4 minutes: logging then pauses until the server answers again and catches up from
+the ledger, which keeps every trial (`study.tracking.jobs`).
 """
 
 import os

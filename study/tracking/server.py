@@ -8,9 +8,9 @@ link opens with ``&viewStateShareKey=study-trials``.
 
 `check_answers` is what ``study run`` does before it records anything: MLflow's HTTP client
 retries a server that does not answer for minutes, so a plain request with a 3 s timeout decides
-first. A server that stops answering later costs no more than one call: `is_unreachable`
-tells the tracker to stop logging, and the next ``study run`` / ``study resume`` logs the
-missing trials from the ledger (`StudyTracker.repair`).
+first. A server that stops answering later pauses the tracker's logging (`is_unreachable` says
+it did; `probe` finds it back) and nothing else: once it answers again the tracker logs what
+it missed from the ledger (`study.tracking.jobs`, `StudyTracker.repair`), in the same run.
 """
 
 from __future__ import annotations

@@ -2,10 +2,13 @@
 
 All MLflow calls run on one background thread in submission order (`BackgroundJobs`), so
 training never waits for the tracking store; `flush` waits for them. MLflow is a mirror of the
-ledger: `repair` mends it on the next start after a crash or after a tracking server stopped
-answering (runs of interrupted trials left RUNNING are closed as KILLED, finished trials that
-never reached MLflow are logged from the ledger). A trial's run is keyed by the tag
-``study.trial`` (`trial_key`), its params and tags come from its `LedgerTrial`.
+ledger: `repair` mends it (runs of interrupted trials left RUNNING are closed as KILLED,
+finished trials that never reached MLflow are logged from the ledger) when a run starts, after
+a crash, and in the same run when a tracking server that stopped answering answers again
+(`follow` names the ledger it catches up from). A trial's run is keyed by the tag
+``study.trial`` (`trial_key`), its params and tags come from its `LedgerTrial`; a tracker logs
+each trial once, and a run a repair creates gives way to an older one of the same trial that
+another process created meanwhile, so a trial ends up with one run however the repairs race.
 
 Each run says what it is (`study.tracking.descriptions`): the parent's description states the
 question and, once a run of the study ends, the answer (`describe_answer`); a trial run's name
@@ -21,13 +24,8 @@ so each is one chart against batch size; with several strategies one chart each,
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-import os
-import queue
-import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -39,13 +37,14 @@ from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import TrialSpec
 from study.ledger import Ledger, LedgerTrial
+from study.ledger.owners import owner_id
 from study.ledger.records import SEED
 from study.paths import masked
 from study.results import TrialResult, TrialState
 from study.tracking.dataset_input import dataset_input
 from study.tracking.descriptions import NOTE, trial_run_name, with_answer, with_question
+from study.tracking.jobs import BackgroundJobs, Job
 from study.tracking.mlflow_logger import RUN_STATUS, MlflowLogger
-from study.tracking.server import is_unreachable
 from study.tracking.views import view_tag, view_value
 
 PARENT_ROLE = "parent"
@@ -110,75 +109,6 @@ def study_params(
     }
 
 
-class BackgroundJobs:
-    """Jobs run one at a time, in submission order, on a low-priority daemon thread.
-
-    A failing job prints one warning (once per distinct message) and the next one runs. Once a
-    job finds the tracking server unreachable, the jobs still queued and any submitted later are
-    dropped with one warning (``offline``): nothing waits minutes on a dead server, and the next
-    start repairs MLflow from the ledger.
-    """
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-        self.busy_seconds = 0.0
-        self.cpu_seconds = 0.0
-        self.errors: list[str] = []
-        self.offline = False
-        self.dropped = 0
-        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._loop, name="mlflow-tracker", daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        with contextlib.suppress(AttributeError, OSError):  # Linux: lower this thread's priority
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-        while True:
-            job = self._queue.get()
-            if job is None:
-                self._queue.task_done()
-                return
-            if self.offline:
-                self.dropped += 1
-                self._queue.task_done()
-                continue
-            start, cpu = time.perf_counter(), time.thread_time()
-            try:
-                job()
-            except Exception as exc:
-                self._failed(exc)
-            finally:
-                self.busy_seconds += time.perf_counter() - start
-                self.cpu_seconds += time.thread_time() - cpu
-                self._queue.task_done()
-
-    def _failed(self, exc: Exception) -> None:
-        if is_unreachable(exc):
-            self.offline = True
-            message = (
-                f"the MLflow tracking server at {self.where} stopped answering; MLflow logging "
-                "is off for the rest of this run (the ledger keeps every trial, and the next "
-                "`study run` or `study resume` logs them to MLflow)"
-            )
-        else:
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            message = f"MLflow logging failed: {type(exc).__name__}: {first}"
-        if message not in self.errors:
-            self.errors.append(message)
-            print(f"study: warning: {message}", file=sys.stderr, flush=True)
-
-    def submit(self, job: Callable[[], None]) -> None:
-        self._queue.put(job)
-
-    def flush(self) -> None:
-        self._queue.join()
-
-    def close(self) -> None:
-        self.flush()
-        self._queue.put(None)
-        self._thread.join(timeout=30)
-
-
 class StudyTracker:
     """Asynchronous, batched MLflow logging for one study."""
 
@@ -188,9 +118,11 @@ class StudyTracker:
         self.experiment_id = self.logger.experiment_id(study)
         self.parent_run_id: str | None = None
         self._runs: dict[str, str] = {}
+        #: Keys of the trials this tracker logged (or found logged): each is logged once.
+        self._logged: set[str] = set()
         #: The (name, digest) of each dataset the parent run has as an input.
         self._parent_data: set[tuple[str, str]] = set()
-        self._jobs = BackgroundJobs(masked(uri))
+        self._jobs = BackgroundJobs(masked(uri), uri)
 
     @property
     def busy_seconds(self) -> float:
@@ -207,7 +139,19 @@ class StudyTracker:
         """The distinct warnings MLflow logging printed."""
         return self._jobs.errors
 
-    def submit(self, job: Callable[[], None]) -> None:
+    @property
+    def outages(self) -> int:
+        """How many times the tracking server stopped answering during this run."""
+        return self._jobs.outages
+
+    def follow(
+        self, ledger: Ledger, config: StudyConfig, strata: Callable[[], list[Stratum]]
+    ) -> None:
+        """Catch up from ``ledger`` (`repair` over the ``strata()`` of the moment) whenever the
+        tracking server answers again after it stopped answering."""
+        self._jobs.catch_up = lambda: self.repair(ledger, config, strata())
+
+    def submit(self, job: Job) -> None:
         self._jobs.submit(job)
 
     def flush(self) -> None:
@@ -294,6 +238,8 @@ class StudyTracker:
         key, tags = trial_key(self.study, trial), trial_tags(trial)
 
         def job() -> None:
+            if key in self._logged or key in self._runs:
+                return  # a catch-up logged it, or this job runs again after an outage
             all_tags = {"study.role": TRIAL_ROLE, "study.trial": key, "status": "running", **tags}
             self._runs[key] = self.logger.start_run(
                 self.experiment_id,
@@ -324,19 +270,44 @@ class StudyTracker:
         tags = trial_tags(trial, result)
 
         def job() -> None:
-            target = self._runs.pop(key, None) or run_id
-            if target is None:
-                target = self.logger.start_run(
-                    self.experiment_id,
-                    tags["mlflow.runName"],
-                    parent_run_id=self.parent_run_id,
-                    tags={"study.role": TRIAL_ROLE, "study.trial": key},
-                )
-            self.logger.log_trial(target, spec, result, extra_params=params, tags=tags)
-            if result.dataset is not None:
-                self._log_parent_dataset(result)
+            if key in self._logged:
+                return  # logged already (by a catch-up, or before this job ran again)
+            target = self._runs.pop(key, None) or run_id or self._run_of(key, tags)
+            if target is not None:
+                self.logger.log_trial(target, spec, result, extra_params=params, tags=tags)
+                if result.dataset is not None:
+                    self._log_parent_dataset(result)
+            self._logged.add(key)
 
         self.submit(job)
+
+    def _run_of(self, key: str, tags: Mapping[str, str]) -> str | None:
+        """The run to log trial ``key`` into when this tracker opened none: one left RUNNING,
+        else a new one; None when a finished run of it exists, or when another process created
+        one first (this one's is deleted): another process logs it, or did."""
+        runs = self._runs_of(key)
+        if any(r.info.status != "RUNNING" for r in runs):
+            return None
+        if runs:
+            return str(runs[0].info.run_id)
+        mine = self.logger.start_run(
+            self.experiment_id,
+            tags["mlflow.runName"],
+            parent_run_id=self.parent_run_id,
+            tags={"study.role": TRIAL_ROLE, "study.trial": key},
+        )
+        first = self._runs_of(key)
+        if first and first[0].info.run_id != mine:
+            self.logger.client.delete_run(mine)
+            return None
+        return mine
+
+    def _runs_of(self, key: str) -> list[Any]:
+        """The runs of trial ``key``, oldest first (normally at most one)."""
+        runs = self.logger.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.`study.trial` = '{key}'", max_results=50
+        )
+        return sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id))
 
     def _log_parent_dataset(self, result: TrialResult) -> None:
         """The trial's data (its run has them from `MlflowLogger.log_trial`) as an input of the
@@ -351,9 +322,11 @@ class StudyTracker:
     def repair(self, ledger: Ledger, config: StudyConfig, strata: list[Stratum]) -> None:
         """Mend MLflow from the ledger: close the runs of interrupted trials left RUNNING, and
         log finished trials whose run is missing or still RUNNING (a process died between the
-        ledger and MLflow). A trial whose process still lives is left to it: it writes the
-        ledger first and MLflow next, in the background, so its run may simply not be done."""
-        runs = self.trial_runs()
+        ledger and MLflow, or the tracking server was away). A trial of another process that
+        still lives is left to it: it writes the ledger first and MLflow next, in the
+        background, so its run may simply not be done; this process's own are logged once
+        (their jobs, queued or to come, find them logged)."""
+        runs, mine = self.trial_runs(), owner_id()
         for stratum in strata:
             for t in ledger.trials(stratum):
                 run = runs.get(trial_key(self.study, t))
@@ -361,7 +334,9 @@ class StudyTracker:
                 if t.status is TrialState.INTERRUPTED and open_run:
                     self.submit(lambda r=run.info.run_id: self.mark_interrupted(r))
                 elif t.status.is_outcome() and (run is None or open_run):
-                    if "learning_rate" not in t.params or ledger.liveness.owner_alive(t):
+                    if "learning_rate" not in t.params or trial_key(self.study, t) in self._logged:
+                        continue
+                    if t.owner != mine and ledger.liveness.owner_alive(t):
                         continue
                     spec = config.trial_spec(
                         stratum, t.params, seed=t.extras.get(SEED), number=t.number

@@ -1,7 +1,6 @@
 """Tests for study.tracking.server (links, the fail-fast probe) and the study tracker against a
 real tracking server through its REST API: run status and ``status`` tag of every kind of trial,
-the parent's study-level metrics, logging that stops when the server stops answering, and
-``study run`` failing fast, before its ledger records anything, when no server answers."""
+the parent's study-level metrics, and ``study run`` failing fast, before its ledger records anything, when no server answers."""
 
 from __future__ import annotations
 
@@ -31,7 +30,7 @@ from study.tracking.server import (
     probe,
     runs_view_url,
 )
-from study.tracking.study_tracker import BackgroundJobs, StudyTracker
+from study.tracking.study_tracker import StudyTracker
 from study.tracking.views import view_tag
 from tests.fakes import rising_curve, tabular_spec
 from tests.runner.conftest import run_study, tiny_study, write_study
@@ -159,47 +158,6 @@ def test_is_unreachable_follows_the_cause_of_mlflows_errors() -> None:
     assert is_unreachable(raised_from(requests.exceptions.ReadTimeout("slow")))
     assert not is_unreachable(raised_from(ValueError("bad param")))
     assert not is_unreachable(MlflowException("RESOURCE_DOES_NOT_EXIST"))
-
-
-# Background jobs
-
-
-def test_background_jobs_stop_once_the_server_is_unreachable(capsys) -> None:
-    jobs = BackgroundJobs("http://127.0.0.1:1")
-    done: list[int] = []
-
-    def unreachable() -> None:
-        raise MlflowException("API request failed") from requests.exceptions.ConnectionError()
-
-    jobs.submit(lambda: done.append(1))
-    jobs.submit(unreachable)
-    for n in (2, 3):
-        jobs.submit(lambda n=n: done.append(n))
-    jobs.close()
-
-    assert done == [1]
-    assert jobs.offline and jobs.dropped == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1
-    assert "http://127.0.0.1:1 stopped answering" in err and "study resume" in err
-
-
-def test_background_jobs_go_on_after_other_errors(capsys) -> None:
-    jobs = BackgroundJobs("sqlite:///x.db")
-    done: list[int] = []
-
-    def broken() -> None:
-        raise ValueError("bad value\nsecond line")
-
-    for job in (broken, lambda: done.append(1), broken, lambda: done.append(2)):
-        jobs.submit(job)
-    jobs.close()
-
-    assert done == [1, 2]
-    assert not jobs.offline
-    assert capsys.readouterr().err == (
-        "study: warning: MLflow logging failed: ValueError: bad value\n"
-    )
 
 
 # The study tracker on a server

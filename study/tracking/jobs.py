@@ -1,0 +1,165 @@
+"""MLflow calls on one background thread, paused while the tracking server is away.
+
+`BackgroundJobs` runs jobs one at a time, in submission order, on a low-priority daemon thread,
+so training never waits for the tracking store. A failing job prints one warning (once per
+distinct message) and the next one runs.
+
+A job that finds the tracking server unreachable (`is_unreachable`) pauses the queue instead:
+one warning line, then the server is probed (`probe`) with jittered exponential backoff (1 s
+doubling to 15 s, each wait drawn between half and all of it) while new jobs wait in the
+queue; nothing else waits for it. When the server answers again: one line, then ``catch_up``
+(the tracker's repair from the ledger: every finished trial missing from MLflow, runs left
+RUNNING), then the job that failed again and the queue goes on. Jobs are safe to run after a
+catch-up: the tracker logs each trial once (`study.tracking.study_tracker`).
+
+`close` with the server still away probes it once more and, if it still does not answer, drops
+what is queued with one line: the next ``study run`` or ``study resume`` logs it from the ledger.
+
+Example: a server killed at 12:00:00 and back at 12:00:40 is found back by about 12:00:45 (the
+waits are 1, 2, 4, 8, 15, 15 s at most); the trials that finished meanwhile are in MLflow a
+few seconds later, in the same run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import random
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from study.tracking.server import is_unreachable, probe
+
+#: The first wait and the longest one between two probes of an absent server, in seconds.
+FIRST_PROBE_S, LONGEST_PROBE_S = 1.0, 15.0
+
+Job = Callable[[], None]
+
+
+class BackgroundJobs:
+    """Jobs run one at a time, in submission order, on a low-priority daemon thread; paused
+    while the tracking server at ``uri`` is away (see the module docstring). ``where`` names
+    it in messages (its password masked); ``catch_up`` runs when it answers again."""
+
+    def __init__(
+        self,
+        where: str,
+        uri: str | None = None,
+        *,
+        catch_up: Job | None = None,
+        answers: Callable[[], bool] | None = None,
+    ) -> None:
+        self.where = where
+        self.catch_up = catch_up
+        self._answers = answers or (lambda: probe(uri or where) is None)
+        self.busy_seconds = 0.0
+        self.cpu_seconds = 0.0
+        self.errors: list[str] = []
+        #: How many times the server went away, and whether it is away now.
+        self.outages = 0
+        self.away = False
+        #: Whether the server stayed away until `close`: jobs are dropped (counted).
+        self.offline = False
+        self.dropped = 0
+        self._closing = threading.Event()
+        self._random = random.Random()
+        self._queue: queue.Queue[Job | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, name="mlflow-tracker", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        with contextlib.suppress(AttributeError, OSError):  # Linux: lower this thread's priority
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        while True:
+            job = self._queue.get()
+            if job is None:
+                self._queue.task_done()
+                return
+            try:
+                if self.offline:
+                    self.dropped += 1
+                else:
+                    self._run(job)
+            finally:
+                self._queue.task_done()
+
+    def _run(self, job: Job) -> None:
+        """Run ``job``; when it finds the server away, wait for it, catch up and run it again."""
+        pending = [job]
+        while pending:
+            current = pending.pop(0)
+            try:
+                self._timed(current)
+            except Exception as exc:
+                if not is_unreachable(exc):
+                    self._warn(exc)
+                    continue
+                if not self._wait_for_server(exc):
+                    self.offline = True
+                    self.dropped += 1 + len(pending)
+                    return
+                again = [current] if current is not self.catch_up else []
+                pending = [*([self.catch_up] if self.catch_up else []), *again, *pending]
+
+    def _timed(self, job: Job) -> None:
+        start, cpu = time.perf_counter(), time.thread_time()
+        try:
+            job()
+        finally:
+            self.busy_seconds += time.perf_counter() - start
+            self.cpu_seconds += time.thread_time() - cpu
+
+    def _wait_for_server(self, exc: Exception) -> bool:
+        """Probe the absent server until it answers (True), or until `close` asks and one
+        more probe finds it still away (False, with one line)."""
+        self.away, self.outages, since = True, self.outages + 1, time.monotonic()
+        reason = type(exc.__cause__ or exc.__context__ or exc).__name__
+        _say(
+            f"study: warning: the MLflow tracking server at {self.where} stopped answering "
+            f"({reason}); MLflow logging pauses until it is back (the ledger keeps every trial; "
+            "nothing waits for it)"
+        )
+        wait = FIRST_PROBE_S
+        while not self._answers():
+            if self._closing.is_set():
+                _say(
+                    f"study: warning: the MLflow tracking server at {self.where} did not answer "
+                    "again before this run ended; the next `study run` or `study resume` logs "
+                    "the trials it missed"
+                )
+                return False
+            self._closing.wait(wait * (0.5 + 0.5 * self._random.random()))
+            wait = min(2 * wait, LONGEST_PROBE_S)
+        self.away = False
+        _say(
+            f"study: the MLflow tracking server at {self.where} answers again (after "
+            f"{time.monotonic() - since:.0f} s); logging what it missed from the ledger"
+        )
+        return True
+
+    def _warn(self, exc: Exception) -> None:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        message = f"MLflow logging failed: {type(exc).__name__}: {first}"
+        if message not in self.errors:
+            self.errors.append(message)
+            _say(f"study: warning: {message}")
+
+    def submit(self, job: Job) -> None:
+        self._queue.put(job)
+
+    def flush(self) -> None:
+        self._queue.join()
+
+    def close(self) -> None:
+        """Run what is queued (with the server away: one more probe, else drop it) and stop."""
+        self._closing.set()
+        self.flush()
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

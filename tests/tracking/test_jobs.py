@@ -1,0 +1,120 @@
+"""Tests for study.tracking.jobs: MLflow calls on one background thread, in order; a tracking
+server that stops answering pauses them (one line), is probed until it answers (one line), and
+the catch-up runs before the job that failed runs again; a server still away at `close` drops
+what is queued with one line."""
+
+from __future__ import annotations
+
+import threading
+
+import requests
+from mlflow.exceptions import MlflowException
+
+from study.tracking import jobs as jobs_module
+from study.tracking.jobs import BackgroundJobs
+from tests.waiting import wait_until
+
+
+def unreachable() -> None:
+    raise MlflowException("API request failed") from requests.exceptions.ConnectionError()
+
+
+class Server:
+    """A tracking server that answers while ``up`` is set; it counts the probes."""
+
+    def __init__(self) -> None:
+        self.up = threading.Event()
+        self.up.set()
+        self.probes = 0
+
+    def answers(self) -> bool:
+        self.probes += 1
+        return self.up.is_set()
+
+    def call(self, done: list[str], name: str) -> None:
+        if not self.up.is_set():
+            unreachable()
+        done.append(name)
+
+
+def test_jobs_pause_while_the_server_is_away_and_catch_up_when_it_is_back(
+    capsys, monkeypatch
+) -> None:
+    monkeypatch.setattr(jobs_module, "FIRST_PROBE_S", 0.01)
+    server, done = Server(), []
+    jobs = BackgroundJobs(
+        "http://127.0.0.1:1", catch_up=lambda: done.append("catch-up"), answers=server.answers
+    )
+    jobs.submit(lambda: server.call(done, "a"))
+    jobs.flush()
+    server.up.clear()
+    jobs.submit(lambda: server.call(done, "b"))  # fails: the queue pauses
+    jobs.submit(lambda: server.call(done, "c"))  # waits
+    wait_until(lambda: server.probes >= 3, 30, "a few probes of the absent server")
+    assert jobs.away and done == ["a"]
+    server.up.set()
+    jobs.close()
+
+    assert done == ["a", "catch-up", "b", "c"]
+    assert not jobs.away and not jobs.offline and jobs.outages == 1 and jobs.dropped == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2, err
+    assert "http://127.0.0.1:1 stopped answering (ConnectionError)" in err[0]
+    assert "logging pauses until it is back" in err[0]
+    assert "http://127.0.0.1:1 answers again" in err[1] and "from the ledger" in err[1]
+
+
+def test_a_catch_up_the_server_interrupts_runs_again(capsys, monkeypatch) -> None:
+    monkeypatch.setattr(jobs_module, "FIRST_PROBE_S", 0.01)
+    server, done, attempts = Server(), [], []
+
+    def catch_up() -> None:
+        attempts.append(1)
+        if len(attempts) == 1:
+            server.up.clear()  # gone again in the middle of the catch-up
+            threading.Timer(0.2, server.up.set).start()
+            unreachable()
+        done.append("catch-up")
+
+    jobs = BackgroundJobs("http://127.0.0.1:1", catch_up=catch_up, answers=server.answers)
+    server.up.clear()
+    threading.Timer(0.2, server.up.set).start()
+    jobs.submit(lambda: server.call(done, "a"))
+    wait_until(lambda: done == ["catch-up", "a"], 30, "the catch-up, then the job")
+    jobs.close()
+
+    assert done == ["catch-up", "a"] and jobs.outages == 2
+    assert len(capsys.readouterr().err.splitlines()) == 4
+
+
+def test_a_server_still_away_at_close_drops_the_queue_with_one_line(capsys) -> None:
+    server, done = Server(), []
+    server.up.clear()
+    jobs = BackgroundJobs("http://127.0.0.1:1", answers=server.answers)
+    for name in "abc":
+        jobs.submit(lambda name=name: server.call(done, name))
+    jobs.close()
+
+    assert done == [] and jobs.offline and jobs.dropped == 3
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2, err
+    assert "stopped answering" in err[0]
+    assert "did not answer again before this run ended" in err[1] and "study resume" in err[1]
+
+
+def test_background_jobs_go_on_after_other_errors(capsys) -> None:
+    jobs = BackgroundJobs("sqlite:///x.db")
+    done: list[int] = []
+
+    def broken() -> None:
+        raise ValueError("bad value\nsecond line")
+
+    for job in (broken, lambda: done.append(1), broken, lambda: done.append(2)):
+        jobs.submit(job)
+    jobs.close()
+
+    assert done == [1, 2]
+    assert not jobs.offline and jobs.outages == 0
+    assert capsys.readouterr().err == (
+        "study: warning: MLflow logging failed: ValueError: bad value\n"
+    )
