@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from study.config.branch import BranchConfig
 from study.config.schedule import ScheduleTrials
 from study.config.space import FLOAT_PARAMS, INT_PARAMS, SearchSpace, Stratum
 from study.config.target import Target
@@ -238,6 +239,8 @@ class StudyConfig:
     storage_retry: float | None = None
     #: Schedule trials run besides the search (`study.config.schedule`; None: none).
     batch_schedule: ScheduleTrials | None = None
+    #: The branch trials of ``study branch`` (`study.config.branch`; None: no section).
+    branch: BranchConfig | None = None
     source: str = "<memory>"
     text: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)

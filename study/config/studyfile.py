@@ -72,6 +72,9 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
         - {from_examples: 0, batch_size: 32}       # fixed batch size (study.config.schedule)
         - {from_examples: 40960, batch_size: 128}
       seeds: 3                         #   default 3; strategy: default the first strategy
+    branch: {batch_size: 16, examples: 40000, window: 4096}   # optional; `study branch FILE`:
+                                       #   CBS(t) from checkpoints of a reference run at B0
+                                       #   (study.config.branch has every key)
 
 Further metaparameters are the ones `TrialSpec` understands: ``momentum``, ``beta1``, ``beta2``,
 ``epsilon``, ``weight_decay``, ``end_factor`` (floats), ``warmup_steps``, ``decay_steps``
@@ -107,6 +110,7 @@ from typing import Any
 
 import yaml
 
+from study.config.branch import read_branch
 from study.config.rules import FieldError
 from study.config.schedule import ScheduleTrials, read_schedule_trials
 from study.config.sections import (
@@ -150,6 +154,7 @@ TOP_LEVEL_KEYS = (
     "training_seeds",
     "storage_retry",
     "batch_schedule",
+    "branch",
 )
 REQUIRED_KEYS = ("name", "workload", "target", "budget", "trials_per_stratum", "search_space")
 _WORKLOAD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
@@ -238,6 +243,7 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
             )
         ),
         storage_retry=_seconds(r, mapping.get("storage_retry"), "storage_retry"),
+        branch=read_branch(r, mapping.get("branch")),
         source=source,
         text=yaml.safe_dump(raw, sort_keys=False) if text is None else text,
         raw=raw,

@@ -66,6 +66,16 @@ class _Worker:
             code = self.process.exitcode
             return f"trainer worker died while checking the trial (exit code {code})", False
 
+    def job(self, kind: str, job: Any) -> tuple[Any, bool]:
+        """Run a branch-trial job (``reference`` or ``branch``); a death returns None."""
+        try:
+            self.conn.send((kind, job))
+            _kind, outcome = self.conn.recv()
+            return outcome, True
+        except (EOFError, OSError, BrokenPipeError):
+            self.process.join(1)
+            return None, False
+
     def run(
         self, spec: TrialSpec, hook: Callable[[Measurement], bool] | None
     ) -> tuple[TrialResult, bool]:
@@ -222,6 +232,27 @@ class WorkerPool:
         try:
             problem, healthy = worker.check(spec)
             return problem
+        finally:
+            self._release(worker, healthy)
+
+    def run_job(self, kind: str, job: Any) -> Any:
+        """Run a branch-trial job (`study.config.branch_jobs`: ``reference`` or ``branch``) in
+        a worker of its strategy; its outcome, or None when the worker could not start or died
+        (``error`` says which)."""
+        from study.config.branch_jobs import BranchOutcome, ReferenceOutcome
+
+        empty = ReferenceOutcome if kind == "reference" else BranchOutcome
+        try:
+            worker = self._acquire(job.spec.strategy)
+        except WorkerError as exc:
+            return empty(error=str(exc))
+        if isinstance(worker, WorkerGroup):
+            self._release(worker, True)
+            return empty(error="branch trials run on one process; use a single-host strategy")
+        healthy = False
+        try:
+            outcome, healthy = worker.job(kind, job)
+            return outcome if outcome is not None else empty(error="trainer worker died")
         finally:
             self._release(worker, healthy)
 

@@ -14,7 +14,8 @@ It also keeps the last trial's model, optimizer and compiled functions (a
 strategy and optimizer re-initialises them instead of building and tracing anew.
 
 Protocol over a `multiprocessing` pipe (parent -> worker: ``("trial", spec)``, ``("check",
-spec)``, ``("prune", bool)``, ``("exit", None)``; worker -> parent: ``("ready", info)``,
+spec)``, ``("reference" | "branch", job)`` (branch trials, `study.trainer.branch`),
+``("prune", bool)``, ``("exit", None)``; worker -> parent: ``("ready", info)``,
 ``("measurement", m)``, ``("result", result)``, ``("checked", None | "one-line error")``).
 A check loads the data and builds the model once without training: it finds a target the
 model does not report, a bad loss or labels, a missing file before a study records anything.
@@ -137,6 +138,25 @@ class _Runtime:
             cache=self.sessions,
         )
 
+    def branch_job(self, kind: str, job: Any) -> Any:
+        """Run a branch-trial job (`study.config.branch_jobs`): ``reference`` or ``branch``."""
+        from study.trainer.branch import run_branch, run_reference
+
+        spec = job.spec
+        strategy, resolved = self.strategy(spec.strategy)
+        workload, data = self.dataset(spec)
+        model_name = workload.check_model(spec.model)
+        run = run_reference if kind == "reference" else run_branch
+        return run(
+            job,
+            data,
+            lambda: workload.build(model_name, data),
+            strategy,
+            resolved,
+            task=workload.task,
+            cache=self.sessions,
+        )
+
     def check(self, spec: TrialSpec) -> None:
         """Load the data and build the model once, untrained; raise `UsageError` on bad input.
 
@@ -196,6 +216,19 @@ def run_trial_safely(runtime: _Runtime, spec: TrialSpec, hook: Any) -> TrialResu
         return TrialResult(
             TrialState.FAILED, error=traceback.format_exc(), error_kind=ErrorKind.CRASH
         )
+
+
+def branch_job_safely(runtime: _Runtime, kind: str, job: Any) -> Any:
+    """Run a branch-trial job; never raise: an error becomes the outcome's ``error``."""
+    from study.config.branch_jobs import BranchOutcome, ReferenceOutcome
+
+    empty = ReferenceOutcome if kind == "reference" else BranchOutcome
+    try:
+        return runtime.branch_job(kind, job)
+    except UsageError as exc:
+        return empty(error=str(exc))
+    except Exception:
+        return empty(error=traceback.format_exc())
 
 
 def check_safely(runtime: _Runtime, spec: TrialSpec) -> str | None:
@@ -262,6 +295,9 @@ def worker_main(
             return
         if kind == "check":
             conn.send(("checked", check_safely(runtime, payload)))
+            continue
+        if kind in ("reference", "branch"):
+            conn.send(("result", branch_job_safely(runtime, kind, payload)))
             continue
         result = run_trial_safely(runtime, payload, hook)
         conn.send(("result", result))

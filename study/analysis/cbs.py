@@ -1,0 +1,315 @@
+"""The critical batch size over training, CBS(t), read off branch trials (pure pandas/numpy).
+
+At each checkpoint of a reference run at ``B0``, branches at ``k x B0`` (and replicates at
+``B0`` itself) trained the same window of examples. The rule (Merrill et al. 2025):
+
+- the ``B0`` branch's mean validation loss ``L0`` (and target metric ``M0``) is the yardstick;
+- a batch size ``B`` is *as good* when its mean loss is at most ``(1 + tol.loss) x L0`` and its
+  mean metric no more than ``tol.metric`` worse than ``M0``;
+- CBS is the largest batch size up to which every batch size is as good, interpolated in
+  ``log B`` between the last one that is and the first one that is not (where the margin to
+  the tolerance crosses zero); when every batch size tried is, CBS is at least the largest
+  (``censored``).
+
+The interval comes from the branch-to-branch noise: the spread of replicates (same checkpoint,
+batch size and rate, other example orders) pooled over the checkpoint's cells gives the
+standard error of each mean difference; the low end is the same rule on the difference plus
+``z`` standard errors (batch sizes surely as good), the high end on the difference minus ``z``
+standard errors (plausibly as good). With a per-branch rate search, each replicate's best
+rate counts.
+
+Example::
+
+    table = cbs_curve(branches, references, tolerance=0.02)
+    table[["examples", "cbs", "cbs_low", "cbs_high", "b_simple"]]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from study.config.schedule import BatchSchedule, Stage
+
+__all__ = [
+    "BRANCH_COLUMNS",
+    "CbsCost",
+    "cbs_at",
+    "cbs_cost",
+    "cbs_curve",
+    "cbs_schedule",
+    "cbs_trend",
+]
+
+#: The columns a branch table holds (one row per branch trial).
+BRANCH_COLUMNS = (
+    "checkpoint", "examples", "batch_size", "replicate", "lr_factor", "learning_rate",
+    "val_loss", "metric", "steps",
+)  # fmt: skip
+
+
+def cbs_at(
+    rows: pd.DataFrame,
+    b0: int,
+    *,
+    tolerance: float,
+    metric_tolerance: float | None = None,
+    higher_is_better: bool = True,
+    confidence: float = 0.9,
+) -> dict[str, Any]:
+    """CBS at one checkpoint from its branches (`BRANCH_COLUMNS`; ``metric`` may be NaN).
+
+    Returns ``cbs``, ``cbs_low``, ``cbs_high``, ``censored`` (every batch size as good),
+    ``baseline_loss``, ``noise_sd`` (relative loss, pooled over replicates), ``branches`` and per
+    batch size the relative ``excess`` of its mean loss (``excess`` mapping).
+    """
+    best = _best_rate(rows)
+    base = best[best["batch_size"] == b0]
+    if base.empty:
+        raise ValueError(f"no branch at the reference batch size {b0}")
+    l0 = float(base["val_loss"].mean())
+    m0 = float(base["metric"].mean()) if "metric" in base else math.nan
+    sign = 1.0 if higher_is_better else -1.0
+    best = best.assign(rel=best["val_loss"] / l0, short=sign * (m0 - best["metric"]))
+    grouped = best.groupby("batch_size")
+    sd_loss = _pooled_sd(grouped["rel"])
+    sd_metric = _pooled_sd(grouped["short"])
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    n0 = len(base)
+    sizes, margins = [], {"mid": [], "low": [], "high": []}
+    excess = {}
+    for batch, cell in grouped:
+        n = len(cell)
+        e = float(cell["rel"].mean()) - 1.0
+        d = float(cell["short"].mean())
+        excess[int(batch)] = e
+        se_e = sd_loss * math.sqrt(1 / n + 1 / n0) if batch != b0 else 0.0
+        se_d = sd_metric * math.sqrt(1 / n + 1 / n0) if batch != b0 else 0.0
+        sizes.append(int(batch))
+        for name, shift in (("mid", 0.0), ("low", z), ("high", -z)):
+            margins[name].append(
+                _margin(e + shift * se_e, d + shift * se_d, tolerance, metric_tolerance)
+            )
+    cbs, censored = _largest(sizes, margins["mid"])
+    low, _ = _largest(sizes, margins["low"])
+    high, high_censored = _largest(sizes, margins["high"])
+    return {
+        "cbs": cbs,
+        "cbs_low": min(low, cbs),
+        "cbs_high": math.inf if high_censored else max(high, cbs),
+        "censored": censored,
+        "baseline_loss": l0,
+        "baseline_metric": m0,
+        "noise_sd": sd_loss,
+        "branches": len(rows),
+        "excess": excess,
+    }
+
+
+def cbs_curve(
+    branches: pd.DataFrame,
+    references: pd.DataFrame,
+    *,
+    b0: int,
+    tolerance: float,
+    metric_tolerance: float | None = None,
+    higher_is_better: bool = True,
+    confidence: float = 0.9,
+) -> pd.DataFrame:
+    """CBS(t): one row per checkpoint (``checkpoint``, ``examples``, ``cbs``, ``cbs_low``,
+    ``cbs_high``, ``censored``, ``baseline_loss``, ``noise_sd``, ``branches``) joined with the
+    reference run's ``b_simple`` (and its interval) at that checkpoint when ``references``
+    has them (its rows: ``checkpoint``, ``examples``, ``b_simple``, ...)."""
+    rows = []
+    for checkpoint, cell in branches.groupby("checkpoint"):
+        found = cbs_at(
+            cell,
+            b0,
+            tolerance=tolerance,
+            metric_tolerance=metric_tolerance,
+            higher_is_better=higher_is_better,
+            confidence=confidence,
+        )
+        found.pop("excess")
+        rows.append({"checkpoint": int(checkpoint), **found})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    keep = [c for c in ("checkpoint", "examples", "step", "b_simple", "b_simple_low",
+                        "b_simple_high", "val_loss") if c in references.columns]  # fmt: skip
+    table = table.merge(references[keep], on="checkpoint", how="left")
+    first = ["checkpoint", "examples"]
+    return table[first + [c for c in table.columns if c not in first]].sort_values("examples")
+
+
+@dataclass(frozen=True)
+class CbsTrend:
+    """Whether CBS(t) rises over training within its intervals: ``rises`` when the last
+    checkpoint's low end lies above the first's high end, ``no_drop`` when no later checkpoint's
+    interval lies wholly below an earlier one's; ``factor`` is last / first."""
+
+    rises: bool
+    no_drop: bool
+    factor: float
+
+
+def cbs_trend(curve: pd.DataFrame) -> CbsTrend:
+    """The trend of a `cbs_curve` table (rows in order of examples)."""
+    low = curve["cbs_low"].to_numpy(float)
+    high = curve["cbs_high"].to_numpy(float)
+    mid = curve["cbs"].to_numpy(float)
+    no_drop = all(high[j] >= low[i] for i in range(len(mid)) for j in range(i + 1, len(mid)))
+    return CbsTrend(bool(low[-1] > high[0]), bool(no_drop), float(mid[-1] / mid[0]))
+
+
+def cbs_schedule(
+    curve: pd.DataFrame,
+    *,
+    b0: int,
+    grid: Sequence[int],
+    learning_rate: float,
+    alpha: float,
+    column: str = "cbs",
+) -> BatchSchedule:
+    """A batch-size schedule from CBS(t): from each checkpoint's examples on, the largest batch
+    size of ``grid`` not above its CBS (``column``: ``cbs``, or ``cbs_low`` to be safe), never
+    below ``B0`` and never falling (a running maximum); ``B0`` before the first checkpoint; the
+    rate ``learning_rate x (B / B0) ** alpha``."""
+    sizes = sorted({int(b) for b in grid if b >= b0} | {b0})
+    stages = [Stage(0, b0)]
+    for examples, value in zip(curve["examples"], curve[column], strict=True):
+        fits = [b for b in sizes if b <= value] or [b0]
+        batch = max(fits[-1], stages[-1].batch_size)
+        if batch > stages[-1].batch_size:
+            start = max(int(examples), stages[-1].from_examples + 1)
+            stages.append(Stage(start, batch))
+    return BatchSchedule(tuple(stages), learning_rate=learning_rate, alpha=alpha)
+
+
+@dataclass(frozen=True)
+class CbsCost:
+    """What CBS(t) cost in training, against the study's own trials and against runs of the
+    reference batch size to the target (``reference_runs``: total examples over the examples
+    one reference run took to the target; None when it never got there)."""
+
+    branch_steps: int
+    branch_examples: int
+    reference_steps: int
+    reference_examples: int
+    study_steps: int
+    study_examples: int
+    reference_examples_to_target: int | None
+
+    @property
+    def steps(self) -> int:
+        return self.branch_steps + self.reference_steps
+
+    @property
+    def examples(self) -> int:
+        return self.branch_examples + self.reference_examples
+
+    @property
+    def reference_runs(self) -> float | None:
+        to_target = self.reference_examples_to_target
+        return self.examples / to_target if to_target else None
+
+    @property
+    def of_study(self) -> float | None:
+        """Examples of CBS(t) over the study's (None when the study trained nothing)."""
+        return self.examples / self.study_examples if self.study_examples else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "branch_steps": self.branch_steps,
+            "branch_examples": self.branch_examples,
+            "reference_steps": self.reference_steps,
+            "reference_examples": self.reference_examples,
+            "steps": self.steps,
+            "examples": self.examples,
+            "study_steps": self.study_steps,
+            "study_examples": self.study_examples,
+            "reference_examples_to_target": self.reference_examples_to_target,
+            "reference_runs": self.reference_runs,
+            "of_study": self.of_study,
+        }
+
+
+def cbs_cost(
+    branches: pd.DataFrame,
+    reference: Mapping[str, Any],
+    study_trials: pd.DataFrame | None = None,
+) -> CbsCost:
+    """The cost of CBS(t): the branches' steps and examples (``steps`` x ``batch_size``), the
+    reference's (``reference``: ``steps``, ``examples``, ``examples_to_target``), and the study's
+    trials' (``study_trials``: ``steps_run`` and ``examples_run`` columns)."""
+    steps = branches["steps"].astype(int)
+    study_steps = study_examples = 0
+    if study_trials is not None and not study_trials.empty:
+        study_steps = int(study_trials["steps_run"].fillna(0).sum())
+        study_examples = int(study_trials["examples_run"].fillna(0).sum())
+    to_target = reference.get("examples_to_target")
+    return CbsCost(
+        branch_steps=int(steps.sum()),
+        branch_examples=int((steps * branches["batch_size"].astype(int)).sum()),
+        reference_steps=int(reference.get("steps", 0)),
+        reference_examples=int(reference.get("examples", 0)),
+        study_steps=study_steps,
+        study_examples=study_examples,
+        reference_examples_to_target=int(to_target) if to_target else None,
+    )
+
+
+# ------------------------------------------------------------------------------------------
+
+
+def _best_rate(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (batch size, replicate), the branch at the rate with the lowest loss."""
+    finite = rows[np.isfinite(rows["val_loss"].astype(float))]
+    order = finite.sort_values("val_loss")
+    return order.drop_duplicates(["batch_size", "replicate"]).sort_values(
+        ["batch_size", "replicate"]
+    )
+
+
+def _pooled_sd(groups: Any) -> float:
+    """The within-cell standard deviation pooled over cells with two or more values."""
+    num = den = 0.0
+    for _key, values in groups:
+        v = values.dropna().to_numpy(float)
+        if len(v) > 1:
+            num += float(((v - v.mean()) ** 2).sum())
+            den += len(v) - 1
+    return math.sqrt(num / den) if den else 0.0
+
+
+def _margin(excess: float, short: float, tol: float, tol_metric: float | None) -> float:
+    """How far inside the tolerance a batch size is (< 0: outside), in units of the tolerance:
+    the smaller of the loss's and (when checked) the metric's."""
+    loss = (tol - excess) / tol if tol > 0 else (0.0 if excess <= 0 else -math.inf)
+    if tol_metric is None or not math.isfinite(short):
+        return loss
+    metric = (tol_metric - short) / tol_metric if tol_metric > 0 else (-short or 0.0)
+    return min(loss, metric)
+
+
+def _largest(sizes: list[int], margins: list[float]) -> tuple[float, bool]:
+    """The largest size up to which every margin is >= 0, interpolated in log size to where
+    the margin crosses zero; (largest, True) when every one is; the first when none is."""
+    order = np.argsort(sizes)
+    sizes = [sizes[i] for i in order]
+    margins = [margins[i] for i in order]
+    if margins[0] < 0:
+        return float(sizes[0]), False
+    for i in range(1, len(sizes)):
+        if margins[i] < 0:
+            m0, m1 = margins[i - 1], margins[i]
+            t = m0 / (m0 - m1) if math.isfinite(m1) else 0.0
+            log_b = math.log(sizes[i - 1]) + t * (math.log(sizes[i]) - math.log(sizes[i - 1]))
+            return float(math.exp(log_b)), False
+    return float(sizes[-1]), True

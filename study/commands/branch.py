@@ -1,0 +1,115 @@
+"""`study branch FILE`: CBS(t) from branch trials (`study.runner.branching`), printed, logged
+to the reference's MLflow run, and the schedule derived from it (``--schedule-out``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from study.config.study import StudyConfig
+
+
+def main(args: argparse.Namespace) -> int:
+    from study.config.studyfile import load_study_file
+    from study.runner.branching import BranchOptions, run_branches
+    from study.workloads.resolve import check_study
+
+    config = load_study_file(args.file, check=check_study)
+    options = BranchOptions(
+        storage=args.storage,
+        tracking_uri=args.tracking_uri,
+        workers=args.workers,
+        restart=args.restart,
+    )
+    alpha, rate = fitted_rule(config, args.storage)
+    say = (lambda _line: None) if args.json else print
+    run_branches(config, options, fitted_alpha=alpha, best_rate=rate, say=say)
+    report = study_cbs(config, args.storage)
+    if report is None or report.curve.empty:
+        print("study branch: no finished branch to read CBS(t) from", file=sys.stderr)
+        return 1
+    _log(report, config, args.tracking_uri)
+    if args.schedule_out and report.schedule is not None:
+        Path(args.schedule_out).write_text(report.schedule.snippet(), encoding="utf-8")
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=1, default=_plain))
+        return 0
+    print(_table(report))
+    for line in report.lines():
+        print(line)
+    if args.schedule_out and report.schedule is not None:
+        print(f"schedule written to {args.schedule_out}")
+    return 0
+
+
+def fitted_rule(config: StudyConfig, storage: str | None) -> tuple[float | None, float | None]:
+    """The study's fitted alpha and its best rate at ``B0`` (None each when it has none)."""
+    from study.ledger import Ledger, best_of
+    from study.report.stored import stored_answers
+
+    ledger = Ledger.open(storage, config.name, create=False)
+    if ledger.record() is None:
+        return None, None
+    answers = stored_answers(ledger)
+    alpha = answers.alpha.estimate if answers is not None and answers.alpha is not None else None
+    b0 = (config.branch.batch_size if config.branch else None) or min(config.space.batch_sizes)
+    best = None
+    for stratum in ledger.strata():
+        if stratum.batch_size == b0:
+            best = best_of(ledger.trials(stratum)) or best
+    return alpha, (best.learning_rate if best is not None else None)
+
+
+def study_cbs(config: StudyConfig, storage: str | None) -> Any:
+    """The study's `CbsReport` with its trials' cost and fitted B_noise when it has them."""
+    import pandas as pd
+
+    from study.ledger import Ledger
+    from study.report.cbs import stored_cbs
+    from study.report.stored import stored_answers
+
+    ledger = Ledger.open(storage, config.name, create=False)
+    trials, b_noise = None, None
+    if ledger.record() is not None:
+        rows = [
+            {"steps_run": t.result.steps_run, "examples_run": t.result.examples_run}
+            for s in ledger.strata()
+            for t in ledger.trials(s)
+            if t.result is not None
+        ]
+        trials = pd.DataFrame(rows, columns=["steps_run", "examples_run"])
+        answers = stored_answers(ledger)
+        if answers is not None and answers.b_noise is not None:
+            a = answers.b_noise
+            b_noise = (a.estimate, a.low, a.high)
+    return stored_cbs(config, storage, study_trials=trials, b_noise=b_noise)
+
+
+def _log(report: Any, config: StudyConfig, uri: str | None) -> None:
+    from study.paths import tracking_uri
+    from study.tracking.branch_runs import BranchTracker
+
+    tracker = BranchTracker(tracking_uri(uri), config.name)
+    tracker.log_cbs(str(report.reference["run_id"]), report.curve.to_dict(orient="records"))
+
+
+def _table(report: Any) -> str:
+    lines = ["checkpoint  examples  CBS  (interval)        B_simple  B0 loss"]
+    for _, r in report.curve.iterrows():
+        high = "inf" if not math.isfinite(r["cbs_high"]) else f"{r['cbs_high']:.0f}"
+        b_simple = r.get("b_simple", math.nan)
+        lines.append(
+            f"{int(r['checkpoint']):>10}  {int(r['examples']):>8}  {r['cbs']:>4.0f}  "
+            f"({r['cbs_low']:.0f} to {high}){'':>6}  {b_simple:>8.1f}  {r['baseline_loss']:.4f}"
+        )
+    return "\n".join(lines)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)

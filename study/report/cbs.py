@@ -1,0 +1,210 @@
+"""CBS(t) of a study as the report, ``study branch``, MLflow and the API show it.
+
+`stored_cbs` reads the branch trials from the ledger (`study.ledger.branches`) into the table
+`study.analysis.cbs` works on, and returns a `CbsReport`: the curve over training next to
+B_simple(t), its trend, the schedule derived from it, what it cost against the study's own
+trials, and how its end compares with the study's fitted B_noise. `draw_cbs` draws it into an
+``Axes`` (registered in `study.report.figures.DRAW` as ``cbs``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from study.analysis.cbs import BRANCH_COLUMNS, CbsCost, CbsTrend, cbs_cost, cbs_curve, cbs_trend
+from study.analysis.cbs import cbs_schedule as derive_schedule
+from study.config.schedule import BatchSchedule
+from study.report.formatting import fmt
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+
+    from study.config.study import StudyConfig
+    from study.ledger.branches import BranchLedger
+
+__all__ = ["CbsReport", "branch_frames", "cbs_report", "draw_cbs", "stored_cbs"]
+
+CAPTION = (
+    "CBS(t): at each checkpoint of the reference run, the largest batch size whose branch ends "
+    "within the tolerance of the reference batch size's branch after the same examples (bars: "
+    "the interval from the branch-to-branch spread; an open marker: every batch size tried "
+    "was within it), next to the gradient noise scale B_simple(t) measured in the reference "
+    "run and the study's fitted B_noise."
+)
+
+
+@dataclass(frozen=True)
+class CbsReport:
+    """CBS(t) and what goes with it (see the module docstring)."""
+
+    plan: Mapping[str, Any]
+    reference: Mapping[str, Any]
+    curve: pd.DataFrame = field(repr=False)
+    branches: pd.DataFrame = field(repr=False)
+    trend: CbsTrend | None
+    cost: CbsCost
+    schedule: BatchSchedule | None
+    b_noise: tuple[float, float, float] | None = None
+
+    def lines(self) -> list[str]:
+        """The findings in sentences."""
+        out = [f"Learning rates of the branches: {self.plan.get('why', '')}."]
+        if self.trend is not None:
+            last = self.curve.iloc[-1]
+            rise = "rises" if self.trend.rises else "does not rise beyond its intervals"
+            drop = "" if self.trend.no_drop else "; a later checkpoint falls below an earlier one"
+            out.append(
+                f"CBS(t) over {len(self.curve)} checkpoints {rise} ({fmt(self.curve['cbs'].iloc[0])}"
+                f" to {fmt(last['cbs'])}, x{self.trend.factor:.2g}){drop}."
+            )
+            if self.b_noise is not None:
+                out.append(self._agreement(last))
+        c = self.cost
+        runs = f"{c.reference_runs:.2f}" if c.reference_runs is not None else "n/a"
+        of_study = f", {c.of_study:.0%} of the study's {c.study_examples:,}" if c.of_study else ""
+        out.append(
+            f"Cost: {c.steps:,} training steps and {c.examples:,} examples (reference "
+            f"{c.reference_examples:,}, branches {c.branch_examples:,}){of_study}; "
+            f"{runs} runs of batch {self.plan.get('b0')} to the target."
+        )
+        return out
+
+    def _agreement(self, last: pd.Series) -> str:
+        est, low, high = self.b_noise  # type: ignore[misc]
+        cbs, lo, hi = float(last["cbs"]), float(last["cbs_low"]), float(last["cbs_high"])
+        factor = est / cbs if cbs > 0 else math.nan
+        overlap = lo <= high and low <= hi
+        verdict = "agrees with" if overlap else f"differs by a factor {factor:.2g} from"
+        return (
+            f"At the last checkpoint CBS {fmt(cbs)} ({fmt(lo)} to {fmt(hi)}) {verdict} the "
+            f"study's fitted B_noise {fmt(est)} ({fmt(low)} to {fmt(high)}); B_noise / CBS = "
+            f"{factor:.2g}."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        curve = self.curve.replace({math.inf: None}).astype(object)
+        curve = curve.where(pd.notna(curve), None)
+        return {
+            "plan": dict(self.plan),
+            "reference": {k: v for k, v in self.reference.items() if k not in ("curve",)},
+            "curve": curve.to_dict(orient="records"),
+            "trend": None if self.trend is None else vars(self.trend),
+            "cost": self.cost.to_dict(),
+            "schedule": None if self.schedule is None else self.schedule.to_mapping(),
+            "b_noise": None if self.b_noise is None else list(self.b_noise),
+            "notes": self.lines(),
+        }
+
+
+def branch_frames(ledger: BranchLedger) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
+    """The branches (`BRANCH_COLUMNS`, finished ones), the reference's checkpoints (rows with
+    ``b_simple``), the plan and the reference's record; empty frames before any."""
+    plan = ledger.note("plan") or {}
+    reference = ledger.note("reference") or {}
+    rows = []
+    for t in ledger.tasks():
+        if t.outcome is None:
+            continue
+        rows.append({**t.task, **t.outcome})
+    branches = pd.DataFrame(
+        rows, columns=list(dict.fromkeys([*BRANCH_COLUMNS, *(rows[0] if rows else {})]))
+    )
+    checkpoints = pd.DataFrame(reference.get("checkpoints", []))
+    if not checkpoints.empty:
+        checkpoints = checkpoints.rename(columns={"index": "checkpoint"})
+    return branches, checkpoints, plan, reference
+
+
+def cbs_report(
+    branches: pd.DataFrame,
+    checkpoints: pd.DataFrame,
+    plan: Mapping[str, Any],
+    reference: Mapping[str, Any],
+    config: StudyConfig,
+    *,
+    study_trials: pd.DataFrame | None = None,
+    b_noise: tuple[float, float, float] | None = None,
+) -> CbsReport:
+    """CBS(t) of finished branches under the study file's tolerance."""
+    branch = config.branch
+    assert branch is not None
+    b0 = int(plan["b0"])
+    curve = pd.DataFrame()
+    if not branches.empty:
+        curve = cbs_curve(
+            branches,
+            checkpoints,
+            b0=b0,
+            tolerance=branch.tolerance.loss,
+            metric_tolerance=branch.tolerance.metric,
+            higher_is_better=config.target.maximize,
+            confidence=branch.confidence,
+        )
+    trend = cbs_trend(curve) if len(curve) >= 2 else None
+    schedule = None
+    if not curve.empty:
+        grid = sorted({*config.space.batch_sizes, *plan["batch_sizes"]})
+        schedule = derive_schedule(
+            curve, b0=b0, grid=grid, learning_rate=float(plan["learning_rate"]),
+            alpha=float(plan["alpha"]),
+        )  # fmt: skip
+    empty = pd.DataFrame({"steps": [], "batch_size": []})
+    cost = cbs_cost(branches if not branches.empty else empty, reference, study_trials)
+    return CbsReport(plan, reference, curve, branches, trend, cost, schedule, b_noise)
+
+
+def stored_cbs(
+    config: StudyConfig,
+    storage: str | None = None,
+    *,
+    study_trials: pd.DataFrame | None = None,
+    b_noise: tuple[float, float, float] | None = None,
+) -> CbsReport | None:
+    """The study's CBS(t) from its ledger, or None when it has no branch trials."""
+    from study.ledger.branches import BranchLedger
+
+    if config.branch is None:
+        return None
+    ledger = BranchLedger.open(storage, config.name, retry=config.storage_retry)
+    if not ledger.exists():
+        return None
+    branches, checkpoints, plan, reference = branch_frames(ledger)
+    if not plan or not reference:
+        return None
+    return cbs_report(
+        branches, checkpoints, plan, reference, config, study_trials=study_trials, b_noise=b_noise
+    )
+
+
+def draw_cbs(ax: Axes, cbs: CbsReport) -> Axes:
+    """CBS(t) with its interval and B_simple(t) against examples seen (log-log), and the
+    study's fitted B_noise as a dashed line."""
+    curve = cbs.curve
+    x = curve["examples"].to_numpy(float)
+    mid = curve["cbs"].to_numpy(float)
+    top = curve["cbs_high"].to_numpy(float)
+    cap = float(max(cbs.plan.get("batch_sizes", [mid.max()]))) * 2
+    high = [min(t, cap) for t in top]
+    yerr = [mid - curve["cbs_low"].to_numpy(float), [h - m for h, m in zip(high, mid, strict=True)]]
+    ax.errorbar(x, mid, yerr=yerr, fmt="o-", color="C0", capsize=3, label="CBS(t)")
+    censored = curve["censored"].to_numpy(bool)
+    if censored.any():
+        ax.plot(
+            x[censored], mid[censored], "o", mfc="white", color="C0", label="every batch within"
+        )
+    if "b_simple" in curve:
+        ax.plot(x, curve["b_simple"].to_numpy(float), "s--", color="C1", label="B_simple(t)")
+    if cbs.b_noise is not None and math.isfinite(cbs.b_noise[0]):
+        ax.axhline(cbs.b_noise[0], color="C2", ls=":", label=f"B_noise {fmt(cbs.b_noise[0])}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("examples seen by the reference run")
+    ax.set_ylabel("batch size")
+    ax.set_title(f"Critical batch size over training (B0 = {cbs.plan.get('b0')})")
+    ax.legend(fontsize="small")
+    return ax

@@ -1,0 +1,375 @@
+"""``study branch FILE``: the reference run, its branches, and CBS(t) from them.
+
+1. The first process to open the study's branches (`BranchLedger.begin`) trains the reference
+   run at ``B0`` in a trainer worker (`study.trainer.branch.run_reference`), stores each
+   checkpoint as an artifact of the reference's MLflow run (the study's shared artifact store),
+   writes the reference's record to the ledger and enqueues every branch: per checkpoint,
+   batch size (``B0`` and ``k x B0``), replicate and rate factor. Other processes wait for the
+   record.
+2. Every process (``--workers N`` threads each, on any host sharing the storage and the
+   tracking server) claims branches from the ledger, loads the checkpoint from the artifact
+   store, trains the branch in a worker (`run_branch`), records it in the ledger and logs it
+   to MLflow as a run nested under the reference run.
+3. When no branch is left, CBS(t) is read off the ledger (`study.analysis.cbs`) and logged to
+   the reference run.
+
+The learning rate: the reference trains at ``branch.learning_rate`` (default: the best rate
+the study found at ``B0``). A branch at batch ``B`` trains at ``lr0 (B / B0) ** alpha``, with
+``alpha`` the study's fitted exponent (``lr_rule: fit``) or, when the study has no fit or
+``lr_rule: search``, ``branch.alpha`` times each of ``search_factors`` (the best counts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from study.config.branch import BranchConfig, LrRule
+from study.config.branch_jobs import BranchJob, ReferenceJob
+from study.config.space import Stratum
+from study.config.study import StudyConfig
+from study.config.trial import Budget
+from study.errors import UsageError
+from study.ledger.branches import BranchLedger
+from study.paths import tracking_uri
+from study.runner.pool import WorkerPool
+from study.tracking.branch_runs import BranchTracker
+
+__all__ = ["BranchOptions", "BranchPlan", "plan_branches", "run_branches"]
+
+REFERENCE = "reference"
+PLAN = "plan"
+WAIT_POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class BranchOptions:
+    """How to run branch trials (the flags of ``study branch``)."""
+
+    storage: str | None = None
+    tracking_uri: str | None = None
+    workers: int = 1
+    restart: bool = False
+    #: How long a process that did not train the reference waits for it, in seconds.
+    wait_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise UsageError(f"--workers must be >= 1 (got {self.workers})")
+
+
+@dataclass(frozen=True)
+class BranchPlan:
+    """The resolved plan: ``B0``, the reference's rate and length, the checkpoints (examples),
+    the batch sizes, the window (examples, a multiple of the largest batch), the rate rule and
+    why, and the rate factors per branch."""
+
+    b0: int
+    strategy: str
+    learning_rate: float
+    examples: int
+    checkpoints: tuple[int, ...]
+    batch_sizes: tuple[int, ...]
+    window: int
+    alpha: float
+    rule: str
+    why: str
+    factors: tuple[float, ...]
+    replicates: int
+
+    def rate(self, batch_size: int, factor: float = 1.0) -> float:
+        return self.learning_rate * (batch_size / self.b0) ** self.alpha * factor
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def plan_branches(
+    config: StudyConfig,
+    *,
+    fitted_alpha: float | None = None,
+    best_rate: float | None = None,
+) -> BranchPlan:
+    """The plan of the study file's ``branch:`` section, given what the study's fit says
+    (``fitted_alpha``, the best rate at ``B0``).
+
+    Raises:
+        UsageError: no ``branch:`` section, no learning rate to start from, a batch size not
+            divisible by the strategy's replicas.
+    """
+    branch = config.branch
+    if branch is None:
+        raise UsageError(
+            f"{config.source}: no branch section; add e.g. 'branch: {{batch_size: 16, "
+            "examples: 40000, window: 4096}' (study.config.branch lists its keys)"
+        )
+    b0 = branch.batch_size or min(config.space.batch_sizes)
+    strategy = config.space.strategies[0]
+    rate = branch.learning_rate or best_rate
+    if rate is None:
+        raise UsageError(
+            f"{config.source}: branch.learning_rate is missing and the study has no trial at "
+            f"batch {b0} that reached the target; give the reference's rate"
+        )
+    examples = branch.examples or _budget_examples(config.settings.budget, b0)
+    sizes = branch.batch_sizes(b0)
+    _check_replicas(config, sizes, strategy)
+    window = branch.window or max(sizes[-1], examples // 8)
+    window = math.ceil(window / sizes[-1]) * sizes[-1]
+    alpha, rule, why, factors = _rate_rule(branch, fitted_alpha)
+    checkpoints = tuple(math.ceil(e / b0) * b0 for e in branch.checkpoint_examples(examples))
+    return BranchPlan(
+        b0, strategy, float(rate), checkpoints[-1], checkpoints, sizes, window, alpha, rule,
+        why, factors, branch.replicates,
+    )  # fmt: skip
+
+
+def _rate_rule(
+    branch: BranchConfig, fitted: float | None
+) -> tuple[float, str, str, tuple[float, ...]]:
+    if branch.lr_rule is LrRule.FIT and fitted is not None and math.isfinite(fitted):
+        why = f"the study's fitted lr* ~ B^alpha (alpha {fitted:.3g}) scales the reference's rate"
+        return float(fitted), "fit", why, (1.0,)
+    reason = "lr_rule: search" if branch.lr_rule is LrRule.SEARCH else "the study has no fit"
+    factors = branch.lr_factors(True)
+    why = (
+        f"{reason}: each branch runs at lr0 (B/B0)^{branch.alpha:g} times "
+        f"{', '.join(f'{f:g}' for f in factors)} and the best counts"
+    )
+    return branch.alpha, "search", why, factors
+
+
+def _budget_examples(budget: Budget, b0: int) -> int:
+    limit = budget.step_limit(b0)
+    if limit is None:
+        raise UsageError("branch.examples is missing and the budget sets no step or example limit")
+    return limit * b0
+
+
+def _check_replicas(config: StudyConfig, sizes: tuple[int, ...], strategy: str) -> None:
+    from study.strategies import StrategySpec
+
+    replicas = StrategySpec.parse(strategy).logical_cpus or 1
+    for size in sizes:
+        if size % replicas:
+            raise UsageError(
+                f"{config.source}: branch batch size {size} is not divisible by the {replicas} "
+                f"replicas of {strategy}; choose batch_size and multipliers whose products are"
+            )
+
+
+def branch_tasks(plan: BranchPlan, reference: dict[str, Any], seed: int) -> list[dict[str, Any]]:
+    """Every branch of the plan, as the ledger queues them."""
+    tasks = []
+    for ckpt in reference["checkpoints"]:
+        for batch in plan.batch_sizes:
+            for replicate in range(plan.replicates):
+                for factor in plan.factors:
+                    tasks.append(
+                        {
+                            "checkpoint": ckpt["index"],
+                            "examples": ckpt["examples"],
+                            "artifact": ckpt["artifact"],
+                            "batch_size": batch,
+                            "replicate": replicate,
+                            "lr_factor": factor,
+                            "learning_rate": plan.rate(batch, factor),
+                            "steps": plan.window // batch,
+                            "seed": seed + 1000 * (ckpt["index"] + 1) + replicate,
+                        }
+                    )
+    return tasks
+
+
+def run_branches(
+    config: StudyConfig,
+    options: BranchOptions,
+    *,
+    fitted_alpha: float | None = None,
+    best_rate: float | None = None,
+    say: Callable[[str], None] = print,
+) -> tuple[BranchPlan, dict[str, Any]]:
+    """Run (or join, or finish) the study's branch trials; the plan and the reference's record.
+
+    Raises:
+        UsageError: bad section (`plan_branches`), a reference run that failed, a checkpoint
+            missing from the artifact store.
+    """
+    plan = plan_branches(config, fitted_alpha=fitted_alpha, best_rate=best_rate)
+    ledger = BranchLedger.open(options.storage, config.name, retry=config.storage_retry)
+    if options.restart:
+        ledger.delete()
+    tracker = BranchTracker(tracking_uri(options.tracking_uri), config.name)
+    with WorkerPool(options.workers) as pool:
+        if ledger.begin():
+            ledger.set_note(PLAN, plan.to_dict())
+            points = ", ".join(map(str, plan.checkpoints))
+            say(
+                f"study branch: reference run at batch {plan.b0}, lr {plan.learning_rate:.4g}, "
+                f"{plan.examples:,} examples, checkpoints at {points}"
+            )
+            reference = _reference(config, plan, pool, tracker)
+            ledger.set_note(REFERENCE, reference)
+            if reference.get("error"):
+                raise UsageError(f"the reference run failed: {reference['error']}")
+            ledger.enqueue(branch_tasks(plan, reference, config.settings.seed))
+        reference = _wait_reference(ledger, options.wait_s)
+        plan = stored_plan(ledger.note(PLAN))
+        say(f"study branch: learning rates: {plan.why}")
+        _work(config, ledger, tracker, pool, reference, options.workers, say)
+    return plan, reference
+
+
+def stored_plan(data: dict[str, Any]) -> BranchPlan:
+    """A `BranchPlan` from its stored JSON (lists back to tuples)."""
+    tuples = ("checkpoints", "batch_sizes", "factors")
+    return BranchPlan(**{k: tuple(v) if k in tuples else v for k, v in data.items()})
+
+
+def _reference(
+    config: StudyConfig, plan: BranchPlan, pool: WorkerPool, tracker: BranchTracker
+) -> dict[str, Any]:
+    """Train the reference, store its checkpoints; its record (JSON) for the ledger."""
+    settings = dataclasses.replace(
+        config.settings,
+        budget=Budget(max_steps=plan.examples // plan.b0),
+        noise_scale=True,
+        exact_steps=False,
+    )
+    spec = config.trial_spec(Stratum(plan.b0, plan.strategy), {"learning_rate": plan.learning_rate})
+    spec = dataclasses.replace(spec, settings=settings)
+    run_id = tracker.start_reference(
+        {
+            "batch_size": plan.b0,
+            "learning_rate": plan.learning_rate,
+            "examples": plan.examples,
+            "window": plan.window,
+            "lr_rule": plan.rule,
+            "alpha": plan.alpha,
+        }
+    )
+    steps = tuple(e // plan.b0 for e in plan.checkpoints)
+    outcome = pool.run_job(REFERENCE, ReferenceJob(spec, steps))
+    checkpoints = []
+    for c in outcome.checkpoints:
+        artifact = tracker.store_checkpoint(run_id, c.index, c.blob)
+        checkpoints.append(
+            {
+                "index": c.index,
+                "step": c.step,
+                "examples": c.examples,
+                "artifact": artifact,
+                "train_loss": c.train_loss,
+                **dict(c.metrics),
+                **{k: v for k, v in c.noise.items() if k.startswith("b_simple")},
+            }
+        )
+    to_target = outcome.steps_to_target
+    tracker.log_reference(run_id, list(outcome.curve), "FAILED" if outcome.error else "FINISHED")
+    return {
+        "run_id": run_id,
+        "batch_size": plan.b0,
+        "learning_rate": plan.learning_rate,
+        "steps": plan.examples // plan.b0,
+        "examples": plan.examples,
+        "steps_to_target": to_target,
+        "examples_to_target": to_target * plan.b0 if to_target is not None else None,
+        "train_seconds": outcome.train_seconds,
+        "checkpoints": checkpoints,
+        "curve": list(outcome.curve),
+        "error": outcome.error,
+    }
+
+
+def _wait_reference(ledger: BranchLedger, wait_s: float) -> dict[str, Any]:
+    deadline = time.monotonic() + wait_s
+    while True:
+        reference = ledger.note(REFERENCE)
+        if reference is not None:
+            if reference.get("error"):
+                raise UsageError(f"the reference run failed: {reference['error']}")
+            return reference
+        if time.monotonic() > deadline:
+            raise UsageError(f"no reference run was stored within {wait_s:.0f} s")
+        time.sleep(WAIT_POLL_S)
+
+
+def _work(
+    config: StudyConfig,
+    ledger: BranchLedger,
+    tracker: BranchTracker,
+    pool: WorkerPool,
+    reference: dict[str, Any],
+    workers: int,
+    say: Callable[[str], None],
+) -> None:
+    """Claim and run branches from ``workers`` threads until none is waiting."""
+    blobs: dict[str, bytes] = {}
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def blob(artifact: str) -> bytes:
+        with lock:
+            if artifact not in blobs:
+                blobs[artifact] = tracker.load_checkpoint(reference["run_id"], artifact)
+            return blobs[artifact]
+
+    def loop() -> None:
+        try:
+            while (claimed := ledger.claim()) is not None:
+                trial, task = claimed
+                try:
+                    outcome = _one(config, task, blob(task["artifact"]), pool)
+                except BaseException as exc:
+                    ledger.fail(trial, str(exc))
+                    raise
+                if outcome.get("error"):
+                    ledger.fail(trial, outcome["error"])
+                else:
+                    ledger.finish(trial, outcome, outcome["val_loss"])
+                tracker.log_branch(reference["run_id"], task, outcome)
+                say(
+                    f"study branch: checkpoint {task['checkpoint']} batch {task['batch_size']} "
+                    f"replicate {task['replicate']}: val_loss {outcome.get('val_loss', math.nan):.4f}"
+                )
+        except BaseException as exc:  # one line for the command; the others stop at their next
+            errors.append(exc)
+
+    threads = [threading.Thread(target=loop, daemon=True) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def _one(config: StudyConfig, task: dict[str, Any], blob: bytes, pool: WorkerPool) -> dict:
+    strategy = config.space.strategies[0]
+    spec = config.trial_spec(
+        Stratum(config.branch.batch_size or min(config.space.batch_sizes), strategy),
+        {"learning_rate": task["learning_rate"]},
+        seed=int(task["seed"]),
+    )
+    optimizer = dataclasses.replace(spec.optimizer, learning_rate=float(task["learning_rate"]))
+    settings = dataclasses.replace(
+        spec.settings, noise_scale=False, budget=Budget(max_steps=task["steps"])
+    )
+    spec = dataclasses.replace(
+        spec, batch_size=int(task["batch_size"]), optimizer=optimizer, settings=settings
+    )
+    outcome = pool.run_job("branch", BranchJob(spec, int(task["steps"]), blob))
+    metric = config.target.metric
+    return {
+        "val_loss": float(outcome.metrics.get("val_loss", math.nan)),
+        "metric": float(outcome.metrics.get(metric, math.nan)),
+        "train_loss": outcome.train_loss,
+        "steps": outcome.steps,
+        "train_seconds": outcome.train_seconds,
+        "error": outcome.error,
+    }
