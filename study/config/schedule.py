@@ -173,6 +173,39 @@ class BatchSchedule:
             step, seen, batch = start, start_seen, stage.batch_size
         return seen + (steps - step) * batch
 
+    def step_limit(self, budget_steps: int | None, budget_examples: int | None) -> int | None:
+        """The steps the budget allows: at most ``budget_steps`` optimizer steps and the most
+        steps whose examples stay within ``budget_examples`` (at least 1); None: unbounded.
+
+        Example: stages (0, 32), (320, 64), 1,000 examples -> 10 steps of 32 then 10 of 64 (the
+        11th step of 64 would pass 1,000): 20.
+        """
+        limits = [budget_steps] if budget_steps is not None else []
+        if budget_examples is not None:
+            limits.append(max(1, self.steps_within(budget_examples)))
+        return min(limits) if limits else None
+
+    def steps_within(self, examples: int) -> int:
+        """The most steps whose examples seen stay within ``examples``."""
+        steps = 0
+        starts = self.stage_starts()
+        for i, ((start, seen), stage) in enumerate(zip(starts, self.stages)):
+            end = starts[i + 1][0] if i + 1 < len(starts) else None
+            if seen > examples:
+                break
+            room = (examples - seen) // stage.batch_size
+            steps = start + (room if end is None else min(room, end - start))
+        return steps
+
+    def next_start(self, step: int) -> int | None:
+        """The step the next stage after ``step``'s begins at (None: in the last stage)."""
+        later = [start for start, _ in self.stage_starts() if start > step]
+        return min(later) if later else None
+
+    def stage_of_step(self, step: int) -> int:
+        """The stage whose batch step ``step`` (0-based) takes."""
+        return self.stage_index(self.examples_after(step))
+
     def check_replicas(self, replicas: int, strategy: str = "") -> None:
         """Raise `FieldError` (``stages[i].batch_size``) unless every batch divides by
         ``replicas`` (the per-replica batch is the global batch / replicas)."""

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from study.config.rules import FieldError, check
+from study.config.schedule import BatchSchedule
 from study.config.target import Target
 
 OPTIMIZERS = ("sgd", "momentum", "nesterov", "adam")
@@ -263,11 +264,48 @@ class TrialSpec:
     schedule: ScheduleSpec = field(default_factory=ScheduleSpec)
     strategy: str = "auto"
     settings: TrialSettings = field(default_factory=TrialSettings)
+    #: A global batch that grows by examples seen (`with_batch_schedule`); None: fixed.
+    batch_schedule: BatchSchedule | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.batch_size, bool) or int(self.batch_size) != self.batch_size:
             raise FieldError("batch_size", "must be an integer", self.batch_size)
         check("batch_size", self.batch_size, ">= 1")
+        plan = self.batch_schedule
+        if plan is not None and self.batch_size != plan.first_batch_size:
+            raise FieldError(
+                "batch_size",
+                f"must be the batch schedule's first batch size ({plan.first_batch_size})",
+                self.batch_size,
+            )
+
+    def with_batch_schedule(self, schedule: BatchSchedule) -> TrialSpec:
+        """The trial trained with ``schedule``: its batch size the first stage's, its learning
+        rate the schedule's (scaled with the batch by the trainer), its warmup the schedule's.
+
+        Example: ``spec.with_batch_schedule(BatchSchedule((Stage(0, 32), Stage(4096, 128)),
+        0.05))`` trains at batch 32 and rate 0.05 for 128 steps, then at 128 and 0.1.
+        """
+        return replace(
+            self,
+            batch_size=schedule.first_batch_size,
+            optimizer=replace(self.optimizer, learning_rate=schedule.learning_rate),
+            schedule=replace(self.schedule, warmup_steps=schedule.warmup_steps),
+            batch_schedule=schedule,
+        )
+
+    def step_limit(self) -> int | None:
+        """The steps the budget allows at this trial's batch size (or batch schedule)."""
+        budget = self.settings.budget
+        if self.batch_schedule is None:
+            return budget.step_limit(self.batch_size)
+        return self.batch_schedule.step_limit(budget.max_steps, budget.max_examples)
+
+    def examples_at(self, step: int) -> int:
+        """The training examples seen after ``step`` optimizer steps."""
+        if self.batch_schedule is None:
+            return step * self.batch_size
+        return self.batch_schedule.examples_after(step)
 
     @property
     def learning_rate(self) -> float:
@@ -301,6 +339,8 @@ class TrialSpec:
             }
         )
         params.update({f"workload.{k}": v for k, v in self.workload_options.items()})
+        if self.batch_schedule is not None:
+            params.update(self.batch_schedule.to_params())
         return {k: v for k, v in params.items() if v is not None}
 
 

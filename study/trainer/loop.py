@@ -32,6 +32,7 @@ from study.strategies import ResolvedStrategy, check_batch_divisible
 from study.trainer.inputs import IndexStream
 from study.trainer.noise import NoiseScale
 from study.trainer.session import Session, SessionCache, open_session
+from study.trainer.stages import Stages, check_schedule
 from study.workloads.base import Dataset, Streams
 from study.workloads.task import Task
 
@@ -69,6 +70,8 @@ def train(
     """
     replicas = strategy.num_replicas_in_sync
     check_batch_divisible(spec.batch_size, replicas, strategy=spec.strategy)
+    if spec.batch_schedule is not None:
+        check_schedule(spec, data, replicas)
     if spec.settings.noise_scale and replicas == 1 and spec.batch_size % 2:
         raise UsageError(
             f"noise_scale on one replica splits the batch into two halves: batch size "
@@ -104,7 +107,7 @@ def train(
     return TrialResult(
         state=state,
         steps_run=step,
-        examples_run=step * spec.batch_size,
+        examples_run=spec.examples_at(step),
         train_seconds=seconds,
         steps_to_target=reached.step if reached else None,
         examples_to_target=reached.examples if reached else None,
@@ -161,8 +164,8 @@ def _run(
     (and the replayed steps), the curve and the crossings seen.
     """
     settings, target = spec.settings, spec.target
-    step_limit = settings.budget.step_limit(spec.batch_size)
-    max_chunk = session.feed.max_steps_per_call
+    step_limit = spec.step_limit()
+    stages = Stages(spec, session)
     noise = _noise_scale(spec, session)
     crossings = Crossings(target.hold)
     curve: list[Measurement] = []
@@ -178,7 +181,7 @@ def _run(
         spent["replay" if scan else "evaluate"] += time.perf_counter() - start
         estimate = noise.estimate() if noise is not None else {}
         m = Measurement(
-            step, step * spec.batch_size, seconds, train_loss, metrics, estimate, scan is not None
+            step, spec.examples_at(step), seconds, train_loss, metrics, estimate, scan is not None
         )
         met = target.met_by(m.metrics)
         # steps since the previous evaluation, which failed and was saved, that nobody saw
@@ -189,6 +192,7 @@ def _run(
             scan = _Scan(until=step, pace=(seconds - last.seconds) / (step - last.step))
             spent["discarded_steps"] += step - last.step  # trained again, one at a time
             session.restore(last.saved)
+            stages.forget()  # the restored optimizer holds the saved step's rate
             noise = copy.deepcopy(last.noise)
             step, seconds = last.step, last.seconds
         else:
@@ -209,7 +213,8 @@ def _run(
         if scan is None and settings.exact_steps and stop - step > 1 and not met:
             last = _Progress(step, seconds, session.snapshot(), copy.deepcopy(noise))
         while step < stop:
-            count = min(stop - step, max_chunk)
+            count = stages.enter(step, stop)  # within one stage of the batch schedule
+            noise = _noise_for(spec, session, noise, stages.batch_size)
             args = session.args(count)
             start = time.perf_counter()  # the compiled call and fetching its losses
             losses, stats = session.run(args)
@@ -251,10 +256,24 @@ def _next_stop(spec: TrialSpec, step: int, step_limit: int | None, *, one: bool)
     return min(stop, step_limit) if step_limit is not None else stop
 
 
-def _noise_scale(spec: TrialSpec, session: Session) -> NoiseScale | None:
-    """The gradient noise scale estimator for the trial's two batch sizes, if it measures it."""
+def _noise_scale(
+    spec: TrialSpec, session: Session, batch_size: int | None = None
+) -> NoiseScale | None:
+    """The gradient noise scale estimator for the trial's two batch sizes (at ``batch_size``,
+    default the trial's first), if it measures it."""
     if not spec.settings.noise_scale:
         return None
+    batch = batch_size or spec.batch_size
     replicas = session.strategy.num_replicas_in_sync
     every = spec.settings.noise_every
-    return NoiseScale(spec.batch_size / max(replicas, 2), spec.batch_size, every=every)
+    return NoiseScale(batch / max(replicas, 2), batch, every=every)
+
+
+def _noise_for(
+    spec: TrialSpec, session: Session, noise: NoiseScale | None, batch_size: int
+) -> NoiseScale | None:
+    """``noise``, or a fresh estimator when a batch schedule changed the batch (the two batch
+    sizes it measures at change with it; its averages start again)."""
+    if noise is None or noise.b_big == batch_size:
+        return noise
+    return _noise_scale(spec, session, batch_size)

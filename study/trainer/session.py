@@ -78,6 +78,18 @@ class Session:
         """Begin a trial's example order at its batch size."""
         self.feed.start(seed, batch_size)
 
+    def set_batch(self, batch_size: int, rate: float) -> None:
+        """Train the next steps at global batch ``batch_size`` and base rate ``rate`` (a batch
+        schedule's stage; in memory the traced function takes any batch, nothing retraces).
+
+        Raises:
+            ValueError: a streamed feed (its pipeline batches at one size).
+        """
+        if not isinstance(self.feed, ArrayFeed):
+            raise ValueError("a streamed feed trains at one batch size")
+        self.feed.batch_size = batch_size
+        set_learning_rate(self.optimizer, rate)
+
     def args(self, count: int) -> tuple:
         """Arguments of the next compiled call of ``count`` steps (host work, untimed)."""
         return self.feed.args(count)
@@ -166,7 +178,7 @@ def session_key(spec: TrialSpec, task: Task, *, streamed: bool = False) -> tuple
     takes index arrays of any batch size, so a study's strata share a session.
     """
     optimizer = {k: v for k, v in asdict(spec.optimizer).items() if k != "learning_rate"}
-    schedule = resolved_schedule(spec.schedule, spec.settings.budget.step_limit(spec.batch_size))
+    schedule = resolved_schedule(spec.schedule, spec.step_limit())
     options = tuple(sorted((k, repr(v)) for k, v in spec.workload_options.items()))
     return (
         spec.workload,
@@ -282,7 +294,7 @@ def _build(
     with dtype_policy(precision), strategy.scope():
         model = build_model()
     goal, reported, evaluator, feed = _describe_trial(spec, data, model, strategy, task)
-    step_limit = spec.settings.budget.step_limit(spec.batch_size)
+    step_limit = spec.step_limit()
     with strategy.scope():
         optimizer = make_optimizer(
             spec.optimizer, spec.schedule, step_limit, loss_scale=precision == "mixed_float16"

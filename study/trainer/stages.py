@@ -1,0 +1,76 @@
+"""A batch-size schedule in the training loop: which stage each compiled call trains in.
+
+The loop asks `Stages.enter` before every compiled call: it sets the feed's global batch and
+the optimizer's base rate for the stage of the call's first step (only when the stage changed,
+or after a restore) and cuts the call at the next stage's first step, so every step takes the
+batch its examples seen call for (`study.config.schedule.BatchSchedule`). Everything is a
+function of the step, so a trial restored to a saved step (exact steps' replay) resumes in
+that step's stage. On data in memory the batch is the index array's second dimension, which
+the one traced function leaves unknown: no stage retraces it.
+
+Example: stages (0, 32), (4096, 128) at rate 0.05, alpha 0.5: steps 0..127 train at 32 and
+0.05, from step 128 on at 128 and 0.1 (a call from step 120 to the evaluation at 150 is cut
+in two: 8 steps, then 22).
+"""
+
+from __future__ import annotations
+
+from study.config.trial import TrialSpec
+from study.errors import FieldError, UsageError
+from study.trainer.session import Session
+from study.workloads.base import Dataset, Streams
+
+__all__ = ["Stages", "check_schedule"]
+
+
+class Stages:
+    """The stage applied to ``session`` for ``spec`` (a fixed batch: nothing to do)."""
+
+    def __init__(self, spec: TrialSpec, session: Session) -> None:
+        self.schedule = spec.batch_schedule
+        self.session = session
+        self.batch_size = spec.batch_size
+        self._applied: int | None = None
+
+    def forget(self) -> None:
+        """The session was restored: apply the stage again before the next call."""
+        self._applied = None
+
+    def enter(self, step: int, stop: int) -> int:
+        """Apply ``step``'s stage; the steps of the next call (toward ``stop``, never past the
+        next stage's first step nor the feed's most steps per call)."""
+        if self.schedule is not None:
+            index = self.schedule.stage_of_step(step)
+            if index != self._applied:
+                self.batch_size = self.schedule.stages[index].batch_size
+                rate = self.schedule.learning_rate_for(self.batch_size)
+                self.session.set_batch(self.batch_size, rate)
+                self._applied = index
+            following = self.schedule.next_start(step)
+            if following is not None:
+                stop = min(stop, following)
+        return max(1, min(stop - step, self.session.feed.max_steps_per_call))
+
+
+def check_schedule(spec: TrialSpec, data: Dataset | Streams, replicas: int) -> None:
+    """A batch schedule this trial can train with, before anything is built.
+
+    Raises:
+        FieldError: ``batch_schedule.stages[i].batch_size`` not divisible by the replicas
+            (or odd, measuring the noise scale on one replica).
+        UsageError: streamed data (its pipeline batches at one size).
+    """
+    schedule = spec.batch_schedule
+    if schedule is None:
+        return
+    if isinstance(data, Streams):
+        raise UsageError(
+            f"workload {spec.workload!r} streams its data (tf.data), whose pipeline batches at "
+            "one size; a batch schedule needs data in memory (a Dataset of arrays)"
+        )
+    try:
+        schedule.check_replicas(replicas, spec.strategy)
+        if spec.settings.noise_scale and replicas == 1:
+            schedule.check_replicas(2, "one replica measuring the noise scale (two halves)")
+    except FieldError as err:
+        raise FieldError(f"batch_schedule.{err.field}", err.rule, err.value) from None
