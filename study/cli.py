@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
-from study.commands.trial_flags import add_noise_every, add_trial_flags
+from study.commands.trial_flags import add_noise_every, add_schedule_flags, add_trial_flags
 from study.config.trial import NOISE_EVERY, PILOT_NOISE_EVERY
 from study.errors import EXIT_TEMPFAIL, FieldError, StorageUnavailable, UsageError
 from study.paths import study_name
@@ -37,6 +37,7 @@ def _add_train(sub: Any) -> None:
         "the run to MLflow.",
     )
     add_trial_flags(p, experiment="study-train")
+    add_schedule_flags(p)
     m = p.add_argument_group("measurement")
     m.add_argument(
         "--noise-scale",
@@ -121,7 +122,7 @@ def _add_storage(p: argparse.ArgumentParser, tracking: bool = False) -> None:
     p.add_argument(
         "--storage",
         metavar="URL",
-        help="Optuna storage: an RDB URL (postgresql://, mysql://, sqlite:///) or a journal file (default: mlruns/optuna.journal)",
+        help="Optuna storage: an RDB URL (postgresql://, mysql://, sqlite:///), grpc://HOST:PORT (a `study serve-storage` proxy) or a journal file (default: mlruns/optuna.journal)",
     )
     p.add_argument(
         "--storage-retry",
@@ -306,6 +307,21 @@ def _add_probe(sub: Any) -> None:
     p.set_defaults(handler=_lazy("study.commands.probe", "main"))
 
 
+def _add_serve_storage(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve-storage",
+        help="serve a database storage to many workers through Optuna's gRPC proxy",
+        description="Run Optuna's gRPC storage proxy in front of a database (PostgreSQL, "
+        "MySQL): workers use --storage grpc://HOST:PORT and only the proxy holds database "
+        "connections. Prints the address it serves; Ctrl-C or SIGTERM stops it (exit 0).",
+    )
+    p.add_argument("--storage", metavar="URL", required=True, help="the database's URL")
+    p.add_argument("--port", type=int, required=True, help="port to serve on (0: any free one)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--threads", type=int, default=16, help="calls served at once (default: 16)")
+    p.set_defaults(handler=_lazy("study.commands.serve_storage", "main"))
+
+
 def _add_branch(sub: Any) -> None:
     p = sub.add_parser(
         "branch",
@@ -326,6 +342,12 @@ def _add_branch(sub: Any) -> None:
     p.add_argument(
         "--restart", action="store_true", help="forget earlier branches and the reference run"
     )
+    p.add_argument(
+        "--max-branches",
+        type=int,
+        metavar="N",
+        help="leave after N branches of this process (0: only the reference run)",
+    )
     p.add_argument("--json", action="store_true", help="print CBS(t) as JSON")
     _add_storage(p, tracking=True)
     p.set_defaults(handler=_lazy("study.commands.branch", "main"))
@@ -338,6 +360,7 @@ _COMMANDS = (
     _add_inspect,
     _add_report,
     _add_probe,
+    _add_serve_storage,
     _add_branch,
 )
 

@@ -1,5 +1,6 @@
 """Opening the Optuna storage that holds the ledgers: a journal file (default
-``mlruns/optuna.journal``) or any RDB URL (PostgreSQL, MySQL, SQLite).
+``mlruns/optuna.journal``), any RDB URL (PostgreSQL, MySQL, SQLite), or ``grpc://HOST:PORT``,
+Optuna's storage proxy in front of a database (`study.ledger.proxy`, ``study serve-storage``).
 
 A database server that does not answer, refuses the credentials or lacks the database fails
 in seconds (`CONNECT_TIMEOUT`) with one line that names the URL (its password masked) and the
@@ -80,7 +81,8 @@ def open_storage(
     retry: float | None = None,
     now: Callable[[], float] = time.time,
 ) -> optuna.storages.BaseStorage:
-    """The Optuna storage for a URL: an RDB URL, or a journal file path (default under mlruns/).
+    """The Optuna storage for a URL: an RDB URL, ``grpc://HOST:PORT`` (a storage proxy), or a
+    journal file path (default under mlruns/).
 
     With ``create=False`` (read-only commands) a journal, SQLite file or database without
     Optuna's tables is not created: the storage is empty and in memory, and nothing is written.
@@ -90,17 +92,21 @@ def open_storage(
     Raises:
         FieldError: on ``storage``: the URL cannot be opened (its password masked).
     """
+    if url and url.lower().startswith("grpc://"):  # a `study.ledger.proxy` in front of one
+        from study.ledger.proxy import open_proxy
+
+        return open_proxy(url, retry_window(retry), now=now)
     if url and "://" in url:
         window = retry_window(retry)
         try:
-            if not create and not _has_ledger_tables(url):
-                return optuna.storages.InMemoryStorage()
-            rdb = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs(url))
+            empty = not create and not _has_ledger_tables(url)
         except Exception as exc:  # any driver or URL error is bad input
             raise FieldError("storage", detail=storage_problem(url, exc)) from None
+        if empty:
+            return optuna.storages.InMemoryStorage()
         from study.ledger.retry import RetryingStorage
 
-        return RetryingStorage(optuna.storages.get_storage(rdb), masked(url), window, now=now)
+        return RetryingStorage(open_database(url), masked(url), window, now=now)
     path = Path(url) if url else journal_path(create=create)
     if not create and not path.exists():
         return optuna.storages.InMemoryStorage()
@@ -108,6 +114,20 @@ def open_storage(
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     return JournalStorage(JournalFileBackend(str(path)))
+
+
+def open_database(url: str) -> optuna.storages.BaseStorage:
+    """The database storage at an RDB ``url``, cached (Optuna's trial cache) but not retried,
+    its tables created if missing.
+
+    Raises:
+        FieldError: on ``storage``: the URL cannot be opened (its password masked).
+    """
+    try:
+        rdb = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs(url))
+    except Exception as exc:  # any driver or URL error is bad input
+        raise FieldError("storage", detail=storage_problem(url, exc)) from None
+    return optuna.storages.get_storage(rdb)
 
 
 def _has_ledger_tables(url: str) -> bool:

@@ -1,0 +1,120 @@
+"""Optuna's gRPC storage proxy: one server process in front of the database, many workers
+talking to it (``grpc://HOST:PORT``) instead of each holding database connections.
+
+`open_proxy` is the client: Optuna's `GrpcStorageProxy`, wrapped in
+`study.ledger.retry.RetryingStorage` like a database storage; `study.ledger.proxy_server` is
+the server.
+
+Outages (see `study.ledger.retry`): the proxy does not wait for the database itself. A
+transient database fault (`is_transient`) is answered at once as gRPC ``UNAVAILABLE`` (the
+proxy prints one line when the database goes away and one when it is back), and so is a proxy
+that is down or restarting; each worker's own retry waits through either, with its window, its
+two lines, its exit 75 past the window and its heartbeat grace extended across the outage, the
+same as on the database directly. Nothing in the ledger reaches the database engine: every
+call is Optuna's storage API, which the proxy serves whole (claims by trial numbering,
+heartbeats as system attributes, the retry's "did that write land" reads).
+
+Example: ``start_proxy("postgresql://study:pw@db/ledger", "127.0.0.1", 13000)`` serves it at
+``grpc://127.0.0.1:13000``; ``open_proxy("grpc://127.0.0.1:13000", 300.0)`` reaches it.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import warnings
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import optuna
+
+from study.errors import FieldError
+from study.ledger.retry import RetryingStorage
+
+#: The URL scheme of a storage served by a proxy.
+SCHEME = "grpc"
+#: Seconds to wait for a proxy to answer when a storage is opened.
+CONNECT_TIMEOUT = 10
+
+
+def is_proxy_url(url: str | None) -> bool:
+    """Whether ``url`` names a storage proxy (``grpc://HOST:PORT``)."""
+    return bool(url) and str(url).lower().startswith(f"{SCHEME}://")
+
+
+def proxy_address(url: str) -> tuple[str, int]:
+    """The host and port of ``grpc://HOST:PORT``.
+
+    Raises:
+        FieldError: on ``storage``: no host, no port, or a path, query or password.
+    """
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if not parts.hostname or port is None or parts.path not in ("", "/") or parts.query:
+        raise FieldError(
+            "storage", "must be grpc://HOST:PORT (a `study serve-storage` address)", url
+        )
+    return parts.hostname, port
+
+
+def open_proxy(
+    url: str, window: float, *, now: Callable[[], float] = time.time
+) -> optuna.storages.BaseStorage:
+    """The storage served by the proxy at ``grpc://HOST:PORT``, retried like a database
+    storage (``window``: seconds, see `study.ledger.retry`).
+
+    Raises:
+        FieldError: on ``storage``: a malformed URL, or no proxy answers there within
+            `CONNECT_TIMEOUT` seconds.
+    """
+    host, port = proxy_address(url)
+    with warnings.catch_warnings():  # experimental in Optuna since 4.2
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        proxy = _proxy_class()(host=host, port=port)
+    try:
+        proxy.wait_server_ready(timeout=CONNECT_TIMEOUT)
+    except ConnectionError:
+        proxy.close()
+        raise FieldError(
+            "storage",
+            detail=f"cannot open {url!r}: no storage proxy answered in {CONNECT_TIMEOUT} s "
+            "(is `study serve-storage` running there, on that port?)",
+        ) from None
+    return RetryingStorage(proxy, url, window, now=now)
+
+
+#: gRPC channel options of the client: Optuna's (no limit on a reply's size), and reconnection
+#: attempts at most `RECONNECT_MS` apart (gRPC's default backs off to 120 s, so a proxy back
+#: after a minute's outage was found 24 s late; the retry's own backoff is at most 10 s).
+RECONNECT_MS = 2000
+CHANNEL_OPTIONS = (
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.initial_reconnect_backoff_ms", 500),
+    ("grpc.min_reconnect_backoff_ms", 500),
+    ("grpc.max_reconnect_backoff_ms", RECONNECT_MS),
+)
+
+
+@functools.cache
+def _proxy_class() -> type:
+    """Optuna's `GrpcStorageProxy` with `CHANNEL_OPTIONS` on its channel (its ``_setup`` makes
+    the channel, the stub and the trial cache; `tests/ledger/test_proxy.py` checks a proxy
+    restarted on the same port is found again within seconds)."""
+    import grpc
+    from optuna.storages import GrpcStorageProxy
+    from optuna.storages._grpc.auto_generated import api_pb2_grpc
+    from optuna.storages._grpc.client import GrpcClientCache
+
+    class Proxy(GrpcStorageProxy):
+        def _setup(self) -> None:
+            address = f"[{self._host}]" if ":" in self._host else self._host
+            self._channel = grpc.insecure_channel(
+                f"{address}:{self._port}", options=list(CHANNEL_OPTIONS)
+            )
+            self._stub = api_pb2_grpc.StorageServiceStub(self._channel)
+            self._cache = GrpcClientCache(self._stub)
+
+    return Proxy

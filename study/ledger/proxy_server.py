@@ -1,0 +1,165 @@
+"""The storage proxy's server (``study serve-storage``; `study.ledger.proxy` is the client).
+
+`start_proxy` serves a database storage with Optuna's proxy (the servicer that
+`optuna.storages.run_grpc_proxy_server` runs, built as its ``make_server`` builds it, plus one
+interceptor) in front of a database opened, checked and cached as
+`study.ledger.storage.open_storage` opens it. A call that meets a transient database fault is
+answered ``UNAVAILABLE`` at once, which the workers' retry waits through (see
+`study.ledger.proxy`); the proxy prints one line when the database stops answering and one
+when it is back.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from study.errors import FieldError
+from study.ledger.proxy import SCHEME, is_proxy_url
+from study.ledger.retry import is_transient
+from study.paths import masked
+
+#: Threads that serve the proxy's calls at once (each holds at most one database connection).
+THREADS = 16
+
+
+class ProxyServer:
+    """A started proxy: ``address`` (``grpc://HOST:PORT``, the port bound), ``where`` (the
+    database, its password masked); `stop` ends it."""
+
+    def __init__(self, server: Any, address: str, where: str, storage: Any) -> None:
+        self.server, self.address, self.where = server, address, where
+        self._storage = storage
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the server stops or ``timeout`` passes; True if it stopped."""
+        return not self.server.wait_for_termination(timeout)  # gRPC: True if it timed out
+
+    def stop(self, grace: float = 5.0) -> None:
+        """Stop serving: calls in flight get ``grace`` seconds to finish; the database's
+        connections are closed."""
+        self.server.stop(grace).wait()
+        engine = getattr(getattr(self._storage, "_backend", None), "engine", None)
+        if engine is not None:
+            engine.dispose()
+
+
+def start_proxy(
+    url: str,
+    host: str,
+    port: int,
+    *,
+    threads: int = THREADS,
+    say: Callable[[str], None] | None = None,
+) -> ProxyServer:
+    """Open the database storage at ``url`` (creating Optuna's tables if missing) and serve
+    it at ``host:port`` (port 0: any free port) with Optuna's proxy; ``say`` prints the
+    proxy's outage lines (stderr by default).
+
+    Raises:
+        FieldError: on ``storage``: not a database URL, or it cannot be opened; on ``port``:
+            it cannot be bound (in use, or not a port).
+    """
+    import grpc
+    from optuna.storages._grpc.auto_generated import api_pb2_grpc
+    from optuna.storages._grpc.servicer import OptunaStorageProxyService
+
+    from study.ledger.storage import open_database
+
+    if "://" not in url or is_proxy_url(url) or url.lower().startswith("sqlite"):
+        raise FieldError(
+            "storage", "must be a database server's URL (postgresql://..., mysql://...)", url
+        )
+    if not 0 <= port <= 65535:
+        raise FieldError("port", "must be a port number from 0 to 65535", port)
+    if threads < 1:
+        raise FieldError("threads", "must be at least 1", threads)
+    storage = open_database(url)
+    database = _Database(masked(url), say or _stderr)
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=threads), interceptors=[_unavailable(database)]
+    )
+    api_pb2_grpc.add_StorageServiceServicer_to_server(OptunaStorageProxyService(storage), server)
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError:
+        bound = 0
+    if not bound:
+        raise FieldError("port", f"cannot listen on {host}:{port} (in use, or not this host's)")
+    server.start()
+    shown = f"[{host}]" if ":" in host else host
+    return ProxyServer(server, f"{SCHEME}://{shown}:{bound}", masked(url), storage)
+
+
+class _Database:
+    """Whether the database behind the proxy answers: one line when it stops, one when it is
+    back (what the proxy's log shows of an outage)."""
+
+    def __init__(self, where: str, say: Callable[[str], None]) -> None:
+        self.where, self.say = where, say
+        self.away_since: float | None = None
+        self._lock = threading.Lock()
+
+    def failed(self, exc: BaseException) -> None:
+        with self._lock:
+            if self.away_since is None:
+                self.away_since = time.monotonic()
+                first = " ".join(str(exc).split()).partition(" (Background on this error")[0]
+                self.say(
+                    f"study serve-storage: warning: the database {self.where} is not answering "
+                    f"({type(exc).__name__}: {first[:160]}); workers are told it is "
+                    "unavailable and retry"
+                )
+
+    def answered(self) -> None:
+        if self.away_since is None:  # the common case: no lock
+            return
+        with self._lock:
+            if self.away_since is not None:
+                seconds = time.monotonic() - self.away_since
+                self.away_since = None
+                self.say(
+                    f"study serve-storage: the database {self.where} answers again "
+                    f"(after {seconds:.0f} s)"
+                )
+
+
+def _unavailable(database: _Database) -> Any:
+    """A server interceptor that answers a call that met a transient database fault with
+    ``UNAVAILABLE`` (which the workers' retry waits through) instead of gRPC's ``UNKNOWN``."""
+    import grpc
+
+    class Unavailable(grpc.ServerInterceptor):
+        def intercept_service(self, continuation: Any, details: Any) -> Any:
+            handler = continuation(details)
+            if handler is None or handler.unary_unary is None:
+                return handler
+            inner = handler.unary_unary
+
+            def call(request: Any, context: Any) -> Any:
+                try:
+                    reply = inner(request, context)
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    database.failed(exc)
+                    first = " ".join(str(exc).split())[:300]
+                    context.abort(grpc.StatusCode.UNAVAILABLE, f"database: {first}")
+                database.answered()
+                return reply
+
+            return grpc.unary_unary_rpc_method_handler(
+                call,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+
+    return Unavailable()
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
