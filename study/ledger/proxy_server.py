@@ -11,6 +11,7 @@ when it is back.
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 import time
@@ -78,10 +79,13 @@ def start_proxy(
         raise FieldError("port", "must be a port number from 0 to 65535", port)
     if threads < 1:
         raise FieldError("threads", "must be at least 1", threads)
+    _check_free(host, port)  # before gRPC tries: its failure is a log line of its own
     storage = open_database(url)
     database = _Database(masked(url), say or _stderr)
     server = grpc.server(
-        ThreadPoolExecutor(max_workers=threads), interceptors=[_unavailable(database)]
+        ThreadPoolExecutor(max_workers=threads),
+        interceptors=[_unavailable(database)],
+        options=[("grpc.so_reuseport", 0)],  # a second proxy on the port fails, not shares it
     )
     api_pb2_grpc.add_StorageServiceServicer_to_server(OptunaStorageProxyService(storage), server)
     try:
@@ -89,10 +93,33 @@ def start_proxy(
     except RuntimeError:
         bound = 0
     if not bound:
-        raise FieldError("port", f"cannot listen on {host}:{port} (in use, or not this host's)")
+        raise _unbound(host, port)
     server.start()
     shown = f"[{host}]" if ":" in host else host
     return ProxyServer(server, f"{SCHEME}://{shown}:{bound}", masked(url), storage)
+
+
+def _unbound(host: str, port: int) -> FieldError:
+    return FieldError(
+        "port", detail=f"cannot listen on {host}:{port} (in use, or not this host's address)"
+    )
+
+
+def _check_free(host: str, port: int) -> None:
+    """Raise `_unbound` unless ``host:port`` can be bound now (port 0: always)."""
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        raise _unbound(host, port) from None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+            try:
+                probe.bind(address)
+            except OSError:
+                raise _unbound(host, port) from None
 
 
 class _Database:
