@@ -163,6 +163,8 @@ def train(
     precision: str = "auto",
     jit_compile: str = "auto",
     noise_scale: bool = False,
+    batch_schedule: Any = None,
+    lr_alpha: float | None = None,
     track: bool = True,
     tracking_uri: str | None = None,
     experiment: str = "study-train",
@@ -173,6 +175,11 @@ def train(
 
     ``workload`` is a built-in workload or ``module:callable``; ``target`` defaults to the
     workload's. With ``track`` the trial is logged to MLflow (experiment ``experiment``).
+    ``batch_schedule`` grows the global batch by examples seen (``batch_size`` is then the
+    first stage's): a `study.config.schedule.BatchSchedule`, its study-file section as a
+    mapping, a YAML file holding one, or inline stages such as ``"32,128@40960"`` trained at
+    ``learning_rate`` at the first batch size, scaled as ``(B / B0) ** lr_alpha`` (default
+    0.5), with ``warmup_steps``.
 
     Raises:
         UsageError: a bad argument, named (``learning_rate must be > 0 (got -1.0)``), or bad
@@ -191,12 +198,12 @@ def train(
         if track
         else None
     )
-    result, run_id, logger = train_one(
-        spec,
-        f"{spec.workload}-b{spec.batch_size}-lr{spec.learning_rate:g}",
-        tracking,
-        named=problem_in_arguments,
-    )
+    name = f"{spec.workload}-b{spec.batch_size}-lr{spec.learning_rate:g}"
+    if spec.batch_schedule is not None:
+        from study.config.schedule import format_stages
+
+        name = f"{spec.workload}-schedule-{format_stages(spec.batch_schedule.stages)}"
+    result, run_id, logger = train_one(spec, name, tracking, named=problem_in_arguments)
     if logger is not None and run_id:
         logger.log_trial(run_id, spec, result)
     return result
@@ -211,11 +218,12 @@ def _trial_spec(a: Mapping[str, Any]) -> TrialSpec:
     if not isinstance(options, Mapping):
         raise FieldError("workload_options", "must be a mapping of option names to values", options)
     no_budget = all(a[k] is None for k in ("max_steps", "max_examples", "max_seconds"))
+    plan = _batch_schedule(a)
     return single_spec(
         text("workload", a["workload"]) or "",
         options,
         model=a["model"],
-        batch_size=a["batch_size"],
+        batch_size=plan.first_batch_size if plan is not None else a["batch_size"],
         optimizer=OptimizerSpec(
             name=a["optimizer"],
             learning_rate=a["learning_rate"],
@@ -247,7 +255,32 @@ def _trial_spec(a: Mapping[str, Any]) -> TrialSpec:
             jit_compile=a["jit_compile"],
             noise_scale=bool(a["noise_scale"]),
         ),
+        batch_schedule=plan,
     )
+
+
+def _batch_schedule(a: Mapping[str, Any]) -> Any:
+    """`train`'s ``batch_schedule`` (with ``learning_rate``, ``lr_alpha``, ``warmup_steps``
+    for inline stages) as a `BatchSchedule`, or None; its errors named by argument."""
+    from study.config.schedule import load_schedule
+
+    if a["batch_schedule"] is None:
+        if a["lr_alpha"] is not None:
+            raise UsageError("lr_alpha needs batch_schedule (it scales its learning rate)")
+        return None
+    try:
+        return load_schedule(
+            a["batch_schedule"],
+            learning_rate=a["learning_rate"],
+            alpha=a["lr_alpha"],
+            warmup_steps=a["warmup_steps"],
+        )
+    except FieldError as err:
+        names = {"lr_scaling.alpha": "lr_alpha"}
+        if err.field in ("learning_rate", "warmup_steps"):
+            raise
+        name = names.get(err.field, f"batch_schedule.{err.field}")
+        raise FieldError(name, err.rule, err.value) from None
 
 
 def _check_tracking(uri_option: str | None) -> None:

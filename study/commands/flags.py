@@ -59,6 +59,7 @@ OPTION_FLAGS: dict[str, tuple[str, str | None]] = {
     "samples": ("--samples", None),
 }
 _OPTIONS = "workload_options."
+_SCHEDULE = "batch_schedule."
 _FIELD = re.compile(r"^([A-Za-z_][\w.\[\]]*)(: | )(.*)$", re.DOTALL)
 
 
@@ -66,6 +67,8 @@ def flag_of(field: str, *, workload: str | None = None) -> str | None:
     """The flag that sets ``field`` (for ``workload``'s options), or None if no flag does."""
     if field in FLAGS:
         return FLAGS[field]
+    if field.startswith(_SCHEDULE):  # a stage of study train's --batch-schedule
+        return f"--batch-schedule {field.removeprefix(_SCHEDULE)}"
     if not field.startswith(_OPTIONS):
         return None
     option = field.removeprefix(_OPTIONS)

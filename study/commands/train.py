@@ -15,6 +15,7 @@ from typing import Any
 from study.analysis.pilot import noise_at_result
 from study.commands.flags import in_flags, problem_in_flags
 from study.config.rules import FieldError
+from study.config.schedule import BatchSchedule, format_stages, load_schedule
 from study.config.trial import (
     NOISE_EVERY,
     Budget,
@@ -103,11 +104,12 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
         raise UsageError("--workload csv needs --csv FILE and --label COLUMN")
     if args.workload == "csv" and "label" not in options:
         raise UsageError("--workload csv needs --label COLUMN")
+    schedule = batch_schedule(args)
     return single_spec(
         args.workload,
         options,
         model=args.model,
-        batch_size=args.batch_size,
+        batch_size=schedule.first_batch_size if schedule is not None else args.batch_size,
         optimizer=OptimizerSpec(
             name=args.optimizer,
             learning_rate=args.lr,
@@ -128,7 +130,37 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
         hold_option="--target-hold",
         strategy=args.strategy,
         settings=trial_settings(args),
+        batch_schedule=schedule,
     )
+
+
+#: The flag of each field of an inline batch schedule.
+SCHEDULE_FLAGS = {
+    "learning_rate": "--lr",
+    "lr_scaling.alpha": "--lr-alpha",
+    "warmup_steps": "--warmup",
+}
+
+
+def batch_schedule(args: argparse.Namespace) -> BatchSchedule | None:
+    """``--batch-schedule FILE|STAGES`` (with ``--lr``, ``--lr-alpha``, ``--warmup`` for
+    inline stages), or None.
+
+    Raises:
+        UsageError: one line naming the flag (or the file and key).
+    """
+    value = getattr(args, "batch_schedule", None)
+    alpha = getattr(args, "lr_alpha", None)
+    if value is None:
+        if alpha is not None:
+            raise UsageError("--lr-alpha needs --batch-schedule (it scales its learning rate)")
+        return None
+    try:
+        return load_schedule(value, learning_rate=args.lr, alpha=alpha, warmup_steps=args.warmup)
+    except FieldError as err:
+        flag = SCHEDULE_FLAGS.get(err.field)
+        name = flag or f"--batch-schedule {err.field}"
+        raise err.named(name) from None
 
 
 def _flag_named(problem: str, workload: str) -> str:
@@ -142,9 +174,10 @@ def main(args: argparse.Namespace) -> int:
     from study.deps import require_tensorflow
 
     require_tensorflow()
-    result, run_id, logger = run_tracked(
-        args, spec, f"{spec.workload}-b{spec.batch_size}-lr{spec.learning_rate:g}"
-    )
+    name = f"{spec.workload}-b{spec.batch_size}-lr{spec.learning_rate:g}"
+    if spec.batch_schedule is not None:
+        name = f"{spec.workload}-schedule-{format_stages(spec.batch_schedule.stages)}"
+    result, run_id, logger = run_tracked(args, spec, name)
     if logger and run_id:
         logger.log_trial(run_id, spec, result)
     _print(spec, result, run_id, args.json)
@@ -182,6 +215,13 @@ def _print(spec: TrialSpec, result: TrialResult, run_id: str | None, as_json: bo
         f"on {env.get('strategy', spec.strategy)} ({env.get('replicas', '?')} replica(s)): "
         f"{result.state.value}"
     )
+    if spec.batch_schedule is not None:
+        plan = spec.batch_schedule
+        stages = ", ".join(
+            f"{s.batch_size} from {s.from_examples} (lr {plan.learning_rate_for(s.batch_size):.3g})"
+            for s in plan.stages
+        )
+        print(f"  batch schedule: {stages}")
     if result.state is TrialState.REACHED:
         print(
             f"  target {spec.target} at step {result.steps_to_target} "

@@ -9,7 +9,7 @@ from typing import Any
 
 from study.workloads import available as available_workloads
 
-__all__ = ["add_noise_every", "add_trial_flags"]
+__all__ = ["add_noise_every", "add_schedule_flags", "add_trial_flags"]
 
 
 def add_noise_every(group: Any, *, default: int | None, shown: int) -> None:
@@ -20,6 +20,25 @@ def add_noise_every(group: Any, *, default: int | None, shown: int) -> None:
         metavar="N",
         help="measure the noise scale on one step in N: each measured step costs about one "
         f"more forward and backward pass at small batch (default: {shown})",
+    )
+
+
+def add_schedule_flags(p: argparse.ArgumentParser) -> None:
+    """``study train``'s batch-size schedule: ``--batch-schedule`` and ``--lr-alpha``."""
+    g = p.add_argument_group("batch-size schedule")
+    g.add_argument(
+        "--batch-schedule",
+        metavar="FILE|STAGES",
+        help="grow the global batch by examples seen: a YAML file with a batch_schedule: "
+        "section (a study file or `study branch`'s snippet; its learning_rate and warmup_steps "
+        "replace --lr and --warmup), or inline stages B[@EXAMPLES],... such as 32,128@40960 "
+        "(--lr is the rate at the first batch size; --batch-size is ignored)",
+    )
+    g.add_argument(
+        "--lr-alpha",
+        type=float,
+        metavar="A",
+        help="with inline --batch-schedule stages: lr(B) = --lr * (B / B0) ** A (default: 0.5)",
     )
 
 

@@ -35,12 +35,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from study.config.rules import FieldError, check
-from study.config.yaml_reader import Reader
+from study.config.yaml_reader import Reader, StrictLoader, yaml_message
+from study.errors import UsageError
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -50,6 +52,7 @@ __all__ = [
     "BatchSchedule",
     "ScheduleTrials",
     "Stage",
+    "load_schedule",
     "parse_stages",
     "read_schedule_trials",
 ]
@@ -308,6 +311,62 @@ def read_schedule_trials(r: Reader, value: Any, path: str = SECTION) -> Schedule
     if strategy is not None:
         strategy = r.string(strategy, f"{path}.strategy")
     return ScheduleTrials(schedule, seeds, strategy)
+
+
+def load_schedule(
+    value: BatchSchedule | Mapping[str, Any] | str | Path,
+    *,
+    learning_rate: float,
+    alpha: float | None = None,
+    warmup_steps: int = 0,
+    source: str = "batch_schedule",
+) -> BatchSchedule:
+    """A schedule from what a user gives: a `BatchSchedule`; a mapping (the section's keys, or
+    a study file's mapping holding a ``batch_schedule`` section); the path of a YAML file
+    holding either (a study file, or the snippet `BatchSchedule.snippet` writes); or inline
+    stages (`parse_stages`) trained at ``learning_rate`` at the first batch size, scaled by
+    ``alpha`` (default 0.5), with ``warmup_steps``. A mapping or file brings its own rate and
+    warmup (``learning_rate``, ``alpha`` and ``warmup_steps`` are then unused).
+
+    Raises:
+        UsageError: a file that is missing or not YAML, or a section that breaks a rule
+            (``FILE: batch_schedule.KEY ...``).
+        FieldError: inline stages or values that break a rule (``stages``, ``learning_rate``,
+            ``lr_scaling.alpha``, ``warmup_steps``), for the front end to name.
+    """
+    if isinstance(value, BatchSchedule):
+        return value
+    if isinstance(value, Mapping):
+        return _section_of(value, source)
+    text = str(value)
+    path = Path(text)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        if not path.is_file():
+            raise UsageError(f"batch schedule file {text!r} not found")
+        try:
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=StrictLoader)
+        except yaml.YAMLError as exc:
+            raise UsageError(yaml_message(text, exc)) from None
+        return _section_of(data, text)
+    return BatchSchedule(
+        parse_stages(text),
+        learning_rate,
+        DEFAULT_ALPHA if alpha is None else alpha,
+        warmup_steps,
+    )
+
+
+def _section_of(data: Any, source: str) -> BatchSchedule:
+    r = Reader(source)
+    if isinstance(data, Mapping) and SECTION in data:
+        trials = read_schedule_trials(r, data[SECTION])
+        assert trials is not None
+        return trials.schedule
+    if not isinstance(data, Mapping):
+        r.fail("", f"must be a mapping with a {SECTION}: section or its keys", data)
+    return BatchSchedule.from_mapping(
+        {k: v for k, v in data.items() if k not in TRIAL_KEYS}, source, SECTION
+    )
 
 
 def parse_stages(text: str) -> tuple[Stage, ...]:

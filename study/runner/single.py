@@ -13,11 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from study.errors import UsageError
+from study.errors import FieldError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Mapping
 
+    from study.config.schedule import BatchSchedule
     from study.config.trial import OptimizerSpec, ScheduleSpec, TrialSettings, TrialSpec
     from study.results import TrialResult
 
@@ -46,11 +47,13 @@ def single_spec(
     strategy: str,
     settings: TrialSettings,
     hold_option: str = "target_hold",
+    batch_schedule: BatchSchedule | None = None,
 ) -> TrialSpec:
     """The spec of one trial outside a study, every value checked (no TensorFlow): the workload
     resolved with its model and loss, ``target`` (default: the task's) with the hold rule
     ``hold`` (errors call it ``hold_option``) checked against the task, and the batch split
-    over a strategy's fixed replicas.
+    over a strategy's fixed replicas (with ``batch_schedule``, every stage's batch, and the
+    trial trains with it: `TrialSpec.with_batch_schedule`).
 
     Raises:
         FieldError: on the field (``batch_size``, ``target``, ``workload_options.path``, ...),
@@ -84,9 +87,14 @@ def single_spec(
         strategy=str(parsed),
         settings=settings,
     )
+    if batch_schedule is not None and parsed.static_replicas:
+        try:
+            batch_schedule.check_replicas(parsed.static_replicas, spec.strategy)
+        except FieldError as err:
+            raise FieldError(f"batch_schedule.{err.field}", err.rule, err.value) from None
     if parsed.static_replicas:
         check_batch_divisible(spec.batch_size, parsed.static_replicas, strategy=spec.strategy)
-    return spec
+    return spec if batch_schedule is None else spec.with_batch_schedule(batch_schedule)
 
 
 def train_one(

@@ -31,8 +31,8 @@ from study.results import Measurement, TrialResult, TrialState
 from study.strategies import ResolvedStrategy, check_batch_divisible
 from study.trainer.inputs import IndexStream
 from study.trainer.noise import NoiseScale
-from study.trainer.session import Session, SessionCache, open_session
-from study.trainer.stages import Stages, check_schedule
+from study.trainer.session import Session, SessionCache, check_schedule, open_session
+from study.trainer.stages import Stages
 from study.workloads.base import Dataset, Streams
 from study.workloads.task import Task
 

@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from study.config.trial import TrialSpec
-from study.errors import FieldError
+from study.errors import FieldError, UsageError
 from study.strategies import ResolvedStrategy
 from study.trainer.inputs import ArrayFeed, StreamFeed, make_feed
 from study.trainer.losses import Objective, objective
@@ -243,10 +243,35 @@ def check_trial(
 
     Nothing global is reset (no seed, no Keras session), so a session kept for reuse stays valid.
     """
+    check_schedule(spec, data, strategy.num_replicas_in_sync)
     precision = resolve_precision(spec.settings.precision, resolved.devices)
     with dtype_policy(precision), strategy.scope():
         model = build_model()
     _describe_trial(spec, data, model, strategy, task)
+
+
+def check_schedule(spec: TrialSpec, data: Dataset | Streams, replicas: int) -> None:
+    """A batch schedule this trial can train with, before anything is built.
+
+    Raises:
+        FieldError: ``batch_schedule.stages[i].batch_size`` not divisible by the replicas
+            (or odd, measuring the noise scale on one replica).
+        UsageError: streamed data (its pipeline batches at one size).
+    """
+    schedule = spec.batch_schedule
+    if schedule is None:
+        return
+    if isinstance(data, Streams):
+        raise UsageError(
+            f"workload {spec.workload!r} streams its data (tf.data), whose pipeline batches at "
+            "one size; a batch schedule needs data in memory (a Dataset of arrays)"
+        )
+    try:
+        schedule.check_replicas(replicas, spec.strategy)
+        if spec.settings.noise_scale and replicas == 1:
+            schedule.check_replicas(2, "one replica measuring the noise scale (two halves)")
+    except FieldError as err:
+        raise FieldError(f"batch_schedule.{err.field}", err.rule, err.value) from None
 
 
 def _describe_trial(

@@ -16,11 +16,9 @@ in two: 8 steps, then 22).
 from __future__ import annotations
 
 from study.config.trial import TrialSpec
-from study.errors import FieldError, UsageError
 from study.trainer.session import Session
-from study.workloads.base import Dataset, Streams
 
-__all__ = ["Stages", "check_schedule"]
+__all__ = ["Stages"]
 
 
 class Stages:
@@ -50,27 +48,3 @@ class Stages:
             if following is not None:
                 stop = min(stop, following)
         return max(1, min(stop - step, self.session.feed.max_steps_per_call))
-
-
-def check_schedule(spec: TrialSpec, data: Dataset | Streams, replicas: int) -> None:
-    """A batch schedule this trial can train with, before anything is built.
-
-    Raises:
-        FieldError: ``batch_schedule.stages[i].batch_size`` not divisible by the replicas
-            (or odd, measuring the noise scale on one replica).
-        UsageError: streamed data (its pipeline batches at one size).
-    """
-    schedule = spec.batch_schedule
-    if schedule is None:
-        return
-    if isinstance(data, Streams):
-        raise UsageError(
-            f"workload {spec.workload!r} streams its data (tf.data), whose pipeline batches at "
-            "one size; a batch schedule needs data in memory (a Dataset of arrays)"
-        )
-    try:
-        schedule.check_replicas(replicas, spec.strategy)
-        if spec.settings.noise_scale and replicas == 1:
-            schedule.check_replicas(2, "one replica measuring the noise scale (two halves)")
-    except FieldError as err:
-        raise FieldError(f"batch_schedule.{err.field}", err.rule, err.value) from None
