@@ -87,7 +87,9 @@ def ledger_frame(trials: Sequence[LedgerTrial]) -> pd.DataFrame:
             }
         )
     columns = [BATCH_SIZE, LEARNING_RATE, STATE, "steps_to_target", LAST_STEP]
-    return pd.DataFrame(rows, columns=columns)
+    numbers = {BATCH_SIZE: float, LEARNING_RATE: float, "steps_to_target": float, LAST_STEP: float}
+    # Typed even with no rows (parallel workers claim a designed slot before any trial ends).
+    return pd.DataFrame(rows, columns=columns).astype(numbers)
 
 
 def information_gain(

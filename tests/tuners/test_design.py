@@ -101,6 +101,18 @@ def test_no_design_without_three_batch_sizes_or_when_switched_off(tmp_path):
     assert Designer(off, ledger).propose(slot, History(stratum, ())) is None
 
 
+def test_no_design_before_any_trial_finished(tmp_path):
+    # Three workers at once: the designer's slot #2 is claimed while #0 and #1 still run.
+    config = parse_study(STUDY, "design.yaml")
+    ledger = Ledger.open(str(tmp_path / "j.journal"), "design")
+    write_ledger(ledger, StudyRecord(name="design"), [])
+    stratum = Stratum(64, "default")
+    slots = [ledger.claim(stratum, budget=8) for _ in range(3)]
+    assert slots[2].number == 2 and designed(2)
+    assert ledger_frame(ledger.trials(stratum))["steps_to_target"].dtype == float
+    assert Designer(config, ledger).propose(slots[2], History(stratum, ())) is None
+
+
 def test_the_lineup_records_a_designed_trial_under_the_backend_whose_turn_it_is(tmp_path):
     config = parse_study(STUDY, "design.yaml")
     ledger = ledger_with(tmp_path)
