@@ -76,6 +76,17 @@ class Stratum:
 
 
 @dataclass(frozen=True)
+class ScheduleStratum(Stratum):
+    """The cell of a study's schedule trials (`study.config.schedule`): their first batch size
+    and strategy. Never equal to the `Stratum` of the same numbers (a schedule is not a fixed
+    batch size); ``str()`` gives ``schedule-b32/default``.
+    """
+
+    def __str__(self) -> str:
+        return f"schedule-b{self.batch_size}/{self.strategy}"
+
+
+@dataclass(frozen=True)
 class RangeParam:
     """A number in ``[low, high]`` (both included), uniform or (``log=True``) log-uniform.
 

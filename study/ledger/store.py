@@ -105,12 +105,12 @@ class Ledger(Claims):
         self.storage.set_study_user_attr(self._study_id(self.name), "trials_total", total)
 
     def delete(self) -> None:
-        """Delete the study, all its strata and its adaptive allocation's round claims
-        (`StudyNotes.claim_round`)."""
-        prefix = f"{self.name}/"
+        """Delete the study, all its strata, its schedule trials (`schedule_trials`) and its
+        adaptive allocation's round claims (`StudyNotes.claim_round`)."""
+        prefix, scheduled = f"{self.name}/", f"schedule:{self.name}/"  # schedule_trials.PREFIX
         claims = self.notes.round_claims()
         names = [s.study_name for s in self.storage.get_all_studies()]
-        strata = sorted((n for n in names if n.startswith(prefix)), reverse=True)
+        strata = sorted((n for n in names if n.startswith((prefix, scheduled))), reverse=True)
         for name in [*strata, *claims, self.name]:
             with contextlib.suppress(KeyError):
                 optuna.delete_study(study_name=name, storage=self.storage)

@@ -32,6 +32,7 @@ from study.runner.engine import StudyEngine
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
 from study.runner.progress import Progress, summarize
+from study.runner.schedule import run_schedule_trials, schedule_spec
 from study.tracking.descriptions import question_note
 from study.tracking.mlflow_logger import study_timing_metrics
 from study.tracking.server import browse_hint, check_answers
@@ -192,6 +193,8 @@ def preflight(config: StudyConfig, pool: WorkerPool) -> None:
     param = config.space.param("learning_rate")
     rate = param.choices[0] if isinstance(param, CategoricalParam) else param.low
     problem = pool.check(config.trial_spec(stratum, {"learning_rate": rate}))
+    if problem is None and config.batch_schedule is not None:  # its data in memory, ...
+        problem = pool.check(schedule_spec(config, config.settings.seed))
     if problem is not None:
         raise UsageError(f"{config.source}: {problem}")
 
@@ -256,6 +259,10 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
     tracker.follow(ledger, config, lambda: engine.strata)  # catch up when a server is back
     try:
         status = engine.run(options.workers)
+        if status == 0 and engine.complete():  # the search is done: the schedule's trials
+            status, _ = run_schedule_trials(
+                config, ledger, tracker, pool, workers=options.workers, live=options.live
+            )
     finally:
         pool.close()
         lineup.close()
