@@ -11,10 +11,11 @@ At each checkpoint of a reference run at ``B0``, branches at ``k x B0`` (and rep
   the tolerance crosses zero); when every batch size tried is, CBS is at least the largest
   (``censored``).
 
-The interval comes from the branch-to-branch noise: the spread of replicates (same checkpoint,
-batch size and rate, other example orders) pooled over the checkpoint's cells gives the
+The interval comes from the branch-to-branch noise: replicates (same checkpoint, batch size
+and rate, another example order, the same order at every batch size) give per-replicate
+differences to the ``B0`` branch, whose spread pooled over the checkpoint's batch sizes is the
 standard error of each mean difference; the low end is the same rule on the difference plus
-``z`` standard errors (batch sizes surely as good), the high end on the difference minus ``z``
+``t`` standard errors (batch sizes surely as good), the high end on the difference minus ``t``
 standard errors (plausibly as good). With a per-branch rate search, each replicate's best
 rate counts.
 
@@ -62,8 +63,16 @@ def cbs_at(
     metric_tolerance: float | None = None,
     higher_is_better: bool = True,
     confidence: float = 0.9,
+    start_loss: float | None = None,
 ) -> dict[str, Any]:
     """CBS at one checkpoint from its branches (`BRANCH_COLUMNS`; ``metric`` may be NaN).
+
+    With ``start_loss`` (the checkpoint's own validation loss) the loss tolerance is a
+    fraction of the ``B0`` branch's progress over the window (``progress`` basis: batch ``B``
+    is as good when ``L_B - L0 <= tolerance x (start_loss - L0)``); without it, of ``L0``
+    itself (``loss`` basis). Under S(B) = S_min (1 + B_noise / B) a window's progress at
+    ``B`` is about ``1 / (1 + B / B_noise)`` of the small-batch one, so a progress tolerance
+    of 0.5 puts CBS near B_noise, and 0.2 near the 20%-overhead point 0.25 B_noise.
 
     Returns ``cbs``, ``cbs_low``, ``cbs_high``, ``censored`` (every batch size as good),
     ``baseline_loss``, ``noise_sd`` (relative loss, pooled over replicates), ``branches`` and per
@@ -76,26 +85,25 @@ def cbs_at(
     l0 = float(base["val_loss"].mean())
     m0 = float(base["metric"].mean()) if "metric" in base else math.nan
     sign = 1.0 if higher_is_better else -1.0
-    best = best.assign(rel=best["val_loss"] / l0, short=sign * (m0 - best["metric"]))
-    grouped = best.groupby("batch_size")
-    sd_loss = _pooled_sd(grouped["rel"])
-    sd_metric = _pooled_sd(grouped["short"])
-    z = NormalDist().inv_cdf((1 + confidence) / 2)
-    n0 = len(base)
+    scale = l0 if start_loss is None else float(start_loss) - l0
+    if not scale > 0:  # the B0 branch made no progress: nothing to be within a share of
+        nan = math.nan
+        return {"cbs": nan, "cbs_low": nan, "cbs_high": nan, "censored": False,
+                "baseline_loss": l0, "baseline_metric": m0, "noise_sd": nan,
+                "branches": len(rows), "excess": {}}  # fmt: skip
+    best = best.assign(rel=(best["val_loss"] - l0) / scale, short=sign * (m0 - best["metric"]))
+    cells = _differences(best, b0)
+    z_or_t = _quantile(confidence, cells["df"])
     sizes, margins = [], {"mid": [], "low": [], "high": []}
     excess = {}
-    for batch, cell in grouped:
-        n = len(cell)
-        e = float(cell["rel"].mean()) - 1.0
-        d = float(cell["short"].mean())
-        excess[int(batch)] = e
-        se_e = sd_loss * math.sqrt(1 / n + 1 / n0) if batch != b0 else 0.0
-        se_d = sd_metric * math.sqrt(1 / n + 1 / n0) if batch != b0 else 0.0
-        sizes.append(int(batch))
-        for name, shift in (("mid", 0.0), ("low", z), ("high", -z)):
+    for batch, e, d, se_e, se_d in cells["rows"]:
+        excess[batch] = e
+        sizes.append(batch)
+        for name, shift in (("mid", 0.0), ("low", z_or_t), ("high", -z_or_t)):
             margins[name].append(
                 _margin(e + shift * se_e, d + shift * se_d, tolerance, metric_tolerance)
             )
+    sd_loss = cells["sd"]
     cbs, censored = _largest(sizes, margins["mid"])
     low, _ = _largest(sizes, margins["low"])
     high, high_censored = _largest(sizes, margins["high"])
@@ -121,11 +129,19 @@ def cbs_curve(
     metric_tolerance: float | None = None,
     higher_is_better: bool = True,
     confidence: float = 0.9,
+    basis: str = "loss",
 ) -> pd.DataFrame:
     """CBS(t): one row per checkpoint (``checkpoint``, ``examples``, ``cbs``, ``cbs_low``,
     ``cbs_high``, ``censored``, ``baseline_loss``, ``noise_sd``, ``branches``) joined with the
     reference run's ``b_simple`` (and its interval) at that checkpoint when ``references``
-    has them (its rows: ``checkpoint``, ``examples``, ``b_simple``, ...)."""
+    has them (its rows: ``checkpoint``, ``examples``, ``b_simple``, ...); ``basis``
+    ``progress`` reads the loss tolerance as a share of the B0 branch's progress from the
+    checkpoint's ``val_loss`` in ``references`` (see `cbs_at`)."""
+    if basis not in ("loss", "progress"):
+        raise ValueError(f"basis must be loss or progress (got {basis!r})")
+    start = {}
+    if basis == "progress":
+        start = dict(zip(references["checkpoint"], references["val_loss"], strict=True))
     rows = []
     for checkpoint, cell in branches.groupby("checkpoint"):
         found = cbs_at(
@@ -135,15 +151,17 @@ def cbs_curve(
             metric_tolerance=metric_tolerance,
             higher_is_better=higher_is_better,
             confidence=confidence,
+            start_loss=start.get(checkpoint) if basis == "progress" else None,
         )
         found.pop("excess")
         rows.append({"checkpoint": int(checkpoint), **found})
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    keep = [c for c in ("checkpoint", "examples", "step", "b_simple", "b_simple_low",
-                        "b_simple_high", "val_loss") if c in references.columns]  # fmt: skip
-    table = table.merge(references[keep], on="checkpoint", how="left")
+    names = ("checkpoint", "examples", "step", "b_simple", "b_simple_low", "b_simple_high")
+    keep = [c for c in (*names, "val_loss") if c in references.columns]
+    refs = references[keep].rename(columns={"val_loss": "checkpoint_loss"})
+    table = table.merge(refs, on="checkpoint", how="left")
     first = ["checkpoint", "examples"]
     return table[first + [c for c in table.columns if c not in first]].sort_values("examples")
 
@@ -277,15 +295,63 @@ def _best_rate(rows: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _pooled_sd(groups: Any) -> float:
-    """The within-cell standard deviation pooled over cells with two or more values."""
+def _differences(best: pd.DataFrame, b0: int) -> dict[str, Any]:
+    """Per batch size its mean loss excess over ``B0`` (``rel``), metric shortfall and their
+    standard errors, with the pooled spread (``sd``) and its degrees of freedom (``df``).
+
+    Branches of one replicate share the example order at every batch size (common random
+    numbers), so when every batch size has ``B0``'s replicates the errors come from the
+    per-replicate differences to ``B0``, pooled over batch sizes; otherwise from the spread
+    within each cell, pooled, for a difference of two independent means.
+    """
+    wide = best.pivot_table(index="replicate", columns="batch_size", values=["rel", "short"])
+    rel, short = wide["rel"], wide["short"]
+    paired = bool(len(rel) > 1 and rel.notna().all().all())
+    rows = []
+    if paired:
+        d_rel = rel.sub(rel[b0], axis=0).drop(columns=b0)
+        d_short = short.sub(short[b0], axis=0).drop(columns=b0)
+        sd, df = _pooled_sd(d_rel.items())
+        sd_m, _ = _pooled_sd(d_short.items())
+        n = len(rel)
+        rows.append((b0, 0.0, 0.0, 0.0, 0.0))
+        for batch in d_rel.columns:
+            e, d = float(d_rel[batch].mean()), float(d_short[batch].mean())
+            rows.append((int(batch), e, d, sd / math.sqrt(n), sd_m / math.sqrt(n)))
+        return {"rows": rows, "sd": sd, "df": df}
+    grouped = best.groupby("batch_size")
+    sd, df = _pooled_sd(grouped["rel"])
+    sd_m, _ = _pooled_sd(grouped["short"])
+    n0 = int((best["batch_size"] == b0).sum())
+    for batch, cell in grouped:
+        n = len(cell)
+        e = float(cell["rel"].mean()) - float(best.loc[best["batch_size"] == b0, "rel"].mean())
+        d = float(cell["short"].mean())
+        spread = math.sqrt(1 / n + 1 / n0) if batch != b0 else 0.0
+        rows.append((int(batch), e, d, sd * spread, sd_m * spread))
+    return {"rows": rows, "sd": sd, "df": df}
+
+
+def _quantile(confidence: float, df: float) -> float:
+    """The two-sided ``confidence`` quantile of Student's t with ``df`` degrees of freedom
+    (the normal one when there are none: the interval is then the estimate)."""
+    if df < 1:
+        return NormalDist().inv_cdf((1 + confidence) / 2)
+    from scipy import stats
+
+    return float(stats.t.ppf((1 + confidence) / 2, df))
+
+
+def _pooled_sd(groups: Any) -> tuple[float, float]:
+    """The within-cell standard deviation pooled over cells with two or more values, and
+    its degrees of freedom."""
     num = den = 0.0
     for _key, values in groups:
         v = values.dropna().to_numpy(float)
         if len(v) > 1:
             num += float(((v - v.mean()) ** 2).sum())
             den += len(v) - 1
-    return math.sqrt(num / den) if den else 0.0
+    return (math.sqrt(num / den) if den else 0.0), den
 
 
 def _margin(excess: float, short: float, tol: float, tol_metric: float | None) -> float:

@@ -27,6 +27,7 @@ _FIGURES = {
     "best_lr": ("best_lr", (6.8, 4.4)),
     "trials": ("feasible_region", (7.4, 4.4)),
     "time": ("time_to_result", (6.8, 4.4)),
+    "cbs": ("cbs", (6.8, 4.4)),
 }
 
 
@@ -55,6 +56,11 @@ class Plots:
     def time(self, ax: Axes | None = None) -> Axes:
         """Time to result per strategy (needs measured seconds per step)."""
         return self._draw("time", ax)
+
+    def cbs(self, ax: Axes | None = None) -> Axes:
+        """CBS(t) from the study's branch trials, with B_simple(t) and B_noise (needs
+        ``study branch``)."""
+        return self._draw("cbs", ax)
 
     def _draw(self, method: str, ax: Axes | None) -> Axes:
         from study.report.figures import DRAW, figure_names

@@ -103,6 +103,17 @@ class Study:
         return study_runs(self.name, self.tracking_uri)
 
     # -- analysis -------------------------------------------------------------------------
+    def cbs(self) -> pd.DataFrame:
+        """CBS(t) from the study's branch trials (``study branch``): one row per checkpoint,
+        ``examples``, ``cbs``, ``cbs_low``, ``cbs_high``, ``censored``, ``b_simple``, ...;
+        empty when the study has none. ``fit().plot.cbs(ax)`` draws it."""
+        import pandas as pd
+
+        from study.report.stored import stored_report
+
+        report = stored_report(self.ledger)
+        return report.cbs.curve.copy() if report.cbs is not None else pd.DataFrame()
+
     def fit(
         self,
         target: str | Target | None = None,

@@ -24,10 +24,18 @@ def main(args: argparse.Namespace) -> int:
         tracking_uri=args.tracking_uri,
         workers=args.workers,
         restart=args.restart,
+        max_branches=args.max_branches,
     )
     alpha, rate = fitted_rule(config, args.storage)
     say = (lambda _line: None) if args.json else print
     run_branches(config, options, fitted_alpha=alpha, best_rate=rate, say=say)
+    from study.ledger.branches import BranchLedger
+
+    ledger = BranchLedger.open(args.storage, config.name)
+    open_now = ledger.waiting() + ledger.running()
+    if open_now:
+        print(f"study branch: {open_now} branches left to other processes (waiting or running)")
+        return 0
     report = study_cbs(config, args.storage)
     if report is None or report.curve.empty:
         print("study branch: no finished branch to read CBS(t) from", file=sys.stderr)

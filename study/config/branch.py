@@ -24,8 +24,10 @@ The study-file section (`read_branch` reads it)::
                                    #   branch at lr(B) x every factor of search_factors
       alpha: 0.5                   # the exponent when there is no fit to read it from
       search_factors: [0.5, 1.0, 2.0]
-      tolerance: {loss: 0.02, metric: 0.01}   # a branch is "as good" when its loss is at most
-                                   #   (1 + loss) x the B0 branch's and its target metric no
+      tolerance: {loss: 0.5, basis: progress, metric: 0.01}   # a branch is "as good" when
+                                   #   its loss exceeds the B0 branch's by at most loss x the
+                                   #   B0 branch's progress over the window (basis progress)
+                                   #   or x its loss (basis loss), and its target metric is no
                                    #   more than metric worse (absolute); metric null: loss only
       confidence: 0.9              # of CBS(t)'s interval (from the branch-to-branch spread)
 """
@@ -65,16 +67,26 @@ class LrRule(str, enum.Enum):
     SEARCH = "search"
 
 
+BASES = ("progress", "loss")
+
+
 @dataclass(frozen=True)
 class Tolerance:
-    """When a branch counts as good as the ``B0`` branch: loss at most ``(1 + loss)`` times
-    its loss, and (``metric`` not None) the target's metric at most ``metric`` worse."""
+    """When a branch counts as good as the ``B0`` branch after the same examples: its loss
+    exceeds the ``B0`` branch's by at most ``loss`` times the ``B0`` branch's progress over
+    the window (``basis: progress``, the default: 0.5 puts CBS near B_noise, where a batch
+    needs twice the examples) or times the ``B0`` branch's loss itself (``basis: loss``, as
+    Merrill et al.; then CBS depends on the window's length), and (``metric`` not None) the
+    target's metric is at most ``metric`` worse (absolute)."""
 
-    loss: float = 0.02
+    loss: float = 0.5
     metric: float | None = None
+    basis: str = "progress"
 
     def __post_init__(self) -> None:
         check("tolerance.loss", self.loss, ">= 0")
+        if self.basis not in BASES:
+            raise FieldError("tolerance.basis", f"must be one of {', '.join(BASES)}", self.basis)
         if self.metric is not None:
             check("tolerance.metric", self.metric, ">= 0")
 
@@ -184,13 +196,15 @@ def read_branch(r: Reader, value: Any, path: str = SECTION) -> BranchConfig | No
         rule = r.choice(data["lr_rule"], f"{path}.lr_rule", tuple(m.value for m in LrRule))
         args["lr_rule"] = LrRule(rule)
     if data.get("tolerance") is not None:
-        tol = r.keys(data["tolerance"], f"{path}.tolerance", ("loss", "metric"), ())
+        tol = r.keys(data["tolerance"], f"{path}.tolerance", ("loss", "metric", "basis"), ())
         loss = tol.get("loss")
         metric = tol.get("metric")
+        basis = tol.get("basis", Tolerance.basis)
         with r.naming(lambda field: f"{path}.{field}"):
             args["tolerance"] = Tolerance(
                 Tolerance.loss if loss is None else float(r.number(loss, f"{path}.tolerance.loss")),
                 None if metric is None else float(r.number(metric, f"{path}.tolerance.metric")),
+                r.choice(basis, f"{path}.tolerance.basis", BASES),
             )
     with r.naming(lambda field: f"{path}.{field}"):
         return BranchConfig(**args)

@@ -144,6 +144,7 @@ def cbs_report(
             metric_tolerance=branch.tolerance.metric,
             higher_is_better=config.target.maximize,
             confidence=branch.confidence,
+            basis=branch.tolerance.basis,
         )
     trend = cbs_trend(curve) if len(curve) >= 2 else None
     schedule = None

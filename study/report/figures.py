@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from study.report.cbs import CAPTION as CBS_CAPTION
+from study.report.cbs import draw_cbs
 from study.report.formatting import ci_text, fmt
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from study.report.record import ScalingReport
 
 FIGURE_CAPTIONS = {
+    "cbs": CBS_CAPTION,
     "steps_to_result": (
         "Steps to result against global batch size (log-log). Dotted: perfect scaling (doubling "
         "the batch halves the steps). Solid: the fit S(B) = S_min (1 + B_noise/B) with its "
@@ -83,6 +86,8 @@ def figure_names(report: ScalingReport) -> list[str]:
         names.append("feasible_region")
     if np.isfinite(throughput["time_to_result"].to_numpy(dtype=float)).any():
         names.append("time_to_result")
+    if report.cbs is not None and not report.cbs.curve.empty:
+        names.append("cbs")
     return names
 
 
@@ -155,6 +160,7 @@ DRAW: dict[str, Callable[[Axes, ScalingReport], Axes]] = {
     "best_lr": draw_best_lr,
     "feasible_region": draw_feasible_region,
     "time_to_result": draw_time_to_result,
+    "cbs": lambda ax, report: draw_cbs(ax, report.cbs),
 }
 
 

@@ -96,6 +96,7 @@ def render_html(report: ScalingReport, pngs: Mapping[str, bytes] | None = None) 
         '<a href="#method">How it was made</a></nav>',
         *_summary(report),
         *_figures(pngs),
+        *_cbs(report),
         '<section id="tables"><h2>Tables</h2>',
         *(_table(table) for table in report_tables(report)),
         '</section><section id="notes"><h2>Notes</h2>',
@@ -223,6 +224,19 @@ def _cards(report: ScalingReport) -> list[tuple[str, str, str]]:
             )
         )
     return cards
+
+
+def _cbs(report: ScalingReport) -> list[str]:
+    """CBS(t) from branch trials: what it found, what it cost and the derived schedule."""
+    if report.cbs is None or report.cbs.curve.empty:
+        return []
+    parts = ['<section id="cbs"><h2>Critical batch size over training</h2><ul class="notes">']
+    parts += [f"<li>{_esc(line)}</li>" for line in report.cbs.lines()]
+    parts.append("</ul>")
+    if report.cbs.schedule is not None:
+        parts.append(f"<pre>{_esc(report.cbs.schedule.snippet())}</pre>")
+    parts.append("</section>")
+    return parts
 
 
 def _figures(pngs: Mapping[str, bytes]) -> list[str]:

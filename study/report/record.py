@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -146,6 +147,8 @@ class ScalingReport:
     seed_noise: SeedNoise = field(default_factory=lambda: SeedNoise(math.nan, 0, 0), repr=False)
     #: The answers of the model of every trial, with intervals (`scaling_answers`).
     answers: Answers | None = field(default=None, repr=False)
+    #: CBS(t) from the study's branch trials (`study.report.cbs.CbsReport`; None: none).
+    cbs: Any = field(default=None, repr=False, compare=False)
 
 
 def _fixed_or_searched(config: StudyConfig, name: str, fixed: str) -> str:

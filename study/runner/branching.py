@@ -55,12 +55,17 @@ class BranchOptions:
     tracking_uri: str | None = None
     workers: int = 1
     restart: bool = False
+    #: Leave after this many branches of this process (None: until none is waiting; 0: train
+    #: the reference, or wait for it, and leave the branches to other processes).
+    max_branches: int | None = None
     #: How long a process that did not train the reference waits for it, in seconds.
     wait_s: float = 3600.0
 
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise UsageError(f"--workers must be >= 1 (got {self.workers})")
+        if self.max_branches is not None and self.max_branches < 0:
+            raise UsageError(f"--max-branches must be >= 0 (got {self.max_branches})")
 
 
 @dataclass(frozen=True)
@@ -221,7 +226,7 @@ def run_branches(
         reference = _wait_reference(ledger, options.wait_s)
         plan = stored_plan(ledger.note(PLAN))
         say(f"study branch: learning rates: {plan.why}")
-        _work(config, ledger, tracker, pool, reference, options.workers, say)
+        _work(config, ledger, tracker, pool, reference, options, say)
     return plan, reference
 
 
@@ -305,13 +310,22 @@ def _work(
     tracker: BranchTracker,
     pool: WorkerPool,
     reference: dict[str, Any],
-    workers: int,
+    options: BranchOptions,
     say: Callable[[str], None],
 ) -> None:
-    """Claim and run branches from ``workers`` threads until none is waiting."""
+    """Claim and run branches from ``options.workers`` threads until none is waiting (or
+    ``options.max_branches`` of them ran)."""
     blobs: dict[str, bytes] = {}
     lock = threading.Lock()
     errors: list[BaseException] = []
+    left = [math.inf if options.max_branches is None else options.max_branches]
+
+    def take() -> tuple[Any, dict[str, Any]] | None:
+        with lock:
+            if left[0] <= 0:
+                return None
+            left[0] -= 1
+        return ledger.claim()
 
     def blob(artifact: str) -> bytes:
         with lock:
@@ -321,7 +335,7 @@ def _work(
 
     def loop() -> None:
         try:
-            while (claimed := ledger.claim()) is not None:
+            while (claimed := take()) is not None:
                 trial, task = claimed
                 try:
                     outcome = _one(config, task, blob(task["artifact"]), pool)
@@ -340,7 +354,10 @@ def _work(
         except BaseException as exc:  # one line for the command; the others stop at their next
             errors.append(exc)
 
-    threads = [threading.Thread(target=loop, daemon=True) for _ in range(workers)]
+    if ledger.waiting() and options.max_branches != 0:
+        for checkpoint in reference["checkpoints"]:  # a missing one fails before any claim
+            blob(checkpoint["artifact"])
+    threads = [threading.Thread(target=loop, daemon=True) for _ in range(options.workers)]
     for t in threads:
         t.start()
     for t in threads:

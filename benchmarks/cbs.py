@@ -1,0 +1,130 @@
+"""CBS(t) on the MNIST-1D MLP question (issue 21): branch trials from a reference run at B0.
+
+The question is `benchmarks/mnist1d_compute.yaml`'s (MNIST-1D, 10,000 samples, MLP, Nesterov,
+validation accuracy 0.6). The reference trains at batch 16 at the best rate the MNIST-1D MLP
+study found there (`examples/mnist1d_mlp/report.json`), branches scale it by that study's fitted
+exponent alpha (one rate per branch), and CBS(t)'s end is compared with that study's fitted
+B_noise. Runs `study branch` in a fresh store under `nice -n 10`; writes
+`benchmarks/results/cbs.json` and prints the curve, the trend, the cost and the comparison.
+
+    python benchmarks/cbs.py [--window 512] [--replicates 2] [--out benchmarks/results/cbs.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "mnist1d_mlp" / "report.json"
+
+STUDY = """\
+name: bench-cbs-mnist1d
+workload: mnist1d
+workload_options: {{samples: 10000}}
+model: mlp
+target: "val_accuracy>=0.6"
+budget: {{max_steps: 5000}}
+eval_every: "geometric:1.05"
+optimizer: nesterov
+seed: 0
+trials_per_stratum: 8
+search_space:
+  batch_size: [16, 32, 64, 128, 256, 512, 1024]
+  learning_rate: {{low: 1.0e-3, high: 3.0, scale: log}}
+  strategy: [default]
+branch:
+  batch_size: 16
+  learning_rate: {lr}
+  examples: {examples}
+  checkpoints: 6
+  first_checkpoint: 0.04
+  multipliers: {multipliers}
+  window: {window}
+  replicates: {replicates}
+  lr_rule: search
+  alpha: {alpha}
+  search_factors: [1.0]
+  tolerance: {{loss: {tolerance}}}
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--window", type=int, default=512)
+    parser.add_argument("--replicates", type=int, default=2)
+    parser.add_argument("--examples", type=int, default=20480)
+    parser.add_argument("--multipliers", default="4,16,32")
+    parser.add_argument("--tolerance", type=float, default=0.5)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "cbs.json"))
+    args = parser.parse_args()
+    example = json.loads(EXAMPLE.read_text(encoding="utf-8"))
+    rows = {int(r["batch_size"]): r for r in example["batch_sizes"]}
+    lr = float(rows[16]["best_learning_rate"])
+    alpha = float(example["lr_power_law"]["alpha"])
+    b_noise = example["noise_scale"]["b_noise"], *example["noise_scale"]["b_noise_ci"]
+    steps_16 = int(rows[16]["steps_to_result"])
+    with tempfile.TemporaryDirectory() as tmp:
+        study = Path(tmp) / "cbs.yaml"
+        study.write_text(
+            STUDY.format(
+                lr=lr,
+                examples=args.examples,
+                multipliers=f"[{args.multipliers}]",
+                window=args.window,
+                replicates=args.replicates,
+                alpha=alpha,
+                tolerance=args.tolerance,
+            ),
+            encoding="utf-8",
+        )
+        env = {**os.environ, "STUDY_HOME": str(Path(tmp) / "mlruns")}
+        start = time.monotonic()
+        done = subprocess.run(
+            ["nice", "-n", "10", sys.executable, "-m", "study", "branch", str(study), "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        wall = time.monotonic() - start
+    if done.returncode:
+        print(done.stderr[-3000:], file=sys.stderr)
+        return done.returncode
+    result = json.loads(done.stdout)
+    result["benchmark"] = {
+        "wall_seconds": wall,
+        "b_noise_example": list(b_noise),
+        "alpha_example": alpha,
+        "steps_to_result_b16_example": steps_16,
+        "examples_to_result_b16_example": steps_16 * 16,
+        "args": vars(args),
+    }
+    cost = result["cost"]
+    cost["reference_runs_of_example"] = cost["examples"] / (steps_16 * 16)
+    Path(args.out).write_text(json.dumps(result, indent=1), encoding="utf-8")
+    print(f"wall {wall:.0f} s")
+    for row in result["curve"]:
+        high = row["cbs_high"] if row["cbs_high"] is not None else float("inf")
+        print(
+            f"examples {row['examples']:>6}  CBS {row['cbs']:6.1f} ({row['cbs_low']:.1f} to "
+            f"{high:.1f})  B_simple {row.get('b_simple') or float('nan'):7.1f}"
+        )
+    for line in result["notes"]:
+        print(line)
+    last = result["curve"][-1]["cbs"]
+    print(f"B_noise (example study) {b_noise[0]:.0f} ({b_noise[1]:.0f} to {b_noise[2]:.0f}): "
+          f"{b_noise[0] / last:.2g} x the last CBS")  # fmt: skip
+    print(f"cost: {cost['examples']:,} examples = {cost['reference_runs_of_example']:.2f} runs of "
+          f"batch 16 to the target at its best rate ({steps_16 * 16:,} examples each)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,133 @@
+"""`study branch FILE` as a user types it: a tiny branch study end to end (reference,
+checkpoints in the MLflow artifact store, branches in the ledger and as nested runs, CBS(t),
+the schedule snippet, the report's figure and JSON), and bad input as one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlflow
+import pytest
+import yaml
+
+from study.config.schedule import BatchSchedule
+from tests.cli import study
+
+TINY = {
+    "name": "tiny-branch",
+    "workload": "mnist1d",
+    "workload_options": {"samples": 1200},
+    "model": "mlp",
+    "target": "val_accuracy>=0.3",
+    "budget": {"max_steps": 300},
+    "eval_every": 40,
+    "trials_per_stratum": 1,
+    "search_space": {
+        "batch_size": [8, 16, 32],
+        "learning_rate": {"low": 1.0e-2, "high": 1.0, "scale": "log"},
+    },
+    "branch": {
+        "batch_size": 8,
+        "learning_rate": 0.05,
+        "examples": 960,
+        "checkpoints": 3,
+        "first_checkpoint": 0.25,
+        "multipliers": [2, 4],
+        "window": 256,
+        "replicates": 2,
+        "lr_rule": "search",
+        "search_factors": [1.0],
+    },
+}
+
+
+def write(path: Path, data: dict) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str]:
+    """The tiny study's branches run once: its folder, the --json output and the snippet."""
+    cwd = tmp_path_factory.mktemp("branch")
+    file = write(cwd / "tiny.yaml", TINY)
+    result = study("branch", str(file), "--json", "--schedule-out", "snippet.yaml", cwd=cwd)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return cwd, json.loads(result.stdout), (cwd / "snippet.yaml").read_text(encoding="utf-8")
+
+
+def test_cbs_over_every_checkpoint_with_b_simple_and_cost(ran: tuple[Path, dict, str]) -> None:
+    _cwd, out, _snippet = ran
+    curve = out["curve"]
+    assert [row["examples"] for row in curve] == out["plan"]["checkpoints"] == [240, 480, 960]
+    for row in curve:
+        assert 8 <= row["cbs"] <= 32
+        assert row["cbs_low"] <= row["cbs"] <= (row["cbs_high"] or float("inf"))
+        assert row["b_simple"] > 0  # measured in the reference run
+    cost = out["cost"]
+    # 3 checkpoints x 3 batch sizes x 2 replicates, 256 examples each, and the reference's 960
+    assert cost["branch_examples"] == 3 * 3 * 2 * 256
+    assert cost["examples"] == cost["branch_examples"] + 960
+    assert cost["branch_steps"] == 3 * 2 * (32 + 16 + 8)
+    assert out["plan"]["why"].startswith("lr_rule: search")
+
+
+def test_the_schedule_snippet_reads_back_and_grows(ran: tuple[Path, dict, str]) -> None:
+    _cwd, out, snippet = ran
+    section = yaml.safe_load(snippet)["batch_schedule"]
+    schedule = BatchSchedule.from_mapping(section)
+    assert schedule.first_batch_size == 8 and schedule.learning_rate == pytest.approx(0.05)
+    assert list(schedule.batch_sizes) == sorted(set(schedule.batch_sizes))
+    assert out["schedule"] == schedule.to_mapping()
+
+
+def test_reference_checkpoints_and_branches_are_in_mlflow(ran: tuple[Path, dict, str]) -> None:
+    cwd, out, _snippet = ran
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{cwd / 'mlruns' / 'mlflow.db'}")
+    reference = client.get_run(out["reference"]["run_id"])
+    names = [a.path for a in client.list_artifacts(reference.info.run_id, "checkpoints")]
+    assert names == [f"checkpoints/ckpt-{i}.npz" for i in range(3)]
+    assert [m.step for m in client.get_metric_history(reference.info.run_id, "cbs/cbs")] == [
+        240,
+        480,
+        960,
+    ]
+    experiment = reference.info.experiment_id
+    children = client.search_runs(
+        [experiment], f"tags.`mlflow.parentRunId` = '{reference.info.run_id}'"
+    )
+    assert len(children) == 18 and {r.info.status for r in children} == {"FINISHED"}
+
+
+def test_the_report_has_the_figure_and_the_json(ran: tuple[Path, dict, str]) -> None:
+    cwd, out, _snippet = ran
+    # the study has no trials of its own: its report needs some; run one, then report
+    result = study("run", "tiny.yaml", "--trials", "3", cwd=cwd)
+    assert result.returncode == 0, result.stderr[-2000:]
+    result = study(
+        "report", "tiny-branch", "--format", "html", "--format", "json", "--no-mlflow", cwd=cwd
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = json.loads((cwd / "reports" / "tiny-branch" / "report.json").read_text())
+    assert [r["cbs"] for r in data["cbs"]["curve"]] == [r["cbs"] for r in out["curve"]]
+    assert data["cbs"]["cost"]["study_examples"] > 0
+    html = (cwd / "reports" / "tiny-branch" / "report.html").read_text()
+    assert 'alt="cbs"' in html and "Critical batch size over training" in html
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    bad = {**TINY, "branch": {**TINY["branch"], "multipliers": [3, 2]}}
+    result = study("branch", str(write(tmp_path / "bad.yaml", bad)), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "branch.multipliers must be increasing" in (
+        result.stderr
+    )
+    space = {**TINY["search_space"], "batch_size": [6, 12], "strategy": ["mirrored:3"]}
+    odd = {**TINY, "search_space": space, "branch": {**TINY["branch"], "batch_size": 4}}
+    result = study("branch", str(write(tmp_path / "odd.yaml", odd)), cwd=tmp_path)
+    assert result.returncode == 2 and "not divisible by the 3 replicas" in result.stderr
+    assert not (tmp_path / "mlruns" / "optuna.journal").exists()  # nothing recorded
+    none = {k: v for k, v in TINY.items() if k != "branch"}
+    result = study("branch", str(write(tmp_path / "none.yaml", none)), cwd=tmp_path)
+    assert result.returncode == 2 and "no branch section" in result.stderr
