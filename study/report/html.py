@@ -24,6 +24,7 @@ from study.report.about import about_rows, headline
 from study.report.figures import FIGURE_CAPTIONS, figure_png, make_figures
 from study.report.formatting import ci_text, fmt
 from study.report.prose import METHOD, NO_NOTES, answer, how_it_was_made
+from study.report.schedule import schedule_lines, schedule_table
 from study.report.tables import Table, report_tables
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,6 +98,7 @@ def render_html(report: ScalingReport, pngs: Mapping[str, bytes] | None = None) 
         *_summary(report),
         *_figures(pngs),
         *_cbs(report),
+        *_schedule(report),
         '<section id="tables"><h2>Tables</h2>',
         *(_table(table) for table in report_tables(report)),
         '</section><section id="notes"><h2>Notes</h2>',
@@ -224,6 +226,17 @@ def _cards(report: ScalingReport) -> list[tuple[str, str, str]]:
             )
         )
     return cards
+
+
+def _schedule(report: ScalingReport) -> list[str]:
+    """The batch schedule against the best fixed batch size: the verdict, then the table."""
+    if report.schedule is None:
+        return []
+    parts = ['<section id="schedule"><h2>Batch schedule</h2><ul class="notes">']
+    parts += [f"<li>{_esc(line)}</li>" for line in schedule_lines(report.schedule)]
+    parts.append("</ul>")
+    parts += [_table(table) for table in schedule_table(report.schedule)]
+    return [*parts, "</section>"]
 
 
 def _cbs(report: ScalingReport) -> list[str]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from study.report.about import about_rows, headline
 from study.report.figures import FIGURE_CAPTIONS
 from study.report.prose import METHOD, NO_NOTES, answer, how_it_was_made
+from study.report.schedule import schedule_lines, schedule_table
 from study.report.tables import report_tables
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,8 +47,11 @@ def render_markdown(report: ScalingReport, figures: Sequence[str] = ()) -> str:
     for name in figures:
         caption = _text(FIGURE_CAPTIONS.get(name, name))
         out += [f"![{name.replace('_', ' ')}]({name}.png)", "", f"_{caption}_", ""]
+    if report.schedule is not None:
+        out += ["## Batch schedule", ""]
+        out += [f"- {_text(line)}" for line in schedule_lines(report.schedule)] + [""]
     out += ["## Tables", ""]
-    for table in report_tables(report):
+    for table in [*report_tables(report), *schedule_table(report.schedule)]:
         out += [f"### {table.title}", ""] + ([_text(table.intro), ""] if table.intro else [])
         out += [_table(table.headers, table.rows, table.empty), ""]
     out += ["## Notes", ""]

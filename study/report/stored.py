@@ -98,9 +98,10 @@ def stored_report(
     pilot = ledger.notes.pilot()
     table = stored_table(ledger)
     config = stored_config(record, ledger.name)
+    goal = stored_target(record, config, table, target)
     report = build_report(
         table,
-        stored_target(record, config, table, target),
+        goal,
         study=ledger.name,
         accelerators=accelerators,
         n_boot=n_boot,
@@ -112,7 +113,13 @@ def stored_report(
         pilot=pilot.to_stored() if pilot is not None else None,
         probe=[row.to_stored() for row in ledger.notes.throughput()],
     )
-    return dataclasses.replace(report, cbs=_branch_cbs(ledger, config, report))
+    from study.report.schedule import schedule_comparison
+
+    return dataclasses.replace(
+        report,
+        cbs=_branch_cbs(ledger, config, report),
+        schedule=schedule_comparison(ledger, config, table, goal),
+    )
 
 
 def _branch_cbs(ledger: Ledger, config: StudyConfig | None, report: ScalingReport) -> Any:

@@ -5,6 +5,7 @@ nothing; and deleting the study takes them along."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,22 @@ def test_a_study_trains_its_schedule_trials_once_per_seed(tmp_path: Path) -> Non
         assert run.data.params["origin"] == "schedule"
         assert "mlflow.parentRunId" in run.data.tags  # nested under the study's run
     assert "scheduled/b32/default#0" in runs  # the search's own trial 0 is another run
+
+    # The report compares them with the best fixed batch size, in JSON, Markdown and HTML
+    out = tmp_path / "report"
+    made = run_study("report", "scheduled", "--out", str(out), "--no-mlflow", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr[-3000:]
+    section = json.loads((out / "report.json").read_text())["batch_schedule"]
+    assert section["ok"] and section["schedule"] == "32@0,128@1280"
+    assert [r["seed"] for r in section["runs"]] == [0, 1, 2]
+    assert [r["steps"] for r in section["runs"]] == [t.result.steps_to_target for t in trials]
+    assert section["best"]["batch_size"] in (32, 128)
+    assert section["verdict"].startswith(("the schedule wins", "the schedule does not win"))
+    assert section["steps"]["n"] == 3
+    markdown = (out / "report.md").read_text()
+    assert "## Batch schedule" in markdown and section["verdict"] in markdown
+    assert "| schedule 32@0,128@1280 |" in markdown and "best fixed" in markdown
+    assert 'id="schedule"' in (out / "report.html").read_text()
 
     again = run_study("run", str(path), cwd=tmp_path, timeout=200)
     assert again.returncode == 0, again.stderr[-3000:]

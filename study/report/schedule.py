@@ -1,0 +1,152 @@
+"""The report's batch-schedule section: the schedule trials against the best fixed batch size.
+
+`schedule_comparison` reads the study's schedule trials (`study.ledger.schedule_trials`) and
+their curves, finds when each met the report's target by the same rule as every trial
+(`trial_steps_to_target`: the hold rule, read off the evaluations), and compares them with the
+fixed batch sizes of the same study on the schedule's strategy (`compare_schedule`). The
+report shows its verdict first (plainly "does not win" when it does not), the schedule's
+median and spread over its seeds, and one table row per fixed batch size.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from study.analysis.schedule_compare import ScheduleComparison, Spread, compare_schedule
+from study.report.tables import Table
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from study.config.study import StudyConfig
+    from study.config.target import Target
+    from study.ledger import Ledger
+
+__all__ = ["schedule_comparison", "schedule_lines", "schedule_table"]
+
+
+def schedule_comparison(
+    ledger: Ledger, config: StudyConfig | None, table: pd.DataFrame, target: Target
+) -> ScheduleComparison | None:
+    """The comparison for the study in ``ledger`` (None: its study file has no
+    ``batch_schedule`` or none of its trials has finished)."""
+    if config is None or config.batch_schedule is None:
+        return None
+    from study.analysis.load import ledger_table
+    from study.analysis.measures import steps_to_result, trial_steps_to_target
+    from study.analysis.schedule_compare import ScheduleRun
+    from study.config.schedule import format_stages
+    from study.ledger.schedule_trials import ScheduleLedger
+
+    rows = ScheduleLedger.of(ledger).measurement_rows(include_running=False)
+    if not rows:
+        return None
+    seeds = config.batch_schedule.seed_values(config.settings.seed)
+    per_trial = trial_steps_to_target(ledger_table(ledger.name, rows), target)
+    numbered = {i: trial.number for i, (trial, _) in enumerate(rows)}  # `ledger_table`'s order
+    runs = []
+    for _, row in per_trial.iterrows():
+        number = numbered.get(row["trial"], 0)
+        runs.append(
+            ScheduleRun(
+                seed=seeds[number % len(seeds)],
+                steps=_count(row["steps_to_target"]),
+                examples=_count(row["examples_to_target"]),
+                seconds=_finite(row["seconds_to_target"]),
+                state=str(row["state"]),
+            )
+        )
+    fixed = steps_to_result(table, target, by=("batch_size", "strategy")) if len(table) else table
+    return compare_schedule(
+        fixed,
+        runs,
+        format_stages(config.batch_schedule.schedule.stages),
+        strategy=config.schedule_strategy,
+    )
+
+
+def schedule_lines(c: ScheduleComparison) -> list[str]:
+    """The section's sentences: the verdict first, then what was measured."""
+    head = f"Batch schedule {c.schedule} on {c.strategy}"
+    if not c.ok:
+        return [f"{head}: no comparison: {c.reason}."]
+    assert c.best is not None and c.steps is not None and c.examples is not None
+    lines = [f"{head}: {c.verdict}."]
+    lines.append(
+        f"The schedule's trials ({c.reached} of {len(c.runs)} seeds reached the target): "
+        f"steps {c.steps.text()}, examples {c.examples.text()}, training seconds "
+        f"{_seconds(c.seconds)} (median, and range over seeds)."
+    )
+    best = c.best
+    spread = (
+        f" ({best.steps_low:.0f} to {best.steps_high:.0f} over {best.seeds} seeds of its best point)"
+        if best.seeds > 1
+        else " (its best trial, one seed)"
+    )
+    lines.append(
+        f"The best fixed batch size, {best.batch_size} (the fewest steps among the batch sizes "
+        f"within {c.tolerance:g}x the fewest examples), took {best.steps:.0f} steps{spread}, "
+        f"{best.examples:.0f} examples and {best.seconds:.2f} s of training: the schedule's "
+        f"ratios are steps {c.ratios['steps']:.2f}x, examples {c.ratios['examples']:.2f}x, "
+        f"training seconds {c.ratios['seconds']:.2f}x."
+    )
+    return lines
+
+
+def schedule_table(c: ScheduleComparison | None) -> list[Table]:
+    """The schedule's row and each fixed batch size's, in steps, examples and seconds to the
+    target (none without a comparison)."""
+    if c is None or c.steps is None or c.examples is None or c.seconds is None:
+        return []
+    rows = [
+        [
+            f"schedule {c.schedule}",
+            c.steps.text(),
+            c.examples.text(),
+            c.seconds.text(".2f"),
+            "",
+        ]
+    ]
+    for f in c.fixed:
+        spread = Spread(f.steps, f.steps_low, f.steps_high, f.seeds)
+        mark = "best fixed" if c.best is not None and f.batch_size == c.best.batch_size else ""
+        rows.append(
+            [
+                f"fixed {f.batch_size}",
+                spread.text(),
+                _whole(f.examples),
+                _seconds_text(f.seconds),
+                mark,
+            ]
+        )
+    return [
+        Table(
+            title="Batch schedule against fixed batch sizes",
+            intro="Steps, examples and training seconds to the target: the schedule's median "
+            f"and range over its seeds; each fixed batch size's steps to result on {c.strategy}.",
+            headers=["run", "steps", "examples", "seconds", ""],
+            rows=rows,
+            text_columns=(0, 4),
+        )
+    ]
+
+
+def _count(value: float) -> int | None:
+    return int(value) if math.isfinite(float(value)) else None
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(float(value)) else None
+
+
+def _whole(value: float) -> str:
+    return f"{value:.0f}" if math.isfinite(value) else "not reached"
+
+
+def _seconds_text(value: float) -> str:
+    return f"{value:.2f}" if math.isfinite(value) else "not reached"
+
+
+def _seconds(spread: Spread | None) -> str:
+    return spread.text(".2f") if spread is not None else "?"
