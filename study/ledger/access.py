@@ -6,9 +6,11 @@ it."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +19,8 @@ from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
 from study.config.space import Stratum
-from study.ledger import records
+from study.ledger import batch, records
+from study.ledger.batch import TrialWrites
 from study.ledger.clock import SYSTEM_CLOCK, Clock
 from study.ledger.records import LedgerTrial, decode_trial, merge_stored
 from study.results import TrialState
@@ -33,6 +36,10 @@ OBJECTIVE_MEANING = (
     "(fewer is better, <= 0 once met), the target metric itself is the user attribute "
     "target_curve"
 )
+
+
+#: How long a stratum read serves the readers inside `StorageAccess.recent`, in seconds.
+RECENT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,37 @@ class StorageAccess:
         self._studies: dict[Stratum, optuna.Study] = {}
         self._sampler_for: Callable[[Stratum], Any] | None = None
         self._lock = threading.Lock()
+        #: Stratum study ids by name (a study's id never changes while it exists).
+        self._ids: dict[str, int] = {}
+        #: Writes held until the next write of their trial (`_hold`, `_flush`), and the trials
+        #: this process claimed as it wrote them (`_mine`: no read of its own writes back).
+        self._pending: dict[int, TrialWrites] = {}
+        self._written: dict[int, FrozenTrial] = {}
+        self._writes_lock = threading.Lock()
+        #: The last read of each stratum (monotonic time, trials), for readers inside `recent`.
+        self._reads: dict[Stratum, tuple[float, list[FrozenTrial]]] = {}
+        self._strata_of: dict[int, Stratum] = {}
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def recent(self) -> Iterator[None]:
+        """Within this block (in this thread), a stratum read less than `RECENT_S` ago and not
+        written by this process since is not read again: what a trial's set-up reads (its
+        stratum, the other batch sizes, the points taken) a few times within moments. The
+        reads that must be fresh come after a write of this process (the budget check after
+        a claim, the points check after a reservation), so they still read the storage."""
+        depth = getattr(self._local, "recent", 0)
+        self._local.recent = depth + 1
+        try:
+            yield
+        finally:
+            self._local.recent = depth
+
+    def _changed(self, trial_id: int) -> None:
+        """This process wrote the trial ``trial_id``: its stratum is read afresh next time."""
+        stratum = self._strata_of.get(trial_id)
+        if stratum is not None:
+            self._reads.pop(stratum, None)
 
     def _stratum_name(self, stratum: Stratum) -> str:
         return f"{self.name}/{stratum}"
@@ -96,10 +134,71 @@ class StorageAccess:
                         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                         study.set_metric_names([METRIC_NAME])
                 self._studies[stratum] = study
+                self._ids[name] = study._study_id  # (re)loaded: e.g. made again after a delete
+                self._reads.pop(stratum, None)
             return study
 
     def _study_id(self, name: str) -> int:
-        return self.storage.get_study_id_from_name(name)
+        """The id of the study ``name`` (a stratum's is looked up once per ledger).
+
+        Raises:
+            KeyError: no study of that name is stored.
+        """
+        known = self._ids.get(name)
+        if known is not None:
+            return known
+        study_id = self.storage.get_study_id_from_name(name)
+        if name.startswith(f"{self.name}/"):
+            self._ids[name] = study_id
+        return study_id
+
+    # -- writing a trial: held writes, one transaction per group (`batch`) -------------------
+    def _hold(self, writes: TrialWrites) -> None:
+        """Keep ``writes`` for the next `_flush` of their trial (nothing is written now)."""
+        with self._writes_lock:
+            held = self._pending.setdefault(writes.trial_id, TrialWrites(writes.trial_id))
+            held.merge(writes)
+
+    def _flush(self, writes: TrialWrites) -> FrozenTrial | None:
+        """Store the trial's held writes and ``writes`` in one transaction (`batch.write`);
+        return the trial as it now reads if this process claimed it (else None).
+
+        Raises:
+            optuna.exceptions.UpdateFinishedTrialError: the trial is closed already.
+        """
+        trial_id = writes.trial_id
+        with self._writes_lock:
+            group = self._pending.pop(trial_id, None) or TrialWrites(trial_id)
+        group.merge(writes)
+        self._changed(trial_id)
+        try:
+            batch.write(self.storage, group)
+        except BaseException:
+            with self._writes_lock:
+                if writes.state is None:
+                    self._pending.setdefault(trial_id, TrialWrites(trial_id)).merge(group)
+            raise
+        with self._writes_lock:
+            mine = self._written.get(trial_id)
+            if mine is None:
+                return None
+            now = group.applied_to(mine)
+            if now.state.is_finished():
+                del self._written[trial_id]
+            else:
+                self._written[trial_id] = now
+            return now
+
+    def _mine(self, slot: Slot) -> FrozenTrial:
+        """The slot's trial as this process wrote it (held writes included), without a read;
+        read from the storage if this process did not claim it."""
+        trial_id = self._slot_id(slot)
+        with self._writes_lock:
+            mine = self._written.get(trial_id)
+            held = self._pending.get(trial_id)
+        if mine is None:
+            mine = self.storage.get_trial(trial_id)
+        return held.applied_to(mine) if held else mine
 
     def _study_attrs(self, name: str) -> dict[str, Any] | None:
         try:
@@ -108,11 +207,26 @@ class StorageAccess:
             return None
 
     def _frozen(self, stratum: Stratum) -> list[FrozenTrial]:
+        now = time.monotonic()
+        last = self._reads.get(stratum) if getattr(self._local, "recent", 0) else None
+        if last is not None and now - last[0] <= RECENT_S:
+            return self._with_held(last[1])
         try:
             study_id = self._study_id(self._stratum_name(stratum))
         except KeyError:
             return []
-        return self.storage.get_all_trials(study_id, deepcopy=False)
+        trials = self.storage.get_all_trials(study_id, deepcopy=False)
+        self._reads[stratum] = (now, trials)
+        return self._with_held(trials)
+
+    def _with_held(self, trials: list[FrozenTrial]) -> list[FrozenTrial]:
+        """``trials`` with the writes held for any of them applied (this process reads what
+        it wrote)."""
+        with self._writes_lock:
+            if not self._pending:
+                return trials
+            held = dict(self._pending)
+        return [held[t._trial_id].applied_to(t) if t._trial_id in held else t for t in trials]
 
     def _open_frozen(self, stratum: Stratum) -> list[FrozenTrial]:
         """The stratum's trials still open in the storage (reads only those)."""

@@ -15,19 +15,23 @@ trial 2 is closed as ``discarded`` and it gets None.
 from __future__ import annotations
 
 import math
+import uuid
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import optuna
+from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
 from study.config.space import Stratum
 from study.config.target import Target
 from study.ledger import records
 from study.ledger.access import Slot, StorageAccess
-from study.ledger.liveness import stamp
+from study.ledger.batch import TrialWrites
+from study.ledger.liveness import HEARTBEAT
 from study.ledger.optuna_view import intermediate_values, pruned_meaning, view_attrs
-from study.ledger.owners import owner_id
+from study.ledger.owners import Beat, owner_id
 from study.ledger.records import (
     LedgerTrial,
     best_of,
@@ -37,11 +41,35 @@ from study.ledger.records import (
     split_stored,
     truncate_error,
 )
+from study.ledger.retry import CLAIM_TOKEN
 from study.results import TrialResult, TrialState
 
-#: At most this many points of a trial's curve become its Optuna intermediate values (each is
-#: one storage write).
+#: At most this many points of a trial's curve become its Optuna intermediate values (rows
+#: written with the rest of the finished trial, in one transaction on a database).
 INTERMEDIATE_POINTS = 50
+
+
+#: Samplers whose `before_trial` writes nothing to the trial (Grid's notes its grid point).
+_QUIET_BEFORE = (
+    optuna.samplers.TPESampler,
+    optuna.samplers.RandomSampler,
+    optuna.samplers.QMCSampler,
+)
+
+
+class ClaimedTrial(optuna.Trial):
+    """The Optuna trial of a claim, made from the trial the claim's budget check just read
+    (what `optuna.Trial` sets up, without reading the trial once more)."""
+
+    def __init__(self, study: optuna.Study, frozen: FrozenTrial) -> None:
+        self.study = study
+        self._trial_id = frozen._trial_id
+        self.storage = study._storage
+        self._cached_frozen_trial = frozen
+        study.sampler.before_trial(study, frozen)
+        self.relative_search_space = None
+        self._relative_params = None
+        self._fixed_params = frozen.system_attrs.get("fixed_params", {})
 
 
 class Claims(StorageAccess):
@@ -51,28 +79,53 @@ class Claims(StorageAccess):
     def claim(self, stratum: Stratum, budget: int, *, grace: float | None = None) -> Slot | None:
         """Atomically take the next slot of a stratum, or return None when its budget is spent.
 
-        With ``grace`` the trial gets its first heartbeat (`Liveness.beat`) at once.
+        The trial is created with its owner, its status and (with ``grace``) its first
+        heartbeat (`Liveness.beat`) in one write, then the stratum is read once to count the
+        trials before it.
         """
         study = self._study(stratum)
-        trial = study.ask()
         owner = owner_id()
-        trial.set_user_attr(records.OWNER, owner)
-        trial.set_user_attr(records.STATUS, TrialState.RUNNING.value)
+        system: dict[str, Any] = {CLAIM_TOKEN: uuid.uuid4().hex}
         if grace is not None:
-            stamp(self, trial._trial_id, grace)
-        earlier = [
-            t for t in self._frozen(stratum) if t.number < trial.number and self._status(t).counts()
-        ]
+            system[HEARTBEAT] = Beat(self.clock.now(), grace).to_stored()
+        template = FrozenTrial(
+            number=-1,
+            state=OptunaState.RUNNING,
+            value=None,
+            datetime_start=datetime.now(),
+            datetime_complete=None,
+            params={},
+            distributions={},
+            user_attrs={records.OWNER: owner, records.STATUS: TrialState.RUNNING.value},
+            system_attrs=system,
+            intermediate_values={},
+            trial_id=-1,
+        )
+        study._thread_local.cached_all_trials = None  # as `Study.ask`: samplers read afresh
+        trial_id = self.storage.create_new_trial(study._study_id, template)
+        self._strata_of[trial_id] = stratum
+        self._changed(trial_id)
+        trials = self._frozen(stratum)
+        frozen = next((t for t in trials if t._trial_id == trial_id), None)
+        frozen = frozen or self.storage.get_trial(trial_id)
+        trial = ClaimedTrial(study, frozen)
+        if not isinstance(study.sampler, _QUIET_BEFORE):  # it may have written to the trial
+            frozen = self.storage.get_trial(trial_id)
+        with self._writes_lock:
+            self._written[trial_id] = frozen
+        earlier = [t for t in trials if t.number < frozen.number and self._status(t).counts()]
         if len(earlier) >= budget:
-            trial.set_user_attr(records.STATUS, TrialState.DISCARDED.value)
-            study.tell(trial, state=OptunaState.FAIL)
+            discarded = {records.STATUS: TrialState.DISCARDED.value}
+            self._flush(TrialWrites(trial_id, user=discarded, state=OptunaState.FAIL))
             return None
-        return Slot(stratum, trial.number, owner, trial)
+        return Slot(stratum, frozen.number, owner, trial)
 
     def start(
         self, slot: Slot, *, tuner: str, origin: str, extras: Mapping[str, Any] | None = None
     ) -> LedgerTrial:
-        """Note who proposed the slot's trial and how; return it as a running `LedgerTrial`."""
+        """Note who proposed the slot's trial and how (with what the tuners held for it: its
+        params, `TunerState.record_params`) in one write; return it as a running
+        `LedgerTrial`."""
         attrs = {
             records.TUNER: tuner,
             records.ORIGIN: origin,
@@ -80,9 +133,7 @@ class Claims(StorageAccess):
             records.STRATEGY: slot.stratum.strategy,
             **(extras or {}),
         }
-        for key, value in attrs.items():
-            slot.trial.set_user_attr(key, value)
-        return self.trial(slot.stratum, slot.number)
+        return self._written_back(slot, TrialWrites(self._slot_id(slot), user=attrs))
 
     def finish(
         self,
@@ -93,7 +144,7 @@ class Claims(StorageAccess):
         target: Target | None = None,
         meaning: str | None = None,
     ) -> LedgerTrial:
-        """Record a finished trial and close it; return it.
+        """Record a finished trial and close it, in one write; return it.
 
         Stored: the result and its curve (see `records`), ``meaning`` (what the ``objective``
         value says, e.g. "penalty: never reached val_accuracy>=0.6"), and what Optuna readers
@@ -109,46 +160,61 @@ class Claims(StorageAccess):
             user[records.OBJECTIVE] = (
                 pruned_meaning(result.steps_run, meaning) if pruned else meaning
             )
-        for key, value in user.items():
-            slot.trial.set_user_attr(key, value)
-        trial_id = self._slot_id(slot)
-        for key, value in system.items():
-            self.storage.set_trial_system_attr(trial_id, key, value)
+        writes = TrialWrites(self._slot_id(slot), user=user, system=system)
         if target is not None:
-            for step, value in intermediate_values(result, target, INTERMEDIATE_POINTS).items():
-                slot.trial.report(value, step)
-        study = self._study(slot.stratum)
+            writes.intermediate = dict(intermediate_values(result, target, INTERMEDIATE_POINTS))
         if result.state in (TrialState.FAILED, TrialState.INFEASIBLE):
-            study.tell(slot.trial, state=OptunaState.FAIL)
-        elif pruned:
-            self._close_pruned(study, trial_id, float(result.steps_run))
-        else:
-            study.tell(slot.trial, objective)
-        return self.trial(slot.stratum, slot.number)
+            return self._close(slot, writes, OptunaState.FAIL, None)
+        if pruned:
+            return self._close(slot, writes, OptunaState.PRUNED, [float(result.steps_run)])
+        if not math.isfinite(objective):  # what `Study.tell` does with a value it cannot rank
+            return self._close(slot, writes, OptunaState.FAIL, None)
+        return self._close(slot, writes, OptunaState.COMPLETE, [float(objective)])
 
-    def _close_pruned(self, study: optuna.Study, trial_id: int, steps: float) -> None:
-        """Close a trial as PRUNED with ``steps`` as its value (what `Study.tell` does, but
-        for its rule that a pruned trial's value is its last intermediate value)."""
-        frozen = self.storage.get_trial(trial_id)
+    def _close(
+        self,
+        slot: Slot,
+        writes: TrialWrites,
+        state: OptunaState,
+        values: list[float] | None,
+    ) -> LedgerTrial:
+        """Close the slot's trial in ``state`` with ``values`` and ``writes`` in one write,
+        after the stratum's sampler saw it (what `Study.tell` does, but for its rule that a
+        pruned trial's value is its last intermediate value)."""
+        study = self._study(slot.stratum)
+        study._thread_local.cached_all_trials = None  # as `Study.tell`
         try:
-            study.sampler.after_trial(study, frozen, OptunaState.PRUNED, [steps])
+            seen = writes.applied_to(self._mine(slot))
+            study.sampler.after_trial(study, seen, state, values)
         finally:
-            self.storage.set_trial_state_values(trial_id, OptunaState.PRUNED, [steps])
+            writes.state, writes.values = state, values
+            trial = self._written_back(slot, writes)
+        return trial
+
+    def _written_back(self, slot: Slot, writes: TrialWrites) -> LedgerTrial:
+        """Write ``writes`` (with what is held for the trial) and return the trial as it now
+        reads, without reading it back when this process claimed it."""
+        frozen = self._flush(writes)
+        if frozen is None:
+            return self.trial(slot.stratum, slot.number)
+        return self._decode(slot.stratum, frozen)
 
     def fail(self, slot: Slot, error: str) -> LedgerTrial:
         """Close a slot whose proposal or bookkeeping raised as ``failed`` (if still open)."""
         frozen = self.storage.get_trial(self._slot_id(slot))
         if not frozen.state.is_finished():
-            slot.trial.set_user_attr(records.STATUS, TrialState.FAILED.value)
-            slot.trial.set_user_attr(records.ERROR, truncate_error(error))
-            self._study(slot.stratum).tell(slot.trial, state=OptunaState.FAIL)
+            attrs = {records.STATUS: TrialState.FAILED.value, records.ERROR: truncate_error(error)}
+            writes = TrialWrites(frozen._trial_id, user=attrs)
+            try:
+                return self._close(slot, writes, OptunaState.FAIL, None)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass  # closed meanwhile by another process
         return self.trial(slot.stratum, slot.number)
 
     def interrupt(self, slot: Slot) -> None:
         """Close a trial stopped from outside (Ctrl-C) as ``interrupted``: its slot runs again."""
-        trial_id = self._slot_id(slot)
-        self.storage.set_trial_user_attr(trial_id, records.STATUS, TrialState.INTERRUPTED.value)
-        self._study(slot.stratum).tell(slot.trial, state=OptunaState.FAIL)
+        attrs = {records.STATUS: TrialState.INTERRUPTED.value}
+        self._close(slot, TrialWrites(self._slot_id(slot), user=attrs), OptunaState.FAIL, None)
 
     def import_trials(self, stratum: Stratum, trials: Sequence[LedgerTrial]) -> None:
         """Add trials that ran elsewhere (e.g. a published study) as finished trials.
@@ -205,7 +271,7 @@ class Claims(StorageAccess):
 
     def trial(self, stratum: Stratum, number: int) -> LedgerTrial:
         frozen = self.storage.get_trial(self._trial_id(stratum, number))
-        return self._decode(stratum, frozen)
+        return self._decode(stratum, self._with_held([frozen])[0])
 
     def counted(self, stratum: Stratum) -> list[LedgerTrial]:
         """Trials that consume budget: finished or running, not interrupted or discarded."""

@@ -11,9 +11,12 @@ raises `StorageUnavailable` (exit status 75, "try again later"): the storage's r
 they were before the outage, so ``study resume`` continues.
 
 Retried writes stay correct when the first attempt's commit did land: creating a study that
-now exists returns it, and finishing a trial that is now finished with the same state is done.
-Every other write sets a value (a retry writes the same value again). A trial created by a
-commit whose answer was lost is an empty claim that liveness recovery closes as interrupted.
+now exists returns it, finishing a trial that is now finished with the same state is done (one
+call, or a group of writes in one transaction, `retried`, `study.ledger.batch`), and creating a
+trial from a template with a `CLAIM_TOKEN` first looks for the trial the first attempt made.
+Every other write sets a value (a retry writes the same value again). A trial created without
+a token by a commit whose answer was lost is an empty claim that liveness recovery closes as
+interrupted.
 
 The outage also extends heartbeats' grace: `back_at` is when this process last saw the storage
 come back, and a heartbeat missed during the outage is not taken for a dead owner until one
@@ -35,6 +38,7 @@ from optuna.storages import BaseStorage
 from optuna.trial import TrialState as OptunaState
 
 from study.errors import StorageUnavailable
+from study.ledger.batch import WRITE_TRIAL, closed_as
 
 
 class _QuietFallback(logging.Filter):
@@ -67,6 +71,9 @@ TRANSIENT = frozenset(
         "AdminShutdown",
     }
 )
+#: The system attribute of a trial created from a template that names the claim it made (a
+#: random token), so that a retried creation whose first commit landed finds it (`_created`).
+CLAIM_TOKEN = "study:claim"
 #: gRPC status codes that mean the proxy (or the database behind it) is away for now.
 TRANSIENT_GRPC = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED", "RESOURCE_EXHAUSTED"})
 
@@ -174,11 +181,25 @@ class RetryingStorage(BaseStorage):
         return getattr(self.inner, name)
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self._retry(name, lambda: getattr(self.inner, name)(*args, **kwargs), args, kwargs)
+
+    def retried(self, name: str, call: Callable[[], Any], *args: Any) -> Any:
+        """``call()`` (what the ledger does to the wrapped storage as one unit, e.g. a group of
+        writes in one transaction: `study.ledger.batch`), retried like every storage call;
+        ``name`` and ``args`` say what it does, for a retry whose first commit landed."""
+        return self._retry(name, call, args, {})
+
+    def _retry(
+        self, name: str, call: Callable[[], Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         attempt = 0
         retried = False
         while True:
             try:
-                result = getattr(self.inner, name)(*args, **kwargs)
+                if retried and (done := _created(self.inner, name, args, kwargs)) is not None:
+                    self.outage.answered()
+                    return done.value
+                result = call()
             except Exception as exc:
                 if retried and (done := _landed(self.inner, name, args, kwargs, exc)) is not None:
                     self.outage.answered()
@@ -223,6 +244,28 @@ def _landed(
         state = arg(1, "state")
         if isinstance(state, OptunaState) and inner.get_trial(arg(0, "trial_id")).state is state:
             return _Done(True)
+    if name == WRITE_TRIAL and isinstance(exc, optuna.exceptions.UpdateFinishedTrialError):
+        writes = arg(0, "writes")
+        if writes is not None and closed_as(inner.get_trial(writes.trial_id), writes):
+            return _Done(None)
+    return None
+
+
+def _created(
+    inner: BaseStorage, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> _Done | None:
+    """Before a retry of ``create_new_trial`` from a template that carries a `CLAIM_TOKEN`:
+    the trial an earlier attempt created (its commit landed, its answer was lost), or None.
+    Without this the retry would leave a second trial claimed in this process's name, which
+    no one would ever take for dead."""
+    template = args[1] if len(args) > 1 else kwargs.get("template_trial")
+    token = getattr(template, "system_attrs", {}).get(CLAIM_TOKEN) if template else None
+    if name != "create_new_trial" or token is None:
+        return None
+    study_id = args[0] if args else kwargs["study_id"]
+    for trial in inner.get_all_trials(study_id, deepcopy=False, states=(OptunaState.RUNNING,)):
+        if trial.system_attrs.get(CLAIM_TOKEN) == token:
+            return _Done(trial._trial_id)
     return None
 
 

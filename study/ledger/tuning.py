@@ -17,6 +17,7 @@ import optuna
 
 from study.config.space import Stratum
 from study.ledger.access import Slot, StorageAccess
+from study.ledger.batch import TrialWrites
 from study.ledger.records import SEED
 
 _WINDOW = "lr_window"
@@ -30,6 +31,7 @@ class TunerState:
 
     def __init__(self, access: StorageAccess) -> None:
         self._access = access
+        self._windows: dict[Stratum, tuple[tuple[float, ...], str]] = {}
 
     def use_sampler(self, sampler_for: Callable[[Stratum], Any]) -> None:
         """Sample the parameters of claimed trials with ``sampler_for(stratum)`` (an Optuna
@@ -43,9 +45,15 @@ class TunerState:
         return (float(window[0]), float(window[1])) if window else None
 
     def set_window(self, stratum: Stratum, window: tuple[float, float], centre: float) -> None:
+        """Note the stratum's learning-rate window and its centre (written when they differ
+        from what this ledger last wrote)."""
+        key = (tuple(window), repr(centre))
+        if self._windows.get(stratum) == key:
+            return
         study = self._access._study(stratum)
         study.set_user_attr(_WINDOW, list(window))
         study.set_user_attr(_CENTRE, centre)
+        self._windows[stratum] = key
 
     def set_stratum_source(self, stratum: Stratum, source: str) -> None:
         """Note where a stratum's trials came from (an imported study's directory)."""
@@ -55,20 +63,18 @@ class TunerState:
         self, slot: Slot, params: Mapping[str, Any], distributions: Mapping[str, Any]
     ) -> None:
         """Store params chosen outside Optuna's sampler as the trial's Optuna params (with their
-        distributions), so Optuna's sampler learns from them; unknown names are skipped."""
-        trial_id = self._access._slot_id(slot)
-        for name, value in params.items():
-            dist = distributions.get(name)
-            if dist is not None:
-                self._access.storage.set_trial_param(
-                    trial_id, name, dist.to_internal_repr(value), dist
-                )
+        distributions), so Optuna's sampler learns from them; unknown names are skipped. They
+        are written with the trial's next write (its start, `Claims.start`)."""
+        chosen = {n: (v, distributions[n]) for n, v in params.items() if n in distributions}
+        if chosen:
+            self._access._hold(TrialWrites(self._access._slot_id(slot), params=chosen))
 
     def reserve(self, slot: Slot, point: Mapping[str, Any]) -> None:
         """Note the point (metaparameters and seed) the slot's trial is about to run, before its
-        params are recorded, so other processes see it (`points`). A later call replaces it."""
+        params are recorded, so other processes see it (`points`), in one write with what is
+        held for the trial. A later call replaces it."""
         trial_id = self._access._slot_id(slot)
-        self._access.storage.set_trial_system_attr(trial_id, _POINT, json.dumps(dict(point)))
+        self._access._flush(TrialWrites(trial_id, system={_POINT: json.dumps(dict(point))}))
 
     def points(self, stratum: Stratum) -> list[tuple[int, dict[str, Any]]]:
         """``(number, point)`` of every trial that consumes the stratum's budget (running or
@@ -87,5 +93,6 @@ class TunerState:
         return found
 
     def frozen(self, slot: Slot) -> optuna.trial.FrozenTrial:
-        """The slot's trial as Optuna's samplers take it (with ``slot.trial.study``)."""
-        return self._access.storage.get_trial(self._access._slot_id(slot))
+        """The slot's trial as Optuna's samplers take it (with ``slot.trial.study``): as this
+        process wrote it, not read back."""
+        return self._access._mine(slot)

@@ -229,7 +229,8 @@ class StudyEngine:
                 with self._active_lock:
                     self._active[(slot.stratum, slot.number)] = slot
                 try:
-                    self._run_slot(slot)
+                    with self.ledger.recent():  # its set-up reads each stratum about once
+                        self._run_slot(slot)
                 except StorageUnavailable:
                     raise  # nothing can be recorded: the slot runs again on resume
                 except Exception:
@@ -249,7 +250,7 @@ class StudyEngine:
         """The next slot: in the first pass, of the first stratum (in visiting order) below its
         `first_pass` quota; then of the first stratum with budget left. None once this process
         ran ``max_trials``."""
-        with self._claim_lock:
+        with self._claim_lock, self.ledger.recent():  # each stratum read about once
             for first in (True, False):
                 for stratum in self.strata:
                     if stratum in self._full or self._stop.is_set() or self._limit_reached():

@@ -1,0 +1,167 @@
+"""A group of writes to one trial, stored in one transaction.
+
+Optuna's storage API writes one attribute, parameter or intermediate value per call, and on a
+database each call is a transaction. `TrialWrites` gathers what the ledger writes about a trial
+at one moment (its attributes, parameters, the curve's intermediate values, and closing it) and
+`write` stores it: on an Optuna RDB storage in one transaction with Optuna's own models (the
+rows are the ones Optuna's methods write, so Optuna, optuna-dashboard and older ledgers read
+them as before); on any other storage (a journal file, a gRPC proxy, memory) one call each, in
+the same order. A trial closed already (e.g. recovered as interrupted by another process)
+refuses the whole group with `optuna.exceptions.UpdateFinishedTrialError`, as each call would.
+
+On a `study.ledger.retry.RetryingStorage` the transaction is retried through transient faults
+like every other call; it is all or nothing, so a retry writes the same group again, and one
+whose commit landed before its answer was lost is done (the trial is closed in that state).
+
+Example: finishing a trial with 16 attributes, its curve and 40 intermediate values is one
+transaction instead of 58.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.trial import FrozenTrial
+from optuna.trial import TrialState as OptunaState
+
+#: The name `RetryingStorage` knows a group of writes by (see `study.ledger.retry`).
+WRITE_TRIAL = "write_trial"
+
+
+@dataclass
+class TrialWrites:
+    """What to write about the trial ``trial_id``: user and system attributes, parameters
+    (name -> (external value, distribution)), intermediate values (step -> value) and, last,
+    its ``state`` with ``values`` (None: it stays open)."""
+
+    trial_id: int
+    user: dict[str, Any] = field(default_factory=dict)
+    system: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, tuple[Any, BaseDistribution]] = field(default_factory=dict)
+    intermediate: dict[int, float] = field(default_factory=dict)
+    state: OptunaState | None = None
+    values: Sequence[float] | None = None
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.user or self.system or self.params or self.intermediate or self.state is not None
+        )
+
+    def merge(self, other: TrialWrites) -> None:
+        """Add ``other``'s writes (later values win)."""
+        self.user.update(other.user)
+        self.system.update(other.system)
+        self.params.update(other.params)
+        self.intermediate.update(other.intermediate)
+        if other.state is not None:
+            self.state, self.values = other.state, other.values
+
+    def applied_to(self, frozen: FrozenTrial) -> FrozenTrial:
+        """``frozen`` as it reads once these writes are stored (a copy; ``frozen`` is kept)."""
+        params = {**frozen.params, **{k: v for k, (v, _) in self.params.items()}}
+        dists = {**frozen.distributions, **{k: d for k, (_, d) in self.params.items()}}
+        state = frozen.state if self.state is None else self.state
+        values = frozen.values if self.state is None else self.values
+        return FrozenTrial(
+            number=frozen.number,
+            state=state,
+            value=None,
+            values=None if values is None else list(values),
+            datetime_start=frozen.datetime_start,
+            datetime_complete=frozen.datetime_complete if self.state is None else datetime.now(),
+            params=params,
+            distributions=dists,
+            user_attrs={**frozen.user_attrs, **self.user},
+            system_attrs={**frozen.system_attrs, **self.system},
+            intermediate_values={**frozen.intermediate_values, **self.intermediate},
+            trial_id=frozen._trial_id,
+        )
+
+
+def rdb_of(storage: optuna.storages.BaseStorage) -> Any | None:
+    """The Optuna `RDBStorage` behind ``storage`` (through the retry wrapper and Optuna's trial
+    cache), or None for any other storage."""
+    from optuna.storages import RDBStorage
+
+    seen = 0
+    current: Any = storage
+    while current is not None and seen < 5:
+        if isinstance(current, RDBStorage):
+            return current
+        current = current.__dict__.get("inner") or current.__dict__.get("_backend")
+        seen += 1
+    return None
+
+
+def write(storage: optuna.storages.BaseStorage, writes: TrialWrites) -> None:
+    """Store ``writes`` (see the module docstring).
+
+    Raises:
+        optuna.exceptions.UpdateFinishedTrialError: the trial is closed already.
+    """
+    if not writes:
+        return
+    rdb = rdb_of(storage)
+    if rdb is None:
+        _one_call_each(storage, writes)
+        return
+    retried = getattr(storage, "retried", None)
+    if retried is not None:
+        retried(WRITE_TRIAL, lambda: _in_one_transaction(rdb, writes), writes)
+    else:
+        _in_one_transaction(rdb, writes)
+
+
+def _one_call_each(storage: optuna.storages.BaseStorage, writes: TrialWrites) -> None:
+    trial_id = writes.trial_id
+    for name, (value, dist) in writes.params.items():
+        storage.set_trial_param(trial_id, name, dist.to_internal_repr(value), dist)
+    for key, value in writes.user.items():
+        storage.set_trial_user_attr(trial_id, key, value)
+    for key, value in writes.system.items():
+        storage.set_trial_system_attr(trial_id, key, value)
+    for step, value in writes.intermediate.items():
+        storage.set_trial_intermediate_value(trial_id, step, value)
+    if writes.state is not None:
+        storage.set_trial_state_values(trial_id, writes.state, writes.values)
+
+
+def _in_one_transaction(rdb: Any, writes: TrialWrites) -> None:
+    """The writes in one session of Optuna's RDB storage, with the rows its methods write
+    (`RDBStorage.set_trial_state_values` and the ``_without_commit`` helpers it is built of)."""
+    from optuna.storages._rdb import models
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    trial_id = writes.trial_id
+    with _create_scoped_session(rdb.scoped_session) as session:
+        trial = models.TrialModel.find_or_raise_by_id(trial_id, session, for_update=True)
+        rdb.check_trial_is_updatable(trial_id, trial.state)
+        for name, (value, dist) in writes.params.items():
+            rdb._set_trial_param_without_commit(
+                session, trial_id, name, dist.to_internal_repr(value), dist
+            )
+        for model, attrs in (
+            (models.TrialUserAttributeModel, writes.user),
+            (models.TrialSystemAttributeModel, writes.system),
+        ):
+            for key, value in attrs.items():
+                rdb._set_trial_attr_without_commit(session, model, trial_id, key, value)
+        for step, value in writes.intermediate.items():
+            rdb._set_trial_intermediate_value_without_commit(session, trial_id, step, value)
+        if writes.state is not None:
+            for objective, value in enumerate(writes.values or ()):
+                rdb._set_trial_value_without_commit(session, trial, objective, value)
+            trial.state = writes.state
+            if writes.state.is_finished():
+                trial.datetime_complete = datetime.now()
+
+
+def closed_as(frozen: FrozenTrial, writes: TrialWrites) -> bool:
+    """Whether ``frozen`` is closed in the state ``writes`` closes it in (a group whose commit
+    landed)."""
+    return writes.state is not None and frozen.state is writes.state

@@ -1,0 +1,170 @@
+"""`study.ledger.batch`: a trial's writes in one transaction on a real PostgreSQL, read back as
+Optuna's one-call-each writes read; refused whole by a closed trial; retried like every call."""
+
+from __future__ import annotations
+
+import math
+
+import optuna
+import pytest
+import sqlalchemy
+from optuna.distributions import FloatDistribution
+from optuna.storages import InMemoryStorage
+from optuna.study import StudyDirection
+from optuna.trial import TrialState as OptunaState
+
+from study.config.space import Stratum
+from study.config.target import Target
+from study.ledger import Ledger, open_storage
+from study.ledger import batch as batch_module
+from study.ledger.batch import TrialWrites, rdb_of, write
+from study.ledger.retry import CLAIM_TOKEN, RetryingStorage
+from study.results import TrialState
+from tests.fakes import finished_trial, rising_curve
+from tests.ledger.test_retry import Flaky, dropped, retrying
+
+STRATUM = Stratum(32, "default")
+
+
+class Commits:
+    """Transactions committed on PostgreSQL engines while it listens."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, connection: sqlalchemy.Connection) -> None:
+        if connection.engine.url.get_backend_name() == "postgresql":
+            self.count += 1
+
+    def __enter__(self) -> Commits:
+        sqlalchemy.event.listen(sqlalchemy.Engine, "commit", self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sqlalchemy.event.remove(sqlalchemy.Engine, "commit", self)
+
+
+def writes_of(trial_id: int) -> TrialWrites:
+    dist = FloatDistribution(1e-3, 1.0, log=True)
+    return TrialWrites(
+        trial_id,
+        user={"status": "reached", "curve_points": [1, 2, 3], "note": None},
+        system={"study:curve": "[]"},
+        params={"learning_rate": (0.05, dist)},
+        intermediate={10: 0.4, 20: -0.1, 30: math.inf},
+        state=OptunaState.COMPLETE,
+        values=[30.0],
+    )
+
+
+def stored(storage: optuna.storages.BaseStorage, trial_id: int) -> tuple:
+    t = storage.get_trial(trial_id)
+    return (
+        t.state, t.values, t.params, t.distributions, t.user_attrs,
+        {k: v for k, v in t.system_attrs.items() if k != CLAIM_TOKEN}, t.intermediate_values,
+    )  # fmt: skip
+
+
+def test_a_group_is_one_transaction_and_reads_as_one_call_each(postgres_url: str) -> None:
+    storage = open_storage(postgres_url)
+    assert rdb_of(storage) is not None
+    study_id = storage.create_new_study([StudyDirection.MINIMIZE], "s")
+    grouped, each = storage.create_new_trial(study_id), storage.create_new_trial(study_id)
+    with Commits() as commits:
+        write(storage, writes_of(grouped))
+    assert commits.count == 1
+    batch_module._one_call_each(storage, writes_of(each))
+    assert stored(storage, grouped) == stored(storage, each)
+    assert storage.get_trial(grouped).datetime_complete is not None
+
+
+def test_a_closed_trial_refuses_the_whole_group(postgres_url: str) -> None:
+    storage = open_storage(postgres_url)
+    study_id = storage.create_new_study([StudyDirection.MINIMIZE], "s")
+    trial_id = storage.create_new_trial(study_id)
+    storage.set_trial_state_values(trial_id, OptunaState.FAIL)  # e.g. recovered elsewhere
+    with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
+        write(storage, writes_of(trial_id))
+    frozen = storage.get_trial(trial_id)
+    assert frozen.state is OptunaState.FAIL
+    assert not frozen.user_attrs and not frozen.params and not frozen.intermediate_values
+
+
+def test_a_group_whose_commit_landed_is_not_done_twice(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rdb_storage = open_storage(postgres_url)
+    storage, _clock, said = retrying(rdb_storage.inner)
+    study_id = storage.create_new_study([StudyDirection.MINIMIZE], "s")
+    trial_id = storage.create_new_trial(study_id)
+    original, lost = batch_module._in_one_transaction, [1]
+
+    def answer_lost(rdb, writes):
+        original(rdb, writes)
+        if lost:
+            lost.pop()
+            raise dropped()
+
+    monkeypatch.setattr(batch_module, "_in_one_transaction", answer_lost)
+    write(storage, writes_of(trial_id))
+    assert storage.get_trial(trial_id).state is OptunaState.COMPLETE
+    assert len(said) == 2  # the outage and the storage back
+
+
+def test_a_group_cut_off_before_its_commit_is_written_on_retry(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage, _clock, _said = retrying(open_storage(postgres_url).inner)
+    study_id = storage.create_new_study([StudyDirection.MINIMIZE], "s")
+    trial_id = storage.create_new_trial(study_id)
+    original, cut = batch_module._in_one_transaction, [1, 1]
+
+    def cut_off(rdb, writes):
+        if cut:
+            cut.pop()
+            raise dropped()
+        original(rdb, writes)
+
+    monkeypatch.setattr(batch_module, "_in_one_transaction", cut_off)
+    write(storage, writes_of(trial_id))
+    assert storage.get_trial(trial_id).user_attrs["status"] == "reached"
+
+
+def test_other_storages_get_one_call_each() -> None:
+    storage = InMemoryStorage()
+    study_id = storage.create_new_study([StudyDirection.MINIMIZE], "s")
+    trial_id = storage.create_new_trial(study_id)
+    assert rdb_of(storage) is None
+    write(storage, writes_of(trial_id))
+    assert storage.get_trial(trial_id).intermediate_values == {10: 0.4, 20: -0.1, 30: math.inf}
+
+
+def test_a_claim_whose_creation_landed_is_found_not_made_twice() -> None:
+    inner = Flaky("create_new_trial", fail=1, land=True)
+    storage, _clock, _said = retrying(inner)
+    ledger = Ledger(storage, "s")
+    slot = ledger.claim(STRATUM, 3, grace=60.0)
+    assert slot is not None
+    study_id = storage.get_study_id_from_name(f"s/{STRATUM}")
+    assert [t.number for t in storage.get_all_trials(study_id)] == [slot.number] == [0]
+    assert isinstance(storage, RetryingStorage)
+
+
+def test_a_trial_claimed_started_and_finished_costs_a_few_transactions(postgres_url: str) -> None:
+    ledger = Ledger.open(postgres_url, "s")
+    ledger._study(STRATUM)  # the stratum's study exists (set up once per stratum)
+    target = Target.parse("val_accuracy>=0.9")
+    with Commits() as commits:
+        slot = ledger.claim(STRATUM, 5, grace=60.0)  # creation, the budget read
+        assert slot is not None
+        ledger.start(slot, tuner="optuna", origin="sampler")
+        curve = rising_curve(32, needed=120)
+        result = finished_trial(STRATUM, slot.number, 0.05, curve, target).result
+        assert result is not None and result.state is TrialState.REACHED
+        done = ledger.finish(slot, result, float(result.steps_run), target=target)
+    assert commits.count == 4
+    again = Ledger.open(postgres_url, "s").trial(STRATUM, slot.number)
+    assert again == done
+    frozen = ledger.storage.get_trial(ledger._slot_id(slot))
+    assert frozen.state is OptunaState.COMPLETE and frozen.value == result.steps_run
+    assert frozen.intermediate_values  # what optuna-dashboard plots
