@@ -5,8 +5,9 @@ database each call is a transaction. `TrialWrites` gathers what the ledger write
 at one moment (its attributes, parameters, the curve's intermediate values, and closing it) and
 `write` stores it: on an Optuna RDB storage in one transaction with Optuna's own models (the
 rows are the ones Optuna's methods write, so Optuna, optuna-dashboard and older ledgers read
-them as before); on any other storage (a journal file, a gRPC proxy, memory) one call each, in
-the same order. A trial closed already (e.g. recovered as interrupted by another process)
+them as before); through a `study serve-storage` proxy in one call that the proxy stores the
+same way (its ``write_trial``, `study.ledger.proxy`); on any other storage (a journal file,
+Optuna's own proxy, memory) one call each, in the same order. A trial closed already (e.g. recovered as interrupted by another process)
 refuses the whole group with `optuna.exceptions.UpdateFinishedTrialError`, as each call would.
 
 On a `study.ledger.retry.RetryingStorage` the transaction is retried through transient faults
@@ -107,10 +108,13 @@ def write(storage: optuna.storages.BaseStorage, writes: TrialWrites) -> None:
     if not writes:
         return
     rdb = rdb_of(storage)
-    if rdb is None:
-        _one_call_each(storage, writes)
-        return
     retried = getattr(storage, "retried", None)
+    if rdb is None:
+        grouped = getattr(storage, "write_trial", None)  # a `study serve-storage` proxy's
+        call = (lambda: grouped(writes)) if grouped else None
+        if call is None or not (retried(WRITE_TRIAL, call, writes) if retried else call()):
+            _one_call_each(storage, writes)  # no such call there (e.g. Optuna's own proxy)
+        return
     if retried is not None:
         retried(WRITE_TRIAL, lambda: _in_one_transaction(rdb, writes), writes)
     else:

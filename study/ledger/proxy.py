@@ -10,9 +10,20 @@ transient database fault (`is_transient`) is answered at once as gRPC ``UNAVAILA
 proxy prints one line when the database goes away and one when it is back), and so is a proxy
 that is down or restarting; each worker's own retry waits through either, with its window, its
 two lines, its exit 75 past the window and its heartbeat grace extended across the outage, the
-same as on the database directly. Nothing in the ledger reaches the database engine: every
-call is Optuna's storage API, which the proxy serves whole (claims by trial numbering,
-heartbeats as system attributes, the retry's "did that write land" reads).
+same as on the database directly. The gRPC codes the retry takes for transient
+(`study.ledger.retry.TRANSIENT_GRPC`): ``UNAVAILABLE`` (the proxy down or restarting, or the
+database behind it away), ``DEADLINE_EXCEEDED``, ``ABORTED``, ``RESOURCE_EXHAUSTED``; every
+other code is an answer (``NOT_FOUND``, ``ALREADY_EXISTS``, ``FAILED_PRECONDITION`` are
+Optuna's KeyError, DuplicatedStudyError, UpdateFinishedTrialError) or a fault that waiting does
+not mend (``UNKNOWN``: the proxy raised), raised at once.
+
+What the ledger does besides Optuna's storage API: a group of writes to one trial in one
+database transaction (`study.ledger.batch`), which Optuna's gRPC API has no call for. The
+proxy adds one, `WRITE_METHOD` (the group as JSON, stored by `batch.write` at the proxy in one
+transaction), and the client offers it as ``write_trial``; a proxy without it (``UNIMPLEMENTED``,
+another version) gets one call per write instead. Everything else (claims by trial numbering,
+heartbeats as system attributes, the retry's "did that write land" reads) is Optuna's API,
+which the proxy serves whole.
 
 Example: ``start_proxy("postgresql://study:pw@db/ledger", "127.0.0.1", 13000)`` serves it at
 ``grpc://127.0.0.1:13000``; ``open_proxy("grpc://127.0.0.1:13000", 300.0)`` reaches it.
@@ -21,9 +32,11 @@ Example: ``start_proxy("postgresql://study:pw@db/ledger", "127.0.0.1", 13000)`` 
 from __future__ import annotations
 
 import functools
+import json
 import time
 import warnings
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import optuna
@@ -116,5 +129,80 @@ def _proxy_class() -> type:
             )
             self._stub = api_pb2_grpc.StorageServiceStub(self._channel)
             self._cache = GrpcClientCache(self._stub)
+            self._write = self._channel.unary_unary(WRITE_METHOD)
+            self._grouped = True
+
+        def write_trial(self, writes: Any) -> bool:
+            """Store a group of writes to one trial in one call (`WRITE_METHOD`); False if
+            this proxy has no such method (the caller writes them one call each).
+
+            Raises:
+                optuna.exceptions.UpdateFinishedTrialError: the trial is closed already.
+                KeyError: no such trial.
+            """
+            if not self._grouped:
+                return False
+            try:
+                self._write(encode_writes(writes))
+            except grpc.RpcError as exc:
+                code = exc.code()  # type: ignore[attr-defined]
+                if code == grpc.StatusCode.UNIMPLEMENTED:
+                    self._grouped = False
+                    return False
+                if code == grpc.StatusCode.FAILED_PRECONDITION:
+                    raise optuna.exceptions.UpdateFinishedTrialError(exc.details()) from exc  # type: ignore[attr-defined]
+                if code == grpc.StatusCode.NOT_FOUND:
+                    raise KeyError(exc.details()) from exc  # type: ignore[attr-defined]
+                raise
+            return True
 
     return Proxy
+
+
+#: The proxy's own method (beside Optuna's service): a group of writes to one trial
+#: (`study.ledger.batch.TrialWrites`, as `encode_writes` gives it) stored in one transaction.
+WRITE_SERVICE, WRITE_NAME = "study.Ledger", "WriteTrial"
+WRITE_METHOD = f"/{WRITE_SERVICE}/{WRITE_NAME}"
+
+
+def encode_writes(writes: Any) -> bytes:
+    """A `TrialWrites` as JSON bytes (parameters as their distribution and internal value)."""
+    from optuna.distributions import distribution_to_json
+
+    return json.dumps(
+        {
+            "trial_id": writes.trial_id,
+            "user": writes.user,
+            "system": writes.system,
+            "params": {
+                name: [distribution_to_json(dist), dist.to_internal_repr(value)]
+                for name, (value, dist) in writes.params.items()
+            },
+            "intermediate": [[step, value] for step, value in writes.intermediate.items()],
+            "state": None if writes.state is None else writes.state.name,
+            "values": None if writes.values is None else list(writes.values),
+        }
+    ).encode()
+
+
+def decode_writes(data: bytes) -> Any:
+    """The `TrialWrites` that `encode_writes` gave ``data`` for."""
+    from optuna.distributions import json_to_distribution
+    from optuna.trial import TrialState
+
+    from study.ledger.batch import TrialWrites
+
+    raw = json.loads(data)
+    params = {}
+    for name, (dist_json, internal) in raw["params"].items():
+        dist = json_to_distribution(dist_json)
+        params[name] = (dist.to_external_repr(internal), dist)
+    return TrialWrites(
+        trial_id=int(raw["trial_id"]),
+        user=raw["user"],
+        system=raw["system"],
+        params=params,
+        intermediate={int(step): float(value) for step, value in raw["intermediate"]},
+        state=None if raw["state"] is None else TrialState[raw["state"]],
+        values=raw["values"],
+    )

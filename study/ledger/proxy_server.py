@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from study.errors import FieldError
-from study.ledger.proxy import SCHEME, is_proxy_url
+from study.ledger.proxy import SCHEME, WRITE_NAME, WRITE_SERVICE, decode_writes, is_proxy_url
 from study.ledger.retry import is_transient
 from study.paths import masked
 
@@ -88,6 +88,7 @@ def start_proxy(
         options=[("grpc.so_reuseport", 0)],  # a second proxy on the port fails, not shares it
     )
     api_pb2_grpc.add_StorageServiceServicer_to_server(OptunaStorageProxyService(storage), server)
+    server.add_generic_rpc_handlers((_group_writes(storage),))
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError:
@@ -153,6 +154,29 @@ class _Database:
                     f"study serve-storage: the database {self.where} answers again "
                     f"(after {seconds:.0f} s)"
                 )
+
+
+def _group_writes(storage: Any) -> Any:
+    """The handler of `WRITE_METHOD`: a group of writes to one trial stored by
+    `study.ledger.batch.write` (one transaction at the database)."""
+    import grpc
+    import optuna
+
+    from study.ledger import batch
+
+    def write(request: bytes, context: Any) -> bytes:
+        writes = decode_writes(request)
+        try:
+            batch.write(storage, writes)
+        except optuna.exceptions.UpdateFinishedTrialError as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        except KeyError as exc:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        return b""
+
+    return grpc.method_handlers_generic_handler(
+        WRITE_SERVICE, {WRITE_NAME: grpc.unary_unary_rpc_method_handler(write)}
+    )
 
 
 def _unavailable(database: _Database) -> Any:

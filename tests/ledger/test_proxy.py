@@ -161,3 +161,75 @@ def test_a_database_outage_behind_the_proxy_is_waited_through(
     err = capfd.readouterr().err
     assert err.count("is not answering") == 1 and err.count("answers again") == 1, err
     assert "StatusCode.UNAVAILABLE" in err and "database:" in err
+
+
+def group(trial_id: int, **changes: object) -> object:
+    """A group of writes to one trial: attributes, a parameter, a curve and its close."""
+    from study.ledger.batch import TrialWrites
+
+    dist = optuna.distributions.FloatDistribution(1e-3, 1.0, log=True)
+    fields: dict[str, object] = {
+        "user": {"status": "reached", "extras": [1, "x"]},
+        "system": {"study:heartbeat": {"at": 1.5, "grace": 60.0}},
+        "params": {"learning_rate": (0.05, dist)},
+        "intermediate": {10: 0.5, 20: -0.25},
+        "state": optuna.trial.TrialState.COMPLETE,
+        "values": [120.0],
+    }
+    return TrialWrites(trial_id, **{**fields, **changes})  # type: ignore[arg-type]
+
+
+def test_a_group_of_writes_travels_as_json_unchanged() -> None:
+    writes = group(7, intermediate={10: float("nan"), 30: 0.0})
+    back = proxy_module.decode_writes(proxy_module.encode_writes(writes))
+    assert back.trial_id == 7 and back.user == writes.user and back.system == writes.system
+    assert back.params == writes.params and back.state is writes.state
+    assert back.values == writes.values and list(back.intermediate) == [10, 30]
+
+
+def test_a_group_of_writes_is_one_call_to_the_proxy(proxy: ProxyServer) -> None:
+    from study.ledger import batch
+
+    storage = open_storage(proxy.address)
+    trial = optuna.create_study(storage=storage, study_name="s").ask()
+    writes = group(trial._trial_id)
+    calls: list[str] = []
+    for name in ("set_trial_user_attr", "set_trial_state_values", "set_trial_param"):
+        method = getattr(storage.inner, name)
+        setattr(
+            storage.inner, name, lambda *a, _n=name, _m=method, **k: calls.append(_n) or _m(*a, **k)
+        )
+    batch.write(storage, writes)
+    assert calls == []  # not one call per write: the proxy's own method
+    stored = storage.get_trial(trial._trial_id)
+    assert stored.state is optuna.trial.TrialState.COMPLETE and stored.values == [120.0]
+    assert stored.params == {"learning_rate": 0.05} and stored.intermediate_values == {
+        10: 0.5,
+        20: -0.25,
+    }
+    assert stored.user_attrs == writes.user and stored.system_attrs == writes.system
+    with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
+        batch.write(storage, group(trial._trial_id, state=None))  # closed: refused whole
+
+
+def test_a_proxy_without_the_group_method_gets_one_call_each(postgres_url: str) -> None:
+    """Optuna's own proxy (an older `study serve-storage`) answers UNIMPLEMENTED: the writes
+    go one call each, and the group is stored the same."""
+    from optuna.storages._grpc.server import make_server
+
+    from study.ledger import batch
+    from study.ledger.storage import open_database
+
+    port = free_port()
+    server = make_server(open_database(postgres_url), "127.0.0.1", port)
+    server.start()
+    try:
+        storage = open_storage(f"grpc://127.0.0.1:{port}")
+        trial = optuna.create_study(storage=storage, study_name="s").ask()
+        assert storage.write_trial(group(trial._trial_id, state=None)) is False
+        batch.write(storage, group(trial._trial_id))
+        stored = storage.get_trial(trial._trial_id)
+        assert stored.state is optuna.trial.TrialState.COMPLETE and stored.values == [120.0]
+        assert stored.intermediate_values == {10: 0.5, 20: -0.25}
+    finally:
+        server.stop(0)
