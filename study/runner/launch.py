@@ -34,6 +34,7 @@ from study.runner.pool import WorkerPool
 from study.runner.progress import Progress, summarize
 from study.runner.schedule import run_schedule_trials, schedule_spec
 from study.tracking.descriptions import question_note
+from study.tracking.jobs import CLOSE_WAIT_S
 from study.tracking.mlflow_logger import study_timing_metrics
 from study.tracking.server import browse_hint, check_answers
 from study.tracking.study_tracker import StudyTracker, study_params
@@ -281,7 +282,8 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
             summary.update(answers.to_metrics())
         tracker.describe_answer(_answer_text(answers, config.name))
         tracker.end_parent(run_status, summary)
-    tracker.close()
+    # A run that ends while the tracking server is away waits a little for it (not when stopped).
+    tracker.close(CLOSE_WAIT_S if status == 0 else 0.0)
     if not progress.display.live:  # the live table already shows it
         print(summarize(progress.state.strata))
     seconds = sum(engine.trial_seconds)

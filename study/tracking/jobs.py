@@ -12,7 +12,8 @@ queue; nothing else waits for it. When the server answers again: one line, then 
 RUNNING), then the job that failed again and the queue goes on. Jobs are safe to run after a
 catch-up: the tracker logs each trial once (`study.tracking.study_tracker`).
 
-`close` with the server still away probes it once more and, if it still does not answer, drops
+`close` with the server still away goes on probing it for up to ``wait`` seconds (a run that
+ends while the server restarts still logs everything) and, if it still does not answer, drops
 what is queued with one line: the next ``study run`` or ``study resume`` logs it from the ledger.
 
 Example: a server killed at 12:00:00 and back at 12:00:40 is found back by about 12:00:45 (the
@@ -35,6 +36,8 @@ from study.tracking.server import is_unreachable, probe
 
 #: The first wait and the longest one between two probes of an absent server, in seconds.
 FIRST_PROBE_S, LONGEST_PROBE_S = 1.0, 15.0
+#: How long a run that ended waits for an absent server to log what it missed, in seconds.
+CLOSE_WAIT_S = 60.0
 
 Job = Callable[[], None]
 
@@ -65,6 +68,7 @@ class BackgroundJobs:
         self.offline = False
         self.dropped = 0
         self._closing = threading.Event()
+        self._give_up_at = 0.0
         self._random = random.Random()
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name="mlflow-tracker", daemon=True)
@@ -124,14 +128,18 @@ class BackgroundJobs:
         )
         wait = FIRST_PROBE_S
         while not self._answers():
-            if self._closing.is_set():
+            if self._closing.is_set() and time.monotonic() >= self._give_up_at:
                 _say(
                     f"study: warning: the MLflow tracking server at {self.where} did not answer "
                     "again before this run ended; the next `study run` or `study resume` logs "
                     "the trials it missed"
                 )
                 return False
-            self._closing.wait(wait * (0.5 + 0.5 * self._random.random()))
+            pause = wait * (0.5 + 0.5 * self._random.random())
+            if self._closing.is_set():
+                time.sleep(min(pause, max(0.0, self._give_up_at - time.monotonic())))
+            else:
+                self._closing.wait(pause)
             wait = min(2 * wait, LONGEST_PROBE_S)
         self.away = False
         _say(
@@ -153,8 +161,10 @@ class BackgroundJobs:
     def flush(self) -> None:
         self._queue.join()
 
-    def close(self) -> None:
-        """Run what is queued (with the server away: one more probe, else drop it) and stop."""
+    def close(self, wait: float = 0.0) -> None:
+        """Run what is queued and stop; with the server away, probe it for up to ``wait``
+        seconds more (at least once), then drop what is left."""
+        self._give_up_at = time.monotonic() + wait
         self._closing.set()
         self.flush()
         self._queue.put(None)

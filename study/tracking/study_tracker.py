@@ -157,8 +157,10 @@ class StudyTracker:
     def flush(self) -> None:
         self._jobs.flush()
 
-    def close(self) -> None:
-        self._jobs.close()
+    def close(self, wait: float = 0.0) -> None:
+        """Log what is queued and stop; a tracking server that is away is waited for up to
+        ``wait`` seconds (`BackgroundJobs.close`)."""
+        self._jobs.close(wait)
 
     # -- the parent run -------------------------------------------------------------------
     def ensure_parent(

@@ -1,7 +1,7 @@
 """Tests for study.tracking.jobs: MLflow calls on one background thread, in order; a tracking
 server that stops answering pauses them (one line), is probed until it answers (one line), and
-the catch-up runs before the job that failed runs again; a server still away at `close` drops
-what is queued with one line."""
+the catch-up runs before the job that failed runs again; `close` waits for a server that is
+back within its wait, and one still away after it drops what is queued with one line."""
 
 from __future__ import annotations
 
@@ -100,6 +100,21 @@ def test_a_server_still_away_at_close_drops_the_queue_with_one_line(capsys) -> N
     assert len(err) == 2, err
     assert "stopped answering" in err[0]
     assert "did not answer again before this run ended" in err[1] and "study resume" in err[1]
+
+
+def test_close_waits_for_a_server_that_comes_back_within_its_wait(capsys, monkeypatch) -> None:
+    monkeypatch.setattr(jobs_module, "FIRST_PROBE_S", 0.01)
+    server, done = Server(), []
+    server.up.clear()
+    jobs = BackgroundJobs(
+        "http://127.0.0.1:1", catch_up=lambda: done.append("catch-up"), answers=server.answers
+    )
+    jobs.submit(lambda: server.call(done, "end"))  # e.g. closing the parent run
+    threading.Timer(0.3, server.up.set).start()  # back while the run ends
+    jobs.close(wait=30)
+
+    assert done == ["catch-up", "end"] and not jobs.offline
+    assert "answers again" in capsys.readouterr().err
 
 
 def test_background_jobs_go_on_after_other_errors(capsys) -> None:
