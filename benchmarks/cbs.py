@@ -1,5 +1,8 @@
 """CBS(t) on the MNIST-1D MLP question (issue 21): branch trials from a reference run at B0.
 
+``--question shapes`` asks the same of the residual CNN on drawn shapes (to 80% validation
+accuracy, `search_spaces/shapes_resnet.yaml`'s question), against `examples/shapes_resnet/`.
+
 The question is `benchmarks/mnist1d_compute.yaml`'s (MNIST-1D, 10,000 samples, MLP, Nesterov,
 validation accuracy 0.6). The reference trains at batch 16 at the best rate the MNIST-1D MLP
 study found there (`examples/mnist1d_mlp/report.json`), branches scale it by that study's fitted
@@ -22,9 +25,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "examples" / "mnist1d_mlp" / "report.json"
 
-STUDY = """\
+#: The question of each workload: the study file's head and the example study it compares with.
+QUESTIONS = {
+    "mnist1d": (
+        """\
 name: bench-cbs-mnist1d
 workload: mnist1d
 workload_options: {{samples: 10000}}
@@ -39,6 +44,32 @@ search_space:
   batch_size: [16, 32, 64, 128, 256, 512, 1024]
   learning_rate: {{low: 1.0e-3, high: 3.0, scale: log}}
   strategy: [default]
+""",
+        ROOT / "examples" / "mnist1d_mlp" / "report.json",
+    ),
+    "shapes": (
+        """\
+name: bench-cbs-shapes
+workload: shapes
+workload_options: {{samples: 12500, noise: 0.15}}
+model: resnet
+target: "val_accuracy>=0.8"
+budget: {{max_steps: 8000}}
+eval_every: "geometric:1.1"
+optimizer: nesterov
+seed: 0
+trials_per_stratum: 8
+search_space:
+  batch_size: {{low: 8, high: 2048}}
+  learning_rate: {{low: 3.0e-3, high: 3.0, scale: log}}
+  strategy: [default]
+  momentum: {{choices: [0.9]}}
+""",
+        ROOT / "examples" / "shapes_resnet" / "report.json",
+    ),
+}
+
+BRANCH = """\
 branch:
   batch_size: 16
   learning_rate: {lr}
@@ -57,6 +88,7 @@ branch:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--question", choices=sorted(QUESTIONS), default="mnist1d")
     parser.add_argument("--window", type=int, default=512)
     parser.add_argument("--replicates", type=int, default=2)
     parser.add_argument("--examples", type=int, default=20480)
@@ -64,16 +96,17 @@ def main() -> int:
     parser.add_argument("--tolerance", type=float, default=0.5)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "cbs.json"))
     args = parser.parse_args()
-    example = json.loads(EXAMPLE.read_text(encoding="utf-8"))
+    head, example_path = QUESTIONS[args.question]
+    example = json.loads(example_path.read_text(encoding="utf-8"))
     rows = {int(r["batch_size"]): r for r in example["batch_sizes"]}
     lr = float(rows[16]["best_learning_rate"])
     alpha = float(example["lr_power_law"]["alpha"])
     b_noise = example["noise_scale"]["b_noise"], *example["noise_scale"]["b_noise_ci"]
-    steps_16 = int(rows[16]["steps_to_result"])
+    steps_16 = int(rows[16]["steps_to_result"])  # the reference batch size in both questions
     with tempfile.TemporaryDirectory() as tmp:
         study = Path(tmp) / "cbs.yaml"
         study.write_text(
-            STUDY.format(
+            (head + BRANCH).format(
                 lr=lr,
                 examples=args.examples,
                 multipliers=f"[{args.multipliers}]",
@@ -111,19 +144,24 @@ def main() -> int:
     Path(args.out).write_text(json.dumps(result, indent=1), encoding="utf-8")
     print(f"wall {wall:.0f} s")
     for row in result["curve"]:
-        high = row["cbs_high"] if row["cbs_high"] is not None else float("inf")
+        cbs, low, high = (_number(row[k]) for k in ("cbs", "cbs_low", "cbs_high"))
+        high = high if row["cbs"] is None or row["cbs_high"] is not None else float("inf")
         print(
-            f"examples {row['examples']:>6}  CBS {row['cbs']:6.1f} ({row['cbs_low']:.1f} to "
-            f"{high:.1f})  B_simple {row.get('b_simple') or float('nan'):7.1f}"
+            f"examples {row['examples']:>6}  CBS {cbs:6.1f} ({low:.1f} to {high:.1f})  "
+            f"B_simple {_number(row.get('b_simple')):7.1f}"
         )
     for line in result["notes"]:
         print(line)
-    last = result["curve"][-1]["cbs"]
+    last = _number(result["curve"][-1]["cbs"])
     print(f"B_noise (example study) {b_noise[0]:.0f} ({b_noise[1]:.0f} to {b_noise[2]:.0f}): "
           f"{b_noise[0] / last:.2g} x the last CBS")  # fmt: skip
     print(f"cost: {cost['examples']:,} examples = {cost['reference_runs_of_example']:.2f} runs of "
           f"batch 16 to the target at its best rate ({steps_16 * 16:,} examples each)")  # fmt: skip
     return 0
+
+
+def _number(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
 
 
 if __name__ == "__main__":
