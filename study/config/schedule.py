@@ -32,6 +32,8 @@ itself is the rest. Example::
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -139,11 +141,7 @@ class BatchSchedule:
 
     def stage_index(self, examples: int) -> int:
         """The stage a step starts in after ``examples`` examples seen."""
-        index = 0
-        for i, stage in enumerate(self.stages):
-            if examples >= stage.from_examples:
-                index = i
-        return index
+        return max(i for i, stage in enumerate(self.stages) if examples >= stage.from_examples)
 
     def batch_size_at(self, examples: int) -> int:
         """The global batch of the step that starts after ``examples`` examples seen."""
@@ -223,6 +221,11 @@ class BatchSchedule:
 
     # ----------------------------------------------------------------------------------------
     # As data
+
+    def digest(self) -> str:
+        """8 hex digits naming this schedule (stages, rate rule, warmup): its trials' cell."""
+        text = json.dumps(self.to_mapping(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:8]
 
     def to_params(self) -> dict[str, Any]:
         """Flat params for MLflow: ``batch_schedule`` (the stages as ``B@EXAMPLES,...``), the
@@ -427,7 +430,7 @@ class _Flow(list):
 
 
 class _Dumper(yaml.SafeDumper):
-    pass
+    """Writes `_Flow` lists and ``{alpha: A}`` in flow style."""
 
 
 def _flow_list(dumper: yaml.SafeDumper, data: _Flow) -> yaml.Node:

@@ -77,13 +77,16 @@ class Stratum:
 
 @dataclass(frozen=True)
 class ScheduleStratum(Stratum):
-    """The cell of a study's schedule trials (`study.config.schedule`): their first batch size
-    and strategy. Never equal to the `Stratum` of the same numbers (a schedule is not a fixed
-    batch size); ``str()`` gives ``schedule-b32/default``.
+    """The cell of a study's schedule trials (`study.config.schedule`): their first batch size,
+    strategy and the schedule's ``digest`` (`BatchSchedule.digest`: another schedule is another
+    cell). Never equal to the `Stratum` of the same numbers (a schedule is not a fixed batch
+    size); ``str()`` gives ``schedule-1a2b3c4d-b32/default``.
     """
 
+    digest: str = ""
+
     def __str__(self) -> str:
-        return f"schedule-b{self.batch_size}/{self.strategy}"
+        return f"schedule-{self.digest}-b{self.batch_size}/{self.strategy}"
 
 
 @dataclass(frozen=True)

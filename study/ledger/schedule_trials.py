@@ -1,35 +1,42 @@
 """A study's schedule trials in its Optuna storage: a ledger of their own, beside the search's.
 
 Schedule trials (`study.config.schedule`) train with a batch size that grows; they are no
-stratum of the search, so they live in an Optuna study of their own per (first batch size,
-strategy), ``schedule:NAME/b{B0}/{strategy}``: not ``NAME/...``, so no reader of the search's
-strata (the analysis, `study status`, the tuners) sees them, and ``/`` keeps them out of
-`list_studies`. Everything else is the search's ledger (`Ledger`): slots claimed atomically
-within a budget (one trial per seed), heartbeats, recovery of dead owners' trials, the one
-encoding of results; its cells are `ScheduleStratum`, so MLflow keys their runs apart from the
-fixed batch size of the same numbers (``NAME/schedule-b32/default#0``).
+stratum of the search, so they live in an Optuna study of their own per schedule and
+strategy, ``schedule:NAME/{digest}/b{B0}/{strategy}`` (``digest``: `BatchSchedule.digest`, so
+an edited schedule gets trials of its own and never counts the old one's): not ``NAME/...``, so
+no reader of the search's strata (the analysis, `study status`, the tuners) sees them, and
+``/`` keeps them out of `list_studies`. The schedule itself is stored with its trials (the
+study's attribute ``batch_schedule``), so a report reads every schedule a study ever ran,
+whatever study file it was run from. Everything else is the search's ledger (`Ledger`): slots
+claimed atomically within a budget (one trial per seed), heartbeats, recovery of dead owners'
+trials, the one encoding of results; its cells are `ScheduleStratum`, so MLflow keys their runs
+apart from the fixed batch size of the same numbers (``NAME/schedule-1a2b3c4d-b32/default#0``).
 
 Example::
 
-    ledger = Ledger.open(url, "mnist1d")
-    schedules = ScheduleLedger.of(ledger)
-    cell = ScheduleStratum(32, "default")
+    schedules = ScheduleLedger.of(Ledger.open(url, "mnist1d"))
+    cell = schedules.cell(ScheduleTrials(schedule), "default")   # stores the schedule
     slot = schedules.claim(cell, budget=3)     # trial 0, 1, 2, then None
-    schedules.trials(cell)                     # LedgerTrial records, stratum == cell
+    schedules.schedules()                      # [(cell, ScheduleTrials)], as stored
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
+from study.config.schedule import ScheduleTrials, read_schedule_trials
 from study.config.space import ScheduleStratum, Stratum
+from study.config.yaml_reader import Reader
 from study.ledger.store import Ledger
 
 __all__ = ["PREFIX", "ScheduleLedger"]
 
 #: What the Optuna study names of schedule trials start with (then the study's name).
 PREFIX = "schedule:"
+#: The study attribute that holds a cell's schedule (its section's mapping, as JSON).
+SCHEDULE_ATTR = "batch_schedule"
 
 
 class ScheduleLedger(Ledger):
@@ -40,22 +47,42 @@ class ScheduleLedger(Ledger):
         """The schedule trials of ``ledger``'s study, on the same storage and clock."""
         return cls(ledger.storage, ledger.name, ledger.clock)
 
+    def cell(self, trials: ScheduleTrials, strategy: str) -> ScheduleStratum:
+        """The cell of ``trials`` on ``strategy``, its schedule stored with it."""
+        plan = trials.schedule
+        cell = ScheduleStratum(plan.first_batch_size, strategy, plan.digest())
+        study = self._study(cell)
+        if SCHEDULE_ATTR not in study.user_attrs:
+            study.set_user_attr(SCHEDULE_ATTR, json.dumps(trials.to_mapping()))
+            study.set_user_attr("digest", cell.digest)
+        return cell
+
+    def schedules(self) -> list[tuple[ScheduleStratum, ScheduleTrials]]:
+        """Every stored cell with its schedule, by strategy and first batch size."""
+        found = []
+        for s in self._schedule_studies():
+            cell = self._stratum_of(s.study_name, s.user_attrs)
+            data = json.loads(s.user_attrs[SCHEDULE_ATTR])
+            trials = read_schedule_trials(Reader(s.study_name), data)
+            assert isinstance(cell, ScheduleStratum) and trials is not None
+            found.append((cell, trials))
+        return sorted(found, key=lambda item: (item[0].strategy, item[0].batch_size))
+
     def _stratum_name(self, stratum: Stratum) -> str:
-        return f"{PREFIX}{self.name}/b{stratum.batch_size}/{stratum.strategy}"
+        digest = getattr(stratum, "digest", "")
+        return f"{PREFIX}{self.name}/{digest}/b{stratum.batch_size}/{stratum.strategy}"
 
     def _stratum_of(self, study_name: str, attrs: Mapping[str, Any]) -> Stratum:
-        return ScheduleStratum(int(attrs["batch_size"]), str(attrs["strategy"]))
+        return ScheduleStratum(int(attrs["batch_size"]), str(attrs["strategy"]), attrs["digest"])
 
     def strata(self) -> list[Stratum]:
         """The cells of schedule trials stored for this study."""
+        return [cell for cell, _ in self.schedules()]
+
+    def _schedule_studies(self) -> list[Any]:
         prefix = f"{PREFIX}{self.name}/"
-        found = [
-            self._stratum_of(s.study_name, s.user_attrs)
+        return [
+            s
             for s in self.storage.get_all_studies()
-            if s.study_name.startswith(prefix) and "batch_size" in s.user_attrs
+            if s.study_name.startswith(prefix) and SCHEDULE_ATTR in s.user_attrs
         ]
-        return sorted(found, key=lambda s: (s.strategy, s.batch_size))
-
-    def cell(self, batch_size: int, strategy: str) -> ScheduleStratum:
-        return ScheduleStratum(batch_size, strategy)
-

@@ -230,12 +230,14 @@ def _cards(report: ScalingReport) -> list[tuple[str, str, str]]:
 
 def _schedule(report: ScalingReport) -> list[str]:
     """The batch schedule against the best fixed batch size: the verdict, then the table."""
-    if report.schedule is None:
+    if not report.schedules:
         return []
-    parts = ['<section id="schedule"><h2>Batch schedule</h2><ul class="notes">']
-    parts += [f"<li>{_esc(line)}</li>" for line in schedule_lines(report.schedule)]
-    parts.append("</ul>")
-    parts += [_table(table) for table in schedule_table(report.schedule)]
+    parts = ['<section id="schedule"><h2>Batch schedule</h2>']
+    for comparison in report.schedules:
+        parts.append('<ul class="notes">')
+        parts += [f"<li>{_esc(line)}</li>" for line in schedule_lines(comparison)]
+        parts.append("</ul>")
+        parts += [_table(table) for table in schedule_table(comparison)]
     return [*parts, "</section>"]
 
 

@@ -78,7 +78,7 @@ def report_dict(report: ScalingReport) -> dict[str, Any]:
             "answers": _answers(report),
             "notes": list(report.notes),
             "cbs": report.cbs.to_dict() if report.cbs is not None else None,
-            "batch_schedule": report.schedule.to_dict() if report.schedule is not None else None,
+            "batch_schedules": [c.to_dict() for c in report.schedules],
         }
     )
 

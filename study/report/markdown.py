@@ -47,11 +47,13 @@ def render_markdown(report: ScalingReport, figures: Sequence[str] = ()) -> str:
     for name in figures:
         caption = _text(FIGURE_CAPTIONS.get(name, name))
         out += [f"![{name.replace('_', ' ')}]({name}.png)", "", f"_{caption}_", ""]
-    if report.schedule is not None:
+    if report.schedules:
         out += ["## Batch schedule", ""]
-        out += [f"- {_text(line)}" for line in schedule_lines(report.schedule)] + [""]
+        for comparison in report.schedules:
+            out += [f"- {_text(line)}" for line in schedule_lines(comparison)] + [""]
     out += ["## Tables", ""]
-    for table in [*report_tables(report), *schedule_table(report.schedule)]:
+    schedules = [t for c in report.schedules for t in schedule_table(c)]
+    for table in [*report_tables(report), *schedules]:
         out += [f"### {table.title}", ""] + ([_text(table.intro), ""] if table.intro else [])
         out += [_table(table.headers, table.rows, table.empty), ""]
     out += ["## Notes", ""]

@@ -149,9 +149,9 @@ class ScalingReport:
     answers: Answers | None = field(default=None, repr=False)
     #: CBS(t) from the study's branch trials (`study.report.cbs.CbsReport`; None: none).
     cbs: Any = field(default=None, repr=False, compare=False)
-    #: The schedule trials against the best fixed batch size
-    #: (`study.analysis.schedule_compare.ScheduleComparison`; None: no batch_schedule).
-    schedule: Any = field(default=None, repr=False, compare=False)
+    #: Each schedule's trials against the best fixed batch size
+    #: (`study.analysis.schedule_compare.ScheduleComparison`; none: no schedule trials).
+    schedules: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
 
 def _fixed_or_searched(config: StudyConfig, name: str, fixed: str) -> str:

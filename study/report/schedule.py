@@ -1,7 +1,7 @@
 """The report's batch-schedule section: the schedule trials against the best fixed batch size.
 
-`schedule_comparison` reads the study's schedule trials (`study.ledger.schedule_trials`) and
-their curves, finds when each met the report's target by the same rule as every trial
+`schedule_comparison` reads the study's schedule trials (`study.ledger.schedule_trials`: every
+schedule it ran, each with its stored section) and their curves, finds when each met the report's target by the same rule as every trial
 (`trial_steps_to_target`: the hold rule, read off the evaluations), and compares them with the
 fixed batch sizes of the same study on the schedule's strategy (`compare_schedule`). The
 report shows its verdict first (plainly "does not win" when it does not), the schedule's
@@ -28,42 +28,44 @@ __all__ = ["schedule_comparison", "schedule_lines", "schedule_table"]
 
 def schedule_comparison(
     ledger: Ledger, config: StudyConfig | None, table: pd.DataFrame, target: Target
-) -> ScheduleComparison | None:
-    """The comparison for the study in ``ledger`` (None: its study file has no
-    ``batch_schedule`` or none of its trials has finished)."""
-    if config is None or config.batch_schedule is None:
-        return None
+) -> tuple[ScheduleComparison, ...]:
+    """One comparison per schedule the study's storage holds trials of (the stored schedule,
+    whatever study file ran it; none: empty). ``config`` gives the study's base seed."""
     from study.analysis.load import ledger_table
     from study.analysis.measures import steps_to_result, trial_steps_to_target
     from study.analysis.schedule_compare import ScheduleRun
     from study.config.schedule import format_stages
     from study.ledger.schedule_trials import ScheduleLedger
 
-    rows = ScheduleLedger.of(ledger).measurement_rows(include_running=False)
-    if not rows:
-        return None
-    seeds = config.batch_schedule.seed_values(config.settings.seed)
-    per_trial = trial_steps_to_target(ledger_table(ledger.name, rows), target)
-    numbered = {i: trial.number for i, (trial, _) in enumerate(rows)}  # `ledger_table`'s order
-    runs = []
-    for _, row in per_trial.iterrows():
-        number = numbered.get(row["trial"], 0)
-        runs.append(
-            ScheduleRun(
-                seed=seeds[number % len(seeds)],
-                steps=_count(row["steps_to_target"]),
-                examples=_count(row["examples_to_target"]),
-                seconds=_finite(row["seconds_to_target"]),
-                state=str(row["state"]),
-            )
-        )
+    schedules = ScheduleLedger.of(ledger)
+    stored = schedules.schedules()
+    if not stored:
+        return ()
+    base = config.settings.seed if config is not None else 0
     fixed = steps_to_result(table, target, by=("batch_size", "strategy")) if len(table) else table
-    return compare_schedule(
-        fixed,
-        runs,
-        format_stages(config.batch_schedule.schedule.stages),
-        strategy=config.schedule_strategy,
-    )
+    every = schedules.measurement_rows(include_running=False)
+    out = []
+    for cell, trials in stored:
+        rows = [(t, curve) for t, curve in every if t.stratum == cell]
+        seeds = trials.seed_values(base)
+        runs = []
+        if rows:
+            per_trial = trial_steps_to_target(ledger_table(ledger.name, rows), target)
+            numbered = {i: trial.number for i, (trial, _) in enumerate(rows)}  # its order
+            for _, row in per_trial.iterrows():
+                number = numbered.get(int(row["trial"]), 0)
+                runs.append(
+                    ScheduleRun(
+                        seed=seeds[number % len(seeds)],
+                        steps=_count(row["steps_to_target"]),
+                        examples=_count(row["examples_to_target"]),
+                        seconds=_finite(row["seconds_to_target"]),
+                        state=str(row["state"]),
+                    )
+                )
+        label = format_stages(trials.schedule.stages)
+        out.append(compare_schedule(fixed, runs, label, strategy=cell.strategy))
+    return tuple(out)
 
 
 def schedule_lines(c: ScheduleComparison) -> list[str]:
@@ -94,10 +96,10 @@ def schedule_lines(c: ScheduleComparison) -> list[str]:
     return lines
 
 
-def schedule_table(c: ScheduleComparison | None) -> list[Table]:
+def schedule_table(c: ScheduleComparison) -> list[Table]:
     """The schedule's row and each fixed batch size's, in steps, examples and seconds to the
     target (none without a comparison)."""
-    if c is None or c.steps is None or c.examples is None or c.seconds is None:
+    if c.steps is None or c.examples is None or c.seconds is None:
         return []
     rows = [
         [

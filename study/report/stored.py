@@ -118,7 +118,7 @@ def stored_report(
     return dataclasses.replace(
         report,
         cbs=_branch_cbs(ledger, config, report),
-        schedule=schedule_comparison(ledger, config, table, goal),
+        schedules=schedule_comparison(ledger, config, table, goal),
     )
 
 

@@ -11,7 +11,7 @@ stopped by ``--max-trials`` leaves them to the next), are never pruned (nothing 
 report compares them with the best fixed batch size) and take the study's optimizer with its
 default metaparameters other than the learning rate (the schedule's own).
 
-`ScheduleEngine` is the search's `StudyEngine` with one cell (`ScheduleStratum`), a backend that
+`ScheduleEngine` is the search's `StudyEngine` with one cell (a `ScheduleStratum`), a backend that
 proposes the schedule's rate under the trial's seed, and specs from `TrialSpec.with_batch_schedule`.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from study.config.space import ScheduleStratum, Stratum
+from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import TrialSpec
 from study.ledger import Ledger, Slot
@@ -33,19 +33,10 @@ from study.tracking.study_tracker import StudyTracker
 from study.tuners.base import History, Proposal, TunerBackend
 from study.tuners.registry import Lineup
 
-__all__ = ["SCHEDULE_ORIGIN", "ScheduleEngine", "run_schedule_trials", "schedule_cell"]
+__all__ = ["SCHEDULE_ORIGIN", "ScheduleEngine", "run_schedule_trials", "schedule_spec"]
 
 #: The origin (and tuner) recorded with a schedule trial.
 SCHEDULE_ORIGIN = "schedule"
-
-
-def schedule_cell(config: StudyConfig) -> ScheduleStratum | None:
-    """The cell of the study's schedule trials (None: the study has none)."""
-    if config.batch_schedule is None:
-        return None
-    return ScheduleStratum(
-        config.batch_schedule.schedule.first_batch_size, config.schedule_strategy
-    )
 
 
 def schedule_spec(config: StudyConfig, seed: int) -> TrialSpec:
@@ -98,10 +89,10 @@ def run_schedule_trials(
 ) -> tuple[int, ScheduleEngine | None]:
     """Run the study's schedule trials still to run (none: nothing happens); the exit status
     (as `StudyEngine.run`) and the engine (None without a ``batch_schedule``)."""
-    cell = schedule_cell(config)
-    if cell is None or config.batch_schedule is None:
+    if config.batch_schedule is None:
         return 0, None
     schedules = ScheduleLedger.of(ledger)
+    cell = schedules.cell(config.batch_schedule, config.schedule_strategy)
     plan = {cell: config.batch_schedule.seeds}
     schedules.liveness.recover_stale(list(plan))
     if schedules.remaining(cell, plan[cell]) == 0 and not schedules.liveness.running(list(plan)):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from study.config.schedule import SECTION
+from study.config.schedule import SECTION, BatchSchedule
 from study.config.space import ScheduleStratum, Stratum
 from study.ledger import list_studies
 from study.ledger.records import SEED
@@ -30,6 +30,7 @@ SCHEDULE = {
     ],
     "seeds": 3,
 }
+DIGEST = BatchSchedule.from_mapping({k: v for k, v in SCHEDULE.items() if k != "seeds"}).digest()
 STUDY = tiny_study(name="scheduled", trials_per_stratum=1, **{SECTION: SCHEDULE})
 
 
@@ -41,7 +42,7 @@ def test_a_study_trains_its_schedule_trials_once_per_seed(tmp_path: Path) -> Non
     store = Store(tmp_path)
     ledger = store.ledger("scheduled")
     schedules = ScheduleLedger.of(ledger)
-    cell = ScheduleStratum(32, "default")
+    cell = ScheduleStratum(32, "default", DIGEST)
     assert schedules.strata() == [cell]
     assert ledger.strata() == [Stratum(32, "default"), Stratum(128, "default")]  # no schedule
     trials = schedules.trials(cell)
@@ -58,7 +59,7 @@ def test_a_study_trains_its_schedule_trials_once_per_seed(tmp_path: Path) -> Non
     # MLflow: one nested run per schedule trial, keyed apart from the b32 stratum's trials
     runs = {r.data.tags.get("study.trial"): r for r in store.runs("scheduled")}
     for number in range(3):
-        run = runs[f"scheduled/schedule-b32/default#{number}"]
+        run = runs[f"scheduled/schedule-{DIGEST}-b32/default#{number}"]
         assert run.info.status == "FINISHED"
         assert run.data.params["batch_schedule"] == "32@0,128@1280"
         assert run.data.params["batch_schedule.alpha"] == "0.5"
@@ -70,7 +71,7 @@ def test_a_study_trains_its_schedule_trials_once_per_seed(tmp_path: Path) -> Non
     out = tmp_path / "report"
     made = run_study("report", "scheduled", "--out", str(out), "--no-mlflow", cwd=tmp_path)
     assert made.returncode == 0, made.stderr[-3000:]
-    section = json.loads((out / "report.json").read_text())["batch_schedule"]
+    (section,) = json.loads((out / "report.json").read_text())["batch_schedules"]
     assert section["ok"] and section["schedule"] == "32@0,128@1280"
     assert [r["seed"] for r in section["runs"]] == [0, 1, 2]
     assert [r["steps"] for r in section["runs"]] == [t.result.steps_to_target for t in trials]
@@ -86,6 +87,18 @@ def test_a_study_trains_its_schedule_trials_once_per_seed(tmp_path: Path) -> Non
     assert again.returncode == 0, again.stderr[-3000:]
     assert "schedule trials" not in again.stdout  # nothing left to run
     assert len(ScheduleLedger.of(store.ledger("scheduled", fresh=True)).trials(cell)) == 3
+    # An edited schedule is another schedule: trials of its own, the first one's kept
+    edited = {**SCHEDULE, "learning_rate": 0.08, "seeds": 1}
+    write_study(tmp_path, {**STUDY, SECTION: edited})
+    third = run_study("run", str(path), cwd=tmp_path, timeout=200)
+    assert third.returncode == 0, third.stderr[-3000:]
+    stored = ScheduleLedger.of(store.ledger("scheduled", fresh=True)).schedules()
+    assert [(c.digest == DIGEST, t.schedule.learning_rate, t.seeds) for c, t in stored] in (
+        [(True, 0.05, 3), (False, 0.08, 1)],
+        [(False, 0.08, 1), (True, 0.05, 3)],
+    )
+    fresh = ScheduleLedger.of(store.ledger("scheduled", fresh=True))
+    assert sorted(len(fresh.trials(c)) for c, _ in stored) == [1, 3]
 
     store.ledger("scheduled", fresh=True).delete()  # the study's delete takes them along
     assert ScheduleLedger.of(store.ledger("scheduled", fresh=True)).strata() == []
