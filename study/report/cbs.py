@@ -196,7 +196,14 @@ def draw_cbs(ax: Axes, cbs: CbsReport) -> Axes:
     censored = curve["censored"].to_numpy(bool)
     if censored.any():
         ax.plot(
-            x[censored], mid[censored], "o", mfc="white", color="C0", label="every batch within"
+            x[censored],
+            mid[censored],
+            "o",
+            mfc="white",
+            color="C0",
+            ms=9,
+            zorder=4,
+            label="every batch within",
         )
     if "b_simple" in curve:
         ax.plot(x, curve["b_simple"].to_numpy(float), "s--", color="C1", label="B_simple(t)")

@@ -33,7 +33,7 @@ from study.config.branch import BranchConfig, LrRule
 from study.config.branch_jobs import BranchJob, ReferenceJob
 from study.config.space import Stratum
 from study.config.study import StudyConfig
-from study.config.trial import Budget
+from study.config.trial import PILOT_NOISE_EVERY, Budget
 from study.errors import UsageError
 from study.ledger.branches import BranchLedger
 from study.paths import tracking_uri
@@ -244,6 +244,7 @@ def _reference(
         config.settings,
         budget=Budget(max_steps=plan.examples // plan.b0),
         noise_scale=True,
+        noise_every=PILOT_NOISE_EVERY,  # one run: measure B_simple(t) as tightly as a pilot
         exact_steps=False,
     )
     spec = config.trial_spec(Stratum(plan.b0, plan.strategy), {"learning_rate": plan.learning_rate})

@@ -115,6 +115,17 @@ def test_the_report_has_the_figure_and_the_json(ran: tuple[Path, dict, str]) -> 
     html = (cwd / "reports" / "tiny-branch" / "report.html").read_text()
     assert 'alt="cbs"' in html and "Critical batch size over training" in html
 
+    # the same from Python: Study.cbs() and fit().plot.cbs(ax)
+    from matplotlib.figure import Figure
+
+    import study as api
+
+    loaded = api.load("tiny-branch", storage=str(cwd / "mlruns" / "optuna.journal"))
+    curve = loaded.cbs()
+    assert curve["cbs"].round(6).tolist() == [round(r["cbs"], 6) for r in out["curve"]]
+    ax = Figure().subplots()
+    assert loaded.fit().plot.cbs(ax) is ax and ax.get_ylabel() == "batch size"
+
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     bad = {**TINY, "branch": {**TINY["branch"], "multipliers": [3, 2]}}
