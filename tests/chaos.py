@@ -239,6 +239,18 @@ def chaos_round(
     file = write_study(cwd, data).name
     for _ in range(WORKERS):
         chaos.start("run", file)
+    try:
+        return _drive(chaos, pending, budget, began, deadline_s)
+    finally:  # interrupted (Ctrl-C): no worker outlives the driver
+        for w in chaos.alive():
+            w.stop()
+
+
+def _drive(
+    chaos: Round, pending: list[Event], budget: int, began: float, deadline_s: float
+) -> Verdict:
+    """Fire the ``pending`` events as the trials finish; the round's `Verdict` once every
+    worker has exited 0 and no event runs (or at the deadline)."""
     threads: list[threading.Thread] = []
     timed_out = False
     while True:
@@ -262,7 +274,7 @@ def chaos_round(
         t.join(60)
     chaos.reap()
     result = verdict(chaos, budget, time.monotonic() - began, timed_out)
-    (cwd / "verdict.txt").write_text(describe(result) + "\n")
+    (chaos.cwd / "verdict.txt").write_text(describe(result) + "\n")
     return result
 
 

@@ -117,11 +117,13 @@ def check_answers(uri: str, source: str = "--tracking-uri") -> None:
 
 def is_unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` (or an exception it came from) says the tracking server did not answer:
-    a refused or failed connection, a timeout, or retries used up."""
+    a refused or failed connection, one broken mid-answer (a server killed while it replied), a
+    timeout, or retries used up."""
     import requests
 
     kinds: tuple[type[BaseException], ...] = (
         requests.exceptions.ConnectionError,
+        requests.exceptions.ChunkedEncodingError,
         requests.exceptions.Timeout,
         requests.exceptions.RetryError,
     )

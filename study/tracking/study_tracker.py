@@ -239,9 +239,17 @@ class StudyTracker:
         """Open a nested run for a running trial (status RUNNING) in the background."""
         key, tags = trial_key(self.study, trial), trial_tags(trial)
 
+        attempts = []
+
         def job() -> None:
             if key in self._logged or key in self._runs:
                 return  # a catch-up logged it, or this job runs again after an outage
+            attempts.append(1)
+            if len(attempts) > 1:  # again after an outage: the first attempt may have landed
+                runs = self._runs_of(key)
+                if runs:
+                    self._runs[key] = str(runs[0].info.run_id)
+                    return
             all_tags = {"study.role": TRIAL_ROLE, "study.trial": key, "status": "running", **tags}
             self._runs[key] = self.logger.start_run(
                 self.experiment_id,

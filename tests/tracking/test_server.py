@@ -156,6 +156,8 @@ def raised_from(cause: Exception) -> MlflowException:
 def test_is_unreachable_follows_the_cause_of_mlflows_errors() -> None:
     assert is_unreachable(raised_from(requests.exceptions.ConnectionError("refused")))
     assert is_unreachable(raised_from(requests.exceptions.ReadTimeout("slow")))
+    broken = requests.exceptions.ChunkedEncodingError("Connection broken: IncompleteRead")
+    assert is_unreachable(raised_from(broken))  # the server was killed while it answered
     assert not is_unreachable(raised_from(ValueError("bad param")))
     assert not is_unreachable(MlflowException("RESOURCE_DOES_NOT_EXIST"))
 
