@@ -100,6 +100,19 @@ def transient_cause(exc: BaseException) -> BaseException | None:
     return None
 
 
+def fault_text(exc: BaseException, limit: int = 200) -> str:
+    """A fault in one short line: ``OperationalError: connection ... refused`` (SQLAlchemy's
+    link to its background page left out), ``gRPC UNAVAILABLE: failed to connect ...``."""
+    if "RpcError" in {cls.__name__ for cls in type(exc).__mro__} and _grpc_code(exc):
+        try:
+            details = str(exc.details())  # type: ignore[attr-defined]
+        except Exception:
+            details = ""
+        return f"gRPC {_grpc_code(exc)}: {' '.join(details.split())[:limit]}"
+    first = " ".join(str(exc).split()).partition(" (Background on this error")[0]
+    return f"{type(exc).__name__}: {first[:limit]}"
+
+
 def _grpc_code(exc: BaseException) -> str:
     """The name of a gRPC error's status code ("" when it has none that can be read)."""
     try:
@@ -132,11 +145,9 @@ class Outage:
         with self._lock:
             if self.since is None:
                 self.since = self.monotonic()
-                first = " ".join(str(exc).split()).partition(" (Background on this error")[0]
                 self.say(
                     f"study: warning: the storage {self.where} is not answering "
-                    f"({type(exc).__name__}: {first[:160]}); retrying for up to "
-                    f"{self.window:.0f} s"
+                    f"({fault_text(exc, 160)}); retrying for up to {self.window:.0f} s"
                 )
             return self.since
 
@@ -210,7 +221,7 @@ class RetryingStorage(BaseStorage):
                 since = self.outage.failed(cause)
                 waited = self.outage.monotonic() - since
                 if waited >= self.outage.window:
-                    raise StorageUnavailable(self.outage.where, waited, cause) from None
+                    raise StorageUnavailable(self.outage.where, waited, fault_text(cause)) from None
                 wait = min(LONGEST_WAIT_S, FIRST_WAIT_S * 2**attempt)
                 wait = min(wait * (0.5 + 0.5 * self._random.random()), self.outage.window - waited)
                 self._sleep(max(wait, 0.0))
