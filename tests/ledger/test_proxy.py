@@ -6,6 +6,7 @@ retry (one line each way) and answered ``UNAVAILABLE`` by the proxy."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -233,3 +234,24 @@ def test_a_proxy_without_the_group_method_gets_one_call_each(postgres_url: str) 
         assert stored.intermediate_values == {10: 0.5, 20: -0.25}
     finally:
         server.stop(0)
+
+
+def test_a_proxy_away_past_the_window_is_storage_unavailable(
+    postgres_url: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from study.errors import StorageUnavailable
+
+    server = start_proxy(postgres_url, "127.0.0.1", 0)
+    storage = open_storage(server.address, retry=1.5)
+    assert storage.get_all_studies() == []
+    server.stop(0)
+    with pytest.raises(StorageUnavailable) as lost:
+        storage.get_all_studies()
+    message = str(lost.value)
+    said = re.match(
+        rf"the storage {server.address} did not answer for (\d+) s \(gRPC UNAVAILABLE: ", message
+    )
+    assert said and int(said.group(1)) >= 2, message  # the window, 1.5 s, or a little more
+    assert "\n" not in message and "run the command again" in message
+    err = capfd.readouterr().err
+    assert err.count("is not answering") == 1 and "(gRPC UNAVAILABLE: " in err, err
