@@ -26,7 +26,7 @@ from study.deps import require_tensorflow
 from study.errors import UsageError
 from study.host import environment_info
 from study.ledger import AllocationState, Ledger, StudyRecord
-from study.paths import tracking_uri
+from study.paths import masked, tracking_uri
 from study.runner.allocation import Allocator
 from study.runner.engine import StudyEngine
 from study.runner.failures import FailurePolicy
@@ -34,7 +34,7 @@ from study.runner.pool import WorkerPool
 from study.runner.progress import Progress, summarize
 from study.runner.schedule import run_schedule_trials, schedule_spec
 from study.tracking.descriptions import question_note
-from study.tracking.jobs import CLOSE_WAIT_S
+from study.tracking.jobs import CLOSE_WAIT_S, patiently
 from study.tracking.mlflow_logger import study_timing_metrics
 from study.tracking.server import browse_hint, check_answers
 from study.tracking.study_tracker import StudyTracker, study_params
@@ -228,20 +228,25 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         plan = allocator.start(lambda: pilot_estimate(config, ledger, pool))
         order = list(plan)
     lineup = build_lineup(options.tuner, config, ledger)
-    tracker = StudyTracker(uri, config.name)
-    tracker.ensure_parent(
-        study_params(config, tuner=options.tuner, trials_total=total, strata=len(order)),
-        {
-            "study.yaml": config.text,
-            "environment.json": json.dumps(environment_info(), indent=2),
-        },
-        note=question_note(config, tuner=options.tuner, trials_total=total),
+    # A tracking server that goes away while the run starts is waited for, like the storage.
+    tracker = patiently(lambda: StudyTracker(uri, config.name), masked(uri), uri)
+    patiently(
+        lambda: tracker.ensure_parent(
+            study_params(config, tuner=options.tuner, trials_total=total, strata=len(order)),
+            {
+                "study.yaml": config.text,
+                "environment.json": json.dumps(environment_info(), indent=2),
+            },
+            note=question_note(config, tuner=options.tuner, trials_total=total),
+        ),
+        masked(uri),
+        uri,
     )
     if allocator is not None:
         allocator.track = lambda state: _log_allocation(tracker, state)
         _log_allocation(tracker, allocator.state())
     stale = ledger.liveness.recover_stale(order)
-    tracker.repair(ledger, config, order)
+    patiently(lambda: tracker.repair(ledger, config, order), masked(uri), uri)
     progress = Progress.from_ledger(ledger, plan, config.name, options.live)
     if stale:
         print(f"marked {len(stale)} interrupted trial(s) failed; their slots run again", flush=True)

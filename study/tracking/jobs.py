@@ -12,6 +12,10 @@ queue; nothing else waits for it. When the server answers again: one line, then 
 RUNNING), then the job that failed again and the queue goes on. Jobs are safe to run after a
 catch-up: the tracker logs each trial once (`study.tracking.study_tracker`).
 
+`patiently` does the same for the calls a run makes before its trials start (finding its
+experiment and parent run, the repair): they are waited through an absent server for up to
+`START_WAIT_S`, so a worker that starts while the server restarts does not die.
+
 `close` with the server still away goes on probing it for up to ``wait`` seconds (a run that
 ends while the server restarts still logs everything) and, if it still does not answer, drops
 what is queued with one line: the next ``study run`` or ``study resume`` logs it from the ledger.
@@ -31,6 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from study.tracking.server import is_unreachable, probe
 
@@ -38,8 +43,46 @@ from study.tracking.server import is_unreachable, probe
 FIRST_PROBE_S, LONGEST_PROBE_S = 1.0, 15.0
 #: How long a run that ended waits for an absent server to log what it missed, in seconds.
 CLOSE_WAIT_S = 60.0
+#: How long a starting run waits for a server that stopped answering, in seconds.
+START_WAIT_S = 300.0
 
 Job = Callable[[], None]
+T = TypeVar("T")
+
+
+def patiently(
+    call: Callable[[], T],
+    where: str,
+    uri: str,
+    *,
+    window: float = START_WAIT_S,
+    answers: Callable[[], bool] | None = None,
+) -> T:
+    """``call()``, again once the tracking server answers whenever it raises that the server
+    at ``uri`` (``where``: masked) did not (one line each way); its error is raised when the
+    server stays away for ``window`` seconds."""
+    answers = answers or (lambda: probe(uri) is None)
+    rng = random.Random()
+    while True:
+        try:
+            return call()
+        except Exception as exc:
+            if not is_unreachable(exc):
+                raise
+            since, wait = time.monotonic(), FIRST_PROBE_S
+            _say(
+                f"study: warning: the MLflow tracking server at {where} stopped answering as "
+                f"this run started; waiting for it (up to {window:.0f} s)"
+            )
+            while not answers():
+                if time.monotonic() - since > window:
+                    raise
+                time.sleep(wait * (0.5 + 0.5 * rng.random()))
+                wait = min(2 * wait, LONGEST_PROBE_S)
+            _say(
+                f"study: the MLflow tracking server at {where} answers again (after "
+                f"{time.monotonic() - since:.0f} s)"
+            )
 
 
 class BackgroundJobs:

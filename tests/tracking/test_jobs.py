@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import requests
 from mlflow.exceptions import MlflowException
 
 from study.tracking import jobs as jobs_module
-from study.tracking.jobs import BackgroundJobs
+from study.tracking.jobs import BackgroundJobs, patiently
 from tests.waiting import wait_until
 
 
@@ -115,6 +116,31 @@ def test_close_waits_for_a_server_that_comes_back_within_its_wait(capsys, monkey
 
     assert done == ["catch-up", "end"] and not jobs.offline
     assert "answers again" in capsys.readouterr().err
+
+
+def test_a_starting_run_waits_for_the_server_and_calls_again(capsys, monkeypatch) -> None:
+    monkeypatch.setattr(jobs_module, "FIRST_PROBE_S", 0.01)
+    server, calls = Server(), []
+    server.up.clear()
+    threading.Timer(0.3, server.up.set).start()
+
+    def call() -> str:
+        calls.append(1)
+        server.call([], "search")
+        return "parent"
+
+    assert patiently(call, "http://x", "http://x", answers=server.answers) == "parent"
+    assert len(calls) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "stopped answering as this run started" in err[0], err
+    assert "answers again" in err[1]
+
+
+def test_a_starting_run_gives_up_after_its_window_and_passes_other_errors() -> None:
+    with pytest.raises(MlflowException):
+        patiently(unreachable, "http://x", "http://x", window=0.0, answers=lambda: False)
+    with pytest.raises(ValueError):
+        patiently(lambda: int("x"), "http://x", "http://x", answers=lambda: True)
 
 
 def test_background_jobs_go_on_after_other_errors(capsys) -> None:
