@@ -94,6 +94,11 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=20480)
     parser.add_argument("--multipliers", default="4,16,32")
     parser.add_argument("--tolerance", type=float, default=0.5)
+    parser.add_argument("--timeout", type=float, default=570.0, help="seconds per run")
+    parser.add_argument(
+        "--home",
+        help="keep the store here (a run again continues its branches; default: a temporary one)",
+    )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "cbs.json"))
     args = parser.parse_args()
     head, example_path = QUESTIONS[args.question]
@@ -103,7 +108,9 @@ def main() -> int:
     alpha = float(example["lr_power_law"]["alpha"])
     b_noise = example["noise_scale"]["b_noise"], *example["noise_scale"]["b_noise_ci"]
     steps_16 = int(rows[16]["steps_to_result"])  # the reference batch size in both questions
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.home or scratch
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         study = Path(tmp) / "cbs.yaml"
         study.write_text(
             (head + BRANCH).format(
@@ -119,13 +126,18 @@ def main() -> int:
         )
         env = {**os.environ, "STUDY_HOME": str(Path(tmp) / "mlruns")}
         start = time.monotonic()
-        done = subprocess.run(
-            ["nice", "-n", "10", sys.executable, "-m", "study", "branch", str(study), "--json"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        try:
+            done = subprocess.run(
+                ["nice", "-n", "10", sys.executable, "-m", "study", "branch", str(study), "--json"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=args.timeout,
+            )
+        except subprocess.TimeoutExpired:
+            print(f"stopped after {args.timeout:.0f} s; run again with --home {tmp} to go on")
+            return 3
         wall = time.monotonic() - start
     if done.returncode:
         print(done.stderr[-3000:], file=sys.stderr)

@@ -32,10 +32,15 @@ def main(args: argparse.Namespace) -> int:
     from study.ledger.branches import BranchLedger
 
     ledger = BranchLedger.open(args.storage, config.name)
-    open_now = ledger.waiting() + ledger.running()
-    if open_now:
-        print(f"study branch: {open_now} branches left to other processes (waiting or running)")
+    if ledger.waiting():
+        print(f"study branch: {ledger.waiting()} branches left to other processes (waiting)")
         return 0
+    if ledger.running():  # claimed elsewhere (or by a process that died): read what finished
+        print(
+            f"study branch: {ledger.running()} branches still running elsewhere; CBS(t) from "
+            "the finished ones",
+            file=sys.stderr,
+        )
     report = study_cbs(config, args.storage)
     if report is None or report.curve.empty:
         print("study branch: no finished branch to read CBS(t) from", file=sys.stderr)
