@@ -55,6 +55,11 @@ class BranchLedger:
         self._study: optuna.Study | None = None
 
     @classmethod
+    def of(cls, ledger: Any) -> BranchLedger:
+        """The branches of the study a `Ledger` holds, in its storage."""
+        return cls(ledger.storage, ledger.name)
+
+    @classmethod
     def open(cls, url: str | None, name: str, *, retry: float | None = None) -> BranchLedger:
         return cls(open_storage(url, create=True, retry=retry), name)
 

@@ -132,7 +132,7 @@ def _branch_cbs(ledger: Ledger, config: StudyConfig | None, report: ScalingRepor
     from study.ledger.branches import BranchLedger
     from study.report.cbs import branch_frames, cbs_report
 
-    branches = BranchLedger(ledger.storage, ledger.name)
+    branches = BranchLedger.of(ledger)
     if not branches.exists():
         return None
     frames = branch_frames(branches)
