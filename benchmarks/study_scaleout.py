@@ -18,7 +18,7 @@ For each worker count a fresh database holds the study: ``study run FILE`` on on
   workers' MLflow threads spent in them (what ``study run`` prints).
 
 Capacity (``--capacity``, the default): N client processes replay the ledger's write sequence
-of one trial (claim, params, start, finish with a 40-point curve) as fast as they can on a
+of one trial (claim, reservation, params, start, finish with a 40-point curve) as fast as they can on a
 fresh database: sequences/s is the storage's ceiling in trials/s; and N client threads send the
 tracker's per-trial MLflow calls (create a run, one ``log-batch`` of a trial's size, terminate)
 as fast as they can: calls/s over calls per trial is the tracking server's ceiling. Clients,
@@ -296,6 +296,7 @@ def _ledger_client(url: str, seconds: float, counter: Any, start: Any) -> None:
     import optuna
 
     from study.config.space import Stratum
+    from study.config.target import Target
     from study.ledger import Ledger
     from study.results import Measurement, TrialResult, TrialState
 
@@ -309,6 +310,7 @@ def _ledger_client(url: str, seconds: float, counter: Any, start: Any) -> None:
         timings={"train": 1.0, "wall": 1.5},
     )  # fmt: skip
     dist = {"learning_rate": optuna.distributions.FloatDistribution(1e-3, 1.0, log=True)}
+    target = Target.parse("val_accuracy>=0.8")
     start.wait()
     end = time.monotonic() + seconds
     done = 0
@@ -316,10 +318,12 @@ def _ledger_client(url: str, seconds: float, counter: Any, start: Any) -> None:
         stratum = Stratum(2 ** (done % 6 + 3), "default")
         slot = ledger.claim(stratum, budget=10**9, grace=60.0)
         assert slot is not None
-        ledger.tuning.record_params(slot, {"learning_rate": 0.05 + 1e-6 * done}, dist)
+        rate = 0.05 + 1e-6 * done
+        ledger.tuning.reserve(slot, {"learning_rate": rate, "seed": None})
+        ledger.tuning.record_params(slot, {"learning_rate": rate}, dist)
         ledger.start(slot, tuner="optuna", origin="sampler")
         ledger.liveness.beat(slot, 60.0)
-        ledger.finish(slot, result, 390.0, metric="val_accuracy", meaning="steps")
+        ledger.finish(slot, result, 390.0, target=target, meaning="steps")
         done += 1
     with counter.get_lock():
         counter.value += done
@@ -364,6 +368,7 @@ def _beat_client(url: str, seconds: float, counter: Any, start: Any) -> None:
     """Stamp one running trial's heartbeat in a loop for ``seconds``; count the stamps."""
     from study.config.space import Stratum
     from study.ledger import Ledger
+    from study.ledger.liveness import stamp
 
     ledger = Ledger.open(url, "capacity")
     slot = ledger.claim(Stratum(4096, "default"), budget=10**9, grace=60.0)
@@ -371,7 +376,7 @@ def _beat_client(url: str, seconds: float, counter: Any, start: Any) -> None:
     start.wait()
     end, done = time.monotonic() + seconds, 0
     while time.monotonic() < end:
-        ledger.liveness.beat(slot, 60.0)
+        stamp(ledger, ledger._slot_id(slot), 60.0)  # the write of a beat (`Liveness.beat`)
         done += 1
     with counter.get_lock():
         counter.value += done

@@ -23,6 +23,7 @@ from study.ledger import batch, records
 from study.ledger.batch import TrialWrites
 from study.ledger.clock import SYSTEM_CLOCK, Clock
 from study.ledger.records import LedgerTrial, decode_trial, merge_stored
+from study.ledger.sampler_storage import SamplerStorage
 from study.results import TrialState
 
 #: What a stratum's objective value is, for Optuna users (the study's metric name).
@@ -78,21 +79,37 @@ class StorageAccess:
         #: The last read of each stratum (monotonic time, trials), for readers inside `recent`.
         self._reads: dict[Stratum, tuple[float, list[FrozenTrial]]] = {}
         self._strata_of: dict[int, Stratum] = {}
+        #: When this process last stamped each of its running trials (`Liveness.beat`).
+        self._stamped: dict[int, float] = {}
         self._local = threading.local()
+        self._sampler_storage = SamplerStorage(self)
 
     @contextlib.contextmanager
     def recent(self) -> Iterator[None]:
-        """Within this block (in this thread), a stratum read less than `RECENT_S` ago and not
-        written by this process since is not read again: what a trial's set-up reads (its
-        stratum, the other batch sizes, the points taken) a few times within moments. The
-        reads that must be fresh come after a write of this process (the budget check after
-        a claim, the points check after a reservation), so they still read the storage."""
+        """Within this block (in this thread), a stratum read less than `RECENT_S` ago is not
+        read again: what a trial's set-up reads (its stratum, the other batch sizes, the
+        points taken, the sampler's history through `SamplerStorage`) a few times within
+        moments. The reads that must be fresh come right after a claim or a reservation of
+        this process, which drop the stratum's read (`_changed`), so they read the storage."""
         depth = getattr(self._local, "recent", 0)
         self._local.recent = depth + 1
         try:
             yield
         finally:
             self._local.recent = depth
+
+    def _recent_stratum(self, study_id: int) -> Stratum | None:
+        """The stratum of the study ``study_id`` if it is loaded and this thread is inside
+        `recent` (else None)."""
+        if not getattr(self._local, "recent", 0):
+            return None
+        loaded = list(self._studies.items())
+        return next((s for s, study in loaded if study._study_id == study_id), None)
+
+    def _setting_up(self, trial_id: int) -> bool:
+        """Whether this thread is setting up the trial ``trial_id``, which this process claimed
+        (inside `recent`): writes to it can wait for its next write."""
+        return bool(getattr(self._local, "recent", 0)) and trial_id in self._written
 
     def _changed(self, trial_id: int) -> None:
         """This process wrote the trial ``trial_id``: its stratum is read afresh next time."""
@@ -116,11 +133,11 @@ class StorageAccess:
                 name = self._stratum_name(stratum)
                 try:  # loading writes nothing; creating only when missing
                     study = optuna.load_study(
-                        study_name=name, storage=self.storage, sampler=sampler
+                        study_name=name, storage=self._sampler_storage, sampler=sampler
                     )
                 except KeyError:
                     study = optuna.create_study(
-                        storage=self.storage,
+                        storage=self._sampler_storage,
                         study_name=name,
                         direction="minimize",
                         sampler=sampler,
@@ -170,7 +187,6 @@ class StorageAccess:
         with self._writes_lock:
             group = self._pending.pop(trial_id, None) or TrialWrites(trial_id)
         group.merge(writes)
-        self._changed(trial_id)
         try:
             batch.write(self.storage, group)
         except BaseException:
@@ -184,6 +200,9 @@ class StorageAccess:
                 return None
             now = group.applied_to(mine)
             if now.state.is_finished():
+                self._changed(trial_id)  # this process reads its closed trial as closed
+                self._strata_of.pop(trial_id, None)
+                self._stamped.pop(trial_id, None)
                 del self._written[trial_id]
             else:
                 self._written[trial_id] = now

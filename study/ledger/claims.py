@@ -104,6 +104,8 @@ class Claims(StorageAccess):
         study._thread_local.cached_all_trials = None  # as `Study.ask`: samplers read afresh
         trial_id = self.storage.create_new_trial(study._study_id, template)
         self._strata_of[trial_id] = stratum
+        if grace is not None:
+            self._stamped[trial_id] = system[HEARTBEAT]["at"]
         self._changed(trial_id)
         trials = self._frozen(stratum)
         frozen = next((t for t in trials if t._trial_id == trial_id), None)
@@ -276,6 +278,16 @@ class Claims(StorageAccess):
     def counted(self, stratum: Stratum) -> list[LedgerTrial]:
         """Trials that consume budget: finished or running, not interrupted or discarded."""
         return [t for t in self.trials(stratum) if t.status.counts()]
+
+    def taken(self, stratum: Stratum, budget: int) -> int:
+        """How many of the stratum's ``budget`` slots are taken (`counted`): inside `recent`
+        from a recent read, unless that says they all are (then read afresh: a slot may have
+        been freed since, e.g. a trial recovered as interrupted)."""
+        taken = len(self.counted(stratum))
+        if taken >= budget and getattr(self._local, "recent", 0):
+            self._reads.pop(stratum, None)
+            taken = len(self.counted(stratum))
+        return taken
 
     def remaining(self, stratum: Stratum, budget: int) -> int:
         return max(0, budget - len(self.counted(stratum)))

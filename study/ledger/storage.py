@@ -11,8 +11,8 @@ Once open, a database storage is wrapped in Optuna's trial cache (a finished tri
 the database once per process) and in `study.ledger.retry.RetryingStorage`: a database that
 restarts, fails over or drops the connection is waited for, up to the retry window
 (`retry_window`: the command line's option, the study file's ``storage_retry``, or
-``$STUDY_STORAGE_RETRY``; default 300 s). Pooled connections are checked before use
-(``pool_pre_ping``), so one the server dropped is replaced, not failed.
+``$STUDY_STORAGE_RETRY``; default 300 s). Pooled connections that sat idle are checked before
+use (`study.ledger.pings`), so one the server dropped is replaced, not failed.
 """
 
 from __future__ import annotations
@@ -127,6 +127,10 @@ def open_database(url: str) -> optuna.storages.BaseStorage:
         rdb = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs(url))
     except Exception as exc:  # any driver or URL error is bad input
         raise FieldError("storage", detail=storage_problem(url, exc)) from None
+    if engine_kwargs(url):  # a database server (not SQLite)
+        from study.ledger.pings import ping_when_idle
+
+        ping_when_idle(rdb.engine)
     return optuna.storages.get_storage(rdb)
 
 
@@ -152,7 +156,7 @@ def engine_kwargs(url: str) -> dict[str, Any]:
     (PostgreSQL, MySQL), nothing for SQLite."""
     scheme = url.partition("://")[0].partition("+")[0].lower()
     if scheme in ("postgresql", "postgres", "mysql", "mariadb"):
-        return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT}, "pool_pre_ping": True}
+        return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT}}
     return {}
 
 

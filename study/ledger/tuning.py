@@ -75,6 +75,7 @@ class TunerState:
         held for the trial. A later call replaces it."""
         trial_id = self._access._slot_id(slot)
         self._access._flush(TrialWrites(trial_id, system={_POINT: json.dumps(dict(point))}))
+        self._access._changed(trial_id)  # what `points` reads next must be read afresh
 
     def points(self, stratum: Stratum) -> list[tuple[int, dict[str, Any]]]:
         """``(number, point)`` of every trial that consumes the stratum's budget (running or

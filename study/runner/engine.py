@@ -256,7 +256,7 @@ class StudyEngine:
                     if stratum in self._full or self._stop.is_set() or self._limit_reached():
                         continue
                     budget = self.budgets[stratum]
-                    counted = len(self.ledger.counted(stratum))
+                    counted = self.ledger.taken(stratum, budget)
                     if first and counted >= first_pass(self.config, budget):
                         continue
                     slot = None

@@ -1,0 +1,71 @@
+"""The storage a stratum's Optuna study (its sampler) goes through: the ledger's storage, but
+inside a trial's set-up (`StorageAccess.recent`) it reads the stratum's trials from the ledger's
+recent read and holds what the sampler writes to the trial being set up until the trial's next
+write.
+
+TPE, for one, reads every trial of the stratum twice to propose one trial and, as a constant
+liar, writes the proposal into the trial's system attributes: three transactions on a
+database that the trial's set-up has already paid for (it read the stratum moments ago, and it
+writes the trial when it reserves its point, `TunerState.reserve`). Outside a set-up every call
+goes to the storage as it is.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Container
+from typing import TYPE_CHECKING, Any
+
+from optuna.storages import BaseStorage
+from optuna.trial import FrozenTrial
+from optuna.trial import TrialState as OptunaState
+
+from study.ledger.batch import TrialWrites
+
+if TYPE_CHECKING:
+    from study.ledger.access import StorageAccess
+
+
+class SamplerStorage(BaseStorage):
+    """The ledger's storage as its stratum studies see it (see the module docstring)."""
+
+    def __init__(self, access: StorageAccess) -> None:
+        self._access = access
+
+    def __getattr__(self, name: str) -> Any:  # anything else the ledger's storage has
+        if name == "_access":
+            raise AttributeError(name)
+        return getattr(self._access.storage, name)
+
+    def get_all_trials(
+        self,
+        study_id: int,
+        deepcopy: bool = True,
+        states: Container[OptunaState] | None = None,
+    ) -> list[FrozenTrial]:
+        stratum = self._access._recent_stratum(study_id)
+        if stratum is None:
+            return self._access.storage.get_all_trials(study_id, deepcopy=deepcopy, states=states)
+        trials = [t for t in self._access._frozen(stratum) if states is None or t.state in states]
+        return copy.deepcopy(trials) if deepcopy else trials
+
+    def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
+        if self._access._setting_up(trial_id):
+            self._access._hold(TrialWrites(trial_id, system={key: value}))
+        else:
+            self._access.storage.set_trial_system_attr(trial_id, key, value)
+
+
+def _delegate(name: str) -> Callable[..., Any]:
+    def call(self: SamplerStorage, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._access.storage, name)(*args, **kwargs)
+
+    call.__name__ = name
+    call.__doc__ = f"`BaseStorage.{name}` of the ledger's storage."
+    return call
+
+
+for _name in [n for n in dir(BaseStorage) if not n.startswith("_")]:
+    if _name not in SamplerStorage.__dict__:
+        setattr(SamplerStorage, _name, _delegate(_name))
+SamplerStorage.__abstractmethods__ = frozenset()
