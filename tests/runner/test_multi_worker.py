@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from study.config.schedule import BatchSchedule, Stage
 from study.config.target import Target
 from study.config.trial import Budget
 from study.results import Measurement, TrialResult, TrialState
@@ -78,6 +79,24 @@ def test_two_workers_match_one_device_at_the_same_global_batch(pool: WorkerPool)
         assert b.train_loss == pytest.approx(a.train_loss, rel=LOSS_RTOL)
         assert b.metrics["val_loss"] == pytest.approx(a.metrics["val_loss"], rel=LOSS_RTOL)
     assert (group.state, group.steps_run) == (one.state, one.steps_run)
+
+
+def test_two_workers_train_a_batch_schedule_as_one_device(pool: WorkerPool) -> None:
+    """A batch schedule on two hosts: each worker changes its replica's batch at the same
+    step (the global batch / 2), and the curve is one device's."""
+    plan = BatchSchedule((Stage(0, 32), Stage(640, 64)), learning_rate=0.1)
+    one, group = (
+        pool.run(tabular_spec(strategy=s, budget=Budget(max_steps=40)).with_batch_schedule(plan))
+        for s in ("default", GROUP)
+    )
+    assert group.error is None and one.error is None, (group.error, one.error)
+    assert group.environment["per_replica_batch"] == 16  # the first stage's 32 over 2 workers
+    assert group.environment["workers_agree"] is True
+    steps = [(m.step, m.examples) for m in group.curve]
+    assert steps == [(m.step, m.examples) for m in one.curve]
+    assert steps[-1] == (40, 640 + 20 * 64)
+    for a, b in zip(one.curve[1:], group.curve[1:], strict=True):
+        assert b.train_loss == pytest.approx(a.train_loss, rel=LOSS_RTOL)
 
 
 def test_two_workers_measure_the_noise_scale_one_device_measures(pool: WorkerPool) -> None:
