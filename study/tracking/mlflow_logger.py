@@ -93,9 +93,7 @@ class MlflowLogger:
             if experiment.lifecycle_stage == "deleted":
                 self.client.restore_experiment(experiment.experiment_id)
             if EXPERIMENT_KIND not in experiment.tags:
-                self.client.set_experiment_tag(
-                    experiment.experiment_id, EXPERIMENT_KIND, MODEL_TRAINING
-                )
+                self.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND, MODEL_TRAINING)
             return experiment.experiment_id
         location = artifact_root(self.uri)
         if location:
@@ -109,6 +107,15 @@ class MlflowLogger:
             if experiment is None:
                 raise
             return experiment.experiment_id
+
+    def set_experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
+        """Set an experiment tag; another process setting it at the same moment (a SQLite
+        store then refuses one of the two writes) is no error once the tag is there."""
+        try:
+            self.client.set_experiment_tag(experiment_id, key, value)
+        except MlflowException:
+            if key not in self.client.get_experiment(experiment_id).tags:
+                raise
 
     def start_run(
         self,

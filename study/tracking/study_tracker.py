@@ -205,7 +205,7 @@ class StudyTracker:
         client = self.logger.client
         current = client.get_experiment(self.experiment_id).tags.get(view_tag(), "")
         if run_id not in current:
-            client.set_experiment_tag(self.experiment_id, view_tag(), view_value(run_id))
+            self.logger.set_experiment_tag(self.experiment_id, view_tag(), view_value(run_id))
 
     def describe_answer(self, answer: str | None, report: str | None = None) -> None:
         """Write ``answer`` (the terminal's answer line; None: no answer) and where the report

@@ -471,3 +471,25 @@ def test_experiments_open_in_the_model_training_view(logger, client) -> None:
     assert EXPERIMENT_KIND not in client.get_experiment(legacy).tags
     assert logger.experiment_id(f"legacy-{SUFFIX}") == legacy
     assert client.get_experiment(legacy).tags[EXPERIMENT_KIND] == MODEL_TRAINING
+
+
+def test_an_experiment_tag_another_process_set_at_the_same_moment_is_no_error(
+    sqlite_logger: MlflowLogger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlflow.exceptions import MlflowException
+
+    experiment = sqlite_logger.experiment_id(f"tag-race-{SUFFIX}")
+    client = sqlite_logger.client
+    set_tag = client.set_experiment_tag
+
+    def racing(experiment_id: str, key: str, value: str) -> None:
+        set_tag(experiment_id, key, value)  # the other process's write lands first
+        raise MlflowException("UNIQUE constraint failed: experiment_tags.key")
+
+    monkeypatch.setattr(client, "set_experiment_tag", racing)
+    sqlite_logger.set_experiment_tag(experiment, "study.view", "v")  # no error
+    assert client.get_experiment(experiment).tags["study.view"] == "v"
+
+    monkeypatch.setattr(client, "set_experiment_tag", lambda *a: racing(experiment, "x", "y"))
+    with pytest.raises(MlflowException):  # a tag that is still missing: the error stands
+        sqlite_logger.set_experiment_tag(experiment, "other", "v")
