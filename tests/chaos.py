@@ -167,6 +167,11 @@ class Round:
             code = int(w.process.returncode)
             self.done.add(w.pid)
             self.exits.append(code)
+            if "Traceback" in w.output()[1]:  # a crash, even one a signal's exit status hides
+                self.unexpected.append(f"{w.stderr.name}: exit {code} after a traceback")
+                if w.pid not in self.signalled:  # a victim is started again by its event
+                    self.restarts.append(time.monotonic() + 2.0)
+                continue
             if w.pid in self.signalled or code == 0:
                 continue
             last = (w.output()[1].strip().splitlines() or [""])[-1]
