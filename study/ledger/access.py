@@ -9,12 +9,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
+from optuna.study.study import _SYSTEM_ATTR_METRIC_NAMES as _METRIC_NAMES
 from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
@@ -40,7 +40,7 @@ OBJECTIVE_MEANING = (
 
 
 #: How long a stratum read serves the readers inside `StorageAccess.recent`, in seconds.
-RECENT_S = 5.0
+RECENT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -143,13 +143,14 @@ class StorageAccess:
                         sampler=sampler,
                         load_if_exists=True,
                     )
-                if "batch_size" not in study.user_attrs:
-                    study.set_user_attr("batch_size", stratum.batch_size)
-                    study.set_user_attr("strategy", stratum.strategy)
-                    study.set_user_attr(records.OBJECTIVE, OBJECTIVE_MEANING)
-                    with warnings.catch_warnings():  # experimental in Optuna, and stable here
-                        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                        study.set_metric_names([METRIC_NAME])
+                if "batch_size" not in study.user_attrs:  # one write: what Optuna readers see
+                    attrs = {
+                        "batch_size": stratum.batch_size,
+                        "strategy": stratum.strategy,
+                        records.OBJECTIVE: OBJECTIVE_MEANING,
+                    }
+                    names = {_METRIC_NAMES: [METRIC_NAME]}  # as `Study.set_metric_names`
+                    batch.write_study(self.storage, study._study_id, attrs, names)
                 self._studies[stratum] = study
                 self._ids[name] = study._study_id  # (re)loaded: e.g. made again after a delete
                 self._reads.pop(stratum, None)

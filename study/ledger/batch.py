@@ -20,7 +20,8 @@ transaction instead of 58.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -32,6 +33,7 @@ from optuna.trial import TrialState as OptunaState
 
 #: The name `RetryingStorage` knows a group of writes by (see `study.ledger.retry`).
 WRITE_TRIAL = "write_trial"
+WRITE_STUDY = "write_study"
 
 
 @dataclass
@@ -169,3 +171,46 @@ def closed_as(frozen: FrozenTrial, writes: TrialWrites) -> bool:
     """Whether ``frozen`` is closed in the state ``writes`` closes it in (a group whose commit
     landed)."""
     return writes.state is not None and frozen.state is writes.state
+
+
+def write_study(
+    storage: optuna.storages.BaseStorage,
+    study_id: int,
+    user: Mapping[str, Any],
+    system: Mapping[str, Any] | None = None,
+) -> None:
+    """Set the study ``study_id``'s user (and system) attributes: one transaction on an RDB
+    storage (retried like every call; a retry sets the same values), one call each elsewhere.
+    Two processes setting the same new keys at once: one's group stands, the other's is
+    dropped (Optuna's own rule for a key written twice at once)."""
+    system = dict(system or {})
+    rdb = rdb_of(storage)
+    if rdb is None:
+        for key, value in user.items():
+            storage.set_study_user_attr(study_id, key, value)
+        for key, value in system.items():
+            storage.set_study_system_attr(study_id, key, value)
+        return
+
+    def in_one_transaction() -> None:
+        from optuna.storages._rdb import models
+        from optuna.storages._rdb.storage import _create_scoped_session
+
+        with _create_scoped_session(rdb.scoped_session, True) as session:
+            study = models.StudyModel.find_or_raise_by_id(study_id, session)
+            for model, attrs in (
+                (models.StudyUserAttributeModel, user),
+                (models.StudySystemAttributeModel, system),
+            ):
+                for key, value in attrs.items():
+                    found = model.find_by_study_and_key(study, key, session)
+                    if found is None:
+                        session.add(model(study_id=study_id, key=key, value_json=json.dumps(value)))
+                    else:
+                        found.value_json = json.dumps(value)
+
+    retried = getattr(storage, "retried", None)
+    if retried is not None:
+        retried(WRITE_STUDY, in_one_transaction, study_id)
+    else:
+        in_one_transaction()

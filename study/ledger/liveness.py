@@ -15,6 +15,8 @@ storage answered B again: heartbeats missed while it was away do not count.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
 
 import optuna
@@ -24,12 +26,18 @@ from optuna.trial import TrialState as OptunaState
 from study.config.space import Stratum
 from study.ledger import records
 from study.ledger.access import Slot, StorageAccess
+from study.ledger.batch import TrialWrites, write
 from study.ledger.owners import Beat, owner_alive
 from study.ledger.records import LedgerTrial
 from study.results import TrialState
 
 #: A claimed trial that has no owner yet is left alone for this long (it is being set up).
 SETUP_GRACE_S = 60.0
+#: How long the open trials `Liveness.recover_stale` read answer this thread's next
+#: `Liveness.running`, in seconds.
+REUSE_S = 1.0
+#: Optuna's state of a recovered trial.
+FAIL = OptunaState.FAIL
 #: The system attribute holding a running trial's last heartbeat (`owners.Beat`).
 HEARTBEAT = "study:heartbeat"
 
@@ -49,6 +57,7 @@ class Liveness:
 
     def __init__(self, access: StorageAccess) -> None:
         self._access = access
+        self._local = threading.local()
 
     def beat(self, slot: Slot, grace: float) -> bool:
         """Stamp the slot's running trial with a heartbeat: its owner promises another one
@@ -72,11 +81,14 @@ class Liveness:
         return True
 
     def recover_stale(self, strata: Sequence[Stratum]) -> list[LedgerTrial]:
-        """Close trials whose owner died (`alive`) as ``interrupted`` (failed in Optuna), so
-        their slots run again; return them. A trial another process closed first is skipped."""
+        """Close trials whose owner died (`alive`) as ``interrupted`` (failed in Optuna, one
+        write each), so their slots run again; return them. A trial another process closed
+        first is skipped. What it read stays good for this thread's next `running` within
+        `REUSE_S` (a waiting worker asks both every poll)."""
         access = self._access
         stale = []
         for stratum in strata:
+            still_open = []
             for frozen in access._open_frozen(stratum):
                 t = access._decode(stratum, frozen)
                 setting_up = (
@@ -85,23 +97,37 @@ class Liveness:
                     and access.clock.now() - t.started_at < SETUP_GRACE_S
                 )
                 if setting_up or self._owner_alive(frozen):
+                    still_open.append(frozen)
                     continue
+                interrupted = {records.STATUS: TrialState.INTERRUPTED.value}
                 try:
-                    access.storage.set_trial_user_attr(
-                        frozen._trial_id, records.STATUS, TrialState.INTERRUPTED.value
+                    write(
+                        access.storage, TrialWrites(frozen._trial_id, user=interrupted, state=FAIL)
                     )
-                    access.storage.set_trial_state_values(frozen._trial_id, OptunaState.FAIL)
                 except optuna.exceptions.UpdateFinishedTrialError:
                     continue  # its owner finished it, or another process recovered it
                 access._reads.pop(stratum, None)  # its slot is free: read afresh
                 stale.append(t)
+            self._seen_open()[stratum] = (time.monotonic(), still_open)
         return stale
 
     def running(self, strata: Sequence[Stratum]) -> list[LedgerTrial]:
         """Trials of ``strata`` still open in the storage, whatever their owner's fate (reads
-        only the open ones)."""
-        access = self._access
-        return [access._decode(s, f) for s in strata for f in access._open_frozen(s)]
+        only the open ones, unless `recover_stale` just read them in this thread)."""
+        access, seen, now = self._access, self._seen_open(), time.monotonic()
+        found = []
+        for stratum in strata:
+            last = seen.pop(stratum, None)
+            fresh = last is not None and now - last[0] <= REUSE_S
+            opened = last[1] if fresh and last is not None else access._open_frozen(stratum)
+            found += [access._decode(stratum, f) for f in opened]
+        return found
+
+    def _seen_open(self) -> dict[Stratum, tuple[float, list[FrozenTrial]]]:
+        """The open trials `recover_stale` last read in this thread, by stratum."""
+        if not hasattr(self._local, "open"):
+            self._local.open = {}
+        return self._local.open
 
     def alive(self, trial: LedgerTrial) -> bool:
         """Whether a trial is running in a live process: on the owner's host, its process

@@ -156,7 +156,9 @@ def engine_kwargs(url: str) -> dict[str, Any]:
     (PostgreSQL, MySQL), nothing for SQLite."""
     scheme = url.partition("://")[0].partition("+")[0].lower()
     if scheme in ("postgresql", "postgres", "mysql", "mariadb"):
-        return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT}}
+        # LIFO: one connection serves a busy process, the others sit idle (and are checked
+        # before use, `study.ledger.pings`).
+        return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT}, "pool_use_lifo": True}
     return {}
 
 

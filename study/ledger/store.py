@@ -27,6 +27,7 @@ import contextlib
 import optuna
 
 from study.errors import StudyNotFound
+from study.ledger import batch
 from study.ledger.access import Slot
 from study.ledger.claims import Claims
 from study.ledger.clock import SYSTEM_CLOCK, Clock
@@ -94,9 +95,9 @@ class Ledger(Claims):
             study = optuna.create_study(
                 storage=self.storage, study_name=self.name, load_if_exists=True
             )
-            for key, value in record.to_attrs().items():
-                if key not in study.user_attrs:
-                    study.set_user_attr(key, value)
+            stored = study.user_attrs
+            attrs = {k: v for k, v in record.to_attrs().items() if k not in stored}
+            batch.write_study(self.storage, study._study_id, attrs)  # one write
         stored = self.record()
         assert stored is not None
         return stored

@@ -69,7 +69,8 @@ def test_both_spellings_of_postgresql_open_the_same_ledger(postgres_url: str):
 
 def test_only_database_servers_get_a_connect_timeout():
     assert engine_kwargs("postgresql+psycopg://u:p@h/d") == {
-        "connect_args": {"connect_timeout": CONNECT_TIMEOUT}
+        "connect_args": {"connect_timeout": CONNECT_TIMEOUT},
+        "pool_use_lifo": True,
     }
     assert engine_kwargs("mysql+pymysql://u:p@h/d")["connect_args"]["connect_timeout"] > 0
     assert engine_kwargs("sqlite:///x.db") == {}
