@@ -20,12 +20,14 @@ Measured per (mode, N): trials/hour (finished trials over the time from the star
 the last worker's end); p50/p99 of a claim's latency (the counted read plus the claim, as the
 runner's ``_claim`` does); server CPU per trial, read from ``/proc`` (utime + stime of the
 server's process tree, PostgreSQL's exited backends included; the proxy's process separately);
-PostgreSQL transactions per trial (``pg_stat_database.xact_commit``). The server is
-PostgreSQL as the tests start it (`tests.services`, ``fsync=off``); clients, proxy and server
+PostgreSQL transactions per trial (``pg_stat_database.xact_commit``); connections open to the
+database once every worker has opened its ledger. The server is PostgreSQL as the tests start
+it (`tests.services`, ``fsync=off``, ``max_connections`` raised to 600: each directly connected
+worker holds two); clients, proxy and server
 share this machine's cores, so with the clients busy these are floors for servers on hosts of
 their own.
 
-Usage: nice -n 10 python benchmarks/storage_load.py [--workers 8 32 128] [--seconds 15]
+Usage: nice -n 10 python benchmarks/storage_load.py [--workers 8 32 128] [--seconds 10]
        [--modes direct proxy] [--cap TRIALS_PER_WORKER] [--json FILE]
 """
 
@@ -61,6 +63,8 @@ PER_PROCESS = 8
 STRATA = 16
 #: The study's name in every database.
 NAME = "load"
+#: PostgreSQL's ``max_connections`` here (its default is 100; the tests' server 200).
+MAX_CONNECTIONS = 600
 #: Grace of the simulated trials' heartbeats, in seconds (no trial lasts that long).
 GRACE = 60.0
 
@@ -75,7 +79,16 @@ def _worker(url: str, index: int, seconds: float, cap: int, ready: Any, go: Any,
     from study.ledger import Ledger
     from study.results import Measurement, TrialResult, TrialState
 
-    ledger = Ledger.open(url, NAME)
+    try:
+        ledger = Ledger.open(url, NAME)
+    except Exception as exc:  # say why, and do not keep the others waiting
+        chain, cause = [], exc
+        while cause is not None and len(chain) < 4:
+            chain.append(f"{type(cause).__name__}: {' '.join(str(cause).split())[-300:]}")
+            cause = cause.__cause__ or cause.__context__
+        out.append((0, [], " <- ".join(chain)))
+        ready.release()
+        return
     target = Target.parse("val_accuracy>=0.85")
     curve = tuple(
         Measurement(10 * i, 1280 * i, 0.01 * i, 1.0 / (i + 1), {"val_accuracy": 0.5 + i / 100})
@@ -106,7 +119,7 @@ def _worker(url: str, index: int, seconds: float, cap: int, ready: Any, go: Any,
         ledger.liveness.beat(slot, GRACE)
         ledger.finish(slot, result, 360.0, target=target, meaning="steps to the target")
         done += 1
-    out.append((done, claims))
+    out.append((done, claims, None))
 
 
 def _client(
@@ -122,7 +135,8 @@ def _client(
         t.start()
     for t in threads:
         t.join()
-    q.put((sum(n for n, _ in out), [c for _, cs in out for c in cs], len(out)))
+    errors = [e for _, _, e in out if e]
+    q.put((sum(n for n, _, _ in out), [c for _, cs, _ in out for c in cs], errors))
 
 
 @contextlib.contextmanager
@@ -174,9 +188,11 @@ def load_run(
             first += count
         for p in procs:
             p.start()
-        for _ in range(workers):  # every worker has opened its ledger
+        opening = time.monotonic()
+        for _ in range(workers):  # every worker has opened its ledger (or failed to)
             if not ready.acquire(timeout=300):
                 raise RuntimeError("simulated workers did not start in 300 s")
+        setup = time.monotonic() - opening
         pg_marker = ("-p", str(server.port))
         connections = backends(server, database)
         before = db_stats(server, database)
@@ -191,6 +207,9 @@ def load_run(
         for p in procs:
             p.join(60)
         stats = db_stats(server, database) - before
+    errors = [e for r in results for e in r[2]]
+    if errors:
+        raise RuntimeError(f"{len(errors)} simulated workers failed, e.g. {errors[0][:1500]}")
     trials = sum(r[0] for r in results)
     claims = sorted(c for r in results for c in r[1])
     n = max(trials, 1)
@@ -200,6 +219,7 @@ def load_run(
         "processes": len(procs),
         "trials": trials,
         "wall_s": round(wall, 2),
+        "setup_s": round(setup, 1),
         "trials_per_hour": round(3600 * trials / wall),
         "claim_p50_ms": round(1000 * statistics.median(claims), 1) if claims else math.nan,
         "claim_p99_ms": round(1000 * _quantile(claims, 0.99), 1) if claims else math.nan,
@@ -209,6 +229,18 @@ def load_run(
         "pg_connections": connections,
         "pg_rows_written_per_trial": round(stats.rows_written / n, 1),
     }
+
+
+def allow_connections(server: PostgresServer, count: int) -> None:
+    """Restart the server with ``max_connections`` at ``count`` (the tests start it with 200,
+    on its command line): each directly connected worker holds connections of its own."""
+    postmaster = server.postmaster
+    assert postmaster is not None
+    postmaster.argv = [
+        f"max_connections={int(count)}" if a.startswith("max_connections=") else a
+        for a in postmaster.argv
+    ]
+    server.restart_after(lambda: None, mode="fast")
 
 
 def backends(server: PostgresServer, database: str) -> int:
@@ -237,7 +269,9 @@ def commit() -> str:
             ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False
         ).stdout.strip()
 
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    head = git("rev-parse", "--short", "HEAD")
+    if not head:  # e.g. an export of a commit (git archive): named by $STUDY_COMMIT
+        return os.environ.get("STUDY_COMMIT", "unknown")
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", "study")
     return head + ("+changes" if dirty else "")
 
@@ -246,7 +280,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[8, 32, 128])
     parser.add_argument("--modes", nargs="+", default=["direct", "proxy"])
-    parser.add_argument("--seconds", type=float, default=15.0, help="per (mode, N)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="per (mode, N)")
     parser.add_argument("--cap", type=int, default=2000, help="trials per worker at most")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
@@ -259,6 +293,7 @@ def main() -> None:
     print(f"commit {results['commit']}; load before: {results['load_before']}", flush=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="storage-load-"), postgresql_server() as server:
+        allow_connections(server, MAX_CONNECTIONS)
         for workers in args.workers:
             for mode in args.modes:
                 run = load_run(server, mode, workers, args.seconds, args.cap)
