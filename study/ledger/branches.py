@@ -10,13 +10,16 @@ and on an RDB alike), so two workers never run the same branch. A finished branc
 outcome as a user attribute and is COMPLETE with its validation loss as value.
 
 The first process to create the study (`begin`) runs the reference; the others wait for its
-record and then claim branches like it.
+record and then claim branches like it. A claimed branch carries its owner and a stamp
+(`Beat`, good for `GRACE_S`); `recover` queues again a branch whose owner died (on this host:
+its process is gone; elsewhere: its stamp is older than the grace) and closes the dead one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +27,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState as OptunaState
 
+from study.ledger.owners import Beat, owner_alive, owner_id
 from study.ledger.storage import open_storage
 
 __all__ = ["BranchLedger", "BranchTask"]
@@ -31,6 +35,10 @@ __all__ = ["BranchLedger", "BranchTask"]
 TASK = "branch_task"
 OUTCOME = "branch_outcome"
 ERROR = "branch_error"
+OWNER = "branch_owner"
+BEAT = "branch_beat"
+#: Seconds a claimed branch may run before a process on another host may take it for dead.
+GRACE_S = 900.0
 
 
 @dataclass(frozen=True)
@@ -129,7 +137,31 @@ class BranchLedger:
         if raw is None:  # another worker took the last one first: this trial is no branch
             study.tell(trial, state=OptunaState.FAIL)
             return None
+        trial.set_user_attr(OWNER, owner_id())
+        trial.set_user_attr(BEAT, json.dumps(Beat(time.time(), GRACE_S).to_stored()))
         return trial, json.loads(raw)
+
+    def recover(self) -> int:
+        """Queue again every running branch whose owner died, closing the dead one as failed;
+        how many. Two processes recovering at once queue each one once (closing it is the
+        claim: the second finds it finished)."""
+        recovered = 0
+        for t in self._frozen((OptunaState.RUNNING,)):
+            raw = t.user_attrs.get(TASK)
+            stamp = t.user_attrs.get(BEAT)
+            beat = Beat.from_stored(json.loads(stamp)) if stamp else None
+            if raw is None or owner_alive(t.user_attrs.get(OWNER), beat):
+                continue
+            try:
+                self.storage.set_trial_user_attr(
+                    t._trial_id, ERROR, "its process died; queued again"
+                )
+                self.storage.set_trial_state_values(t._trial_id, OptunaState.FAIL)
+            except (RuntimeError, ValueError):  # finished meanwhile (by its owner or a peer)
+                continue
+            self._optuna().enqueue_trial({}, user_attrs={TASK: raw})
+            recovered += 1
+        return recovered
 
     def finish(self, trial: optuna.Trial, outcome: Mapping[str, Any], value: float) -> None:
         """Record a branch's outcome and close it COMPLETE with ``value``."""

@@ -355,6 +355,9 @@ def _work(
         except BaseException as exc:  # one line for the command; the others stop at their next
             errors.append(exc)
 
+    recovered = ledger.recover()
+    if recovered:
+        say(f"study branch: {recovered} branches of processes that died queued again")
     if ledger.waiting() and options.max_branches != 0:
         for checkpoint in reference["checkpoints"]:  # a missing one fails before any claim
             blob(checkpoint["artifact"])
