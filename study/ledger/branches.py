@@ -11,7 +11,7 @@ outcome as a user attribute and is COMPLETE with its validation loss as value.
 
 The first process to create the study (`begin`) runs the reference; the others wait for its
 record and then claim branches like it. A claimed branch carries its owner and a stamp
-(`Beat`, good for `GRACE_S`); `recover` queues again a branch whose owner died (on this host:
+(`Beat`, good for `GRACE_S`, renewed by `beat` while it runs); `recover` queues again a branch whose owner died (on this host:
 its process is gone; elsewhere: its stamp is older than the grace) and closes the dead one.
 """
 
@@ -140,6 +140,11 @@ class BranchLedger:
         trial.set_user_attr(OWNER, owner_id())
         trial.set_user_attr(BEAT, json.dumps(Beat(time.time(), GRACE_S).to_stored()))
         return trial, json.loads(raw)
+
+    def beat(self, trial: optuna.Trial) -> None:
+        """Stamp a claimed branch again (its owner lives: another `GRACE_S` before a peer may
+        take it for dead)."""
+        trial.set_user_attr(BEAT, json.dumps(Beat(time.time(), GRACE_S).to_stored()))
 
     def recover(self) -> int:
         """Queue again every running branch whose owner died, closing the dead one as failed;

@@ -338,11 +338,16 @@ def _work(
         try:
             while (claimed := take()) is not None:
                 trial, task = claimed
+                done = threading.Event()
+                stamps = threading.Thread(target=_stamp, args=(ledger, trial, done), daemon=True)
+                stamps.start()
                 try:
                     outcome = _one(config, task, blob(task["artifact"]), pool)
                 except BaseException as exc:
                     ledger.fail(trial, str(exc))
                     raise
+                finally:
+                    done.set()
                 if outcome.get("error"):
                     ledger.fail(trial, outcome["error"])
                 else:
@@ -368,6 +373,14 @@ def _work(
         t.join()
     if errors:
         raise errors[0]
+
+
+def _stamp(ledger: BranchLedger, trial: Any, done: threading.Event) -> None:
+    """Renew a running branch's stamp until it is done (so no peer takes it for dead)."""
+    from study.ledger.branches import GRACE_S
+
+    while not done.wait(GRACE_S / 4):
+        ledger.beat(trial)
 
 
 def _one(config: StudyConfig, task: dict[str, Any], blob: bytes, pool: WorkerPool) -> dict:
