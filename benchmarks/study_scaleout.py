@@ -9,7 +9,8 @@ For each worker count a fresh database holds the study: ``study run FILE`` on on
 
 * trials/hour: trials over the wall time from the first process's start to the last one's exit
   (startup included), and over the span from the first trial's start to the last one's end;
-* storage, per trial: PostgreSQL transactions (``pg_stat_database.xact_commit``), rows written
+* storage, per trial: PostgreSQL transactions (``pg_stat_database.xact_commit``, less this
+  script's own polls for the study to appear), rows written
   (``tup_inserted + tup_updated + tup_deleted``) and server-side seconds (``active_time``) of
   the study's database, and the ledger's ``bookkeeping`` seconds (a trial's wall time outside
   the trainer: ledger writes, tuner, MLflow hand-off); heartbeat writes are 1 per running trial
@@ -72,6 +73,8 @@ STUDY: dict[str, Any] = {
     },
     "tuner": {"pruning": False},
 }
+#: Transactions this script's own polls (`study_exists`) committed, by database.
+_POLLS: Counter[str] = Counter()
 _API = re.compile(r'"(GET|POST|PATCH|DELETE) (/api/[^ ?"]+)')
 _MLFLOW_BUSY = re.compile(r"MLflow logging \(background thread\): ([0-9.]+) s wall")
 
@@ -216,8 +219,9 @@ def study_exists(server: PostgresServer, database: str, name: str) -> bool:
             dbname=database, autocommit=True,
         ) as conn:  # fmt: skip
             row = conn.execute("SELECT 1 FROM studies WHERE study_name = %s", (name,)).fetchone()
-    except psycopg.Error:  # no tables yet
+    except psycopg.Error:  # no tables yet (a failed query commits nothing)
         return False
+    _POLLS[database] += 1  # one transaction of the study's database that is not the study's
     return row is not None
 
 
@@ -247,6 +251,7 @@ def scale_run(servers: Servers, workers: int, work: Path) -> ScaleRun:
             raise RuntimeError(f"{out}: {out.read_text()[-3000:]}")
     wall = time.time() - start
     after = db_stats(server, database) - before
+    after.xacts -= _POLLS[database]
     pg_cpu, mlflow_cpu = (b - a for a, b in zip(cpu_before, servers.cpu(), strict=True))
     with open(log, "rb") as handle:
         handle.seek(log_start)
