@@ -17,7 +17,7 @@ ledger would not fit this machine's memory); each has its own ledger, storage an
 opened its ledger; a worker starts no trial after that and finishes the one it is in.
 
 Measured per (mode, N): trials/hour (finished trials over the time from the start signal to
-the last worker's end); p50/p99 of a claim's latency (the counted read plus the claim, as the
+the last worker's end); the client processes' CPU per trial; p50/p99 of a claim's latency (the counted read plus the claim, as the
 runner's ``_claim`` does); server CPU per trial, read from ``/proc`` (utime + stime of the
 server's process tree, PostgreSQL's exited backends included; the proxy's process separately);
 PostgreSQL transactions per trial (``pg_stat_database.xact_commit``); connections open to the
@@ -133,10 +133,14 @@ def _client(
     ]
     for t in threads:
         t.start()
+    go.wait()
+    before = os.times()
     for t in threads:
         t.join()
+    after = os.times()
+    cpu = (after.user - before.user) + (after.system - before.system)
     errors = [e for _, _, e in out if e]
-    q.put((sum(n for n, _, _ in out), [c for _, cs, _ in out for c in cs], errors))
+    q.put((sum(n for n, _, _ in out), [c for _, cs, _ in out for c in cs], errors, cpu))
 
 
 @contextlib.contextmanager
@@ -225,6 +229,7 @@ def load_run(
         "claim_p99_ms": round(1000 * _quantile(claims, 0.99), 1) if claims else math.nan,
         "pg_cpu_ms_per_trial": round(1000 * pg_cpu / n, 2),
         "proxy_cpu_ms_per_trial": round(1000 * proxy_cpu / n, 2),
+        "client_cpu_ms_per_trial": round(1000 * sum(r[3] for r in results) / n, 2),
         "pg_xacts_per_trial": round(stats.xacts / n, 1),
         "pg_connections": connections,
         "pg_rows_written_per_trial": round(stats.rows_written / n, 1),
@@ -303,13 +308,15 @@ def main() -> None:
     results["total_s"] = round(time.monotonic() - started)
     print(f"load after: {results['load_after']}; {results['total_s']} s in all")
     print("\n| N | mode | trials/hour | claim p50 ms | claim p99 ms | PG CPU ms/trial "
-          "| proxy CPU ms/trial | PG transactions/trial | PG connections |")  # fmt: skip
-    print("|" + "---|" * 9)
+          "| proxy CPU ms/trial | client CPU ms/trial | PG transactions/trial "
+          "| PG connections |")  # fmt: skip
+    print("|" + "---|" * 10)
     for r in results["runs"]:
         print(
             f"| {r['workers']} | {r['mode']} | {r['trials_per_hour']:,} | {r['claim_p50_ms']} | "
             f"{r['claim_p99_ms']} | {r['pg_cpu_ms_per_trial']} | "
             f"{r['proxy_cpu_ms_per_trial'] if r['mode'] == 'proxy' else '-'} | "
+            f"{r['client_cpu_ms_per_trial']} | "
             f"{r['pg_xacts_per_trial']} | {r['pg_connections']} |"
         )
     if args.json:

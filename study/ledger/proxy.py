@@ -34,7 +34,6 @@ from __future__ import annotations
 import functools
 import json
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -84,9 +83,7 @@ def open_proxy(
             `CONNECT_TIMEOUT` seconds.
     """
     host, port = proxy_address(url)
-    with warnings.catch_warnings():  # experimental in Optuna since 4.2
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        proxy = _proxy_class()(host=host, port=port)
+    proxy = _proxy_class()(host=host, port=port)
     try:
         proxy.wait_server_ready(timeout=CONNECT_TIMEOUT)
     except ConnectionError:
@@ -113,15 +110,21 @@ CHANNEL_OPTIONS = (
 
 @functools.cache
 def _proxy_class() -> type:
-    """Optuna's `GrpcStorageProxy` with `CHANNEL_OPTIONS` on its channel (its ``_setup`` makes
-    the channel, the stub and the trial cache; `tests/ledger/test_proxy.py` checks a proxy
-    restarted on the same port is found again within seconds)."""
+    """Optuna's `GrpcStorageProxy` with `CHANNEL_OPTIONS` on its channel and the group write
+    (its ``_setup`` makes the channel, the stub and the trial cache; `tests/ledger/test_proxy.py`
+    checks that a proxy restarted on the same port is found again within seconds)."""
     import grpc
     from optuna.storages import GrpcStorageProxy
     from optuna.storages._grpc.auto_generated import api_pb2_grpc
     from optuna.storages._grpc.client import GrpcClientCache
 
     class Proxy(GrpcStorageProxy):
+        def __init__(self, *, host: str, port: int) -> None:
+            # what GrpcStorageProxy.__init__ does, without its warning that the class is
+            # experimental (since Optuna 4.2): once per storage, from any thread
+            self._host, self._port = host, port
+            self._setup()
+
         def _setup(self) -> None:
             address = f"[{self._host}]" if ":" in self._host else self._host
             self._channel = grpc.insecure_channel(
