@@ -114,6 +114,15 @@ class Study:
         report = stored_report(self.ledger)
         return report.cbs.curve.copy() if report.cbs is not None else pd.DataFrame()
 
+    def schedules(self) -> list[dict[str, Any]]:
+        """Each batch schedule the study trained (``batch_schedule:``) against its best fixed
+        batch size, as the report's JSON has it: ``schedule``, ``verdict``, ``wins``, the
+        ``runs`` per seed, the medians with their range (``steps``, ``examples``,
+        ``seconds``), ``best`` and every ``fixed`` batch size; empty when it trained none."""
+        from study.report.stored import stored_report
+
+        return [c.to_dict() for c in stored_report(self.ledger).schedules]
+
     def fit(
         self,
         target: str | Target | None = None,

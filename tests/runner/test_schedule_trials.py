@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import study as api
 from study.config.schedule import SECTION, BatchSchedule
 from study.config.space import ScheduleStratum, Stratum
 from study.ledger import list_studies
@@ -82,6 +83,8 @@ def test_a_study_trains_its_schedule_trials_once_per_seed(tmp_path: Path) -> Non
     assert "## Batch schedule" in markdown and section["verdict"] in markdown
     assert "| schedule 32@0,128@1280 |" in markdown and "best fixed" in markdown
     assert 'id="schedule"' in (out / "report.html").read_text()
+    (from_python,) = api.load("scheduled", storage=str(store.journal)).schedules()
+    assert from_python["verdict"] == section["verdict"]
 
     again = run_study("run", str(path), cwd=tmp_path, timeout=200)
     assert again.returncode == 0, again.stderr[-3000:]
