@@ -31,7 +31,13 @@ from study.results import Measurement, TrialResult, TrialState
 from study.strategies import ResolvedStrategy, check_batch_divisible
 from study.trainer.inputs import IndexStream
 from study.trainer.noise import NoiseScale
-from study.trainer.session import Session, SessionCache, check_schedule, open_session
+from study.trainer.session import (
+    Session,
+    SessionCache,
+    check_schedule,
+    open_session,
+    warm_batches,
+)
 from study.trainer.stages import Stages
 from study.workloads.base import Dataset, Streams
 from study.workloads.task import Task
@@ -82,6 +88,11 @@ def train(
         spec, data, build_model, strategy, resolved, task, cache
     )
     session.start(spec.settings.seed, spec.batch_size)
+    if spec.batch_schedule is not None:  # untimed, as the trial's first batch size was
+        later = spec.batch_schedule.batch_sizes[1:]
+        timings["trace"] = timings.get("trace", 0.0) + warm_batches(
+            session, later, spec.settings.seed
+        )
     environment = {
         "strategy": resolved.kind.value,
         "strategy_requested": spec.strategy,

@@ -364,6 +364,18 @@ def _build(
     return session, {"build": built - start, "trace": time.perf_counter() - built}
 
 
+def warm_batches(session: Session, sizes: tuple[int, ...], seed: int) -> float:
+    """`_warm_up` at each of ``sizes`` (a batch schedule's later stages), so the first call at
+    a new batch size is not timed as training, as a fixed batch's is not; the seconds spent."""
+    start = time.perf_counter()
+    kept = session.feed.batch_size
+    for size in sizes:
+        session.feed.batch_size = size
+        _warm_up(session, seed)
+    session.feed.batch_size = kept
+    return time.perf_counter() - start
+
+
 def _warm_up(session: Session, seed: int) -> None:
     """Optimise and run one step untimed, then restore every variable.
 
