@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Container
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial
@@ -22,14 +22,25 @@ from optuna.trial import TrialState as OptunaState
 
 from study.ledger.batch import TrialWrites
 
-if TYPE_CHECKING:
-    from study.ledger.access import StorageAccess
+
+class SetUp(Protocol):
+    """What the sampler's storage needs of the ledger's access (`StorageAccess` is one)."""
+
+    storage: BaseStorage
+
+    def _recent_stratum(self, study_id: int) -> Any: ...
+
+    def _frozen(self, stratum: Any) -> list[FrozenTrial]: ...
+
+    def _setting_up(self, trial_id: int) -> bool: ...
+
+    def _hold(self, writes: TrialWrites) -> None: ...
 
 
 class SamplerStorage(BaseStorage):
     """The ledger's storage as its stratum studies see it (see the module docstring)."""
 
-    def __init__(self, access: StorageAccess) -> None:
+    def __init__(self, access: SetUp) -> None:
         self._access = access
 
     def __getattr__(self, name: str) -> Any:  # anything else the ledger's storage has
