@@ -150,18 +150,20 @@ def _add_run_options(p: argparse.ArgumentParser, default_tuner: str | None) -> N
     p.add_argument(
         "--trials", type=int, help="total trial budget (default: trials_per_stratum x strata)"
     )
+    _add_worker_options(p)
+
+
+def _add_worker_options(p: argparse.ArgumentParser) -> None:
+    """What every process that runs a study's trials takes: how many at once, when to leave,
+    and the stores."""
     p.add_argument("--workers", type=int, default=1, help="trials run at once (default: 1)")
-    _add_max_trials(p)
-    _add_storage(p, tracking=True)
-
-
-def _add_max_trials(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-trials",
         type=int,
         metavar="N",
         help="leave after N trials of this process (default: until the study's budget is spent)",
     )
+    _add_storage(p, tracking=True)
 
 
 def _add_run(sub: Any) -> None:
@@ -192,9 +194,7 @@ def _add_run(sub: Any) -> None:
         "as interrupted and exit 130 / 143.",
     )
     p.add_argument("name", help="the study's name (see `study ls --storage URL`)")
-    p.add_argument("--workers", type=int, default=1, help="trials run at once (default: 1)")
-    _add_max_trials(p)
-    _add_storage(p, tracking=True)
+    _add_worker_options(p)
     p.set_defaults(handler=_lazy("study.commands.worker", "main"))
 
 
