@@ -138,16 +138,15 @@ class _Runtime:
             cache=self.sessions,
         )
 
-    def branch_job(self, kind: str, job: Any) -> Any:
-        """Run a branch-trial job (`study.config.branch_jobs`): ``reference`` or ``branch``."""
-        from study.trainer.branch import run_branch, run_reference
+    def branch_job(self, job: Any) -> Any:
+        """Run a branch-trial job (`study.config.branch_jobs`): a reference or a branch."""
+        from study.trainer.branch import run_job
 
         spec = job.spec
         strategy, resolved = self.strategy(spec.strategy)
         workload, data = self.dataset(spec)
         model_name = workload.check_model(spec.model)
-        run = run_reference if kind == "reference" else run_branch
-        return run(
+        return run_job(
             job,
             data,
             lambda: workload.build(model_name, data),
@@ -224,7 +223,7 @@ def branch_job_safely(runtime: _Runtime, kind: str, job: Any) -> Any:
 
     empty = ReferenceOutcome if kind == "reference" else BranchOutcome
     try:
-        return runtime.branch_job(kind, job)
+        return runtime.branch_job(job)
     except UsageError as exc:
         return empty(error=str(exc))
     except Exception:

@@ -36,7 +36,7 @@ from study.trainer.session import Session, SessionCache, open_session
 from study.workloads.base import Dataset, Streams
 from study.workloads.task import Task
 
-__all__ = ["load_state", "run_branch", "run_reference", "state_bytes"]
+__all__ = ["load_state", "run_branch", "run_job", "run_reference", "state_bytes"]
 
 
 def state_bytes(session: Session) -> bytes:
@@ -68,8 +68,8 @@ def load_state(session: Session, blob: bytes) -> None:
         variable.assign(value)
 
 
-def run_reference(
-    job: ReferenceJob,
+def run_job(
+    job: ReferenceJob | BranchJob,
     data: Dataset | Streams,
     build_model: Callable[[], keras.Model],
     strategy: Any,
@@ -77,7 +77,25 @@ def run_reference(
     *,
     task: Task | None = None,
     cache: SessionCache | None = None,
-) -> ReferenceOutcome:
+) -> ReferenceOutcome | BranchOutcome:
+    """Open the session of the job's spec (the trial's, `open_session`: kept in ``cache``) and
+    run the job in it: a reference (`run_reference`) or a branch (`run_branch`).
+
+    Raises:
+        UsageError: the batch size does not divide over the strategy's replicas.
+    """
+    spec = job.spec
+    check_batch_divisible(spec.batch_size, strategy.num_replicas_in_sync, strategy=spec.strategy)
+    task = task if task is not None else Task.multiclass()
+    session, _timings, _reused = open_session(
+        spec, data, build_model, strategy, resolved, task, cache
+    )
+    if isinstance(job, ReferenceJob):
+        return run_reference(job, session)
+    return run_branch(job, session)
+
+
+def run_reference(job: ReferenceJob, session: Session) -> ReferenceOutcome:
     """Train the reference through its last checkpoint step; save its state at each one.
 
     Evaluations: step 0, the settings' cadence and every checkpoint. The first evaluation that
@@ -85,9 +103,8 @@ def run_reference(
     yardstick for the cost, not a result of the study).
     """
     spec = job.spec
-    session, _timings, _reused = _open(spec, data, build_model, strategy, resolved, task, cache)
     session.start(spec.settings.seed, spec.batch_size)
-    replicas = strategy.num_replicas_in_sync
+    replicas = session.strategy.num_replicas_in_sync
     noise = None
     if spec.settings.noise_scale:
         every = spec.settings.noise_every
@@ -141,20 +158,10 @@ def run_reference(
     return ReferenceOutcome(tuple(checkpoints), tuple(curve), reached, seconds)
 
 
-def run_branch(
-    job: BranchJob,
-    data: Dataset | Streams,
-    build_model: Callable[[], keras.Model],
-    strategy: Any,
-    resolved: ResolvedStrategy,
-    *,
-    task: Task | None = None,
-    cache: SessionCache | None = None,
-) -> BranchOutcome:
+def run_branch(job: BranchJob, session: Session) -> BranchOutcome:
     """Load the checkpoint, train ``job.steps`` steps at the branch's batch size and rate
     (the example order under its seed), evaluate."""
     spec = job.spec
-    session, _timings, _reused = _open(spec, data, build_model, strategy, resolved, task, cache)
     load_state(session, job.blob)
     set_learning_rate(session.optimizer, spec.optimizer.learning_rate)
     session.start(spec.settings.seed, spec.batch_size)
@@ -166,20 +173,6 @@ def run_branch(
         steps=job.steps,
         train_seconds=seconds,
     )
-
-
-def _open(
-    spec: Any,
-    data: Dataset | Streams,
-    build_model: Callable[[], keras.Model],
-    strategy: Any,
-    resolved: ResolvedStrategy,
-    task: Task | None,
-    cache: SessionCache | None,
-) -> tuple[Session, dict[str, float], bool]:
-    check_batch_divisible(spec.batch_size, strategy.num_replicas_in_sync, strategy=spec.strategy)
-    task = task if task is not None else Task.multiclass()
-    return open_session(spec, data, build_model, strategy, resolved, task, cache)
 
 
 def _train(session: Session, steps: int) -> tuple[list[float], np.ndarray | None, float]:
