@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from study.results import TrialState
+from tests.runner import outages
 from tests.runner.conftest import (
     Background,
     Store,
@@ -186,10 +187,7 @@ class Round:
             self.join()
 
     def finished(self) -> int:
-        with contextlib.suppress(Exception):
-            trials = self.store.trials(self.data).values()
-            return sum(1 for ts in trials for t in ts if t.status.counts())
-        return 0
+        return outages.finished(self.store, self.data)
 
     # -- the events ---------------------------------------------------------------------
     def fire(self, event: Event, at: int) -> None:

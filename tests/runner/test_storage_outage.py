@@ -22,28 +22,21 @@ from tests.runner.conftest import (
     Store,
     assert_budget_spent,
     assert_mlflow_mirrors_ledger,
-    counted,
     run_study,
     tiny_study,
     write_study,
 )
+from tests.runner.outages import finished, lasting_study
 from tests.services import PostgresServer, postgresql_server
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 PER_STRATUM = 10
-#: 20 trials of a few seconds each (a target out of reach, no pruning: every trial trains its
-#: 6,000 steps), so the study outlasts a second worker's start and the outage (a trial's
-#: bookkeeping is a few transactions now, so the first worker gets through trials faster).
-DATA = tiny_study(
-    name="outage",
-    trials_per_stratum=PER_STRATUM,
-    target="val_accuracy>=0.999",
-    budget={"max_steps": 6000},
-    eval_every=1000,
-    tuner={"pruning": False},
-)
+#: 20 trials of a few seconds each, so the study outlasts a second worker's start and the
+#: outage (a trial's bookkeeping is a few transactions now, so the first worker gets through
+#: trials faster).
+DATA = lasting_study("outage", PER_STRATUM)
 
 
 #: 4 short trials: what the outage interrupts, then what ``study resume`` finishes.
@@ -56,14 +49,6 @@ def own_postgres() -> Iterator[PostgresServer]:
     a real one: what it acknowledged survives its immediate shutdown."""
     with postgresql_server(durable=True) as server:
         yield server
-
-
-def finished(store: Store, data: dict = DATA) -> int:
-    """Trials of the study that finished so far (0 before the study exists)."""
-    try:
-        return sum(len(counted(t)) for t in store.trials(data).values())
-    except Exception:
-        return 0
 
 
 def claimed_by(store: Store, pid: int) -> bool:
@@ -91,10 +76,10 @@ def test_workers_wait_through_a_restart_and_finish_the_budget(
 ) -> None:
     store, file, args = on_services(own_postgres, tmp_path, DATA)
     runner: Background = background("run", file.name, *args, cwd=tmp_path)
-    wait_until(lambda: finished(store) >= 1, 240, "a finished trial", detail=runner.text)
+    wait_until(lambda: finished(store, DATA) >= 1, 240, "a finished trial", detail=runner.text)
     joiner = background("worker", "outage", *args, "--workers", "2", cwd=tmp_path, tag="worker")
     wait_until(lambda: claimed_by(store, joiner.pid), 240, "the worker's first claim")
-    assert finished(store) < 2 * PER_STRATUM - 2  # trials are left to run through the outage
+    assert finished(store, DATA) < 2 * PER_STRATUM - 2  # trials are left to run through the outage
 
     def outage() -> None:  # down until both processes said they wait for it
         for job in (runner, joiner):

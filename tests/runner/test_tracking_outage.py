@@ -18,36 +18,17 @@ from tests.runner.conftest import (
     Store,
     assert_budget_spent,
     assert_mlflow_mirrors_ledger,
-    counted,
-    tiny_study,
     write_study,
 )
+from tests.runner.outages import finished, lasting_study
 from tests.services import mlflow_process
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 PER_STRATUM = 6
-#: 12 trials of a few seconds each (a target out of reach, no pruning: every trial trains its
-#: 6,000 steps), so the study outlasts the server's absence and its restart.
-DATA = tiny_study(
-    name="tracking-outage",
-    trials_per_stratum=PER_STRATUM,
-    target="val_accuracy>=0.999",
-    budget={"max_steps": 6000},
-    eval_every=1000,
-    tuner={"pruning": False},
-)
-
-
-def finished(store: Store) -> int:
-    """Trials of the study that finished so far in the ledger (0 before it exists)."""
-    if not store.started():
-        return 0
-    try:
-        return sum(len(counted(t)) for t in store.trials(DATA, fresh=True).values())
-    except Exception:
-        return 0
+#: 12 trials of a few seconds each, so the study outlasts the server's absence and its restart.
+DATA = lasting_study("tracking-outage", PER_STRATUM)
 
 
 def test_trials_finished_while_the_server_was_away_reach_mlflow_in_the_same_run(
@@ -59,16 +40,25 @@ def test_trials_finished_while_the_server_was_away_reach_mlflow_in_the_same_run(
         runner: Background = background(
             "run", file.name, "--tracking-uri", server.url, cwd=tmp_path
         )
-        wait_until(lambda: finished(store) >= 1, 240, "a finished trial", detail=runner.text)
+        wait_until(
+            lambda: finished(store, DATA, fresh=True) >= 1,
+            240,
+            "a finished trial",
+            detail=runner.text,
+        )
         server.stop(signal.SIGKILL)
-        at_kill = finished(store)
+        at_kill = finished(store, DATA, fresh=True)
         wait_until(
             lambda: "stopped answering" in runner.output()[1],
             120,
             "the warning",
             detail=runner.text,
         )
-        wait_until(lambda: finished(store) > at_kill, 120, "a trial finished while it was away")
+        wait_until(
+            lambda: finished(store, DATA, fresh=True) > at_kill,
+            120,
+            "a trial finished while it was away",
+        )
         assert runner.process.poll() is None, runner.text()  # the study did not wait or die
         server.start()
         assert runner.wait(400) == 0, runner.text()
