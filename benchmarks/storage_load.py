@@ -53,7 +53,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "benchmarks"))
 
-from study_scaleout import db_stats, tree_cpu  # noqa: E402
+from markdown import table  # noqa: E402
+from server_counts import backends, db_stats, tree_cpu  # noqa: E402
 
 from tests.services import PostgresServer, free_port, postgresql_server  # noqa: E402
 
@@ -248,20 +249,6 @@ def allow_connections(server: PostgresServer, count: int) -> None:
     server.restart_after(lambda: None, mode="fast")
 
 
-def backends(server: PostgresServer, database: str) -> int:
-    """Connections open to ``database`` now (``pg_stat_activity``)."""
-    import psycopg
-
-    with psycopg.connect(
-        host=server.host, port=server.port, user=server.user, password=server.password,
-        dbname="postgres", autocommit=True,
-    ) as conn:  # fmt: skip
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (database,)
-        ).fetchone()
-    return int(row[0]) if row else 0
-
-
 def _quantile(ordered: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
 
@@ -279,6 +266,19 @@ def commit() -> str:
         return os.environ.get("STUDY_COMMIT", "unknown")
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", "study")
     return head + ("+changes" if dirty else "")
+
+
+_HEADER = ("N", "mode", "trials/hour", "claim p50 ms", "claim p99 ms", "PG CPU ms/trial",
+           "proxy CPU ms/trial", "client CPU ms/trial", "PG transactions/trial",
+           "PG connections")  # fmt: skip
+
+
+def _row(r: dict[str, Any]) -> list[object]:
+    """One run's line of the results table (`_HEADER`)."""
+    proxy = r["proxy_cpu_ms_per_trial"] if r["mode"] == "proxy" else "-"
+    return [r["workers"], r["mode"], f"{r['trials_per_hour']:,}", r["claim_p50_ms"],
+            r["claim_p99_ms"], r["pg_cpu_ms_per_trial"], proxy, r["client_cpu_ms_per_trial"],
+            r["pg_xacts_per_trial"], r["pg_connections"]]  # fmt: skip
 
 
 def main() -> None:
@@ -307,18 +307,7 @@ def main() -> None:
     results["load_after"] = os.getloadavg()
     results["total_s"] = round(time.monotonic() - started)
     print(f"load after: {results['load_after']}; {results['total_s']} s in all")
-    print("\n| N | mode | trials/hour | claim p50 ms | claim p99 ms | PG CPU ms/trial "
-          "| proxy CPU ms/trial | client CPU ms/trial | PG transactions/trial "
-          "| PG connections |")  # fmt: skip
-    print("|" + "---|" * 10)
-    for r in results["runs"]:
-        print(
-            f"| {r['workers']} | {r['mode']} | {r['trials_per_hour']:,} | {r['claim_p50_ms']} | "
-            f"{r['claim_p99_ms']} | {r['pg_cpu_ms_per_trial']} | "
-            f"{r['proxy_cpu_ms_per_trial'] if r['mode'] == 'proxy' else '-'} | "
-            f"{r['client_cpu_ms_per_trial']} | "
-            f"{r['pg_xacts_per_trial']} | {r['pg_connections']} |"
-        )
+    print("\n" + table(_HEADER, [_row(r) for r in results["runs"]]))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 

@@ -51,7 +51,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "benchmarks"))
 os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
+
+from markdown import table  # noqa: E402
+from server_counts import db_stats, tree_cpu  # noqa: E402
 
 from tests.services import PostgresServer, mlflow_server, postgresql_server  # noqa: E402
 
@@ -77,77 +81,6 @@ STUDY: dict[str, Any] = {
 _POLLS: Counter[str] = Counter()
 _API = re.compile(r'"(GET|POST|PATCH|DELETE) (/api/[^ ?"]+)')
 _MLFLOW_BUSY = re.compile(r"MLflow logging \(background thread\): ([0-9.]+) s wall")
-
-
-@dataclass
-class Stats:
-    """Counters of one PostgreSQL database (`pg_stat_database`)."""
-
-    xacts: int
-    rows_written: int
-    rows_read: int
-    active_ms: float
-
-    def __sub__(self, other: Stats) -> Stats:
-        return Stats(
-            self.xacts - other.xacts,
-            self.rows_written - other.rows_written,
-            self.rows_read - other.rows_read,
-            self.active_ms - other.active_ms,
-        )
-
-
-def db_stats(server: PostgresServer, database: str) -> Stats:
-    """The counters of ``database``, read from another database (so this read is not
-    counted), after PostgreSQL flushed its statistics."""
-    import psycopg
-
-    time.sleep(1.5)  # backends flush their statistics at most every second
-    with psycopg.connect(
-        host=server.host,
-        port=server.port,
-        user=server.user,
-        password=server.password,
-        dbname="postgres",
-        autocommit=True,
-    ) as conn:
-        conn.execute("SELECT pg_stat_clear_snapshot()")
-        row = conn.execute(
-            "SELECT xact_commit, tup_inserted + tup_updated + tup_deleted, "
-            "tup_returned + tup_fetched, active_time FROM pg_stat_database WHERE datname = %s",
-            (database,),
-        ).fetchone()
-    assert row is not None
-    return Stats(int(row[0]), int(row[1]), int(row[2]), float(row[3] or 0.0))
-
-
-def tree_cpu(marker: tuple[str, ...]) -> float:
-    """CPU seconds used so far by the server whose command line holds every string of
-    ``marker`` and all its descendants: their own time plus what the children they reaped used
-    (PostgreSQL's exited backends, for one)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    stats: dict[int, list[str]] = {}
-    roots = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            words = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        stats[int(entry.name)] = stat
-        if all(m in words for m in marker):
-            roots.add(int(entry.name))
-    if not roots:
-        raise RuntimeError(f"no server process with {marker} in its command line")
-    tree, grew = set(roots), True
-    while grew:
-        children = {pid for pid, s in stats.items() if int(s[1]) in tree} - tree
-        tree |= children
-        grew = bool(children)
-    fields = (11, 12, 13, 14)  # utime, stime, cutime, cstime
-    return sum(int(stats[pid][f]) for pid in tree for f in fields) / tick
 
 
 @dataclass
@@ -498,20 +431,23 @@ def main() -> None:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 
 
+_HEADER = ("workers", "trials", "wall s", "trials/h (wall)", "trials/h (span)", "mean trial s",
+           "bookkeeping s", "PG xacts/trial", "PG rows written/trial", "PG CPU ms/trial",
+           "MLflow calls/trial", "MLflow client s/trial", "MLflow server CPU ms/trial")  # fmt: skip
+
+
+def _row(r: dict[str, Any]) -> list[object]:
+    """One run's line of the results table (`_HEADER`)."""
+    return [r["workers"], r["trials"], f"{r['wall_s']:.1f}", f"{r['trials_per_hour_wall']:.0f}",
+            f"{r['trials_per_hour_span']:.0f}", f"{r['mean_trial_wall_s']:.2f}",
+            f"{r['mean_bookkeeping_s']:.3f}", f"{r['pg_xacts_per_trial']:.0f}",
+            f"{r['pg_rows_written_per_trial']:.0f}", f"{r['pg_cpu_ms_per_trial']:.0f}",
+            f"{r['mlflow_calls_per_trial']:.1f}", f"{r['mlflow_seconds_per_trial']:.3f}",
+            f"{r['mlflow_server_cpu_ms_per_trial']:.0f}"]  # fmt: skip
+
+
 def _print_table(results: dict[str, Any]) -> None:
-    print("\n| workers | trials | wall s | trials/h (wall) | trials/h (span) | mean trial s "
-          "| bookkeeping s | PG xacts/trial | PG rows written/trial | PG CPU ms/trial "
-          "| MLflow calls/trial | MLflow client s/trial | MLflow server CPU ms/trial |")  # fmt: skip
-    print("|" + "---|" * 13)
-    for r in results["runs"]:
-        print(
-            f"| {r['workers']} | {r['trials']} | {r['wall_s']:.1f} | "
-            f"{r['trials_per_hour_wall']:.0f} | {r['trials_per_hour_span']:.0f} | "
-            f"{r['mean_trial_wall_s']:.2f} | {r['mean_bookkeeping_s']:.3f} | "
-            f"{r['pg_xacts_per_trial']:.0f} | {r['pg_rows_written_per_trial']:.0f} | "
-            f"{r['pg_cpu_ms_per_trial']:.0f} | {r['mlflow_calls_per_trial']:.1f} | "
-            f"{r['mlflow_seconds_per_trial']:.3f} | {r['mlflow_server_cpu_ms_per_trial']:.0f} |"
-        )
+    print("\n" + table(_HEADER, [_row(r) for r in results["runs"]]))
     for cap in results["storage_capacity"]:
         print(f"storage: {cap}")
     for cap in results["heartbeat_capacity"]:
