@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from study.commands.records import from_flags
 from study.config.study import StudyConfig
 
 
@@ -19,13 +20,7 @@ def main(args: argparse.Namespace) -> int:
     from study.workloads.resolve import check_study
 
     config = load_study_file(args.file, check=check_study)
-    options = BranchOptions(
-        storage=args.storage,
-        tracking_uri=args.tracking_uri,
-        workers=args.workers,
-        restart=args.restart,
-        max_branches=args.max_branches,
-    )
+    options = from_flags(BranchOptions, args)
     alpha, rate = fitted_rule(config, args.storage)
     say = (lambda _line: None) if args.json else print
     run_branches(config, options, fitted_alpha=alpha, best_rate=rate, say=say)

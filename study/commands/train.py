@@ -14,6 +14,7 @@ from typing import Any
 
 from study.analysis.pilot import noise_at_result
 from study.commands.flags import in_flags, problem_in_flags
+from study.commands.records import from_flags
 from study.config.rules import FieldError
 from study.config.schedule import BatchSchedule, format_stages, load_schedule
 from study.config.trial import (
@@ -110,21 +111,8 @@ def _build_spec(args: argparse.Namespace) -> TrialSpec:
         options,
         model=args.model,
         batch_size=schedule.first_batch_size if schedule is not None else args.batch_size,
-        optimizer=OptimizerSpec(
-            name=args.optimizer,
-            learning_rate=args.lr,
-            momentum=args.momentum,
-            beta1=args.beta1,
-            beta2=args.beta2,
-            epsilon=args.epsilon,
-            weight_decay=args.weight_decay,
-        ),
-        schedule=ScheduleSpec(
-            name=args.schedule,
-            warmup_steps=args.warmup,
-            decay_steps=args.decay_steps,
-            end_factor=args.end_factor,
-        ),
+        optimizer=from_flags(OptimizerSpec, args, name="optimizer", learning_rate="lr"),
+        schedule=from_flags(ScheduleSpec, args, name="schedule", warmup_steps="warmup"),
         target=args.target,
         hold=getattr(args, "target_hold", "5%,5"),
         hold_option="--target-hold",
