@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -124,37 +125,25 @@ class _Runtime:
     def _train(self, spec: TrialSpec, hook: Any) -> TrialResult:
         from study.trainer.loop import train
 
-        strategy, resolved = self.strategy(spec.strategy)
-        workload, data = self.dataset(spec)
-        model_name = workload.check_model(spec.model)
+        data, build, strategy, resolved, task = self._trained_on(spec)
         return train(
-            spec,
-            data,
-            lambda: workload.build(model_name, data),
-            strategy,
-            resolved,
-            hook=hook,
-            task=workload.task,
-            cache=self.sessions,
+            spec, data, build, strategy, resolved, hook=hook, task=task, cache=self.sessions
         )
 
     def branch_job(self, job: Any) -> Any:
         """Run a branch-trial job (`study.config.branch_jobs`): a reference or a branch."""
         from study.trainer.branch import run_job
 
-        spec = job.spec
+        data, build, strategy, resolved, task = self._trained_on(job.spec)
+        return run_job(job, data, build, strategy, resolved, task=task, cache=self.sessions)
+
+    def _trained_on(self, spec: TrialSpec) -> tuple[Any, Callable[[], Any], Any, Any, Any]:
+        """What ``spec`` trains on here: its data, its model's builder, the strategy and its
+        resolution, the workload's task."""
         strategy, resolved = self.strategy(spec.strategy)
         workload, data = self.dataset(spec)
         model_name = workload.check_model(spec.model)
-        return run_job(
-            job,
-            data,
-            lambda: workload.build(model_name, data),
-            strategy,
-            resolved,
-            task=workload.task,
-            cache=self.sessions,
-        )
+        return data, lambda: workload.build(model_name, data), strategy, resolved, workload.task
 
     def check(self, spec: TrialSpec) -> None:
         """Load the data and build the model once, untrained; raise `UsageError` on bad input.
