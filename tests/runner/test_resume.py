@@ -250,15 +250,16 @@ def test_restart_repairs_runs_a_dead_process_left_behind(killed: Killed, tmp_pat
     assert repaired[open_key].info.run_id == left_open.info.run_id  # closed, not duplicated
 
 
-# Two trials that never reach the target and run 4,000 steps (a second or more, even with
-# reused traces), so the interrupt always lands inside one: the group is stopped as soon as a
-# trial runs, and a trial that ended within the instant between SIGCONT and the shutdown would
-# rightly be recorded as finished, which is not what this test is about.
+# Two trials that never reach the target and run 12,000 steps (several seconds, even with
+# reused traces), so the interrupt always lands inside one: the group is stopped once a trial
+# runs in the ledger and its MLflow run exists, and under load the MLflow run (started on a
+# background thread) came late enough that a 4,000-step trial had finished by then and was
+# rightly recorded as not reached, which is not what this test is about.
 CTRL_C = tiny_study(
     name="ctrl-c",
     trials_per_stratum=2,
     target="val_accuracy>=0.999",
-    budget={"max_steps": 4000},
+    budget={"max_steps": 12000},
     eval_every=100,
     search_space={"batch_size": [128]},
     tuner={"pruning": False},
