@@ -1,6 +1,7 @@
 """Synthetic scaling studies with a known truth, for judging how well intervals cover it.
 
-A synthetic study follows McCandlish et al.'s ``S(B) = s_min (1 + b_noise / B)`` and a best
+A synthetic study follows McCandlish et al.'s ``S(B) = s_min (1 + b_noise / B)`` (or, with a
+``knee`` other than 1, ``s_min (1 + (b_noise / B) ** knee) ** (1 / knee)``) and a best
 learning rate ``lr*(B) = lr_scale (B / B_0) ** alpha`` (``B_0`` the smallest batch size). Each
 batch size gets ``trials_per_batch`` trials from a random search of the learning rate around a
 guess of ``lr*(B)``; a trial at learning rate ``lr`` first meets the target after
@@ -75,7 +76,9 @@ class StudyDesign:
     learning rate a fixed training seed shows: a sinusoid of ``log lr`` with a period of 5% in
     the rate and a phase drawn per trial, as each trial draws its own seed); ``bend`` (the best
     rate's curvature in log-log around the batch sizes' geometric mean: 0 is a power law, below
-    0 it falls again at large batch sizes).
+    0 it falls again at large batch sizes); ``knee`` (the sharpness ``q`` of
+    ``S(B) = s_min (1 + (b_noise / B) ** q) ** (1 / q)``: 1 is McCandlish et al.'s curve, larger
+    keeps perfect scaling longer and turns more abruptly).
     """
 
     batch_sizes: tuple[int, ...] = tuple(2**k for k in range(3, 13))
@@ -89,6 +92,7 @@ class StudyDesign:
     budget: float = 10.0
     jagged: float = 0.0
     bend: float = 0.0
+    knee: float = 1.0
 
     def __post_init__(self) -> None:
         if len(self.batch_sizes) < 2 or any(b < 1 for b in self.batch_sizes):
@@ -111,14 +115,17 @@ class StudyTruth:
     alpha: float
     lr_scale: float
     """``lr*`` at the smallest batch size of the design."""
+    knee: float = 1.0
+    """The sharpness ``q`` of S(B) (see `StudyDesign`)."""
 
     @property
     def e_min(self) -> float:
         return self.s_min * self.b_noise
 
     def steps(self, batch_size: float | np.ndarray) -> np.ndarray:
-        """``S(B) = s_min (1 + b_noise / B)``."""
-        return self.s_min * (1.0 + self.b_noise / np.asarray(batch_size, dtype=float))
+        """``S(B) = s_min (1 + (b_noise / B) ** knee) ** (1 / knee)``."""
+        ratio = self.b_noise / np.asarray(batch_size, dtype=float)
+        return self.s_min * (1.0 + ratio**self.knee) ** (1.0 / self.knee)
 
     def speedup(self, base: float, chosen: float) -> float:
         """``S(base) / S(chosen)``: how many times fewer steps ``chosen`` needs."""
@@ -139,6 +146,7 @@ def draw_truth(design: StudyDesign, rng: np.random.Generator) -> StudyTruth:
         b_noise=float(np.exp(rng.uniform(math.log(low), math.log(high)))),
         alpha=float(rng.uniform(0.3, 1.0)),
         lr_scale=float(10.0 ** rng.uniform(-3.0, -2.0)),
+        knee=design.knee,
     )
 
 

@@ -268,8 +268,7 @@ def _unbiased(surrogate: Surrogate) -> float:
     """The small-sample correction of a maximum-likelihood spread: ``sqrt(n / (n - p))`` over
     the ``n`` trials that reached the target and the ``p`` free parameters."""
     n = surrogate.trials - surrogate.censored
-    p = len(PARAMS) - (surrogate.shape == "power law")
-    return math.sqrt(n / max(n - p, 1))
+    return math.sqrt(n / max(n - surrogate.free, 1))
 
 
 def _slope(y: np.ndarray, x: np.ndarray) -> np.ndarray:

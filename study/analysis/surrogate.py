@@ -4,27 +4,34 @@ The best-per-batch-size fit (`study.analysis.noise_scale`) reads one lucky trial
 this model reads them all, the trials that never got there included. For trial i at batch size
 ``B`` and learning rate ``lr``, the crossing step ``T`` follows
 
-    ``log T = log S_min + log(1 + B_noise / B) + g(log lr - log lr*(B)) + sigma z``,  ``z ~ N(0,1)``
+    ``log T = log S(B) + g(log lr - log lr*(B)) + sigma e``
 
-* ``S(B) = S_min (1 + B_noise / B)``: McCandlish et al.'s curve at the best learning rate;
+(`study.analysis.likelihood` has the pieces):
+
+* ``S(B) = S_min (1 + (B_noise / B) ** q) ** (1 / q)``: McCandlish et al.'s curve at the best
+  learning rate for ``q = 1``; the knee's sharpness ``q`` is fitted (``knee=True``), as a real
+  curve can keep perfect scaling longer and then turn more abruptly (or less). ``B_noise`` is
+  the crossing of the asymptotes ``S_min`` and ``E_min / B`` for every ``q``;
 * ``log lr*(B) = level + alpha x + beta x**2`` with ``x = log(B / B_ref)`` (``B_ref`` the
   geometric mean of the measured batch sizes): a power law when ``beta == 0``, a curve that
   bends otherwise (with Adam the best rate can fall again above B_noise). The data decide: the
   bend is kept only when a likelihood-ratio test prefers it at 5% (``shape="auto"``);
 * ``g(u)`` below the best rate: ``c u**2`` near it, bending to a straight line of slope ``s``
-  far below it (``g = s w (sqrt(1 + (u / w)**2) - 1)``, ``w = s / 2c``; with plain SGD steps
-  grow like ``1 / lr`` there, ``s = 1``, and the data decide ``c`` and ``s``); ``k u**2``
-  above it (steep; diverged trials censor it);
-* ``sigma``: the spread of log steps between trials at one point, i.e. seed-to-seed noise and
-  the jagged response to the learning rate together (every trial draws its own seed).
+  far below it; ``k u**2`` above it (steep; diverged trials censor it);
+* ``e``: the trial noise of unit standard deviation, normal (``noise="normal"``) or a
+  Student-t whose tail weight the data decide (``noise="student-t"``: a few lucky trials pull
+  the curve less), so ``sigma`` is the spread of log steps between trials at one point
+  (seed-to-seed noise and the jagged response to the learning rate together: every trial draws
+  its own seed).
 
 Each trial is an observation of ``T``: in ``(previous evaluation, steps to target]`` when it
 reached the target (exact steps make that bracket one step wide), and censored, ``T > N``, when
 it did not: ``N`` the steps it ran when pruned or stopped by its budget, and the largest step
-any trial of its batch size ran when it diverged (it would not have got there within the budget
-either). Maximum likelihood (scipy), with the curvature of the log-likelihood for the
-parameters' covariance; `Surrogate.draws` samples parameters from it for the intervals of every
-answer derived from the model (`study.analysis.answers`).
+any trial of its batch size ran when it diverged. Maximum likelihood (scipy), with the curvature
+of the log-likelihood for the parameters' covariance, widened to the sandwich covariance where
+the trials scatter more than the model says (`_covariance`); `Surrogate.draws` samples
+parameters from it for the intervals of every answer derived from the model
+(`study.analysis.answers`).
 
 Thin data never raises: the result has ``ok=False`` and a ``reason``.
 """
@@ -36,17 +43,29 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, special, stats
+from scipy import optimize, stats
 
-from study.analysis.crossings import PREVIOUS_STEP
-from study.analysis.fitting import MIN_BATCH_SIZES, hessian, value_and_gradient
-from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE
+from study.analysis.fitting import hessian, value_and_gradient
+from study.analysis.likelihood import (
+    CENSORED,
+    LAST_STEP,
+    MIN_REACHED,
+    PARAMS,
+    Trials,
+    log_best_lr,
+    log_likelihoods,
+    mean_log_steps,
+    steps_curve,
+    trial_log_likelihoods,
+)
 
-PARAMS = (
-    "log_s_min", "log_b_noise", "lr_level", "alpha", "beta", "log_c_low", "log_slope_low",
-    "log_k", "log_sigma",
-)  # fmt: skip
-"""The model's parameters, in the order of `Surrogate.theta`."""
+__all__ = [
+    "LAST_STEP", "MIN_REACHED", "NOISES", "PARAMS", "SHAPES", "Surrogate", "censored_trials",
+    "fit_surrogate", "log_best_lr", "mean_log_steps", "steps_curve",
+]  # fmt: skip
+
+NOISES = ("normal", "student-t")
+"""How a trial's log steps scatter around the model (`fit_surrogate`'s ``noise``)."""
 
 SHAPES = ("auto", "power law", "bends")
 """How the best learning rate may depend on the batch size (`fit_surrogate`'s ``shape``)."""
@@ -56,13 +75,6 @@ BEND_P_VALUE = 0.05
 
 MISFIT_P_VALUE = 0.01
 """S(B) misfits when a model with free steps per batch size beats it at this p-value."""
-
-MIN_REACHED = 6
-"""The fewest trials that reached the target the model is fitted to (censored ones come on top:
-at least ``len(PARAMS) + 2`` trials in all)."""
-
-LAST_STEP = "last_step"
-"""The column of `censored_trials`: the last step each trial ran."""
 
 _B_NOISE_RANGE = 1e3
 """B_noise is searched within this factor below the smallest and above the largest batch size."""
@@ -74,6 +86,10 @@ _BOUNDS = {
     "log_sigma": (math.log(0.01), math.log(3.0)),
     "alpha": (-3.0, 3.0),
     "beta": (-2.0, 2.0),
+    # The knee's sharpness q from McCandlish et al.'s 1 (the softest a fit may read: a softer
+    # knee lets thin data at large batch sizes trade the knee for B_noise) to a corner.
+    "log_knee": (0.0, math.log(8.0)),
+    "tail": (0.0, 0.4),
 }
 
 
@@ -85,8 +101,9 @@ class Surrogate:
     (its inverse curvature; zero rows and columns for fixed parameters); ``shape``
     (``"power law"`` or ``"bends"``) with ``bend_p_value``; ``b_ref``; ``batch_sizes`` (those
     measured, sorted) and ``reached_batch_sizes`` (those where a trial reached the target);
-    ``trials``, ``censored``; ``log_likelihood``; ``misfit_p_value`` (S(B) against free steps
-    per batch size; NaN when not tested). Properties give the parameters by name.
+    ``trials``, ``censored``; ``free`` (the parameters fitted, not held); ``log_likelihood``;
+    ``misfit_p_value`` (S(B) against free steps per batch size; NaN when not tested).
+    Properties give the parameters by name.
     """
 
     ok: bool
@@ -102,6 +119,7 @@ class Surrogate:
     reached_batch_sizes: tuple[float, ...] = ()
     trials: int = 0
     censored: int = 0
+    free: int = 0
     log_likelihood: float = math.nan
     misfit_p_value: float = math.nan
 
@@ -115,6 +133,11 @@ class Surrogate:
     @property
     def b_noise(self) -> float:
         return math.exp(self.value("log_b_noise"))
+
+    @property
+    def knee(self) -> float:
+        """The knee's sharpness ``q`` of S(B) (1: McCandlish et al.'s curve)."""
+        return math.exp(self.value("log_knee"))
 
     @property
     def sigma(self) -> float:
@@ -146,19 +169,6 @@ class Surrogate:
         return rng.multivariate_normal(self.theta, self.covariance, size=n, method="eigh")
 
 
-def steps_curve(theta: np.ndarray, batch_sizes: np.ndarray) -> np.ndarray:
-    """``S(B)`` for each row of ``theta`` (draws x batch sizes)."""
-    b = np.asarray(batch_sizes, dtype=float)[None, :]
-    log_s_min, log_b_noise = theta[:, :1], theta[:, 1:2]
-    return np.exp(log_s_min + np.log1p(np.exp(log_b_noise) / b))
-
-
-def log_best_lr(theta: np.ndarray, batch_sizes: np.ndarray, b_ref: float) -> np.ndarray:
-    """``log lr*(B)`` for each row of ``theta`` (draws x batch sizes)."""
-    x = np.log(np.asarray(batch_sizes, dtype=float) / b_ref)[None, :]
-    return theta[:, 2:3] + theta[:, 3:4] * x + theta[:, 4:5] * x**2
-
-
 def censored_trials(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """``trials`` (from `trial_crossings`) with `LAST_STEP`, the last step each ran in ``table``
     (the measurement table they came from)."""
@@ -170,173 +180,71 @@ def censored_trials(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     return trials.merge(last.reset_index(), on=key, how="left")
 
 
+@dataclass(frozen=True)
+class _Options:
+    bend: bool
+    knee: bool
+    heavy_tails: bool
+
+
 def fit_surrogate(
-    trials: pd.DataFrame, *, shape: str = "auto", misfit_test: bool = True
+    trials: pd.DataFrame,
+    *,
+    shape: str = "auto",
+    misfit_test: bool = True,
+    knee: bool = True,
+    noise: str = "normal",
 ) -> Surrogate:
     """Fit the model to every trial of ``trials`` (one row per trial, as `censored_trials`).
 
     Needs ``batch_size``, ``learning_rate``, ``steps_to_target`` (``inf``/NaN when not reached)
-    and ``state``; uses `PREVIOUS_STEP` (the evaluation bracket) and `LAST_STEP` (censoring)
+    and ``state``; uses ``previous_step`` (the evaluation bracket) and `LAST_STEP` (censoring)
     when present (without `LAST_STEP` a trial that did not reach the target says nothing).
-    ``misfit_test=False`` skips the test of S(B) against free steps per batch size (NaN).
+    ``misfit_test=False`` skips the test of S(B) against free steps per batch size (NaN);
+    ``knee=False`` holds S(B) at McCandlish et al.'s ``q = 1``; ``noise`` is one of `NOISES`.
 
     Example: trials of a study whose steps follow ``S(B) = 100 (1 + 256 / B)`` near a best rate
     ``0.01 (B / 32) ** 0.5`` give ``b_noise`` near 256 and ``alpha`` near 0.5.
     """
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {', '.join(SHAPES)} (got {shape!r})")
-    data = _Data.of(trials)
+    if noise not in NOISES:
+        raise ValueError(f"noise must be one of {', '.join(NOISES)} (got {noise!r})")
+    heavy_tails = noise == "student-t"
+    data = Trials.of(trials)
     if data.reason:
         return Surrogate(ok=False, reason=data.reason, trials=data.n, censored=data.n_censored)
-    power = _fit(data, bend=False)
-    chosen, p_bend = power, math.nan
+    plain = _Options(bend=False, knee=knee, heavy_tails=heavy_tails)
+    power = _fit(data, plain)
+    chosen, options, p_bend = power, plain, math.nan
     if shape != "power law":
-        bend = _fit(data, bend=True, start=power.x)
+        bent = _Options(bend=True, knee=knee, heavy_tails=heavy_tails)
+        bend = _fit(data, bent, start=power.x)
         p_bend = float(stats.chi2.sf(max(0.0, 2.0 * (power.fun - bend.fun)), df=1))
         if shape == "bends" or p_bend < BEND_P_VALUE:
-            chosen = bend
-    bent = chosen is not power
+            chosen, options = bend, bent
+    covariance, free = _covariance(data, chosen.x, options)
     return Surrogate(
         ok=True,
         theta=chosen.x,
-        covariance=_covariance(data, chosen.x, bent),
-        shape="bends" if bent else "power law",
+        covariance=covariance,
+        shape="bends" if options.bend else "power law",
         bend_p_value=p_bend,
         b_ref=data.b_ref,
         batch_sizes=tuple(float(b) for b in np.unique(data.b)),
-        reached_batch_sizes=tuple(float(b) for b in np.unique(data.b[data.kind != _CENSORED])),
+        reached_batch_sizes=tuple(float(b) for b in np.unique(data.b[data.kind != CENSORED])),
         trials=data.n,
         censored=data.n_censored,
+        free=free,
         log_likelihood=-float(chosen.fun),
-        misfit_p_value=_misfit(data, chosen) if misfit_test else math.nan,
+        misfit_p_value=_misfit(data, chosen, options) if misfit_test else math.nan,
     )
 
 
 # ------------------------------------------------------------------------------------ pieces
 
-_OBSERVED, _BRACKET, _CENSORED = 0, 1, 2
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
-
-@dataclass(frozen=True)
-class _Data:
-    """The trials as arrays: batch size, log lr, kind, and log step bounds."""
-
-    b: np.ndarray
-    log_lr: np.ndarray
-    kind: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-    b_ref: float
-    n: int
-    n_censored: int
-    reason: str = ""
-
-    @classmethod
-    def of(cls, trials: pd.DataFrame) -> _Data:
-        missing = [c for c in (BATCH_SIZE, LEARNING_RATE, "steps_to_target") if c not in trials]
-        if missing:
-            raise ValueError(f"the trials need the columns {', '.join(missing)}")
-        b = trials[BATCH_SIZE].to_numpy(dtype=float)
-        lr = trials[LEARNING_RATE].to_numpy(dtype=float)
-        steps = trials["steps_to_target"].to_numpy(dtype=float)
-        steps = np.where(np.isnan(steps), np.inf, steps)
-        previous = _column(trials, PREVIOUS_STEP)
-        last = _column(trials, LAST_STEP)
-        diverged = (
-            trials[STATE].astype(str).to_numpy() == "diverged"
-            if STATE in trials
-            else np.zeros(len(trials), bool)
-        )
-        budget = pd.Series(last).groupby(b).transform("max").to_numpy(dtype=float)
-        last = np.where(diverged, budget, last)
-        reached = np.isfinite(steps) & (steps > 0)
-        usable = np.isfinite(lr) & (lr > 0) & np.isfinite(b) & (b > 0)
-        usable &= reached | (np.isfinite(last) & (last > 0))
-        b, lr, steps, previous, last, reached = (
-            a[usable] for a in (b, lr, steps, previous, last, reached)
-        )
-        bracket = reached & np.isfinite(previous) & (previous > 0) & (previous < steps - 1)
-        kind = np.where(reached, np.where(bracket, _BRACKET, _OBSERVED), _CENSORED)
-        high = np.log(np.where(reached, steps, last))
-        low = np.where(bracket, np.log(np.where(bracket, previous, 1.0)), high)
-        n_censored = int(np.sum(kind == _CENSORED))
-        reason = ""
-        reached_b = np.unique(b[kind != _CENSORED])
-        if reached_b.size < MIN_BATCH_SIZES:
-            reason = (
-                f"fewer than {MIN_BATCH_SIZES} batch sizes reached the target ({reached_b.size})"
-            )
-        elif int(np.sum(kind != _CENSORED)) < MIN_REACHED:
-            reason = f"too few trials reached the target ({int(np.sum(kind != _CENSORED))})"
-        elif b.size < len(PARAMS) + 2:
-            reason = f"too few trials ({b.size}; the model has {len(PARAMS)} parameters)"
-        b_ref = float(np.exp(np.mean(np.log(np.unique(b))))) if b.size else math.nan
-        return cls(b, np.log(lr), kind, low, high, b_ref, int(b.size), n_censored, reason)
-
-
-def _column(trials: pd.DataFrame, name: str) -> np.ndarray:
-    if name not in trials.columns:
-        return np.full(len(trials), np.nan)
-    return trials[name].to_numpy(dtype=float)
-
-
-def mean_log_steps(
-    theta: np.ndarray, b: np.ndarray, log_lr: np.ndarray, b_ref: float
-) -> np.ndarray:
-    """The model's mean log steps at each (batch size, log learning rate) for parameters
-    ``theta`` (one vector, or one per row: then one row of means per parameter vector)."""
-    theta = np.asarray(theta, dtype=float)
-    out = _mean_log_steps(np.atleast_2d(theta), b, log_lr, b_ref)
-    return out[0] if theta.ndim == 1 else out
-
-
-def _mean_log_steps(
-    thetas: np.ndarray, b: np.ndarray, log_lr: np.ndarray, b_ref: float
-) -> np.ndarray:
-    log_s_min, log_b_noise, level, alpha, beta, log_c, log_slope, log_k, _ = (
-        thetas[:, i : i + 1] for i in range(len(PARAMS))
-    )
-    x = np.log(b / b_ref)
-    u = log_lr - (level + alpha * x + beta * x * x)
-    slope, k = np.exp(log_slope), np.exp(log_k)
-    w = slope / (2.0 * np.exp(log_c))
-    below = slope * w * (np.sqrt(1.0 + (np.minimum(u, 0.0) / w) ** 2) - 1.0)
-    penalty = np.where(u < 0, below, k * u * u)
-    return log_s_min + np.log1p(np.exp(log_b_noise) / b) + penalty
-
-
-def _log_likelihoods(
-    thetas: np.ndarray, data: _Data, offsets: np.ndarray | None = None
-) -> np.ndarray:
-    """The log-likelihood of every trial, summed, for each parameter vector (row) of
-    ``thetas``; ``offsets`` (one per trial, or one row per vector) shift the mean log steps."""
-    mu = _mean_log_steps(thetas, data.b, data.log_lr, data.b_ref)
-    if offsets is not None:
-        mu = mu + offsets
-    log_sigma = thetas[:, -1]
-    z_high = (data.high - mu) / np.exp(log_sigma)[:, None]
-    observed = data.kind == _OBSERVED
-    total = -0.5 * np.sum(z_high[:, observed] ** 2, axis=1)
-    total -= int(observed.sum()) * (_LOG_SQRT_2PI + log_sigma)
-    censored = data.kind == _CENSORED
-    total += np.sum(special.log_ndtr(-z_high[:, censored]), axis=1)
-    bracket = data.kind == _BRACKET
-    if bracket.any():
-        z_low = (data.low[bracket] - mu[:, bracket]) / np.exp(log_sigma)[:, None]
-        total += np.sum(_log_between(z_low, z_high[:, bracket]), axis=1)
-    return total
-
-
-def _log_between(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``log(Phi(b) - Phi(a))`` for ``a < b``, stable in both tails."""
-    upper = a > 0
-    hi = np.where(upper, special.log_ndtr(-a), special.log_ndtr(b))
-    lo = np.where(upper, special.log_ndtr(-b), special.log_ndtr(a))
-    return hi + np.log1p(-np.exp(np.minimum(lo - hi, -1e-12)))
-
-
-def _bounds(data: _Data, bend: bool) -> list[tuple[float, float]]:
+def _bounds(data: Trials, options: _Options) -> list[tuple[float, float]]:
     b = data.b
     spread = float(np.max(data.log_lr) - np.min(data.log_lr)) + 5.0
     return [
@@ -344,17 +252,19 @@ def _bounds(data: _Data, bend: bool) -> list[tuple[float, float]]:
         (math.log(b.min() / _B_NOISE_RANGE), math.log(b.max() * _B_NOISE_RANGE)),
         (float(np.min(data.log_lr)) - spread, float(np.max(data.log_lr)) + spread),
         _BOUNDS["alpha"],
-        _BOUNDS["beta"] if bend else (0.0, 0.0),
+        _BOUNDS["beta"] if options.bend else (0.0, 0.0),
         _BOUNDS["log_c_low"],
         _BOUNDS["log_slope_low"],
         _BOUNDS["log_k"],
         _BOUNDS["log_sigma"],
+        _BOUNDS["log_knee"] if options.knee else (0.0, 0.0),
+        _BOUNDS["tail"] if options.heavy_tails else (0.0, 0.0),
     ]
 
 
-def _starts(data: _Data) -> list[np.ndarray]:
+def _starts(data: Trials) -> list[np.ndarray]:
     """Starting points: B_noise at several places of the measured range."""
-    done = data.kind != _CENSORED
+    done = data.kind != CENSORED
     best = pd.Series(data.high[done]).groupby(data.b[done]).min()
     best_lr = np.median(data.log_lr[done])
     out = []
@@ -363,48 +273,79 @@ def _starts(data: _Data) -> list[np.ndarray]:
         log_b_noise = float(np.quantile(np.log(np.unique(data.b)), quantile))
         # A smooth optimum (quadratic near it), and a sharp one (a corner, a cliff above it).
         for log_c, log_k in ((-0.7, 0.0), (1.5, 3.0)):
-            out.append(np.array([level, log_b_noise, best_lr, 0.5, 0.0, log_c, 0.0, log_k, -1.6]))
+            out.append(
+                np.array(
+                    [level, log_b_noise, best_lr, 0.5, 0.0, log_c, 0.0, log_k, -1.6, 0.0, 0.05]
+                )
+            )
     return out
 
 
-def _fit(data: _Data, *, bend: bool, start: np.ndarray | None = None) -> optimize.OptimizeResult:
-    bounds = _bounds(data, bend)
+def _fit(
+    data: Trials, options: _Options, *, start: np.ndarray | None = None
+) -> optimize.OptimizeResult:
+    bounds = _bounds(data, options)
     starts = _starts(data) if start is None else [start]
     best = None
+    lower = np.array([lo for lo, _ in bounds])
     upper = np.array([hi for _, hi in bounds])
 
     def objective(t: np.ndarray) -> tuple[float, np.ndarray]:
-        return value_and_gradient(lambda p: -_log_likelihoods(p, data), t, upper)
+        return value_and_gradient(lambda p: -log_likelihoods(p, data), t, upper)
 
     for x0 in starts:
-        x0 = np.clip(x0, [lo for lo, _ in bounds], upper)
+        x0 = np.clip(x0, lower, upper)
         result = optimize.minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds)
         if best is None or result.fun < best.fun:
             best = result
     return best
 
 
-def _covariance(data: _Data, theta: np.ndarray, bent: bool) -> np.ndarray:
-    """The inverse of the negative log-likelihood's Hessian (numerical) over the free
-    parameters; parameters at a bound or fixed get zero variance."""
-    bounds = _bounds(data, bent)
+def _covariance(data: Trials, theta: np.ndarray, options: _Options) -> tuple[np.ndarray, int]:
+    """The parameters' covariance over the free ones, and their number (parameters at a bound or
+    held get zero variance).
+
+    The model-based covariance (the inverse of the negative log-likelihood's Hessian, with the
+    small-sample correction ``n / (n - p)``), each parameter's standard deviation widened to the
+    sandwich covariance's ``H^-1 J H^-1`` (``J`` the trials' scores' outer products) where that
+    is wider: the two agree when the model holds, and where it misfits (steps that follow S(B)
+    or the learning-rate response only roughly) the sandwich is the one that stays honest.
+    """
+    bounds = _bounds(data, options)
     free = [i for i, (lo, hi) in enumerate(bounds) if hi > lo and lo + 1e-6 < theta[i] < hi - 1e-6]
-    curvature = hessian(lambda points: -_log_likelihoods(points, data), theta, free)
+    curvature = hessian(lambda points: -log_likelihoods(points, data), theta, free)
     values, vectors = np.linalg.eigh(curvature)
     values = np.maximum(values, 1e-6 * max(float(values.max()), 1e-12))
-    # The small-sample correction of a variance estimated with ``len(free)`` parameters.
-    inner = (vectors / values) @ vectors.T * data.n / max(data.n - len(free), 1)
+    inverse = (vectors / values) @ vectors.T
+    model = inverse * data.n / max(data.n - len(free), 1)
+    scores = _scores(data, theta, free)
+    sandwich = inverse @ (scores @ scores.T) @ inverse
+    # Both with the small-sample correction: the ratio is the sandwich's to the inverse's.
+    widen = np.sqrt(np.maximum(1.0, np.diag(sandwich) / np.diag(inverse)))
     out = np.zeros((len(PARAMS), len(PARAMS)))
-    out[np.ix_(free, free)] = inner
-    return out
+    out[np.ix_(free, free)] = model * np.outer(widen, widen)
+    return out, len(free)
 
 
-def _misfit(data: _Data, fit: optimize.OptimizeResult) -> float:
+def _scores(data: Trials, theta: np.ndarray, free: list[int]) -> np.ndarray:
+    """Each trial's gradient of its log-likelihood over the ``free`` parameters (central
+    differences; rows: parameters, columns: trials)."""
+    h = np.array([1e-5 * max(1.0, abs(theta[i])) for i in free])
+    points = np.repeat(theta[None, :], 2 * len(free), axis=0)
+    for j, i in enumerate(free):
+        points[2 * j, i] += h[j]
+        points[2 * j + 1, i] -= h[j]
+    values = trial_log_likelihoods(points, data)
+    return (values[0::2] - values[1::2]) / (2.0 * h[:, None])
+
+
+def _misfit(data: Trials, fit: optimize.OptimizeResult, options: _Options) -> float:
     """p-value of S(B) against free log steps per batch size: offsets on every batch size that
-    reached the target (``n`` levels against S(B)'s two, so ``n - 2`` degrees of freedom), the
-    learning-rate model and the noise held at the fit."""
-    sizes = np.unique(data.b[data.kind != _CENSORED])
-    if sizes.size < 3:
+    reached the target (``n`` levels against S(B)'s two, three with the knee: ``n - 2`` or
+    ``n - 3`` degrees of freedom), the learning-rate model and the noise held at the fit."""
+    levels = 3 if options.knee else 2
+    sizes = np.unique(data.b[data.kind != CENSORED])
+    if sizes.size < levels + 1:
         return math.nan
     index = np.searchsorted(sizes, data.b)
     known = np.isin(data.b, sizes)
@@ -412,10 +353,10 @@ def _misfit(data: _Data, fit: optimize.OptimizeResult) -> float:
 
     def nll(deltas: np.ndarray) -> np.ndarray:
         thetas = np.repeat(fit.x[None, :], len(deltas), axis=0)
-        return -_log_likelihoods(thetas, data, np.where(known, deltas[:, safe], 0.0))
+        return -log_likelihoods(thetas, data, np.where(known, deltas[:, safe], 0.0))
 
     result = optimize.minimize(
         lambda d: value_and_gradient(nll, d), np.zeros(sizes.size), jac=True, method="L-BFGS-B"
     )
     gain = max(0.0, 2.0 * (fit.fun - result.fun))
-    return float(stats.chi2.sf(gain, df=sizes.size - 2))
+    return float(stats.chi2.sf(gain, df=sizes.size - levels))

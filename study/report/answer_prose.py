@@ -21,8 +21,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MODEL = (
     "one model of every trial: log steps over (batch size, learning rate) with S(B) = "
-    "S_min (1 + B_noise/B) at the best rate, a learning-rate penalty around it and a trial-to-"
-    "trial noise term; trials that stopped short count as 'more than N steps'"
+    "S_min (1 + (B_noise/B)^q)^(1/q) at the best rate (q the knee's sharpness, 1 for McCandlish "
+    "et al.'s curve), a learning-rate penalty around it and a trial-to-trial noise term; trials "
+    "that stopped short count as 'more than N steps'"
 )
 
 
@@ -120,6 +121,14 @@ def answer_rows(answers: Answers) -> list[tuple[str, str, str, str]]:
     )
     rows.append(
         (
+            "S(B)'s knee sharpness q",
+            fmt(model.knee),
+            "",
+            "1: McCandlish et al.'s curve; larger: perfect scaling longer, then a sharper turn",
+        )
+    )
+    rows.append(
+        (
             "S(B) against free steps per batch size",
             "misfits" if model.misfits else "fits",
             "",
@@ -139,7 +148,8 @@ def cross_check_notes(
     out = []
     if answers.surrogate.misfits:
         out.append(
-            "S(B) = S_min (1 + B_noise/B) misfits the trials: steps per batch size left free fit "
+            "S(B) = S_min (1 + (B_noise/B)^q)^(1/q) misfits the trials: steps per batch size left "
+            "free fit "
             f"them better (likelihood-ratio p = {fmt(answers.surrogate.misfit_p_value)}); read "
             "the answers with care and look at the steps-to-result figure."
         )

@@ -26,9 +26,13 @@ def trials_of(
     per_batch: int = 10,
     budget: float = 6.0,
     kink: float = 0.0,
+    knee: float = 1.0,
+    outlier: float = 0.0,
 ) -> pd.DataFrame:
-    """Trials drawn from the model itself; ``kink`` multiplies the steps of batch 128 by
-    ``exp(kink)`` (a curve S(B) cannot follow)."""
+    """Trials drawn from the model itself (S(B) with the knee sharpness ``knee``); ``kink``
+    multiplies the steps of batch 128 by ``exp(kink)`` (a curve S(B) cannot follow);
+    ``outlier`` multiplies the steps of the best-placed trial at the largest batch size by
+    ``exp(-outlier)`` (one lucky trial)."""
     ref = math.exp(np.mean(np.log(SIZES)))
     rows = []
     for b in SIZES:
@@ -37,9 +41,12 @@ def trials_of(
         log_lr = log_best + rng.uniform(-1.5, 1.5, per_batch)
         u = log_lr - log_best
         penalty = np.where(u < 0, 0.4 * u * u, 0.9 * u * u)
-        s_b = s_min * (1 + b_noise / b) * (math.exp(kink) if b == 128 else 1.0)
+        curve = s_min * (1 + (b_noise / b) ** knee) ** (1 / knee)
+        s_b = curve * (math.exp(kink) if b == 128 else 1.0)
         steps = np.exp(math.log(s_b) + penalty + sigma * rng.normal(size=per_batch))
-        cap = budget * s_min * (1 + b_noise / b)
+        if outlier and b == SIZES[-1]:
+            steps[np.argmin(np.abs(u))] *= math.exp(-outlier)
+        cap = budget * curve
         for lr, t in zip(np.exp(log_lr), steps):
             reached = t <= cap
             rows.append(

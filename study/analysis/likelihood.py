@@ -1,0 +1,239 @@
+"""The likelihood of every trial under the model of `study.analysis.surrogate`.
+
+The model's mean log steps to target at ``(B, lr)`` (`mean_log_steps`) is
+
+    ``log S(B) + g(log lr - log lr*(B))``,
+
+* ``S(B) = S_min (1 + (B_noise / B) ** q) ** (1 / q)``: McCandlish et al.'s curve when the
+  knee sharpness ``q`` is 1; a larger ``q`` keeps perfect scaling longer and turns to
+  ``S_min`` more abruptly (``q -> inf``: ``max(S_min, E_min / B)``). For every ``q`` the curve
+  follows ``S_min`` at large batch sizes and ``E_min / B`` at small ones, so ``B_noise`` stays
+  the crossing of the two asymptotes and ``E_min = S_min B_noise``;
+* ``log lr*(B) = level + alpha x + beta x**2``, ``x = log(B / B_ref)``;
+* ``g(u)``: a hyperbola below the best rate (``c u**2`` near it, a line of slope ``s`` far
+  below) and ``k u**2`` above it.
+
+A trial's log steps scatter around that mean with standard deviation ``sigma``: normally
+(``tau = 0``), or as a Student-t of ``1 / tau`` degrees of freedom (``tau`` up to 0.4, i.e. at
+least 2.5 degrees of freedom) and scale ``sigma sqrt(1 - 2 tau)``, whose heavy tails let a few
+lucky or unlucky trials pull the curve less. Each trial is an exact observation, a bracket
+``(previous evaluation, steps]`` or censored (``T > N``), as `Trials` reads them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from study.analysis.crossings import PREVIOUS_STEP
+from study.analysis.fitting import MIN_BATCH_SIZES
+from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE
+
+PARAMS = (
+    "log_s_min", "log_b_noise", "lr_level", "alpha", "beta", "log_c_low", "log_slope_low",
+    "log_k", "log_sigma", "log_knee", "tail",
+)  # fmt: skip
+"""The model's parameters, in the order of `Surrogate.theta`: ``log_knee`` is ``log q`` (0 for
+McCandlish's curve), ``tail`` is ``tau`` (0 for normal trial noise)."""
+
+_INDEX = {name: i for i, name in enumerate(PARAMS)}
+
+MIN_REACHED = 6
+"""The fewest trials that reached the target the model is fitted to (censored ones come on top:
+at least ``len(PARAMS) + 2`` trials in all)."""
+
+LAST_STEP = "last_step"
+"""The column of `censored_trials`: the last step each trial ran."""
+
+OBSERVED, BRACKET, CENSORED = 0, 1, 2
+"""How a trial is read: an exact crossing, a bracket between two evaluations, more than N."""
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+@dataclass(frozen=True)
+class Trials:
+    """The trials as arrays: batch size, log lr, kind, and log step bounds."""
+
+    b: np.ndarray
+    log_lr: np.ndarray
+    kind: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    b_ref: float
+    n: int
+    n_censored: int
+    reason: str = ""
+
+    @classmethod
+    def of(cls, trials: pd.DataFrame) -> Trials:
+        missing = [c for c in (BATCH_SIZE, LEARNING_RATE, "steps_to_target") if c not in trials]
+        if missing:
+            raise ValueError(f"the trials need the columns {', '.join(missing)}")
+        b = trials[BATCH_SIZE].to_numpy(dtype=float)
+        lr = trials[LEARNING_RATE].to_numpy(dtype=float)
+        steps = trials["steps_to_target"].to_numpy(dtype=float)
+        steps = np.where(np.isnan(steps), np.inf, steps)
+        previous = _column(trials, PREVIOUS_STEP)
+        last = _column(trials, LAST_STEP)
+        diverged = (
+            trials[STATE].astype(str).to_numpy() == "diverged"
+            if STATE in trials
+            else np.zeros(len(trials), bool)
+        )
+        budget = pd.Series(last).groupby(b).transform("max").to_numpy(dtype=float)
+        last = np.where(diverged, budget, last)
+        reached = np.isfinite(steps) & (steps > 0)
+        usable = np.isfinite(lr) & (lr > 0) & np.isfinite(b) & (b > 0)
+        usable &= reached | (np.isfinite(last) & (last > 0))
+        b, lr, steps, previous, last, reached = (
+            a[usable] for a in (b, lr, steps, previous, last, reached)
+        )
+        bracket = reached & np.isfinite(previous) & (previous > 0) & (previous < steps - 1)
+        kind = np.where(reached, np.where(bracket, BRACKET, OBSERVED), CENSORED)
+        high = np.log(np.where(reached, steps, last))
+        low = np.where(bracket, np.log(np.where(bracket, previous, 1.0)), high)
+        n_censored = int(np.sum(kind == CENSORED))
+        reason = ""
+        reached_b = np.unique(b[kind != CENSORED])
+        if reached_b.size < MIN_BATCH_SIZES:
+            reason = (
+                f"fewer than {MIN_BATCH_SIZES} batch sizes reached the target ({reached_b.size})"
+            )
+        elif int(np.sum(kind != CENSORED)) < MIN_REACHED:
+            reason = f"too few trials reached the target ({int(np.sum(kind != CENSORED))})"
+        elif b.size < len(PARAMS) + 2:
+            reason = f"too few trials ({b.size}; the model has {len(PARAMS)} parameters)"
+        b_ref = float(np.exp(np.mean(np.log(np.unique(b))))) if b.size else math.nan
+        return cls(b, np.log(lr), kind, low, high, b_ref, int(b.size), n_censored, reason)
+
+
+def _column(trials: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in trials.columns:
+        return np.full(len(trials), np.nan)
+    return trials[name].to_numpy(dtype=float)
+
+
+def _columns(thetas: np.ndarray, *names: str) -> list[np.ndarray]:
+    return [thetas[:, _INDEX[n] : _INDEX[n] + 1] for n in names]
+
+
+def log_steps_curve(thetas: np.ndarray, batch_sizes: np.ndarray) -> np.ndarray:
+    """``log S(B)`` for each row of ``thetas`` (rows x batch sizes)."""
+    log_b = np.log(np.asarray(batch_sizes, dtype=float))[None, :]
+    log_s_min, log_b_noise, log_knee = _columns(thetas, "log_s_min", "log_b_noise", "log_knee")
+    q = np.exp(log_knee)
+    return log_s_min + np.logaddexp(0.0, q * (log_b_noise - log_b)) / q
+
+
+def steps_curve(theta: np.ndarray, batch_sizes: np.ndarray) -> np.ndarray:
+    """``S(B)`` for each row of ``theta`` (draws x batch sizes)."""
+    return np.exp(log_steps_curve(np.atleast_2d(theta), batch_sizes))
+
+
+def log_best_lr(theta: np.ndarray, batch_sizes: np.ndarray, b_ref: float) -> np.ndarray:
+    """``log lr*(B)`` for each row of ``theta`` (draws x batch sizes)."""
+    x = np.log(np.asarray(batch_sizes, dtype=float) / b_ref)[None, :]
+    level, alpha, beta = _columns(np.atleast_2d(theta), "lr_level", "alpha", "beta")
+    return level + alpha * x + beta * x**2
+
+
+def mean_log_steps(
+    theta: np.ndarray, b: np.ndarray, log_lr: np.ndarray, b_ref: float
+) -> np.ndarray:
+    """The model's mean log steps at each (batch size, log learning rate) for parameters
+    ``theta`` (one vector, or one per row: then one row of means per parameter vector)."""
+    theta = np.asarray(theta, dtype=float)
+    out = _mean_log_steps(np.atleast_2d(theta), np.asarray(b, float), log_lr, b_ref)
+    return out[0] if theta.ndim == 1 else out
+
+
+def _mean_log_steps(
+    thetas: np.ndarray, b: np.ndarray, log_lr: np.ndarray, b_ref: float
+) -> np.ndarray:
+    log_c, log_slope, log_k = _columns(thetas, "log_c_low", "log_slope_low", "log_k")
+    u = log_lr - log_best_lr(thetas, b, b_ref)
+    slope, k = np.exp(log_slope), np.exp(log_k)
+    w = slope / (2.0 * np.exp(log_c))
+    below = slope * w * (np.sqrt(1.0 + (np.minimum(u, 0.0) / w) ** 2) - 1.0)
+    penalty = np.where(u < 0, below, k * u * u)
+    return _log_steps_at(thetas, b) + penalty
+
+
+def _log_steps_at(thetas: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``log S(b_i)`` for each row of ``thetas`` and trial ``i`` (the curve per distinct size)."""
+    sizes, index = np.unique(b, return_inverse=True)
+    return log_steps_curve(thetas, sizes)[:, index]
+
+
+def log_likelihoods(
+    thetas: np.ndarray, data: Trials, offsets: np.ndarray | None = None
+) -> np.ndarray:
+    """The log-likelihood of every trial, summed, for each parameter vector (row) of
+    ``thetas``; ``offsets`` (one per trial, or one row per vector) shift the mean log steps."""
+    return np.sum(trial_log_likelihoods(thetas, data, offsets), axis=1)
+
+
+def trial_log_likelihoods(
+    thetas: np.ndarray, data: Trials, offsets: np.ndarray | None = None
+) -> np.ndarray:
+    """The log-likelihood of each trial (rows: parameter vectors, columns: trials)."""
+    mu = _mean_log_steps(thetas, data.b, data.log_lr, data.b_ref)
+    if offsets is not None:
+        mu = mu + offsets
+    (log_sigma,), (tau,) = (c.T for c in _columns(thetas, "log_sigma", "tail"))
+    tau = np.clip(tau, 0.0, None)[:, None]
+    scale = (np.exp(log_sigma) * np.sqrt(1.0 - 2.0 * tau[:, 0]))[:, None]
+    z_high = (data.high - mu) / scale
+    out = np.empty_like(z_high)
+    observed = data.kind == OBSERVED
+    out[:, observed] = _log_density(z_high[:, observed], tau) - np.log(scale)
+    censored = data.kind == CENSORED
+    out[:, censored] = _log_cdf(-z_high[:, censored], tau)
+    bracket = data.kind == BRACKET
+    if bracket.any():
+        z_low = (data.low[bracket] - mu[:, bracket]) / scale
+        out[:, bracket] = _log_between(z_low, z_high[:, bracket], tau)
+    return out
+
+
+def _log_density(z: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """The log density of a Student-t with ``1 / tau`` degrees of freedom (normal at 0),
+    smooth in ``tau`` down to 0."""
+    x = z * z * tau
+    small = x < 1e-8
+    ratio = np.where(
+        small, 1.0 - 0.5 * x, np.log1p(np.where(small, 0.0, x)) / np.where(small, 1.0, x)
+    )
+    return _log_norm(tau) - _LOG_SQRT_2PI - 0.5 * (1.0 + tau) * z * z * ratio
+
+
+def _log_norm(tau: np.ndarray) -> np.ndarray:
+    """``lgamma((nu + 1) / 2) - lgamma(nu / 2) - log(nu / 2) / 2`` for ``nu = 1 / tau``: 0 for
+    the normal, its series below ``tau = 1e-3`` (where the exact form loses its digits)."""
+    small = tau < 1e-3
+    nu = 1.0 / np.where(small, 1.0, tau)
+    exact = special.gammaln((nu + 1.0) / 2.0) - special.gammaln(nu / 2.0) - 0.5 * np.log(nu / 2.0)
+    return np.where(small, -tau / 4.0 + tau**3 / 96.0, exact)
+
+
+def _log_cdf(z: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """``log P(Z <= z)`` for the Student-t of ``tau`` (normal at 0)."""
+    tau = np.broadcast_to(tau, z.shape)
+    normal = special.log_ndtr(z)
+    heavy = tau > 1e-7
+    df = 1.0 / np.where(heavy, tau, 1.0)
+    t = np.log(np.maximum(special.stdtr(df, z), 1e-300))
+    return np.where(heavy, t, normal)
+
+
+def _log_between(a: np.ndarray, b: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """``log(F(b) - F(a))`` for ``a < b``, stable in both tails."""
+    upper = a > 0
+    hi = np.where(upper, _log_cdf(-a, tau), _log_cdf(b, tau))
+    lo = np.where(upper, _log_cdf(-b, tau), _log_cdf(a, tau))
+    return hi + np.log1p(-np.exp(np.minimum(lo - hi, -1e-12)))

@@ -1,0 +1,122 @@
+"""The model's pieces: S(B) with a knee sharpness (McCandlish et al.'s curve at q = 1), the
+Student-t trial noise that one lucky trial does not move, and intervals widened to the sandwich
+covariance where the trials scatter more than the model says."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from study.analysis import likelihood, surrogate
+from study.analysis.fitting import hessian
+from study.analysis.likelihood import PARAMS, Trials, log_likelihoods, steps_curve
+from study.analysis.surrogate import fit_surrogate
+from tests.analysis.test_surrogate import SIZES, trials_of
+
+
+def theta_of(**values: float) -> np.ndarray:
+    theta = np.zeros(len(PARAMS))
+    for name, value in values.items():
+        theta[PARAMS.index(name)] = value
+    return theta
+
+
+def test_a_knee_of_one_is_mccandlish_s_curve():
+    b = np.array([8.0, 64.0, 300.0, 4096.0])
+    theta = theta_of(log_s_min=math.log(120.0), log_b_noise=math.log(300.0))
+
+    assert steps_curve(theta, b)[0] == pytest.approx(120.0 * (1.0 + 300.0 / b))
+
+
+def test_b_noise_is_the_crossing_of_the_asymptotes_for_every_knee():
+    theta = theta_of(log_s_min=math.log(100.0), log_b_noise=math.log(256.0))
+    for q in (1.0, 3.0, 8.0):
+        theta[PARAMS.index("log_knee")] = math.log(q)
+        tiny, huge, at = steps_curve(theta, np.array([1e-6, 1e7, 256.0]))[0]
+        assert tiny * 1e-6 == pytest.approx(100.0 * 256.0, rel=1e-6)  # E_min / B below
+        assert huge == pytest.approx(100.0, rel=1e-4)  # S_min above
+        assert at == pytest.approx(100.0 * 2.0 ** (1.0 / q))  # a sharper knee hugs the corner
+
+
+def test_the_knee_is_recovered_and_mccandlish_data_read_near_one():
+    sharp = fit_surrogate(trials_of(np.random.default_rng(0), knee=3.0, per_batch=14))
+    plain = fit_surrogate(trials_of(np.random.default_rng(0), per_batch=14))
+
+    assert sharp.knee == pytest.approx(3.0, rel=0.35)
+    assert sharp.b_noise == pytest.approx(200.0, rel=0.2)
+    assert plain.knee < 1.6
+    # The old form misreads a sharp knee: B_noise far off and S(B) rejected.
+    held = fit_surrogate(trials_of(np.random.default_rng(0), knee=3.0, per_batch=14), knee=False)
+    assert held.knee == 1.0 and abs(math.log(held.b_noise / 200.0)) > 0.2
+    assert held.misfits and not sharp.misfits
+
+
+def test_student_t_density_and_tail_match_scipy_and_reach_the_normal():
+    z = np.linspace(-6.0, 6.0, 13)[None, :]
+    for tau in (0.05, 0.25, 0.4):
+        t = np.array([[tau]])
+        expected = stats.t.logpdf(z, df=1.0 / tau)
+        assert likelihood._log_density(z, t) == pytest.approx(expected, abs=1e-9)
+        assert likelihood._log_cdf(z, t) == pytest.approx(stats.t.logcdf(z, 1 / tau), abs=1e-9)
+    zero = np.zeros((1, 1))
+    assert likelihood._log_density(z, zero) == pytest.approx(stats.norm.logpdf(z), abs=1e-12)
+    # Smooth down to the normal (the optimiser's differences cross tau = 0).
+    near = likelihood._log_density(z, np.full((1, 1), 1e-6))
+    assert near == pytest.approx(stats.norm.logpdf(z), abs=1e-3)
+    assert likelihood._log_cdf(z, np.full((1, 1), 1e-6)) == pytest.approx(
+        stats.norm.logcdf(z), abs=1e-3
+    )
+
+
+def test_one_lucky_trial_moves_the_normal_fit_and_not_the_student_t_one():
+    clean = trials_of(np.random.default_rng(7), sigma=0.08)
+    lucky = trials_of(np.random.default_rng(7), sigma=0.08, outlier=1.2)
+    moved = {}
+    for noise in ("normal", "student-t"):
+        before = fit_surrogate(clean, noise=noise)
+        after = fit_surrogate(lucky, noise=noise)
+        moved[noise] = abs(math.log(after.b_noise / before.b_noise))
+        if noise == "student-t":
+            assert after.value("tail") > 0.1  # the data chose a heavy tail
+
+    assert moved["normal"] > 0.1
+    assert moved["student-t"] < moved["normal"] / 3
+
+
+def test_intervals_are_never_narrower_than_the_models_and_widen_where_it_misfits():
+    def widths(trials) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        fit = fit_surrogate(trials)
+        data = Trials.of(trials)
+        options = surrogate._Options(bend=fit.shape == "bends", knee=True, heavy_tails=False)
+        cov, _ = surrogate._covariance(data, fit.theta, options)
+        free = [i for i in range(len(PARAMS)) if cov[i, i] > 0]
+        inverse = np.linalg.inv(hessian(lambda p: -log_likelihoods(p, data), fit.theta, free))
+        correction = data.n / (data.n - len(free))
+        return np.sqrt(np.diag(cov)[free]), np.sqrt(np.diag(inverse) * correction), free
+
+    robust, model, _ = widths(trials_of(np.random.default_rng(1)))
+    assert np.all(robust >= model * 0.999)
+    assert np.median(robust / model) < 1.3  # the model holds: about the same
+
+    # Trial noise ten times larger at the two largest batch sizes than elsewhere.
+    rng = np.random.default_rng(1)
+    trials = trials_of(rng, sigma=0.03)
+    big = trials["batch_size"] >= SIZES[-2]
+    shift = np.exp(rng.normal(0.0, 0.4, size=int(big.sum())))
+    trials.loc[big, "steps_to_target"] = np.ceil(trials.loc[big, "steps_to_target"] * shift)
+    trials.loc[big, "last_step"] = np.where(
+        np.isfinite(trials.loc[big, "steps_to_target"]),
+        trials.loc[big, "steps_to_target"],
+        trials.loc[big, "last_step"],
+    )
+    robust, model, free = widths(trials)
+    b_noise = free.index(PARAMS.index("log_b_noise"))
+    assert robust[b_noise] > 1.2 * model[b_noise]
+
+
+def test_an_unknown_noise_is_refused():
+    with pytest.raises(ValueError, match="noise must be one of normal, student-t"):
+        fit_surrogate(trials_of(np.random.default_rng(0)), noise="cauchy")
