@@ -10,7 +10,8 @@ For each worker count a fresh database holds the study: ``study run FILE`` on on
 * trials/hour: trials over the wall time from the first process's start to the last one's exit
   (startup included), and over the span from the first trial's start to the last one's end;
 * storage, per trial: PostgreSQL transactions (``pg_stat_database.xact_commit``, less this
-  script's own polls for the study to appear), rows written
+  script's own polls for the study to appear: one connection, one transaction per answered
+  poll and one for the connection), rows written
   (``tup_inserted + tup_updated + tup_deleted``) and server-side seconds (``active_time``) of
   the study's database, and the ledger's ``bookkeeping`` seconds (a trial's wall time outside
   the trainer: ledger writes, tuner, MLflow hand-off); heartbeat writes are 1 per running trial
@@ -141,17 +142,26 @@ def start_host(name: str, args: list[str], work: Path) -> tuple[subprocess.Popen
     return process, cwd / "out.txt"
 
 
-def study_exists(server: PostgresServer, database: str, name: str) -> bool:
-    """Whether ``study run`` has stored the study (asked in SQL: opening an Optuna storage on
-    a database another process is creating the tables of can collide with it)."""
+def poll_connection(server: PostgresServer, database: str) -> Any:
+    """A connection to ``database`` for `study_exists`; opening it commits one transaction
+    (a backend's start does), counted in `_POLLS`."""
+    import psycopg
+
+    _POLLS[database] += 1
+    return psycopg.connect(
+        host=server.host, port=server.port, user=server.user, password=server.password,
+        dbname=database, autocommit=True,
+    )  # fmt: skip
+
+
+def study_exists(conn: Any, database: str, name: str) -> bool:
+    """Whether ``study run`` has stored the study (asked in SQL on ``conn``, one connection
+    for all the polls: opening an Optuna storage on a database another process is creating the
+    tables of can collide with it, and each new connection is a transaction of the database)."""
     import psycopg
 
     try:
-        with psycopg.connect(
-            host=server.host, port=server.port, user=server.user, password=server.password,
-            dbname=database, autocommit=True,
-        ) as conn:  # fmt: skip
-            row = conn.execute("SELECT 1 FROM studies WHERE study_name = %s", (name,)).fetchone()
+        row = conn.execute("SELECT 1 FROM studies WHERE study_name = %s", (name,)).fetchone()
     except psycopg.Error:  # no tables yet (a failed query commits nothing)
         return False
     _POLLS[database] += 1  # one transaction of the study's database that is not the study's
@@ -174,10 +184,12 @@ def scale_run(servers: Servers, workers: int, work: Path) -> ScaleRun:
     cpu_before = servers.cpu()
     start = time.time()
     procs = [start_host("host-0", ["run", str(file), "--tuner", "optuna", *urls], work)]
-    while workers > 1 and not study_exists(server, database, name):
-        if procs[0][0].poll() is not None:
-            raise RuntimeError(procs[0][1].read_text()[-3000:])
-        time.sleep(0.2)
+    if workers > 1:
+        with poll_connection(server, database) as conn:
+            while not study_exists(conn, database, name):
+                if procs[0][0].poll() is not None:
+                    raise RuntimeError(procs[0][1].read_text()[-3000:])
+                time.sleep(0.2)
     procs += [start_host(f"host-{i}", ["worker", name, *urls], work) for i in range(1, workers)]
     for process, out in procs:
         if process.wait() != 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,26 @@ OBJECTIVE_MEANING = (
 
 #: How long a stratum read serves the readers inside `StorageAccess.recent`, in seconds.
 RECENT_S = 10.0
+#: A stratum read younger than this counts as fresh (`StorageAccess._fresh`), in seconds: what
+#: must be read afresh (a budget that looks spent, the open trials a waiting worker watches) is
+#: not read twice within it.
+FRESH_S = 1.0
+
+
+#: Study ids by name, per database this process opened (`_known_ids`).
+_IDS: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
+_IDS_LOCK = threading.Lock()
+
+
+def _known_ids(storage: optuna.storages.BaseStorage) -> dict[str, int]:
+    """The study ids this process knows of in ``storage``'s database (one dict for every
+    ledger on it: `study.ledger.storage.open_database` opens a database once); a new dict
+    for any other storage."""
+    rdb = batch.rdb_of(storage)
+    if rdb is None:
+        return {}
+    with _IDS_LOCK:
+        return _IDS.setdefault(rdb, {})
 
 
 @dataclass(frozen=True)
@@ -69,8 +90,9 @@ class StorageAccess:
         self._studies: dict[Stratum, optuna.Study] = {}
         self._sampler_for: Callable[[Stratum], Any] | None = None
         self._lock = threading.Lock()
-        #: Stratum study ids by name (a study's id never changes while it exists).
-        self._ids: dict[str, int] = {}
+        #: Study ids by name (a study's id never changes while it exists), shared by the
+        #: ledgers of this process on one database (`_known_ids`).
+        self._ids: dict[str, int] = _known_ids(storage)
         #: Writes held until the next write of their trial (`_hold`, `_flush`), and the trials
         #: this process claimed as it wrote them (`_mine`: no read of its own writes back).
         self._pending: dict[int, TrialWrites] = {}
@@ -79,6 +101,8 @@ class StorageAccess:
         #: The last read of each stratum (monotonic time, trials), for readers inside `recent`.
         self._reads: dict[Stratum, tuple[float, list[FrozenTrial]]] = {}
         self._strata_of: dict[int, Stratum] = {}
+        #: Strata studies known to carry their attributes (`_study` need not check them).
+        self._labelled: set[str] = set()
         #: When this process last stamped each of its running trials (`Liveness.beat`).
         self._stamped: dict[int, float] = {}
         self._local = threading.local()
@@ -117,6 +141,15 @@ class StorageAccess:
         if stratum is not None:
             self._reads.pop(stratum, None)
 
+    def _closed(self, trial_id: int, now: FrozenTrial) -> None:
+        """This process closed the trial ``trial_id`` as ``now``: its stratum's last read says
+        so (no read afresh: the rest of that read is as old as it was; a claim reads afresh)."""
+        stratum = self._strata_of.get(trial_id)
+        last = self._reads.get(stratum) if stratum is not None else None
+        if stratum is not None and last is not None:
+            trials = [now if t._trial_id == trial_id else t for t in last[1]]
+            self._reads[stratum] = (last[0], trials)
+
     def _stratum_name(self, stratum: Stratum) -> str:
         return f"{self.name}/{stratum}"
 
@@ -143,21 +176,24 @@ class StorageAccess:
                         sampler=sampler,
                         load_if_exists=True,
                     )
-                if "batch_size" not in study.user_attrs:  # one write: what Optuna readers see
+                labelled = name in self._labelled
+                if not labelled and "batch_size" not in study.user_attrs:  # what Optuna shows
                     attrs = {
                         "batch_size": stratum.batch_size,
                         "strategy": stratum.strategy,
                         records.OBJECTIVE: OBJECTIVE_MEANING,
                     }
                     names = {_METRIC_NAMES: [METRIC_NAME]}  # as `Study.set_metric_names`
-                    batch.write_study(self.storage, study._study_id, attrs, names)
+                    batch.write_study(self.storage, study._study_id, attrs, names)  # one write
+                self._labelled.add(name)
                 self._studies[stratum] = study
                 self._ids[name] = study._study_id  # (re)loaded: e.g. made again after a delete
                 self._reads.pop(stratum, None)
             return study
 
     def _study_id(self, name: str) -> int:
-        """The id of the study ``name`` (a stratum's is looked up once per ledger).
+        """The id of the study ``name`` (the study's and its strata's are looked up once per
+        process and database).
 
         Raises:
             KeyError: no study of that name is stored.
@@ -165,10 +201,27 @@ class StorageAccess:
         known = self._ids.get(name)
         if known is not None:
             return known
+        if name.startswith(f"{self.name}/"):  # a stratum: learn every stratum's id at once
+            self._learn_studies()
+            if name not in self._ids:
+                raise KeyError(name)
+            return self._ids[name]
         study_id = self.storage.get_study_id_from_name(name)
-        if name.startswith(f"{self.name}/"):
+        if name == self.name:
             self._ids[name] = study_id
         return study_id
+
+    def _learn_studies(self) -> list[optuna.study.StudySummary | Any]:
+        """Read every study of the storage (one read); note the ids of this study and its
+        strata, and which strata carry their attributes already. Returns them."""
+        studies = self.storage.get_all_studies()
+        for study in studies:
+            name = study.study_name
+            if name == self.name or name.startswith(f"{self.name}/"):
+                self._ids.setdefault(name, study._study_id)
+                if "batch_size" in study.user_attrs:
+                    self._labelled.add(name)
+        return studies
 
     # -- writing a trial: held writes, one transaction per group (`batch`) -------------------
     def _hold(self, writes: TrialWrites) -> None:
@@ -201,7 +254,7 @@ class StorageAccess:
                 return None
             now = group.applied_to(mine)
             if now.state.is_finished():
-                self._changed(trial_id)  # this process reads its closed trial as closed
+                self._closed(trial_id, now)  # this process reads its closed trial as closed
                 self._strata_of.pop(trial_id, None)
                 self._stamped.pop(trial_id, None)
                 del self._written[trial_id]
@@ -221,10 +274,15 @@ class StorageAccess:
         return held.applied_to(mine) if held else mine
 
     def _study_attrs(self, name: str) -> dict[str, Any] | None:
-        try:
-            return self.storage.get_study_user_attrs(self._study_id(name))
-        except KeyError:
-            return None
+        for _ in range(2):
+            known = name in self._ids
+            try:
+                return self.storage.get_study_user_attrs(self._study_id(name))
+            except KeyError:
+                if not known:
+                    return None
+                self._ids.pop(name, None)  # deleted (and maybe made again) elsewhere
+        return None
 
     def _frozen(self, stratum: Stratum) -> list[FrozenTrial]:
         now = time.monotonic()
@@ -248,8 +306,22 @@ class StorageAccess:
             held = dict(self._pending)
         return [held[t._trial_id].applied_to(t) if t._trial_id in held else t for t in trials]
 
+    def _fresh(self, stratum: Stratum) -> list[FrozenTrial] | None:
+        """The stratum's trials as read less than `FRESH_S` ago (held writes applied), or
+        None."""
+        last = self._reads.get(stratum)
+        if last is None or time.monotonic() - last[0] > FRESH_S:
+            return None
+        return self._with_held(last[1])
+
     def _open_frozen(self, stratum: Stratum) -> list[FrozenTrial]:
-        """The stratum's trials still open in the storage (reads only those)."""
+        """The stratum's trials still open in the storage (reads only those; none inside
+        `recent`, which reads the whole stratum once, nor after a `_fresh` read)."""
+        known = self._fresh(stratum)
+        if known is None and getattr(self._local, "recent", 0):
+            known = self._frozen(stratum)
+        if known is not None:
+            return [t for t in known if t.state is OptunaState.RUNNING]
         try:
             study_id = self._study_id(self._stratum_name(stratum))
         except KeyError:

@@ -262,7 +262,7 @@ class Claims(StorageAccess):
         prefix = f"{self.name}/"
         found = [
             self._stratum_of(s.study_name, s.user_attrs)
-            for s in self.storage.get_all_studies()
+            for s in self._learn_studies()  # their ids too: no lookup later
             if s.study_name.startswith(prefix)
         ]
         return sorted(found, key=lambda s: (s.strategy, s.batch_size))
@@ -282,9 +282,10 @@ class Claims(StorageAccess):
     def taken(self, stratum: Stratum, budget: int) -> int:
         """How many of the stratum's ``budget`` slots are taken (`counted`): inside `recent`
         from a recent read, unless that says they all are (then read afresh: a slot may have
-        been freed since, e.g. a trial recovered as interrupted)."""
+        been freed since, e.g. a trial recovered as interrupted; a read less than `FRESH_S`
+        old is afresh already)."""
         taken = len(self.counted(stratum))
-        if taken >= budget and getattr(self._local, "recent", 0):
+        if taken >= budget and getattr(self._local, "recent", 0) and not self._fresh(stratum):
             self._reads.pop(stratum, None)
             taken = len(self.counted(stratum))
         return taken

@@ -1,7 +1,7 @@
 """The storage a stratum's Optuna study (its sampler) goes through: the ledger's storage, but
 inside a trial's set-up (`StorageAccess.recent`) it reads the stratum's trials from the ledger's
 recent read and holds what the sampler writes to the trial being set up until the trial's next
-write.
+write. A study's id is the ledger's (looked up once); its direction is to minimise.
 
 TPE, for one, reads every trial of the stratum twice to propose one trial and, as a constant
 liar, writes the proposal into the trial's system attributes: three transactions on a
@@ -17,6 +17,7 @@ from collections.abc import Callable, Container
 from typing import Any, Protocol
 
 from optuna.storages import BaseStorage
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
@@ -29,6 +30,8 @@ class SetUp(Protocol):
     storage: BaseStorage
 
     def _recent_stratum(self, study_id: int) -> Any: ...
+
+    def _study_id(self, name: str) -> int: ...
 
     def _frozen(self, stratum: Any) -> list[FrozenTrial]: ...
 
@@ -47,6 +50,16 @@ class SamplerStorage(BaseStorage):
         if name == "_access":
             raise AttributeError(name)
         return getattr(self._access.storage, name)
+
+    def get_study_id_from_name(self, study_name: str) -> int:
+        """The id of a study, looked up once per ledger (`StorageAccess._study_id`): loading a
+        stratum's study asks for it, and the ledger often knows it already."""
+        return self._access._study_id(study_name)
+
+    def get_study_directions(self, study_id: int) -> list[StudyDirection]:
+        """Minimise: the ledger creates every stratum's study so (`StorageAccess._study`) and
+        only stratum studies go through this storage; loading one need not read it back."""
+        return [StudyDirection.MINIMIZE]
 
     def get_all_trials(
         self,

@@ -12,12 +12,16 @@ the database once per process) and in `study.ledger.retry.RetryingStorage`: a da
 restarts, fails over or drops the connection is waited for, up to the retry window
 (`retry_window`: the command line's option, the study file's ``storage_retry``, or
 ``$STUDY_STORAGE_RETRY``; default 300 s). Pooled connections that sat idle are checked before
-use (`study.ledger.pings`), so one the server dropped is replaced, not failed.
+use (`study.ledger.pings`), so one the server dropped is replaced, not failed. A process opens
+each database once (`open_database` keeps it by URL): ``study worker`` reads the study's record,
+checks its code version and opens its ledger over one connection pool, not three (each open
+is a new connection and a few reads of Optuna's schema version).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +39,9 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 CONNECT_TIMEOUT = 10
 #: The environment variable that sets the retry window (the command line's option sets it too).
 RETRY_ENV = "STUDY_STORAGE_RETRY"
+#: The databases this process opened, by URL (`open_database`).
+_OPENED: dict[str, optuna.storages.BaseStorage] = {}
+_OPENED_LOCK = threading.Lock()
 
 
 def retry_window(seconds: float | None = None) -> float:
@@ -106,7 +113,7 @@ def open_storage(
             return optuna.storages.InMemoryStorage()
         from study.ledger.retry import RetryingStorage
 
-        return RetryingStorage(open_database(url), masked(url), window, now=now)
+        return RetryingStorage(open_database(url, tables=not create), masked(url), window, now=now)
     path = Path(url) if url else journal_path(create=create)
     if not create and not path.exists():
         return optuna.storages.InMemoryStorage()
@@ -116,15 +123,29 @@ def open_storage(
     return JournalStorage(JournalFileBackend(str(path)))
 
 
-def open_database(url: str) -> optuna.storages.BaseStorage:
+def open_database(url: str, *, tables: bool = False) -> optuna.storages.BaseStorage:
     """The database storage at an RDB ``url``, cached (Optuna's trial cache) but not retried,
-    its tables created if missing.
+    its tables created if missing (``tables``: they are known to exist, nothing is created);
+    a database server's is opened once per process (later calls get the same storage; a
+    SQLite file's is opened anew, the file may be gone).
 
     Raises:
         FieldError: on ``storage``: the URL cannot be opened (its password masked).
     """
+    if not engine_kwargs(url):
+        return _open_database(url, tables)
+    with _OPENED_LOCK:
+        opened = _OPENED.get(url)
+        if opened is None:
+            opened = _OPENED[url] = _open_database(url, tables)
+        return opened
+
+
+def _open_database(url: str, tables: bool) -> optuna.storages.BaseStorage:
     try:
-        rdb = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs(url))
+        rdb = optuna.storages.RDBStorage(
+            url, engine_kwargs=engine_kwargs(url), skip_table_creation=tables
+        )
     except Exception as exc:  # any driver or URL error is bad input
         raise FieldError("storage", detail=storage_problem(url, exc)) from None
     if engine_kwargs(url):  # a database server (not SQLite)
@@ -139,6 +160,8 @@ def _has_ledger_tables(url: str) -> bool:
     and is not created by asking)."""
     import sqlalchemy
 
+    if url in _OPENED:  # opened (its tables created) by this process
+        return True
     parsed = sqlalchemy.engine.make_url(url)
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database or ""

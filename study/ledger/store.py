@@ -116,6 +116,7 @@ class Ledger(Claims):
             with contextlib.suppress(KeyError):
                 optuna.delete_study(study_name=name, storage=self.storage)
         self._studies.clear()
+        self._ids.clear()
 
     def summary(self) -> StudySummary:
         """Trials done of total, per-stratum counts and bests, and the study's state.

@@ -17,7 +17,7 @@ import optuna
 
 from study.config.space import Stratum
 from study.ledger.access import Slot, StorageAccess
-from study.ledger.batch import TrialWrites
+from study.ledger.batch import TrialWrites, write_study
 from study.ledger.records import SEED
 
 _WINDOW = "lr_window"
@@ -45,14 +45,14 @@ class TunerState:
         return (float(window[0]), float(window[1])) if window else None
 
     def set_window(self, stratum: Stratum, window: tuple[float, float], centre: float) -> None:
-        """Note the stratum's learning-rate window and its centre (written when they differ
-        from what this ledger last wrote)."""
+        """Note the stratum's learning-rate window and its centre, in one write (when they
+        differ from what this ledger last wrote)."""
         key = (tuple(window), repr(centre))
         if self._windows.get(stratum) == key:
             return
         study = self._access._study(stratum)
-        study.set_user_attr(_WINDOW, list(window))
-        study.set_user_attr(_CENTRE, centre)
+        attrs = {_WINDOW: list(window), _CENTRE: centre}
+        write_study(self._access.storage, study._study_id, attrs)
         self._windows[stratum] = key
 
     def set_stratum_source(self, stratum: Stratum, source: str) -> None:

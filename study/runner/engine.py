@@ -18,9 +18,10 @@ closed as ``interrupted`` and its slot runs again.
 Many processes, many hosts: every process running this loop on one storage is a worker of the
 study. While a trial runs, a heartbeat thread stamps it every ``heartbeat.interval`` seconds
 (`Liveness.beat`). A worker that finds nothing left to claim while other trials are still open
-waits for them rather than leaving: every few seconds it closes those whose owner died (on
-another host: no stamp for ``heartbeat.grace`` seconds) as ``interrupted`` with their MLflow
-runs (`Liveness.recover_stale`), and claims the slots that frees. It leaves when every stratum's
+waits for them rather than leaving (`fleet.wait_for_others`: looks 2, 4, 8 ... s apart, up to a
+quarter of the grace): it closes those whose owner died (on another host: no stamp for
+``heartbeat.grace`` seconds) as ``interrupted`` with their MLflow runs
+(`Liveness.recover_stale`), and claims the slots that frees. It leaves when every stratum's
 budget is spent and no trial is open anywhere, or after ``max_trials`` trials of its own.
 
 Adaptive allocation (``allocation: {mode: adaptive}``): when every stratum's budget is spent
@@ -41,16 +42,16 @@ import math
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import TrialSpec
 from study.errors import StorageUnavailable
 from study.ledger import Ledger, LedgerTrial, Slot
-from study.ledger.owners import owner_id
 from study.ledger.records import SEED
 from study.results import TIMING_PARTS, WALL, Measurement, TrialResult, TrialState
+from study.runner import fleet
 from study.runner.allocation import Allocator
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
@@ -69,8 +70,6 @@ DEFAULT_STEP_LIMIT = 10_000
 #: Before a stratum has a best to prune against, a trial stops after this many times the steps
 #: the other batch sizes' results allow it (`study.tuners.history.step_bound`).
 SCALING_SLACK = 2.0
-#: At most this long between two looks at the ledger while waiting for other workers' trials.
-WAIT_POLL_S = 2.0
 BOOKKEEPING = "bookkeeping"
 #: The parts of a trial's wall time the trainer measures (the rest is bookkeeping).
 TRAINER_PARTS = tuple(p for p in TIMING_PARTS if p != BOOKKEEPING)
@@ -201,20 +200,11 @@ class StudyEngine:
 
     def others_running(self) -> bool:
         """Whether a live process other than this one still runs a trial of the study."""
-        mine = owner_id()
-        return any(
-            t.owner != mine and self.ledger.liveness.alive(t)
-            for t in self.ledger.liveness.running(self.strata)
-        )
+        return fleet.others_running(self.ledger, self.strata)
 
     def complete(self) -> bool:
         """Whether every stratum's budget is spent and no live process still runs a trial."""
-        for stratum in self.strata:
-            if self.ledger.remaining(stratum, self.budgets[stratum]) > 0:
-                return False
-            if any(self.ledger.liveness.alive(t) for t in self.ledger.trials(stratum)):
-                return False
-        return True
+        return fleet.complete(self.ledger, self.budgets)
 
     def _guarded_loop(self) -> None:
         try:
@@ -275,15 +265,11 @@ class StudyEngine:
     def _wait_for_others(self) -> bool:
         """With every budget taken: wait while trials are still open anywhere, close those
         whose owner died (`recover`) and say whether to look for a slot again (False: nothing
-        is open, the study's budget is spent)."""
-        seen = {(t.stratum, t.number) for t in self.ledger.liveness.running(self.strata)}
-        if not seen:
+        is open, the study's budget is spent). See `fleet.wait_for_others`."""
+        if not fleet.wait_for_others(
+            self.ledger, self.strata, self.heartbeat, self._stop, self.recover
+        ):
             return False
-        while not self._stop.wait(min(WAIT_POLL_S, self.heartbeat.interval)):
-            self.recover()
-            now = {(t.stratum, t.number) for t in self.ledger.liveness.running(self.strata)}
-            if now != seen:  # one closed: it may have freed a slot (an interrupted trial)
-                break
         with self._claim_lock:
             self._full.clear()
         return True
@@ -311,10 +297,11 @@ class StudyEngine:
             state.strata.setdefault(stratum, StratumProgress()).budget = budget
         state.total = sum(self.budgets.values())
 
-    def recover(self) -> list[LedgerTrial]:
-        """Close the open trials whose owner died as ``interrupted`` and their MLflow runs as
-        KILLED; return them (their slots can be claimed again)."""
-        stale = self.ledger.liveness.recover_stale(self.strata)
+    def recover(self, strata: Sequence[Stratum] | None = None) -> list[LedgerTrial]:
+        """Close the open trials (of ``strata``, default all) whose owner died as
+        ``interrupted`` and their MLflow runs as KILLED; return them (their slots can be
+        claimed again)."""
+        stale = self.ledger.liveness.recover_stale(self.strata if strata is None else strata)
         if stale:
             self.recovered += stale
             self.tracker.close_interrupted(stale)

@@ -227,27 +227,28 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         allocator = Allocator(config, ledger, total, say=lambda line: print(line, flush=True))
         plan = allocator.start(lambda: pilot_estimate(config, ledger, pool))
         order = list(plan)
-    lineup = build_lineup(options.tuner, config, ledger)
-    # A tracking server that goes away while the run starts is waited for, like the storage.
-    tracker = patiently(lambda: StudyTracker(uri, config.name), masked(uri), uri)
-    patiently(
-        lambda: tracker.ensure_parent(
-            study_params(config, tuner=options.tuner, trials_total=total, strata=len(order)),
-            {
-                "study.yaml": config.text,
-                "environment.json": json.dumps(environment_info(), indent=2),
-            },
-            note=question_note(config, tuner=options.tuner, trials_total=total),
-        ),
-        masked(uri),
-        uri,
-    )
-    if allocator is not None:
-        allocator.track = lambda state: _log_allocation(tracker, state)
-        _log_allocation(tracker, allocator.state())
-    stale = ledger.liveness.recover_stale(order)
-    patiently(lambda: tracker.repair(ledger, config, order), masked(uri), uri)
-    progress = Progress.from_ledger(ledger, plan, config.name, options.live)
+    with ledger.recent():  # the set-up reads each stratum once (the tuners, repair, progress)
+        lineup = build_lineup(options.tuner, config, ledger)
+        # A tracking server that goes away while the run starts is waited for, like the storage.
+        tracker = patiently(lambda: StudyTracker(uri, config.name), masked(uri), uri)
+        patiently(
+            lambda: tracker.ensure_parent(
+                study_params(config, tuner=options.tuner, trials_total=total, strata=len(order)),
+                {
+                    "study.yaml": config.text,
+                    "environment.json": json.dumps(environment_info(), indent=2),
+                },
+                note=question_note(config, tuner=options.tuner, trials_total=total),
+            ),
+            masked(uri),
+            uri,
+        )
+        if allocator is not None:
+            allocator.track = lambda state: _log_allocation(tracker, state)
+            _log_allocation(tracker, allocator.state())
+        stale = ledger.liveness.recover_stale(order)
+        patiently(lambda: tracker.repair(ledger, config, order), masked(uri), uri)
+        progress = Progress.from_ledger(ledger, plan, config.name, options.live)
     if stale:
         print(f"marked {len(stale)} interrupted trial(s) failed; their slots run again", flush=True)
     engine = StudyEngine(
@@ -263,9 +264,11 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         allocator=allocator,
     )
     tracker.follow(ledger, config, lambda: engine.strata)  # catch up when a server is back
+    finished = False  # the search is done (it stays done: nothing reopens a spent budget)
     try:
         status = engine.run(options.workers)
-        if status == 0 and engine.complete():  # the search is done: the schedule's trials
+        finished = status == 0 and engine.complete()
+        if finished:  # the schedule's trials
             status, _ = run_schedule_trials(
                 config, ledger, tracker, pool, workers=options.workers, live=options.live
             )
@@ -274,15 +277,16 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         lineup.close()
     if engine.failures.message:
         print(f"study {config.name}: stopped: {engine.failures.message}", file=sys.stderr)
-    # Stopped by Ctrl-C or SIGTERM while other workers go on: the study's run stays open.
-    stopped = None if engine.others_running() else "KILLED"
-    run_status = {0: "FINISHED" if engine.complete() else None, 130: stopped, 143: stopped}.get(
-        status, "FAILED"
-    )
+    if status in (130, 143):
+        # Stopped by Ctrl-C or SIGTERM while other workers go on: the study's run stays open.
+        run_status = None if engine.others_running() else "KILLED"
+    else:
+        run_status = ("FINISHED" if finished else None) if status == 0 else "FAILED"
     if run_status:
         summary = _summary_metrics(progress, config.space.strategies)
-        summary.update(study_timing_metrics(ledger.summary().timings))
-        answers = _answers(ledger, config)
+        with ledger.recent():  # the strata as `complete` just read them
+            summary.update(study_timing_metrics(ledger.summary().timings))
+            answers = _answers(ledger, config)
         if answers is not None:
             summary.update(answers.to_metrics())
         tracker.describe_answer(_answer_text(answers, config.name))
