@@ -271,6 +271,13 @@ class Claims(StorageAccess):
         """Every trial of a stratum, in number order (empty before the stratum exists)."""
         return [self._decode(stratum, t) for t in self._frozen(stratum)]
 
+    def fresh_trials(self, stratum: Stratum) -> list[LedgerTrial]:
+        """`trials` as read less than `access.FRESH_S` ago (e.g. by the last claim), else read
+        now."""
+        known = self._fresh(stratum)
+        frozen = known if known is not None else self._frozen(stratum)
+        return [self._decode(stratum, t) for t in frozen]
+
     def trial(self, stratum: Stratum, number: int) -> LedgerTrial:
         frozen = self.storage.get_trial(self._trial_id(stratum, number))
         return self._decode(stratum, self._with_held([frozen])[0])

@@ -56,9 +56,9 @@ def others_running(ledger: Ledger, strata: Sequence[Stratum]) -> bool:
 
 def complete(ledger: Ledger, budgets: Mapping[Stratum, int]) -> bool:
     """Whether every stratum's budget is spent and no live process still runs a trial (one
-    read of each stratum)."""
+    read of each stratum, none where the last claim just read it: `Ledger.fresh_trials`)."""
     for stratum, budget in budgets.items():
-        trials = ledger.trials(stratum)
+        trials = ledger.fresh_trials(stratum)
         if sum(t.status.counts() for t in trials) < budget:
             return False
         if any(ledger.liveness.alive(t) for t in trials):
