@@ -29,6 +29,7 @@ import pandas as pd
 from scipy import special
 
 from study.analysis.fitting import CONFIDENCE, as_number
+from study.analysis.likelihood import log_steps_curve
 from study.analysis.regimes import TOLERANCE, regime_bounds
 from study.analysis.surrogate import (
     PARAMS,
@@ -225,7 +226,10 @@ def scaling_answers(
     if not np.isnan(chosen[0]):
         base, pick = float(reached[0]), float(chosen[0])
         lr = np.exp(log_best_lr(theta, [pick], surrogate.b_ref)[:, 0])
-        speedup = steps_curve(theta, [base])[:, 0] / steps_curve(theta, [pick])[:, 0]
+        log_ratio = log_steps_curve(np.atleast_2d(theta), [base]) - log_steps_curve(
+            np.atleast_2d(theta), [pick]
+        )
+        speedup = np.exp(log_ratio[:, 0])
         out["recommended_batch"] = answer(
             f"batch size for {accelerators} accelerator(s)", chosen, batch=True
         )

@@ -130,9 +130,15 @@ def log_steps_curve(thetas: np.ndarray, batch_sizes: np.ndarray) -> np.ndarray:
     return log_s_min + np.logaddexp(0.0, q * (log_b_noise - log_b)) / q
 
 
+#: The largest ``log S(B)`` turned into steps: a parameter draw far out in a tail (an S_min of
+#: e^800 steps) stays finite, so ratios of steps stay numbers instead of inf / inf.
+LOG_STEPS_MAX = 700.0
+
+
 def steps_curve(theta: np.ndarray, batch_sizes: np.ndarray) -> np.ndarray:
-    """``S(B)`` for each row of ``theta`` (draws x batch sizes)."""
-    return np.exp(log_steps_curve(np.atleast_2d(theta), batch_sizes))
+    """``S(B)`` for each row of ``theta`` (draws x batch sizes), at most ``e**LOG_STEPS_MAX``."""
+    log_steps = log_steps_curve(np.atleast_2d(theta), batch_sizes)
+    return np.exp(np.minimum(log_steps, LOG_STEPS_MAX))
 
 
 def log_best_lr(theta: np.ndarray, batch_sizes: np.ndarray, b_ref: float) -> np.ndarray:
