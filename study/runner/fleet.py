@@ -80,9 +80,9 @@ def wait_for_others(
     seen = open_trials(ledger, strata)
     if not seen:
         return False
+    watched = [s for s in strata if any(stratum == s for stratum, _ in seen)]
     delays = poll_delays(heartbeat)
     while not stop.wait(next(delays)):
-        watched = [s for s in strata if any(stratum == s for stratum, _ in seen)]
         recover(watched)  # reads their open trials; `open_trials` reuses the read
         if open_trials(ledger, watched) != seen:
             break
