@@ -165,6 +165,7 @@ def train(
     noise_scale: bool = False,
     batch_schedule: Any = None,
     lr_alpha: float | None = None,
+    stage_warmup_steps: int | None = None,
     track: bool = True,
     tracking_uri: str | None = None,
     experiment: str = "study-train",
@@ -179,7 +180,8 @@ def train(
     first stage's): a `study.config.schedule.BatchSchedule`, its study-file section as a
     mapping, a YAML file holding one, or inline stages such as ``"32,128@40960"`` trained at
     ``learning_rate`` at the first batch size, scaled as ``(B / B0) ** lr_alpha`` (default
-    0.5), with ``warmup_steps``.
+    0.5), with ``warmup_steps``, and ``stage_warmup_steps`` ramping the rate over a later
+    stage's first steps (`study.config.schedule`).
 
     Raises:
         UsageError: a bad argument, named (``learning_rate must be > 0 (got -1.0)``), or bad
@@ -267,6 +269,8 @@ def _batch_schedule(a: Mapping[str, Any]) -> Any:
     if a["batch_schedule"] is None:
         if a["lr_alpha"] is not None:
             raise UsageError("lr_alpha needs batch_schedule (it scales its learning rate)")
+        if a["stage_warmup_steps"] is not None:
+            raise UsageError("stage_warmup_steps needs batch_schedule (it ramps its stages)")
         return None
     try:
         return load_schedule(
@@ -274,10 +278,11 @@ def _batch_schedule(a: Mapping[str, Any]) -> Any:
             learning_rate=a["learning_rate"],
             alpha=a["lr_alpha"],
             warmup_steps=a["warmup_steps"],
+            stage_warmup_steps=a["stage_warmup_steps"] or 0,
         )
     except FieldError as err:
         names = {"lr_scaling.alpha": "lr_alpha"}
-        if err.field in ("learning_rate", "warmup_steps"):
+        if err.field in ("learning_rate", "warmup_steps", "stage_warmup_steps"):
             raise
         name = names.get(err.field, f"batch_schedule.{err.field}")
         raise FieldError(name, err.rule, err.value) from None

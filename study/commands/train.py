@@ -127,24 +127,34 @@ SCHEDULE_FLAGS = {
     "learning_rate": "--lr",
     "lr_scaling.alpha": "--lr-alpha",
     "warmup_steps": "--warmup",
+    "stage_warmup_steps": "--stage-warmup",
 }
 
 
 def batch_schedule(args: argparse.Namespace) -> BatchSchedule | None:
-    """``--batch-schedule FILE|STAGES`` (with ``--lr``, ``--lr-alpha``, ``--warmup`` for
-    inline stages), or None.
+    """``--batch-schedule FILE|STAGES`` (with ``--lr``, ``--lr-alpha``, ``--warmup`` and
+    ``--stage-warmup`` for inline stages), or None.
 
     Raises:
         UsageError: one line naming the flag (or the file and key).
     """
     value = getattr(args, "batch_schedule", None)
     alpha = getattr(args, "lr_alpha", None)
+    ramp = getattr(args, "stage_warmup", None)
     if value is None:
         if alpha is not None:
             raise UsageError("--lr-alpha needs --batch-schedule (it scales its learning rate)")
+        if ramp is not None:
+            raise UsageError("--stage-warmup needs --batch-schedule (it ramps its stages' rates)")
         return None
     try:
-        return load_schedule(value, learning_rate=args.lr, alpha=alpha, warmup_steps=args.warmup)
+        return load_schedule(
+            value,
+            learning_rate=args.lr,
+            alpha=alpha,
+            warmup_steps=args.warmup,
+            stage_warmup_steps=ramp or 0,
+        )
     except FieldError as err:
         flag = SCHEDULE_FLAGS.get(err.field)
         name = flag or f"--batch-schedule {err.field}"

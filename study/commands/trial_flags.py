@@ -24,7 +24,8 @@ def add_noise_every(group: Any, *, default: int | None, shown: int) -> None:
 
 
 def add_schedule_flags(p: argparse.ArgumentParser) -> None:
-    """``study train``'s batch-size schedule: ``--batch-schedule`` and ``--lr-alpha``."""
+    """``study train``'s batch-size schedule: ``--batch-schedule``, ``--lr-alpha`` and
+    ``--stage-warmup``."""
     g = p.add_argument_group("batch-size schedule")
     g.add_argument(
         "--batch-schedule",
@@ -39,6 +40,13 @@ def add_schedule_flags(p: argparse.ArgumentParser) -> None:
         type=float,
         metavar="A",
         help="with inline --batch-schedule stages: lr(B) = --lr * (B / B0) ** A (default: 0.5)",
+    )
+    g.add_argument(
+        "--stage-warmup",
+        type=int,
+        metavar="STEPS",
+        help="with inline --batch-schedule stages: ramp the rate linearly from the previous "
+        "stage's over a later stage's first STEPS steps (default: 0, a jump)",
     )
 
 

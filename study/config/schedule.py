@@ -7,7 +7,10 @@ which at least ``from_examples`` examples have been seen (steps are optimizer st
 are the sum of the steps' batch sizes). The learning rate follows the batch by a power law,
 ``lr(B) = learning_rate * (B / B0) ** alpha`` with ``B0`` the first stage's batch size
 (``alpha`` 0.5 is the square-root rule, 1 the linear one, 0 keeps the rate), with the
-study's linear warmup over the first ``warmup_steps`` optimizer steps on top.
+study's linear warmup over the first ``warmup_steps`` optimizer steps on top. With
+``stage_warmup_steps: N`` a later stage's first N steps ramp the rate linearly from the previous
+stage's to its own (step k of the stage at ``prev + (new - prev) (k + 1) / (N + 1)``), so a
+larger rate does not hit weights and momentum tuned to the smaller one all at once.
 
 The study-file section (`from_mapping` reads it, `to_mapping` / `snippet` write it)::
 
@@ -15,6 +18,7 @@ The study-file section (`from_mapping` reads it, `to_mapping` / `snippet` write 
       learning_rate: 0.01        # at the first stage's batch size
       lr_scaling: {alpha: 0.5}   # lr(B) = learning_rate * (B / B0) ** alpha
       warmup_steps: 0            # optional; linear warmup over the first N optimizer steps
+      stage_warmup_steps: 0      # optional; ramp the rate over a later stage's first N steps
       stages:
         - {from_examples: 0, batch_size: 32}
         - {from_examples: 40960, batch_size: 128}
@@ -42,6 +46,7 @@ from typing import Any
 
 import yaml
 
+from study.config.flow_yaml import Flow, FlowDumper
 from study.config.rules import FieldError, check
 from study.config.yaml_reader import Reader, StrictLoader, yaml_message
 from study.errors import UsageError
@@ -65,7 +70,7 @@ SECTION = "batch_schedule"
 DEFAULT_ALPHA = 0.5
 #: Schedule trials a study runs unless ``seeds`` says otherwise.
 DEFAULT_SEEDS = 3
-SCHEDULE_KEYS = ("learning_rate", "lr_scaling", "warmup_steps", "stages")
+SCHEDULE_KEYS = ("learning_rate", "lr_scaling", "warmup_steps", "stage_warmup_steps", "stages")
 TRIAL_KEYS = ("seeds", "strategy")
 STAGE_KEYS = ("from_examples", "batch_size")
 
@@ -83,15 +88,17 @@ class BatchSchedule:
     """Stages of global batch size over examples seen, and the learning rate per batch size.
 
     Rules (each broken one a `FieldError` naming ``stages[i].KEY``, ``learning_rate``,
-    ``lr_scaling.alpha`` or ``warmup_steps``): at least one stage; the first from 0 examples;
-    ``from_examples`` and ``batch_size`` strictly increasing from stage to stage (a ramp-up);
-    batch sizes integers >= 1; ``learning_rate`` > 0; ``alpha`` finite; ``warmup_steps`` >= 0.
+    ``lr_scaling.alpha``, ``warmup_steps`` or ``stage_warmup_steps``): at least one stage; the
+    first from 0 examples; ``from_examples`` and ``batch_size`` strictly increasing from stage
+    to stage (a ramp-up); batch sizes integers >= 1; ``learning_rate`` > 0; ``alpha`` finite;
+    ``warmup_steps`` and ``stage_warmup_steps`` integers >= 0.
     """
 
     stages: tuple[Stage, ...]
     learning_rate: float
     alpha: float = DEFAULT_ALPHA
     warmup_steps: int = 0
+    stage_warmup_steps: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", tuple(self.stages))
@@ -123,9 +130,11 @@ class BatchSchedule:
             raise FieldError("lr_scaling.alpha", "must be a number", self.alpha)
         if not math.isfinite(self.alpha):
             raise FieldError("lr_scaling.alpha", "must be finite", self.alpha)
-        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int):
-            raise FieldError("warmup_steps", "must be an integer", self.warmup_steps)
-        check("warmup_steps", self.warmup_steps, ">= 0", unit="steps")
+        for key in ("warmup_steps", "stage_warmup_steps"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise FieldError(key, "must be an integer", value)
+            check(key, value, ">= 0", unit="steps")
 
     # ----------------------------------------------------------------------------------------
     # Reading the schedule
@@ -235,6 +244,7 @@ class BatchSchedule:
             "batch_schedule.learning_rate": self.learning_rate,
             "batch_schedule.alpha": self.alpha,
             "batch_schedule.warmup_steps": self.warmup_steps,
+            "batch_schedule.stage_warmup_steps": self.stage_warmup_steps,
         }
 
     def to_mapping(self) -> dict[str, Any]:
@@ -245,6 +255,8 @@ class BatchSchedule:
         }
         if self.warmup_steps:
             data["warmup_steps"] = self.warmup_steps
+        if self.stage_warmup_steps:  # only when set: schedules without it keep their digest
+            data["stage_warmup_steps"] = self.stage_warmup_steps
         data["stages"] = [
             {"from_examples": s.from_examples, "batch_size": s.batch_size} for s in self.stages
         ]
@@ -267,12 +279,12 @@ class BatchSchedule:
         """The study-file section as YAML text (``batch_schedule:`` and its keys), with the
         trial keys ``seeds`` / ``strategy`` when given; paste it into a study file."""
         section = self.to_mapping()
-        section["stages"] = _Flow(section["stages"])
+        section["stages"] = Flow(section["stages"])
         if seeds is not None:
             section["seeds"] = seeds
         if strategy is not None:
             section["strategy"] = strategy
-        lines = yaml.dump({SECTION: section}, Dumper=_Dumper, sort_keys=False).splitlines()
+        lines = yaml.dump({SECTION: section}, Dumper=FlowDumper, sort_keys=False).splitlines()
         b0 = self.first_batch_size
         note = f"  # lr(B) = learning_rate * (B / {b0}) ** alpha; learning_rate at B0 = {b0}"
         return "\n".join([lines[0] + note, *lines[1:]]) + "\n"
@@ -322,20 +334,21 @@ def load_schedule(
     learning_rate: float,
     alpha: float | None = None,
     warmup_steps: int = 0,
+    stage_warmup_steps: int = 0,
     source: str = "batch_schedule",
 ) -> BatchSchedule:
     """A schedule from what a user gives: a `BatchSchedule`; a mapping (the section's keys, or
     a study file's mapping holding a ``batch_schedule`` section); the path of a YAML file
     holding either (a study file, or the snippet `BatchSchedule.snippet` writes); or inline
     stages (`parse_stages`) trained at ``learning_rate`` at the first batch size, scaled by
-    ``alpha`` (default 0.5), with ``warmup_steps``. A mapping or file brings its own rate and
-    warmup (``learning_rate``, ``alpha`` and ``warmup_steps`` are then unused).
+    ``alpha`` (default 0.5), with ``warmup_steps`` and ``stage_warmup_steps``. A mapping or
+    file brings its own rate and warmups (the keyword arguments are then unused).
 
     Raises:
         UsageError: a file that is missing or not YAML, or a section that breaks a rule
             (``FILE: batch_schedule.KEY ...``).
         FieldError: inline stages or values that break a rule (``stages``, ``learning_rate``,
-            ``lr_scaling.alpha``, ``warmup_steps``), for the front end to name.
+            ``lr_scaling.alpha``, ``warmup_steps``, ...), for the front end to name.
     """
     if isinstance(value, BatchSchedule):
         return value
@@ -356,6 +369,7 @@ def load_schedule(
         learning_rate,
         DEFAULT_ALPHA if alpha is None else alpha,
         warmup_steps,
+        stage_warmup_steps,
     )
 
 
@@ -408,6 +422,8 @@ def _read(r: Reader, data: Mapping[str, Any], path: str) -> BatchSchedule:
         scaling = r.keys(data["lr_scaling"], f"{path}.lr_scaling", ("alpha",), ("alpha",))
         alpha = r.number(scaling["alpha"], f"{path}.lr_scaling.alpha")
     warmup = r.integer(data.get("warmup_steps", 0) or 0, f"{path}.warmup_steps", rule=">= 0")
+    ramp = data.get("stage_warmup_steps", 0) or 0
+    ramp = r.integer(ramp, f"{path}.stage_warmup_steps", rule=">= 0")
     raw_stages = data["stages"]
     if not isinstance(raw_stages, list) or not raw_stages:
         r.fail(f"{path}.stages", "must be a list of {from_examples: N, batch_size: B}", raw_stages)
@@ -422,26 +438,4 @@ def _read(r: Reader, data: Mapping[str, Any], path: str) -> BatchSchedule:
             )
         )
     with r.naming(lambda field: f"{path}.{field}"):
-        return BatchSchedule(tuple(stages), rate, alpha, warmup)
-
-
-class _Flow(list):
-    """A list YAML writes one item a line, each item in flow style (``- {a: 1, b: 2}``)."""
-
-
-class _Dumper(yaml.SafeDumper):
-    """Writes `_Flow` lists and ``{alpha: A}`` in flow style."""
-
-
-def _flow_list(dumper: yaml.SafeDumper, data: _Flow) -> yaml.Node:
-    items = [dumper.represent_mapping("tag:yaml.org,2002:map", m, flow_style=True) for m in data]
-    return yaml.SequenceNode("tag:yaml.org,2002:seq", items, flow_style=False)
-
-
-_Dumper.add_representer(_Flow, _flow_list)
-_Dumper.add_representer(
-    dict,
-    lambda d, m: d.represent_mapping(
-        "tag:yaml.org,2002:map", m.items(), flow_style=set(m) == {"alpha"}
-    ),
-)
+        return BatchSchedule(tuple(stages), rate, alpha, warmup, ramp)

@@ -26,6 +26,8 @@ def test_inline_stages_take_lr_and_alpha_and_override_the_batch_size() -> None:
     assert spec.batch_size == 32 and spec.learning_rate == 0.05
     assert spec.batch_schedule == BatchSchedule((Stage(0, 32), Stage(4096, 128)), 0.05, 1.0)
     assert spec.to_params()["batch_schedule"] == "32@0,128@4096"
+    ramped = spec_of("--batch-schedule", "32,128@4096", "--stage-warmup", "30")
+    assert ramped.batch_schedule is not None and ramped.batch_schedule.stage_warmup_steps == 30
 
 
 def test_a_file_brings_its_own_rate(tmp_path: Path) -> None:
@@ -51,6 +53,14 @@ def test_a_file_brings_its_own_rate(tmp_path: Path) -> None:
             "(got '32,64@x')",
         ),
         (["--lr-alpha", "1"], "--lr-alpha needs --batch-schedule (it scales its learning rate)"),
+        (
+            ["--stage-warmup", "5"],
+            "--stage-warmup needs --batch-schedule (it ramps its stages' rates)",
+        ),
+        (
+            ["--batch-schedule", "32,64@10", "--stage-warmup", "-1"],
+            "--stage-warmup must be >= 0 steps (got -1)",
+        ),
         (["--batch-schedule", "32,64@10", "--lr", "-1"], "--lr must be > 0 (got -1.0)"),
         (
             ["--batch-schedule", "32,66@100", "--strategy", "mirrored:4"],
@@ -73,6 +83,10 @@ def test_the_python_api_names_its_arguments() -> None:
         api.train(batch_schedule="32,64@10", lr_alpha=float("nan"), track=False)
     with pytest.raises(UsageError, match=r"^lr_alpha needs batch_schedule"):
         api.train(lr_alpha=1.0, track=False)
+    with pytest.raises(FieldError, match=r"^stage_warmup_steps must be >= 0"):
+        api.train(batch_schedule="32,64@10", stage_warmup_steps=-1, track=False)
+    with pytest.raises(UsageError, match=r"^stage_warmup_steps needs batch_schedule"):
+        api.train(stage_warmup_steps=3, track=False)
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ from study.config.schedule import (
     ScheduleTrials,
     Stage,
     format_stages,
+    load_schedule,
     parse_stages,
 )
 from study.config.studyfile import SCHEMA_PATH, parse_study
@@ -124,6 +125,11 @@ def _stages(*pairs: tuple[int, int]) -> list[dict[str, int]]:
         ),
         ({"seeds": 0}, {}, "x.yaml: batch_schedule.seeds must be >= 1 (got 0)"),
         (
+            {"stage_warmup_steps": -1},
+            {},
+            "x.yaml: batch_schedule.stage_warmup_steps must be >= 0 (got -1)",
+        ),
+        (
             {"stages": []},
             {},
             "x.yaml: batch_schedule.stages must be a list of {from_examples: N, batch_size: B} "
@@ -157,3 +163,23 @@ def test_replicas_named_on_the_schedule() -> None:
     schedule.check_replicas(2)
     with pytest.raises(FieldError, match=r"stages\[1\]\.batch_size must be divisible by the 32"):
         schedule.check_replicas(32)
+
+
+def test_a_stage_warmup_reads_back_and_names_its_own_cell() -> None:
+    """``stage_warmup_steps`` goes through the section, the snippet, the params and the schema;
+    a schedule without it keeps the mapping (and so the digest) it had before the key existed."""
+    section = {**copy.deepcopy(SECTION), "stage_warmup_steps": 30}
+    trials = parse_study(with_schedule(section), "x.yaml").batch_schedule
+    assert trials is not None and trials.schedule.stage_warmup_steps == 30
+    again = yaml.safe_load(trials.schedule.snippet())["batch_schedule"]
+    assert again["stage_warmup_steps"] == 30
+    assert BatchSchedule.from_mapping(again) == trials.schedule
+    assert trials.schedule.to_params()["batch_schedule.stage_warmup_steps"] == 30
+    jsonschema.validate(with_schedule(section), json.loads(SCHEMA_PATH.read_text("utf-8")))
+    plain = BatchSchedule.from_mapping(SECTION)
+    assert "stage_warmup_steps" not in plain.to_mapping()
+    assert plain.digest() != trials.schedule.digest()
+    inline = load_schedule("32,128@40960", learning_rate=0.01, stage_warmup_steps=5)
+    assert inline.stage_warmup_steps == 5
+    with pytest.raises(FieldError, match="stage_warmup_steps must be >= 0"):
+        BatchSchedule((Stage(0, 32),), 0.01, stage_warmup_steps=-2)

@@ -17,6 +17,7 @@ from study.errors import FieldError, UsageError
 from study.results import TrialResult, TrialState
 from study.trainer.loop import train
 from study.trainer.session import SessionCache
+from study.trainer.stages import Stages
 from study.workloads import Dataset, Workload, get_workload
 from tests.fakes import tabular_spec
 from tests.trainer.conftest import run_script, shuffled_blocks
@@ -103,6 +104,68 @@ def test_exact_steps_replay_across_a_stage_change(tabular, default_strategy, cad
         assert m.train_loss == by_step[m.step].train_loss
         assert dict(m.metrics) == dict(by_step[m.step].metrics)
         assert m.examples == by_step[m.step].examples
+
+
+class _Feed:
+    max_steps_per_call = 100
+
+
+class _Session:
+    """What `Stages` drives: the batch and base rate it sets, call by call."""
+
+    def __init__(self) -> None:
+        self.feed = _Feed()
+        self.applied: list[tuple[int, float]] = []
+
+    def set_batch(self, batch_size: int, rate: float) -> None:
+        self.applied.append((batch_size, rate))
+
+
+def test_a_stage_warmup_ramps_the_rate_one_step_a_call() -> None:
+    """Stages (0, 16), (320, 64) at 0.05, alpha 0.5 (0.1 at 64), 4 ramp steps: steps 20..23
+    train at 64 and 0.06, 0.07, 0.08, 0.09, one step a call, then 0.1 in calls of any length;
+    a restore (`forget`) mid-ramp sets the step's rate again."""
+    ramped = dataclasses.replace(SCHEDULE, stage_warmup_steps=4)
+    stages = Stages(scheduled(schedule=ramped), _Session())  # type: ignore[arg-type]
+    session = stages.session
+    calls = []
+    step = 0
+    while step < 40:
+        count = stages.enter(step, 40)
+        calls.append((step, count))
+        step += count
+    assert calls == [(0, 20), (20, 1), (21, 1), (22, 1), (23, 1), (24, 16)]
+    batches = [b for b, _ in session.applied]
+    assert batches == [16, 64, 64, 64, 64, 64]
+    rates = [r for _, r in session.applied]
+    assert rates == pytest.approx([0.05, 0.06, 0.07, 0.08, 0.09, 0.1])
+    stages.forget()
+    assert stages.enter(22, 40) == 1 and session.applied[-1] == (64, pytest.approx(0.08))
+    jump = Stages(scheduled(), _Session())  # type: ignore[arg-type]
+    assert [jump.enter(0, 40), jump.enter(20, 40)] == [20, 20]  # no ramp: the rate jumps
+
+
+def test_calls_cut_by_a_stage_warmup_train_the_every_step_run_s_bits(
+    tabular, default_strategy
+) -> None:
+    """The ramp is a function of the step: at cadence 50 (one call to the change, ten 1-step
+    calls, longer ones after, a replay once the target is met) every evaluation has the
+    validation metrics an every-step run has at that step; the ramp changes training."""
+    ramped = dataclasses.replace(SCHEDULE, stage_warmup_steps=10)
+    budget = Budget(max_steps=200)
+    coarse = run(
+        scheduled("50", target=TARGET, budget=budget, schedule=ramped), tabular, default_strategy
+    )
+    every = run(scheduled("1", budget=budget, schedule=ramped), tabular, default_strategy)
+    by_step = {m.step: m for m in every.curve}
+    assert coarse.state is TrialState.REACHED and coarse.steps_to_target > 20
+    assert any(m.fine for m in coarse.curve)
+    for m in coarse.curve:
+        assert dict(m.metrics) == dict(by_step[m.step].metrics)
+        assert m.examples == by_step[m.step].examples
+    jump = run(scheduled("1", budget=Budget(max_steps=25)), tabular, default_strategy)
+    assert dict(jump.curve[-1].metrics) != dict(by_step[25].metrics)
+    assert dict(jump.curve[20].metrics) == dict(by_step[20].metrics)  # the same first stage
 
 
 def test_the_example_budget_counts_the_schedule_s_examples(tabular, default_strategy) -> None:
