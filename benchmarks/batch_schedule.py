@@ -17,6 +17,20 @@ so every fixed batch size's steps are a median over 3 seeds. In one fresh store:
 5. ``study report`` compares each schedule with the best fixed batch size
    (`study.analysis.schedule_compare`): steps, examples and training seconds to the target.
 
+With ``--rules``, two schedules derived from the finished search by stated rules instead of
+hand-written ones, both starting at the study's best fixed batch size B* at its best rate
+(the study's best point there), later stages rated by the power law through the study's best
+rates at the schedule's batch sizes (least squares in log-log; ``--lr-alpha fit``: the
+study's whole-grid fitted alpha instead, which at 0.65 overshot 1,024's best rate 2x):
+
+- ``CBS(t) floored at B*``: the `study branch` schedule of ``--cbs`` with every batch raised
+  to at least B* (a schedule never trains below the batch the study found best);
+- ``double at half``: B*, then 2 B* from half the examples B* needed to the target (CBS(t)
+  grows over training: by then it is past 2 B* on the branch measurement).
+
+``--stage-warmup N`` ramps the rate over each later stage's first N steps (the section's
+``stage_warmup_steps``); ``--target`` replaces the question's target (a longer training).
+
 Everything runs under ``nice -n 10`` on a snapshot of the package copied into the store
 (``--store DIR``, default a temporary one), so sources edited meanwhile change nothing and a
 later invocation on the same store (e.g. ``--cbs`` once a CBS(t) export exists) reuses the
@@ -24,7 +38,8 @@ finished search. Writes ``benchmarks/results/batch_schedule.json`` and prints on
 schedule and fixed batch size.
 
     python benchmarks/batch_schedule.py [--stages 128,512@4096] [--store DIR]
-        [--cbs benchmarks/results/cbs.json] [--no-hand-written]
+        [--cbs benchmarks/results/cbs.json] [--no-hand-written] [--rules]
+        [--target val_accuracy>=0.65] [--stage-warmup 30]
 """
 
 from __future__ import annotations
@@ -98,14 +113,67 @@ def report(env: dict[str, str], cwd: Path) -> dict[str, Any]:
     return json.loads((out / "report.json").read_text(encoding="utf-8"))
 
 
-def hand_written(stages: str, lr_fit: dict[str, Any]) -> dict[str, Any]:
+def hand_written(stages: str, lr_fit: dict[str, Any], ramp: int = 0) -> dict[str, Any]:
     """The section of inline ``stages``, rated by the study's fitted power law."""
     from study.config.schedule import BatchSchedule, parse_stages
 
     parsed = parse_stages(stages)
     alpha, c = float(lr_fit["alpha"]), float(lr_fit["c"])
     rate = c * parsed[0].batch_size ** alpha
-    return {**BatchSchedule(parsed, rate, alpha).to_mapping(), "seeds": 3}
+    return {**BatchSchedule(parsed, rate, alpha, 0, ramp).to_mapping(), "seeds": 3}
+
+
+def best_fixed_point(report_data: dict[str, Any]) -> tuple[int, float, float]:
+    """B* (the report's definition: fewest steps within 1.1x the fewest examples), its best
+    learning rate and its examples to the target."""
+    import pandas as pd
+
+    from study.analysis.schedule_compare import best_fixed, fixed_batches
+
+    table = pd.DataFrame(report_data["batch_sizes"])
+    best = best_fixed(fixed_batches(table))
+    if best is None:
+        sys.exit("no fixed batch size reached the target: no B* to derive a schedule from")
+    row = table[table["batch_size"] == best.batch_size].iloc[0]
+    return best.batch_size, float(row["best_learning_rate"]), best.examples
+
+
+def local_alpha(report_data: dict[str, Any], sizes: list[int]) -> float:
+    """The slope of log(best rate) on log(B) over the study's best rates at ``sizes``."""
+    import numpy as np
+
+    best = {int(r["batch_size"]): r.get("best_learning_rate") for r in report_data["batch_sizes"]}
+    known = [(b, best[b]) for b in sizes if best.get(b)]
+    if len(known) < 2:
+        return float(report_data["lr_power_law"]["alpha"])
+    x, y = np.log([b for b, _ in known]), np.log([r for _, r in known])
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def ruled(
+    report_data: dict[str, Any], cbs: dict[str, Any] | None, ramp: int, fit_alpha: bool = False
+) -> dict[str, dict[str, Any]]:
+    """The ``--rules`` schedules (see the module's docstring), by label."""
+    from study.config.schedule import BatchSchedule, Stage
+
+    b_star, rate, examples = best_fixed_point(report_data)
+
+    def section(stages: list[Stage]) -> dict[str, Any]:
+        merged = [
+            s for i, s in enumerate(stages) if not i or s.batch_size > stages[i - 1].batch_size
+        ]
+        alpha = (
+            float(report_data["lr_power_law"]["alpha"])
+            if fit_alpha
+            else local_alpha(report_data, [s.batch_size for s in merged])
+        )
+        return {**BatchSchedule(tuple(merged), rate, alpha, 0, ramp).to_mapping(), "seeds": 3}
+
+    out = {"double at half": section([Stage(0, b_star), Stage(int(examples // 2), 2 * b_star)])}
+    if cbs is not None:
+        floored = [Stage(s["from_examples"], max(b_star, s["batch_size"])) for s in cbs["stages"]]
+        out["CBS(t) floored at B*"] = section(floored)
+    return out
 
 
 def cbs_schedule(path: Path) -> dict[str, Any] | None:
@@ -144,8 +212,15 @@ def main() -> int:
     )
     parser.add_argument("--store", help="the store (kept; default: a temporary one)")
     parser.add_argument("--no-hand-written", action="store_true", help="only --cbs's schedule")
+    parser.add_argument("--rules", action="store_true", help="the schedules derived by rule")
+    parser.add_argument("--target", help="replaces the question's target")
+    parser.add_argument("--stage-warmup", type=int, default=0, help="stage_warmup_steps")
+    parser.add_argument("--lr-alpha", choices=("local", "fit"), default="local")
+    parser.add_argument("--cbs-label", default="CBS(t)", help="the label of --cbs's schedule")
     args = parser.parse_args()
     base = yaml.safe_load((ROOT / "benchmarks" / "mnist1d_compute.yaml").read_text("utf-8"))
+    if args.target:
+        base["target"] = args.target
     walls: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(args.store or tmp)
@@ -155,16 +230,18 @@ def main() -> int:
         file = cwd / "study.yaml"
         file.write_text(study_file(base, None), encoding="utf-8")
         walls["search"], _ = study("run", str(file), "--tuner", "both", env=env, cwd=cwd)
-        lr_fit = report(env, cwd)["lr_power_law"]
+        searched = report(env, cwd)
+        lr_fit = searched["lr_power_law"]
         sections = {}
         if not args.no_hand_written:
-            sections["hand-written"] = hand_written(args.stages, lr_fit)
-        if args.cbs:
-            derived = cbs_schedule(Path(args.cbs))
-            if derived is None:
-                print(f"no schedule found in {args.cbs}", file=sys.stderr)
-            else:
-                sections["CBS(t)"] = derived
+            sections["hand-written"] = hand_written(args.stages, lr_fit, args.stage_warmup)
+        derived = cbs_schedule(Path(args.cbs)) if args.cbs else None
+        if args.cbs and derived is None:
+            print(f"no schedule found in {args.cbs}", file=sys.stderr)
+        if args.rules:
+            sections.update(ruled(searched, derived, args.stage_warmup, args.lr_alpha == "fit"))
+        elif derived is not None:
+            sections[args.cbs_label] = {**derived, "stage_warmup_steps": args.stage_warmup}
         known = cwd / "labels.json"  # the schedules earlier invocations ran, by stages
         labels = json.loads(known.read_text("utf-8")) if known.exists() else {}
         for label, section in sections.items():
@@ -181,6 +258,9 @@ def main() -> int:
         c["label"] = labels.get(c["schedule"], c["schedule"])
     result = {
         "question": "benchmarks/mnist1d_compute.yaml + tuner.confirm {top: 1, seeds: 2}",
+        "target": base["target"],
+        "stage_warmup_steps": args.stage_warmup,
+        "lr_alpha_rule": args.lr_alpha if args.rules else "fit",
         "code": env["STUDY_CODE_VERSION"],
         "commit": commit,
         "lr_power_law": {k: lr_fit[k] for k in ("alpha", "alpha_ci", "c")},
