@@ -16,13 +16,20 @@ Usage: python benchmarks/answer_coverage.py [--studies 300] [--workers 2] [--see
 
 from __future__ import annotations
 
-import argparse
-import time
-from concurrent.futures import ProcessPoolExecutor
+import os
 
-import pandas as pd
-from sim.answer_coverage import ANSWERS, answer_coverage
-from sim.simulate import StudyDesign
+# One BLAS thread per worker: the fits are many small problems, and L-BFGS-B's BLAS calls on
+# several threads per process ran ~5x slower on a shared 2-core machine.
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+
+import pandas as pd  # noqa: E402
+from sim.answer_coverage import ANSWERS, answer_coverage  # noqa: E402
+from sim.simulate import StudyDesign  # noqa: E402
 
 SIZES = (16, 32, 64, 128, 256, 512, 1024)
 CONDITIONS: dict[str, StudyDesign] = {

@@ -332,6 +332,7 @@ def report(question: str, truth: dict[str, Any], runs: list[dict[str, Any]]) -> 
         "alpha_within_0.15": sum(
             abs(r["answers"]["alpha"][0] - truth["alpha"]) <= 0.15 for r in runs
         ),
+        "alpha_covered": sum(covers(r, "alpha") for r in runs),
         "perfect_end_covered": sum(covers(r, "perfect_end") for r in runs),
         "max_parallel_start_covered": sum(covers(r, "max_parallel_start") for r in runs),
         "recommended_batch_ok": sum(

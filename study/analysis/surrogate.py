@@ -29,7 +29,9 @@ reached the target (exact steps make that bracket one step wide), and censored, 
 it did not: ``N`` the steps it ran when pruned or stopped by its budget, and the largest step
 any trial of its batch size ran when it diverged. Maximum likelihood (scipy), with the curvature
 of the log-likelihood for the parameters' covariance, widened to the sandwich covariance where
-the trials scatter more than the model says (`_covariance`); `Surrogate.draws` samples
+the trials scatter more than the model says, and to a random effect per batch size where the
+batch sizes scatter about the best-rate curve or S(B) more than their trials say
+(`_covariance`, `study.analysis.batch_effects`); `Surrogate.draws` samples
 parameters from it for the intervals of every answer derived from the model
 (`study.analysis.answers`).
 
@@ -45,6 +47,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
+from study.analysis.batch_effects import between_batch_covariance
 from study.analysis.fitting import hessian, value_and_gradient
 from study.analysis.likelihood import (
     CENSORED,
@@ -72,6 +75,10 @@ SHAPES = ("auto", "power law", "bends")
 
 BEND_P_VALUE = 0.05
 """``shape="auto"`` keeps the bend when the likelihood-ratio test's p-value is below this."""
+
+BATCH_EFFECTS = ("best_lr", "steps")
+"""The curves whose spread between batch sizes widens the intervals
+(`study.analysis.batch_effects`): the best learning rate's and S(B)'s."""
 
 MISFIT_P_VALUE = 0.01
 """S(B) misfits when a model with free steps per batch size beats it at this p-value."""
@@ -310,6 +317,10 @@ def _covariance(data: Trials, theta: np.ndarray, options: _Options) -> tuple[np.
     sandwich covariance's ``H^-1 J H^-1`` (``J`` the trials' scores' outer products) where that
     is wider: the two agree when the model holds, and where it misfits (steps that follow S(B)
     or the learning-rate response only roughly) the sandwich is the one that stays honest.
+    Then raised, for every combination of the parameters (`_at_least`), to the model-based
+    covariance plus what the spread of the best rate and of S(B) between batch sizes adds
+    (`BATCH_EFFECTS`, `between_batch_covariance`): a misfit shared by all the trials of a batch
+    size, which no per-trial correction sees.
     """
     bounds = _bounds(data, options)
     free = [i for i, (lo, hi) in enumerate(bounds) if hi > lo and lo + 1e-6 < theta[i] < hi - 1e-6]
@@ -317,14 +328,25 @@ def _covariance(data: Trials, theta: np.ndarray, options: _Options) -> tuple[np.
     values, vectors = np.linalg.eigh(curvature)
     values = np.maximum(values, 1e-6 * max(float(values.max()), 1e-12))
     inverse = (vectors / values) @ vectors.T
-    model = inverse * data.n / max(data.n - len(free), 1)
+    n, p = data.n, len(free)
+    model = inverse * n / max(n - p, 1)
     scores = _scores(data, theta, free)
-    sandwich = inverse @ (scores @ scores.T) @ inverse
-    # Both with the small-sample correction: the ratio is the sandwich's to the inverse's.
-    widen = np.sqrt(np.maximum(1.0, np.diag(sandwich) / np.diag(inverse)))
+    sandwich = inverse @ (scores @ scores.T) @ inverse * n / max(n - p, 1)
+    widen = np.sqrt(np.maximum(1.0, np.diag(sandwich) / np.diag(model)))
+    cov = model * np.outer(widen, widen)
+    for component in BATCH_EFFECTS:
+        spread, _ = between_batch_covariance(data, theta, free, component)
+        cov = _at_least(cov, model + spread)
     out = np.zeros((len(PARAMS), len(PARAMS)))
-    out[np.ix_(free, free)] = model * np.outer(widen, widen)
+    out[np.ix_(free, free)] = cov
     return out, len(free)
+
+
+def _at_least(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a + (b - a)_+``: the smallest-step covariance at least as large as both ``a`` and
+    ``b`` for every linear combination of the parameters (the positive part of ``b - a``)."""
+    values, vectors = np.linalg.eigh(0.5 * ((b - a) + (b - a).T))
+    return a + (vectors * np.maximum(values, 0.0)) @ vectors.T
 
 
 def _scores(data: Trials, theta: np.ndarray, free: list[int]) -> np.ndarray:

@@ -28,16 +28,20 @@ def trials_of(
     kink: float = 0.0,
     knee: float = 1.0,
     outlier: float = 0.0,
+    lr_spread: float = 0.0,
 ) -> pd.DataFrame:
     """Trials drawn from the model itself (S(B) with the knee sharpness ``knee``); ``kink``
     multiplies the steps of batch 128 by ``exp(kink)`` (a curve S(B) cannot follow);
     ``outlier`` multiplies the steps of the best-placed trial at the largest batch size by
-    ``exp(-outlier)`` (one lucky trial)."""
+    ``exp(-outlier)`` (one lucky trial); ``lr_spread`` moves each batch size's best rate off the
+    curve by a normal offset of that standard deviation (in log lr)."""
     ref = math.exp(np.mean(np.log(SIZES)))
     rows = []
     for b in SIZES:
         x = math.log(b / ref)
         log_best = math.log(0.01) + alpha * x + bend * x * x
+        if lr_spread:
+            log_best += rng.normal(0.0, lr_spread)
         log_lr = log_best + rng.uniform(-1.5, 1.5, per_batch)
         u = log_lr - log_best
         penalty = np.where(u < 0, 0.4 * u * u, 0.9 * u * u)
