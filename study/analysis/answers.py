@@ -38,6 +38,7 @@ from study.analysis.surrogate import (
     mean_log_steps,
     steps_curve,
 )
+from study.analysis.threads import one_blas_thread
 from study.config.target import Target
 
 OVERHEAD = 0.2
@@ -139,6 +140,7 @@ _NAMES = (
 )  # fmt: skip
 
 
+@one_blas_thread
 def study_answers(
     table: pd.DataFrame,
     target: Target,
@@ -156,6 +158,7 @@ def study_answers(
     return scaling_answers(surrogate, accelerators=accelerators, confidence=confidence)
 
 
+@one_blas_thread
 def scaling_answers(
     surrogate: Surrogate,
     *,

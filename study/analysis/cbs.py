@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from study.analysis.threads import one_blas_thread
 from study.config.schedule import BatchSchedule, Stage
 
 __all__ = [
@@ -120,6 +121,7 @@ def cbs_at(
     }
 
 
+@one_blas_thread
 def cbs_curve(
     branches: pd.DataFrame,
     references: pd.DataFrame,

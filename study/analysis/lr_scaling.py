@@ -16,6 +16,7 @@ import numpy as np
 from scipy import stats
 
 from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES, as_number, percentile_interval
+from study.analysis.threads import one_blas_thread
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class LrPowerLawFit:
         return math.exp(centre - half), math.exp(centre + half)
 
 
+@one_blas_thread
 def fit_lr_power_law(
     batch_sizes: Sequence[float],
     best_lrs: Sequence[float],

@@ -30,6 +30,7 @@ from study.analysis.crossings import PREVIOUS_STEP, crossing_estimate
 from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES, as_number
 from study.analysis.seeds import robust_steps
 from study.analysis.table import BATCH_SIZE, LEARNING_RATE, validate_table
+from study.analysis.threads import one_blas_thread
 
 SEARCH_FACTOR = 1e3
 """B_noise is searched within this factor below the smallest and above the largest measured
@@ -147,6 +148,7 @@ class NoiseScaleFit:
         return self.confidence if confidence is None else confidence
 
 
+@one_blas_thread
 def fit_noise_scale(
     batch_sizes: Sequence[float],
     steps: Sequence[float],
@@ -179,6 +181,7 @@ def fit_noise_scale(
     return _with_intervals(fit)
 
 
+@one_blas_thread
 def fit_noise_scale_from_trials(
     trials: pd.DataFrame,
     *,

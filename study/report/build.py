@@ -34,6 +34,7 @@ from study.analysis.regimes import Regimes, scaling_regimes
 from study.analysis.seeds import seed_noise
 from study.analysis.surrogate import censored_trials, fit_surrogate
 from study.analysis.table import BATCH_SIZE, REPLICAS, STRATEGY, flatten_table, metric_columns
+from study.analysis.threads import one_blas_thread
 from study.analysis.time_model import extrapolate_replicas, probe_frame, time_to_result
 from study.config.target import Target
 from study.report.answer_prose import cross_check_notes
@@ -53,6 +54,7 @@ DEFAULT_ACCELERATORS = 8
 on more replicas)."""
 
 
+@one_blas_thread
 def build_report(
     table: pd.DataFrame,
     target: Target,

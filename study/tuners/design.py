@@ -41,6 +41,7 @@ from study.analysis.surrogate import (
     mean_log_steps,
 )
 from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE
+from study.analysis.threads import one_blas_thread
 from study.config.space import Stratum
 from study.ledger import LedgerTrial, Slot
 from study.results import TrialState
@@ -136,6 +137,7 @@ def information_gain(
     return reach * gain / (cost / 1000.0), np.exp(mu), reach
 
 
+@one_blas_thread
 def design_rate(
     trials: pd.DataFrame,
     batch_size: float,

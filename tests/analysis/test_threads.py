@@ -1,0 +1,70 @@
+"""The analysis runs its linear algebra on one BLAS thread and gives the caller's setting back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import threadpoolctl
+
+from study.analysis.surrogate import fit_surrogate
+from study.analysis.threads import one_blas_thread
+
+
+def blas_threads() -> set[int]:
+    return {
+        lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"
+    }
+
+
+def test_a_decorated_function_runs_on_one_blas_thread_and_the_setting_comes_back() -> None:
+    seen: list[set[int]] = []
+
+    @one_blas_thread
+    def inner() -> str:
+        seen.append(blas_threads())
+        return "done"
+
+    @one_blas_thread
+    def outer() -> str:
+        seen.append(blas_threads())
+        result = inner()
+        seen.append(blas_threads())
+        return result
+
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        assert outer() == "done"
+        assert seen == [{1}, {1}, {1}]
+        assert blas_threads() == {2}
+
+
+def test_the_surrogate_fit_runs_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    import study.analysis.surrogate as surrogate
+
+    seen: list[set[int]] = []
+    fit = surrogate._fit
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        seen.append(blas_threads())
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(surrogate, "_fit", watched)
+    rng = np.random.default_rng(0)
+    rows = [
+        {
+            "batch_size": b,
+            "learning_rate": lr,
+            "steps_to_target": 100 * (1 + 256 / b) * f,
+            "state": "reached",
+        }
+        for b in (16, 64, 256, 1024)
+        for lr, f in zip(
+            0.01 * (b / 16) ** 0.5 * np.exp(rng.normal(0, 0.4, 5)), np.exp(rng.normal(0, 0.1, 5))
+        )
+    ]
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        result = fit_surrogate(pd.DataFrame(rows))
+        assert blas_threads() == {2}
+    assert result.ok and seen and all(s == {1} for s in seen)
