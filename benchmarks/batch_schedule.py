@@ -21,7 +21,9 @@ With ``--rules``, two schedules derived from the finished search by stated rules
 hand-written ones, both starting at the study's best fixed batch size B* at its best rate
 (the study's best point there), later stages rated by the power law through the study's best
 rates at the schedule's batch sizes (least squares in log-log; ``--lr-alpha fit``: the
-study's whole-grid fitted alpha instead, which at 0.65 overshot 1,024's best rate 2x):
+study's whole-grid fitted alpha instead, which at 0.65 overshot 1,024's best rate 2x;
+``--lr-alpha keep``: alpha 0, B*'s rate throughout, the larger batch only cutting the
+gradient noise as a rate decay would, Smith et al. 2017):
 
 - ``CBS(t) floored at B*``: the `study branch` schedule of ``--cbs`` with every batch raised
   to at least B* (a schedule never trains below the batch the study found best);
@@ -151,7 +153,7 @@ def local_alpha(report_data: dict[str, Any], sizes: list[int]) -> float:
 
 
 def ruled(
-    report_data: dict[str, Any], cbs: dict[str, Any] | None, ramp: int, fit_alpha: bool = False
+    report_data: dict[str, Any], cbs: dict[str, Any] | None, ramp: int, rule: str = "local"
 ) -> dict[str, dict[str, Any]]:
     """The ``--rules`` schedules (see the module's docstring), by label."""
     from study.config.schedule import BatchSchedule, Stage
@@ -162,11 +164,12 @@ def ruled(
         merged = [
             s for i, s in enumerate(stages) if not i or s.batch_size > stages[i - 1].batch_size
         ]
-        alpha = (
-            float(report_data["lr_power_law"]["alpha"])
-            if fit_alpha
-            else local_alpha(report_data, [s.batch_size for s in merged])
-        )
+        if rule == "keep":  # the rate stays B*'s: the larger batch only cuts the noise
+            alpha = 0.0
+        elif rule == "fit":
+            alpha = float(report_data["lr_power_law"]["alpha"])
+        else:
+            alpha = local_alpha(report_data, [s.batch_size for s in merged])
         return {**BatchSchedule(tuple(merged), rate, alpha, 0, ramp).to_mapping(), "seeds": 3}
 
     out = {"double at half": section([Stage(0, b_star), Stage(int(examples // 2), 2 * b_star)])}
@@ -215,7 +218,7 @@ def main() -> int:
     parser.add_argument("--rules", action="store_true", help="the schedules derived by rule")
     parser.add_argument("--target", help="replaces the question's target")
     parser.add_argument("--stage-warmup", type=int, default=0, help="stage_warmup_steps")
-    parser.add_argument("--lr-alpha", choices=("local", "fit"), default="local")
+    parser.add_argument("--lr-alpha", choices=("local", "fit", "keep"), default="local")
     parser.add_argument("--cbs-label", default="CBS(t)", help="the label of --cbs's schedule")
     args = parser.parse_args()
     base = yaml.safe_load((ROOT / "benchmarks" / "mnist1d_compute.yaml").read_text("utf-8"))
@@ -239,7 +242,7 @@ def main() -> int:
         if args.cbs and derived is None:
             print(f"no schedule found in {args.cbs}", file=sys.stderr)
         if args.rules:
-            sections.update(ruled(searched, derived, args.stage_warmup, args.lr_alpha == "fit"))
+            sections.update(ruled(searched, derived, args.stage_warmup, args.lr_alpha))
         elif derived is not None:
             sections[args.cbs_label] = {**derived, "stage_warmup_steps": args.stage_warmup}
         known = cwd / "labels.json"  # the schedules earlier invocations ran, by stages
