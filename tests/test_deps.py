@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -107,3 +109,25 @@ def test_not_installed_at_all_reads_as_an_index_install(monkeypatch) -> None:
         assert install_command("cpu") == "pip install 'study[cpu]'"
     finally:
         installed_from.cache_clear()
+
+
+_LEAN = """
+import sys
+from study.deps import KERAS_EXTRAS, without_keras_extras
+with without_keras_extras():
+    import tensorflow as tf
+    import keras
+print(sorted(n for n in KERAS_EXTRAS if n in sys.modules))
+print(float(keras.layers.Dense(2)(tf.ones((1, 3))).numpy().sum() != 0))
+import sklearn.base, matplotlib.pyplot
+print("after", "sklearn" in sys.modules, "matplotlib" in sys.modules)
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_imports_tensorflow_without_keras_extras_which_import_later() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _LEAN], capture_output=True, text=True, check=False, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:3] == ["[]", "1.0", "after True True"]

@@ -32,7 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from study.config.trial import TrialSpec
-from study.deps import quiet_stderr
+from study.deps import quiet_stderr, without_keras_extras
 from study.errors import InfeasibleError, UsageError
 from study.results import DataDescription, ErrorKind, TrialResult, TrialState
 from study.strategies import StrategyKind
@@ -55,7 +55,7 @@ class _Runtime:
     def __init__(
         self, logical_cpus: int, threads: int = 0, start_strategy: str | None = None
     ) -> None:
-        with quiet_stderr():
+        with quiet_stderr(), without_keras_extras():
             import tensorflow as tf
 
         from study.strategies import configure_devices, probe_host
