@@ -88,7 +88,7 @@ _B_NOISE_RANGE = 1e3
 """B_noise is searched within this factor below the smallest and above the largest batch size."""
 
 _BOUNDS = {
-    "log_c_low": (math.log(1e-3), math.log(5.0)),
+    "log_c_low": (math.log(1e-3), math.log(1e4)),
     "log_slope_low": (math.log(0.05), math.log(20.0)),
     "log_k": (math.log(1e-3), math.log(30.0)),
     "log_sigma": (math.log(0.01), math.log(3.0)),
