@@ -127,12 +127,12 @@ class _Hidden(importlib.abc.MetaPathFinder):
 
 
 @contextlib.contextmanager
-def without_keras_extras() -> Iterator[None]:
-    """Import TensorFlow in a trainer worker without `KERAS_EXTRAS` (Keras takes each as not
+def without_keras_extras(extras: tuple[str, ...] = KERAS_EXTRAS) -> Iterator[None]:
+    """Import TensorFlow in a trainer worker without ``extras`` (Keras takes each as not
     installed), e.g. ``with without_keras_extras(): import tensorflow``. Afterwards they import
     as usual: a user's model or workload that uses scikit-learn or matplotlib still gets them;
     only Keras' own wrappers for them stay off in that process. Extras already imported stay."""
-    hidden = _Hidden(tuple(n for n in KERAS_EXTRAS if n not in sys.modules))
+    hidden = _Hidden(tuple(n for n in extras if n not in sys.modules))
     sys.meta_path.insert(0, hidden)
     try:
         yield

@@ -40,9 +40,11 @@ def backend_class(name: str) -> type[TunerBackend]:
         raise _unknown(name)
     module, _, attr = BACKENDS[name].partition(":")
     if name == "keras-tuner":
-        from study.deps import quiet_stderr
+        from study.deps import quiet_stderr, without_keras_extras
 
-        with quiet_stderr():  # KerasTuner imports TensorFlow
+        # KerasTuner imports Keras and so TensorFlow; its Bayesian oracle needs scikit-learn,
+        # nothing of it needs Keras' matplotlib gallery (0.7 s).
+        with quiet_stderr(), without_keras_extras(("matplotlib",)):
             return getattr(importlib.import_module(module), attr)
     return getattr(importlib.import_module(module), attr)
 
