@@ -26,7 +26,7 @@ from tests.runner.conftest import (
     tiny_study,
     write_study,
 )
-from tests.runner.outages import finished, lasting_study
+from tests.runner.outages import finished, lasting_study, write_paced
 from tests.services import PostgresServer, postgresql_server
 from tests.waiting import wait_until
 
@@ -61,9 +61,10 @@ def on_services(
     server: PostgresServer, cwd: Path, data: dict
 ) -> tuple[Store, Path, tuple[str, ...]]:
     """A new database on ``server`` and a local MLflow store for the study ``data`` (its file
-    written in ``cwd``): the stores, the file, and the ``--storage``/``--tracking-uri`` flags."""
+    written in ``cwd``, with its model `write_paced`): the stores, the file, and the ``--storage``/``--tracking-uri`` flags."""
     url, tracking = server.create_database(), f"sqlite:///{cwd / 'mlflow.db'}"
     store = Store(cwd, storage_url=url, uri=tracking)
+    write_paced(cwd)
     return store, write_study(cwd, data), ("--storage", url, "--tracking-uri", tracking)
 
 

@@ -20,7 +20,7 @@ from tests.runner.conftest import (
     assert_mlflow_mirrors_ledger,
     write_study,
 )
-from tests.runner.outages import finished, lasting_study
+from tests.runner.outages import finished, lasting_study, write_paced
 from tests.services import mlflow_process
 from tests.waiting import wait_until
 
@@ -36,6 +36,7 @@ def test_trials_finished_while_the_server_was_away_reach_mlflow_in_the_same_run(
 ) -> None:
     with mlflow_process(tmp_path / "mlflow") as server:
         store = Store(tmp_path, uri=server.url)
+        write_paced(tmp_path)
         file = write_study(tmp_path, DATA)
         runner: Background = background(
             "run", file.name, "--tracking-uri", server.url, cwd=tmp_path
