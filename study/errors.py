@@ -23,6 +23,7 @@ one is recorded as infeasible and the study goes on.
 from __future__ import annotations
 
 import numbers
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +36,7 @@ __all__ = [
     "StudyNotFound",
     "UsageError",
     "show",
+    "summary_line",
 ]
 
 #: The exit status of a command whose storage stayed away longer than its retry window
@@ -160,3 +162,34 @@ def show(value: Any) -> str:
     if isinstance(value, numbers.Number):
         return str(value)  # 0.5, not np.float64(0.5)
     return repr(value).replace("\n", " ")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_BOLD = re.compile(r"\x1b\[1m(.+?)\x1b\[0m")
+_KERAS_CALL = "Exception encountered when calling"
+_NAMED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Warning): .+")
+
+
+def summary_line(exc: BaseException) -> str:
+    """``Type: the line that says what went wrong`` for an error from user code, on one line.
+
+    TensorFlow and Keras wrap an error raised while tracing a model in a report whose first line
+    is ``in user code:`` followed by frames: the line that says what is wrong is the one Keras
+    marks bold (on a terminal), else the last ``SomeError: ...`` line of the report, else its
+    first line; Keras' ``Exception encountered when calling Layer.call().`` gives the line after.
+    """
+    text = str(exc).strip()
+    bold = _BOLD.search(text)
+    lines = [_ANSI.sub("", line).strip() for line in text.splitlines()]
+    lines = [line for line in lines if line]
+    if bold:
+        return f"{type(exc).__name__}: {_ANSI.sub('', bold.group(1)).strip()}"
+    at = 0
+    if lines and lines[0].rstrip(":") == "in user code":
+        named = [i for i, line in enumerate(lines) if _NAMED.match(line)]
+        at = named[-1] if named else len(lines) - 1
+    # Keras' "Exception encountered when calling Layer.call()." is followed by the reason.
+    if at + 1 < len(lines) and _KERAS_CALL in lines[at]:
+        at += 1
+    line = lines[at] if lines else ""
+    return f"{type(exc).__name__}: {line}".rstrip(": ")

@@ -33,7 +33,7 @@ from typing import Any
 
 from study.config.trial import TrialSpec
 from study.deps import quiet_stderr, without_keras_extras
-from study.errors import InfeasibleError, UsageError
+from study.errors import InfeasibleError, UsageError, summary_line
 from study.results import DataDescription, ErrorKind, TrialResult, TrialState
 from study.strategies import StrategyKind
 
@@ -226,8 +226,7 @@ def check_safely(runtime: _Runtime, spec: TrialSpec) -> str | None:
     except UsageError as exc:
         return str(exc)
     except Exception as exc:  # user code (load, build) failing is a bad workload or model
-        lines = str(exc).strip().splitlines() or [""]
-        return f"{type(exc).__name__}: {lines[0]}".rstrip(": ")
+        return summary_line(exc)
     return None
 
 

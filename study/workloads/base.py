@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from study.config.target import Target
-from study.errors import FieldError
+from study.errors import FieldError, summary_line
 from study.importing import find_module, import_callable
 from study.workloads.options import Option, resolve_options
 from study.workloads.task import Task
@@ -191,8 +191,7 @@ class Workload(abc.ABC):
             raise FieldError(
                 "model",
                 value=model,
-                detail=f"calling {model}({', '.join(kwargs)}) failed "
-                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
+                detail=f"calling {model}({', '.join(kwargs)}) failed ({summary_line(exc)})",
             ) from exc
         if not _is_keras_model(built):
             raise FieldError(

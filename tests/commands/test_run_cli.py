@@ -116,8 +116,24 @@ MALFORMED = {**STUDY, "name": "malformed", "budgets": {"max_steps": 400}}
 del MALFORMED["budget"]
 # A user's compiled model reports val_top1, not val_top5: only the trainer worker can tell.
 OWN_MODEL = {**STUDY, "name": "own", "model": "own_models:build", "target": "val_top5>=0.9"}
+# A layer whose output has no known shape: Keras fails while building the model, in a report
+# whose first line only names the layer ("Exception encountered when calling Shapeless.call().");
+# the one line gives the reason after it.
+TRACED_MODEL = {**STUDY, "name": "traced", "model": "own_models:shapeless"}
 OWN_MODELS = """
 import keras
+import tensorflow as tf
+
+
+class Shapeless(keras.layers.Layer):
+    def call(self, x):
+        return tf.numpy_function(lambda a: a, [x], tf.float32)
+
+
+def shapeless(input_shape, outputs):
+    return keras.Sequential(
+        [keras.Input(input_shape), Shapeless(), keras.layers.Dense(4), keras.layers.Dense(outputs)]
+    )
 
 
 def build(input_shape, outputs):
@@ -132,6 +148,10 @@ BAD_INPUT = {
     "own model without the target metric": (
         ["run", "own.yaml"],
         ["own.yaml: target: unknown metric 'val_top5'", "val_top1"],
+    ),
+    "own model failing when traced": (
+        ["run", "traced.yaml"],
+        ["traced.yaml", "ValueError", "Could not automatically infer the output shape"],
     ),
     "unknown tuner": (["run", "recorded.yaml", "--tuner", "nope"], ["--tuner", "nope"]),
     "zero trials": (["run", "recorded.yaml", "--trials", "0"], ["--trials", ">= 1"]),
@@ -170,6 +190,7 @@ class Commands:
 def commands(recorded: Recorded, tmp_path_factory: pytest.TempPathFactory) -> Commands:
     write(recorded.cwd / "malformed.yaml", MALFORMED)
     write(recorded.cwd / "own.yaml", OWN_MODEL)
+    write(recorded.cwd / "traced.yaml", TRACED_MODEL)
     (recorded.cwd / "own_models.py").write_text(OWN_MODELS, encoding="utf-8")
     elsewhere = tmp_path_factory.mktemp("commands")
     runs: dict[str, tuple[Path, list[str]]] = {}
