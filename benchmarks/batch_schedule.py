@@ -1,7 +1,9 @@
-"""A batch-size schedule against the best fixed batch size (issue 21 item 4), on the MNIST-1D MLP.
+"""A batch-size schedule against the best fixed batch size (issue 21 item 4).
 
-The question is `benchmarks/mnist1d_compute.yaml`'s (MNIST-1D, 10,000 samples, MLP, Nesterov,
-validation accuracy 0.6, batch sizes 16 to 1024, 8 trials each, ``--tuner both``), with each
+The question (``--question``) is `benchmarks/mnist1d_compute.yaml`'s (MNIST-1D, 10,000 samples,
+MLP, Nesterov, validation accuracy 0.6, batch sizes 16 to 1024, 8 trials each, ``--tuner
+both``; the default) or, with ``--question shapes``, `benchmarks/shapes_resnet_schedule.yaml`'s
+(the residual CNN on drawn shapes to 80%, batch sizes 16 to 512), with each
 batch size's best point confirmed under two more seeds (``tuner.confirm: {top: 1, seeds: 2}``),
 so every fixed batch size's steps are a median over 3 seeds. In one fresh store:
 
@@ -60,6 +62,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "bench-batch-schedule"
+#: The questions (``--question``): the MNIST-1D MLP's and the residual CNN on ``shapes``.
+QUESTIONS = {
+    "mnist1d": ROOT / "benchmarks" / "mnist1d_compute.yaml",
+    "shapes": ROOT / "benchmarks" / "shapes_resnet_schedule.yaml",
+}
 
 
 def study_file(base: dict[str, Any], schedule: dict[str, Any] | None) -> str:
@@ -216,12 +223,14 @@ def main() -> int:
     parser.add_argument("--store", help="the store (kept; default: a temporary one)")
     parser.add_argument("--no-hand-written", action="store_true", help="only --cbs's schedule")
     parser.add_argument("--rules", action="store_true", help="the schedules derived by rule")
+    parser.add_argument("--question", choices=sorted(QUESTIONS), default="mnist1d")
     parser.add_argument("--target", help="replaces the question's target")
     parser.add_argument("--stage-warmup", type=int, default=0, help="stage_warmup_steps")
     parser.add_argument("--lr-alpha", choices=("local", "fit", "keep"), default="local")
     parser.add_argument("--cbs-label", default="CBS(t)", help="the label of --cbs's schedule")
     args = parser.parse_args()
-    base = yaml.safe_load((ROOT / "benchmarks" / "mnist1d_compute.yaml").read_text("utf-8"))
+    question = QUESTIONS[args.question]
+    base = yaml.safe_load(question.read_text("utf-8"))
     if args.target:
         base["target"] = args.target
     walls: dict[str, float] = {}
@@ -260,7 +269,7 @@ def main() -> int:
     for c in comparisons:
         c["label"] = labels.get(c["schedule"], c["schedule"])
     result = {
-        "question": "benchmarks/mnist1d_compute.yaml + tuner.confirm {top: 1, seeds: 2}",
+        "question": f"{question.relative_to(ROOT)} + tuner.confirm {{top: 1, seeds: 2}}",
         "target": base["target"],
         "stage_warmup_steps": args.stage_warmup,
         "lr_alpha_rule": args.lr_alpha if args.rules else "fit",
