@@ -19,11 +19,13 @@ from study.report.tables import Table
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from study.analysis.schedule_rules import DerivedSchedule
     from study.config.study import StudyConfig
     from study.config.target import Target
     from study.ledger import Ledger
+    from study.report.record import ScalingReport
 
-__all__ = ["schedule_comparison", "schedule_lines", "schedule_table"]
+__all__ = ["derive_from_report", "schedule_comparison", "schedule_lines", "schedule_table"]
 
 
 def schedule_comparison(
@@ -152,3 +154,61 @@ def _seconds_text(value: float) -> str:
 
 def _seconds(spread: Spread | None) -> str:
     return spread.text(".2f") if spread is not None else "?"
+
+
+def derive_from_report(
+    report: ScalingReport,
+    *,
+    rule: str = "double-at-half",
+    rate: str = "keep",
+    stage_warmup_steps: int = 0,
+    strategy: str | None = None,
+) -> tuple[DerivedSchedule, str | None]:
+    """The schedule `study.analysis.schedule_rules` derives from a study's report (its fixed
+    batch sizes on ``strategy``, default the study file's first; its CBS(t) for ``rule: cbs``;
+    its fitted exponent for ``rate: fit``), and the strategy it is for.
+
+    Raises:
+        UsageError: an unknown rule or rate, ``cbs`` without branch trials, no batch size that
+            reached the target, ``fit`` without a fitted exponent.
+    """
+    from study.analysis.schedule_rules import RateRule, ScheduleRule, derive_schedule
+    from study.errors import UsageError
+
+    rules, rates = [r.value for r in ScheduleRule], [r.value for r in RateRule]
+    if rule not in rules:
+        raise UsageError(f"rule must be one of {', '.join(rules)} (got {rule!r})")
+    if rate not in rates:
+        raise UsageError(f"rate must be one of {', '.join(rates)} (got {rate!r})")
+    curve = None
+    if rule == ScheduleRule.CBS.value:
+        if report.cbs is None or report.cbs.curve.empty:
+            raise UsageError(
+                f"study {report.study} has no CBS(t): run `study branch FILE` on its study file "
+                "(a branch: section) first, or use the rule double-at-half"
+            )
+        curve = report.cbs.curve
+    fitted = None
+    if report.answers is not None and report.answers.alpha is not None:
+        fitted = report.answers.alpha.estimate
+    elif report.lr_fit.ok:
+        fitted = report.lr_fit.alpha
+    table = report.steps_by_strategy
+    ran = sorted(set(table["strategy"].astype(str))) if "strategy" in table.columns else []
+    if strategy is not None and ran and strategy not in ran:
+        raise UsageError(
+            f"study {report.study} has no trials on strategy {strategy!r}; "
+            f"choose one of {', '.join(ran)}"
+        )
+    if strategy is None and ran:  # the study file's first strategy, as its trials name it
+        config = report.facts.config
+        first = str(config.space.strategies[0]) if config is not None else ""
+        strategy = first if first in ran else ran[0]
+    try:
+        derived = derive_schedule(
+            table, rule=rule, rate=rate, fitted_alpha=fitted, cbs_curve=curve,
+            stage_warmup_steps=stage_warmup_steps, strategy=strategy,
+        )  # fmt: skip
+    except ValueError as err:
+        raise UsageError(f"study {report.study}: {err}") from None
+    return derived, strategy
