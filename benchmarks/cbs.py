@@ -75,10 +75,13 @@ branch:
   learning_rate: {lr}
   examples: {examples}
   checkpoints: 6
-  first_checkpoint: 0.04
+  first_checkpoint: {first}
   multipliers: {multipliers}
   window: {window}
   replicates: {replicates}
+  evaluations: {evaluations}
+  max_replicates: {max_replicates}
+  max_examples: {max_examples}
   lr_rule: search
   alpha: {alpha}
   search_factors: [1.0]
@@ -91,9 +94,25 @@ def main() -> int:
     parser.add_argument("--question", choices=sorted(QUESTIONS), default="mnist1d")
     parser.add_argument("--window", type=int, default=512)
     parser.add_argument("--replicates", type=int, default=2)
+    parser.add_argument(
+        "--evaluations", type=int, default=4, help="per branch, over its window's last quarter"
+    )
+    parser.add_argument(
+        "--max-replicates", type=int, help="more replicates where CBS is unresolved (rounds)"
+    )
+    parser.add_argument(
+        "--budget-runs",
+        type=float,
+        help="cap the branches' examples so that CBS(t) costs at most this many runs of batch "
+        "16 to the target (the example study's), the reference included",
+    )
     parser.add_argument("--examples", type=int, default=20480)
     parser.add_argument("--multipliers", default="4,16,32")
     parser.add_argument("--tolerance", type=float, default=0.5)
+    parser.add_argument("--seed", type=int, default=0, help="the study's seed (its orders)")
+    parser.add_argument(
+        "--first-checkpoint", type=float, default=0.04, help="as a share of --examples"
+    )
     parser.add_argument("--timeout", type=float, default=570.0, help="seconds per run")
     parser.add_argument(
         "--home",
@@ -108,17 +127,24 @@ def main() -> int:
     alpha = float(example["lr_power_law"]["alpha"])
     b_noise = example["noise_scale"]["b_noise"], *example["noise_scale"]["b_noise_ci"]
     steps_16 = int(rows[16]["steps_to_result"])  # the reference batch size in both questions
+    cap = None
+    if args.budget_runs is not None:
+        cap = int(args.budget_runs * steps_16 * 16) - args.examples
     with tempfile.TemporaryDirectory() as scratch:
         tmp = args.home or scratch
         Path(tmp).mkdir(parents=True, exist_ok=True)
         study = Path(tmp) / "cbs.yaml"
         study.write_text(
-            (head + BRANCH).format(
+            (head.replace("seed: 0\n", f"seed: {args.seed}\n") + BRANCH).format(
                 lr=lr,
                 examples=args.examples,
                 multipliers=f"[{args.multipliers}]",
                 window=args.window,
                 replicates=args.replicates,
+                evaluations=args.evaluations,
+                first=args.first_checkpoint,
+                max_replicates=args.max_replicates or args.replicates,
+                max_examples="null" if cap is None else cap,
                 alpha=alpha,
                 tolerance=args.tolerance,
             ),

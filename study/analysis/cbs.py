@@ -47,6 +47,7 @@ __all__ = [
     "cbs_curve",
     "cbs_schedule",
     "cbs_trend",
+    "reference_progress",
 ]
 
 #: The columns a branch table holds (one row per branch trial).
@@ -65,6 +66,7 @@ def cbs_at(
     higher_is_better: bool = True,
     confidence: float = 0.9,
     start_loss: float | None = None,
+    progress: float | None = None,
 ) -> dict[str, Any]:
     """CBS at one checkpoint from its branches (`BRANCH_COLUMNS`; ``metric`` may be NaN).
 
@@ -74,6 +76,10 @@ def cbs_at(
     itself (``loss`` basis). Under S(B) = S_min (1 + B_noise / B) a window's progress at
     ``B`` is about ``1 / (1 + B / B_noise)`` of the small-batch one, so a progress tolerance
     of 0.5 puts CBS near B_noise, and 0.2 near the 20%-overhead point 0.25 B_noise.
+    ``progress`` (the reference run's own progress over the window, `reference_progress`)
+    replaces ``start_loss - L0`` as that share's base: it is read off many evaluations of the
+    reference, where two single evaluations of a small batch's jittering iterate can differ
+    by more than a late window's progress.
 
     Returns ``cbs``, ``cbs_low``, ``cbs_high``, ``censored`` (every batch size as good),
     ``baseline_loss``, ``noise_sd`` (relative loss, pooled over replicates), ``branches`` and per
@@ -87,6 +93,8 @@ def cbs_at(
     m0 = float(base["metric"].mean()) if "metric" in base else math.nan
     sign = 1.0 if higher_is_better else -1.0
     scale = l0 if start_loss is None else float(start_loss) - l0
+    if progress is not None and math.isfinite(progress):
+        scale = float(progress)
     if not scale > 0:  # the B0 branch made no progress: nothing to be within a share of
         nan = math.nan
         return {"cbs": nan, "cbs_low": nan, "cbs_high": nan, "censored": False,
@@ -141,9 +149,11 @@ def cbs_curve(
     checkpoint's ``val_loss`` in ``references`` (see `cbs_at`)."""
     if basis not in ("loss", "progress"):
         raise ValueError(f"basis must be loss or progress (got {basis!r})")
-    start = {}
+    start, gain = {}, {}
     if basis == "progress":
         start = dict(zip(references["checkpoint"], references["val_loss"], strict=True))
+        if "progress" in references.columns:
+            gain = dict(zip(references["checkpoint"], references["progress"], strict=True))
     rows = []
     for checkpoint, cell in branches.groupby("checkpoint"):
         found = cbs_at(
@@ -154,6 +164,7 @@ def cbs_curve(
             higher_is_better=higher_is_better,
             confidence=confidence,
             start_loss=start.get(checkpoint) if basis == "progress" else None,
+            progress=gain.get(checkpoint),
         )
         found.pop("excess")
         rows.append({"checkpoint": int(checkpoint), **found})
@@ -166,6 +177,43 @@ def cbs_curve(
     table = table.merge(refs, on="checkpoint", how="left")
     first = ["checkpoint", "examples"]
     return table[first + [c for c in table.columns if c not in first]].sort_values("examples")
+
+
+#: `reference_progress` fits the reference's evaluations within this factor of examples around
+#: a window (widened by it until `PROGRESS_POINTS` evaluations lie inside).
+PROGRESS_SPAN = 1.25
+PROGRESS_POINTS = 5
+
+
+def reference_progress(
+    curve: pd.DataFrame, checkpoints: Sequence[int], window: int, column: str = "val_loss"
+) -> list[float]:
+    """The reference run's progress in ``column`` over ``window`` examples from each checkpoint
+    (examples seen): the slope of a straight line fitted to its evaluations against log
+    examples around ``[t, t + window]``, times ``log((t + window) / t)``. A line through many
+    evaluations reads the trend; the difference of two evaluations reads as much jitter (NaN
+    where fewer than 3 evaluations lie near)."""
+    rows = curve[["examples", column]].astype(float)
+    rows = rows[(rows["examples"] > 0) & np.isfinite(rows[column])]
+    x_all = np.log(rows["examples"].to_numpy())
+    y_all = rows[column].to_numpy()
+    out = []
+    for t in checkpoints:
+        t = float(t)
+        low, high = math.log(t), math.log(t + window)
+        span = math.log(PROGRESS_SPAN)
+        inside = np.zeros(len(x_all), dtype=bool)
+        for _ in range(8):
+            inside = (x_all >= low - span) & (x_all <= high + span)
+            if inside.sum() >= PROGRESS_POINTS:
+                break
+            span *= 2
+        if inside.sum() < 3:
+            out.append(math.nan)
+            continue
+        slope = float(np.polyfit(x_all[inside], y_all[inside], 1)[0])
+        out.append(-slope * (high - low))
+    return out
 
 
 @dataclass(frozen=True)

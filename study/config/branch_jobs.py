@@ -58,11 +58,14 @@ class ReferenceOutcome:
 @dataclass(frozen=True)
 class BranchJob:
     """From the state ``blob`` (a reference checkpoint), train ``steps`` steps of ``spec``
-    (its batch size, learning rate and seed: the example order of the window), then evaluate."""
+    (its batch size, learning rate and seed: the example order of the window), then evaluate:
+    ``evaluations`` times, evenly over the window's last quarter, the metrics averaged (one:
+    at its end only)."""
 
     spec: TrialSpec
     steps: int
     blob: bytes = field(repr=False)
+    evaluations: int = 1
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from optuna.trial import TrialState as OptunaState
 from study.ledger.owners import Beat, owner_alive, owner_id
 from study.ledger.storage import open_storage
 
-__all__ = ["BranchLedger", "BranchTask"]
+__all__ = ["TASK_KEY", "BranchLedger", "BranchTask"]
 
 TASK = "branch_task"
 OUTCOME = "branch_outcome"
@@ -39,6 +39,8 @@ OWNER = "branch_owner"
 BEAT = "branch_beat"
 #: Seconds a claimed branch may run before a process on another host may take it for dead.
 GRACE_S = 900.0
+#: What makes two branches the same branch.
+TASK_KEY = ("checkpoint", "batch_size", "replicate", "lr_factor")
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,20 @@ class BranchLedger:
         study = self._optuna()
         for task in tasks:
             study.enqueue_trial({}, user_attrs={TASK: json.dumps(dict(task))})
+
+    def enqueue_new(self, tasks: list[Mapping[str, Any]], key: tuple[str, ...] = TASK_KEY) -> int:
+        """Queue the ``tasks`` that no waiting, running or finished branch holds already (the
+        same ``key`` fields); how many. Two processes adding the same round at once may both
+        queue a task; the analysis counts one (`study.report.cbs.branch_frames`)."""
+        live = (OptunaState.WAITING, OptunaState.RUNNING, OptunaState.COMPLETE)
+        held = set()
+        for t in self._frozen(live):
+            raw = t.user_attrs.get(TASK)
+            if raw is not None:
+                held.add(_key(json.loads(raw), key))
+        fresh = [task for task in tasks if _key(task, key) not in held]
+        self.enqueue(fresh)
+        return len(fresh)
 
     def waiting(self) -> int:
         return len(self._frozen((OptunaState.WAITING,)))
@@ -207,3 +223,7 @@ class BranchLedger:
         except KeyError:
             return []
         return self.storage.get_all_trials(study_id, deepcopy=False, states=states)
+
+
+def _key(task: Mapping[str, Any], fields: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(task.get(f) for f in fields)

@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from study.analysis.cbs import BRANCH_COLUMNS, CbsCost, CbsTrend, cbs_cost, cbs_curve, cbs_trend
+from study.analysis.cbs import (
+    BRANCH_COLUMNS,
+    CbsCost,
+    CbsTrend,
+    cbs_cost,
+    cbs_curve,
+    cbs_trend,
+    reference_progress,
+)
 from study.analysis.cbs import cbs_schedule as derive_schedule
 from study.config.schedule import BatchSchedule
 from study.report.formatting import fmt
@@ -114,6 +122,11 @@ def branch_frames(ledger: BranchLedger) -> tuple[pd.DataFrame, pd.DataFrame, dic
     branches = pd.DataFrame(
         rows, columns=list(dict.fromkeys([*BRANCH_COLUMNS, *(rows[0] if rows else {})]))
     )
+    from study.ledger.branches import TASK_KEY
+
+    keys = [k for k in TASK_KEY if k in branches.columns]
+    if keys and not branches.empty:  # a branch two processes queued at once counts once
+        branches = branches.drop_duplicates(keys).reset_index(drop=True)
     checkpoints = pd.DataFrame(reference.get("checkpoints", []))
     if not checkpoints.empty:
         checkpoints = checkpoints.rename(columns={"index": "checkpoint"})
@@ -135,6 +148,14 @@ def cbs_report(
     assert branch is not None
     b0 = int(plan["b0"])
     curve = pd.DataFrame()
+    ref_curve = pd.DataFrame(reference.get("curve") or [])
+    basis = branch.tolerance.basis
+    if basis == "progress" and not checkpoints.empty and "val_loss" in ref_curve.columns:
+        checkpoints = checkpoints.assign(
+            progress=reference_progress(
+                ref_curve, checkpoints["examples"].tolist(), int(plan["window"])
+            )
+        )
     if not branches.empty:
         curve = cbs_curve(
             branches,
@@ -144,7 +165,7 @@ def cbs_report(
             metric_tolerance=branch.tolerance.metric,
             higher_is_better=config.target.maximize,
             confidence=branch.confidence,
-            basis=branch.tolerance.basis,
+            basis=basis,
         )
     trend = cbs_trend(curve) if len(curve) >= 2 else None
     schedule = None

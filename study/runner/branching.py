@@ -29,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from study.config.branch import BranchConfig, LrRule
 from study.config.branch_jobs import BranchJob, ReferenceJob
 from study.config.space import Stratum
 from study.config.study import StudyConfig
@@ -37,10 +36,12 @@ from study.config.trial import PILOT_NOISE_EVERY, Budget
 from study.errors import UsageError
 from study.ledger.branches import BranchLedger
 from study.paths import tracking_uri
+from study.runner.branch_plan import BranchPlan, branch_tasks, plan_branches, stored_plan
+from study.runner.branch_rounds import more_replicates
 from study.runner.pool import WorkerPool
 from study.tracking.branch_runs import BranchTracker
 
-__all__ = ["BranchOptions", "BranchPlan", "plan_branches", "run_branches"]
+__all__ = ["BranchOptions", "BranchPlan", "plan_branches", "run_branches", "stored_plan"]
 
 REFERENCE = "reference"
 PLAN = "plan"
@@ -66,129 +67,6 @@ class BranchOptions:
             raise UsageError(f"--workers must be >= 1 (got {self.workers})")
         if self.max_branches is not None and self.max_branches < 0:
             raise UsageError(f"--max-branches must be >= 0 (got {self.max_branches})")
-
-
-@dataclass(frozen=True)
-class BranchPlan:
-    """The resolved plan: ``B0``, the reference's rate and length, the checkpoints (examples),
-    the batch sizes, the window (examples, a multiple of the largest batch), the rate rule and
-    why, and the rate factors per branch."""
-
-    b0: int
-    strategy: str
-    learning_rate: float
-    examples: int
-    checkpoints: tuple[int, ...]
-    batch_sizes: tuple[int, ...]
-    window: int
-    alpha: float
-    rule: str
-    why: str
-    factors: tuple[float, ...]
-    replicates: int
-
-    def rate(self, batch_size: int, factor: float = 1.0) -> float:
-        return self.learning_rate * (batch_size / self.b0) ** self.alpha * factor
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def plan_branches(
-    config: StudyConfig,
-    *,
-    fitted_alpha: float | None = None,
-    best_rate: float | None = None,
-) -> BranchPlan:
-    """The plan of the study file's ``branch:`` section, given what the study's fit says
-    (``fitted_alpha``, the best rate at ``B0``).
-
-    Raises:
-        UsageError: no ``branch:`` section, no learning rate to start from, a batch size not
-            divisible by the strategy's replicas.
-    """
-    branch = config.branch
-    if branch is None:
-        raise UsageError(
-            f"{config.source}: no branch section; add e.g. 'branch: {{batch_size: 16, "
-            "examples: 40000, window: 4096}' (study.config.branch lists its keys)"
-        )
-    b0 = branch.batch_size or min(config.space.batch_sizes)
-    strategy = config.space.strategies[0]
-    rate = branch.learning_rate or best_rate
-    if rate is None:
-        raise UsageError(
-            f"{config.source}: branch.learning_rate is missing and the study has no trial at "
-            f"batch {b0} that reached the target; give the reference's rate"
-        )
-    examples = branch.examples or _budget_examples(config.settings.budget, b0)
-    sizes = branch.batch_sizes(b0)
-    _check_replicas(config, sizes, strategy)
-    window = branch.window or max(sizes[-1], examples // 8)
-    window = math.ceil(window / sizes[-1]) * sizes[-1]
-    alpha, rule, why, factors = _rate_rule(branch, fitted_alpha)
-    checkpoints = tuple(math.ceil(e / b0) * b0 for e in branch.checkpoint_examples(examples))
-    return BranchPlan(
-        b0, strategy, float(rate), checkpoints[-1], checkpoints, sizes, window, alpha, rule,
-        why, factors, branch.replicates,
-    )  # fmt: skip
-
-
-def _rate_rule(
-    branch: BranchConfig, fitted: float | None
-) -> tuple[float, str, str, tuple[float, ...]]:
-    if branch.lr_rule is LrRule.FIT and fitted is not None and math.isfinite(fitted):
-        why = f"the study's fitted lr* ~ B^alpha (alpha {fitted:.3g}) scales the reference's rate"
-        return float(fitted), "fit", why, (1.0,)
-    reason = "lr_rule: search" if branch.lr_rule is LrRule.SEARCH else "the study has no fit"
-    factors = branch.lr_factors(True)
-    why = (
-        f"{reason}: each branch runs at lr0 (B/B0)^{branch.alpha:g} times "
-        f"{', '.join(f'{f:g}' for f in factors)} and the best counts"
-    )
-    return branch.alpha, "search", why, factors
-
-
-def _budget_examples(budget: Budget, b0: int) -> int:
-    limit = budget.step_limit(b0)
-    if limit is None:
-        raise UsageError("branch.examples is missing and the budget sets no step or example limit")
-    return limit * b0
-
-
-def _check_replicas(config: StudyConfig, sizes: tuple[int, ...], strategy: str) -> None:
-    from study.strategies import StrategySpec
-
-    replicas = StrategySpec.parse(strategy).logical_cpus or 1
-    for size in sizes:
-        if size % replicas:
-            raise UsageError(
-                f"{config.source}: branch batch size {size} is not divisible by the {replicas} "
-                f"replicas of {strategy}; choose batch_size and multipliers whose products are"
-            )
-
-
-def branch_tasks(plan: BranchPlan, reference: dict[str, Any], seed: int) -> list[dict[str, Any]]:
-    """Every branch of the plan, as the ledger queues them."""
-    tasks = []
-    for ckpt in reference["checkpoints"]:
-        for batch in plan.batch_sizes:
-            for replicate in range(plan.replicates):
-                for factor in plan.factors:
-                    tasks.append(
-                        {
-                            "checkpoint": ckpt["index"],
-                            "examples": ckpt["examples"],
-                            "artifact": ckpt["artifact"],
-                            "batch_size": batch,
-                            "replicate": replicate,
-                            "lr_factor": factor,
-                            "learning_rate": plan.rate(batch, factor),
-                            "steps": plan.window // batch,
-                            "seed": seed + 1000 * (ckpt["index"] + 1) + replicate,
-                        }
-                    )
-    return tasks
 
 
 def run_branches(
@@ -227,13 +105,14 @@ def run_branches(
         plan = stored_plan(ledger.note(PLAN))
         say(f"study branch: learning rates: {plan.why}")
         _work(config, ledger, tracker, pool, reference, options, say)
+        while options.max_branches is None and not ledger.waiting() and not ledger.running():
+            added = more_replicates(config, ledger, plan, reference)
+            if not added:
+                break
+            say(f"study branch: {added} more branches where CBS's interval is wider than "
+                f"x{plan.resolve:g}")  # fmt: skip
+            _work(config, ledger, tracker, pool, reference, options, say)
     return plan, reference
-
-
-def stored_plan(data: dict[str, Any]) -> BranchPlan:
-    """A `BranchPlan` from its stored JSON (lists back to tuples)."""
-    tuples = ("checkpoints", "batch_sizes", "factors")
-    return BranchPlan(**{k: tuple(v) if k in tuples else v for k, v in data.items()})
 
 
 def _reference(
@@ -397,7 +276,8 @@ def _one(config: StudyConfig, task: dict[str, Any], blob: bytes, pool: WorkerPoo
     spec = dataclasses.replace(
         spec, batch_size=int(task["batch_size"]), optimizer=optimizer, settings=settings
     )
-    outcome = pool.run_job("branch", BranchJob(spec, int(task["steps"]), blob))
+    evaluations = int(task.get("evaluations", 1))
+    outcome = pool.run_job("branch", BranchJob(spec, int(task["steps"]), blob, evaluations))
     metric = config.target.metric
     return {
         "val_loss": float(outcome.metrics.get("val_loss", math.nan)),

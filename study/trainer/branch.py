@@ -36,7 +36,14 @@ from study.trainer.session import Session, SessionCache, open_session
 from study.workloads.base import Dataset, Streams
 from study.workloads.task import Task
 
-__all__ = ["load_state", "run_branch", "run_job", "run_reference", "state_bytes"]
+__all__ = [
+    "evaluation_steps",
+    "load_state",
+    "run_branch",
+    "run_job",
+    "run_reference",
+    "state_bytes",
+]
 
 
 def state_bytes(session: Session) -> bytes:
@@ -160,19 +167,51 @@ def run_reference(job: ReferenceJob, session: Session) -> ReferenceOutcome:
 
 def run_branch(job: BranchJob, session: Session) -> BranchOutcome:
     """Load the checkpoint, train ``job.steps`` steps at the branch's batch size and rate
-    (the example order under its seed), evaluate."""
+    (the example order under its seed), evaluate (``job.evaluations`` times over the window's
+    last quarter, averaged: the last iterate of a small batch jitters with its gradient noise,
+    and one evaluation reads that jitter as much as the branch's progress)."""
     spec = job.spec
     load_state(session, job.blob)
     set_learning_rate(session.optimizer, spec.optimizer.learning_rate)
     session.start(spec.settings.seed, spec.batch_size)
-    losses, _stats, seconds = _train(session, job.steps)
+    marks = evaluation_steps(job.steps, job.evaluations)
+    losses: list[float] = []
+    seconds, done, seen = 0.0, 0, []
+    for mark in marks:
+        chunk, _stats, elapsed = _train(session, mark - done)
+        losses.extend(chunk)
+        seconds += elapsed
+        done = mark
+        seen.append(session.evaluate())
     tail = losses[-max(1, len(losses) // 4) :]
+    metrics = {k: float(np.mean([m[k] for m in seen])) for k in seen[-1]}
     return BranchOutcome(
-        metrics=session.evaluate(),
+        metrics=metrics,
         train_loss=float(np.mean(tail)),
         steps=job.steps,
         train_seconds=seconds,
     )
+
+
+#: The share of a branch's window, at its end, that its evaluations spread over.
+TAIL = 0.25
+
+
+def evaluation_steps(steps: int, evaluations: int) -> tuple[int, ...]:
+    """The steps a branch of ``steps`` evaluates at: ``evaluations`` of them evenly over its
+    last quarter, the last at ``steps`` (distinct; e.g. 128 steps, 4 evaluations: 104, 112,
+    120, 128)."""
+    n = max(1, min(int(evaluations), steps))
+    if n == 1:
+        return (steps,)
+    start = steps - steps * TAIL
+    marks = [round(start + (steps - start) * (i + 1) / n) for i in range(n)]
+    out: list[int] = []
+    for mark in marks:
+        mark = max(1, min(steps, mark))
+        if not out or mark > out[-1]:
+            out.append(mark)
+    return tuple(out)
 
 
 def _train(session: Session, steps: int) -> tuple[list[float], np.ndarray | None, float]:

@@ -9,7 +9,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study.analysis.cbs import cbs_at, cbs_cost, cbs_curve, cbs_schedule, cbs_trend
+from study.analysis.cbs import (
+    cbs_at,
+    cbs_cost,
+    cbs_curve,
+    cbs_schedule,
+    cbs_trend,
+    reference_progress,
+)
 
 B0 = 16
 SIZES = (16, 32, 64, 128, 256, 512)
@@ -181,3 +188,35 @@ def test_paired_replicates_cancel_noise_the_batch_sizes_share() -> None:
     assert found["cbs_high"] / found["cbs_low"] < 1.3  # the shared part cancels in the pairs
     unpaired = cbs_at(rows[rows["replicate"] != 3].iloc[:-1], B0, tolerance=TOL)
     assert unpaired["cbs_high"] / unpaired["cbs_low"] > found["cbs_high"] / found["cbs_low"]
+
+
+def test_the_references_progress_reads_the_trend_through_jitter() -> None:
+    """A loss falling as 3 - 0.4 log(examples), evaluated on a 1.05 grid with jitter of 0.03:
+    over 40 draws, the line through the evaluations reads the progress over a window at least
+    twice as closely as the difference of the two evaluations at its ends."""
+    examples = np.unique(np.round(200 * 1.05 ** np.arange(80)))
+    starts, window = [1000, 8000], 768
+    truth = np.array([0.4 * math.log((t + window) / t) for t in starts])
+    fitted, ends = [], []
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        loss = 3 - 0.4 * np.log(examples) + 0.03 * rng.standard_normal(len(examples))
+        curve = pd.DataFrame({"examples": examples, "val_loss": loss})
+        fitted.append(np.array(reference_progress(curve, starts, window)) - truth)
+        at = [np.searchsorted(examples, e) for t in starts for e in (t, t + window)]
+        ends.append(np.array([loss[at[0]] - loss[at[1]], loss[at[2]] - loss[at[3]]]) - truth)
+    rms = float(np.sqrt(np.mean(np.square(fitted))))
+    assert rms < 0.02 and rms < 0.5 * float(np.sqrt(np.mean(np.square(ends))))
+    assert abs(float(np.mean(fitted))) < 0.01  # no bias on a straight trend
+    few = pd.DataFrame({"examples": examples[:2], "val_loss": [2.0, 1.9]})
+    assert math.isnan(reference_progress(few, [1000], window)[0])  # too few points
+
+
+def test_a_progress_given_replaces_the_single_evaluations_difference() -> None:
+    rows = branches({0: 64.0})
+    l0 = float(rows.loc[rows["batch_size"] == B0, "val_loss"].mean())
+    # the checkpoint's own evaluation says "no progress" (it jittered low), the trend says 2 * l0
+    nothing = cbs_at(rows, B0, tolerance=TOL, start_loss=l0 - 0.01)
+    assert math.isnan(nothing["cbs"])
+    trend = cbs_at(rows, B0, tolerance=TOL, start_loss=l0 - 0.01, progress=l0)
+    assert trend["cbs"] == pytest.approx(64.0, rel=0.02)  # the excess is tol x l0 at 64

@@ -127,6 +127,34 @@ def test_the_report_has_the_figure_and_the_json(ran: tuple[Path, dict, str]) -> 
     assert loaded.fit().plot.cbs(ax) is ax and ax.get_ylabel() == "batch size"
 
 
+def test_rounds_add_replicates_where_cbs_is_unresolved_within_the_cap(tmp_path: Path) -> None:
+    """A first round of 2 replicates, then more at checkpoints whose interval is wider than
+    x1.01 (every one that is not surely at least the largest), up to 4 replicates, while the
+    branches' examples stay within the first round's plus two replicates of one checkpoint."""
+    from study.ledger.branches import BranchLedger
+
+    first_round = 3 * 3 * 2 * 256
+    cap = first_round + 2 * 3 * 256
+    rounds = {"evaluations": 4, "max_replicates": 4, "resolve": 1.01, "max_examples": cap}
+    data = {**TINY, "name": "tiny-rounds", "branch": {**TINY["branch"], **rounds}}
+    result = study("branch", str(write(tmp_path / "rounds.yaml", data)), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "more branches where CBS's interval is wider than x1.01" in result.stdout
+    tasks = BranchLedger.open(str(tmp_path / "mlruns" / "optuna.journal"), "tiny-rounds").tasks()
+    finished = [t for t in tasks if t.state == "complete"]
+    spent = sum(t.outcome["steps"] * t.task["batch_size"] for t in finished)  # type: ignore[index]
+    assert first_round < spent <= cap
+    replicates = {(t.task["checkpoint"], t.task["replicate"]) for t in finished}
+    assert max(r for _, r in replicates) in (2, 3)  # one or two rounds more, never past 4
+    for checkpoint, replicate in replicates:  # a round runs every batch size of its checkpoint
+        sizes = {
+            t.task["batch_size"]
+            for t in finished
+            if (t.task["checkpoint"], t.task["replicate"]) == (checkpoint, replicate)
+        }
+        assert sizes == {8, 16, 32}
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     bad = {**TINY, "branch": {**TINY["branch"], "multipliers": [3, 2]}}
     result = study("branch", str(write(tmp_path / "bad.yaml", bad)), cwd=tmp_path)

@@ -72,3 +72,18 @@ def test_a_branch_whose_process_died_is_queued_again_once(tmp_path: Path) -> Non
         "its process died; queued again",
         "a bad branch",
     ]
+
+
+def test_a_round_queues_only_the_branches_not_held_already(tmp_path: Path) -> None:
+    queue = ledger(tmp_path)
+    queue.begin()
+    first = [{"checkpoint": 0, "batch_size": b, "replicate": 0, "lr_factor": 1.0} for b in (8, 16)]
+    assert queue.enqueue_new(first) == 2
+    trial, _task = queue.claim()  # type: ignore[misc]
+    queue.finish(trial, {"val_loss": 1.0}, 1.0)
+    again = [*first, {"checkpoint": 0, "batch_size": 8, "replicate": 1, "lr_factor": 1.0}]
+    assert queue.enqueue_new(again) == 1  # one finished, one waiting: only replicate 1 is new
+    assert queue.waiting() == 2
+    failed_trial, failed = queue.claim()  # type: ignore[misc]
+    queue.fail(failed_trial, "boom")
+    assert queue.enqueue_new([failed]) == 1  # a failed branch is no branch held

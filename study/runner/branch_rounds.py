@@ -1,0 +1,76 @@
+"""More replicates where CBS(t) is not yet resolved: `study branch`'s later rounds.
+
+The first round runs ``replicates`` branches per (checkpoint, batch size). Its noise is not the
+same over training: early the branches' progress over a window is large against their spread,
+late it is small but a larger batch is often plainly as good (its excess is far below the
+tolerance), so a fixed count is too many at some checkpoints and too few at others. After each
+round, every checkpoint whose CBS interval is wider than ``resolve`` (high / low; an interval
+open upwards counts as resolved only when its low end is the largest batch size tried) gets one
+more replicate at every batch size, earliest checkpoints first, up to ``max_replicates`` per
+checkpoint and while the branches' examples stay within ``max_examples``. A checkpoint without
+a CBS (the reference made no progress there) gets none: more replicates cannot give it one.
+
+Any process running ``study branch`` on the storage adds a round once none is waiting or
+running; the ledger queues a branch once (`BranchLedger.enqueue_new`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from study.config.study import StudyConfig
+from study.ledger.branches import BranchLedger
+from study.runner.branch_plan import BranchPlan, branch_tasks
+
+__all__ = ["more_replicates", "unresolved"]
+
+
+def unresolved(curve: pd.DataFrame, largest: int, resolve: float) -> list[int]:
+    """The checkpoints of a `cbs_curve` table whose interval is wider than ``resolve``, in
+    order of examples (see the module docstring)."""
+    out = []
+    for _, row in curve.sort_values("examples").iterrows():
+        low, high, mid = (float(row[k]) for k in ("cbs_low", "cbs_high", "cbs"))
+        if not math.isfinite(mid) or not low > 0:
+            continue
+        if math.isinf(high) and low >= largest:
+            continue  # at least the largest batch size, surely
+        if high / low > resolve:
+            out.append(int(row["checkpoint"]))
+    return out
+
+
+def more_replicates(
+    config: StudyConfig, ledger: BranchLedger, plan: BranchPlan, reference: dict[str, Any]
+) -> int:
+    """Queue the next round's branches (see the module docstring); how many were queued."""
+    if plan.max_replicates <= plan.replicates:
+        return 0
+    from study.report.cbs import branch_frames, cbs_report
+
+    branches, checkpoints, frame_plan, frame_reference = branch_frames(ledger)
+    if branches.empty:
+        return 0
+    report = cbs_report(branches, checkpoints, frame_plan, frame_reference, config)
+    todo = unresolved(report.curve, max(plan.batch_sizes), plan.resolve)
+    if not todo:
+        return 0
+    counts = branches.groupby("checkpoint")["replicate"].max().astype(int) + 1
+    spent = int((branches["steps"].astype(int) * branches["batch_size"].astype(int)).sum())
+    per_replicate = plan.window * len(plan.batch_sizes) * len(plan.factors)
+    rounds: dict[int, range] = {}
+    for checkpoint in todo:
+        have = int(counts.get(checkpoint, plan.replicates))
+        if have >= plan.max_replicates:
+            continue
+        if plan.max_examples is not None and spent + per_replicate > plan.max_examples:
+            break
+        rounds[checkpoint] = range(have, have + 1)
+        spent += per_replicate
+    if not rounds:
+        return 0
+    tasks = branch_tasks(plan, reference, config.settings.seed, replicates=rounds)
+    return ledger.enqueue_new(tasks)

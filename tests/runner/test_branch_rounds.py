@@ -1,0 +1,36 @@
+"""Which checkpoints get another replicate in `study branch`'s later rounds
+(`study.runner.branch_rounds.unresolved`)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from study.runner.branch_rounds import unresolved
+
+
+def curve(*rows: tuple[float, float, float]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"checkpoint": i, "examples": 100 * 2**i, "cbs": mid, "cbs_low": low, "cbs_high": high}
+            for i, (mid, low, high) in enumerate(rows)
+        ]
+    )
+
+
+def test_wide_intervals_are_unresolved_narrow_and_surely_censored_ones_are_not() -> None:
+    table = curve(
+        (80.0, 40.0, 160.0),  # x4: at the limit, resolved
+        (90.0, 30.0, 400.0),  # x13: unresolved
+        (256.0, 256.0, math.inf),  # at least the largest, surely: resolved
+        (256.0, 20.0, math.inf),  # "at least the largest" only plausibly: unresolved
+        (math.nan, math.nan, math.nan),  # no progress: more replicates cannot help
+    )
+    assert unresolved(table, largest=256, resolve=4.0) == [1, 3]
+    assert unresolved(table, largest=256, resolve=1.5) == [0, 1, 3]
+
+
+def test_checkpoints_come_earliest_first() -> None:
+    table = curve((50.0, 5.0, 500.0), (60.0, 6.0, 600.0)).iloc[::-1]
+    assert unresolved(table, largest=512, resolve=2.0) == [0, 1]
