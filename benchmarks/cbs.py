@@ -129,7 +129,11 @@ def main() -> int:
     steps_16 = int(rows[16]["steps_to_result"])  # the reference batch size in both questions
     cap = None
     if args.budget_runs is not None:
-        cap = int(args.budget_runs * steps_16 * 16) - args.examples
+        # the reference trains its examples and one window more (rounded up to the largest
+        # batch, as the plan rounds it)
+        largest = 16 * max(int(k) for k in args.multipliers.split(","))
+        window = -(-args.window // largest) * largest
+        cap = int(args.budget_runs * steps_16 * 16) - args.examples - window
     with tempfile.TemporaryDirectory() as scratch:
         tmp = args.home or scratch
         Path(tmp).mkdir(parents=True, exist_ok=True)

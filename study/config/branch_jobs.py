@@ -19,12 +19,15 @@ __all__ = ["BranchJob", "BranchOutcome", "Checkpoint", "ReferenceJob", "Referenc
 
 @dataclass(frozen=True)
 class ReferenceJob:
-    """Train ``spec`` (at ``B0``) through the last of ``checkpoint_steps``, evaluating on the
-    settings' cadence (for steps to the target) and at every checkpoint, where its state is
-    saved."""
+    """Train ``spec`` (at ``B0``) through the last of ``checkpoint_steps`` (and on to
+    ``end_step``), evaluating on the settings' cadence (for steps to the target and the
+    progress after each checkpoint) and at every checkpoint, where its state is saved."""
 
     spec: TrialSpec
     checkpoint_steps: tuple[int, ...]
+    #: Train on to this step (evaluating on the cadence) after the last checkpoint; None: stop
+    #: there.
+    end_step: int | None = None
 
 
 @dataclass(frozen=True)

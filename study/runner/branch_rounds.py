@@ -6,7 +6,7 @@ late it is small but a larger batch is often plainly as good (its excess is far 
 tolerance), so a fixed count is too many at some checkpoints and too few at others. After each
 round, every checkpoint whose CBS interval is wider than ``resolve`` (high / low; an interval
 open upwards counts as resolved only when its low end is the largest batch size tried) gets one
-more replicate at every batch size, earliest checkpoints first, up to ``max_replicates`` per
+more replicate at every batch size, the widest first, up to ``max_replicates`` per
 checkpoint and while the branches' examples stay within ``max_examples``. A checkpoint without
 a CBS (the reference made no progress there) gets none: more replicates cannot give it one.
 
@@ -29,9 +29,9 @@ __all__ = ["more_replicates", "unresolved"]
 
 
 def unresolved(curve: pd.DataFrame, largest: int, resolve: float) -> list[int]:
-    """The checkpoints of a `cbs_curve` table whose interval is wider than ``resolve``, in
-    order of examples (see the module docstring)."""
-    out = []
+    """The checkpoints of a `cbs_curve` table whose interval is wider than ``resolve``, the
+    widest first (an interval open upwards is the widest; ties: the earlier checkpoint)."""
+    found = []
     for _, row in curve.sort_values("examples").iterrows():
         low, high, mid = (float(row[k]) for k in ("cbs_low", "cbs_high", "cbs"))
         if not math.isfinite(mid) or not low > 0:
@@ -39,8 +39,8 @@ def unresolved(curve: pd.DataFrame, largest: int, resolve: float) -> list[int]:
         if math.isinf(high) and low >= largest:
             continue  # at least the largest batch size, surely
         if high / low > resolve:
-            out.append(int(row["checkpoint"]))
-    return out
+            found.append((-(high / low), float(row["examples"]), int(row["checkpoint"])))
+    return [checkpoint for *_, checkpoint in sorted(found)]
 
 
 def more_replicates(

@@ -118,10 +118,13 @@ def run_branches(
 def _reference(
     config: StudyConfig, plan: BranchPlan, pool: WorkerPool, tracker: BranchTracker
 ) -> dict[str, Any]:
-    """Train the reference, store its checkpoints; its record (JSON) for the ledger."""
+    """Train the reference, store its checkpoints; its record (JSON) for the ledger. It trains
+    one window past its last checkpoint, so that the window after every checkpoint lies on its
+    curve (the progress the tolerance is a share of, `reference_progress`)."""
+    end = (plan.checkpoints[-1] + plan.window) // plan.b0
     settings = dataclasses.replace(
         config.settings,
-        budget=Budget(max_steps=plan.examples // plan.b0),
+        budget=Budget(max_steps=end),
         noise_scale=True,
         noise_every=PILOT_NOISE_EVERY,  # one run: measure B_simple(t) as tightly as a pilot
         exact_steps=False,
@@ -139,7 +142,7 @@ def _reference(
         }
     )
     steps = tuple(e // plan.b0 for e in plan.checkpoints)
-    outcome = pool.run_job(REFERENCE, ReferenceJob(spec, steps))
+    outcome = pool.run_job(REFERENCE, ReferenceJob(spec, steps, end))
     checkpoints = []
     for c in outcome.checkpoints:
         artifact = tracker.store_checkpoint(run_id, c.index, c.blob)
@@ -160,8 +163,8 @@ def _reference(
         "run_id": run_id,
         "batch_size": plan.b0,
         "learning_rate": plan.learning_rate,
-        "steps": plan.examples // plan.b0,
-        "examples": plan.examples,
+        "steps": end,
+        "examples": end * plan.b0,
         "steps_to_target": to_target,
         "examples_to_target": to_target * plan.b0 if to_target is not None else None,
         "train_seconds": outcome.train_seconds,

@@ -119,7 +119,7 @@ def run_reference(job: ReferenceJob, session: Session) -> ReferenceOutcome:
     checkpoints: list[Checkpoint] = []
     curve: list[dict[str, float]] = []
     wanted = sorted(set(job.checkpoint_steps))
-    last = wanted[-1]
+    last = max(wanted[-1], job.end_step or 0)
     step, seconds, losses, since = 0, 0.0, [], []
     reached: int | None = None
     next_eval = 0

@@ -67,8 +67,9 @@ def test_cbs_over_every_checkpoint_with_b_simple_and_cost(ran: tuple[Path, dict,
         assert row["b_simple"] > 0  # measured in the reference run
     cost = out["cost"]
     # 3 checkpoints x 3 batch sizes x 2 replicates, 256 examples each, and the reference's 960
+    # and one window past its last checkpoint
     assert cost["branch_examples"] == 3 * 3 * 2 * 256
-    assert cost["examples"] == cost["branch_examples"] + 960
+    assert cost["examples"] == cost["branch_examples"] + 960 + 256
     assert cost["branch_steps"] == 3 * 2 * (32 + 16 + 8)
     assert out["plan"]["why"].startswith("lr_rule: search")
 

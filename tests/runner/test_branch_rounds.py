@@ -27,10 +27,10 @@ def test_wide_intervals_are_unresolved_narrow_and_surely_censored_ones_are_not()
         (256.0, 20.0, math.inf),  # "at least the largest" only plausibly: unresolved
         (math.nan, math.nan, math.nan),  # no progress: more replicates cannot help
     )
-    assert unresolved(table, largest=256, resolve=4.0) == [1, 3]
-    assert unresolved(table, largest=256, resolve=1.5) == [0, 1, 3]
+    assert unresolved(table, largest=256, resolve=4.0) == [3, 1]  # open upwards first
+    assert unresolved(table, largest=256, resolve=1.5) == [3, 1, 0]
 
 
-def test_checkpoints_come_earliest_first() -> None:
-    table = curve((50.0, 5.0, 500.0), (60.0, 6.0, 600.0)).iloc[::-1]
-    assert unresolved(table, largest=512, resolve=2.0) == [0, 1]
+def test_the_widest_comes_first_and_ties_go_to_the_earlier_checkpoint() -> None:
+    table = curve((50.0, 5.0, 500.0), (60.0, 6.0, 600.0), (60.0, 30.0, 240.0)).iloc[::-1]
+    assert unresolved(table, largest=512, resolve=2.0) == [0, 1, 2]
