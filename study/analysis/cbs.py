@@ -146,7 +146,8 @@ def cbs_curve(
     reference run's ``b_simple`` (and its interval) at that checkpoint when ``references``
     has them (its rows: ``checkpoint``, ``examples``, ``b_simple``, ...); ``basis``
     ``progress`` reads the loss tolerance as a share of the B0 branch's progress from the
-    checkpoint's ``val_loss`` in ``references`` (see `cbs_at`)."""
+    checkpoint's ``val_loss`` in ``references``, or of the references' ``progress`` column
+    (`reference_progress`, shown as ``reference_progress``) where it has one (see `cbs_at`)."""
     if basis not in ("loss", "progress"):
         raise ValueError(f"basis must be loss or progress (got {basis!r})")
     start, gain = {}, {}
@@ -172,8 +173,10 @@ def cbs_curve(
     if table.empty:
         return table
     names = ("checkpoint", "examples", "step", "b_simple", "b_simple_low", "b_simple_high")
-    keep = [c for c in (*names, "val_loss") if c in references.columns]
-    refs = references[keep].rename(columns={"val_loss": "checkpoint_loss"})
+    keep = [c for c in (*names, "val_loss", "progress") if c in references.columns]
+    refs = references[keep].rename(
+        columns={"val_loss": "checkpoint_loss", "progress": "reference_progress"}
+    )
     table = table.merge(refs, on="checkpoint", how="left")
     first = ["checkpoint", "examples"]
     return table[first + [c for c in table.columns if c not in first]].sort_values("examples")
@@ -228,10 +231,14 @@ class CbsTrend:
 
 
 def cbs_trend(curve: pd.DataFrame) -> CbsTrend:
-    """The trend of a `cbs_curve` table (rows in order of examples)."""
-    low = curve["cbs_low"].to_numpy(float)
-    high = curve["cbs_high"].to_numpy(float)
-    mid = curve["cbs"].to_numpy(float)
+    """The trend of a `cbs_curve` table (rows in order of examples) over the checkpoints that
+    have a CBS (one where the reference made no progress has none and is left out)."""
+    known = curve[np.isfinite(curve["cbs"].to_numpy(float))]
+    if known.empty:
+        return CbsTrend(False, True, math.nan)
+    low = known["cbs_low"].to_numpy(float)
+    high = known["cbs_high"].to_numpy(float)
+    mid = known["cbs"].to_numpy(float)
     no_drop = all(high[j] >= low[i] for i in range(len(mid)) for j in range(i + 1, len(mid)))
     return CbsTrend(bool(low[-1] > high[0]), bool(no_drop), float(mid[-1] / mid[0]))
 

@@ -23,6 +23,7 @@ The study-file section (`read_branch` reads it)::
       resolve: 4.0                 #   this factor (high / low), while branch examples stay
       max_examples: 30000          #   within this (default: no more replicates, no cap)
       evaluations: 4               # per branch, evenly over its window's last quarter, averaged
+      recalibrate_batchnorm: true  # BatchNorm takes fixed examples' statistics before each
       lr_rule: fit                 # fit: lr(B) = lr0 (B / B0) ** alpha with the study's fitted
                                    #   alpha (search when the study has no fit); search: each
                                    #   branch at lr(B) x every factor of search_factors
@@ -54,7 +55,7 @@ SECTION = "branch"
 KEYS = (
     "batch_size", "learning_rate", "examples", "checkpoints", "first_checkpoint",
     "multipliers", "window", "replicates", "max_replicates", "resolve", "max_examples",
-    "evaluations", "lr_rule", "alpha", "search_factors",
+    "evaluations", "recalibrate_batchnorm", "lr_rule", "alpha", "search_factors",
     "tolerance", "confidence",
 )  # fmt: skip
 DEFAULT_CHECKPOINTS = 6
@@ -124,6 +125,10 @@ class BranchConfig:
     max_replicates: int | None = None
     resolve: float = DEFAULT_RESOLVE
     max_examples: int | None = None
+    #: Before each evaluation a branch's BatchNorm layers take the statistics of the same
+    #: training examples (`study.trainer.branch.recalibrate_batchnorm`), so that batch sizes
+    #: that took fewer steps in the window are not read with staler moving averages.
+    recalibrate_batchnorm: bool = True
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "examples", "window"):
@@ -211,6 +216,11 @@ def read_branch(r: Reader, value: Any, path: str = SECTION) -> BranchConfig | No
     for key in ("learning_rate", "first_checkpoint", "alpha", "confidence", "resolve"):
         if data.get(key) is not None:
             args[key] = float(r.number(data[key], f"{path}.{key}"))
+    if data.get("recalibrate_batchnorm") is not None:
+        flag = data["recalibrate_batchnorm"]
+        if not isinstance(flag, bool):
+            r.fail(f"{path}.recalibrate_batchnorm", "must be true or false", flag)
+        args["recalibrate_batchnorm"] = flag
     if data.get("checkpoints") is not None:
         raw = data["checkpoints"]
         if isinstance(raw, list):

@@ -63,12 +63,14 @@ class BranchJob:
     """From the state ``blob`` (a reference checkpoint), train ``steps`` steps of ``spec``
     (its batch size, learning rate and seed: the example order of the window), then evaluate:
     ``evaluations`` times, evenly over the window's last quarter, the metrics averaged (one:
-    at its end only)."""
+    at its end only), BatchNorm's statistics first recalibrated when ``recalibrate``."""
 
     spec: TrialSpec
     steps: int
     blob: bytes = field(repr=False)
     evaluations: int = 1
+    #: Give BatchNorm layers the statistics of fixed training examples before each evaluation.
+    recalibrate: bool = False
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,8 @@ class BranchPlan:
     max_replicates: int = 0
     resolve: float = 4.0
     max_examples: int | None = None
+    #: BatchNorm recalibrated before each branch evaluation (False in plans stored before it).
+    recalibrate: bool = False
 
     def rate(self, batch_size: int, factor: float = 1.0) -> float:
         return self.learning_rate * (batch_size / self.b0) ** self.alpha * factor
@@ -94,7 +96,7 @@ def plan_branches(
     return BranchPlan(
         b0, strategy, float(rate), checkpoints[-1], checkpoints, sizes, window, alpha, rule,
         why, factors, branch.replicates, branch.evaluations, branch.replicate_limit,
-        branch.resolve, branch.max_examples,
+        branch.resolve, branch.max_examples, branch.recalibrate_batchnorm,
     )  # fmt: skip
 
 
@@ -159,6 +161,7 @@ def branch_tasks(
                             "learning_rate": plan.rate(batch, factor),
                             "steps": plan.window // batch,
                             "evaluations": plan.evaluations,
+                            "recalibrate": plan.recalibrate,
                             "seed": seed + 1000 * (index + 1) + replicate,
                         }
                     )

@@ -279,8 +279,14 @@ def _one(config: StudyConfig, task: dict[str, Any], blob: bytes, pool: WorkerPoo
     spec = dataclasses.replace(
         spec, batch_size=int(task["batch_size"]), optimizer=optimizer, settings=settings
     )
-    evaluations = int(task.get("evaluations", 1))
-    outcome = pool.run_job("branch", BranchJob(spec, int(task["steps"]), blob, evaluations))
+    job = BranchJob(
+        spec,
+        int(task["steps"]),
+        blob,
+        evaluations=int(task.get("evaluations", 1)),
+        recalibrate=bool(task.get("recalibrate", False)),
+    )
+    outcome = pool.run_job("branch", job)
     metric = config.target.metric
     return {
         "val_loss": float(outcome.metrics.get("val_loss", math.nan)),

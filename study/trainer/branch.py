@@ -37,8 +37,10 @@ from study.workloads.base import Dataset, Streams
 from study.workloads.task import Task
 
 __all__ = [
+    "batchnorm_layers",
     "evaluation_steps",
     "load_state",
+    "recalibrate_batchnorm",
     "run_branch",
     "run_job",
     "run_reference",
@@ -182,6 +184,8 @@ def run_branch(job: BranchJob, session: Session) -> BranchOutcome:
         losses.extend(chunk)
         seconds += elapsed
         done = mark
+        if job.recalibrate:
+            recalibrate_batchnorm(session)
         seen.append(session.evaluate())
     tail = losses[-max(1, len(losses) // 4) :]
     metrics = {k: float(np.mean([m[k] for m in seen])) for k in seen[-1]}
@@ -195,6 +199,42 @@ def run_branch(job: BranchJob, session: Session) -> BranchOutcome:
 
 #: The share of a branch's window, at its end, that its evaluations spread over.
 TAIL = 0.25
+#: Training examples (the first ones, the same for every branch) whose statistics a branch's
+#: BatchNorm layers take before each evaluation (`recalibrate_batchnorm`).
+BN_CALIBRATION = 2048
+
+
+def batchnorm_layers(model: keras.Model) -> list[keras.layers.BatchNormalization]:
+    """Every BatchNormalization layer of ``model``, nested ones included."""
+    return [
+        layer
+        for layer in model._flatten_layers(include_self=False, recursive=True)
+        if isinstance(layer, keras.layers.BatchNormalization)
+    ]
+
+
+def recalibrate_batchnorm(session: Session, examples: int = BN_CALIBRATION) -> int:
+    """Give every BatchNorm layer the statistics of the first ``examples`` training examples
+    (one forward pass in training mode with the layers' momentum at 0; nothing is trained), so
+    that an evaluation does not read moving averages that lag the weights by a number of steps
+    that depends on the batch size: after a window of W examples a batch of B has taken W / B
+    steps, and with momentum 0.99 a branch at 16 x B0 still evaluates with ~90% of the
+    checkpoint's statistics where B0's has replaced most of them. How many layers (0: none, or
+    streamed data, which is left as it is)."""
+    layers = batchnorm_layers(session.model)
+    if not layers or not isinstance(session.data, Dataset):
+        return 0
+    x = session.data.x_train[:examples]
+    momenta = [layer.momentum for layer in layers]
+    try:
+        for layer in layers:
+            layer.momentum = 0.0
+        with session.strategy.scope():
+            session.model(x, training=True)
+    finally:
+        for layer, momentum in zip(layers, momenta, strict=True):
+            layer.momentum = momentum
+    return len(layers)
 
 
 def evaluation_steps(steps: int, evaluations: int) -> tuple[int, ...]:

@@ -220,3 +220,18 @@ def test_a_progress_given_replaces_the_single_evaluations_difference() -> None:
     assert math.isnan(nothing["cbs"])
     trend = cbs_at(rows, B0, tolerance=TOL, start_loss=l0 - 0.01, progress=l0)
     assert trend["cbs"] == pytest.approx(64.0, rel=0.02)  # the excess is tol x l0 at 64
+
+
+def test_the_trend_leaves_out_checkpoints_without_a_cbs() -> None:
+    curve = pd.DataFrame(
+        {
+            "examples": [100, 200, 400, 800],
+            "cbs": [20.0, math.nan, 60.0, 256.0],
+            "cbs_low": [18.0, math.nan, 40.0, 256.0],
+            "cbs_high": [25.0, math.nan, 90.0, math.inf],
+        }
+    )
+    trend = cbs_trend(curve)
+    assert trend.rises and trend.no_drop and trend.factor == pytest.approx(12.8)
+    none = curve.assign(cbs=math.nan)
+    assert cbs_trend(none).rises is False

@@ -10,29 +10,19 @@ import pytest
 
 from study.analysis.schedule_rules import derive_schedule, local_alpha
 from study.config.schedule import Stage
+from tests.analysis.test_schedule_compare import fixed_table
 
-#: Perfect scaling to 128 (25,600 examples), then diminishing returns; the best rate grows
-#: as B^0.5 to 128 and flattens above it.
+#: Perfect scaling to 128 (25,600 examples), then diminishing returns (test_schedule_compare's
+#: curve); the best rate grows as B^0.5 to 128 and flattens above it.
 CURVE = {32: 800, 64: 400, 128: 200, 256: 130, 512: 100}
 RATES = {32: 0.01, 64: 0.01 * 2**0.5, 128: 0.02, 256: 0.022, 512: 0.023}
 
 
 def table(curve: dict[int, float] = CURVE, strategy: str = "default") -> pd.DataFrame:
-    rows = [
-        {
-            "batch_size": b,
-            "strategy": strategy,
-            "steps_to_result": s,
-            "steps_low": s,
-            "steps_high": s,
-            "seeds": 1,
-            "examples_to_result": b * s,
-            "seconds_to_result": 0.01 * s,
-            "best_learning_rate": RATES[b] if math.isfinite(s) else math.nan,
-        }
-        for b, s in curve.items()
-    ]
-    return pd.DataFrame(rows)
+    """`fixed_table`'s steps-to-result table with each batch size's best rate."""
+    rows = fixed_table(curve, strategy)
+    rates = [RATES[b] if math.isfinite(s) else math.nan for b, s in curve.items()]
+    return rows.assign(best_learning_rate=rates)
 
 
 def test_double_at_half_starts_at_b_star_and_doubles_at_half_its_examples() -> None:

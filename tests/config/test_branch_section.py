@@ -36,6 +36,7 @@ FULL = {
     "max_replicates": 5,
     "resolve": 3.0,
     "max_examples": 40000,
+    "recalibrate_batchnorm": False,
 }
 
 
@@ -55,7 +56,7 @@ def test_every_key_read_and_valid_for_the_schema() -> None:
     branch = parse_study(data, "x.yaml").branch
     assert branch == BranchConfig(
         16, 0.02, 32000, 6, 0.05, (2, 4, 8), 1000, 3, LrRule.SEARCH, 0.8, (0.5, 1.0, 2.0),
-        Tolerance(0.03, 0.01, "loss"), 0.8, 2, 5, 3.0, 40000,
+        Tolerance(0.03, 0.01, "loss"), 0.8, 2, 5, 3.0, 40000, False,
     )  # fmt: skip
     jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
     listed = with_branch({"checkpoints": [100, 400, 1600]})
@@ -93,6 +94,7 @@ def test_checkpoints_are_geometric_from_the_first_fraction_to_the_end() -> None:
         ("resolve", 1.0, "branch.resolve must be a finite factor > 1 (got 1.0)"),
         ("max_examples", 0, "branch.max_examples must be >= 1 (got 0)"),
         ("evaluations", 0, "branch.evaluations must be >= 1 (got 0)"),
+        ("recalibrate_batchnorm", "yes", "branch.recalibrate_batchnorm must be true or false"),
         ("lr_rule", "guess", "branch.lr_rule must be one of fit, search (got 'guess')"),
         ("search_factors", [0.0], "branch.search_factors must list numbers > 0 (got [0.0])"),
         ("tolerance", {"loss": -0.1}, "branch.tolerance.loss must be >= 0 (got -0.1)"),
