@@ -38,6 +38,7 @@ from typing import Any
 
 from study.config.trial import TrialSpec
 from study.results import Measurement, TrialResult, TrialState
+from study.runner import spawning
 
 _CTX = mp.get_context("spawn")
 #: Seconds a group may take to start: W TensorFlow imports sharing the cores, then the cluster.
@@ -161,7 +162,7 @@ class WorkerGroup:
                 daemon=True,
                 name=f"study-mwm{workers}-{index}",
             )
-            process.start()
+            spawning.start(process)  # not from this thread: see `study.runner.spawning`
             child.close()
             processes.append(process)
             conns.append(parent)

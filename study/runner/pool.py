@@ -24,6 +24,7 @@ from typing import Any
 
 from study.config.trial import TrialSpec
 from study.results import Measurement, TrialResult, TrialState
+from study.runner import spawning
 from study.runner.cluster import GroupError, WorkerGroup
 from study.strategies import StrategySpec, device_key
 
@@ -67,14 +68,15 @@ class _Worker:
             return f"trainer worker died while checking the trial (exit code {code})", False
 
     def job(self, kind: str, job: Any) -> tuple[Any, bool]:
-        """Run a branch-trial job (``reference`` or ``branch``); a death returns None."""
+        """Run a branch-trial job (``reference`` or ``branch``); a death returns the worker's
+        exit code (None if unknown) and False."""
         try:
             self.conn.send((kind, job))
             _kind, outcome = self.conn.recv()
             return outcome, True
         except (EOFError, OSError, BrokenPipeError):
             self.process.join(1)
-            return None, False
+            return self.process.exitcode, False
 
     def run(
         self, spec: TrialSpec, hook: Callable[[Measurement], bool] | None
@@ -193,7 +195,7 @@ class WorkerPool:
             daemon=True,
             name=f"study-{key}",
         )
-        process.start()
+        spawning.start(process)  # not from this trial thread: see `study.runner.spawning`
         child.close()
         with self._lock:
             self.started += 1
@@ -252,7 +254,9 @@ class WorkerPool:
         healthy = False
         try:
             outcome, healthy = worker.job(kind, job)
-            return outcome if outcome is not None else empty(error="trainer worker died")
+            if healthy:
+                return outcome
+            return empty(error=f"trainer worker died (exit code {outcome})")
         finally:
             self._release(worker, healthy)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -185,6 +186,21 @@ def test_reused_worker_repeats_a_trial_exactly(equivalence: Equivalence) -> None
     assert [m.step for m in a] == [m.step for m in b]
     assert [m.train_loss for m in a[1:]] == [m.train_loss for m in b[1:]]
     assert [dict(m.metrics) for m in a] == [dict(m.metrics) for m in b]
+
+
+def test_a_worker_outlives_the_thread_that_started_it() -> None:
+    """Linux's parent-death signal follows the thread that started a worker: a study's trial
+    thread that ran out of work must not take down the worker a peer thread goes on using."""
+    with WorkerPool(max_workers=1) as workers:
+        problems: list[str | None] = []
+        starter = threading.Thread(target=lambda: problems.append(workers.check(make_spec())))
+        starter.start()
+        starter.join()
+        assert problems == [None]
+        started = workers.pids()
+        result = workers.run(make_spec())
+        assert result.state not in (TrialState.FAILED, TrialState.INFEASIBLE), result.error
+        assert workers.pids() == started and workers.started == 1
 
 
 def test_strategy_the_host_lacks_is_infeasible(pool: WorkerPool) -> None:
