@@ -35,21 +35,26 @@ from tests.runner.conftest import (
     trial_key,
     write_study,
 )
+from tests.runner.outages import write_paced
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 # 2 strata x 3 trials, every trial run to its budget (an unreachable target, no pruning) of
-# 3,000 steps, so a trial lasts a second or more even when its traces are reused: long enough
-# for its MLflow run to show RUNNING before it ends (the group is stopped while that is
-# checked, and killed while stopped, so no trial can end in between). With --tuner both, odd trial numbers are KerasTuner's; b128 is visited first, so
-# the trial killed is b32's #1.
+# 1,500 paced steps (`tests.runner.outages.PACED_MODEL`: a 1.5 ms pause in each step), so a
+# trial lasts a few seconds of wall time however loaded the machine is: long enough for its
+# MLflow run, logged from a low-priority thread, to show RUNNING before it ends (the group is
+# stopped while that is checked, and killed while stopped, so no trial can end in between).
+# With 3,000 real steps a trial lasted under a second, and under load the catch missed both
+# strata's trial #1 (the fixture's wait ran out). With --tuner both, odd trial numbers are
+# KerasTuner's; b128 is visited first, so the trial killed is b32's #1 (or b128's).
 KILLED = tiny_study(
     name="killed",
     trials_per_stratum=3,
     target="val_accuracy>=0.999",
-    budget={"max_steps": 3000},
+    budget={"max_steps": 1500},
     eval_every=100,
+    model="paced:build",
     tuner={"pruning": False},
 )
 
@@ -112,6 +117,7 @@ def await_mlflow(store: Store, config: dict[str, Any]) -> None:
 @pytest.fixture(scope="module")
 def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
     cwd = tmp_path_factory.mktemp("killed")
+    write_paced(cwd)
     file = write_study(cwd, KILLED)
     store = Store(cwd)
     job = start_study("run", str(file), cwd=cwd, tag="run")
@@ -221,6 +227,7 @@ def test_restart_repairs_runs_a_dead_process_left_behind(killed: Killed, tmp_pat
     trial's run open (or missing): the next start closes it from the ledger, once."""
     shutil.copytree(killed.store.root, tmp_path / "mlruns")
     file = shutil.copy(killed.file, tmp_path)
+    write_paced(tmp_path)
     store = Store(tmp_path)
     client = store.mlflow()
     runs = {r.data.tags.get("study.trial"): r for r in store.runs(KILLED["name"])}
