@@ -57,6 +57,15 @@ _QUIET_BEFORE = (
 )
 
 
+def _twin(frozen: FrozenTrial, token: str, trial_id: int) -> bool:
+    """Whether ``frozen`` is another trial created by the claim whose token is ``token``."""
+    return (
+        frozen._trial_id != trial_id
+        and frozen.state is OptunaState.RUNNING
+        and frozen.system_attrs.get(CLAIM_TOKEN) == token
+    )
+
+
 class ClaimedTrial(optuna.Trial):
     """The Optuna trial of a claim, made from the trial the claim's budget check just read
     (what `optuna.Trial` sets up, without reading the trial once more)."""
@@ -81,7 +90,11 @@ class Claims(StorageAccess):
 
         The trial is created with its owner, its status and (with ``grace``) its first
         heartbeat (`Liveness.beat`) in one write, then the stratum is read once to count the
-        trials before it.
+        trials before it. A creation that landed twice (Optuna's database storage retries a
+        creation whose commit's answer was lost, as when the server restarts, and the retry
+        makes a second trial from the same template) leaves a twin carrying the same
+        `CLAIM_TOKEN`: it is closed as ``discarded``, so no open trial is left in this
+        process's name that no one would ever take for dead.
         """
         study = self._study(stratum)
         owner = owner_id()
@@ -108,6 +121,15 @@ class Claims(StorageAccess):
             self._stamped[trial_id] = system[HEARTBEAT]["at"]
         self._changed(trial_id)
         trials = self._frozen(stratum)
+        discarded = {records.STATUS: TrialState.DISCARDED.value}
+        token = system[CLAIM_TOKEN]
+        twins = [t for t in trials if _twin(t, token, trial_id)]
+        for twin in twins:  # this claim's creation landed twice: keep one
+            self._strata_of[twin._trial_id] = stratum
+            with self._writes_lock:  # this process made it: it reads its closing
+                self._written[twin._trial_id] = twin
+            self._flush(TrialWrites(twin._trial_id, user=discarded, state=OptunaState.FAIL))
+        trials = [t for t in trials if not _twin(t, token, trial_id)]
         frozen = next((t for t in trials if t._trial_id == trial_id), None)
         frozen = frozen or self.storage.get_trial(trial_id)
         trial = ClaimedTrial(study, frozen)
@@ -117,7 +139,6 @@ class Claims(StorageAccess):
             self._written[trial_id] = frozen
         earlier = [t for t in trials if t.number < frozen.number and self._status(t).counts()]
         if len(earlier) >= budget:
-            discarded = {records.STATUS: TrialState.DISCARDED.value}
             self._flush(TrialWrites(trial_id, user=discarded, state=OptunaState.FAIL))
             return None
         return Slot(stratum, frozen.number, owner, trial)

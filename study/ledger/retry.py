@@ -16,7 +16,9 @@ call, or a group of writes in one transaction, `retried`, `study.ledger.batch`),
 trial from a template with a `CLAIM_TOKEN` first looks for the trial the first attempt made.
 Every other write sets a value (a retry writes the same value again). A trial created without
 a token by a commit whose answer was lost is an empty claim that liveness recovery closes as
-interrupted.
+interrupted. Optuna's database storage also retries a trial's creation itself (up to five
+times, inside `create_new_trial`, before this wrapper sees a fault), so a creation can land
+twice from one template: `study.ledger.claims.Claims.claim` closes such a twin as discarded.
 
 The outage also extends heartbeats' grace: `back_at` is when this process last saw the storage
 come back, and a heartbeat missed during the outage is not taken for a dead owner until one

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import multiprocessing as mp
 import re
 import socket
 import time
@@ -40,7 +39,6 @@ from study.config.trial import TrialSpec
 from study.results import Measurement, TrialResult, TrialState
 from study.runner import spawning
 
-_CTX = mp.get_context("spawn")
 #: Seconds a group may take to start: W TensorFlow imports sharing the cores, then the cluster.
 START_TIMEOUT_S = 300.0
 #: Seconds the other members may lag behind the first that reports a measurement or a result.
@@ -155,11 +153,10 @@ class WorkerGroup:
         addresses = tuple(f"{_LOOPBACK}:{port}" for port in free_ports(workers))
         processes, conns = [], []
         for index in range(workers):
-            parent, child = _CTX.Pipe()
-            process = _CTX.Process(
-                target=worker_main,
-                args=(child, 1, threads, strategy, tf_config(addresses, index)),
-                daemon=True,
+            parent, child = spawning.context().Pipe()
+            process = spawning.process(
+                worker_main,
+                (child, 1, threads, strategy, tf_config(addresses, index)),
                 name=f"study-mwm{workers}-{index}",
             )
             spawning.start(process)  # not from this thread: see `study.runner.spawning`

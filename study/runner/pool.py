@@ -14,7 +14,6 @@ runs in one worker that builds the strategy at start.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import os
 import threading
 import time
@@ -28,7 +27,6 @@ from study.runner import spawning
 from study.runner.cluster import GroupError, WorkerGroup
 from study.strategies import StrategySpec, device_key
 
-_CTX = mp.get_context("spawn")
 _START_TIMEOUT_S = 300.0
 
 
@@ -187,12 +185,11 @@ class WorkerPool:
                 return WorkerGroup.start(strategy.workers, threads)
             except GroupError as exc:
                 raise WorkerError(str(exc)) from exc
-        parent, child = _CTX.Pipe()
+        parent, child = spawning.context().Pipe()
         at_start = str(strategy) if key == "mwm" else None  # auto too, if TF_CONFIG has peers
-        process = _CTX.Process(
-            target=worker_main,
-            args=(child, strategy.logical_cpus, self.threads_per_worker, at_start),
-            daemon=True,
+        process = spawning.process(
+            worker_main,
+            (child, strategy.logical_cpus, self.threads_per_worker, at_start),
             name=f"study-{key}",
         )
         spawning.start(process)  # not from this trial thread: see `study.runner.spawning`

@@ -150,6 +150,31 @@ def test_a_claim_whose_creation_landed_is_found_not_made_twice() -> None:
     assert isinstance(storage, RetryingStorage)
 
 
+class Twice(InMemoryStorage):
+    """A storage whose trial creation lands twice from one template, as Optuna's database
+    storage does when it retries a creation whose commit landed but whose answer was lost
+    (its own retry, inside `create_new_trial`, before `RetryingStorage` sees anything)."""
+
+    def create_new_trial(self, study_id, template_trial=None):
+        super().create_new_trial(study_id, template_trial)
+        return super().create_new_trial(study_id, template_trial)
+
+
+def test_a_claim_created_twice_keeps_one_trial_and_discards_its_twin() -> None:
+    ledger = Ledger(Twice(), "s")
+    slot = ledger.claim(STRATUM, 2, grace=60.0)
+    assert slot is not None and slot.number == 1  # the trial the storage answered with
+    study_id = ledger.storage.get_study_id_from_name(f"s/{STRATUM}")
+    twin, kept = ledger.storage.get_all_trials(study_id)
+    assert twin.system_attrs[CLAIM_TOKEN] == kept.system_attrs[CLAIM_TOKEN]
+    assert (twin.state, twin.user_attrs["status"]) == (OptunaState.FAIL, "discarded")
+    assert kept.state is OptunaState.RUNNING
+    # The twin takes none of the budget and is no open trial anyone waits on.
+    assert [t.number for t in ledger.liveness.running([STRATUM])] == [1]
+    assert ledger.claim(STRATUM, 2, grace=60.0) is not None
+    assert ledger.claim(STRATUM, 2, grace=60.0) is None
+
+
 def test_a_trial_claimed_started_and_finished_costs_a_few_transactions(postgres_url: str) -> None:
     ledger = Ledger.open(postgres_url, "s")
     ledger._study(STRATUM)  # the stratum's study exists (set up once per stratum)
