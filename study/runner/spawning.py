@@ -16,9 +16,8 @@ own devices (logical CPUs, ``TF_CONFIG``) before it initialises. Elsewhere worke
 (a fresh interpreter each). A forked worker would inherit the server's environment and standard
 streams, fixed when the server started; `process` hands it the caller's current ones instead,
 so it behaves as a spawned worker would (``STUDY_CACHE_DIR`` set since, stderr redirected).
-The server is started from the spawner thread with SIGTERM blocked, and ignores SIGINT itself,
-so a signal to the process group leaves it alone (its death would end every worker); it exits
-when its parent does.
+The server ignores SIGTERM and SIGINT, so a signal to the process group leaves it alone (its
+death would end every worker); it exits when its parent does.
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ from typing import Any
 PRELOAD = "study.runner.preload"
 #: ``STUDY_START_METHOD=spawn`` spawns every worker afresh (the default off Linux).
 START_METHOD_ENV = "STUDY_START_METHOD"
-_SHIELDED = {signal.SIGTERM}
 
 _LOCK = threading.Lock()
 _SPAWNER: ThreadPoolExecutor | None = None
@@ -78,17 +76,9 @@ def start(process: Any) -> None:
     global _SPAWNER
     with _LOCK:
         if _SPAWNER is None:
-            _SPAWNER = ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="study-spawner", initializer=_shield
-            )
+            _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="study-spawner")
         spawner = _SPAWNER
     spawner.submit(process.start).result()
-
-
-def _shield() -> None:
-    """Block SIGTERM on the spawner thread: the forkserver it starts inherits the mask."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, _SHIELDED)
 
 
 class _Streams:
@@ -125,8 +115,7 @@ class _Inherited:
         if dict(os.environ) != self.environ:
             os.environ.clear()
             os.environ.update(self.environ)
-        if hasattr(signal, "pthread_sigmask"):  # the server's blocked SIGTERM is not the worker's
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, _SHIELDED)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server ignores it, a worker need not
 
 
 def _run(inherited: _Inherited, target: Callable[..., Any], args: tuple[Any, ...]) -> None:

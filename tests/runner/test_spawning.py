@@ -1,0 +1,79 @@
+"""`study.runner.spawning`: workers forked from a TensorFlow server behave as spawned ones do:
+the caller's environment and standard streams as they are when the worker starts, a server
+that a signal to the process group leaves alone, and a choice of start method."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from study.runner import spawning
+
+pytestmark = pytest.mark.skipif(
+    spawning.start_method() != "forkserver", reason="workers are forked on Linux only"
+)
+
+
+def report(path: str) -> None:
+    """A worker's target: write what it inherited to ``path``, and a line to its stderr."""
+    print("from the worker's stderr", file=sys.stderr, flush=True)
+    preloaded = "tensorflow" in sys.modules
+    ignored = ignores_sigterm(os.getpid())
+    Path(path).write_text(
+        f"{os.environ.get('STUDY_SPAWN_PROBE')}\n{preloaded}\n{os.getppid()}\n{ignored}"
+    )
+
+
+def started(target_path: Path) -> list[str]:
+    process = spawning.process(report, (str(target_path),), name="study-probe")
+    spawning.start(process)
+    process.join(60)
+    assert process.exitcode == 0
+    return target_path.read_text().splitlines()
+
+
+def test_a_worker_takes_the_callers_current_environment_and_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started(tmp_path / "first")  # the server is running, its environment fixed
+    monkeypatch.setenv("STUDY_SPAWN_PROBE", "set after the server started")
+    err = tmp_path / "stderr"
+    saved = os.dup(2)
+    try:
+        with open(err, "w") as file:
+            os.dup2(file.fileno(), 2)
+            probe, preloaded, parent, ignored = started(tmp_path / "second")
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    assert probe == "set after the server started"
+    assert err.read_text() == "from the worker's stderr\n"
+    assert preloaded == "True"  # imported once, by the server
+    assert int(parent) != os.getpid()  # forked by the server, not by this process
+    assert ignored == "False"  # SIGTERM's default, as in a spawned process
+
+
+def ignores_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` ignores SIGTERM (``SigIgn`` of /proc/PID/status)."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return bool(int(fields["SigIgn"], 16) & (1 << (signal.SIGTERM - 1)))
+
+
+def test_the_server_outlives_sigterm_and_keeps_forking(tmp_path: Path) -> None:
+    server = int(started(tmp_path / "first")[2])
+    assert ignores_sigterm(server)
+    os.kill(server, signal.SIGTERM)  # as a SIGTERM to the whole process group would
+    assert int(started(tmp_path / "second")[2]) == server  # the same server forked it
+
+
+def test_the_start_method_is_chosen_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(spawning.START_METHOD_ENV, "spawn")
+    assert spawning.start_method() == "spawn"
+    monkeypatch.setenv(spawning.START_METHOD_ENV, "")
+    assert spawning.start_method() == ("forkserver" if sys.platform == "linux" else "spawn")
