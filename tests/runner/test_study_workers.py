@@ -38,6 +38,7 @@ from tests.runner.conftest import (
     trial_key,
     write_study,
 )
+from tests.runner.outages import write_paced
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -59,6 +60,7 @@ class Cluster:
     def start(self, name: str, *args: str) -> Background:
         cwd = self.root / name
         cwd.mkdir()
+        write_paced(cwd)  # the paced model, for studies that use it
         urls = ("--storage", self.storage_url, "--tracking-uri", self.uri)
         env = {"STUDY_HOST": name, "STUDY_CACHE_DIR": str(cwd / "cache")}
         host = start_study(*args, *urls, cwd=cwd, env=env)
@@ -185,14 +187,18 @@ def test_three_workers_share_a_study_and_report_as_one(cluster: Cluster, tmp_pat
     assert shared_report == single_report
 
 
-# One batch size, 4 trials that never reach the target and run 4,000 steps each (a second or
-# more), no pruning: host-1 is stopped (SIGSTOP) inside one and killed while stopped.
+# One batch size, 4 trials that never reach the target and run 2,000 paced steps each
+# (`tests.runner.outages.PACED_MODEL`: 3 s of pauses, however loaded the machine), no pruning:
+# host-1 is stopped (SIGSTOP) inside one whose MLflow run shows RUNNING and killed while
+# stopped. With 4,000 real steps a trial took a second or two, and under load MLflow's
+# low-priority logging thread showed the run only after the trial ended.
 KILLED = tiny_study(
     name="killed-host",
     trials_per_stratum=4,
     target="val_accuracy>=0.999",
-    budget={"max_steps": 4000},
+    budget={"max_steps": 2000},
     eval_every=400,
+    model="paced:build",
     search_space={"batch_size": [128]},
     tuner={"pruning": False},
     heartbeat=HEARTBEAT,
