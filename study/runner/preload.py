@@ -3,8 +3,9 @@
 TensorFlow (without Keras' scikit-learn and matplotlib extras, quietly, as a worker imports it)
 and the worker's own modules: each forked worker then starts with them imported. Importing
 TensorFlow does not start its runtime, so every worker still sets its own devices before it
-initialises. Without TensorFlow installed nothing is preloaded, and a worker says which extra
-to install, as a spawned one does.
+initialises. If TensorFlow cannot be imported (not installed, or broken) nothing is preloaded:
+each worker imports it itself and says what is wrong (which extra to install), as a spawned
+one does, rather than the server failing to start.
 
 The server also ignores SIGTERM (`multiprocessing` has it ignore SIGINT): a signal to the
 process group must not end it, since its death would end every worker it forked. It exits
@@ -22,5 +23,5 @@ from study.deps import quiet_stderr, without_keras_extras
 
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
-with quiet_stderr(), without_keras_extras(), contextlib.suppress(ImportError):
+with quiet_stderr(), without_keras_extras(), contextlib.suppress(Exception):
     import tensorflow  # noqa: F401
