@@ -199,7 +199,13 @@ class WorkerPool:
         if not parent.poll(_START_TIMEOUT_S):
             process.kill()
             raise WorkerError(f"trainer worker for {key} did not start in {_START_TIMEOUT_S:.0f} s")
-        _kind, info = parent.recv()
+        try:
+            _kind, info = parent.recv()
+        except (EOFError, OSError):  # it died before it could say it was ready
+            process.join(5)
+            raise WorkerError(
+                f"trainer worker for {key} died while starting (exit code {process.exitcode})"
+            ) from None
         if info.get("error"):
             process.join(5)
             raise WorkerError(f"trainer worker for {key} failed to start:\n{info['error']}")

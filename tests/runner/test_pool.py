@@ -8,6 +8,7 @@ tests reuse the `default` worker.
 from __future__ import annotations
 
 import math
+import os
 import textwrap
 import threading
 import uuid
@@ -201,6 +202,23 @@ def test_a_worker_outlives_the_thread_that_started_it() -> None:
         result = workers.run(make_spec())
         assert result.state not in (TrialState.FAILED, TrialState.INFEASIBLE), result.error
         assert workers.pids() == started and workers.started == 1
+
+
+def die_at_start(conn: Any, *args: Any) -> None:
+    """A worker's entry point that ends before it says it is ready."""
+    os._exit(3)
+
+
+def test_a_worker_that_dies_while_starting_fails_the_trial_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("study.runner.worker.worker_main", die_at_start)
+    with WorkerPool(max_workers=1) as workers:
+        result = workers.run(make_spec())
+        problem = workers.check(make_spec())
+    assert result.state is TrialState.FAILED
+    assert result.error == "trainer worker for cpu1 died while starting (exit code 3)"
+    assert problem == result.error
 
 
 def test_strategy_the_host_lacks_is_infeasible(pool: WorkerPool) -> None:
