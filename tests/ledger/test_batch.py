@@ -4,12 +4,14 @@ Optuna's one-call-each writes read; refused whole by a closed trial; retried lik
 from __future__ import annotations
 
 import math
+import sqlite3
 
 import optuna
 import pytest
 import sqlalchemy
 from optuna.distributions import FloatDistribution
 from optuna.storages import InMemoryStorage
+from optuna.storages._rdb import models
 from optuna.study import StudyDirection
 from optuna.trial import TrialState as OptunaState
 
@@ -173,6 +175,43 @@ def test_a_claim_created_twice_keeps_one_trial_and_discards_its_twin() -> None:
     assert [t.number for t in ledger.liveness.running([STRATUM])] == [1]
     assert ledger.claim(STRATUM, 2, grace=60.0) is not None
     assert ledger.claim(STRATUM, 2, grace=60.0) is None
+
+
+def test_optunas_own_retry_of_a_landed_creation_leaves_no_open_twin(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a real database storage: the commit that creates a claim's trial lands but its
+    answer is lost (the driver raises after committing), Optuna's storage retries the creation
+    itself and makes a second trial; the claim keeps one and closes the other as discarded."""
+    ledger = Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}", "s")
+    ledger._study(STRATUM)  # the stratum's study exists
+    armed = {"creates": False, "lost": 0}
+    commit = sqlalchemy.engine.default.DefaultDialect.do_commit
+
+    def creating(session, _context) -> None:  # a flush that inserts a trial row
+        if any(isinstance(row, models.TrialModel) for row in session.new):
+            armed["creates"] = True
+
+    def lost_answer(dialect, connection) -> None:
+        commit(dialect, connection)
+        if armed["creates"] and armed["lost"] == 0:
+            armed["lost"] += 1
+            raise sqlite3.OperationalError("disk I/O error (the answer to COMMIT was lost)")
+
+    monkeypatch.setattr(sqlalchemy.engine.default.DefaultDialect, "do_commit", lost_answer)
+    sqlalchemy.event.listen(sqlalchemy.orm.Session, "after_flush", creating)
+    try:
+        slot = ledger.claim(STRATUM, 3, grace=60.0)
+    finally:
+        sqlalchemy.event.remove(sqlalchemy.orm.Session, "after_flush", creating)
+    assert slot is not None and armed["lost"] == 1
+    trials = ledger.storage.get_all_trials(ledger.storage.get_study_id_from_name(f"s/{STRATUM}"))
+    assert [(t.number, t.state) for t in trials] == [
+        (0, OptunaState.FAIL),
+        (1, OptunaState.RUNNING),
+    ]
+    assert slot.number == 1 and trials[0].user_attrs["status"] == "discarded"
+    assert [t.number for t in ledger.liveness.running([STRATUM])] == [1]
 
 
 def test_a_trial_claimed_started_and_finished_costs_a_few_transactions(postgres_url: str) -> None:
