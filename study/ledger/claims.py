@@ -129,7 +129,7 @@ class Claims(StorageAccess):
             with self._writes_lock:  # this process made it: it reads its closing
                 self._written[twin._trial_id] = twin
             self._flush(TrialWrites(twin._trial_id, user=discarded, state=OptunaState.FAIL))
-        trials = [t for t in trials if not _twin(t, token, trial_id)]
+        trials = [t for t in trials if t not in twins]
         frozen = next((t for t in trials if t._trial_id == trial_id), None)
         frozen = frozen or self.storage.get_trial(trial_id)
         trial = ClaimedTrial(study, frozen)

@@ -65,9 +65,10 @@ def context() -> Any:
 def process(target: Callable[..., Any], args: tuple[Any, ...], name: str) -> Any:
     """A daemon worker process of `context` that runs ``target(*args)`` in this process'
     current environment, working directory and standard streams (not started yet: `start`)."""
-    forked = context().get_start_method() == "forkserver"
+    ctx = context()
+    forked = ctx.get_start_method() == "forkserver"
     inherited = _Inherited(dict(os.environ), _Streams() if forked else None)
-    return context().Process(target=_run, args=(inherited, target, args), daemon=True, name=name)
+    return ctx.Process(target=_run, args=(inherited, target, args), daemon=True, name=name)
 
 
 def start(process: Any) -> None:
