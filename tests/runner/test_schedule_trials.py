@@ -17,7 +17,8 @@ from study.ledger import list_studies
 from study.ledger.records import SEED
 from study.ledger.schedule_trials import ScheduleLedger
 from study.results import TrialState
-from tests.runner.conftest import Store, run_study, tiny_study, write_study
+from tests.inprocess import study_here
+from tests.runner.conftest import Store, tiny_study, write_study
 
 pytestmark = pytest.mark.slow
 
@@ -35,9 +36,11 @@ DIGEST = BatchSchedule.from_mapping({k: v for k, v in SCHEDULE.items() if k != "
 STUDY = tiny_study(name="scheduled", trials_per_stratum=1, **{SECTION: SCHEDULE})
 
 
-def test_a_study_trains_its_schedule_trials_once_per_seed(tmp_path: Path) -> None:
+def test_a_study_trains_its_schedule_trials_once_per_seed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write_study(tmp_path, STUDY)
-    done = run_study("run", str(path), cwd=tmp_path, timeout=400)
+    done = study_here(monkeypatch, capsys, "run", str(path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "schedule trials: 3 seed(s)" in done.stdout
     store = Store(tmp_path)
@@ -70,7 +73,9 @@ def test_a_study_trains_its_schedule_trials_once_per_seed(tmp_path: Path) -> Non
 
     # The report compares them with the best fixed batch size, in JSON, Markdown and HTML
     out = tmp_path / "report"
-    made = run_study("report", "scheduled", "--out", str(out), "--no-mlflow", cwd=tmp_path)
+    made = study_here(
+        monkeypatch, capsys, "report", "scheduled", "--out", str(out), "--no-mlflow", cwd=tmp_path
+    )
     assert made.returncode == 0, made.stderr[-3000:]
     (section,) = json.loads((out / "report.json").read_text())["batch_schedules"]
     assert section["ok"] and section["schedule"] == "32@0,128@1280"
@@ -86,14 +91,14 @@ def test_a_study_trains_its_schedule_trials_once_per_seed(tmp_path: Path) -> Non
     (from_python,) = api.load("scheduled", storage=str(store.journal)).schedules()
     assert from_python["verdict"] == section["verdict"]
 
-    again = run_study("run", str(path), cwd=tmp_path, timeout=200)
+    again = study_here(monkeypatch, capsys, "run", str(path), cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "schedule trials" not in again.stdout  # nothing left to run
     assert len(ScheduleLedger.of(store.ledger("scheduled", fresh=True)).trials(cell)) == 3
     # An edited schedule is another schedule: trials of its own, the first one's kept
     edited = {**SCHEDULE, "learning_rate": 0.08, "seeds": 1}
     write_study(tmp_path, {**STUDY, SECTION: edited})
-    third = run_study("run", str(path), cwd=tmp_path, timeout=200)
+    third = study_here(monkeypatch, capsys, "run", str(path), cwd=tmp_path)
     assert third.returncode == 0, third.stderr[-3000:]
     stored = ScheduleLedger.of(store.ledger("scheduled", fresh=True)).schedules()
     assert [(c.digest == DIGEST, t.schedule.learning_rate, t.seeds) for c, t in stored] in (
@@ -108,7 +113,7 @@ def test_a_study_trains_its_schedule_trials_once_per_seed(tmp_path: Path) -> Non
 
 
 def test_a_schedule_the_trainer_cannot_run_fails_before_anything_is_recorded(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = {**SCHEDULE, "stages": [{"from_examples": 0, "batch_size": 30}]}
     path = write_study(
@@ -119,7 +124,7 @@ def test_a_schedule_the_trainer_cannot_run_fails_before_anything_is_recorded(
             search_space={"strategy": ["mirrored:4"], "batch_size": [32, 128]},
         ),
     )
-    done = run_study("run", str(path), cwd=tmp_path)
+    done = study_here(monkeypatch, capsys, "run", str(path), cwd=tmp_path)
     assert done.returncode == 2
     assert (
         done.stderr.strip()
