@@ -32,7 +32,8 @@ from study.runner.allocation_plan import (
     plan_round,
     tried_range,
 )
-from tests.runner.conftest import run_study, tiny_study, write_study
+from tests.inprocess import study_here
+from tests.runner.conftest import tiny_study, write_study
 
 GRID = (8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 
@@ -369,10 +370,12 @@ def test_a_claim_whose_winner_never_writes_is_decided_after_a_wait(tmp_path: Pat
     assert any("claimed by another process" in line for line in lines)
 
 
-def test_adaptive_study_runs_its_rounds_end_to_end(tmp_path: Path) -> None:
+def test_adaptive_study_runs_its_rounds_end_to_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = dict(allocation_study(sizes=GRID[2:6], rounds=1), trials_per_stratum=4)
     write_study(tmp_path, data)
-    out = run_study("run", "adaptive.yaml", "--tuner", "optuna", cwd=tmp_path)
+    out = study_here(monkeypatch, capsys, "run", "adaptive.yaml", "--tuner", "optuna", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "pilot: B_simple = " in out.stdout
     assert "allocation round 0: " in out.stdout and "allocation round 1: " in out.stdout

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from study.ledger import LedgerTrial
+from tests.inprocess import study_here
 from tests.runner.conftest import (
     Background,
     Store,
     assert_budget_spent,
     assert_mlflow_mirrors_ledger,
     counted,
-    run_study,
     status,
     tiny_study,
     write_study,
@@ -60,12 +60,14 @@ def test_two_processes_share_one_study(
     assert len(runs) == sum(len(counted(ts)) for ts in trials.values())
 
 
-def test_two_workers_in_one_process(tmp_path: Path) -> None:
+def test_two_workers_in_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = tiny_study(name="two-workers", trials_per_stratum=2, tuner={"pruning": False})
     file = write_study(tmp_path, data)
     store = Store(tmp_path)
 
-    result = run_study("run", str(file), "--workers", "2", cwd=tmp_path)
+    result = study_here(monkeypatch, capsys, "run", str(file), "--workers", "2", cwd=tmp_path)
 
     assert result.returncode == 0, result.stderr[-3000:]
     trials = store.trials(data, fresh=True)
