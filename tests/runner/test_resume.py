@@ -19,6 +19,7 @@ from optuna.trial import TrialState as OptunaState
 from study.ledger import LedgerTrial
 from study.ledger.owners import owner_alive
 from study.tuners.keras_tuner_backend import KT_TRIAL
+from tests.inprocess import study_here
 from tests.runner.conftest import (
     FINISHED,
     Background,
@@ -222,7 +223,12 @@ def test_keras_tuner_state_is_reloaded_and_the_interrupted_proposal_retried(
         assert len({t.extras[KT_TRIAL] for t in kt}) == len(kt)
 
 
-def test_restart_repairs_runs_a_dead_process_left_behind(killed: Killed, tmp_path: Path) -> None:
+def test_restart_repairs_runs_a_dead_process_left_behind(
+    killed: Killed,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """A process killed after the ledger recorded a trial but before MLflow did leaves the
     trial's run open (or missing): the next start closes it from the ledger, once."""
     shutil.copytree(killed.store.root, tmp_path / "mlruns")
@@ -248,7 +254,16 @@ def test_restart_repairs_runs_a_dead_process_left_behind(killed: Killed, tmp_pat
     )
     before = store.trials(KILLED)
 
-    result = run_study("run", str(file), "--tuner", "optuna", cwd=tmp_path)
+    result = study_here(
+        monkeypatch,
+        capsys,
+        "run",
+        str(file),
+        "--tuner",
+        "optuna",
+        cwd=tmp_path,
+        pythonpath=tmp_path,
+    )
 
     assert result.returncode == 0, result.stderr[-3000:]
     after = store.trials(KILLED, fresh=True)
@@ -274,7 +289,10 @@ CTRL_C = tiny_study(
 
 
 def test_ctrl_c_stops_with_130_and_the_study_resumes(
-    tmp_path: Path, background: Callable[..., Background]
+    tmp_path: Path,
+    background: Callable[..., Background],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     file = write_study(tmp_path, CTRL_C)
     store = Store(tmp_path)
@@ -309,7 +327,7 @@ def test_ctrl_c_stops_with_130_and_the_study_resumes(
     parent = [r for r in store.runs(CTRL_C["name"]) if r.data.tags.get("study.role") == "parent"]
     assert [r.info.status for r in parent] == ["KILLED"]
 
-    result = run_study("run", str(file), "--tuner", "optuna", cwd=tmp_path)
+    result = study_here(monkeypatch, capsys, "run", str(file), "--tuner", "optuna", cwd=tmp_path)
 
     assert result.returncode == 0, result.stderr[-3000:]
     after = store.trials(CTRL_C, fresh=True)

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from study.errors import EXIT_TEMPFAIL
+from tests.inprocess import study_here
 from tests.runner.conftest import (
     Background,
     Store,
     assert_budget_spent,
     assert_mlflow_mirrors_ledger,
-    run_study,
     tiny_study,
     write_study,
 )
@@ -100,7 +100,12 @@ def test_workers_wait_through_a_restart_and_finish_the_budget(
 
 
 def test_an_outage_past_the_window_exits_75_and_resume_finishes(
-    own_postgres: PostgresServer, tmp_path: Path, background, dispose_engines: None
+    own_postgres: PostgresServer,
+    tmp_path: Path,
+    background,
+    dispose_engines: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     store, file, args = on_services(own_postgres, tmp_path, SHORT)
     runner = background("run", file.name, *args, "--storage-retry", "4", cwd=tmp_path)
@@ -112,7 +117,7 @@ def test_an_outage_past_the_window_exits_75_and_resume_finishes(
     assert "is not answering" in err[0] and "retrying for up to 4 s" in err[0]
     assert err[1].startswith("study run: error: the storage postgresql+psycopg://study:***@")
     assert "did not answer for 4 s" in err[1] and own_postgres.password not in runner.text()
-    resumed = run_study("resume", "outage", *args, cwd=tmp_path, timeout=300)
+    resumed = study_here(monkeypatch, capsys, "resume", "outage", *args, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     by_stratum = store.trials(SHORT, fresh=True)
     assert_budget_spent(by_stratum, 2)
