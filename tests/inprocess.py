@@ -36,6 +36,28 @@ def study_here(
     return subprocess.CompletedProcess(["study", *args], status, out, err)
 
 
+def study_in(
+    *args: str, cwd: Path, pythonpath: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`study_here` for a fixture wider than one test (module or session scope, where the
+    ``monkeypatch`` and ``capsys`` fixtures are not available): the same directory,
+    environment and module path, its stdout and stderr captured as Python writes them."""
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as env:
+        env.chdir(cwd)
+        env.delenv("MLFLOW_TRACKING_URI", raising=False)
+        env.delenv("STUDY_HOME", raising=False)
+        env.setenv("STUDY_CACHE_DIR", str(cwd / "cache"))
+        if pythonpath is not None:
+            env.syspath_prepend(str(pythonpath))
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main([str(a) for a in args])
+    return subprocess.CompletedProcess(["study", *args], status, out.getvalue(), err.getvalue())
+
+
 # One `python -m study` process running several commands in turn, each with its own directory
 # and its own file descriptors 1 and 2 (so what TensorFlow's C++ side or a spawned worker writes
 # lands with the command that caused it), its exit status as `python -m study`'s: main()'s return

@@ -19,7 +19,7 @@ from optuna.trial import TrialState as OptunaState
 from study.ledger import LedgerTrial
 from study.ledger.owners import owner_alive
 from study.tuners.keras_tuner_backend import KT_TRIAL
-from tests.inprocess import study_here
+from tests.inprocess import study_here, study_in
 from tests.runner.conftest import (
     FINISHED,
     Background,
@@ -29,7 +29,6 @@ from tests.runner.conftest import (
     counted,
     freeze_when,
     run_status,
-    run_study,
     start_study,
     status,
     tiny_study,
@@ -140,8 +139,8 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
         job.stop()
     before = store.trials(KILLED, fresh=True)  # the journal still loads
     victim = next(t for t in before[stratum] if t.number == 1)
-    status_after_kill = run_study("status", KILLED["name"], "--json", cwd=cwd)
-    resumed = run_study("resume", KILLED["name"], cwd=cwd)
+    status_after_kill = study_in("status", KILLED["name"], "--json", cwd=cwd)
+    resumed = study_in("resume", KILLED["name"], cwd=cwd, pythonpath=cwd)
     yield Killed(
         cwd=cwd,
         file=file,

@@ -25,10 +25,10 @@ from study.tracking.descriptions import ANSWER_HEADING, NOTE
 from study.tracking.server import EXPERIMENT_KIND, MODEL_TRAINING, runs_view_url
 from study.tracking.views import COLUMNS, view_tag
 from tests.browser import Browser, require_chromium
+from tests.inprocess import study_in
 from tests.runner.conftest import (
     Store,
     assert_mlflow_mirrors_ledger,
-    run_study,
     tiny_study,
     write_study,
 )
@@ -69,7 +69,7 @@ def served(mlflow_server: str, tmp_path_factory: pytest.TempPathFactory) -> Serv
     )
     cwd = tmp_path_factory.mktemp("served")
     file = write_study(cwd, config)
-    result = run_study("run", str(file), "--tracking-uri", mlflow_server, cwd=cwd)
+    result = study_in("run", str(file), "--tracking-uri", mlflow_server, cwd=cwd)
     assert result.returncode == 0, result.stderr[-3000:]
     store = Store(cwd, uri=mlflow_server)  # the local ledger, MLflow on the server
     experiment = store.mlflow().get_experiment_by_name(config["name"])
@@ -209,7 +209,7 @@ def test_every_run_names_its_data_and_trials_carry_their_numbers(served: Served)
 def reported(served: Served) -> str:
     """The served study's HTML report, written by ``study report`` and attached to its parent
     run; returns the parent's description afterwards."""
-    result = run_study(
+    result = study_in(
         "report", served.name, "--tracking-uri", served.store.uri,
         "--format", "html", "--bootstrap", "0", cwd=served.store.cwd,
     )  # fmt: skip
