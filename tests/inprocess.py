@@ -37,11 +37,12 @@ def study_here(
 
 
 def study_in(
-    *args: str, cwd: Path, pythonpath: Path | None = None
+    *args: str, cwd: Path, pythonpath: Path | None = None, cache: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`study_here` for a fixture wider than one test (module or session scope, where the
     ``monkeypatch`` and ``capsys`` fixtures are not available): the same directory,
-    environment and module path, its stdout and stderr captured as Python writes them."""
+    environment and module path, its stdout and stderr captured as Python writes them.
+    ``cache``: the dataset cache, if not ``cwd/cache``."""
     import contextlib
     import io
 
@@ -50,7 +51,7 @@ def study_in(
         env.chdir(cwd)
         env.delenv("MLFLOW_TRACKING_URI", raising=False)
         env.delenv("STUDY_HOME", raising=False)
-        env.setenv("STUDY_CACHE_DIR", str(cwd / "cache"))
+        env.setenv("STUDY_CACHE_DIR", str(cache or cwd / "cache"))
         if pythonpath is not None:
             env.syspath_prepend(str(pythonpath))
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -30,7 +30,7 @@ from study.ledger import Ledger, StudyRecord, list_studies, open_storage
 from study.paths import DEFAULT_ROOT
 from study.tuners.keras_tuner_backend import KT_TRIAL
 from study.version import code_version
-from tests.inprocess import study_each
+from tests.inprocess import study_each, study_in
 from tests.runner.conftest import run_study, tiny_study, write_study
 from tests.services import PostgresServer, free_port
 
@@ -40,12 +40,17 @@ NAME = "no-shared-fs"
 DATA = tiny_study(name=NAME, trials_per_stratum=2)  # 2 batch sizes x 2 trials, tuner "both"
 
 
-def host(
-    cwd: Path, cache: Path, *args: str, timeout: float = 300
-) -> subprocess.CompletedProcess[str]:
-    """Run ``study ARGS`` in ``cwd`` as a host of its own would (its dataset cache elsewhere)."""
+def host(cwd: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``study ARGS`` in ``cwd`` as a host of its own would (its dataset cache elsewhere),
+    in a process of its own: two hosts' trials must carry two owners."""
     cwd.mkdir(parents=True, exist_ok=True)
-    return run_study(*args, cwd=cwd, timeout=timeout, env={"STUDY_CACHE_DIR": str(cache)})
+    return run_study(*args, cwd=cwd, timeout=300, env={"STUDY_CACHE_DIR": str(cache)})
+
+
+def here(cwd: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`host` in this test's process, where who runs it does not matter (a report, refusals)."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    return study_in(*args, cwd=cwd, cache=cache)
 
 
 def files_under(directory: Path) -> list[str]:
@@ -75,7 +80,7 @@ def shared(
     runs = {
         "run": host(root / "a", cache, "run", file.name, *urls, "--max-trials", "2"),
         "worker": host(root / "b", cache, "worker", NAME, *urls),
-        "report": host(root / "c", cache, "report", NAME, *urls, "--out", "report"),
+        "report": here(root / "c", cache, "report", NAME, *urls, "--out", "report"),
     }
     for command, result in runs.items():
         assert result.returncode == 0, f"{command}: {result.stderr[-3000:]}"
@@ -178,7 +183,7 @@ def test_a_storage_that_does_not_listen(
 ) -> None:
     url = f"postgresql+psycopg://study:pw5678@127.0.0.1:{free_port()}/ledger"
     target = str(study_file) if command == "run" else "refused"
-    result = host(
+    result = here(
         tmp_path / "cwd",
         tmp_path / "cache",
         command,
@@ -205,7 +210,7 @@ def test_wrong_credentials(
 ) -> None:
     wrong = postgres.url(postgres_url.rsplit("/", 1)[1], password="N0tThePassw0rd")
     target = str(study_file) if command == "run" else "refused"
-    result = host(
+    result = here(
         tmp_path / "cwd",
         tmp_path / "cache",
         command,
@@ -228,7 +233,7 @@ def test_a_study_the_storage_does_not_hold(
     args = ["--storage", postgres_url]
     if command != "status":
         args += ["--tracking-uri", mlflow_server_pg]
-    result = host(tmp_path / "cwd", tmp_path / "cache", command, "nosuch", *args)
+    result = here(tmp_path / "cwd", tmp_path / "cache", command, "nosuch", *args)
     refused(result, "no study named 'nosuch' in this storage", "study ls")
     assert isinstance(open_storage(postgres_url, create=False), InMemoryStorage)  # no tables
     assert list_studies(open_storage(postgres_url)) == []
@@ -282,7 +287,7 @@ def test_a_study_made_by_other_code_is_refused(
     target = str(study_file) if command == "run" else "refused"
     env_pin = os.environ.get("STUDY_CODE_VERSION")
     assert env_pin == code_version()
-    result = host(
+    result = here(
         tmp_path / "cwd",
         tmp_path / "cache",
         command,
