@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 import study as study_api
+from tests.inprocess import study_in
 from tests.runner.conftest import (
     Background,
     Store,
     assert_budget_spent,
     assert_mlflow_mirrors_ledger,
     counted,
-    run_study,
     start_study,
     tiny_study,
     write_study,
@@ -59,7 +59,7 @@ def report(cwd: Path, name: str, storage: str) -> dict:
     where it was made."""
     out = cwd / f"report-{len(list(cwd.glob('report-*')))}"
     options = ("--no-mlflow", "--format", "json", "--bootstrap", "0", "--out", str(out))
-    result = run_study("report", name, "--storage", storage, *options, cwd=cwd)
+    result = study_in("report", name, "--storage", storage, *options, cwd=cwd)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     data = json.loads((out / "report.json").read_text())
     del data["created"], data["command"], data["context"]["storage"]
@@ -76,18 +76,20 @@ def test_a_study_runs_through_the_proxy_with_two_workers(
         for name in ("host-0", "host-1", "host-2"):
             (tmp_path / name).mkdir()
         file = write_study(tmp_path / "host-0", DATA)
-        env = {"STUDY_HOST": "host-0", "STUDY_CACHE_DIR": str(tmp_path / "cache")}
-        first = start_study(
-            "run", file.name, "--tuner", "optuna", "--max-trials", "1", *urls,
-            cwd=tmp_path / "host-0", env=env,
-        )  # fmt: skip
-        hosts.append(first)
-        assert first.wait(300) == 0, first.text()[-3000:]
+        with pytest.MonkeyPatch.context() as env:  # the first host: this test's process
+            env.setenv("STUDY_HOST", "host-0")
+            first = study_in(
+                "run", file.name, "--tuner", "optuna", "--max-trials", "1", *urls,
+                cwd=tmp_path / "host-0", cache=tmp_path / "cache",
+            )  # fmt: skip
+        assert first.returncode == 0, first.stderr[-3000:]
+        for h in (first.stdout, first.stderr):
+            assert "Traceback" not in h and "not answering" not in h, h
         for name in ("host-1", "host-2"):
             env = {"STUDY_HOST": name, "STUDY_CACHE_DIR": str(tmp_path / "cache")}
             hosts.append(start_study("worker", DATA["name"], *urls, cwd=tmp_path / name, env=env))
-        codes = [h.wait(300) for h in hosts[1:]]
-        assert codes == [0, 0], [h.text()[-2000:] for h in hosts[1:]]
+        codes = [h.wait(300) for h in hosts]
+        assert codes == [0, 0], [h.text()[-2000:] for h in hosts]
         for h in hosts:
             assert "Traceback" not in h.text() and "not answering" not in h.text(), h.text()
     finally:
@@ -102,17 +104,17 @@ def test_a_study_runs_through_the_proxy_with_two_workers(
     owners = {(t.owner or "").split(":")[0] for t in kept}
     assert "host-0" in owners and owners <= {"host-0", "host-1", "host-2"} and len(owners) >= 2
 
-    status = run_study("status", DATA["name"], "--storage", address, "--json", cwd=tmp_path)
+    status = study_in("status", DATA["name"], "--storage", address, "--json", cwd=tmp_path)
     assert status.returncode == 0, status.stderr
     summary = json.loads(status.stdout)
     assert (summary["trials_done"], summary["trials_total"]) == (len(kept), len(kept))
     assert report(tmp_path, DATA["name"], address) == report(tmp_path, DATA["name"], postgres_url)
     out = tmp_path / "table.csv"
-    exported = run_study(
+    exported = study_in(
         "export", DATA["name"], "--storage", address, "--out", str(out), cwd=tmp_path
     )
     assert exported.returncode == 0 and out.stat().st_size > 0, exported.stderr
-    resumed = run_study("resume", DATA["name"], *urls, cwd=tmp_path / "host-1")
+    resumed = study_in("resume", DATA["name"], *urls, cwd=tmp_path / "host-1")
     assert resumed.returncode == 0, resumed.stderr[-3000:]  # nothing left: done at once
     assert len(counted([t for ts in direct.trials(DATA, fresh=True).values() for t in ts])) == len(
         kept
