@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from study.ledger.branches import BranchLedger
-from tests.cli import study
 from tests.commands.test_branch_cli import TINY
+from tests.inprocess import study_here
 from tests.services import mlflow_server, postgresql_server
 
 pytestmark = pytest.mark.slow
@@ -31,8 +31,17 @@ def host(root: Path, name: str, study_name: str) -> tuple[Path, Path]:
 
 
 def test_a_second_host_loads_the_checkpoints_from_the_shared_services(
-    tmp_path: Path, dispose_engines: None
+    tmp_path: Path,
+    dispose_engines: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """Each host is a command in this test's process, one after the other: what they share is
+    what the services hold (host A's folder is deleted before host B starts)."""
+
+    def study(*args: str, cwd: Path):
+        return study_here(monkeypatch, capsys, *args, cwd=cwd)
+
     services = tmp_path / "services"
     with postgresql_server() as pg, mlflow_server(services / "mlflow") as uri:
         storage = pg.create_database()
