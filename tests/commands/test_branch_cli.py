@@ -12,7 +12,14 @@ import pytest
 import yaml
 
 from study.config.schedule import BatchSchedule
-from tests.cli import study
+from tests.inprocess import study_in
+
+
+def study(*args: str, cwd: Path):
+    """``study ARGS`` in ``cwd``, in this test's process (`study_in`): the branch command's
+    behaviour is what these tests are about, not its process."""
+    return study_in(*args, cwd=cwd)
+
 
 TINY = {
     "name": "tiny-branch",

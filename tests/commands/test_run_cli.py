@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from study.ledger import Ledger, list_studies, open_storage
-from tests.inprocess import sha256, study_each, study_here
+from tests.inprocess import sha256, study_each, study_here, study_in
 
 pytestmark = pytest.mark.slow
 
@@ -93,7 +93,7 @@ class Recorded:
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     cwd = tmp_path_factory.mktemp("recorded")
     file = write(cwd / "recorded.yaml", STUDY)
-    result = study("run", str(file), "--tuner", "optuna", cwd=cwd)
+    result = study_in("run", str(file), "--tuner", "optuna", cwd=cwd)
     assert result.returncode == 0, result.stderr[-3000:]
     done = Recorded(cwd, file)
     trials = done.ledger()["recorded"]["trials"]["b128/default"]
