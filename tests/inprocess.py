@@ -22,14 +22,10 @@ def study_here(
 ) -> subprocess.CompletedProcess[str]:
     """``study ARGS`` run by `study.cli.main` in ``cwd`` (store ``cwd/mlruns``, dataset cache
     ``cwd/cache``, no inherited tracking URI or store root); ``pythonpath`` first on the module
-    path, which spawned workers inherit. Its exit status, stdout and stderr as a subprocess's."""
+    path, which its trainer workers inherit. Its exit status, stdout and stderr as a
+    subprocess's."""
     with monkeypatch.context() as env:
-        env.chdir(cwd)
-        env.delenv("MLFLOW_TRACKING_URI", raising=False)
-        env.delenv("STUDY_HOME", raising=False)
-        env.setenv("STUDY_CACHE_DIR", str(cwd / "cache"))
-        if pythonpath is not None:
-            env.syspath_prepend(str(pythonpath))
+        _as_a_command(env, cwd, pythonpath, cwd / "cache")
         capsys.readouterr()  # what came before is not this command's
         status = main([str(a) for a in args])
         out, err = capsys.readouterr()
@@ -48,15 +44,21 @@ def study_in(
 
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as env:
-        env.chdir(cwd)
-        env.delenv("MLFLOW_TRACKING_URI", raising=False)
-        env.delenv("STUDY_HOME", raising=False)
-        env.setenv("STUDY_CACHE_DIR", str(cache or cwd / "cache"))
-        if pythonpath is not None:
-            env.syspath_prepend(str(pythonpath))
+        _as_a_command(env, cwd, pythonpath, cache or cwd / "cache")
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             status = main([str(a) for a in args])
     return subprocess.CompletedProcess(["study", *args], status, out.getvalue(), err.getvalue())
+
+
+def _as_a_command(env: pytest.MonkeyPatch, cwd: Path, pythonpath: Path | None, cache: Path) -> None:
+    """What `tests.cli.study` gives its subprocess, undone when ``env`` is: the directory, no
+    inherited tracking URI or store root, the dataset cache, the module path."""
+    env.chdir(cwd)
+    env.delenv("MLFLOW_TRACKING_URI", raising=False)
+    env.delenv("STUDY_HOME", raising=False)
+    env.setenv("STUDY_CACHE_DIR", str(cache))
+    if pythonpath is not None:
+        env.syspath_prepend(str(pythonpath))
 
 
 # One `python -m study` process running several commands in turn, each with its own directory
