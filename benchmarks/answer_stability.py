@@ -24,10 +24,13 @@ training steps in ``answer_stability_<question>_runs.json``), and the report pha
 answers from the tables with the analysis as it is.
 
 Prints, per question, the truth, each run's answers and the issue's acceptance checks.
+``--keep-trials 16=5,32=5`` reads only each run's first trials at those batch sizes (with their
+training steps): what fewer trials where a trial costs most would have answered, had the runs'
+other proposals not changed (not written to the cached summary).
 
 Usage: python benchmarks/answer_stability.py [--only grid|runs|report ...]
     [--questions mlp-nesterov cnn-adam] [--runs 6] [--rates 24] [--grid-seeds 0 1 2]
-    [--workdir DIR]
+    [--workdir DIR] [--keep-trials B=N,...]
 """
 
 from __future__ import annotations
@@ -274,8 +277,26 @@ def save_run(workdir: Path, name: str, path: Path) -> int:
     return sum(t.result.steps_run for s in ledger.strata() for t in ledger.trials(s) if t.result)
 
 
-def analyse_run(question: str, k: int, meta: dict[str, Any]) -> dict[str, Any]:
-    """Run k's answers (the model of every trial) and its best-trial B_noise, from its table."""
+def first_trials(table: Any, keep: dict[int, int]) -> Any:
+    """``table`` with only the first ``keep[B]`` trials (in the order the run made them) of
+    each batch size B named in ``keep``: what a run that gave those sizes fewer trials would
+    have measured, had its other proposals not changed."""
+    if not keep:
+        return table
+    limit = table["batch_size"].map(lambda b: keep.get(int(b), math.inf))
+    return table[table["stratum_trial"] < limit]
+
+
+def trial_steps(table: Any) -> int:
+    """The training steps of a run's table: each trial's last step, summed."""
+    return int(table.groupby("trial")["step"].max().sum())
+
+
+def analyse_run(
+    question: str, k: int, meta: dict[str, Any], keep: dict[int, int] | None = None
+) -> dict[str, Any]:
+    """Run k's answers (the model of every trial) and its best-trial B_noise, from its table
+    (only its first trials at the batch sizes of ``keep``, with their steps, when given)."""
     import pandas as pd
 
     from study.analysis.answers import study_answers
@@ -285,6 +306,9 @@ def analyse_run(question: str, k: int, meta: dict[str, Any]) -> dict[str, Any]:
 
     target = load_study_file(QUESTIONS[question]).target
     table = pd.read_csv(table_path(question, k))
+    if keep:
+        table = first_trials(table, keep)
+        meta = {**meta, "training_steps": trial_steps(table)}
     answers = study_answers(table, target, accelerators=ACCELERATORS)
     best = fit_noise_scale_from_trials(trial_crossings(table, target))
     return {
@@ -355,6 +379,19 @@ def report(question: str, truth: dict[str, Any], runs: list[dict[str, Any]]) -> 
 GRID_SEEDS_USED: list[int] = []
 
 
+def keep_trials(text: str) -> dict[int, int]:
+    """``16=5,32=5`` as ``{16: 5, 32: 5}`` (`--keep-trials`)."""
+    out = {}
+    for item in text.split(","):
+        size, sep, count = item.partition("=")
+        if not (sep and size.strip().isdigit() and count.strip().isdigit() and int(count) > 0):
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not BATCH=TRIALS with TRIALS >= 1 (e.g. 16=5,32=5)"
+            )
+        out[int(size)] = int(count)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=("grid", "runs", "report"))
@@ -363,6 +400,13 @@ def main() -> None:
     parser.add_argument("--rates", type=int, default=24)
     parser.add_argument("--grid-seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--keep-trials",
+        type=keep_trials,
+        default={},
+        metavar="B=N,...",
+        help="report: read only each run's first N trials at batch size B (e.g. 16=5,32=5)",
+    )
     args = parser.parse_args()
     phases = set(args.only or ("grid", "runs", "report"))
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="answer-stability-"))
@@ -376,7 +420,10 @@ def main() -> None:
         if "report" in phases:
             grid = json.loads(grid_path(question).read_text())
             meta = json.loads(runs_path(question).read_text())
-            runs = [analyse_run(question, int(k), meta[k]) for k in sorted(meta, key=int)]
+            runs = [
+                analyse_run(question, int(k), meta[k], args.keep_trials)
+                for k in sorted(meta, key=int)
+            ]
             grid = complete(grid)
             GRID_SEEDS_USED[:] = grid["seeds"]
             truth = pooled_truth(grid)
@@ -385,7 +432,7 @@ def main() -> None:
                 "runs": runs,
                 "checks": report(question, truth, runs),
             }
-    if summary:
+    if summary and not args.keep_trials:  # the cached summary is the runs as they ran
         out = RESULTS / "answer_stability.json"
         out.write_text(json.dumps(summary, indent=1, default=str))
 
