@@ -152,13 +152,14 @@ def test_replay_on_the_streamed_path(tabular, default_strategy) -> None:
     target and back between two cadence evaluations, and a replay searches only the interval
     where the cadence first saw the target met, as Shallue et al.'s reading does.)"""
     streams = shuffled_blocks(tabular[1])
-    smooth = {"target": Target.parse("val_loss<=0.3"), "optimizer": OptimizerSpec("sgd", 0.05)}
+    smooth = {"target": Target.parse("val_loss<=0.3"), "optimizer": OptimizerSpec("sgd", 0.3)}
     exact = run(spec("geometric:1.3", **smooth), tabular, default_strategy, streams)
     every = run(spec("1", **smooth), tabular, default_strategy, streams)
 
     assert exact.state is TrialState.REACHED
     assert exact.steps_to_target == every.steps_to_target
     fine = [m for m in exact.curve if m.fine]
+    assert fine and fine[-1].step == exact.steps_to_target  # the cadence overshot: a replay
     assert [m.train_loss for m in fine] == [
         m.train_loss for m in every.curve if m.step in {f.step for f in fine}
     ]
