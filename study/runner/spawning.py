@@ -16,6 +16,8 @@ own devices (logical CPUs, ``TF_CONFIG``) before it initialises. Elsewhere worke
 (a fresh interpreter each). A forked worker would inherit the server's environment and standard
 streams, fixed when the server started; `process` hands it the caller's current ones instead,
 so it behaves as a spawned worker would (``STUDY_CACHE_DIR`` set since, stderr redirected).
+Every worker writes its temporary files into a directory of its own, removed when it ends
+(`study.runner.scratch`: TensorFlow's autograph would leave its generated modules behind).
 The server ignores SIGTERM and SIGINT, so a signal to the process group leaves it alone (its
 death would end every worker); it exits when its parent does.
 """
@@ -31,6 +33,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing import reduction
 from typing import Any
+
+from study.runner.scratch import own_tempdir
 
 #: What the forkserver imports once, before it forks any worker.
 PRELOAD = "study.runner.preload"
@@ -121,4 +125,5 @@ class _Inherited:
 
 def _run(inherited: _Inherited, target: Callable[..., Any], args: tuple[Any, ...]) -> None:
     inherited.install()
-    target(*args)
+    with own_tempdir():  # removed when the target returns (`study.runner.scratch`)
+        target(*args)
