@@ -26,11 +26,13 @@ answers from the tables with the analysis as it is.
 Prints, per question, the truth, each run's answers and the issue's acceptance checks.
 ``--keep-trials 16=5,32=5`` reads only each run's first trials at those batch sizes (with their
 training steps): what fewer trials where a trial costs most would have answered, had the runs'
-other proposals not changed (not written to the cached summary).
+other proposals not changed; ``--stop-slower 2`` reads each run with every trial cut where its
+own validation curve fell twice behind its batch size's best so far (`stop_slower`). Neither
+is written to the cached summary.
 
 Usage: python benchmarks/answer_stability.py [--only grid|runs|report ...]
     [--questions mlp-nesterov cnn-adam] [--runs 6] [--rates 24] [--grid-seeds 0 1 2]
-    [--workdir DIR] [--keep-trials B=N,...]
+    [--workdir DIR] [--keep-trials B=N,...] [--stop-slower K]
 """
 
 from __future__ import annotations
@@ -287,16 +289,68 @@ def first_trials(table: Any, keep: dict[int, int]) -> Any:
     return table[table["stratum_trial"] < limit]
 
 
+#: `stop_slower` judges a trial only once it has run this share of the stratum's best steps
+#: (the first evaluations of any two trials are too close to call).
+SLOWER_FROM = 0.2
+
+
+def stop_slower(table: Any, target: Any, factor: float) -> Any:
+    """``table`` with each trial cut where its own validation curve had fallen ``factor``
+    times behind its batch size's best so far (in the order the run made them): at step t,
+    having run at least `SLOWER_FROM` of the best's steps, its best metric so far was first
+    reached by the best trial before step ``t / factor``. A cut trial ends there as pruned
+    ("more than t steps"). What stopping trials on their own curves would have measured, had
+    the later proposals not changed."""
+    import numpy as np
+    import pandas as pd
+
+    from study.analysis.measures import trial_steps_to_target
+
+    reached = trial_steps_to_target(table, target).set_index("trial")
+    sign = 1.0 if target.maximize else -1.0
+    kept = []
+    for _, stratum in table.groupby("batch_size"):
+        best: tuple[float, np.ndarray, np.ndarray] | None = None  # steps, curve steps, progress
+        order = stratum.groupby("trial")["stratum_trial"].first().sort_values().index
+        for trial in order:
+            curve = stratum[stratum["trial"] == trial].sort_values("step")
+            steps = float(reached.loc[trial, "steps_to_target"])
+            hit = bool(reached.loc[trial, "reached"])
+            progress = np.maximum.accumulate(sign * curve[target.metric].to_numpy(float))
+            cut = None
+            for t, p in zip(curve["step"].to_numpy(float), progress, strict=True):
+                if best is None or (hit and t >= steps) or t >= best[0]:
+                    break
+                ahead = np.nonzero(best[2] >= p)[0]
+                if t >= SLOWER_FROM * best[0] and ahead.size and t > factor * best[1][ahead[0]]:
+                    cut = t
+                    break
+            if cut is not None:
+                curve = curve[curve["step"] <= cut].assign(state="pruned")
+                hit = False
+            kept.append(curve)
+            if hit and (best is None or steps < best[0]):
+                upto = curve[curve["step"] <= steps]
+                best = (steps, upto["step"].to_numpy(float), progress[: len(upto)])
+    return pd.concat(kept).sort_index()
+
+
 def trial_steps(table: Any) -> int:
     """The training steps of a run's table: each trial's last step, summed."""
     return int(table.groupby("trial")["step"].max().sum())
 
 
 def analyse_run(
-    question: str, k: int, meta: dict[str, Any], keep: dict[int, int] | None = None
+    question: str,
+    k: int,
+    meta: dict[str, Any],
+    keep: dict[int, int] | None = None,
+    slower: float | None = None,
 ) -> dict[str, Any]:
     """Run k's answers (the model of every trial) and its best-trial B_noise, from its table
-    (only its first trials at the batch sizes of ``keep``, with their steps, when given)."""
+    (only its first trials at the batch sizes of ``keep``, and trials cut where they fell
+    ``slower`` times behind their batch size's best (`stop_slower`), with their steps, when
+    given)."""
     import pandas as pd
 
     from study.analysis.answers import study_answers
@@ -308,6 +362,9 @@ def analyse_run(
     table = pd.read_csv(table_path(question, k))
     if keep:
         table = first_trials(table, keep)
+    if slower:
+        table = stop_slower(table, target, slower)
+    if keep or slower:
         meta = {**meta, "training_steps": trial_steps(table)}
     answers = study_answers(table, target, accelerators=ACCELERATORS)
     best = fit_noise_scale_from_trials(trial_crossings(table, target))
@@ -407,7 +464,17 @@ def main() -> None:
         metavar="B=N,...",
         help="report: read only each run's first N trials at batch size B (e.g. 16=5,32=5)",
     )
+    parser.add_argument(
+        "--stop-slower",
+        type=float,
+        default=None,
+        metavar="K",
+        help="report: cut each trial where its own curve fell K times behind its batch size's "
+        "best so far (e.g. 2)",
+    )
     args = parser.parse_args()
+    if args.stop_slower is not None and not args.stop_slower > 1:
+        parser.error(f"--stop-slower must be > 1 (got {args.stop_slower})")
     phases = set(args.only or ("grid", "runs", "report"))
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="answer-stability-"))
     GRID_SEEDS_USED[:] = args.grid_seeds
@@ -421,7 +488,7 @@ def main() -> None:
             grid = json.loads(grid_path(question).read_text())
             meta = json.loads(runs_path(question).read_text())
             runs = [
-                analyse_run(question, int(k), meta[k], args.keep_trials)
+                analyse_run(question, int(k), meta[k], args.keep_trials, args.stop_slower)
                 for k in sorted(meta, key=int)
             ]
             grid = complete(grid)
@@ -432,7 +499,7 @@ def main() -> None:
                 "runs": runs,
                 "checks": report(question, truth, runs),
             }
-    if summary and not args.keep_trials:  # the cached summary is the runs as they ran
+    if summary and not (args.keep_trials or args.stop_slower):  # the cached summary is the runs as they ran
         out = RESULTS / "answer_stability.json"
         out.write_text(json.dumps(summary, indent=1, default=str))
 
