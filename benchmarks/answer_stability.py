@@ -499,7 +499,9 @@ def main() -> None:
                 "runs": runs,
                 "checks": report(question, truth, runs),
             }
-    if summary and not (args.keep_trials or args.stop_slower):  # the cached summary is the runs as they ran
+    if summary and not (
+        args.keep_trials or args.stop_slower
+    ):  # the cached summary is the runs as they ran
         out = RESULTS / "answer_stability.json"
         out.write_text(json.dumps(summary, indent=1, default=str))
 

@@ -69,7 +69,7 @@ TUNER_KEYS = (
 CONFIRM_KEYS = ("top", "seeds")
 HOLD_KEYS = ("fraction", "min_steps")
 HEARTBEAT_KEYS = ("interval", "grace")
-ALLOCATION_KEYS = ("mode", "rounds")
+ALLOCATION_KEYS = ("mode", "rounds", "steps")
 
 
 def read_settings(r: Reader, mapping: Mapping[str, Any]) -> TrialSettings:
@@ -239,13 +239,21 @@ def read_heartbeat(r: Reader, value: Any) -> Heartbeat:
 
 
 def read_allocation(r: Reader, value: Any) -> Allocation:
-    """``allocation``: ``{mode: even|adaptive, rounds: N}`` (both optional), or null."""
+    """``allocation``: ``{mode: even|adaptive|steps, rounds: N, steps: S}`` (all optional but
+    ``steps``, which mode steps needs and only it takes), or null."""
     if value is None:
         return Allocation()
     spec = r.keys(value, "allocation", ALLOCATION_KEYS, ())
     mode = r.choice(spec.get("mode", "even"), "allocation.mode", _values(AllocationMode))
     rounds = r.integer(spec.get("rounds", 3), "allocation.rounds", rule=">= 1")
-    return Allocation(AllocationMode(mode), rounds)
+    steps = spec.get("steps")
+    if mode == AllocationMode.STEPS.value:
+        if steps is None:
+            r.fail("allocation.steps", "is required with mode steps: the study's training steps")
+        steps = r.integer(steps, "allocation.steps", rule=">= 1")
+    elif steps is not None:
+        r.fail("allocation.steps", f"applies to mode steps only (mode is {mode})", steps)
+    return Allocation(AllocationMode(mode), rounds, steps)
 
 
 def _values(enum_cls: type[enum.Enum]) -> tuple[str, ...]:

@@ -155,6 +155,10 @@ class AllocationMode(str, enum.Enum):
     #: The grid is chosen around a pilot's B_simple, and trials go in rounds to the strata
     #: where the noise-scale fit is least certain (`study.runner.allocation`).
     ADAPTIVE = "adaptive"
+    #: Every stratum gets half its trials; the rest go one at a time where the model of every
+    #: trial expects the answer to narrow most per training step, within a budget of training
+    #: steps (`study.runner.step_plan`).
+    STEPS = "steps"
 
 
 @dataclass(frozen=True)
@@ -169,19 +173,46 @@ class Allocation:
     of its searched range, adding a batch size beyond the grid while the fit's B_noise could
     still lie past it and never past maximal data parallelism.
 
-    Example: ``Allocation(AllocationMode.ADAPTIVE, rounds=3)``.
+    ``steps``: every batch size starts with half its trials; then each trial goes to the batch
+    size where the model of every trial expects the most narrowing of the answer (B_noise and
+    the best learning rate at the recommended batch size) per training step it costs, while
+    the study's training steps stay within ``steps`` and its trials within the even total.
+
+    Example: ``Allocation(AllocationMode.ADAPTIVE, rounds=3)``; ``Allocation(AllocationMode.STEPS,
+    steps=20_000)``.
     """
 
     mode: AllocationMode = AllocationMode.EVEN
     rounds: int = 3
+    steps: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
             raise UsageError(f"allocation.rounds must be an integer >= 1 (got {self.rounds!r})")
+        if self.mode is AllocationMode.STEPS:
+            if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
+                raise UsageError(
+                    "allocation.steps must be the study's budget of training steps, an integer "
+                    f">= 1, with mode steps (got {self.steps!r})"
+                )
+        elif self.steps is not None:
+            raise UsageError(
+                f"allocation.steps is the budget of mode steps, not of mode {self.mode.value} "
+                "(set mode: steps, or remove steps)"
+            )
 
     @property
     def adaptive(self) -> bool:
         return self.mode is AllocationMode.ADAPTIVE
+
+    @property
+    def by_steps(self) -> bool:
+        return self.mode is AllocationMode.STEPS
+
+    @property
+    def rounds_of(self) -> bool:
+        """Whether trials are given in rounds by an `study.runner.allocation.Allocator`."""
+        return self.mode is not AllocationMode.EVEN
 
 
 class TrainingSeeds(str, enum.Enum):

@@ -61,7 +61,10 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
                                        #   means its host died: the trial is interrupted, rerun
     allocation: {mode: even}           # optional; even (default) or {mode: adaptive, rounds: 3}:
                                        #   the grid around a pilot's B_simple, trials in rounds
-                                       #   to the strata where the fit is least certain
+                                       #   to the strata where the fit is least certain; or
+                                       #   {mode: steps, steps: 20000}: half the trials each,
+                                       #   then each where the answer narrows most per step,
+                                       #   within 20000 training steps
     storage_retry: 300                 # optional; seconds a database storage that stops
                                        #   answering is waited for before exit status 75
                                        #   (default: --storage-retry, $STUDY_STORAGE_RETRY, 300)

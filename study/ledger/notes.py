@@ -150,7 +150,8 @@ _ALWAYS = frozenset(
 
 @dataclass(frozen=True)
 class Decision:
-    """Trials given to a stratum in a round of an adaptive allocation, and why."""
+    """Trials given to a stratum in a round of an allocation, and why (negative: trials taken
+    back from its budget, as when a study's training steps are spent)."""
 
     round: int
     stratum: str
@@ -158,7 +159,7 @@ class Decision:
     reason: str
 
     def line(self) -> str:
-        return f"allocation round {self.round}: {self.stratum} +{self.trials}: {self.reason}"
+        return f"allocation round {self.round}: {self.stratum} {self.trials:+d}: {self.reason}"
 
 
 @dataclass(frozen=True)

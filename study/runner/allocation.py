@@ -1,6 +1,8 @@
-"""Adaptive allocation over a study's run: a grid of strata around the pilot's B_simple, then
-rounds that give the rest of the budget where it narrows B_noise's interval most (the plan:
-`study.runner.allocation_plan`).
+"""Allocation in rounds over a study's run. Adaptive: a grid of strata around the pilot's
+B_simple, then rounds that give the rest of the budget where it narrows B_noise's interval most
+(the plan: `study.runner.allocation_plan`). By steps: every stratum of the grid first, then one
+trial a round where the answer narrows most per training step, within the study's steps (the
+plan: `study.runner.step_plan`).
 
 Every decision says why (`Decision.reason`, with the stratum's trials so far); the engine prints
 it and the tracker logs the state (``allocation.json`` on the study's MLflow run). The state is
@@ -28,6 +30,9 @@ from study.runner.allocation_plan import (
     plan_round,
     tried_range,
 )
+from study.runner.step_plan import MOST_SHARES, StepView, plan_step
+from study.tuners.design import ledger_frame
+from study.tuners.points import lr_range
 
 #: Seconds a process that lost a round's claim waits for the winner's decisions before it
 #: decides the round itself (the winner died between its claim and its write).
@@ -68,22 +73,30 @@ class Allocator:
         return max(1, min(self.config.trials_per_stratum, max(LEAST_TRIALS, share)))
 
     def start(self, estimate: Callable[[], float]) -> dict[Stratum, int]:
-        """The budgets to run first: as stored (a resumed run), else the grid around the
-        pilot's B_simple (``estimate()``, asked only then: it may run the pilot) with
-        `initial` trials each (round 0)."""
+        """The budgets to run first: as stored (a resumed run), else (adaptive) the grid around
+        the pilot's B_simple (``estimate()``, asked only then: it may run the pilot) or (by
+        steps) the whole grid, with `initial` trials each (round 0)."""
         if self._adopt_stored():
             return dict(self.budgets)
-        b_simple = estimate()
-        sizes = initial_grid(self.config.space.batch_sizes, b_simple)
+        if self.config.allocation.by_steps:
+            b_simple = math.nan
+            sizes: tuple[int, ...] = tuple(self.config.space.batch_sizes)
+        else:
+            b_simple = estimate()
+            sizes = initial_grid(self.config.space.batch_sizes, b_simple)
         for strategy in self.config.space.strategies:
             for size in sorted(sizes, reverse=True):
                 stratum = Stratum(size, strategy)
                 self.budgets[stratum] = self.initial
-                reason = (
-                    f"within {SPAN:g}x of the pilot's B_simple {b_simple:.3g}"
-                    if math.isfinite(b_simple)
-                    else "no pilot estimate: the whole grid"
-                )
+                if self.config.allocation.by_steps:
+                    reason = (
+                        "every batch size first (the rest go where the answer narrows most "
+                        f"per step, within {self.config.allocation.steps:,} training steps)"
+                    )
+                elif math.isfinite(b_simple):
+                    reason = f"within {SPAN:g}x of the pilot's B_simple {b_simple:.3g}"
+                else:
+                    reason = "no pilot estimate: the whole grid"
                 self._decide(Decision(0, str(stratum), self.initial, reason))
         self._save()
         return dict(self.budgets)
@@ -95,7 +108,9 @@ class Allocator:
         if self._adopt_stored(newer_only=True):  # another process opened the round
             return dict(self.budgets)
         left = self.total - sum(self.budgets.values())
-        if self.round >= self.config.allocation.rounds or left <= 0:
+        if left <= 0 or self.stopped:
+            return None
+        if not self.config.allocation.by_steps and self.round >= self.config.allocation.rounds:
             return None
         number = self.round + 1
         if not self.ledger.notes.claim_round(number):
@@ -106,6 +121,8 @@ class Allocator:
                 f"decisions within {CLAIM_WAIT:g} s; deciding it here"
             )
         self.round = number
+        if self.config.allocation.by_steps:
+            return self._step_round(number)
         share = math.ceil(left / (self.config.allocation.rounds - self.round + 1))
         strategies = self.config.space.strategies
         for i, strategy in enumerate(strategies):
@@ -123,6 +140,109 @@ class Allocator:
                 self._decide(decision)
         self._save()
         return dict(self.budgets)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether an allocation by steps decided to stop (its last decision gave no trial, or
+        took the untaken ones back)."""
+        last = self.decisions[-1] if self.decisions else None
+        return bool(
+            self.config.allocation.by_steps
+            and last is not None
+            and last.round
+            and last.trials <= 0
+        )
+
+    def steps_left(self) -> float:
+        """By steps: the study's training steps not yet spent (inf for other modes)."""
+        if not self.config.allocation.by_steps:
+            return math.inf
+        return float(self.config.allocation.steps or 0) - self.spent()
+
+    def close(self) -> dict[Stratum, int]:
+        """By steps, once the study's steps are spent: every stratum's budget cut to the trials
+        it has (finished or running), each cut a decision of one last round (claimed as any
+        round is); the budgets."""
+        if self._adopt_stored(newer_only=True) or self.stopped:
+            return dict(self.budgets)
+        number = self.round + 1
+        if not self.ledger.notes.claim_round(number):
+            if self._await(number):
+                return dict(self.budgets)
+            self.say(
+                f"allocation round {number}: claimed by another process, which stored no "
+                f"decisions within {CLAIM_WAIT:g} s; deciding it here"
+            )
+        self.round = number
+        reason = self._spent_reason()
+        cut = False
+        for stratum, budget in list(self.budgets.items()):
+            have = len(self.ledger.counted(stratum))
+            if have < budget:
+                self.budgets[stratum] = have
+                self._decide(Decision(number, str(stratum), have - budget, reason))
+                cut = True
+        if not cut:
+            last = max(self.budgets, key=lambda s: s.batch_size)
+            self._decide(Decision(number, str(last), 0, reason))
+        self._save()
+        return dict(self.budgets)
+
+    def _spent_reason(self) -> str:
+        return (
+            f"the study's {self.config.allocation.steps:,} training steps are spent "
+            f"({self.spent():,} so far): no more trials"
+        )
+
+    def spent(self) -> int:
+        """The training steps of the study's trials so far (every state, pruned too)."""
+        return sum(
+            t.result.steps_run
+            for stratum in self.budgets
+            for t in self.ledger.trials(stratum)
+            if t.result is not None
+        )
+
+    def _step_round(self, number: int) -> dict[Stratum, int] | None:
+        """Round ``number`` of an allocation by steps: one trial where the answer narrows most
+        per step within the steps left (`plan_step`), or the decision to stop (None)."""
+        config = self.config
+        cap = MOST_SHARES * config.trials_per_stratum
+        views = []
+        for stratum in self.budgets:
+            trials = self.ledger.trials(stratum)
+            best = self.ledger.best(stratum)
+            limit = config.settings.budget.step_limit(stratum.batch_size)
+            views.append(
+                StepView(
+                    stratum,
+                    trials=len(self.ledger.counted(stratum)),
+                    best_steps=float(best.steps_to_target)
+                    if best and best.steps_to_target
+                    else math.inf,
+                    most_steps=max((t.result.steps_run for t in trials if t.result), default=0),
+                    limit=float(limit) if limit else math.inf,
+                    cap=cap,
+                )
+            )
+        left = self.steps_left()
+        if left <= 0:
+            decision, go = Decision(number, str(views[-1].stratum), 0, self._spent_reason()), False
+        else:
+            decision, go = plan_step(
+                views,
+                ledger_frame([t for s in self.budgets for t in self.ledger.trials(s)]),
+                left=left,
+                number=number,
+                bounds=lr_range(config),
+                pruning=config.tuner.pruning,
+            )
+        if go:
+            stratum = Stratum.parse(decision.stratum)
+            self.budgets[stratum] = self.budgets.get(stratum, 0) + decision.trials
+        self._decide(decision)
+        self._save()
+        return dict(self.budgets) if go else None
 
     def state(self) -> AllocationState:
         return AllocationState(

@@ -24,9 +24,10 @@ quarter of the grace): it closes those whose owner died (on another host: no sta
 (`Liveness.recover_stale`), and claims the slots that frees. It leaves when every stratum's
 budget is spent and no trial is open anywhere, or after ``max_trials`` trials of its own.
 
-Adaptive allocation (``allocation: {mode: adaptive}``): when every stratum's budget is spent
-and no trial is open, the `Allocator` opens its next round (more trials for some strata, maybe
-a new one) and the loop goes on; it leaves once the allocator has no round left.
+Allocation in rounds (``allocation: {mode: adaptive}`` or ``{mode: steps}``): when every
+stratum's budget is spent and no trial is open, the `Allocator` opens its next round (more
+trials for some strata, maybe a new one) and the loop goes on; it leaves once the allocator has
+no round left (by steps: once the study's training steps would not cover another trial).
 
 Timing: a trial's wall time runs from handing it to the tuner backend (which hands the spec to
 a worker) to the end of recording it (ledger, tuner, tracker). `account` adds it to the
@@ -239,7 +240,12 @@ class StudyEngine:
     def _claim(self) -> Slot | None:
         """The next slot: in the first pass, of the first stratum (in visiting order) below its
         `first_pass` quota; then of the first stratum with budget left. None once this process
-        ran ``max_trials``."""
+        ran ``max_trials``, and once an allocation by steps spent the study's steps (its
+        untaken slots are then taken back: `Allocator.close`)."""
+        if self.allocator is not None and self.allocator.steps_left() <= 0:
+            with self._round_lock:
+                self._grow(self.allocator.close())
+            return None
         with self._claim_lock, self.ledger.recent():  # each stratum read about once
             for first in (True, False):
                 for stratum in self.strata:
@@ -290,7 +296,8 @@ class StudyEngine:
         return True
 
     def _grow(self, budgets: Mapping[Stratum, int]) -> None:
-        """Take the allocator's new budgets (new strata visited after the others)."""
+        """Take the allocator's new budgets (new strata visited after the others; smaller ones
+        when an allocation by steps took untaken slots back)."""
         state = self.progress.state
         for stratum, budget in budgets.items():
             self.budgets[stratum] = budget

@@ -223,7 +223,7 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
     total = options.trials or record.trials_total or config.total_trials
     plan = budgets(order, total)
     allocator = None
-    if config.allocation.adaptive:
+    if config.allocation.rounds_of:  # adaptive, or by steps
         allocator = Allocator(config, ledger, total, say=lambda line: print(line, flush=True))
         plan = allocator.start(lambda: pilot_estimate(config, ledger, pool))
         order = list(plan)

@@ -63,12 +63,14 @@ CANDIDATES = 48
 @dataclass(frozen=True)
 class Design:
     """The chosen learning rate, its expected relative variance reduction per 1,000 steps
-    (``gain``), the model's median steps there and its chance of reaching the target."""
+    (``gain``), the model's median steps there, its chance of reaching the target and its
+    expected steps (``cost``: its steps if it reaches the target, else its budget)."""
 
     learning_rate: float
     gain: float
     steps: float
     reach: float
+    cost: float = math.nan
 
 
 def ledger_frame(trials: Sequence[LedgerTrial]) -> pd.DataFrame:
@@ -130,14 +132,68 @@ def information_gain(
         variance = float(c @ cov @ c)
         if variance > 0:
             gain += (grad @ cov @ c) ** 2 / (sigma**2 + spread) / variance
+    reach, cost = expected_cost(mu, sigma, budget)
+    return reach * gain / (cost / 1000.0), np.exp(mu), reach
+
+
+def expected_cost(mu: np.ndarray, sigma: float, budget: float) -> tuple[np.ndarray, np.ndarray]:
+    """A trial's chance of reaching the target within ``budget`` steps and its expected steps,
+    when its log steps are normal (``mu``, ``sigma``): its steps if it reaches, else the budget
+    (at most 10 times the most steps of the candidates, when unbounded)."""
     log_budget = math.log(budget) if math.isfinite(budget) else math.inf
     reach = stats.norm.cdf((log_budget - mu) / sigma)
     steps = np.exp(mu + sigma**2 / 2)
     cost = reach * np.minimum(steps, budget) + (1.0 - reach) * min(budget, 10 * float(steps.max()))
-    return reach * gain / (cost / 1000.0), np.exp(mu), reach
+    return reach, cost
+
+
+@dataclass(frozen=True)
+class DesignModel:
+    """The model of every trial fitted for a design, and the batch size it recommends."""
+
+    surrogate: Surrogate
+    recommended: float
 
 
 @one_blas_thread
+def design_model(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | None:
+    """The model of every trial fitted to ``trials`` (`ledger_frame`'s columns) with its
+    recommended batch size; None when it cannot be fitted yet."""
+    surrogate = fit_surrogate(trials, misfit_test=False)
+    if not surrogate.ok:
+        return None
+    answers = scaling_answers(surrogate, accelerators=accelerators, draws=200)
+    recommended = (
+        answers.recommended_batch.estimate
+        if answers.recommended_batch is not None
+        else max(surrogate.batch_sizes)
+    )
+    return DesignModel(surrogate, float(recommended))
+
+
+@one_blas_thread
+def best_design(
+    model: DesignModel, batch_size: float, bounds: tuple[float, float], *, budget: float
+) -> Design | None:
+    """The most informative learning rate at ``batch_size`` within ``bounds`` for a trial
+    stopped after ``budget`` steps (None when no candidate has a finite gain)."""
+    surrogate = model.surrogate
+    best = float(surrogate.best_lr(batch_size)[0])
+    low = max(bounds[0], best / SPAN[0])
+    high = min(bounds[1], best * SPAN[1])
+    if not low < high:
+        low, high = bounds
+    rates = np.geomspace(low, high, CANDIDATES)
+    gain, steps, reach = information_gain(
+        surrogate, batch_size, rates, budget=budget, recommended=model.recommended
+    )
+    if not np.any(np.isfinite(gain)):
+        return None
+    i = int(np.nanargmax(gain))
+    _, cost = expected_cost(np.log(steps), surrogate.sigma, budget)
+    return Design(float(rates[i]), float(gain[i]), float(steps[i]), float(reach[i]), float(cost[i]))
+
+
 def design_rate(
     trials: pd.DataFrame,
     batch_size: float,
@@ -148,28 +204,8 @@ def design_rate(
 ) -> Design | None:
     """The most informative learning rate at ``batch_size`` within ``bounds`` (None when the
     model cannot be fitted yet)."""
-    surrogate = fit_surrogate(trials, misfit_test=False)
-    if not surrogate.ok:
-        return None
-    answers = scaling_answers(surrogate, accelerators=accelerators, draws=200)
-    recommended = (
-        answers.recommended_batch.estimate
-        if answers.recommended_batch is not None
-        else max(surrogate.batch_sizes)
-    )
-    best = float(surrogate.best_lr(batch_size)[0])
-    low = max(bounds[0], best / SPAN[0])
-    high = min(bounds[1], best * SPAN[1])
-    if not low < high:
-        low, high = bounds
-    rates = np.geomspace(low, high, CANDIDATES)
-    gain, steps, reach = information_gain(
-        surrogate, batch_size, rates, budget=budget, recommended=recommended
-    )
-    if not np.any(np.isfinite(gain)):
-        return None
-    i = int(np.nanargmax(gain))
-    return Design(float(rates[i]), float(gain[i]), float(steps[i]), float(reach[i]))
+    model = design_model(trials, accelerators)
+    return None if model is None else best_design(model, batch_size, bounds, budget=budget)
 
 
 def designed(number: int) -> bool:

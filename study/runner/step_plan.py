@@ -1,0 +1,115 @@
+"""Allocation by training steps: each trial goes where the answer narrows most per step.
+
+With ``allocation: {mode: steps, steps: S}`` every batch size of the grid first runs half its
+even share of trials (`study.runner.allocation.Allocator.start`). Then trials are given one at
+a time (`plan_step`). The model of every trial (`study.tuners.design.design_model`) is fitted
+to the finished trials, and at each batch size the designer's most informative learning rate
+gives two numbers: how much a trial there is expected to narrow the answer (B_noise, and the
+best learning rate at the recommended batch size) per 1,000 steps, and its expected steps (its
+steps to the target if it reaches it, else where it is stopped: its budget, or with pruning the
+batch size's best so far).
+
+The trial goes to the batch size with the most narrowing per step among those whose expected
+steps fit what is left of ``S``. A batch size has at most `MOST_SHARES` times its even share.
+The study ends when no batch size fits, or when its trials reach the even total (the trials
+the even allocation would run). So a trial at a small batch size, which costs the most steps,
+runs only while it narrows the answer more per step than one at a cheaper batch size.
+
+Before the model can be fitted (fewer than three batch sizes reached the target), the trial
+goes to the batch size with the fewest trials, the cheapest first. Every decision says why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from study.config.space import Stratum
+from study.ledger import Decision
+from study.tuners.design import best_design, design_model
+
+#: A batch size gets at most this many times its even share of trials.
+MOST_SHARES = 2
+
+
+@dataclass(frozen=True)
+class StepView:
+    """One batch size as a step plan sees it: its ``trials`` so far, its best steps to the
+    target (inf if none reached), the most steps any of its trials ran, the most steps a trial
+    may run (``limit``, inf if unbounded) and the most trials it may have (``cap``)."""
+
+    stratum: Stratum
+    trials: int
+    best_steps: float
+    most_steps: float
+    limit: float
+    cap: int
+
+    def stop_at(self, pruning: bool) -> float:
+        """Where a new trial is stopped at the latest: its limit, or with pruning the best so
+        far."""
+        return min(self.limit, self.best_steps) if pruning else self.limit
+
+
+def _guess_cost(view: StepView, pruning: bool) -> float:
+    """A trial's steps without a model: its stop, else the most its batch size's trials ran."""
+    stop = view.stop_at(pruning)
+    if math.isfinite(stop):
+        return stop
+    return view.most_steps if view.most_steps > 0 else math.inf
+
+
+def plan_step(
+    views: Sequence[StepView],
+    trials: pd.DataFrame,
+    *,
+    left: float,
+    number: int,
+    bounds: tuple[float, float],
+    pruning: bool,
+    accelerators: int = 8,
+) -> tuple[Decision, bool]:
+    """The next trial's batch size as a decision of round ``number``, and whether it is one
+    (False: the study stops, and the decision says why). ``trials``: the finished trials
+    (`study.tuners.design.ledger_frame`); ``left``: the training steps left of the budget.
+
+    Example: two batch sizes equally informative per step, one of which costs more steps than
+    are left: the other gets the trial.
+    """
+    open_ = [v for v in views if v.trials < v.cap]
+    if not open_:
+        last = max(views, key=lambda v: v.stratum.batch_size)
+        return Decision(number, str(last.stratum), 0, "every batch size has its most trials"), False
+    model = design_model(trials, accelerators) if len(trials) else None
+    scored: list[tuple[float, float, StepView, str]] = []  # (per step, cost, view, why)
+    for view in open_:
+        design = None
+        if model is not None:
+            design = best_design(
+                model, view.stratum.batch_size, bounds, budget=view.stop_at(pruning)
+            )
+        if design is None:
+            cost = _guess_cost(view, pruning)
+            value = -float(view.trials)  # the fewest trials first, then the cheapest
+            why = f"the fewest trials ({view.trials}) while the model cannot be fitted yet"
+        else:
+            cost, value = design.cost, design.gain
+            why = (
+                f"the answer's variance narrows by {design.gain:.3g} per 1,000 steps here "
+                f"(lr {design.learning_rate:.3g}, ~{design.cost:.0f} steps expected), the most of "
+                "the batch sizes that fit"
+            )
+        scored.append((value, cost, view, why))
+    scored.sort(key=lambda item: (-item[0], item[1], -item[2].stratum.batch_size))
+    for _value, cost, view, why in scored:
+        if cost <= left:
+            return Decision(number, str(view.stratum), 1, f"{why}; {left:,.0f} steps left"), True
+    _, cost, view, _ = scored[0]
+    reason = (
+        f"its next trial (~{cost:,.0f} steps expected) and every other batch size's exceed the "
+        f"{max(left, 0):,.0f} training steps left: the study's step budget is spent"
+    )
+    return Decision(number, str(view.stratum), 0, reason), False

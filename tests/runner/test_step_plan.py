@@ -1,0 +1,175 @@
+"""Allocation by training steps: every batch size first, then one trial a round where the model
+of every trial expects the answer to narrow most per step, within the study's steps; the
+decision to stop kept in the ledger; a real study end to end."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+
+from study.config.space import Stratum
+from study.config.studyfile import parse_study
+from study.ledger import Ledger, StudyRecord, open_storage
+from study.runner.allocation import Allocator
+from study.runner.step_plan import MOST_SHARES, StepView, plan_step
+from study.tuners.design import best_design, design_model, ledger_frame
+from tests.inprocess import study_here
+from tests.runner.conftest import tiny_study, write_study
+from tests.tuners.test_design import SIZES, ledger_with
+
+BOUNDS = (1e-3, 1.0)
+
+
+def view(batch: int, trials: int = 3, best: float = math.inf, most: float = 0.0) -> StepView:
+    return StepView(Stratum(batch, "default"), trials, best, most, limit=5000.0, cap=16)
+
+
+def test_without_a_model_the_fewest_trials_go_first_then_the_cheapest() -> None:
+    views = [view(16, 2, best=900), view(64, 2, best=300), view(256, 3, best=80)]
+    empty = ledger_frame([])
+    decision, go = plan_step(views, empty, left=10_000, number=1, bounds=BOUNDS, pruning=True)
+    assert go and (decision.stratum, decision.trials) == ("b64/default", 1)
+    assert "the fewest trials (2)" in decision.reason and "10,000 steps left" in decision.reason
+    # 300 steps do not fit in 200 left; 900 neither: the one with more trials (80 steps) does.
+    decision, go = plan_step(views, empty, left=200, number=2, bounds=BOUNDS, pruning=True)
+    assert go and decision.stratum == "b256/default"
+    decision, go = plan_step(views, empty, left=50, number=3, bounds=BOUNDS, pruning=True)
+    assert not go and decision.trials == 0 and decision.round == 3
+    assert "exceed the 50 training steps left: the study's step budget is spent" in decision.reason
+
+
+def test_a_batch_size_at_its_most_trials_gets_none() -> None:
+    full = [view(64, 16), view(256, 16)]
+    decision, go = plan_step(
+        full, ledger_frame([]), left=1e9, number=4, bounds=BOUNDS, pruning=True
+    )
+    assert not go and "every batch size has its most trials" in decision.reason
+    decision, go = plan_step(
+        [*full, view(32, 15)], ledger_frame([]), left=1e9, number=4, bounds=BOUNDS, pruning=True
+    )
+    assert go and decision.stratum == "b32/default"
+
+
+def test_with_a_model_the_most_narrowing_per_step_that_fits_gets_the_trial(
+    tmp_path: Path,
+) -> None:
+    ledger = ledger_with(tmp_path)
+    frame = ledger_frame([t for b in SIZES for t in ledger.trials(Stratum(b, "default"))])
+    views = []
+    for b in SIZES:
+        stratum = Stratum(b, "default")
+        best = ledger.best(stratum)
+        assert best is not None and best.steps_to_target
+        views.append(StepView(stratum, 3, float(best.steps_to_target), 0.0, limit=5000.0, cap=16))
+    model = design_model(frame)
+    assert model is not None
+    designs = {
+        v.stratum.batch_size: best_design(model, v.stratum.batch_size, BOUNDS, budget=v.best_steps)
+        for v in views
+    }
+    assert all(d is not None and d.cost > 0 and d.gain > 0 for d in designs.values())
+    ranked = sorted(designs, key=lambda b: -designs[b].gain)  # type: ignore[union-attr]
+    decision, go = plan_step(views, frame, left=1e9, number=1, bounds=BOUNDS, pruning=True)
+    assert go and decision.stratum == f"b{ranked[0]}/default"
+    assert "per 1,000 steps here" in decision.reason
+    # Less left than the first choice's expected steps: the best of those that still fit.
+    first = designs[ranked[0]]
+    assert first is not None
+    left = first.cost * 0.99
+    fits = [b for b in ranked if designs[b].cost <= left]  # type: ignore[union-attr]
+    decision, go = plan_step(views, frame, left=left, number=2, bounds=BOUNDS, pruning=True)
+    if fits:
+        assert go and decision.stratum == f"b{fits[0]}/default"
+    else:
+        assert not go
+
+
+def steps_study(steps: int, **overrides: object) -> dict:
+    return tiny_study(
+        name="by-steps",
+        trials_per_stratum=4,
+        search_space={"batch_size": [16, 32, 64, 128]},
+        allocation={"mode": "steps", "steps": steps},
+        **overrides,
+    )
+
+
+def new_ledger(tmp_path: Path, data: dict) -> tuple[Ledger, object]:
+    config = parse_study(copy.deepcopy(data), "by-steps.yaml")
+    ledger = Ledger(open_storage(str(tmp_path / "optuna.journal")), "by-steps")
+    ledger.create(StudyRecord("by-steps", config_text=config.text, fingerprint="x"))
+    return ledger, config
+
+
+def test_the_allocator_starts_every_batch_size_and_keeps_its_stop_in_the_ledger(
+    tmp_path: Path,
+) -> None:
+    ledger, config = new_ledger(tmp_path, steps_study(350))
+    lines: list[str] = []
+    allocator = Allocator(config, ledger, total=16, say=lines.append)
+    budgets = allocator.start(pytest.fail)  # no pilot: the whole grid
+    assert budgets == {Stratum(b, "default"): 3 for b in (128, 64, 32, 16)}
+    assert "within 350 training steps" in lines[0]
+    # Nothing ran: a trial's steps are guessed at its budget (400), which 350 cannot cover.
+    assert allocator.next_round() is None and allocator.stopped
+    assert "the study's step budget is spent" in lines[-1]
+    resumed = Allocator(config, ledger, total=16, say=lines.append)
+    assert resumed.start(pytest.fail) == budgets and resumed.next_round() is None
+
+    ledger, config = new_ledger(tmp_path / "spent", steps_study(350))
+    allocator = Allocator(config, ledger, total=16, say=lines.append)
+    allocator.start(pytest.fail)
+    slot = ledger.claim(Stratum(128, "default"), budget=3)  # one trial running
+    assert slot is not None
+    allocator.spent = lambda: 351  # type: ignore[method-assign]
+    assert allocator.steps_left() == -1
+    closed = allocator.close()  # the untaken slots are taken back, the running one kept
+    assert closed == {
+        Stratum(128, "default"): 1,
+        **{Stratum(b, "default"): 0 for b in (64, 32, 16)},
+    }
+    assert lines[-1] == (
+        "allocation round 1: b16/default -3: the study's 350 training steps are spent "
+        "(351 so far): no more trials"
+    )
+    assert allocator.stopped and allocator.next_round() is None
+    resumed = Allocator(config, ledger, total=16, say=lines.append)
+    assert resumed.start(pytest.fail) == closed and resumed.stopped
+    assert resumed.close() == closed and ledger.notes.allocation().round == 1  # type: ignore[union-attr]
+
+    ledger, config = new_ledger(tmp_path / "more", steps_study(10_000))
+    allocator = Allocator(config, ledger, total=16, say=lines.append)
+    allocator.start(pytest.fail)
+    grown = allocator.next_round()
+    assert grown is not None and sum(grown.values()) == 13 and allocator.round == 1
+    state = ledger.notes.allocation()
+    assert state is not None and state.decisions[-1].trials == 1
+
+
+def test_a_study_by_steps_stops_within_its_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    budget = 4_000  # the first 3 trials of each batch size take about 3,400 (400 at most each)
+    write_study(tmp_path, steps_study(budget))
+    out = study_here(monkeypatch, capsys, "run", "by-steps.yaml", "--tuner", "optuna", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "allocation round 0: " in out.stdout and "allocation round 1: " in out.stdout
+    ledger = Ledger(open_storage(str(tmp_path / "mlruns" / "optuna.journal")), "by-steps")
+    state = ledger.notes.allocation()
+    assert state is not None
+    ran = {s: len(ledger.counted(s)) for s in ledger.strata()}
+    assert ran == {s: n for s, n in state.budgets.items() if n}  # every trial given ran, once
+    assert max(ran.values()) <= MOST_SHARES * 4
+    trials = [t for s in ledger.strata() for t in ledger.trials(s)]
+    spent = sum(t.result.steps_run for t in trials if t.result)
+    last = state.decisions[-1]
+    # Every trial started within the budget (one worker: only the last may run past it).
+    assert spent <= budget + max(t.result.steps_run for t in trials if t.result)
+    if sum(ran.values()) < 16:  # it stopped on its steps, not on the even total
+        assert last.trials <= 0 and "steps" in last.reason and "spent" in last.reason
+        assert last.line() in out.stdout
+    given = [d for d in state.decisions if d.round > 0 and d.trials > 0]
+    assert all("steps left" in d.reason for d in given)
