@@ -228,7 +228,8 @@ def scaling_answers(
     }
     if not np.isnan(chosen[0]):
         base, pick = float(reached[0]), float(chosen[0])
-        lr = np.exp(log_best_lr(theta, [pick], surrogate.b_ref)[:, 0])
+        with np.errstate(over="ignore"):  # a draw far in a tail: an unbounded rate
+            lr = np.exp(log_best_lr(theta, [pick], surrogate.b_ref)[:, 0])
         log_ratio = log_steps_curve(np.atleast_2d(theta), [base]) - log_steps_curve(
             np.atleast_2d(theta), [pick]
         )
@@ -256,7 +257,8 @@ def _safest_rate(surrogate: Surrogate, theta: np.ndarray, batch: float, rate: An
     rates = np.geomspace(rate.low, rate.high, 64) if rate.high > rate.low else np.array([rate.low])
     sample = theta[:: max(1, theta.shape[0] // 400)]
     b = np.full(rates.size, float(batch))
-    log_steps = mean_log_steps(sample, b, np.log(rates), surrogate.b_ref)  # draws x rates
+    with np.errstate(divide="ignore"):  # a rate of 0 (a draw far in a tail) is out of reach
+        log_steps = mean_log_steps(sample, b, np.log(rates), surrogate.b_ref)  # draws x rates
     # The log of the mean steps over draws (no overflow where a draw's steps are huge).
     return float(rates[int(np.argmin(special.logsumexp(log_steps, axis=0)))])
 

@@ -163,10 +163,13 @@ def _mean_log_steps(
 ) -> np.ndarray:
     log_c, log_slope, log_k = _columns(thetas, "log_c_low", "log_slope_low", "log_k")
     u = log_lr - log_best_lr(thetas, b, b_ref)
-    slope, k = np.exp(log_slope), np.exp(log_k)
-    w = slope / (2.0 * np.exp(log_c))
-    below = slope * w * (np.sqrt(1.0 + (np.minimum(u, 0.0) / w) ** 2) - 1.0)
-    penalty = np.where(u < 0, below, k * u * u)
+    # A parameter draw far in a tail can make the penalty overflow: inf log steps is what such
+    # a draw means (the target out of reach there), not an error.
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        slope, k = np.exp(log_slope), np.exp(log_k)
+        w = slope / (2.0 * np.exp(log_c))
+        below = slope * w * (np.sqrt(1.0 + (np.minimum(u, 0.0) / w) ** 2) - 1.0)
+        penalty = np.where(u < 0, below, k * u * u)
     return _log_steps_at(thetas, b) + penalty
 
 

@@ -147,10 +147,7 @@ class Allocator:
         took the untaken ones back)."""
         last = self.decisions[-1] if self.decisions else None
         return bool(
-            self.config.allocation.by_steps
-            and last is not None
-            and last.round
-            and last.trials <= 0
+            self.config.allocation.by_steps and last is not None and last.round and last.trials <= 0
         )
 
     def steps_left(self) -> float:

@@ -1,4 +1,5 @@
-"""The study file's ``allocation``: even by default, adaptive with rounds, valid for the schema,
+"""The study file's ``allocation``: even by default, adaptive with rounds, by steps with its
+budget of training steps, valid for the schema,
 one line per bad value, and no part of the study's fingerprint (it decides how many trials, not
 what a trial is)."""
 
@@ -39,13 +40,40 @@ def test_adaptive_with_rounds_is_valid_for_the_schema() -> None:
     assert fingerprint(config) == fingerprint(parse_study(copy.deepcopy(BASE), "x.yaml"))
 
 
+def test_steps_with_its_budget_is_valid_for_the_schema() -> None:
+    data = with_allocation({"mode": "steps", "steps": 20_000})
+    config = parse_study(data, "x.yaml")
+    assert config.allocation == Allocation(AllocationMode.STEPS, steps=20_000)
+    assert config.allocation.by_steps and config.allocation.rounds_of
+    assert not config.allocation.adaptive
+    jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+    assert fingerprint(config) == fingerprint(parse_study(copy.deepcopy(BASE), "x.yaml"))
+    with pytest.raises(UsageError, match="allocation.steps must be the study's budget"):
+        Allocation(AllocationMode.STEPS)
+    with pytest.raises(UsageError, match="allocation.steps is the budget of mode steps"):
+        Allocation(AllocationMode.EVEN, steps=10)
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ({"mode": "smart"}, "x.yaml: allocation.mode must be one of even, adaptive (got 'smart')"),
+        (
+            {"mode": "smart"},
+            "x.yaml: allocation.mode must be one of even, adaptive, steps (got 'smart')",
+        ),
         ({"mode": "adaptive", "rounds": 0}, "x.yaml: allocation.rounds must be >= 1 (got 0)"),
         ({"rounds": "2"}, "x.yaml: allocation.rounds must be an integer"),
-        ({"every": 2}, "x.yaml: unknown key 'every' in allocation (known: mode, rounds)"),
+        ({"every": 2}, "x.yaml: unknown key 'every' in allocation (known: mode, rounds, steps)"),
+        (
+            {"mode": "steps"},
+            "x.yaml: allocation.steps is required with mode steps: the study's training steps",
+        ),
+        ({"mode": "steps", "steps": 0}, "x.yaml: allocation.steps must be >= 1 (got 0)"),
+        ({"mode": "steps", "steps": 2.5e4}, "x.yaml: allocation.steps must be an integer"),
+        (
+            {"mode": "adaptive", "steps": 100},
+            "x.yaml: allocation.steps applies to mode steps only (mode is adaptive) (got 100)",
+        ),
     ],
 )
 def test_bad_values_are_one_line(value: Any, message: str) -> None:
