@@ -21,7 +21,10 @@ and the best-trial analysis of a report on that curve.
 ``seed: k`` (its trials draw their training seeds from it) and ``tuner.seed: k``; each run's
 measurement table is cached in ``benchmarks/results/answer_stability/`` (its wall time and
 training steps in ``answer_stability_<question>_runs.json``), and the report phase reads the
-answers from the tables with the analysis as it is.
+answers from the tables with the analysis as it is. ``--allocation steps`` runs (and reads)
+the same file allocating by training steps (``allocation: {mode: steps, steps: N}``, N from
+`STEP_BUDGETS`), cached apart (``..._steps_runs.json``, ``<question>_steps_run<k>.csv.gz``,
+the summary in ``answer_stability_steps.json``).
 
 Prints, per question, the truth, each run's answers and the issue's acceptance checks.
 ``--keep-trials 16=5,32=5`` reads only each run's first trials at those batch sizes (with their
@@ -32,7 +35,7 @@ is written to the cached summary.
 
 Usage: python benchmarks/answer_stability.py [--only grid|runs|report ...]
     [--questions mlp-nesterov cnn-adam] [--runs 6] [--rates 24] [--grid-seeds 0 1 2]
-    [--workdir DIR] [--keep-trials B=N,...] [--stop-slower K]
+    [--workdir DIR] [--keep-trials B=N,...] [--stop-slower K] [--allocation even|steps]
 """
 
 from __future__ import annotations
@@ -53,6 +56,11 @@ QUESTIONS = {
     "mlp-nesterov": HERE / "mnist1d_compute.yaml",
     "cnn-adam": HERE / "mnist1d_cnn_adam.yaml",
 }
+#: ``--allocation steps``: each question's budget of training steps per run. The MLP
+#: question's is the ~21k its runs trained before the hold rule (issue 19's "no more training
+#: steps per run than today"); the CNN question's is below the 16.6k median its even runs
+#: trained.
+STEP_BUDGETS = {"mlp-nesterov": 21_000, "cnn-adam": 16_000}
 ACCELERATORS = 8
 #: A grid point is stopped once it has run this many times the fewest steps to target of its
 #: (seed, batch size) so far (the rates run from the highest down): it counts as "more than N
@@ -232,34 +240,55 @@ def pooled_truth(grid: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def runs_path(question: str) -> Path:
-    return RESULTS / f"answer_stability_{question}_runs.json"
+def runs_path(question: str, allocation: str = "even") -> Path:
+    tag = "" if allocation == "even" else f"_{allocation}"
+    return RESULTS / f"answer_stability_{question}{tag}_runs.json"
 
 
-def table_path(question: str, k: int) -> Path:
-    return RESULTS / "answer_stability" / f"{question}_run{k}.csv.gz"
+def table_path(question: str, k: int, allocation: str = "even") -> Path:
+    tag = "" if allocation == "even" else f"{allocation}_"
+    return RESULTS / "answer_stability" / f"{question}_{tag}run{k}.csv.gz"
 
 
-def run_studies(question: str, runs: int, workdir: Path) -> dict[str, Any]:
-    """``runs`` runs of the question's study file (run k: ``seed: k``, ``tuner.seed: k``); each
-    run's measurement table is cached (`table_path`) with its wall time and training steps, so
-    the answers are read again by the report phase with the analysis of the day."""
+def allocation_of(question: str, allocation: str) -> dict[str, Any]:
+    """The study-file keys a run adds: none for ``even`` (the file as it is); for ``steps``,
+    ``allocation: {mode: steps, steps: STEP_BUDGETS[question]}``."""
+    if allocation == "even":
+        return {}
+    return {"allocation": {"mode": "steps", "steps": STEP_BUDGETS[question]}}
+
+
+def run_studies(
+    question: str, runs: int, workdir: Path, allocation: str = "even"
+) -> dict[str, Any]:
+    """``runs`` runs of the question's study file (run k: ``seed: k``, ``tuner.seed: k``, and
+    the keys of `allocation_of`); each run's measurement table is cached (`table_path`) with
+    its wall time and training steps, so the answers are read again by the report phase with
+    the analysis of the day."""
     import yaml
     from study_bench import run_variant
 
-    cache = runs_path(question)
+    cache = runs_path(question, allocation)
     done: dict[str, Any] = json.loads(cache.read_text()) if cache.exists() else {}
     file = QUESTIONS[question]
     base = yaml.safe_load(file.read_text())
     for k in range(runs):
-        if str(k) in done and table_path(question, k).exists():
+        table = table_path(question, k, allocation)
+        if str(k) in done and table.exists():
             continue
         started = time.perf_counter()
         name = f"{base['name']}-run{k}"
         if not (workdir / "mlruns" / "optuna.journal").exists() or str(k) not in done:
-            name = run_variant(file, workdir, f"run{k}", seed=k, tuner={**base["tuner"], "seed": k})
+            name = run_variant(
+                file,
+                workdir,
+                f"run{k}",
+                seed=k,
+                tuner={**base["tuner"], "seed": k},
+                **allocation_of(question, allocation),
+            )
             done[str(k)] = {"wall_seconds": time.perf_counter() - started}
-        done[str(k)]["training_steps"] = save_run(workdir, name, table_path(question, k))
+        done[str(k)]["training_steps"] = save_run(workdir, name, table)
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(done, indent=1))
         print(f"  {question} run {k}: {done[str(k)]['wall_seconds']:.0f} s", flush=True)
@@ -346,6 +375,7 @@ def analyse_run(
     meta: dict[str, Any],
     keep: dict[int, int] | None = None,
     slower: float | None = None,
+    allocation: str = "even",
 ) -> dict[str, Any]:
     """Run k's answers (the model of every trial) and its best-trial B_noise, from its table
     (only its first trials at the batch sizes of ``keep``, and trials cut where they fell
@@ -359,7 +389,7 @@ def analyse_run(
     from study.config.studyfile import load_study_file
 
     target = load_study_file(QUESTIONS[question]).target
-    table = pd.read_csv(table_path(question, k))
+    table = pd.read_csv(table_path(question, k, allocation))
     if keep:
         table = first_trials(table, keep)
     if slower:
@@ -472,6 +502,13 @@ def main() -> None:
         help="report: cut each trial where its own curve fell K times behind its batch size's "
         "best so far (e.g. 2)",
     )
+    parser.add_argument(
+        "--allocation",
+        choices=("even", "steps"),
+        default="even",
+        help="runs and report: the study file as it is (even), or allocating by training steps "
+        "within the question's STEP_BUDGETS (steps); each cached apart",
+    )
     args = parser.parse_args()
     if args.stop_slower is not None and not args.stop_slower > 1:
         parser.error(f"--stop-slower must be > 1 (got {args.stop_slower})")
@@ -483,12 +520,14 @@ def main() -> None:
         if "grid" in phases:
             run_grid(question, args.rates, args.grid_seeds)
         if "runs" in phases:
-            run_studies(question, args.runs, workdir)
+            run_studies(question, args.runs, workdir, args.allocation)
         if "report" in phases:
             grid = json.loads(grid_path(question).read_text())
-            meta = json.loads(runs_path(question).read_text())
+            meta = json.loads(runs_path(question, args.allocation).read_text())
             runs = [
-                analyse_run(question, int(k), meta[k], args.keep_trials, args.stop_slower)
+                analyse_run(
+                    question, int(k), meta[k], args.keep_trials, args.stop_slower, args.allocation
+                )
                 for k in sorted(meta, key=int)
             ]
             grid = complete(grid)
@@ -502,7 +541,8 @@ def main() -> None:
     if summary and not (
         args.keep_trials or args.stop_slower
     ):  # the cached summary is the runs as they ran
-        out = RESULTS / "answer_stability.json"
+        tag = "" if args.allocation == "even" else f"_{args.allocation}"
+        out = RESULTS / f"answer_stability{tag}.json"
         out.write_text(json.dumps(summary, indent=1, default=str))
 
 

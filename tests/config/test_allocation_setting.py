@@ -48,9 +48,9 @@ def test_steps_with_its_budget_is_valid_for_the_schema() -> None:
     assert not config.allocation.adaptive
     jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
     assert fingerprint(config) == fingerprint(parse_study(copy.deepcopy(BASE), "x.yaml"))
-    with pytest.raises(UsageError, match="allocation.steps must be the study's budget"):
+    with pytest.raises(UsageError, match=r"allocation\.steps must be the study's budget"):
         Allocation(AllocationMode.STEPS)
-    with pytest.raises(UsageError, match="allocation.steps is the budget of mode steps"):
+    with pytest.raises(UsageError, match=r"allocation\.steps is the budget of mode steps"):
         Allocation(AllocationMode.EVEN, steps=10)
 
 
