@@ -66,8 +66,10 @@ def status(args: argparse.Namespace) -> int:
         summary["answers"] = None if answers is None else plain(answers_dict(answers))
         print(json.dumps(summary, indent=2))
         return 0
+    ended = f" ({summary['ended']})" if summary.get("ended") else ""
     print(
-        f"study {summary['study']}: {summary['trials_done']}/{summary['trials_total']} trials, {summary['state']}"
+        f"study {summary['study']}: {summary['trials_done']}/{summary['trials_total']} trials, "
+        f"{summary['state']}{ended}"
     )
     print(
         f"{'stratum':<26}{'trials':>7}{'reached':>9}{'pruned':>8}{'diverged':>10}{'best steps':>12}{'best lr':>10}  tuner"

@@ -164,14 +164,18 @@ class Decision:
 
 @dataclass(frozen=True)
 class AllocationState:
-    """An adaptive allocation's state: its ``total`` trials, the rounds decided of
-    ``rounds``, the budget of each stratum and every decision so far (round 0: the grid)."""
+    """An allocation's state: its ``total`` trials, the rounds decided of ``rounds``, the
+    budget of each stratum, every decision so far (round 0: the grid) and, once it ended before
+    its total, why (``closed``)."""
 
     total: int
     round: int
     rounds: int
     budgets: Mapping[Stratum, int] = field(default_factory=dict)
     decisions: tuple[Decision, ...] = ()
+    #: Why the allocation ended before its total ("" while it has not): an allocation by
+    #: steps whose training steps are spent. The study is then complete at its budgets.
+    closed: str = ""
 
     def to_stored(self) -> dict[str, Any]:
         """The stored form, e.g. ``{"total": 20, "round": 1, "rounds": 3, "budgets":
@@ -185,6 +189,7 @@ class AllocationState:
                 {"round": d.round, "stratum": d.stratum, "trials": d.trials, "reason": d.reason}
                 for d in self.decisions
             ],
+            **({"closed": self.closed} if self.closed else {}),
         }
 
     @classmethod
@@ -196,6 +201,7 @@ class AllocationState:
             rounds=int(data.get("rounds") or 0),
             budgets={Stratum.parse(k): int(v) for k, v in data["budgets"].items()},
             decisions=tuple(Decision(**d) for d in data.get("decisions") or ()),
+            closed=str(data.get("closed") or ""),
         )
 
 

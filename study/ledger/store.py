@@ -126,4 +126,4 @@ class Ledger(Claims):
         """
         record = self.require()
         trials = {stratum: self.trials(stratum) for stratum in self.strata()}
-        return summarize(record, trials, self.liveness.alive)
+        return summarize(record, trials, self.liveness.alive, self.notes.allocation())

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from study.config.space import Stratum
+from study.ledger.notes import AllocationState
 from study.ledger.records import LedgerTrial, StudyRecord, TimingSummary, best_of
 
 
@@ -60,6 +61,10 @@ class StudySummary:
     timings: TimingSummary = field(default_factory=TimingSummary)
     #: The rule its steps to target follow (`Hold.to_param`; ``off`` for older studies).
     hold: str = "off"
+    #: Why its allocation ended before the study's total of trials ("" if it did not): its
+    #: training steps are spent (``allocation: {mode: steps}``); ``trials_total`` is then the
+    #: trials it gave.
+    ended: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +75,7 @@ class StudySummary:
             "running": self.running,
             "target_hold": self.hold,
             "fell_back": sum(s.fell_back for s in self.strata),
+            "ended": self.ended,
             "strata": [s.to_dict() for s in self.strata],
             "timings": self.timings.to_dict(),
         }
@@ -79,9 +85,11 @@ def summarize(
     record: StudyRecord,
     trials: Mapping[Stratum, Sequence[LedgerTrial]],
     alive: Callable[[LedgerTrial], bool],
+    allocation: AllocationState | None = None,
 ) -> StudySummary:
     """The summary of the study of ``record`` from its ``trials`` by stratum; ``alive`` tells
-    whether an open trial's process still runs.
+    whether an open trial's process still runs. An ``allocation`` that ended before its total
+    (`AllocationState.closed`) makes the trials it gave the study's total.
 
     A trial still open in the storage whose process died is not counted: its slot runs again
     on the next start.
@@ -108,6 +116,9 @@ def summarize(
     done = sum(s.trials for s in strata)
     running = sum(s.running for s in strata)
     total = record.trials_total
+    ended = allocation.closed if allocation is not None else ""
+    if ended:
+        total = sum(allocation.budgets.values())  # type: ignore[union-attr]
     state = "running" if running else ("complete" if total and done >= total else "incomplete")
     if record.imported:
         state = "imported"
@@ -120,4 +131,5 @@ def summarize(
         tuple(strata),
         TimingSummary.of(results),
         hold=record.hold_rule.to_param(),
+        ended=ended,
     )

@@ -61,6 +61,8 @@ class Allocator:
         self.round = 0
         self.budgets: dict[Stratum, int] = {}
         self.decisions: list[Decision] = []
+        #: Why the allocation ended before its total ("" while it has not).
+        self.closed = ""
 
     @property
     def initial(self) -> int:
@@ -143,12 +145,8 @@ class Allocator:
 
     @property
     def stopped(self) -> bool:
-        """Whether an allocation by steps decided to stop (its last decision gave no trial, or
-        took the untaken ones back)."""
-        last = self.decisions[-1] if self.decisions else None
-        return bool(
-            self.config.allocation.by_steps and last is not None and last.round and last.trials <= 0
-        )
+        """Whether the allocation ended before its total (by steps: its steps are spent)."""
+        return bool(self.closed)
 
     def steps_left(self) -> float:
         """By steps: the study's training steps not yet spent (inf for other modes)."""
@@ -182,6 +180,7 @@ class Allocator:
         if not cut:
             last = max(self.budgets, key=lambda s: s.batch_size)
             self._decide(Decision(number, str(last), 0, reason))
+        self.closed = reason
         self._save()
         return dict(self.budgets)
 
@@ -237,6 +236,8 @@ class Allocator:
         if go:
             stratum = Stratum.parse(decision.stratum)
             self.budgets[stratum] = self.budgets.get(stratum, 0) + decision.trials
+        else:
+            self.closed = decision.reason
         self._decide(decision)
         self._save()
         return dict(self.budgets) if go else None
@@ -248,6 +249,7 @@ class Allocator:
             rounds=self.config.allocation.rounds,
             budgets=dict(self.budgets),
             decisions=tuple(self.decisions),
+            closed=self.closed,
         )
 
     def _await(self, number: int) -> bool:
@@ -271,6 +273,7 @@ class Allocator:
         self.round = stored.round
         self.budgets = dict(stored.budgets)
         self.decisions = list(stored.decisions)
+        self.closed = stored.closed
         return True
 
     def _view(self, stratum: Stratum) -> StratumView:

@@ -65,3 +65,19 @@ def test_an_allocation_state_reads_back_and_its_decisions_say_why() -> None:
     ]
     assert AllocationState.from_stored(json.loads(json.dumps(stored))) == state
     assert state.decisions[0].line() == "allocation round 1: b64/default +2: the widest interval"
+
+
+def test_an_allocation_that_ended_early_keeps_why_and_its_cuts_read_as_minus() -> None:
+    reason = "the study's 1,000 training steps are spent (1,110 so far): no more trials"
+    state = AllocationState(
+        total=16,
+        round=1,
+        rounds=3,
+        budgets={Stratum(16, "default"): 1},
+        decisions=(Decision(1, "b16/default", -2, reason),),
+        closed=reason,
+    )
+    stored = state.to_stored()
+    assert stored["closed"] == reason and "closed" not in AllocationState(1, 0, 1).to_stored()
+    assert AllocationState.from_stored(json.loads(json.dumps(stored))) == state
+    assert state.decisions[0].line() == f"allocation round 1: b16/default -2: {reason}"

@@ -127,6 +127,24 @@ def test_best_and_summary(ledger: Ledger) -> None:
     assert rows["b64/default"]["best_steps"] is None
 
 
+def test_an_allocation_that_ended_early_makes_the_trials_it_gave_the_total(
+    ledger: Ledger,
+) -> None:
+    from study.ledger import AllocationState, Decision
+
+    run_one(ledger, S32, 0.3, result(TrialState.REACHED, 40), 40)
+    assert ledger.summary().state == "incomplete"  # 1 of the record's 4
+    reason = "the study's 100 training steps are spent (140 so far): no more trials"
+    ledger.notes.set_allocation(
+        AllocationState(
+            4, 1, 3, {S32: 1, S64: 0}, (Decision(1, "b64/default", -3, reason),), closed=reason
+        )
+    )
+    summary = ledger.summary()
+    assert (summary.state, summary.trials_done, summary.trials_total) == ("complete", 1, 1)
+    assert summary.to_dict()["ended"] == reason
+
+
 def test_interrupted_and_stale_trials_free_their_slot(ledger: Ledger) -> None:
     slot = ledger.claim(S32, budget=2)
     assert slot is not None

@@ -172,6 +172,12 @@ def test_a_study_by_steps_takes_its_untaken_slots_back_once_its_steps_are_spent(
     spent = sum(t.result.steps_run for t in trials if t.result)
     # No trial started past the budget (one worker: only the last one ran past it).
     assert budget <= spent <= budget + max(t.result.steps_run for t in trials if t.result)
+    status = study_here(monkeypatch, capsys, "status", "by-steps", cwd=tmp_path)
+    done = sum(ran.values())
+    assert status.stdout.startswith(
+        f"study by-steps: {done}/{done} trials, complete (the study's 1,000 training steps are "
+        "spent"
+    ), status.stdout
     again = study_here(monkeypatch, capsys, "run", "by-steps.yaml", cwd=tmp_path)
     assert again.returncode == 0, again.stderr  # a resumed study is done: nothing runs
     assert len([t for s in ledger.strata() for t in ledger.trials(s)]) == len(trials)
