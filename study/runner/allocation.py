@@ -115,13 +115,8 @@ class Allocator:
         if not self.config.allocation.by_steps and self.round >= self.config.allocation.rounds:
             return None
         number = self.round + 1
-        if not self.ledger.notes.claim_round(number):
-            if self._await(number):
-                return dict(self.budgets)
-            self.say(
-                f"allocation round {number}: claimed by another process, which stored no "
-                f"decisions within {CLAIM_WAIT:g} s; deciding it here"
-            )
+        if not self._claim(number):
+            return dict(self.budgets)  # the winner's decisions, taken
         self.round = number
         if self.config.allocation.by_steps:
             return self._step_round(number)
@@ -161,13 +156,8 @@ class Allocator:
         if self._adopt_stored(newer_only=True) or self.stopped:
             return dict(self.budgets)
         number = self.round + 1
-        if not self.ledger.notes.claim_round(number):
-            if self._await(number):
-                return dict(self.budgets)
-            self.say(
-                f"allocation round {number}: claimed by another process, which stored no "
-                f"decisions within {CLAIM_WAIT:g} s; deciding it here"
-            )
+        if not self._claim(number):
+            return dict(self.budgets)  # the winner's decisions, taken
         self.round = number
         reason = self._spent_reason()
         cut = False
@@ -251,6 +241,19 @@ class Allocator:
             decisions=tuple(self.decisions),
             closed=self.closed,
         )
+
+    def _claim(self, number: int) -> bool:
+        """Whether this process decides round ``number``: it claimed it, or the process that
+        did stored nothing within `CLAIM_WAIT` (False: the winner's decisions were taken)."""
+        if self.ledger.notes.claim_round(number):
+            return True
+        if self._await(number):
+            return False
+        self.say(
+            f"allocation round {number}: claimed by another process, which stored no "
+            f"decisions within {CLAIM_WAIT:g} s; deciding it here"
+        )
+        return True
 
     def _await(self, number: int) -> bool:
         """Wait (up to `CLAIM_WAIT` seconds) for another process's decisions of round
