@@ -68,9 +68,9 @@ def trace(report: str) -> None:
 
 def hang() -> None:
     """A worker's target that waits to be killed."""
-    import time
+    import signal
 
-    time.sleep(600)
+    signal.pause()
 
 
 @pytest.mark.skipif(spawning.start_method() != "forkserver", reason="workers fork on Linux")
