@@ -119,7 +119,8 @@ class Allocator:
             return dict(self.budgets)  # the winner's decisions, taken
         self.round = number
         if self.config.allocation.by_steps:
-            return self._step_round(number)
+            with self.ledger.recent():  # the plan reads every stratum a few times
+                return self._step_round(number)
         share = math.ceil(left / (self.config.allocation.rounds - self.round + 1))
         strategies = self.config.space.strategies
         for i, strategy in enumerate(strategies):
@@ -142,6 +143,11 @@ class Allocator:
     def stopped(self) -> bool:
         """Whether the allocation ended before its total (by steps: its steps are spent)."""
         return bool(self.closed)
+
+    @property
+    def spends_steps(self) -> bool:
+        """Whether this allocation has a budget of training steps (mode steps)."""
+        return self.config.allocation.by_steps
 
     def steps_left(self) -> float:
         """By steps: the study's training steps not yet spent (inf for other modes)."""

@@ -242,7 +242,7 @@ class StudyEngine:
         `first_pass` quota; then of the first stratum with budget left. None once this process
         ran ``max_trials``, and once an allocation by steps spent the study's steps (its
         untaken slots are then taken back: `Allocator.close`)."""
-        if self.allocator is not None and self.allocator.steps_left() <= 0:
+        if self.allocator is not None and self.allocator.spends_steps and self._steps_spent():
             with self._round_lock:
                 self._grow(self.allocator.close())
             return None
@@ -264,6 +264,12 @@ class StudyEngine:
                     self._claimed += 1
                     return slot
         return None
+
+    def _steps_spent(self) -> bool:
+        """Whether an allocation by steps has spent the study's steps (each stratum read once)."""
+        assert self.allocator is not None
+        with self.ledger.recent():
+            return self.allocator.steps_left() <= 0
 
     def _limit_reached(self) -> bool:
         return self.max_trials is not None and self._claimed >= self.max_trials

@@ -266,9 +266,12 @@ def allocation_study(sizes: tuple[int, ...] = GRID[:7], rounds: int = 2) -> dict
 
 
 def new_ledger(tmp_path: Path, data: dict) -> tuple[Ledger, object]:
-    config = parse_study(copy.deepcopy(data), "adaptive.yaml")
-    ledger = Ledger(open_storage(str(tmp_path / "optuna.journal")), "adaptive")
-    ledger.create(StudyRecord("adaptive", config_text=config.text, fingerprint="x"))
+    """A ledger under ``tmp_path`` holding the study of ``data`` (named as it is), and its
+    config."""
+    name = data["name"]
+    config = parse_study(copy.deepcopy(data), f"{name}.yaml")
+    ledger = Ledger(open_storage(str(tmp_path / "optuna.journal")), name)
+    ledger.create(StudyRecord(name, config_text=config.text, fingerprint="x"))
     return ledger, config
 
 

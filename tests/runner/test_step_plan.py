@@ -4,20 +4,19 @@ decision to stop kept in the ledger; a real study end to end."""
 
 from __future__ import annotations
 
-import copy
 import math
 from pathlib import Path
 
 import pytest
 
 from study.config.space import Stratum
-from study.config.studyfile import parse_study
-from study.ledger import Ledger, StudyRecord, open_storage
+from study.ledger import Ledger, open_storage
 from study.runner.allocation import Allocator
 from study.runner.step_plan import StepView, plan_step
 from study.tuners.design import best_design, design_model, ledger_frame
 from tests.inprocess import study_here
 from tests.runner.conftest import tiny_study, write_study
+from tests.runner.test_adaptive_allocation import new_ledger
 from tests.tuners.test_design import SIZES, ledger_with
 
 BOUNDS = (1e-3, 1.0)
@@ -95,13 +94,6 @@ def steps_study(steps: int, **overrides: object) -> dict:
         allocation={"mode": "steps", "steps": steps},
         **overrides,
     )
-
-
-def new_ledger(tmp_path: Path, data: dict) -> tuple[Ledger, object]:
-    config = parse_study(copy.deepcopy(data), "by-steps.yaml")
-    ledger = Ledger(open_storage(str(tmp_path / "optuna.journal")), "by-steps")
-    ledger.create(StudyRecord("by-steps", config_text=config.text, fingerprint="x"))
-    return ledger, config
 
 
 def test_the_allocator_starts_every_batch_size_and_keeps_its_stop_in_the_ledger(
