@@ -214,6 +214,7 @@ class Allocator:
                     else math.inf,
                     most_steps=max((t.result.steps_run for t in trials if t.result), default=0),
                     limit=float(limit) if limit else math.inf,
+                    share=config.trials_per_stratum,
                     cap=cap,
                 )
             )

@@ -4,10 +4,11 @@ With ``allocation: {mode: steps, steps: S}`` every batch size of the grid first 
 even share of trials (`study.runner.allocation.Allocator.start`). Then trials are given one at
 a time (`plan_step`). The model of every trial (`study.tuners.design.design_model`) is fitted
 to the finished trials, and at each batch size the designer's most informative learning rate
-gives two numbers: how much a trial there is expected to narrow the answer (B_noise, and the
-best learning rate at the recommended batch size) per 1,000 steps, and its expected steps (its
-steps to the target if it reaches it, else where it is stopped: its budget, or with pruning the
-batch size's best so far).
+gives two numbers: how much a trial there is expected to narrow the answer (B_noise, the best
+learning rate at the recommended batch size, and alpha, the best rate's slope over the batch
+sizes: `study.tuners.design.BATCH_ANSWERS`) per 1,000 steps, and its expected steps (its steps
+to the target if it reaches it, else where it is stopped: its budget, or with pruning the batch
+size's best so far).
 
 The trial goes to the batch size with the most narrowing per step among those whose expected
 steps fit what is left of ``S``. A batch size has at most `MOST_SHARES` times its even share.
@@ -15,8 +16,11 @@ The study ends when no batch size fits, or when its trials reach the even total 
 the even allocation would run). So a trial at a small batch size, which costs the most steps,
 runs only while it narrows the answer more per step than one at a cheaper batch size.
 
-Before the model can be fitted (fewer than three batch sizes reached the target), the trial
-goes to the batch size with the fewest trials, the cheapest first. Every decision says why.
+A batch size none of whose trials reached the target comes first, up to its even share (what
+the even allocation would give it): the model has nothing of its own there and only
+extrapolates, so its variances say little about what a trial there would teach. The same
+order (the fewest trials, the cheapest first) holds before the model can be fitted (fewer than
+three batch sizes reached the target). Every decision says why.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import pandas as pd
 
 from study.config.space import Stratum
 from study.ledger import Decision
-from study.tuners.design import best_design, design_model
+from study.tuners.design import BATCH_ANSWERS, best_design, design_model
 
 #: A batch size gets at most this many times its even share of trials.
 MOST_SHARES = 2
@@ -39,14 +43,21 @@ MOST_SHARES = 2
 class StepView:
     """One batch size as a step plan sees it: its ``trials`` so far, its best steps to the
     target (inf if none reached), the most steps any of its trials ran, the most steps a trial
-    may run (``limit``, inf if unbounded) and the most trials it may have (``cap``)."""
+    may run (``limit``, inf if unbounded), its even ``share`` of trials and the most trials it
+    may have (``cap``)."""
 
     stratum: Stratum
     trials: int
     best_steps: float
     most_steps: float
     limit: float
+    share: int
     cap: int
+
+    @property
+    def unmeasured(self) -> bool:
+        """No trial reached the target yet, and it has fewer than its even share."""
+        return not math.isfinite(self.best_steps) and self.trials < min(self.share, self.cap)
 
     def stop_at(self, pruning: bool) -> float:
         """Where a new trial is stopped at the latest: its limit, or with pruning the best so
@@ -83,13 +94,27 @@ def plan_step(
     if not open_:
         last = max(views, key=lambda v: v.stratum.batch_size)
         return Decision(number, str(last.stratum), 0, "every batch size has its most trials"), False
+    unmeasured = [v for v in open_ if v.unmeasured]
+    unmeasured.sort(key=lambda v: (v.trials, _guess_cost(v, pruning), -v.stratum.batch_size))
+    for view in unmeasured:
+        cost = _guess_cost(view, pruning)
+        if cost <= left:
+            why = (
+                f"none of its {view.trials} trials reached the target yet (its even share is "
+                f"{view.share}): the model only extrapolates there"
+            )
+            return Decision(number, str(view.stratum), 1, f"{why}; {left:,.0f} steps left"), True
     model = design_model(trials, accelerators) if len(trials) else None
     scored: list[tuple[float, float, StepView, str]] = []  # (per step, cost, view, why)
     for view in open_:
         design = None
         if model is not None:
             design = best_design(
-                model, view.stratum.batch_size, bounds, budget=view.stop_at(pruning)
+                model,
+                view.stratum.batch_size,
+                bounds,
+                budget=view.stop_at(pruning),
+                answers=BATCH_ANSWERS,
             )
         if design is None:
             cost = _guess_cost(view, pruning)

@@ -58,6 +58,12 @@ FIRST = 2
 SPAN = (8.0, 4.0)
 #: Candidate rates per proposal.
 CANDIDATES = 48
+#: The answers a designed learning rate narrows: ``log B_noise`` and the log best rate at the
+#: recommended batch size.
+RATE_ANSWERS = ("b_noise", "best_lr")
+#: What a choice between batch sizes narrows (`study.runner.step_plan`): those and alpha, the
+#: best rate's slope over the batch sizes, which only trials at the ends of the grid pin.
+BATCH_ANSWERS = ("b_noise", "best_lr", "alpha")
 
 
 @dataclass(frozen=True)
@@ -102,10 +108,11 @@ def information_gain(
     *,
     budget: float,
     recommended: float,
+    answers: Sequence[str] = RATE_ANSWERS,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per candidate rate: the expected relative variance reduction of ``log B_noise`` and of
-    ``log lr*(recommended)`` (summed) per 1,000 expected steps, the median steps and the chance
-    of reaching the target within ``budget`` steps."""
+    """Per candidate rate: the expected relative variance reduction of the ``answers`` (summed;
+    `answer_gradients`) per 1,000 expected steps, the median steps and the chance of reaching
+    the target within ``budget`` steps."""
     theta, cov, sigma = surrogate.theta, surrogate.covariance, surrogate.sigma
     b = np.full(rates.size, float(batch_size))
     log_lr = np.log(rates)
@@ -121,11 +128,7 @@ def information_gain(
             mean_log_steps(up, b, log_lr, surrogate.b_ref)
             - mean_log_steps(down, b, log_lr, surrogate.b_ref)
         ) / (2 * h)
-    x = math.log(recommended / surrogate.b_ref)
-    targets = np.zeros((2, theta.size))
-    targets[0, PARAMS.index("log_b_noise")] = 1.0
-    targets[1, PARAMS.index("lr_level")], targets[1, PARAMS.index("alpha")] = 1.0, x
-    targets[1, PARAMS.index("beta")] = x * x
+    targets = answer_gradients(surrogate, recommended, answers)
     spread = np.einsum("ij,jk,ik->i", grad, cov, grad)
     gain = np.zeros(rates.size)
     for c in targets:
@@ -134,6 +137,33 @@ def information_gain(
             gain += (grad @ cov @ c) ** 2 / (sigma**2 + spread) / variance
     reach, cost = expected_cost(mu, sigma, budget)
     return reach * gain / (cost / 1000.0), np.exp(mu), reach
+
+
+def answer_gradients(
+    surrogate: Surrogate, recommended: float, answers: Sequence[str]
+) -> np.ndarray:
+    """One row per answer: its gradient in the model's parameters (each is linear in them).
+    ``b_noise``: ``log B_noise``; ``best_lr``: ``log lr*(recommended)``; ``alpha``: the
+    least-squares slope of ``log lr*`` over the measured batch sizes (as the report reads it)."""
+    rows = np.zeros((len(answers), len(PARAMS)))
+    x = math.log(recommended / surrogate.b_ref)
+    measured = np.log(np.asarray(surrogate.batch_sizes, dtype=float) / surrogate.b_ref)
+    centred = measured - measured.mean()
+    for row, name in zip(rows, answers, strict=True):
+        if name == "b_noise":
+            row[PARAMS.index("log_b_noise")] = 1.0
+        elif name == "best_lr":
+            row[PARAMS.index("lr_level")], row[PARAMS.index("alpha")] = 1.0, x
+            row[PARAMS.index("beta")] = x * x
+        elif name == "alpha":
+            row[PARAMS.index("alpha")] = 1.0
+            spread = float(centred @ centred)
+            row[PARAMS.index("beta")] = float(measured**2 @ centred) / spread if spread else 0.0
+        else:
+            raise ValueError(
+                f"answer_gradients: unknown answer {name!r}; use b_noise, best_lr or alpha"
+            )
+    return rows
 
 
 def expected_cost(mu: np.ndarray, sigma: float, budget: float) -> tuple[np.ndarray, np.ndarray]:
@@ -173,10 +203,16 @@ def design_model(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | N
 
 @one_blas_thread
 def best_design(
-    model: DesignModel, batch_size: float, bounds: tuple[float, float], *, budget: float
+    model: DesignModel,
+    batch_size: float,
+    bounds: tuple[float, float],
+    *,
+    budget: float,
+    answers: Sequence[str] = RATE_ANSWERS,
 ) -> Design | None:
-    """The most informative learning rate at ``batch_size`` within ``bounds`` for a trial
-    stopped after ``budget`` steps (None when no candidate has a finite gain)."""
+    """The learning rate at ``batch_size`` within ``bounds`` that narrows ``answers`` most per
+    step for a trial stopped after ``budget`` steps (None when no candidate has a finite
+    gain)."""
     surrogate = model.surrogate
     best = float(surrogate.best_lr(batch_size)[0])
     low = max(bounds[0], best / SPAN[0])
@@ -185,7 +221,7 @@ def best_design(
         low, high = bounds
     rates = np.geomspace(low, high, CANDIDATES)
     gain, steps, reach = information_gain(
-        surrogate, batch_size, rates, budget=budget, recommended=model.recommended
+        surrogate, batch_size, rates, budget=budget, recommended=model.recommended, answers=answers
     )
     if not np.any(np.isfinite(gain)):
         return None

@@ -23,7 +23,7 @@ BOUNDS = (1e-3, 1.0)
 
 
 def view(batch: int, trials: int = 3, best: float = math.inf, most: float = 0.0) -> StepView:
-    return StepView(Stratum(batch, "default"), trials, best, most, limit=5000.0, cap=16)
+    return StepView(Stratum(batch, "default"), trials, best, most, limit=5000.0, share=8, cap=16)
 
 
 def test_without_a_model_the_fewest_trials_go_first_then_the_cheapest() -> None:
@@ -62,7 +62,9 @@ def test_with_a_model_the_most_narrowing_per_step_that_fits_gets_the_trial(
         stratum = Stratum(b, "default")
         best = ledger.best(stratum)
         assert best is not None and best.steps_to_target
-        views.append(StepView(stratum, 3, float(best.steps_to_target), 0.0, limit=5000.0, cap=16))
+        views.append(
+            StepView(stratum, 3, float(best.steps_to_target), 0.0, limit=5000.0, share=8, cap=16)
+        )
     model = design_model(frame)
     assert model is not None
     designs = {
@@ -84,6 +86,26 @@ def test_with_a_model_the_most_narrowing_per_step_that_fits_gets_the_trial(
         assert go and decision.stratum == f"b{fits[0]}/default"
     else:
         assert not go
+
+
+def test_a_batch_size_none_of_whose_trials_reached_the_target_comes_first(
+    tmp_path: Path,
+) -> None:
+    ledger = ledger_with(tmp_path)
+    frame = ledger_frame([t for b in SIZES for t in ledger.trials(Stratum(b, "default"))])
+    measured = [view(b, 4, best=100.0 * 256 / b) for b in SIZES[1:]]
+    # Batch 16's four trials all missed: up to its even share (8) it gets the next trial,
+    # whatever the model's gain elsewhere, while its trial fits the steps left.
+    decision, go = plan_step(
+        [view(16, 4), *measured], frame, left=10_000, number=1, bounds=BOUNDS, pruning=True
+    )
+    assert go and decision.stratum == "b16/default"
+    assert "none of its 4 trials reached the target yet (its even share is 8)" in decision.reason
+    # At its even share, or when its trial (up to its limit, 5,000 steps) does not fit: the model.
+    for views, left in (([view(16, 8), *measured], 10_000), ([view(16, 4), *measured], 4_000)):
+        decision, go = plan_step(views, frame, left=left, number=2, bounds=BOUNDS, pruning=True)
+        assert go and decision.stratum != "b16/default"
+        assert "per 1,000 steps here" in decision.reason
 
 
 def steps_study(steps: int, **overrides: object) -> dict:

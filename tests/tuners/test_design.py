@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from study.analysis.answers import scaling_answers
 from study.analysis.surrogate import fit_surrogate
 from study.config.space import Stratum
 from study.config.studyfile import parse_study
@@ -16,9 +17,12 @@ from study.config.target import Target
 from study.ledger import Ledger, StudyRecord
 from study.tuners.base import History
 from study.tuners.design import (
+    BATCH_ANSWERS,
     DESIGN,
     GAIN,
+    RATE_ANSWERS,
     Designer,
+    answer_gradients,
     design_rate,
     designed,
     information_gain,
@@ -140,3 +144,26 @@ def test_information_gain_prefers_rates_that_reach_the_target_cheaply(tmp_path):
     assert chosen is not None and chosen.learning_rate == pytest.approx(
         rates[int(np.argmax(gain))], rel=0.2
     )
+
+
+def test_the_answers_gradients_read_alpha_as_the_report_does(tmp_path):
+    ledger = ledger_with(tmp_path, per=5)
+    frame = ledger_frame([t for b in SIZES for t in ledger.trials(Stratum(b, "default"))])
+    surrogate = fit_surrogate(frame)
+    assert surrogate.ok
+    rows = answer_gradients(surrogate, 128, BATCH_ANSWERS)
+    theta = surrogate.theta
+    # Each answer is linear in the parameters: its gradient times theta (less the part not
+    # multiplied by a parameter) is the answer. alpha is the report's slope over the batch sizes.
+    assert rows[2] @ theta == pytest.approx(scaling_answers(surrogate).alpha.estimate, abs=1e-9)
+    assert rows[0] @ theta == pytest.approx(math.log(surrogate.b_noise), rel=1e-9)
+    assert rows[1] @ theta == pytest.approx(math.log(surrogate.best_lr(128)[0]), rel=1e-9)
+    with pytest.raises(ValueError, match="unknown answer 'gamma'"):
+        answer_gradients(surrogate, 128, ("gamma",))
+    # Narrowing alpha too adds to what a trial teaches, never takes from it.
+    rates = np.geomspace(1e-3, 1.0, 24)
+    two, _, _ = information_gain(surrogate, 16, rates, budget=5000, recommended=128)
+    three, _, _ = information_gain(
+        surrogate, 16, rates, budget=5000, recommended=128, answers=BATCH_ANSWERS
+    )
+    assert BATCH_ANSWERS[:2] == RATE_ANSWERS and np.all(three >= two) and three.max() > two.max()
