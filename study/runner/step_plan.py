@@ -29,11 +29,18 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from study.config.space import Stratum
 from study.ledger import Decision
-from study.tuners.design import BATCH_ANSWERS, best_design, design_model
+from study.tuners.design import (
+    BATCH_ANSWERS,
+    DesignModel,
+    best_design,
+    design_model,
+    expected_cost,
+)
 
 #: A batch size gets at most this many times its even share of trials.
 MOST_SHARES = 2
@@ -73,6 +80,17 @@ def _guess_cost(view: StepView, pruning: bool) -> float:
     return view.most_steps if view.most_steps > 0 else math.inf
 
 
+def _first_cost(view: StepView, model: DesignModel | None, pruning: bool) -> float:
+    """An unmeasured batch size's next trial's expected steps: at the model's best rate there
+    (its steps, or its stop when it misses), else `_guess_cost`."""
+    if model is None:
+        return _guess_cost(view, pruning)
+    surrogate = model.surrogate
+    median = surrogate.steps(view.stratum.batch_size)
+    _, cost = expected_cost(np.log(median), surrogate.sigma, view.stop_at(pruning))
+    return float(cost[0]) if np.isfinite(cost[0]) else _guess_cost(view, pruning)
+
+
 def plan_step(
     views: Sequence[StepView],
     trials: pd.DataFrame,
@@ -94,17 +112,22 @@ def plan_step(
     if not open_:
         last = max(views, key=lambda v: v.stratum.batch_size)
         return Decision(number, str(last.stratum), 0, "every batch size has its most trials"), False
-    unmeasured = [v for v in open_ if v.unmeasured]
-    unmeasured.sort(key=lambda v: (v.trials, _guess_cost(v, pruning), -v.stratum.batch_size))
-    for view in unmeasured:
-        cost = _guess_cost(view, pruning)
+    model = design_model(trials, accelerators) if len(trials) else None
+    unmeasured = sorted(
+        (
+            (v.trials, _first_cost(v, model, pruning), -v.stratum.batch_size, v)
+            for v in open_
+            if v.unmeasured
+        ),
+        key=lambda item: item[:3],
+    )
+    for _, cost, _, view in unmeasured:
         if cost <= left:
             why = (
                 f"none of its {view.trials} trials reached the target yet (its even share is "
-                f"{view.share}): the model only extrapolates there"
+                f"{view.share}; ~{cost:,.0f} steps expected): the model only extrapolates there"
             )
             return Decision(number, str(view.stratum), 1, f"{why}; {left:,.0f} steps left"), True
-    model = design_model(trials, accelerators) if len(trials) else None
     scored: list[tuple[float, float, StepView, str]] = []  # (per step, cost, view, why)
     for view in open_:
         design = None

@@ -100,9 +100,18 @@ def test_a_batch_size_none_of_whose_trials_reached_the_target_comes_first(
         [view(16, 4), *measured], frame, left=10_000, number=1, bounds=BOUNDS, pruning=True
     )
     assert go and decision.stratum == "b16/default"
-    assert "none of its 4 trials reached the target yet (its even share is 8)" in decision.reason
-    # At its even share, or when its trial (up to its limit, 5,000 steps) does not fit: the model.
-    for views, left in (([view(16, 8), *measured], 10_000), ([view(16, 4), *measured], 4_000)):
+    assert "none of its 4 trials reached the target yet (its even share is 8;" in decision.reason
+    # Its trial's expected steps: the model's at its best rate there (S(16) = 435 in the data).
+    model = design_model(frame)
+    assert model is not None
+    expected = float(decision.reason.split("~")[1].split(" steps")[0].replace(",", ""))
+    assert expected == pytest.approx(float(model.surrogate.steps(16)[0]), rel=0.25)
+    assert expected == pytest.approx(435, rel=0.25)
+    # At its even share, or when its trial does not fit in what is left: the model decides.
+    for views, left in (
+        ([view(16, 8), *measured], 10_000),
+        ([view(16, 4), *measured], 0.9 * expected),
+    ):
         decision, go = plan_step(views, frame, left=left, number=2, bounds=BOUNDS, pruning=True)
         assert go and decision.stratum != "b16/default"
         assert "per 1,000 steps here" in decision.reason
