@@ -19,10 +19,6 @@ g' S g)`` with ``g = d mu / d theta`` and ``S`` the parameters' covariance. Lear
 transfer is the special case of a model that knows only the best rates: it centres the search
 on the prediction; this puts the trial where the prediction is least certain and matters most.
 
-A stratum whose first `MEASURE_FROM` trials all missed the target has nothing of its own in the
-model, which only extrapolates there: its next trials, whoever's turn, go to the model's best
-rate at its batch size (where a trial is likeliest to measure it) until one reaches the target.
-
 Other metaparameters of the space keep the values of the stratum's best trial.
 """
 
@@ -58,11 +54,6 @@ DESIGN = "design"
 GAIN = "design_gain"
 #: The first trial number of a stratum the designer may propose (the sampler's start comes first).
 FIRST = 2
-#: From this trial number on, a stratum none of whose trials reached the target is measured at
-#: the model's best rate (its first trials: two sampled, two designed).
-MEASURE_FROM = 4
-#: The ledger extra marking a trial proposed at the model's best rate to measure its stratum.
-MEASURE = "design_measure"
 #: Candidate rates span this factor below and above the model's best rate.
 SPAN = (8.0, 4.0)
 #: Candidate rates per proposal.
@@ -264,10 +255,7 @@ class Designer(TunerBackend):
     name = DESIGN
 
     def propose(self, slot: Slot, history: History) -> Proposal | None:
-        measure = slot.number >= MEASURE_FROM and not any(
-            t.steps_to_target is not None for t in history.trials
-        )
-        if not self.config.tuner.design or not (designed(slot.number) or measure):
+        if not self.config.tuner.design or not designed(slot.number):
             return None
         strategy = slot.stratum.strategy
         trials = [
@@ -287,20 +275,17 @@ class Designer(TunerBackend):
         if self.config.tuner.pruning:  # stopped once it takes the stratum's best steps so far
             best = [t.steps_to_target for t in history.trials if t.steps_to_target is not None]
             budget = min([budget, *map(float, best)])
-        bounds = lr_range(self.config)
-        if measure:
-            model = design_model(frame)
-            if model is None:
-                return None
-            best = float(model.surrogate.best_lr(slot.stratum.batch_size)[0])
-            rate, extras = min(max(best, bounds[0]), bounds[1]), {MEASURE: True}
-        else:
-            design = design_rate(frame, slot.stratum.batch_size, bounds, budget=budget)
-            if design is None:
-                return None
-            rate, extras = design.learning_rate, {GAIN: design.gain}
-        params = settle(self.ledger, slot, {**others, "learning_rate": rate}, None, bounds)
-        return Proposal(tuner=self.name, params=params, origin=DESIGN, extras=extras)
+        design = design_rate(frame, slot.stratum.batch_size, lr_range(self.config), budget=budget)
+        if design is None:
+            return None
+        params = settle(
+            self.ledger,
+            slot,
+            {**others, "learning_rate": design.learning_rate},
+            None,
+            lr_range(self.config),
+        )
+        return Proposal(tuner=self.name, params=params, origin=DESIGN, extras={GAIN: design.gain})
 
     def _other_params(self, history: History) -> dict[str, object] | None:
         """The stratum's best trial's values of every parameter but the learning rate ({} when

@@ -20,7 +20,6 @@ from study.tuners.design import (
     BATCH_ANSWERS,
     DESIGN,
     GAIN,
-    MEASURE,
     RATE_ANSWERS,
     Designer,
     answer_gradients,
@@ -90,31 +89,6 @@ def test_the_designer_proposes_its_trials_at_an_informative_rate(tmp_path):
     slot = ledger.claim(stratum, budget=8)  # number 4: the sampler's
     assert slot.number == 4
     assert designer.propose(slot, History(stratum, tuple(ledger.trials(stratum)))) is None
-
-
-def test_a_stratum_whose_first_trials_all_missed_is_measured_at_the_best_rate(tmp_path):
-    config = parse_study(STUDY, "design.yaml")
-    ledger = ledger_with(tmp_path, sizes=SIZES[1:])
-    stratum = Stratum(16, "default")
-    # Four trials at 16, far off its best rate (0.01), stopped before the target.
-    missed = [
-        finished_trial(stratum, n, lr, rising_curve(16, steps(16, lr))[:5], TARGET)
-        for n, lr in enumerate((1e-3, 0.3, 0.5, 0.8))
-    ]
-    write_ledger(ledger, StudyRecord(name="design"), missed)
-    assert all(t.result.steps_to_target is None for t in ledger.trials(stratum))
-    designer = Designer(config, ledger)
-    slot = ledger.claim(stratum, budget=8)
-    assert slot.number == 4 and not designed(4)
-    proposal = designer.propose(slot, History(stratum, tuple(ledger.trials(stratum))))
-    assert proposal is not None and proposal.origin == DESIGN and proposal.extras == {MEASURE: True}
-    model_best = 0.01  # the generating best rate at 16; the model's is near it
-    assert model_best / 2 <= proposal.params["learning_rate"] <= model_best * 2
-    # Once one of its trials reached the target, a trial numbered 4 is the sampler's again.
-    reached = finished_trial(stratum, 5, 0.01, rising_curve(16, steps(16, 0.01)), TARGET)
-    assert reached.result.steps_to_target is not None
-    history = History(stratum, (*ledger.trials(stratum), reached))
-    assert designer.propose(slot, history) is None
 
 
 def test_no_design_without_three_batch_sizes_or_when_switched_off(tmp_path):
