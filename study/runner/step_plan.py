@@ -10,11 +10,15 @@ sizes: `study.tuners.design.BATCH_ANSWERS`) per 1,000 steps, and its expected st
 to the target if it reaches it, else where it is stopped: its budget, or with pruning the batch
 size's best so far).
 
-The trial goes to the batch size with the most narrowing per step among those whose expected
-steps fit what is left of ``S``. A batch size has at most `MOST_SHARES` times its even share.
-The study ends when no batch size fits, or when its trials reach the even total (the trials
-the even allocation would run). So a trial at a small batch size, which costs the most steps,
-runs only while it narrows the answer more per step than one at a cheaper batch size.
+The study has two budgets: its ``S`` steps and the even total of trials (the trials the even
+allocation would run). A trial uses a share of each, its expected steps over the steps left
+and one over the trials left, and is priced at their sum (the usual greedy rule for a
+knapsack with two constraints): the trial goes to the batch size whose narrowing per price is
+the most among those whose expected steps fit what is left. So while steps are scarce a trial
+goes where the answer narrows most per step, and once trials are the scarcer (steps to spare)
+where it narrows most per trial, small batch sizes included. A batch size has at most
+`MOST_SHARES` times its even share. The study ends when no batch size fits, or when its
+trials reach the even total.
 
 A batch size none of whose trials reached the target comes first, up to its even share (what
 the even allocation would give it): the model has nothing of its own there and only
@@ -128,7 +132,8 @@ def plan_step(
                 f"{view.share}; ~{cost:,.0f} steps expected): the model only extrapolates there"
             )
             return Decision(number, str(view.stratum), 1, f"{why}; {left:,.0f} steps left"), True
-    scored: list[tuple[float, float, StepView, str]] = []  # (per step, cost, view, why)
+    trials_left = max(1, sum(v.share for v in views) - sum(v.trials for v in views))
+    scored: list[tuple[float, float, StepView, str]] = []  # (per price, cost, view, why)
     for view in open_:
         design = None
         if model is not None:
@@ -144,11 +149,14 @@ def plan_step(
             value = -float(view.trials)  # the fewest trials first, then the cheapest
             why = f"the fewest trials ({view.trials}) while the model cannot be fitted yet"
         else:
-            cost, value = design.cost, design.gain
+            cost = design.cost
+            narrows = design.gain * cost / 1000.0  # the gain is per 1,000 steps
+            value = narrows / (cost / max(left, 1.0) + 1.0 / trials_left)
             why = (
-                f"the answer's variance narrows by {design.gain:.3g} per 1,000 steps here "
-                f"(lr {design.learning_rate:.3g}, ~{design.cost:.0f} steps expected), the most of "
-                "the batch sizes that fit"
+                f"a trial here narrows the answer's variance by {narrows:.3g} (lr "
+                f"{design.learning_rate:.3g}, ~{cost:,.0f} steps expected): the most for its "
+                f"share of the steps and of the {trials_left} trials left, of the batch sizes "
+                "that fit"
             )
         scored.append((value, cost, view, why))
     scored.sort(key=lambda item: (-item[0], item[1], -item[2].stratum.batch_size))

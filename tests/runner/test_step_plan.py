@@ -13,7 +13,7 @@ from study.config.space import Stratum
 from study.ledger import Ledger, open_storage
 from study.runner.allocation import Allocator
 from study.runner.step_plan import StepView, plan_step
-from study.tuners.design import best_design, design_model, ledger_frame
+from study.tuners.design import BATCH_ANSWERS, best_design, design_model, ledger_frame
 from tests.inprocess import study_here
 from tests.runner.conftest import tiny_study, write_study
 from tests.runner.test_adaptive_allocation import new_ledger
@@ -52,7 +52,7 @@ def test_a_batch_size_at_its_most_trials_gets_none() -> None:
     assert go and decision.stratum == "b32/default"
 
 
-def test_with_a_model_the_most_narrowing_per_step_that_fits_gets_the_trial(
+def test_with_a_model_the_most_narrowing_for_its_share_of_steps_and_trials_gets_the_trial(
     tmp_path: Path,
 ) -> None:
     ledger = ledger_with(tmp_path)
@@ -68,24 +68,31 @@ def test_with_a_model_the_most_narrowing_per_step_that_fits_gets_the_trial(
     model = design_model(frame)
     assert model is not None
     designs = {
-        v.stratum.batch_size: best_design(model, v.stratum.batch_size, BOUNDS, budget=v.best_steps)
+        v.stratum.batch_size: best_design(
+            model, v.stratum.batch_size, BOUNDS, budget=v.best_steps, answers=BATCH_ANSWERS
+        )
         for v in views
     }
     assert all(d is not None and d.cost > 0 and d.gain > 0 for d in designs.values())
-    ranked = sorted(designs, key=lambda b: -designs[b].gain)  # type: ignore[union-attr]
+    per_step = sorted(designs, key=lambda b: -designs[b].gain)  # type: ignore[union-attr]
+    per_trial = sorted(designs, key=lambda b: -designs[b].gain * designs[b].cost)  # type: ignore[union-attr]
+    assert per_step[0] != per_trial[0]  # the data make the two budgets disagree
+    # Steps to spare (the trials are the scarce budget): the most narrowing per trial.
     decision, go = plan_step(views, frame, left=1e9, number=1, bounds=BOUNDS, pruning=True)
-    assert go and decision.stratum == f"b{ranked[0]}/default"
-    assert "per 1,000 steps here" in decision.reason
-    # Less left than the first choice's expected steps: the best of those that still fit.
-    first = designs[ranked[0]]
-    assert first is not None
-    left = first.cost * 0.99
-    fits = [b for b in ranked if designs[b].cost <= left]  # type: ignore[union-attr]
-    decision, go = plan_step(views, frame, left=left, number=2, bounds=BOUNDS, pruning=True)
-    if fits:
-        assert go and decision.stratum == f"b{fits[0]}/default"
-    else:
-        assert not go
+    assert go and decision.stratum == f"b{per_trial[0]}/default"
+    assert "the most for its share of the steps and of the 25 trials left" in decision.reason
+    # Steps scarce (each trial uses a large share of them): the most narrowing per step, of
+    # the batch sizes whose expected steps still fit.
+    left = max(d.cost for d in designs.values()) * 1.01  # type: ignore[union-attr]
+    fits = [b for b in per_step if designs[b].cost <= left]  # type: ignore[union-attr]
+    many = [
+        StepView(v.stratum, v.trials, v.best_steps, 0.0, v.limit, 10_000, 20_000) for v in views
+    ]
+    decision, go = plan_step(many, frame, left=left, number=2, bounds=BOUNDS, pruning=True)
+    assert go and decision.stratum == f"b{fits[0]}/default"
+    left = min(d.cost for d in designs.values()) * 0.99  # type: ignore[union-attr]
+    decision, go = plan_step(views, frame, left=left, number=3, bounds=BOUNDS, pruning=True)
+    assert not go and "the study's step budget is spent" in decision.reason
 
 
 def test_a_batch_size_none_of_whose_trials_reached_the_target_comes_first(
@@ -114,7 +121,7 @@ def test_a_batch_size_none_of_whose_trials_reached_the_target_comes_first(
     ):
         decision, go = plan_step(views, frame, left=left, number=2, bounds=BOUNDS, pruning=True)
         assert go and decision.stratum != "b16/default"
-        assert "per 1,000 steps here" in decision.reason
+        assert "the most for its share of the steps" in decision.reason
 
 
 def steps_study(steps: int, **overrides: object) -> dict:
