@@ -68,7 +68,7 @@ class StepView:
     @property
     def unmeasured(self) -> bool:
         """No trial reached the target yet, and it has fewer than its even share."""
-        return not math.isfinite(self.best_steps) and self.trials < min(self.share, self.cap)
+        return not math.isfinite(self.best_steps) and self.trials < self.share
 
     def stop_at(self, pruning: bool) -> float:
         """Where a new trial is stopped at the latest: its limit, or with pruning the best so
