@@ -137,3 +137,15 @@ def test_censored_trials_reads_each_trials_last_step_from_its_table():
     out = censored_trials(trials, table)
 
     assert out[LAST_STEP].tolist() == [25, 40]
+
+
+def test_a_knee_on_its_cap_keeps_a_variance_a_held_one_has_none():
+    corner = fit_surrogate(trials_of(np.random.default_rng(6), knee=40.0, per_batch=14))
+    held = fit_surrogate(trials_of(np.random.default_rng(6), knee=40.0, per_batch=14), knee=False)
+
+    knee = PARAMS.index("log_knee")
+    assert corner.knee == pytest.approx(8.0)  # the cap: as sharp as the fit may read
+    # "At least this sharp": the data say how much softer the knee may be, so S(B) and every
+    # answer read from it keep that uncertainty.
+    assert corner.covariance[knee, knee] > 0.01
+    assert held.knee == 1.0 and held.covariance[knee, knee] == 0.0
