@@ -29,7 +29,7 @@ import pandas as pd
 from scipy import special
 
 from study.analysis.fitting import CONFIDENCE, as_number
-from study.analysis.likelihood import log_steps_curve
+from study.analysis.likelihood import LOG_STEPS_MAX, log_steps_curve
 from study.analysis.regimes import TOLERANCE, regime_bounds
 from study.analysis.surrogate import (
     PARAMS,
@@ -203,8 +203,10 @@ def scaling_answers(
 
     measured = np.asarray(surrogate.batch_sizes, dtype=float)
     reached = np.asarray(surrogate.reached_batch_sizes, dtype=float)
-    b_noise = np.exp(theta[:, PARAMS.index("log_b_noise")])
-    s_min = np.exp(theta[:, PARAMS.index("log_s_min")])
+    # A draw far out in a tail (a knee on its cap, free to soften) stays a finite number.
+    log_b_noise, log_s_min = (theta[:, PARAMS.index(n)] for n in ("log_b_noise", "log_s_min"))
+    b_noise = np.exp(np.minimum(log_b_noise, LOG_STEPS_MAX))
+    s_min = np.exp(np.minimum(log_s_min, LOG_STEPS_MAX))
     curve = steps_curve(theta, reached)
     k, start = regime_bounds(reached, curve, tolerance)
     perfect_end = reached[k]
@@ -215,7 +217,7 @@ def scaling_answers(
     out = {
         "b_noise": answer("B_noise", b_noise),
         "s_min": answer("S_min", s_min),
-        "e_min": answer("E_min", s_min * b_noise),
+        "e_min": answer("E_min", np.exp(np.minimum(log_s_min + log_b_noise, LOG_STEPS_MAX))),
         "alpha": answer("alpha", alpha),
         "sigma": answer(
             "sigma", _unbiased(surrogate) * np.exp(theta[:, PARAMS.index("log_sigma")])
