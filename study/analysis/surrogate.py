@@ -85,8 +85,8 @@ MISFIT_P_VALUE = 0.01
 """S(B) misfits when a model with free steps per batch size beats it at this p-value."""
 
 CAPPED = ("log_knee",)
-"""Parameters whose upper bound is a numerical cap, not part of the model: the knee's q at 8 is
-a corner already within the spacing of doubled batch sizes, and a fit that reaches it says
+"""Parameters whose upper bound is a numerical cap, not part of the model: at q = 8 the knee is
+within 9% of a corner (``S(B_noise) = 2 ** (1 / 8) S_min``), and a fit that reaches it says
 "at least this sharp", not "exactly this". Such a parameter keeps the variance the likelihood's
 curvature gives it there (a bound of the model, such as McCandlish's q >= 1, holds it: no
 variance). Without it, a corner pinned S(B)'s speed-ups: 91.9% simulated coverage of the
