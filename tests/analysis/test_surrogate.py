@@ -149,3 +149,23 @@ def test_a_knee_on_its_cap_keeps_a_variance_a_held_one_has_none():
     # answer read from it keep that uncertainty.
     assert corner.covariance[knee, knee] > 0.01
     assert held.knee == 1.0 and held.covariance[knee, knee] == 0.0
+
+
+@pytest.mark.parametrize("seed", [11, 23, 38, 39])
+def test_a_best_rate_is_not_pinned_by_a_v_the_scatter_draws(seed):
+    # Condition C of benchmarks/answer_coverage.py: a smooth response (0.7 u**2 either side), a
+    # jagged one on top, a bending best rate. With the curvature below the optimum free up to
+    # 1e4, these studies' fits read a V there, and the best rate's interval missed the truth.
+    from sim.simulate import StudyDesign, draw_truth, log_best_lr, simulate_trials
+
+    from study.analysis.answers import scaling_answers
+
+    design = StudyDesign(batch_sizes=SIZES, trials_per_batch=8, noise=0.10, jagged=0.15, bend=-0.15)
+    rng = np.random.default_rng(seed)
+    truth = draw_truth(design, rng)
+    surrogate = fit_surrogate(simulate_trials(truth, design, rng), misfit_test=False)
+    answers = scaling_answers(surrogate, accelerators=8)
+
+    assert math.exp(surrogate.value("log_c_low")) < 10.0  # smooth, not a V against the cap
+    pick = answers.recommended_batch.estimate
+    assert answers.recommended_lr.covers(math.exp(log_best_lr(truth, design, pick)))
