@@ -17,7 +17,8 @@ this model reads them all, the trials that never got there included. For trial i
   bends otherwise (with Adam the best rate can fall again above B_noise). The data decide: the
   bend is kept only when a likelihood-ratio test prefers it at 5% (``shape="auto"``);
 * ``g(u)`` below the best rate: ``c u**2`` near it (``c`` at most `_C_LOW_MAX`: a smooth
-  bottom), bending to a straight line of slope ``s`` far below it; ``k u**2`` above it (steep; diverged trials censor it);
+  bottom), bending to a straight line of slope ``s`` far below it; ``k u**2`` above it (steep;
+  diverged trials censor it);
 * ``e``: the trial noise of unit standard deviation, normal (``noise="normal"``) or a
   Student-t whose tail weight the data decide (``noise="student-t"``: a few lucky trials pull
   the curve less), so ``sigma`` is the spread of log steps between trials at one point

@@ -8,7 +8,9 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from sim.simulate import StudyDesign, draw_truth, log_best_lr, simulate_trials
 
+from study.analysis.answers import scaling_answers
 from study.analysis.surrogate import LAST_STEP, PARAMS, censored_trials, fit_surrogate
 from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE, STEP, TRIAL
 
@@ -156,10 +158,6 @@ def test_a_best_rate_is_not_pinned_by_a_v_the_scatter_draws(seed):
     # Condition C of benchmarks/answer_coverage.py: a smooth response (0.7 u**2 either side), a
     # jagged one on top, a bending best rate. With the curvature below the optimum free up to
     # 1e4, these studies' fits read a V there, and the best rate's interval missed the truth.
-    from sim.simulate import StudyDesign, draw_truth, log_best_lr, simulate_trials
-
-    from study.analysis.answers import scaling_answers
-
     design = StudyDesign(batch_sizes=SIZES, trials_per_batch=8, noise=0.10, jagged=0.15, bend=-0.15)
     rng = np.random.default_rng(seed)
     truth = draw_truth(design, rng)
