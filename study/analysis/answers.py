@@ -208,7 +208,7 @@ def scaling_answers(
         if batch:
             low, high = _discrete_quantiles(rest, share)
         else:
-            low, high = (float(q) for q in np.quantile(rest, [share, 1.0 - share]))
+            low, high = _continuous_quantiles(rest, share)
         return Answer(name, float(values[0]), low, high, batch)
 
     measured = np.asarray(surrogate.batch_sizes, dtype=float)
@@ -297,6 +297,16 @@ def _slope(y: np.ndarray, x: np.ndarray) -> np.ndarray:
     model's best rates over the measured batch sizes)."""
     xc = x - x.mean()
     return (y - y.mean(axis=1, keepdims=True)) @ xc / float(xc @ xc)
+
+
+def _continuous_quantiles(values: np.ndarray, tail: float) -> tuple[float, float]:
+    """The tail quantiles of values, interpolated; an end between two infinite draws (a rate
+    far in a tail overflows) is that infinity, not NaN."""
+    with np.errstate(invalid="ignore"):  # inf - inf while interpolating
+        ends = np.quantile(values, [tail, 1.0 - tail])
+    nearest = np.quantile(values, [tail, 1.0 - tail], method="nearest")
+    low, high = np.where(np.isnan(ends), nearest, ends)
+    return float(low), float(high)
 
 
 def _discrete_quantiles(values: np.ndarray, tail: float) -> tuple[float, float]:

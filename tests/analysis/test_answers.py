@@ -9,7 +9,13 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from study.analysis.answers import BEST_RATE_WIDENING, DRAWS, Answer, scaling_answers
+from study.analysis.answers import (
+    BEST_RATE_WIDENING,
+    DRAWS,
+    Answer,
+    _continuous_quantiles,
+    scaling_answers,
+)
 from study.analysis.fitting import as_number
 from study.analysis.regimes import scaling_regimes
 from study.analysis.surrogate import PARAMS, fit_surrogate, log_best_lr
@@ -83,6 +89,13 @@ def test_the_best_rates_interval_spans_its_calibrated_share_of_the_draws(surroga
     # Only the best rate is widened: B_noise spans the middle 95% of its draws.
     b_noise = np.exp(surrogate.draws(DRAWS, 3)[:, PARAMS.index("log_b_noise")])
     assert answers.b_noise.low == pytest.approx(np.quantile(b_noise, 0.025))
+
+
+def test_an_interval_end_among_overflowed_draws_is_infinite_not_nan():
+    # Rates far in a tail overflow to inf; an end between two of them is inf.
+    values = np.concatenate([np.linspace(1.0, 2.0, 95), np.full(5, np.inf)])
+    low, high = _continuous_quantiles(values, 0.01)
+    assert low == pytest.approx(1.0, abs=0.03) and high == math.inf
 
 
 def test_no_divisible_batch_size_leaves_no_recommendation(surrogate):
