@@ -8,10 +8,10 @@ accelerators (the rule of `study.analysis.recommend`: the largest batch size tha
 target, divisible by N, no larger than ``max(end of perfect scaling, B_noise)``).
 
 Every interval comes from the same draws of the model's parameters (`Surrogate.draws`): the
-share ``confidence`` of draws in the middle (the best learning rate's a calibrated wider share,
-`BEST_RATE_WIDENING`), so the trial-to-trial noise (seed-to-seed noise and
-the jagged response to the learning rate, which the model's ``sigma`` measures) is in every one
-of them. Batch-size answers are read on the measured batch sizes, their intervals too.
+share ``confidence`` of draws in the middle (for the best learning rate, a wider share
+calibrated by simulation, `BEST_RATE_WIDENING`), so the trial-to-trial noise (seed-to-seed noise
+and the jagged response to the learning rate, which the model's ``sigma`` measures) is in every
+one of them. Batch-size answers are read on the measured batch sizes, their intervals too.
 
 Example::
 
@@ -304,9 +304,11 @@ def _continuous_quantiles(values: np.ndarray, tail: float) -> tuple[float, float
     far in a tail overflows) is that infinity, not NaN."""
     with np.errstate(invalid="ignore"):  # inf - inf while interpolating
         ends = np.quantile(values, [tail, 1.0 - tail])
-    nearest = np.quantile(values, [tail, 1.0 - tail], method="nearest")
-    low, high = np.where(np.isnan(ends), nearest, ends)
-    return float(low), float(high)
+    if np.isnan(ends).any():
+        ends = np.where(
+            np.isnan(ends), np.quantile(values, [tail, 1.0 - tail], method="nearest"), ends
+        )
+    return float(ends[0]), float(ends[1])
 
 
 def _discrete_quantiles(values: np.ndarray, tail: float) -> tuple[float, float]:
