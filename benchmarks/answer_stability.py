@@ -21,10 +21,12 @@ and the best-trial analysis of a report on that curve.
 ``seed: k`` (its trials draw their training seeds from it) and ``tuner.seed: k``; each run's
 measurement table is cached in ``benchmarks/results/answer_stability/`` (its wall time and
 training steps in ``answer_stability_<question>_runs.json``), and the report phase reads the
-answers from the tables with the analysis as it is. ``--allocation steps`` runs (and reads)
-the same file allocating by training steps (``allocation: {mode: steps, steps: N}``, N from
-`STEP_BUDGETS`), cached apart (``..._steps_runs.json``, ``<question>_steps_run<k>.csv.gz``,
-the summary in ``answer_stability_steps.json``).
+answers from the tables with the analysis as it is. Each question file allocates by
+training steps (``allocation: {mode: steps, steps: N}``: 21,000 for the MLP question, the ~21k
+its studies trained before the hold rule; 16,000 for the CNN question); ``--allocation even``
+runs (and reads) the same file with ``allocation: {mode: even}`` instead (8 trials per batch
+size), cached apart (the file's runs: ``..._steps_runs.json``, ``<question>_steps_run<k>.csv.gz``,
+the summary in ``answer_stability_steps.json``; the even runs without the ``steps`` tag).
 
 Prints, per question, the truth, each run's answers and the issue's acceptance checks.
 ``--keep-trials 16=5,32=5`` reads only each run's first trials at those batch sizes (with their
@@ -35,7 +37,7 @@ is written to the cached summary.
 
 Usage: python benchmarks/answer_stability.py [--only grid|runs|report ...]
     [--questions mlp-nesterov cnn-adam] [--runs 6] [--rates 24] [--grid-seeds 0 1 2]
-    [--workdir DIR] [--keep-trials B=N,...] [--stop-slower K] [--allocation even|steps]
+    [--workdir DIR] [--keep-trials B=N,...] [--stop-slower K] [--allocation steps|even]
 """
 
 from __future__ import annotations
@@ -56,11 +58,6 @@ QUESTIONS = {
     "mlp-nesterov": HERE / "mnist1d_compute.yaml",
     "cnn-adam": HERE / "mnist1d_cnn_adam.yaml",
 }
-#: ``--allocation steps``: each question's budget of training steps per run. The MLP
-#: question's is the ~21k its runs trained before the hold rule (issue 19's "no more training
-#: steps per run than today"); the CNN question's is below the 16.6k median its even runs
-#: trained.
-STEP_BUDGETS = {"mlp-nesterov": 21_000, "cnn-adam": 16_000}
 ACCELERATORS = 8
 #: A grid point is stopped once it has run this many times the fewest steps to target of its
 #: (seed, batch size) so far (the rates run from the highest down): it counts as "more than N
@@ -240,26 +237,26 @@ def pooled_truth(grid: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def runs_path(question: str, allocation: str = "even") -> Path:
+def runs_path(question: str, allocation: str = "steps") -> Path:
     tag = "" if allocation == "even" else f"_{allocation}"
     return RESULTS / f"answer_stability_{question}{tag}_runs.json"
 
 
-def table_path(question: str, k: int, allocation: str = "even") -> Path:
+def table_path(question: str, k: int, allocation: str = "steps") -> Path:
     tag = "" if allocation == "even" else f"{allocation}_"
     return RESULTS / "answer_stability" / f"{question}_{tag}run{k}.csv.gz"
 
 
 def allocation_of(question: str, allocation: str) -> dict[str, Any]:
-    """The study-file keys a run adds: none for ``even`` (the file as it is); for ``steps``,
-    ``allocation: {mode: steps, steps: STEP_BUDGETS[question]}``."""
-    if allocation == "even":
+    """The study-file keys a run changes: none for ``steps`` (the question file as it is, its
+    budget of training steps stated); for ``even``, ``allocation: {mode: even}``."""
+    if allocation == "steps":
         return {}
-    return {"allocation": {"mode": "steps", "steps": STEP_BUDGETS[question]}}
+    return {"allocation": {"mode": "even"}}
 
 
 def run_studies(
-    question: str, runs: int, workdir: Path, allocation: str = "even"
+    question: str, runs: int, workdir: Path, allocation: str = "steps"
 ) -> dict[str, Any]:
     """``runs`` runs of the question's study file (run k: ``seed: k``, ``tuner.seed: k``, and
     the keys of `allocation_of`); each run's measurement table is cached (`table_path`) with
@@ -375,7 +372,7 @@ def analyse_run(
     meta: dict[str, Any],
     keep: dict[int, int] | None = None,
     slower: float | None = None,
-    allocation: str = "even",
+    allocation: str = "steps",
 ) -> dict[str, Any]:
     """Run k's answers (the model of every trial) and its best-trial B_noise, from its table
     (only its first trials at the batch sizes of ``keep``, and trials cut where they fell
@@ -504,10 +501,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--allocation",
-        choices=("even", "steps"),
-        default="even",
-        help="runs and report: the study file as it is (even), or allocating by training steps "
-        "within the question's STEP_BUDGETS (steps); each cached apart",
+        choices=("steps", "even"),
+        default="steps",
+        help="runs and report: the question file as it is (steps: its budget of training "
+        "steps), or with allocation: {mode: even} (8 trials per batch size); each cached apart",
     )
     args = parser.parse_args()
     if args.stop_slower is not None and not args.stop_slower > 1:

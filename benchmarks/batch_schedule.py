@@ -73,6 +73,7 @@ def study_file(base: dict[str, Any], schedule: dict[str, Any] | None) -> str:
     data = {
         **base,
         "name": NAME,
+        "allocation": {"mode": "even"},  # 8 trials per batch size (the file states a budget)
         "tuner": {**base.get("tuner", {}), "confirm": {"top": 1, "seeds": 2}},
     }
     if schedule is not None:

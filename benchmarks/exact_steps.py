@@ -18,7 +18,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from study_bench import DEFAULT_FILES, best_steps, finished_trials, run_variant
+from study_bench import DEFAULT_FILES, EVEN, best_steps, finished_trials, run_variant
 
 
 def summary(workdir: Path, name: str) -> dict:
@@ -43,8 +43,12 @@ def summary(workdir: Path, name: str) -> dict:
 def compare(file: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="study-exact-") as tmp:
         workdir = Path(tmp)
-        coarse = summary(workdir, run_variant(file, workdir, "cadence", exact_steps=False))
-        exact = summary(workdir, run_variant(file, workdir, "exact", exact_steps=True))
+        coarse = summary(
+            workdir, run_variant(file, workdir, "cadence", exact_steps=False, allocation=EVEN)
+        )
+        exact = summary(
+            workdir, run_variant(file, workdir, "exact", exact_steps=True, allocation=EVEN)
+        )
     print(f"\n{file.name}: steps to result per batch size")
     print(f"{'batch':>6}{'cadence':>10}{'exact':>10}{'change':>9}")
     for batch in sorted(exact["best"]):

@@ -100,6 +100,7 @@ def study_file(base: dict[str, Any], run: str, seed: int) -> dict[str, Any]:
     """The benchmark's study file for one run kind and tuner seed."""
     data = copy.deepcopy(base)
     data["name"] = f"quality-{run}-{seed}"
+    data["allocation"] = {"mode": "even"}  # 8 trials per batch size (the file states a budget)
     tuner = dict(data.get("tuner") or {})
     tuner["seed"] = seed
     if run == "confirm":

@@ -90,9 +90,13 @@ def main() -> None:
     parser.add_argument("--grid", type=int, default=8, help="learning rates in the baseline grid")
     parser.add_argument("--workdir", help="where mlruns/ goes (default: a temporary directory)")
     args = parser.parse_args()
+    from study.config.study import Allocation
     from study.config.studyfile import load_study_file
 
-    config = load_study_file(HERE / "mnist1d_compute.yaml")
+    # 8 trials per batch size, as the baseline's 8 rates (the file states a budget of steps).
+    config = dataclasses.replace(
+        load_study_file(HERE / "mnist1d_compute.yaml"), allocation=Allocation()
+    )
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="study-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     os.chdir(workdir)

@@ -19,7 +19,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from study_bench import DEFAULT_FILES, best_steps, finished_trials, run_variant
+from study_bench import DEFAULT_FILES, EVEN, best_steps, finished_trials, run_variant
 
 
 def summary(workdir: Path, name: str) -> dict:
@@ -38,8 +38,10 @@ def summary(workdir: Path, name: str) -> dict:
 def compare(file: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="study-hold-") as tmp:
         workdir = Path(tmp)
-        first = summary(workdir, run_variant(file, workdir, "first", target_hold="off"))
-        held = summary(workdir, run_variant(file, workdir, "hold"))
+        first = summary(
+            workdir, run_variant(file, workdir, "first", target_hold="off", allocation=EVEN)
+        )
+        held = summary(workdir, run_variant(file, workdir, "hold", allocation=EVEN))
     print(f"\n{file.name}: steps to result per batch size")
     print(f"{'batch':>6}{'first':>10}{'held':>10}{'change':>9}")
     for batch in sorted(held["best"]):

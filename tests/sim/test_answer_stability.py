@@ -81,18 +81,21 @@ def test_stop_slower_cuts_a_trial_that_fell_behind_the_best_and_only_that() -> N
     assert stop_slower(curves(), target, 2.5).equals(curves())  # 2x behind is within 2.5x
 
 
-def test_allocation_by_steps_is_the_question_file_with_its_budget_and_cached_apart() -> None:
+def test_each_question_file_states_its_budget_and_even_allocation_is_cached_apart() -> None:
     import copy
 
     import yaml
-    from answer_stability import QUESTIONS, STEP_BUDGETS, allocation_of, runs_path, table_path
+    from answer_stability import QUESTIONS, allocation_of, runs_path, table_path
 
     from study.config.studyfile import parse_study
 
-    assert allocation_of("mlp-nesterov", "even") == {}
+    budgets = {"mlp-nesterov": 21_000, "cnn-adam": 16_000}
     for question, file in QUESTIONS.items():
         data = yaml.safe_load(file.read_text())
         config = parse_study({**copy.deepcopy(data), **allocation_of(question, "steps")}, "q.yaml")
-        assert config.allocation.by_steps and config.allocation.steps == STEP_BUDGETS[question]
-        assert table_path(question, 0, "steps") != table_path(question, 0)
-        assert runs_path(question, "steps") != runs_path(question)
+        assert config.allocation.by_steps and config.allocation.steps == budgets[question]
+        even = parse_study({**copy.deepcopy(data), **allocation_of(question, "even")}, "q.yaml")
+        assert even.allocation.mode.value == "even"
+        assert table_path(question, 0, "even") != table_path(question, 0)
+        assert runs_path(question, "even") != runs_path(question)
+        assert runs_path(question) == runs_path(question, "steps")
