@@ -31,12 +31,15 @@ def trials_of(
     knee: float = 1.0,
     outlier: float = 0.0,
     lr_spread: float = 0.0,
+    scatter: str = "normal",
 ) -> pd.DataFrame:
     """Trials drawn from the model itself (S(B) with the knee sharpness ``knee``); ``kink``
     multiplies the steps of batch 128 by ``exp(kink)`` (a curve S(B) cannot follow);
     ``outlier`` multiplies the steps of the best-placed trial at the largest batch size by
     ``exp(-outlier)`` (one lucky trial); ``lr_spread`` moves each batch size's best rate off the
-    curve by a normal offset of that standard deviation (in log lr)."""
+    curve by a normal offset of that standard deviation (in log lr); ``scatter`` is the trial
+    noise's distribution, of standard deviation ``sigma``: ``normal``, ``uniform`` (light
+    tails) or ``laplace`` (heavy tails)."""
     ref = math.exp(np.mean(np.log(SIZES)))
     rows = []
     for b in SIZES:
@@ -49,7 +52,12 @@ def trials_of(
         penalty = np.where(u < 0, 0.4 * u * u, 0.9 * u * u)
         curve = s_min * (1 + (b_noise / b) ** knee) ** (1 / knee)
         s_b = curve * (math.exp(kink) if b == 128 else 1.0)
-        steps = np.exp(math.log(s_b) + penalty + sigma * rng.normal(size=per_batch))
+        noise = {
+            "normal": lambda: rng.normal(size=per_batch),
+            "uniform": lambda: rng.uniform(-math.sqrt(3.0), math.sqrt(3.0), per_batch),
+            "laplace": lambda: rng.laplace(0.0, math.sqrt(0.5), per_batch),
+        }[scatter]()
+        steps = np.exp(math.log(s_b) + penalty + sigma * noise)
         if outlier and b == SIZES[-1]:
             steps[np.argmin(np.abs(u))] *= math.exp(-outlier)
         cap = budget * curve
@@ -79,6 +87,24 @@ def test_recovers_the_generating_curve_and_rate_rule():
     sd = np.sqrt(np.diag(fit.covariance))
     assert sd[PARAMS.index("log_b_noise")] > 0 and sd[PARAMS.index("beta")] == 0.0
     assert fit.predict(64, fit.best_lr(64)[0])[()] == pytest.approx(fit.steps(64)[0])
+
+
+def test_sigmas_interval_follows_the_tails_of_the_scatter():
+    """The variance of log sigma is the scatter's kurtosis over 4n: lighter tails than normal's
+    (a jagged response to the learning rate) give a narrower interval, heavier ones a wider."""
+
+    def sd_of_log_sigma(scatter: str) -> float:
+        sds = []
+        for seed in range(4):
+            trials = trials_of(np.random.default_rng(seed), per_batch=20, scatter=scatter)
+            fit = fit_surrogate(trials, misfit_test=False)
+            i = PARAMS.index("log_sigma")
+            sds.append(math.sqrt(fit.covariance[i, i]))
+        return float(np.mean(sds))
+
+    light, normal, heavy = (sd_of_log_sigma(s) for s in ("uniform", "normal", "laplace"))
+    assert light < 0.92 * normal
+    assert heavy > 1.15 * normal
 
 
 def test_censored_trials_count_as_more_than_their_steps():
