@@ -90,7 +90,7 @@ def test_recovers_the_generating_curve_and_rate_rule():
 
 
 def test_sigmas_interval_follows_the_tails_of_the_scatter():
-    """The variance of log sigma is the scatter's kurtosis over 4n: lighter tails than normal's
+    """The variance of log sigma is (kurtosis - 1) / 4n: lighter tails than normal's
     (a jagged response to the learning rate) give a narrower interval, heavier ones a wider."""
 
     def sd_of_log_sigma(scatter: str) -> float:
