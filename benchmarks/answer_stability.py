@@ -247,7 +247,7 @@ def table_path(question: str, k: int, allocation: str = "steps") -> Path:
     return RESULTS / "answer_stability" / f"{question}_{tag}run{k}.csv.gz"
 
 
-def allocation_of(question: str, allocation: str) -> dict[str, Any]:
+def allocation_of(allocation: str) -> dict[str, Any]:
     """The study-file keys a run changes: none for ``steps`` (the question file as it is, its
     budget of training steps stated); for ``even``, ``allocation: {mode: even}``."""
     if allocation == "steps":
@@ -282,7 +282,7 @@ def run_studies(
                 f"run{k}",
                 seed=k,
                 tuner={**base["tuner"], "seed": k},
-                **allocation_of(question, allocation),
+                **allocation_of(allocation),
             )
             done[str(k)] = {"wall_seconds": time.perf_counter() - started}
         done[str(k)]["training_steps"] = save_run(workdir, name, table)

@@ -96,11 +96,11 @@ step speed-up with a knee of q = 3 (`benchmarks/answer_coverage.py`, condition D
 _SIGMA = PARAMS.index("log_sigma")
 """The variance of ``log sigma`` is ``(kurtosis - 1) / (4 n)`` for the trials' scatter: the
 model-based covariance takes the kurtosis as a normal's (3), the sandwich estimates it from the
-trials themselves, noisily and low with a few dozen of them. A jagged response to the learning rate makes the scatter
-lighter-tailed than normal (kurtosis 2.65 in simulation), so the model's interval over-covered
-(96.2-96.8%) and the sandwich's under-covered (93.4-94.0%); their mean, the kurtosis shrunk
-halfway to the normal's, covered 95.2-95.8% (500 studies in each condition of
-`benchmarks/answer_coverage.py`)."""
+trials themselves, noisily and low with a few dozen of them. A jagged response to the learning
+rate makes the scatter lighter-tailed than normal (kurtosis 2.65-2.85 in simulation), so the
+model's interval over-covered (96.2-96.8%) and the sandwich's under-covered (93.4-94.0%);
+their mean, the kurtosis shrunk halfway to the normal's, covered 95.2-95.8% (500 studies in
+each condition of `benchmarks/answer_coverage.py`)."""
 
 _B_NOISE_RANGE = 1e3
 """B_noise is searched within this factor below the smallest and above the largest batch size."""

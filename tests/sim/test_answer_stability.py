@@ -92,9 +92,9 @@ def test_each_question_file_states_its_budget_and_even_allocation_is_cached_apar
     budgets = {"mlp-nesterov": 21_000, "cnn-adam": 16_000}
     for question, file in QUESTIONS.items():
         data = yaml.safe_load(file.read_text())
-        config = parse_study({**copy.deepcopy(data), **allocation_of(question, "steps")}, "q.yaml")
+        config = parse_study({**copy.deepcopy(data), **allocation_of("steps")}, "q.yaml")
         assert config.allocation.by_steps and config.allocation.steps == budgets[question]
-        even = parse_study({**copy.deepcopy(data), **allocation_of(question, "even")}, "q.yaml")
+        even = parse_study({**copy.deepcopy(data), **allocation_of("even")}, "q.yaml")
         assert even.allocation.mode.value == "even"
         assert table_path(question, 0, "even") != table_path(question, 0)
         assert runs_path(question, "even") != runs_path(question)
