@@ -8,8 +8,7 @@ accelerators (the rule of `study.analysis.recommend`: the largest batch size tha
 target, divisible by N, no larger than ``max(end of perfect scaling, B_noise)``).
 
 Every interval comes from the same draws of the model's parameters (`Surrogate.draws`): the
-share ``confidence`` of draws in the middle (for the best learning rate, a wider share
-calibrated by simulation, `BEST_RATE_WIDENING`), so the trial-to-trial noise (seed-to-seed noise
+share ``confidence`` of draws in the middle, so the trial-to-trial noise (seed-to-seed noise
 and the jagged response to the learning rate, which the model's ``sigma`` measures) is in every
 one of them. Batch-size answers are read on the measured batch sizes, their intervals too.
 
@@ -27,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import special, stats
+from scipy import special
 
 from study.analysis.fitting import CONFIDENCE, as_number
 from study.analysis.likelihood import LOG_STEPS_MAX, log_steps_curve
@@ -51,14 +50,6 @@ DRAWS = 4000
 
 DEFAULT_ACCELERATORS = 8
 """The accelerators answers are given for when none are named."""
-
-BEST_RATE_WIDENING = 1.3
-"""The best learning rate's interval spans this many times the draws' normal quantile (at 95%
-confidence, the middle 98.9% of the draws instead of 95%): a calibration of its confidence
-level by simulation. The middle 95% of the draws held the true best rate in 87-93% of simulated
-studies: the fitted response's asymmetry reads the best rate low, and the draws do not see that
-misfit. Chosen on 200 diagnostic studies per condition (91.0/91.0/94.5/90.5% -> 94.5/94.5/96.5/
-96.0%), checked on the 1,000 per condition of `benchmarks/answer_coverage.py` (README)."""
 
 
 @dataclass(frozen=True)
@@ -201,14 +192,13 @@ def scaling_answers(
     theta = np.vstack([surrogate.theta, surrogate.draws(draws, seed)])
     tail = (1.0 - confidence) / 2.0
 
-    def answer(name: str, values: np.ndarray, *, batch: bool = False, widen: float = 1.0) -> Answer:
+    def answer(name: str, values: np.ndarray, *, batch: bool = False) -> Answer:
         rest = values[1:]
         rest = rest[~np.isnan(rest)]
-        share = float(stats.norm.sf(widen * stats.norm.isf(tail)))
         if batch:
-            low, high = _discrete_quantiles(rest, share)
+            low, high = _discrete_quantiles(rest, tail)
         else:
-            low, high = _continuous_quantiles(rest, share)
+            low, high = _continuous_quantiles(rest, tail)
         return Answer(name, float(values[0]), low, high, batch)
 
     measured = np.asarray(surrogate.batch_sizes, dtype=float)
@@ -250,8 +240,8 @@ def scaling_answers(
             f"batch size for {accelerators} accelerator(s)", chosen, batch=True
         )
         name = f"best learning rate at batch {as_number(pick)}"
-        rate = answer(name, lr, widen=BEST_RATE_WIDENING)
-        safest = _safest_rate(surrogate, theta, pick, answer(name, lr))
+        rate = answer(name, lr)
+        safest = _safest_rate(surrogate, theta, pick, rate)
         out["recommended_lr"] = dataclasses.replace(rate, estimate=safest)
         out["step_speedup"] = answer(
             f"speed-up in steps, batch {as_number(pick)} over {as_number(base)}", speedup

@@ -14,6 +14,7 @@ from study.analysis.answers import Answer, Answers
 from study.analysis.noise_scale import NoiseScaleFit
 from study.analysis.recommend import Recommendation
 from study.analysis.regimes import Regimes
+from study.analysis.surrogate import SMOOTH_C_LOW
 from study.report.formatting import fmt, percent
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -117,6 +118,16 @@ def answer_rows(answers: Answers) -> list[tuple[str, str, str, str]]:
             model.shape,
             "",
             f"likelihood-ratio p = {fmt(model.bend_p_value)} for the bend",
+        )
+    )
+    rows.append(
+        (
+            "learning-rate response's bottom",
+            model.bottom,
+            "",
+            f"curvature {fmt(math.exp(model.value('log_c_low')))} below the best rate; "
+            f"likelihood-ratio p = {fmt(model.sharp_p_value)} for one sharper than "
+            f"{fmt(SMOOTH_C_LOW)}",
         )
     )
     rows.append(

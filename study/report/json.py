@@ -135,6 +135,8 @@ def answers_dict(answers: Answers) -> dict[str, Any]:
             "censored": model.censored,
             "lr_shape": model.shape,
             "bend_p_value": model.bend_p_value,
+            "lr_bottom": model.bottom,
+            "sharp_p_value": model.sharp_p_value,
             "misfit_p_value": model.misfit_p_value,
             "misfits": model.misfits,
             "parameters": dict(zip(PARAMS, model.theta.tolist())),

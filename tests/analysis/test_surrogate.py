@@ -11,7 +11,13 @@ import pytest
 from sim.simulate import StudyDesign, draw_truth, log_best_lr, simulate_trials
 
 from study.analysis.answers import scaling_answers
-from study.analysis.surrogate import LAST_STEP, PARAMS, censored_trials, fit_surrogate
+from study.analysis.surrogate import (
+    LAST_STEP,
+    PARAMS,
+    SMOOTH_C_LOW,
+    censored_trials,
+    fit_surrogate,
+)
 from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE, STEP, TRIAL
 
 SIZES = (16, 32, 64, 128, 256, 512, 1024)
@@ -32,6 +38,7 @@ def trials_of(
     outlier: float = 0.0,
     lr_spread: float = 0.0,
     scatter: str = "normal",
+    v_slope: float = 0.0,
 ) -> pd.DataFrame:
     """Trials drawn from the model itself (S(B) with the knee sharpness ``knee``); ``kink``
     multiplies the steps of batch 128 by ``exp(kink)`` (a curve S(B) cannot follow);
@@ -39,7 +46,8 @@ def trials_of(
     ``exp(-outlier)`` (one lucky trial); ``lr_spread`` moves each batch size's best rate off the
     curve by a normal offset of that standard deviation (in log lr); ``scatter`` is the trial
     noise's distribution, of standard deviation ``sigma``: ``normal``, ``uniform`` (light
-    tails) or ``laplace`` (heavy tails)."""
+    tails) or ``laplace`` (heavy tails); ``v_slope`` makes the response below the best rate a V
+    of that slope in log-log (a sharp bottom) instead of ``0.4 u**2``."""
     ref = math.exp(np.mean(np.log(SIZES)))
     rows = []
     for b in SIZES:
@@ -49,7 +57,8 @@ def trials_of(
             log_best += rng.normal(0.0, lr_spread)
         log_lr = log_best + rng.uniform(-1.5, 1.5, per_batch)
         u = log_lr - log_best
-        penalty = np.where(u < 0, 0.4 * u * u, 0.9 * u * u)
+        below = v_slope * -u if v_slope else 0.4 * u * u
+        penalty = np.where(u < 0, below, 0.9 * u * u)
         curve = s_min * (1 + (b_noise / b) ** knee) ** (1 / knee)
         s_b = curve * (math.exp(kink) if b == 128 else 1.0)
         noise = {
@@ -139,6 +148,16 @@ def test_the_data_decide_whether_the_best_rate_bends():
     assert forced.shape == "power law" and math.isnan(forced.bend_p_value)
 
 
+def test_the_bottom_is_smooth_unless_the_data_say_sharper():
+    smooth = fit_surrogate(trials_of(np.random.default_rng(3), per_batch=14))
+    v = fit_surrogate(trials_of(np.random.default_rng(3), per_batch=14, v_slope=3.0, sigma=0.05))
+
+    assert smooth.bottom == "smooth"
+    assert math.exp(smooth.value("log_c_low")) <= SMOOTH_C_LOW + 1e-9
+    assert v.bottom == "sharp" and v.sharp_p_value < 0.05
+    assert math.exp(v.value("log_c_low")) > 5.0
+
+
 def test_a_curve_that_s_of_b_cannot_follow_is_a_misfit():
     assert not fit_surrogate(trials_of(np.random.default_rng(4))).misfits
     assert fit_surrogate(trials_of(np.random.default_rng(4), kink=0.8)).misfits
@@ -179,6 +198,21 @@ def test_a_knee_on_its_cap_keeps_a_variance_a_held_one_has_none():
     assert held.knee == 1.0 and held.covariance[knee, knee] == 0.0
 
 
+def test_a_bottom_on_its_smooth_cap_keeps_a_variance():
+    # Condition C of benchmarks/answer_coverage.py, a study whose data lean sharper than the
+    # smooth cap without the test preferring it: "at least this sharp", so the curvature keeps
+    # the variance the likelihood gives it there, and the best rate's draws spread with it.
+    design = StudyDesign(batch_sizes=SIZES, trials_per_batch=8, noise=0.10, jagged=0.15, bend=-0.15)
+    rng = np.random.default_rng(23)
+    truth = draw_truth(design, rng)
+    surrogate = fit_surrogate(simulate_trials(truth, design, rng), misfit_test=False)
+
+    c = PARAMS.index("log_c_low")
+    assert surrogate.bottom == "smooth" and surrogate.sharp_p_value >= 0.05
+    assert math.exp(surrogate.theta[c]) == pytest.approx(SMOOTH_C_LOW)
+    assert surrogate.covariance[c, c] > 0.1
+
+
 @pytest.mark.parametrize("seed", [11, 23, 38, 39])
 def test_a_best_rate_is_not_pinned_by_a_v_the_scatter_draws(seed):
     # Condition C of benchmarks/answer_coverage.py: a smooth response (0.7 u**2 either side), a
@@ -190,6 +224,8 @@ def test_a_best_rate_is_not_pinned_by_a_v_the_scatter_draws(seed):
     surrogate = fit_surrogate(simulate_trials(truth, design, rng), misfit_test=False)
     answers = scaling_answers(surrogate, accelerators=8)
 
-    assert math.exp(surrogate.value("log_c_low")) < 10.0  # smooth, not a V against the cap
+    # Smooth (the test did not prefer a sharper bottom), not a V against the cap.
+    assert surrogate.bottom == "smooth"
+    assert math.exp(surrogate.value("log_c_low")) <= SMOOTH_C_LOW + 1e-9
     pick = answers.recommended_batch.estimate
     assert answers.recommended_lr.covers(math.exp(log_best_lr(truth, design, pick)))

@@ -37,6 +37,9 @@ def test_json_holds_finite_numbers_or_null_and_round_trips(written, evil_report)
     assert [row["batch_size"] for row in data["batch_sizes"]] == list(
         evil_report.steps["batch_size"]
     )
+    model = data["answers"]["model"]
+    assert model["lr_bottom"] == evil_report.answers.surrogate.bottom in ("smooth", "sharp")
+    assert "sharp_p_value" in model
     assert data["target"] == {
         "text": "val_accuracy>=0.6",
         "metric": "val_accuracy",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from study.report.formatting import fmt
 from study.report.formatting import fmt as fmt_number
 from study.report.tables import fitted_numbers, report_tables
@@ -37,6 +39,10 @@ def test_every_table_in_order_with_one_row_per_record(report) -> None:
     named = {row[0]: row for row in answers.rows}
     assert named["B_noise"][1] == fmt_number(report.answers.b_noise.estimate)
     assert "perfect scaling ends at" in named and answers.headers[2] == "95% interval"
+    model = report.answers.surrogate
+    bottom = named["learning-rate response's bottom"]
+    assert bottom[1] == model.bottom in ("smooth", "sharp")
+    assert bottom[3].startswith(f"curvature {fmt(math.exp(model.value('log_c_low')))} below")
 
 
 def test_fitted_numbers_name_their_interval_by_the_confidence(report, make_report, table) -> None:
