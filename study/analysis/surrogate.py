@@ -33,7 +33,7 @@ any trial of its batch size ran when it diverged. Maximum likelihood (scipy), wi
 of the log-likelihood for the parameters' covariance, widened to the sandwich covariance where
 the trials scatter more than the model says, and to a random effect per batch size where the
 batch sizes scatter about the best-rate curve or S(B) more than their trials say
-(`_covariance`, `study.analysis.batch_effects`); `Surrogate.draws` samples
+(`study.analysis.covariance`); `Surrogate.draws` samples
 parameters from it for the intervals of every answer derived from the model
 (`study.analysis.answers`).
 
@@ -50,8 +50,8 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from study.analysis.batch_effects import between_batch_covariance
-from study.analysis.fitting import hessian, value_and_gradient
+from study.analysis.covariance import parameter_covariance
+from study.analysis.fitting import value_and_gradient
 from study.analysis.likelihood import (
     CENSORED,
     LAST_STEP,
@@ -62,7 +62,6 @@ from study.analysis.likelihood import (
     log_likelihoods,
     mean_log_steps,
     steps_curve,
-    trial_log_likelihoods,
 )
 from study.analysis.threads import one_blas_thread
 
@@ -80,10 +79,6 @@ SHAPES = ("auto", "power law", "bends")
 BEND_P_VALUE = 0.05
 """``shape="auto"`` keeps the bend when the likelihood-ratio test's p-value is below this."""
 
-BATCH_EFFECTS = ("best_lr", "steps")
-"""The curves whose spread between batch sizes widens the intervals
-(`study.analysis.batch_effects`): the best learning rate's and S(B)'s."""
-
 SMOOTH_C_LOW = 1.0
 """The largest curvature of log steps just below the best rate of a smooth bottom: 1 costs 1%
 more steps 10% below the best rate, 62% at half of it. The dense grids of
@@ -99,26 +94,7 @@ this p-value."""
 MISFIT_P_VALUE = 0.01
 """S(B) misfits when a model with free steps per batch size beats it at this p-value."""
 
-CAPPED = ("log_knee", "log_c_low")
-"""Parameters whose upper bound is a cap, not a limit of what the model means: at q = 8 the
-knee is within 9% of a corner (``S(B_noise) = 2 ** (1 / 8) S_min``), and a fit that reaches
-it says "at least this sharp", not "exactly this"; so does a bottom on `SMOOTH_C_LOW` (the
-test kept it smooth, the data lean sharper) or on `_C_LOW_MAX`. Such a parameter keeps the
-variance the likelihood's curvature gives it there (a bound of the model, such as
-McCandlish's q >= 1, holds it: no variance). Without it, a corner pinned S(B)'s speed-ups
-(91.9% simulated coverage of the step speed-up with a knee of q = 3), and a bottom on its cap
-the best rate (85-88% in every condition of `benchmarks/answer_coverage.py`)."""
-
 _C_LOW = PARAMS.index("log_c_low")
-_SIGMA = PARAMS.index("log_sigma")
-"""The variance of ``log sigma`` is ``(kurtosis - 1) / (4 n)`` for the trials' scatter: the
-model-based covariance takes the kurtosis as a normal's (3), the sandwich estimates it from the
-trials themselves, noisily and low with a few dozen of them. A jagged response to the learning
-rate makes the scatter lighter-tailed than normal (kurtosis 2.65-2.85 in simulation), so the
-model's interval over-covered (96.2-96.8%) and the sandwich's under-covered (93.4-94.0%);
-their mean, the kurtosis shrunk halfway to the normal's, covered 95.2-95.8% (500 studies in
-each condition of `benchmarks/answer_coverage.py`)."""
-
 _B_NOISE_RANGE = 1e3
 """B_noise is searched within this factor below the smallest and above the largest batch size."""
 
@@ -288,7 +264,7 @@ def fit_surrogate(
         p_sharp = float(stats.chi2.sf(max(0.0, 2.0 * (smooth.fun - chosen.fun)), df=1))
         if p_sharp >= SHARP_P_VALUE:
             chosen, options = smooth, smooth_options
-    covariance, free = _covariance(data, chosen.x, options)
+    covariance, free = parameter_covariance(data, chosen.x, _bounds(data, options))
     return Surrogate(
         ok=True,
         theta=chosen.x,
@@ -368,77 +344,6 @@ def _fit(
         if best is None or result.fun < best.fun:
             best = result
     return best
-
-
-def _covariance(data: Trials, theta: np.ndarray, options: _Options) -> tuple[np.ndarray, int]:
-    """The parameters' covariance over the free ones, and their number (parameters held, or at a
-    bound that is not a cap of `CAPPED` (`_is_free`), get zero variance).
-
-    The model-based covariance (the inverse of the negative log-likelihood's Hessian, with the
-    small-sample correction ``n / (n - p)``), each parameter's standard deviation widened to the
-    sandwich covariance's ``H^-1 J H^-1`` (``J`` the trials' scores' outer products) where that
-    is wider: the two agree when the model holds, and where it misfits (steps that follow S(B)
-    or the learning-rate response only roughly) the sandwich is the one that stays honest.
-    The noise's spread ``log_sigma`` takes the mean of the two variances instead, narrower or
-    wider (`_SIGMA`).
-    Then raised, for every combination of the parameters (`_at_least`), to the model-based
-    covariance plus what the spread of the best rate and of S(B) between batch sizes adds
-    (`BATCH_EFFECTS`, `between_batch_covariance`): a misfit shared by all the trials of a batch
-    size, which no per-trial correction sees.
-    """
-    bounds = _bounds(data, options)
-    free = [i for i, (lo, hi) in enumerate(bounds) if _is_free(i, theta[i], lo, hi)]
-    curvature = hessian(lambda points: -log_likelihoods(points, data), theta, free)
-    values, vectors = np.linalg.eigh(curvature)
-    values = np.maximum(values, 1e-6 * max(float(values.max()), 1e-12))
-    inverse = (vectors / values) @ vectors.T
-    n, p = data.n, len(free)
-    model = inverse * n / max(n - p, 1)
-    scores = _scores(data, theta, free)
-    sandwich = inverse @ (scores @ scores.T) @ inverse * n / max(n - p, 1)
-    ratio = np.diag(sandwich) / np.diag(model)
-    widen = np.sqrt(np.maximum(1.0, ratio))
-    floor = np.ones(len(free))  # the model-based covariance the batch effects are added to
-    if _SIGMA in free:
-        j = free.index(_SIGMA)
-        widen[j] = math.sqrt(0.5 * (1.0 + ratio[j]))
-        floor[j] = min(1.0, widen[j])
-    cov = model * np.outer(widen, widen)
-    for component in BATCH_EFFECTS:
-        spread, _ = between_batch_covariance(data, theta, free, component)
-        cov = _at_least(cov, model * np.outer(floor, floor) + spread)
-    out = np.zeros((len(PARAMS), len(PARAMS)))
-    out[np.ix_(free, free)] = cov
-    return out, len(free)
-
-
-def _is_free(i: int, value: float, low: float, high: float) -> bool:
-    """Whether parameter ``i`` has a variance: fitted (``high > low``) and inside its bounds, or
-    on a cap of `CAPPED` (the data allow it lower, and say how much lower through the
-    likelihood's curvature there)."""
-    if high <= low:
-        return False
-    inside = low + 1e-6 < value < high - 1e-6
-    return inside or (PARAMS[i] in CAPPED and value >= high - 1e-6)
-
-
-def _at_least(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a + (b - a)_+``: the smallest-step covariance at least as large as both ``a`` and
-    ``b`` for every linear combination of the parameters (the positive part of ``b - a``)."""
-    values, vectors = np.linalg.eigh(0.5 * ((b - a) + (b - a).T))
-    return a + (vectors * np.maximum(values, 0.0)) @ vectors.T
-
-
-def _scores(data: Trials, theta: np.ndarray, free: list[int]) -> np.ndarray:
-    """Each trial's gradient of its log-likelihood over the ``free`` parameters (central
-    differences; rows: parameters, columns: trials)."""
-    h = np.array([1e-5 * max(1.0, abs(theta[i])) for i in free])
-    points = np.repeat(theta[None, :], 2 * len(free), axis=0)
-    for j, i in enumerate(free):
-        points[2 * j, i] += h[j]
-        points[2 * j + 1, i] -= h[j]
-    values = trial_log_likelihoods(points, data)
-    return (values[0::2] - values[1::2]) / (2.0 * h[:, None])
 
 
 def _misfit(data: Trials, fit: optimize.OptimizeResult, options: _Options) -> float:

@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 
-from study.analysis import surrogate
 from study.analysis.answers import scaling_answers
 from study.analysis.batch_effects import batch_offsets, between_batch_covariance
 from study.analysis.likelihood import PARAMS, Trials
@@ -69,13 +68,3 @@ def test_best_rates_that_scatter_between_batch_sizes_widen_alpha_by_their_spread
 
     assert 0.2 < float(np.median(taus)) < 0.6  # the spread drawn: 0.4
     assert np.median(np.array(widths[0.4]) / np.array(widths[0.0])) > 2.0
-
-
-def test_the_raised_covariance_is_at_least_both_for_every_combination():
-    rng = np.random.default_rng(0)
-    a, b = (m @ m.T for m in rng.normal(size=(2, 4, 4)))
-    both = surrogate._at_least(a, b)
-    for _ in range(200):
-        v = rng.normal(size=4)
-        assert v @ both @ v >= max(v @ a @ v, v @ b @ v) - 1e-9
-    assert np.allclose(surrogate._at_least(a, a), a)
