@@ -55,10 +55,12 @@ def test_a_batch_size_at_its_most_trials_gets_none() -> None:
 def test_with_a_model_the_most_narrowing_for_its_share_of_steps_and_trials_gets_the_trial(
     tmp_path: Path,
 ) -> None:
-    ledger = ledger_with(tmp_path)
-    frame = ledger_frame([t for b in SIZES for t in ledger.trials(Stratum(b, "default"))])
+    # Up to 512: the most narrowing per step (512, cheap) is not the most per trial (128).
+    sizes = (*SIZES, 512)
+    ledger = ledger_with(tmp_path, sizes=sizes)
+    frame = ledger_frame([t for b in sizes for t in ledger.trials(Stratum(b, "default"))])
     views = []
-    for b in SIZES:
+    for b in sizes:
         stratum = Stratum(b, "default")
         best = ledger.best(stratum)
         assert best is not None and best.steps_to_target
@@ -80,7 +82,8 @@ def test_with_a_model_the_most_narrowing_for_its_share_of_steps_and_trials_gets_
     # Steps to spare (the trials are the scarce budget): the most narrowing per trial.
     decision, go = plan_step(views, frame, left=1e9, number=1, bounds=BOUNDS, pruning=True)
     assert go and decision.stratum == f"b{per_trial[0]}/default"
-    assert "the most for its share of the steps and of the 25 trials left" in decision.reason
+    left = len(sizes) * (8 - 3)  # each batch size's share of 8, 3 run
+    assert f"the most for its share of the steps and of the {left} trials left" in decision.reason
     # Steps scarce (each trial uses a large share of them): the most narrowing per step, of
     # the batch sizes whose expected steps still fit.
     left = max(d.cost for d in designs.values()) * 1.01  # type: ignore[union-attr]
