@@ -11,8 +11,10 @@ Optuna's own proxy, memory) one call each, in the same order. A trial closed alr
 refuses the whole group with `optuna.exceptions.UpdateFinishedTrialError`, as each call would.
 
 On a `study.ledger.retry.RetryingStorage` the transaction is retried through transient faults
-like every other call; it is all or nothing, so a retry writes the same group again, and one
-whose commit landed before its answer was lost is done (the trial is closed in that state).
+like every other call; it is all or nothing, so a retry writes the same group again (a
+parameter the first attempt stored is set again, not inserted twice), and one that closes the
+trial whose commit landed before its answer was lost is done (the trial is closed in that
+state).
 
 Example: finishing a trial with 16 attributes, its curve and 40 intermediate values is one
 transaction instead of 58.
@@ -148,9 +150,13 @@ def _in_one_transaction(rdb: Any, writes: TrialWrites) -> None:
         trial = models.TrialModel.find_or_raise_by_id(trial_id, session, for_update=True)
         rdb.check_trial_is_updatable(trial_id, trial.state)
         for name, (value, dist) in writes.params.items():
-            rdb._set_trial_param_without_commit(
-                session, trial_id, name, dist.to_internal_repr(value), dist
-            )
+            internal = dist.to_internal_repr(value)
+            found = models.TrialParamModel.find_by_trial_and_param_name(trial, name, session)
+            if found is None:
+                rdb._set_trial_param_without_commit(session, trial_id, name, internal, dist)
+            else:  # a retry whose first commit landed: the same value again
+                found.param_value = internal
+                found.distribution_json = optuna.distributions.distribution_to_json(dist)
         for model, attrs in (
             (models.TrialUserAttributeModel, writes.user),
             (models.TrialSystemAttributeModel, writes.system),

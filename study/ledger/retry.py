@@ -11,7 +11,8 @@ raises `StorageUnavailable` (exit status 75, "try again later"): the storage's r
 they were before the outage, so ``study resume`` continues.
 
 Retried writes stay correct when the first attempt's commit did land: creating a study that
-now exists returns it, finishing a trial that is now finished with the same state is done (one
+now exists returns it, setting a parameter the trial now holds with the same value is done,
+finishing a trial that is now finished with the same state is done (one
 call, or a group of writes in one transaction, `retried`, `study.ledger.batch`), and creating a
 trial from a template with a `CLAIM_TOKEN` first looks for the trial the first attempt made.
 Every other write sets a value (a retry writes the same value again). A trial created without
@@ -243,7 +244,8 @@ def _landed(
     inner: BaseStorage, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], exc: Exception
 ) -> _Done | None:
     """The result of a write whose earlier attempt did land (its retry is refused for it), or
-    None: a study created twice, a trial finished twice with the same state."""
+    None: a study created twice, a parameter set twice to the same value, a trial finished
+    twice with the same state."""
 
     def arg(index: int, key: str) -> Any:
         return args[index] if len(args) > index else kwargs.get(key)
@@ -257,6 +259,17 @@ def _landed(
         state = arg(1, "state")
         if isinstance(state, OptunaState) and inner.get_trial(arg(0, "trial_id")).state is state:
             return _Done(True)
+    if name == "set_trial_param":  # stored already: the same value is refused as a duplicate
+        trial_id, param = arg(0, "trial_id"), arg(1, "param_name")
+        dist = arg(3, "distribution")
+        try:
+            frozen = inner.get_trial(trial_id)
+        except Exception:
+            return None
+        held = param in frozen.params and dist is not None
+        if held and dist.to_internal_repr(frozen.params[param]) == arg(2, "param_value_internal"):
+            return _Done(None)
+        return None
     if name == WRITE_TRIAL and isinstance(exc, optuna.exceptions.UpdateFinishedTrialError):
         writes = arg(0, "writes")
         if writes is not None and closed_as(inner.get_trial(writes.trial_id), writes):

@@ -113,6 +113,34 @@ def test_a_group_whose_commit_landed_is_not_done_twice(
     assert len(said) == 2  # the outage and the storage back
 
 
+def test_a_group_that_leaves_the_trial_open_is_written_again_after_a_landed_commit(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trial's start (its parameters and attributes, still running) whose commit landed and
+    whose answer was lost: the retry sets the same rows again instead of inserting a second
+    parameter row (PostgreSQL's unique key would refuse it: found by the storage outage test)."""
+    storage, _clock, said = retrying(open_storage(postgres_url).inner)
+    study_id = storage.create_new_study([StudyDirection.MINIMIZE], "s")
+    trial_id = storage.create_new_trial(study_id)
+    original, lost = batch_module._in_one_transaction, [1]
+
+    def answer_lost(rdb, writes):
+        original(rdb, writes)
+        if lost:
+            lost.pop()
+            raise dropped()
+
+    monkeypatch.setattr(batch_module, "_in_one_transaction", answer_lost)
+    opened = writes_of(trial_id)
+    opened.state = opened.values = None
+    write(storage, opened)
+    frozen = storage.get_trial(trial_id)
+    assert frozen.state is OptunaState.RUNNING and not lost and len(said) == 2
+    assert frozen.params == {"learning_rate": 0.05} and frozen.user_attrs["status"] == "reached"
+    write(storage, writes_of(trial_id))  # and it closes as usual
+    assert stored(storage, trial_id)[:3] == (OptunaState.COMPLETE, [30.0], {"learning_rate": 0.05})
+
+
 def test_a_group_cut_off_before_its_commit_is_written_on_retry(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

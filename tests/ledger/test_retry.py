@@ -127,6 +127,23 @@ def test_a_write_whose_commit_landed_is_not_done_twice() -> None:
     assert storage.get_trial(trial).state is OptunaState.COMPLETE and inner.calls == 2
 
 
+def test_a_parameter_whose_commit_landed_is_not_set_twice() -> None:
+    class Unique(Flaky):  # a second row for the same parameter is refused, as on a database
+        def set_trial_param(self, trial_id, name, value, dist):
+            if name in InMemoryStorage.get_trial(self, trial_id).params:
+                raise sqlalchemy.exc.IntegrityError("INSERT", {}, Exception("duplicate key"))
+            return super().set_trial_param(trial_id, name, value, dist)
+
+    inner = Unique("set_trial_param", fail=1, land=True)
+    storage, _, said = retrying(inner)
+    trial = storage.create_new_trial(study_id=storage.create_new_study([StudyDirection.MINIMIZE]))
+    dist = optuna.distributions.FloatDistribution(1e-3, 1.0, log=True)
+    storage.set_trial_param(trial, "lr", 0.05, dist)
+    assert storage.get_trial(trial).params == {"lr": 0.05} and inner.calls == 2 and len(said) == 2
+    with pytest.raises(sqlalchemy.exc.IntegrityError):  # another value is no retry: refused
+        storage.set_trial_param(trial, "lr", 0.07, dist)
+
+
 def test_threads_share_one_outage_and_one_warning() -> None:
     storage, _, said = retrying(Flaky("get_all_studies", fail=6))
     threads = [threading.Thread(target=storage.get_all_studies) for _ in range(3)]
