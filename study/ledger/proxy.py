@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import json
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -79,10 +80,11 @@ def open_proxy(
     storage (``window``: seconds, see `study.ledger.retry`).
 
     Raises:
-        FieldError: on ``storage``: a malformed URL, or no proxy answers there within
-            `CONNECT_TIMEOUT` seconds.
+        FieldError: on ``storage``: a malformed URL, nothing listening there (at once), or no
+            proxy answers there within `CONNECT_TIMEOUT` seconds.
     """
     host, port = proxy_address(url)
+    _check_listening(url, host, port)
     proxy = _proxy_class()(host=host, port=port)
     try:
         proxy.wait_server_ready(timeout=CONNECT_TIMEOUT)
@@ -94,6 +96,26 @@ def open_proxy(
             "(is `study serve-storage` running there, on that port?)",
         ) from None
     return RetryingStorage(proxy, url, window, now=now)
+
+
+def _check_listening(url: str, host: str, port: int) -> None:
+    """Fail at once where the host refuses the connection (nothing listens on that port), as
+    a database's driver does, instead of gRPC trying again until `CONNECT_TIMEOUT`; a host that
+    does not answer at all is left to gRPC's wait.
+
+    Raises:
+        FieldError: on ``storage``: the connection was refused.
+    """
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT).close()
+    except ConnectionRefusedError:
+        raise FieldError(
+            "storage",
+            detail=f"cannot open {url!r}: nothing listens on {host}:{port} (connection "
+            "refused; is `study serve-storage` running there, on that port?)",
+        ) from None
+    except OSError:  # unreachable, a timeout, a name that does not resolve: gRPC says it
+        pass
 
 
 #: gRPC channel options of the client: Optuna's (no limit on a reply's size), and reconnection

@@ -7,6 +7,7 @@ retry (one line each way) and answered ``UNAVAILABLE`` by the proxy."""
 from __future__ import annotations
 
 import re
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -59,12 +60,30 @@ def test_a_proxy_address_names_a_host_and_a_port(url: str) -> None:
     )
 
 
-def test_no_proxy_answering_is_one_line_in_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(proxy_module, "CONNECT_TIMEOUT", 1)
-    url = f"grpc://127.0.0.1:{free_port()}"
+def test_a_port_nothing_listens_on_is_one_line_at_once() -> None:
+    port = free_port()
+    url = f"grpc://127.0.0.1:{port}"
     started = time.monotonic()
     with pytest.raises(UsageError) as error:
         open_storage(url)
+    assert time.monotonic() - started < 2  # refused: no wait for the connect timeout (10 s)
+    assert str(error.value) == (
+        f"storage: cannot open {url!r}: nothing listens on 127.0.0.1:{port} (connection "
+        "refused; is `study serve-storage` running there, on that port?)"
+    )
+
+
+def test_a_listener_that_is_no_proxy_is_one_line_in_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(proxy_module, "CONNECT_TIMEOUT", 1)
+    with socket.socket() as listener:  # accepts connections, never speaks gRPC
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        url = f"grpc://127.0.0.1:{listener.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(UsageError) as error:
+            open_storage(url)
     assert time.monotonic() - started < 5
     assert str(error.value) == (
         f"storage: cannot open {url!r}: no storage proxy answered in 1 s "
