@@ -92,33 +92,12 @@ def test_a_closed_trial_refuses_the_whole_group(postgres_url: str) -> None:
     assert not frozen.user_attrs and not frozen.params and not frozen.intermediate_values
 
 
-def test_a_group_whose_commit_landed_is_not_done_twice(
+def answers_lost_once(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    rdb_storage = open_storage(postgres_url)
-    storage, _clock, said = retrying(rdb_storage.inner)
-    study_id = storage.create_new_study([StudyDirection.MINIMIZE], "s")
-    trial_id = storage.create_new_trial(study_id)
-    original, lost = batch_module._in_one_transaction, [1]
-
-    def answer_lost(rdb, writes):
-        original(rdb, writes)
-        if lost:
-            lost.pop()
-            raise dropped()
-
-    monkeypatch.setattr(batch_module, "_in_one_transaction", answer_lost)
-    write(storage, writes_of(trial_id))
-    assert storage.get_trial(trial_id).state is OptunaState.COMPLETE
-    assert len(said) == 2  # the outage and the storage back
-
-
-def test_a_group_that_leaves_the_trial_open_is_written_again_after_a_landed_commit(
-    postgres_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A trial's start (its parameters and attributes, still running) whose commit landed and
-    whose answer was lost: the retry sets the same rows again instead of inserting a second
-    parameter row (PostgreSQL's unique key would refuse it: found by the storage outage test)."""
+) -> tuple[RetryingStorage, int, list[str], list[int]]:
+    """A retrying storage on a new database whose next group of writes commits and then loses
+    its answer (a dropped connection): the storage, an open trial, what the retry said, and a
+    list that is empty once the answer was lost."""
     storage, _clock, said = retrying(open_storage(postgres_url).inner)
     study_id = storage.create_new_study([StudyDirection.MINIMIZE], "s")
     trial_id = storage.create_new_trial(study_id)
@@ -131,6 +110,25 @@ def test_a_group_that_leaves_the_trial_open_is_written_again_after_a_landed_comm
             raise dropped()
 
     monkeypatch.setattr(batch_module, "_in_one_transaction", answer_lost)
+    return storage, trial_id, said, lost
+
+
+def test_a_group_whose_commit_landed_is_not_done_twice(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage, trial_id, said, _ = answers_lost_once(postgres_url, monkeypatch)
+    write(storage, writes_of(trial_id))
+    assert storage.get_trial(trial_id).state is OptunaState.COMPLETE
+    assert len(said) == 2  # the outage and the storage back
+
+
+def test_a_group_that_leaves_the_trial_open_is_written_again_after_a_landed_commit(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trial's start (its parameters and attributes, still running) whose commit landed and
+    whose answer was lost: the retry sets the same rows again instead of inserting a second
+    parameter row (PostgreSQL's unique key would refuse it: found by the storage outage test)."""
+    storage, trial_id, said, lost = answers_lost_once(postgres_url, monkeypatch)
     opened = writes_of(trial_id)
     opened.state = opened.values = None
     write(storage, opened)
