@@ -90,21 +90,18 @@ def open_proxy(
         proxy.wait_server_ready(timeout=CONNECT_TIMEOUT)
     except ConnectionError:
         proxy.close()
-        raise FieldError(
-            "storage",
-            detail=f"cannot open {url!r}: no storage proxy answered in {CONNECT_TIMEOUT} s "
-            "(is `study serve-storage` running there, on that port?)",
-        ) from None
+        raise _no_answer(url) from None
     return RetryingStorage(proxy, url, window, now=now)
 
 
 def _check_listening(url: str, host: str, port: int) -> None:
     """Fail at once where the host refuses the connection (nothing listens on that port), as
-    a database's driver does, instead of gRPC trying again until `CONNECT_TIMEOUT`; a host that
-    does not answer at all is left to gRPC's wait.
+    a database's driver does, instead of gRPC trying again until `CONNECT_TIMEOUT`; a host
+    silent for that long fails as gRPC would after it (not after a second wait). Anything else
+    (unreachable, a name that does not resolve) is left to gRPC.
 
     Raises:
-        FieldError: on ``storage``: the connection was refused.
+        FieldError: on ``storage``: the connection was refused, or not answered in time.
     """
     try:
         socket.create_connection((host, port), timeout=CONNECT_TIMEOUT).close()
@@ -114,8 +111,18 @@ def _check_listening(url: str, host: str, port: int) -> None:
             detail=f"cannot open {url!r}: nothing listens on {host}:{port} (connection "
             "refused; is `study serve-storage` running there, on that port?)",
         ) from None
-    except OSError:  # unreachable, a timeout, a name that does not resolve: gRPC says it
+    except TimeoutError:  # the host did not answer: neither would gRPC, no second wait
+        raise _no_answer(url) from None
+    except OSError:  # unreachable, a name that does not resolve: gRPC says it
         pass
+
+
+def _no_answer(url: str) -> FieldError:
+    return FieldError(
+        "storage",
+        detail=f"cannot open {url!r}: no storage proxy answered in {CONNECT_TIMEOUT} s "
+        "(is `study serve-storage` running there, on that port?)",
+    )
 
 
 #: gRPC channel options of the client: Optuna's (no limit on a reply's size), and reconnection

@@ -73,6 +73,21 @@ def test_a_port_nothing_listens_on_is_one_line_at_once() -> None:
     )
 
 
+def test_a_host_that_never_answers_is_waited_for_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    def silent(address, timeout):
+        assert timeout == proxy_module.CONNECT_TIMEOUT
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(proxy_module.socket, "create_connection", silent)
+    monkeypatch.setattr(proxy_module, "_proxy_class", lambda: pytest.fail("a second wait"))
+    with pytest.raises(UsageError) as error:
+        open_storage("grpc://10.255.255.1:13000")
+    assert str(error.value) == (
+        "storage: cannot open 'grpc://10.255.255.1:13000': no storage proxy answered in 10 s "
+        "(is `study serve-storage` running there, on that port?)"
+    )
+
+
 def test_a_listener_that_is_no_proxy_is_one_line_in_seconds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
