@@ -259,7 +259,7 @@ def _landed(
         state = arg(1, "state")
         if isinstance(state, OptunaState) and inner.get_trial(arg(0, "trial_id")).state is state:
             return _Done(True)
-    if name == "set_trial_param":  # stored already: the same value is refused as a duplicate
+    if name == "set_trial_param" and transient_cause(exc) is None:  # refused as a duplicate
         trial_id, param = arg(0, "trial_id"), arg(1, "param_name")
         dist = arg(3, "distribution")
         try:
