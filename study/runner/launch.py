@@ -30,6 +30,7 @@ from study.paths import masked, tracking_uri
 from study.runner.allocation import Allocator
 from study.runner.engine import StudyEngine
 from study.runner.failures import FailurePolicy
+from study.runner.oracle_process import OracleProcess
 from study.runner.pool import WorkerPool
 from study.runner.progress import Progress, summarize
 from study.runner.schedule import run_schedule_trials, schedule_spec
@@ -228,7 +229,8 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         plan = allocator.start(lambda: pilot_estimate(config, ledger, pool))
         order = list(plan)
     with ledger.recent():  # the set-up reads each stratum once (the tuners, repair, progress)
-        lineup = build_lineup(options.tuner, config, ledger)
+        # KerasTuner's oracle in a process of its own: the host never imports TensorFlow.
+        lineup = build_lineup(options.tuner, config, ledger, oracle=OracleProcess)
         # A tracking server that goes away while the run starts is waited for, like the storage.
         tracker = patiently(lambda: StudyTracker(uri, config.name), masked(uri), uri)
         patiently(

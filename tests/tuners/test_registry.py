@@ -10,10 +10,7 @@ from study.config.space import Stratum
 from study.config.studyfile import parse_study
 from study.errors import UsageError
 from study.ledger import Ledger, Slot
-from study.results import TrialResult, TrialState
-from study.tuners.base import History
-from study.tuners.keras_tuner_backend import KerasTunerBackend
-from study.tuners.registry import TUNERS, Deferred, build_lineup
+from study.tuners.registry import TUNERS, build_lineup
 
 STUDY = {
     "name": "lineup",
@@ -53,36 +50,3 @@ def test_unknown_tuner_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"^tuner: unknown tuner 'nope'; choose from optuna"):
         build_lineup("nope", config, Ledger.open(str(tmp_path / "j.journal"), "lineup"))
     assert TUNERS == ("optuna", "keras-tuner", "both")
-
-
-def test_keras_tuner_is_built_when_a_slot_first_falls_to_it(tmp_path: Path) -> None:
-    config = parse_study(STUDY, "lineup.yaml")
-    ledger = Ledger.open(str(tmp_path / "j.journal"), "lineup")
-    lineup = build_lineup("both", config, ledger)
-    keras_tuner = lineup.rotation[1]
-    assert isinstance(keras_tuner, Deferred) and keras_tuner.name == "keras-tuner"
-    stratum = Stratum(32, "auto")
-
-    proposers = []
-    for _ in range(2):
-        claimed = ledger.claim(stratum, budget=4)
-        assert claimed is not None
-        backend, proposal = lineup.propose(claimed, History(stratum, tuple(ledger.trials(stratum))))
-        for other in lineup.backends:
-            if other is not backend:
-                other.adopt(claimed, proposal)  # as the engine does: not built by hearing it
-        proposers.append((proposal.tuner, keras_tuner.built))
-        ledger.finish(claimed, TrialResult(state=TrialState.NOT_REACHED), 100.0)
-
-    assert proposers[0] == ("optuna", None)  # slot 0: Optuna's; KerasTuner not imported for it
-    assert proposers[1][0] == "keras-tuner"
-    assert isinstance(proposers[1][1], KerasTunerBackend)
-    lineup.close()
-
-
-def test_a_backend_that_never_proposed_is_never_built(tmp_path: Path) -> None:
-    config = parse_study(STUDY, "lineup.yaml")
-    lineup = build_lineup("keras-tuner", config, Ledger.open(str(tmp_path / "j.journal"), "x"))
-    assert lineup.rotation[0].name == "keras-tuner"
-    lineup.close()  # nothing was built, nothing to release
-    assert lineup.rotation[0].built is None  # type: ignore[attr-defined]

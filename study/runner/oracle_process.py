@@ -1,0 +1,113 @@
+"""KerasTuner's oracle in a process of its own, so a study's host never imports TensorFlow.
+
+KerasTuner imports Keras, and Keras TensorFlow: about 4 CPU-seconds and a few hundred MB that
+a host, which only proposes and records, would pay on top of its trainer workers' TensorFlow.
+`OracleProcess` (a `study.tuners.keras_tuner_backend.OracleClient`) runs a
+`study.tuners.keras_tuner_oracle.OracleWorker` in a worker process started like the trainer
+workers (`study.runner.spawning`: on Linux forked from the server that imported TensorFlow
+already, so it is ready in a fraction of a second). It starts on the first KerasTuner proposal
+and ends with the run (or with the host: its end of the pipe closes). A call whose process died
+(killed with the host's process group, say) starts another and is asked once more.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from study.config.study import StudyConfig
+from study.runner import spawning
+
+#: Seconds to wait for the oracle process to end once its pipe is closed.
+_STOP_TIMEOUT_S = 5.0
+
+
+class OracleProcess:
+    """The oracle of ``config``'s study in a process of its own, started on the first call."""
+
+    def __init__(self, config: StudyConfig) -> None:
+        self.config = config
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._process: Any = None
+
+    def call(self, method: str, *args: Any) -> Any:
+        """``OracleWorker.<method>(*args)`` in the oracle process.
+
+        Raises:
+            RuntimeError: the oracle raised (its message), or its process ended twice.
+        """
+        with self._lock:
+            for attempt in range(2):
+                try:
+                    conn = self._started()
+                    conn.send((method, args))
+                    ok, value = conn.recv()
+                except (EOFError, OSError) as exc:
+                    self._stop()
+                    if attempt:
+                        raise RuntimeError(
+                            f"KerasTuner's oracle process ended ({type(exc).__name__}: {exc})"
+                        ) from exc
+                    continue
+                if not ok:
+                    raise RuntimeError(f"KerasTuner's oracle failed: {value}")
+                return value
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(self) -> None:
+        """End the oracle process (if it was started)."""
+        with self._lock:
+            self._stop()
+
+    @property
+    def pid(self) -> int | None:
+        """The oracle process's id while it runs."""
+        return None if self._process is None else self._process.pid
+
+    def _started(self) -> Any:
+        if self._conn is None:
+            ours, theirs = spawning.context().Pipe()
+            process = spawning.process(serve, (theirs, self.config), name="study-oracle")
+            spawning.start(process)  # from the process-wide spawner thread
+            theirs.close()
+            self._conn, self._process = ours, process
+        return self._conn
+
+    def _stop(self) -> None:
+        conn, process = self._conn, self._process
+        self._conn = self._process = None
+        if conn is not None:
+            conn.close()  # the process sees the end of its pipe and returns
+        if process is not None:
+            process.join(_STOP_TIMEOUT_S)
+            if process.is_alive():
+                process.kill()
+                process.join(_STOP_TIMEOUT_S)
+
+
+def serve(conn: Any, config: StudyConfig) -> None:
+    """The oracle process: answer ``(method, args)`` requests with ``(True, result)`` or
+    ``(False, "Error: message")`` until the pipe closes (Ctrl-C is ignored: the host stops
+    and closes the pipe)."""
+    from study.deps import quiet_stderr, without_keras_extras
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the host's to handle; it closes us
+    # Forked from the server, TensorFlow is imported already; spawned, it is imported here.
+    with quiet_stderr(), without_keras_extras(("matplotlib",)):
+        from study.tuners.keras_tuner_oracle import OracleWorker
+    worker = OracleWorker(config)
+    while True:
+        try:
+            method, args = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            answer = (True, getattr(worker, method)(*args))
+        except Exception as exc:  # the host raises it as a RuntimeError naming it
+            answer = (False, f"{type(exc).__name__}: {exc}")
+        try:
+            conn.send(answer)
+        except (EOFError, OSError):
+            return
