@@ -25,9 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.runner.conftest import tiny_study, write_study  # noqa: E402
+
 OUT = ROOT / "benchmarks" / "results" / "host_cost.json"
 TICK = os.sysconf("SC_CLK_TCK")
 HOST = """\
@@ -42,24 +44,9 @@ if __name__ == "__main__":
 
 
 def study_file(directory: Path, trials: int) -> Path:
-    """The tiny study of the runner tests (tests/runner/conftest.py's ``TINY``)."""
-    data = {
-        "name": "host-cost",
-        "workload": "tabular",
-        "workload_options": {"rows": 1500},
-        "target": "val_accuracy>=0.85",
-        "budget": {"max_steps": 400},
-        "eval_every": 10,
-        "trials_per_stratum": trials,
-        "search_space": {
-            "batch_size": [32, 128],
-            "learning_rate": {"low": 1.0e-2, "high": 0.3, "scale": "log"},
-            "strategy": ["default"],
-        },
-    }
-    path = directory / "host-cost.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return path
+    """The runner tests' tiny study (`tests.runner.conftest.TINY`), ``trials`` per stratum."""
+    data = tiny_study(name="host-cost", trials_per_stratum=trials)
+    return write_study(directory, data)
 
 
 def _stat(pid: str) -> tuple[int, float] | None:
@@ -98,7 +85,7 @@ def run_once(tuner: str, trials: int) -> dict[str, float | bool]:
                     continue
                 parent, seconds = seen
                 if pid in parents or str(parent) in parents or int(pid) == host.pid:
-                    parents[pid] = parent
+                    parents.setdefault(pid, parent)  # not init's, once the server ended
                     cpu[pid] = seconds
             time.sleep(0.02)
         stderr = host.stderr.read() if host.stderr else ""
