@@ -32,6 +32,7 @@ the same ledger: a Hyperband round may then take one trial more than its size, a
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -66,8 +67,15 @@ class OracleClient(Protocol):
 
 
 def local_oracle(config: StudyConfig) -> OracleClient:
-    """The oracle in this process (imports KerasTuner, and TensorFlow, on first use)."""
-    from study.tuners.keras_tuner_oracle import LocalOracle
+    """The oracle in this process (imports KerasTuner, and so TensorFlow, on first use)."""
+    from study.deps import without_keras_extras
+
+    # Maybe from a trial thread: standard error stays as it is (`quiet_stderr` would swallow
+    # other threads' lines); the log level hides TensorFlow's start-up chatter. Nothing of
+    # KerasTuner needs Keras' matplotlib gallery (0.7 s).
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with without_keras_extras(("matplotlib",)):
+        from study.tuners.keras_tuner_oracle import LocalOracle
 
     return LocalOracle(config)
 

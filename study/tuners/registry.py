@@ -1,6 +1,7 @@
 """Which backends search a study, and which one proposes for which slot.
 
-Backends are registered by name with a lazy import. The tuner choice (field ``tuner``, a flag of the run commands) builds a `Lineup`:
+Backends are registered by name with a lazy import. The tuner choice (field ``tuner``, a flag
+of the run commands) builds a `Lineup`:
 
 - ``optuna``: Optuna proposes every trial;
 - ``keras-tuner``: KerasTuner proposes every trial;
