@@ -7,7 +7,8 @@ a host, which only proposes and records, would pay on top of its trainer workers
 workers (`study.runner.spawning`: on Linux forked from the server that imported TensorFlow
 already, so it is ready in a fraction of a second). It starts on the first KerasTuner proposal
 and ends with the run (or with the host: its end of the pipe closes). A call whose process died
-(killed with the host's process group, say) starts another and is asked once more.
+(killed with the host's process group, say) starts another and is asked once more; a redraw,
+which needs the draw the dead process held, fails naming the process's end.
 """
 
 from __future__ import annotations
@@ -36,17 +37,20 @@ class OracleProcess:
         """``OracleWorker.<method>(*args)`` in the oracle process.
 
         Raises:
-            RuntimeError: the oracle raised (its message), or its process ended twice.
+            RuntimeError: the oracle raised (its message), or its process ended (twice for a
+                draw, once for a redraw).
         """
+        # Only a draw is asked again: a new process holds no draw for a redraw to repeat.
+        attempts = 2 if method == "draw" else 1
         with self._lock:
-            for attempt in range(2):
+            for attempt in range(attempts):
                 try:
                     conn = self._started()
                     conn.send((method, args))
                     ok, value = conn.recv()
                 except (EOFError, OSError) as exc:
                     self._stop()
-                    if attempt:
+                    if attempt == attempts - 1:
                         raise RuntimeError(
                             f"KerasTuner's oracle process ended ({type(exc).__name__}: {exc})"
                         ) from exc

@@ -83,6 +83,16 @@ def test_a_killed_oracle_process_is_started_again(oracle: OracleProcess) -> None
     assert oracle.pid not in (None, pid)
 
 
+def test_a_redraw_whose_process_died_names_the_end_of_the_process(oracle: OracleProcess) -> None:
+    oracle.call("draw", DrawRequest(STRATUM, None, 0, ()))
+    pid = oracle.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+
+    with pytest.raises(RuntimeError, match=r"oracle process ended"):
+        oracle.call("redraw", 0)
+
+
 def test_an_error_in_the_oracle_is_raised_with_its_message(oracle: OracleProcess) -> None:
     with pytest.raises(RuntimeError, match=r"oracle failed: RuntimeError: redraw before any draw"):
         oracle.call("redraw", 0)
