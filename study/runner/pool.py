@@ -116,6 +116,7 @@ class WorkerPool:
         self._workers: list[_Worker] = []
         self._lock = threading.Condition()
         self._starting = 0
+        self._closed = False
         self.started = 0
 
     def __enter__(self) -> WorkerPool:
@@ -125,8 +126,14 @@ class WorkerPool:
         self.close()
 
     def close(self) -> None:
+        """Stop every worker; one still starting is stopped as it comes up (a Ctrl-C or SIGTERM
+        closes the pool while trial threads may be starting workers). A worker ignores SIGTERM,
+        so one left running would hang the process' exit in `multiprocessing`'s own clean-up,
+        which terminates and then joins every live child."""
         with self._lock:
+            self._closed = True
             workers, self._workers = self._workers, []
+            self._lock.notify_all()
         for worker in workers:
             worker.stop()
 
@@ -146,6 +153,8 @@ class WorkerPool:
         retired: _Worker | WorkerGroup | None = None
         with self._lock:
             while True:
+                if self._closed:
+                    raise WorkerError("the worker pool is closed (the run is stopping)")
                 self._workers = [w for w in self._workers if w.busy or w.alive()]
                 for worker in self._workers:
                     if worker.key == key and not worker.busy:
@@ -169,8 +178,13 @@ class WorkerPool:
                 self._starting -= 1
                 self._lock.notify_all()
         with self._lock:
-            worker.busy = True
-            self._workers.append(worker)
+            closed = self._closed
+            if not closed:
+                worker.busy = True
+                self._workers.append(worker)
+        if closed:
+            worker.stop()
+            raise WorkerError("the worker pool is closed (the run is stopping)")
         return worker
 
     def _spawn(self, key: str, strategy: StrategySpec) -> _Worker | WorkerGroup:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import textwrap
 import threading
 import uuid
@@ -22,9 +23,10 @@ import pytest
 from study.config.target import Target
 from study.config.trial import Budget, TrialSpec
 from study.results import Measurement, TrialResult, TrialState
-from study.runner import WorkerPool
+from study.runner import WorkerPool, spawning
 from study.strategies import tpu_hint
 from tests.fakes import tabular_spec
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -219,6 +221,48 @@ def test_a_worker_that_dies_while_starting_fails_the_trial_in_one_line(
     assert result.state is TrialState.FAILED
     assert result.error == "trainer worker for cpu1 died while starting (exit code 3)"
     assert problem == result.error
+
+
+def idle_worker(conn: Any, *args: Any) -> None:
+    """A worker's entry point that says it is ready and waits, ignoring SIGTERM as a real
+    worker does, until it is told to exit."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    conn.send(("ready", {}))
+    while conn.recv()[0] != "exit":
+        pass
+
+
+def test_a_worker_still_starting_when_the_pool_closes_is_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C or SIGTERM closes the pool while a trial thread may be starting a worker: that
+    worker is stopped as it comes up and the trial fails (the engine records it interrupted).
+    Kept, it would hang the host's exit: `multiprocessing` terminates and joins every live
+    child there, and a worker ignores SIGTERM."""
+    monkeypatch.setattr("study.runner.worker.worker_main", idle_worker)
+    started: list[Any] = []
+    closed = threading.Event()
+
+    def start_then_wait(process: Any) -> None:
+        real_start(process)
+        started.append(process)
+        closed.wait(60)
+
+    real_start = spawning.start
+    monkeypatch.setattr(spawning, "start", start_then_wait)
+    workers = WorkerPool(max_workers=1)
+    results: list[TrialResult] = []
+    trial = threading.Thread(target=lambda: results.append(workers.run(make_spec())))
+    trial.start()
+    wait_until(lambda: started, 60, "the worker to be started")
+    workers.close()
+    closed.set()
+    trial.join(60)
+    assert [r.state for r in results] == [TrialState.FAILED]
+    assert results[0].error == "the worker pool is closed (the run is stopping)"
+    started[0].join(10)
+    assert not started[0].is_alive() and workers.pids() == {}
+    assert workers.run(make_spec()).error == results[0].error  # nothing starts after close
 
 
 def test_strategy_the_host_lacks_is_infeasible(pool: WorkerPool) -> None:
