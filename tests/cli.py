@@ -4,26 +4,20 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.zygote import run
 
 
 def study(
     *args: str, cwd: Path, pythonpath: Path | None = None, timeout: float = 900
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m study ARGS`` in ``cwd``: its store is ``cwd/mlruns``, its dataset cache
-    ``cwd/cache``; no inherited tracking URI or store root; ``pythonpath`` is put first on the
-    module path (a user's own modules)."""
+    """Run ``python -m study ARGS`` in ``cwd`` (a process forked from the zygote,
+    `tests.zygote`): its store is ``cwd/mlruns``, its dataset cache ``cwd/cache``; no
+    inherited tracking URI or store root; ``pythonpath`` is put first on the module path (a
+    user's own modules)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
     env["STUDY_CACHE_DIR"] = str(cwd / "cache")
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "study", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run(args, cwd=cwd, env=env, timeout=timeout)

@@ -9,10 +9,20 @@ the ledger, which keeps every trial (`study.tracking.jobs`).
 
 import os
 
-for _name, _value in {
+#: MLflow's settings in a `study` process, each set unless the environment already sets it.
+MLFLOW_DEFAULTS = {
     "MLFLOW_DISABLE_TELEMETRY": "true",
     "DO_NOT_TRACK": "true",
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
-}.items():
-    os.environ.setdefault(_name, _value)
+}
+
+
+def set_mlflow_defaults() -> None:
+    """Set each of `MLFLOW_DEFAULTS` the environment does not set (done when this package is
+    imported, before MLflow reads them)."""
+    for name, value in MLFLOW_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+
+
+set_mlflow_defaults()

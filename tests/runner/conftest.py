@@ -14,7 +14,6 @@ import math
 import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +30,8 @@ from study.config.space import Stratum
 from study.ledger import Ledger, LedgerTrial, open_storage
 from study.results import TrialState
 from tests.waiting import wait_until
+from tests.zygote import Forked, zygote
+from tests.zygote import run as zygote_run
 
 #: Ledger statuses of trials that consume no budget (their slot is run again).
 UNCOUNTED = tuple(s.value for s in TrialState if not s.counts())
@@ -105,31 +106,20 @@ def study_env() -> dict[str, str]:
     return env
 
 
-def study_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "study", *args]
-
-
 def run_study(
     *args: str, cwd: Path, timeout: float = 240, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``study ARGS`` in ``cwd`` (so its default store is ``cwd/mlruns``) and wait;
-    ``env`` is added to `study_env`."""
-    return subprocess.run(
-        study_cmd(*args),
-        cwd=cwd,
-        env=study_env() | dict(env or {}),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    """Run ``study ARGS`` in ``cwd`` (so its default store is ``cwd/mlruns``) and wait, as a
+    process of its own forked from the zygote (`tests.zygote`); ``env`` is added to
+    `study_env`."""
+    return zygote_run(args, cwd=cwd, env=study_env() | dict(env or {}), timeout=timeout)
 
 
 @dataclass
 class Background:
     """A `study` process started in its own session (its process group id is its pid)."""
 
-    process: subprocess.Popen[bytes]
+    process: Forked
     stdout: Path
     stderr: Path
 
@@ -164,19 +154,13 @@ class Background:
 def start_study(
     *args: str, cwd: Path, tag: str = "study", env: Mapping[str, str] | None = None
 ) -> Background:
-    """Start ``study ARGS`` in ``cwd`` in a session of its own, its output in ``cwd/TAG.out``
-    and ``cwd/TAG.err``; ``env`` is added to `study_env`. The caller stops it (`Background.stop`)."""
+    """Start ``study ARGS`` in ``cwd`` in a session of its own (a process forked from the
+    zygote, `tests.zygote`), its output in ``cwd/TAG.out`` and ``cwd/TAG.err``; ``env`` is
+    added to `study_env`. The caller stops it (`Background.stop`)."""
     stdout, stderr = cwd / f"{tag}.out", cwd / f"{tag}.err"
-    with open(stdout, "wb") as out, open(stderr, "wb") as err:
-        process = subprocess.Popen(
-            study_cmd(*args),
-            cwd=cwd,
-            env=study_env() | dict(env or {}),
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-            preexec_fn=default_signals,
-        )
+    process = zygote().spawn(
+        args, cwd=cwd, env=study_env() | dict(env or {}), stdout=stdout, stderr=stderr
+    )
     return Background(process, stdout, stderr)
 
 
@@ -195,14 +179,6 @@ def background() -> Iterator[Callable[..., Background]]:
     yield start
     for job in started:
         job.stop()
-
-
-def default_signals() -> None:
-    """In a child before exec: Ctrl-C and SIGTERM back to their defaults. An ignored signal is
-    inherited, and Python does not install its Ctrl-C handler when SIGINT is ignored at start,
-    so a disposition another test left in this process must not reach the study under test."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def freeze_when(pgid: int, find: Callable[[], Any], confirm: Callable[[Any], bool] = bool) -> Any:
