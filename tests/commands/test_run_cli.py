@@ -6,9 +6,7 @@ recorded study share one Python process, each with its own exit status and outpu
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ import pytest
 import yaml
 
 from study.ledger import Ledger, list_studies, open_storage
+from tests.cli import study
 from tests.inprocess import sha256, study_each, study_here, study_in
 
 pytestmark = pytest.mark.slow
@@ -35,21 +34,6 @@ STUDY: dict[str, Any] = {
         "strategy": ["default"],
     },
 }
-
-
-def study(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``study ARGS`` in ``cwd``: its default store is ``cwd/mlruns``."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    return subprocess.run(
-        [sys.executable, "-m", "study", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
 
 
 def write(path: Path, data: Any) -> Path:
