@@ -98,7 +98,7 @@ def test_a_forked_process_has_its_own_session_directory_path_and_environment(
 
 
 def test_a_killed_process_reports_the_signal(tmp_path: Path) -> None:
-    (tmp_path / "sleeper.py").write_text("import time\nprint('up', flush=True)\ntime.sleep(60)\n")
+    (tmp_path / "sleeper.py").write_text("import signal\nprint('up', flush=True)\nsignal.pause()\n")
     out, err = tmp_path / "out", tmp_path / "err"
     process = zygote().spawn(
         [], cwd=tmp_path, env=dict(os.environ), stdout=out, stderr=err, module="sleeper"
