@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from study.trainer.graph_loops import for_each, for_range, while_true
 from study.trainer.losses import Objective
 from study.workloads.base import Dataset, Streams
 from study.workloads.blocks import batches_of
@@ -143,30 +144,51 @@ def chunk_loop(
     """
     losses = tf.TensorArray(tf.float32, size=steps)
     if not isinstance(step, MeasuredSteps):
-        for i in tf.range(steps):
-            losses = losses.write(i, _host_sum(strategy, strategy.run(step, args=batch(i))))
-        return _over_hosts(strategy, losses.stack())
+        return _over_hosts(
+            strategy,
+            for_range(
+                steps,
+                lambda i, out: out.write(i, _host_sum(strategy, strategy.run(step, args=batch(i)))),
+                losses,
+            ).stack(),
+        )
     # Only the measured rows are written (one in ``every``); the NaN rows are filled once at
     # the end, so a plain step writes nothing but its loss.
     rows = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[step.extras])
     where = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[])
     every = tf.constant(step.every, tf.int64)
     first = tf.cast(step.counter(), tf.int64)
-    i = tf.constant(0)
-    k = tf.constant(0)
-    while i < steps:
+
+    def plain(start: tf.Tensor) -> Callable[[tf.Tensor, Any], Any]:
+        def write(j: tf.Tensor, out: Any) -> Any:
+            loss = _host_sum(strategy, strategy.run(step.plain, args=batch(start + j)))
+            return out.write(start + j, loss)
+
+        return write
+
+    def stretch(state: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The plain steps up to the next measured one, then that one (if any is left)."""
+        i, k, losses, rows, where = state
         gap = tf.cast((every - (first + tf.cast(i, tf.int64)) % every) % every, tf.int32)
-        for j in tf.range(tf.minimum(gap, steps - i)):
-            loss = _host_sum(strategy, strategy.run(step.plain, args=batch(i + j)))
-            losses = losses.write(i + j, loss)
-        i += tf.minimum(gap, steps - i)
-        if i < steps:
+        count = tf.minimum(gap, steps - i)
+        losses = for_range(count, plain(i), losses)
+        i += count
+
+        def measure() -> tuple[Any, ...]:
             loss, stat = strategy.run(step.measured, args=batch(i))
-            losses = losses.write(i, _host_sum(strategy, loss))
-            rows = rows.write(k, _host_sum(strategy, stat))
-            where = where.write(k, i)
-            k += 1
-            i += 1
+            written = losses.write(i, _host_sum(strategy, loss))
+            return (
+                i + 1,
+                k + 1,
+                written,
+                rows.write(k, _host_sum(strategy, stat)),
+                where.write(k, i),
+            )
+
+        return tf.cond(i < steps, measure, lambda: (i, k, losses, rows, where))
+
+    start = (tf.constant(0), tf.constant(0), losses, rows, where)
+    _, _, losses, rows, where = while_true(lambda state: state[0] < steps, stretch, start)
     unmeasured = tf.fill([steps, step.extras], float("nan"))
     stats = tf.tensor_scatter_nd_update(unmeasured, where.stack()[:, None], rows.stack())
     both = _over_hosts(strategy, tf.concat([losses.stack()[:, None], stats], axis=1))
@@ -237,7 +259,7 @@ class ArrayFeed:
         sliced_step = wrap_step(replica_step, lambda step: sliced(step, strategy))
 
         # One trace for every chunk length and batch size: [steps, batch], both unknown.
-        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
         def train_chunk(indices: tf.Tensor) -> Any:
             def batch(i: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
                 return tf.gather(x_train, indices[i]), tf.gather(y_train, indices[i])
@@ -273,12 +295,13 @@ class ArrayFeed:
         del labels  # already prepared
         chunk = eval_chunk(self.input_shape)
         n = int(self.y_val.shape[0])
-        for i in tf.range((n + chunk - 1) // chunk):
+        x_val, y_val = self.x_val, self.y_val
+
+        def fold_chunk(i: tf.Tensor, state: Any) -> Any:
             start = i * chunk
-            state = body(
-                state, self.x_val[start : start + chunk], self.y_val[start : start + chunk]
-            )
-        return state
+            return body(state, x_val[start : start + chunk], y_val[start : start + chunk])
+
+        return for_range(tf.constant((n + chunk - 1) // chunk), fold_chunk, state)
 
     def sample(self, count: int = 2) -> tuple[tf.Tensor, tf.Tensor]:
         """A few validation examples (inputs, raw labels), eagerly."""
@@ -356,7 +379,7 @@ class StreamFeed:
 
         labelled_step = wrap_step(replica_step, labelled)
 
-        @tf.function
+        @tf.function(autograph=False)
         def train_chunk(iterator: Any, steps: tf.Tensor) -> Any:
             return chunk_loop(strategy, labelled_step, steps, lambda i: next(iterator))
 
@@ -395,9 +418,7 @@ class StreamFeed:
 
     def fold(self, body: FoldBody, state: Any, labels: Callable[[tf.Tensor], tf.Tensor]) -> Any:
         """Fold ``body`` over every validation example once (call inside a `tf.function`)."""
-        for xb, yb in iter(self.val):
-            state = body(state, xb, labels(yb))
-        return state
+        return for_each(iter(self.val), lambda xy, s: body(s, xy[0], labels(xy[1])), state)
 
     def sample(self, count: int = 2) -> tuple[tf.Tensor, tf.Tensor]:
         """A few validation examples (inputs, raw labels), read once and kept."""
@@ -408,10 +429,13 @@ class StreamFeed:
         return self._sample
 
 
-@tf.function
+@tf.function(autograph=False)
 def _skip(iterator: Any, count: tf.Tensor) -> None:
-    for _ in tf.range(count):
+    def take(i: tf.Tensor, taken: tf.Tensor) -> tf.Tensor:
         next(iterator)
+        return taken + 1
+
+    for_range(count, take, tf.zeros([], tf.int64))
 
 
 def make_feed(

@@ -158,7 +158,7 @@ def _from_logits(loss: Any, *, default: bool) -> bool:
 def _per_example(fn: Callable[..., Any]) -> PerExample:
     """One float32 value per example from a loss function or `keras.losses.Loss` (its
     unreduced ``call``); extra axes are averaged, like Keras' losses over the last axis."""
-    call = fn.call if isinstance(fn, keras.losses.Loss) else fn
+    call = _autographed(fn.call if isinstance(fn, keras.losses.Loss) else fn)
 
     def per_example(y: tf.Tensor, out: tf.Tensor) -> tf.Tensor:
         values = tf.cast(call(y, out), tf.float32)
@@ -173,6 +173,20 @@ def _per_example(fn: Callable[..., Any]) -> PerExample:
         return values
 
     return per_example
+
+
+def _autographed(call: Callable[..., Any]) -> Callable[..., Any]:
+    """A user's loss as AutoGraph runs it in a compiled function (Python ``if`` and ``for`` on
+    tensors become graph control flow), since the trainer traces its own compiled functions
+    without AutoGraph (`study.trainer.graph_loops`); Keras' and TensorFlow's losses, and this
+    module's, are called as they are."""
+    module = getattr(call, "__module__", None) or type(call).__module__
+    if module.partition(".")[0] in ("keras", "tensorflow", "study"):
+        return call
+    try:
+        return tf.autograph.to_graph(call)
+    except Exception:  # not convertible (a builtin, a callable object): called as it is
+        return call
 
 
 def _name_of(fn: Any) -> str:

@@ -333,7 +333,7 @@ def _build(
     step = replica_step(model, optimizer, goal, strategy, jit, noise=noise)
     train_function, train_chunk = feed.train_function(step)
 
-    @tf.function
+    @tf.function(autograph=False)  # its loop is spelled out (`study.trainer.graph_loops`)
     def evaluate() -> tf.Tensor:
         state = feed.fold(
             lambda s, x, y: evaluator.update(s, y, goal.outputs_of(model(x, training=False))),

@@ -60,7 +60,7 @@ def replica_step(
         return loss, tape.gradient(scaled, variables)
 
     if jit and replicas > 1:
-        gradients = tf.function(gradients, jit_compile=True)
+        gradients = tf.function(gradients, jit_compile=True, autograph=False)
 
     def global_inverse(xb: tf.Tensor) -> tf.Tensor:
         return 1.0 / tf.cast(tf.shape(xb)[0] * replicas, tf.float32)
@@ -96,7 +96,7 @@ def replica_step(
         return loss, tf.stack([small, big])
 
     def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
-        return tf.function(fn, jit_compile=True) if jit and replicas == 1 else fn
+        return tf.function(fn, jit_compile=True, autograph=False) if jit and replicas == 1 else fn
 
     if not noise:
         return compiled(step)

@@ -28,6 +28,14 @@ LOSS_MODULE = """
         return tf.reduce_mean(tf.square(y_true - y_pred))
 
 
+    def clipped_when_large(y_true, y_pred):
+        # Python control flow on a tensor: AutoGraph makes it a graph `cond`.
+        error = tf.abs(y_true - y_pred)
+        if tf.reduce_max(error) > 1.0:
+            error = tf.minimum(error, 1.0)
+        return tf.reduce_mean(error, axis=-1)
+
+
     NOT_CALLABLE = 3
 """
 
@@ -122,6 +130,20 @@ def test_custom_loss_from_a_module(loss_module: str) -> None:
 
     assert goal.name == f"{loss_module}:weighted_mse"
     np.testing.assert_allclose(values(goal, y, LOGITS), 3 * ((LOGITS - y) ** 2).mean(1), rtol=1e-6)
+
+
+def test_a_custom_loss_with_python_control_flow_runs_in_a_compiled_function(
+    loss_module: str,
+) -> None:
+    """The trainer traces its compiled functions without AutoGraph; a user's loss still gets
+    it, so its ``if`` on a tensor works inside them and takes the branch the values choose."""
+    goal = objective(Task.regression(), model(3), 3, loss=f"{loss_module}:clipped_when_large")
+    compiled = tf.function(goal.per_example, autograph=False)
+    y = np.zeros((5, 3), np.float32)
+    small, large = 0.1 * LOGITS / np.abs(LOGITS).max(), 5.0 * LOGITS / np.abs(LOGITS).max()
+
+    np.testing.assert_allclose(compiled(y, small), np.abs(small).mean(1), rtol=1e-6)
+    np.testing.assert_allclose(compiled(y, large), np.minimum(np.abs(large), 1).mean(1), rtol=1e-6)
 
 
 def test_custom_loss_object_in_a_python_task() -> None:
