@@ -9,13 +9,18 @@
 * ``mlflow_server_pg`` (session): an ``mlflow server`` whose backend store is a database on
   ``postgres``.
 
+The session caches generated data and the MLflow store template (`study.tracking.store_template`)
+in a folder of its own (``STUDY_CACHE_DIR``, unless set), never in the user's ``~/.cache``.
 The session pins ``STUDY_CODE_VERSION`` (`study.version`) to the code version it started with,
 so the ``study`` processes it starts agree even when the sources are edited during the run.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +31,9 @@ from tests.services import PostgresServer, postgresql_server
 from tests.services import mlflow_server as start_mlflow_server
 
 os.environ[PIN] = code_version()
+if not os.environ.get("STUDY_CACHE_DIR"):
+    os.environ["STUDY_CACHE_DIR"] = _CACHE = tempfile.mkdtemp(prefix="study-tests-cache-")
+    atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

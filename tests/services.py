@@ -36,6 +36,8 @@ from pathlib import Path
 
 import pytest
 
+from study.tracking.store_template import seed_new_store
+
 #: How long a server may take to answer, in seconds (MLflow migrates its store on first start).
 START_SECONDS = 180.0
 #: The login role and password of every database `PostgresServer.create_database` makes.
@@ -286,7 +288,9 @@ class MlflowServer:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        """Start the server and wait until it answers."""
+        """Start the server and wait until it answers (a new SQLite store is copied from the
+        migrated template, `study.tracking.store_template`, as `study` makes its own)."""
+        seed_new_store(self.store)
         env = dict(
             os.environ,
             MLFLOW_DISABLE_TELEMETRY="true",

@@ -10,7 +10,9 @@ streams and default signal dispositions; ``study.__main__`` runs as ``__main__``
 interpreter ends as usual (atexit handlers, non-daemon threads joined). TensorFlow is never
 imported in the zygote (it checks), so a host's trainer workers come from the host's own
 forkserver, as in a real run, and a host that imports TensorFlow itself (``study train``)
-imports it afresh.
+imports it afresh. The zygote also makes the empty MLflow store that a host's new local store
+is copied from (`study.tracking.store_template`, in a cache folder of its own), as a host that
+had made a store before would have.
 
 The zygote is a child of the test process; hosts are its children, so the zygote reaps them
 and reports each exit status, and `Forked` gives a test what it used from `subprocess.Popen`
@@ -27,6 +29,7 @@ import importlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,6 +120,8 @@ class Zygote:
 
     def __init__(self, env: Mapping[str, str]) -> None:
         requests_read, self._requests = os.pipe()
+        #: The zygote's own cache (the MLflow store template); each host names its own.
+        self.cache = Path(tempfile.mkdtemp(prefix="study-zygote-cache-"))
         self._replies, replies_write = os.pipe()
         #: What the zygote itself writes (an import that fails), quoted if it ends.
         self.log = Path(tempfile.mkstemp(prefix="study-zygote-", suffix=".log")[1])
@@ -124,7 +129,7 @@ class Zygote:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "tests.zygote", str(requests_read), str(replies_write)],
                 cwd=ROOT,
-                env=dict(env),
+                env={**env, "STUDY_CACHE_DIR": str(self.cache)},
                 pass_fds=(requests_read, replies_write),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -203,6 +208,7 @@ class Zygote:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._process.wait(10)
         self.log.unlink(missing_ok=True)
+        shutil.rmtree(self.cache, ignore_errors=True)
 
 
 _ZYGOTE: Zygote | None = None
@@ -255,6 +261,9 @@ def serve(requests: int, replies: int) -> None:
     for name in PRELOAD:
         importlib.import_module(name)
     from study.tracking import MLFLOW_DEFAULTS
+    from study.tracking.store_template import template_path
+
+    template_path()  # made once here, copied by every host that makes a local store
 
     # A fresh process sets these as it imports `study.tracking`; a host's environment is
     # replaced after the imports, so `_become` sets them again. Nothing else may be set by an

@@ -52,6 +52,7 @@ from study.paths import artifact_root
 from study.results import FINE, NOISE, TrialResult, TrialState
 from study.tracking.dataset_input import dataset_input
 from study.tracking.server import EXPERIMENT_KIND, MODEL_TRAINING
+from study.tracking.store_template import seed_new_store
 
 for _name in ("mlflow", "alembic"):
     logging.getLogger(_name).setLevel(logging.WARNING)
@@ -83,7 +84,8 @@ class MlflowLogger:
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
-        with _store_lock(uri):  # the client creates (migrates) a new store's tables
+        with _store_lock(uri):  # a new local store is made here (`store_template`)
+            seed_new_store(uri)
             self.client = MlflowClient(tracking_uri=uri)
 
     def experiment_id(self, name: str) -> str:
