@@ -17,11 +17,22 @@ from study.tracking.mlflow_logger import MlflowLogger
 from study.tracking.store_template import seed_new_store, template_path
 
 
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache holding the template, made once for the module (its migrations are slow)."""
+    folder = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STUDY_CACHE_DIR", str(folder))
+        patch.setattr(store_template, "_KNOWN", {})
+        template_path()
+    return folder
+
+
 @pytest.fixture
-def migrations(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[list[str]]:
-    """A fresh cache and no template known to this process; the engine URL of every store
-    MLflow migrates, in order."""
-    monkeypatch.setenv("STUDY_CACHE_DIR", str(tmp_path / "cache"))
+def migrations(cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[list[str]]:
+    """The module's cache, its template on disk but not yet known to this process (as in a
+    new process); the engine URL of every store MLflow migrates, in order."""
+    monkeypatch.setenv("STUDY_CACHE_DIR", str(cache))
     monkeypatch.chdir(tmp_path)  # MLflow's Default experiment lives under ./mlruns
     monkeypatch.setattr(store_template, "_KNOWN", {})
     calls: list[str] = []
@@ -78,6 +89,7 @@ def test_a_store_from_the_template_is_the_store_mlflow_makes(
     made.engine.dispose()
     copied = new_store(tmp_path / "copied")
 
+    assert migrations == [f"sqlite:///{tmp_path / 'by-mlflow' / 'mlflow.db'}"]  # not the copy
     assert contents(tmp_path / "copied" / "mlflow.db") == contents(
         tmp_path / "by-mlflow" / "mlflow.db"
     )
@@ -91,22 +103,25 @@ def test_a_store_from_the_template_is_the_store_mlflow_makes(
     assert copied.client.get_metric_history(run.info.run_id, "loss")[0].value == 0.5
 
 
-def test_only_the_template_is_migrated(migrations: list[str], tmp_path: Path) -> None:
+def test_new_stores_are_copies_and_never_migrated(
+    migrations: list[str], cache: Path, tmp_path: Path
+) -> None:
     for name in ("a", "b", "c"):
         new_store(tmp_path / name)
 
-    template = template_path()
-    assert len(migrations) == 1 and template.name in migrations[0].replace(".tmp", "")
-    assert template.parent == tmp_path / "cache" / "mlflow-stores"
-    with sqlite3.connect(template) as con:
+    assert migrations == []
+    assert template_path().parent == cache / "mlflow-stores"
+    with sqlite3.connect(template_path()) as con:
         assert list(con.execute("SELECT * FROM experiments")) == []  # MLflow adds its own
     con.close()
 
 
-def test_a_template_made_by_another_process_is_used(
+def test_the_first_store_makes_the_template_once(
     migrations: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("STUDY_CACHE_DIR", str(tmp_path / "empty-cache"))
     new_store(tmp_path / "first")
+    assert len(migrations) == 1 and "empty-cache/mlflow-stores" in migrations[0]
     monkeypatch.setattr(store_template, "_KNOWN", {})  # a new process: the cache is on disk
 
     new_store(tmp_path / "second")
