@@ -26,7 +26,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -37,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from study.tracking.store_template import seed_new_store
+from tests.zygote import Forked, zygote
 
 #: How long a server may take to answer, in seconds (MLflow migrates its store on first start).
 START_SECONDS = 180.0
@@ -64,7 +64,7 @@ def missing(what: str, fix: str) -> None:
     pytest.skip(message)
 
 
-def stop_group(process: subprocess.Popen[bytes], first: int = signal.SIGTERM) -> None:
+def stop_group(process: subprocess.Popen[bytes] | Forked, first: int = signal.SIGTERM) -> None:
     """Signal a process started in its own session and its children (``first``, then SIGKILL
     after 20 s) and reap it."""
     with contextlib.suppress(ProcessLookupError):
@@ -77,7 +77,7 @@ def stop_group(process: subprocess.Popen[bytes], first: int = signal.SIGTERM) ->
 
 
 def _wait(
-    ready: Callable[[], bool], process: subprocess.Popen[bytes], log: Path, what: str
+    ready: Callable[[], bool], process: subprocess.Popen[bytes] | Forked, log: Path, what: str
 ) -> None:
     deadline = time.monotonic() + START_SECONDS
     while not ready():
@@ -278,14 +278,23 @@ def answers(url: str) -> bool:
 
 class MlflowServer:
     """An ``mlflow server`` process on a fixed loopback port that a test can kill and start
-    again on the same port, store and artifacts (a tracking server that goes away)."""
+    again on the same port, store and artifacts (a tracking server that goes away).
+
+    Its CLI is forked from the test process' zygote (`tests.zygote`), which imported MLflow's
+    CLI and server modules once; the CLI starts the web server (uvicorn) afresh, as always."""
 
     def __init__(self, root: Path, backend_store_uri: str | None = None) -> None:
         root.mkdir(parents=True, exist_ok=True)
-        self.root, self.port, self.log = root, free_port(), root / "server.log"
+        self.root, self.port = root, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.store = backend_store_uri or f"sqlite:///{root / 'mlflow.db'}"
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: Forked | None = None
+        self.starts = 0
+
+    @property
+    def log(self) -> Path:
+        """The last start's output (standard error; standard output is next to it)."""
+        return self.root / f"server-{self.starts}.log"
 
     def start(self) -> None:
         """Start the server and wait until it answers (a new SQLite store is copied from the
@@ -299,14 +308,15 @@ class MlflowServer:
         )
         env.pop("MLFLOW_TRACKING_URI", None)
         argv = [
-            sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1",
+            "server", "--host", "127.0.0.1",
             "--port", str(self.port), "--workers", "1", "--backend-store-uri", self.store,
             "--serve-artifacts", "--artifacts-destination", str(self.root / "artifacts"),
         ]  # fmt: skip
-        with open(self.log, "ab") as out:
-            self.process = subprocess.Popen(
-                argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
+        self.starts += 1
+        out = self.log.with_suffix(".out")
+        self.process = zygote().spawn(
+            argv, cwd=self.root, env=env, stdout=out, stderr=self.log, module="mlflow"
+        )
         _wait(lambda: answers(f"{self.url}/health"), self.process, self.log, "mlflow server")
 
     def stop(self, first: int = signal.SIGTERM) -> None:

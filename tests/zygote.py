@@ -72,6 +72,11 @@ PRELOAD = (
     "multiprocessing.forkserver",
     "multiprocessing.popen_forkserver",
     "multiprocessing.resource_tracker",
+    # The tests' ``mlflow server`` (`tests.services.MlflowServer`): its CLI and what it imports
+    # to create the stores before it starts the web server.
+    "mlflow.cli",
+    "mlflow.server",
+    "mlflow.server.handlers",
 )
 #: The repository root: the zygote runs as ``-m tests.zygote`` from here.
 ROOT = Path(__file__).resolve().parent.parent
