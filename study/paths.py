@@ -79,12 +79,20 @@ def tracking_uri(option: str | None = None, root: Path | None = None) -> str:
     return local_tracking_uri(root)
 
 
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///PATH[?QUERY]`` URI; None for any other store
+    (a server, in-memory SQLite)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = uri.removeprefix("sqlite:///").partition("?")[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
 def tracking_store_exists(option: str | None = None) -> bool:
     """Whether the MLflow store a command would use already exists (remote stores: assumed)."""
     uri = option or os.environ.get("MLFLOW_TRACKING_URI") or local_tracking_uri(create=False)
-    if uri.startswith("sqlite:///"):
-        return Path(uri.removeprefix("sqlite:///").partition("?")[0]).exists()
-    return True
+    db = sqlite_file(uri)
+    return db is None or db.exists()
 
 
 def artifact_root(uri: str) -> str | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from study.errors import FieldError
-from study.paths import journal_path, masked, study_name, tracking_uri
+from study.paths import journal_path, masked, sqlite_file, study_name, tracking_uri
 
 
 @pytest.mark.parametrize(
@@ -55,3 +55,18 @@ def test_study_names_are_one_folder_of_their_own(name: str) -> None:
 @pytest.mark.parametrize("name", ["quickstart", "v1.2", ".hidden", "a..b", "x-y_z", None])
 def test_good_study_names_pass(name: str | None) -> None:
     assert study_name(name) == name
+
+
+@pytest.mark.parametrize(
+    ("uri", "file"),
+    [
+        ("sqlite:////tmp/a/mlflow.db", Path("/tmp/a/mlflow.db")),
+        ("sqlite:///mlruns/mlflow.db?timeout=20", Path("mlruns/mlflow.db")),
+        ("sqlite:///:memory:", None),
+        ("sqlite://", None),
+        ("http://127.0.0.1:5000", None),
+        ("postgresql://u@h/db", None),
+    ],
+)
+def test_sqlite_file_is_the_database_file_of_a_local_store(uri: str, file: Path | None) -> None:
+    assert sqlite_file(uri) == file

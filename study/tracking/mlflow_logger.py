@@ -39,7 +39,6 @@ import logging
 import math
 import time
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 from mlflow.entities import Metric, Param, RunTag
@@ -48,7 +47,7 @@ from mlflow.tracking import MlflowClient
 
 from study.config.trial import TrialSpec
 from study.ledger.records import TIMING_KEYS, TimingSummary
-from study.paths import artifact_root
+from study.paths import artifact_root, sqlite_file
 from study.results import FINE, NOISE, TrialResult, TrialState
 from study.tracking.dataset_input import dataset_input
 from study.tracking.server import EXPERIMENT_KIND, MODEL_TRAINING
@@ -249,8 +248,8 @@ def study_timing_metrics(timings: TimingSummary) -> dict[str, float]:
 def _store_lock(uri: str) -> Iterator[None]:
     """Hold a file lock next to a local SQLite store (MLflow's table creation is not safe for
     two processes starting at once); no-op for other stores."""
-    db = Path(uri.removeprefix("sqlite:///").partition("?")[0])
-    if not uri.startswith("sqlite:///") or not db.parent.is_dir():
+    db = sqlite_file(uri)
+    if db is None or not db.parent.is_dir():
         yield
         return
     with open(db.with_name(db.name + ".lock"), "a+") as handle:

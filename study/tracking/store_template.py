@@ -1,8 +1,8 @@
 """A new local MLflow store starts as a copy of an empty, migrated one.
 
 MLflow creates a SQLite tracking store by running every schema migration it has ever had:
-about 1.3 CPU-seconds and 2.5 s of wall time here, most of what a small ``study run`` spends
-in its own process (`benchmarks/store_template.py`). So the first local store made with an
+about 1.2 CPU-seconds and 1.4-3 s of wall time here (`benchmarks/store_template.py`), a fifth
+of what a small ``study run`` spends in its own process. So the first local store made with an
 MLflow version is migrated once more into ``cache_dir()/mlflow-stores/<version>-<head>.db``,
 with no experiment in it, and every new local store is a copy of that file. MLflow opens the
 copy as the store it would have made: its tables and schema revision are the same, and it adds
@@ -20,7 +20,7 @@ import shutil
 import threading
 from pathlib import Path
 
-from study.paths import cache_dir
+from study.paths import cache_dir, sqlite_file
 
 __all__ = ["seed_new_store", "template_path"]
 
@@ -28,14 +28,6 @@ _LOG = logging.getLogger(__name__)
 _LOCK = threading.Lock()
 #: The template this process made or found, by path (a process makes many stores in tests).
 _KNOWN: dict[str, Path] = {}
-
-
-def _local_db(uri: str) -> Path | None:
-    """The file of a ``sqlite:///PATH`` URI, else None (servers, in-memory SQLite)."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    path = uri.removeprefix("sqlite:///").partition("?")[0]
-    return Path(path) if path and path != ":memory:" else None
 
 
 def _version_key() -> str:
@@ -82,7 +74,7 @@ def _migrate_into(path: Path) -> None:
 def seed_new_store(uri: str) -> bool:
     """Create the local SQLite store ``uri`` from the template if it does not exist yet;
     whether it did. Call it holding the store's lock (`mlflow_logger._store_lock`)."""
-    db = _local_db(uri)
+    db = sqlite_file(uri)
     if db is None or db.exists() or not db.parent.is_dir():
         return False
     scratch = _scratch(db)
