@@ -49,7 +49,7 @@ from study.config.trial import TrialSpec
 from study.ledger.records import TIMING_KEYS, TimingSummary
 from study.paths import artifact_root, sqlite_file
 from study.results import FINE, NOISE, TrialResult, TrialState
-from study.tracking.dataset_input import dataset_input
+from study.tracking.dataset_input import dataset_input, log_dataset
 from study.tracking.server import EXPERIMENT_KIND, MODEL_TRAINING
 from study.tracking.store_template import seed_new_store
 
@@ -181,7 +181,7 @@ class MlflowLogger:
         if result.error:
             self.client.log_text(run_id, result.error, "error.txt")
         if result.dataset is not None:
-            self.client.log_inputs(run_id, [dataset_input(result.dataset)])
+            log_dataset(self.client, run_id, dataset_input(result.dataset))
         self.client.set_terminated(run_id, status=RUN_STATUS.get(result.state, "FINISHED"))
 
 

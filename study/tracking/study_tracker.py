@@ -41,7 +41,7 @@ from study.ledger.owners import owner_id
 from study.ledger.records import SEED
 from study.paths import masked
 from study.results import TrialResult, TrialState
-from study.tracking.dataset_input import dataset_input
+from study.tracking.dataset_input import dataset_input, log_dataset
 from study.tracking.descriptions import NOTE, trial_run_name, with_answer, with_question
 from study.tracking.jobs import BackgroundJobs, Job
 from study.tracking.mlflow_logger import RUN_STATUS, MlflowLogger
@@ -326,7 +326,7 @@ class StudyTracker:
         data = dataset_input(result.dataset)
         key = (data.dataset.name, data.dataset.digest)
         if self.parent_run_id and key not in self._parent_data:
-            self.logger.client.log_inputs(self.parent_run_id, [data])
+            log_dataset(self.logger.client, self.parent_run_id, data)
             self._parent_data.add(key)
 
     def repair(self, ledger: Ledger, config: StudyConfig, strata: list[Stratum]) -> None:

@@ -1,12 +1,17 @@
 """A trial's data as an MLflow dataset input: the fields MLflow's UI reads (name, digest,
-source, schema table, profile) and the context tag."""
+source, schema table, profile) and the context tag; a dataset another process stored first."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
 
 from study.results import DataDescription
-from study.tracking.dataset_input import dataset_input, mlflow_dataset
+from study.tracking.dataset_input import dataset_input, log_dataset, mlflow_dataset
 
 GENERATED = DataDescription(
     name="mnist1d(samples=4000)",
@@ -56,3 +61,48 @@ def test_files_are_a_local_source_and_the_input_is_for_training() -> None:
     assert json.loads(used.dataset.source) == {"uri": "/data/t.csv"}
     assert used.dataset.schema is None
     assert [(t.key, t.value) for t in used.tags] == [("mlflow.data.context", "training")]
+
+
+class _Racing:
+    """A client whose first ``log_inputs`` loses the race MLflow's store can lose: another
+    process stores the same dataset between the look-up and the insert."""
+
+    def __init__(self, client: MlflowClient, other_run: str) -> None:
+        self.client = client
+        self.other_run = other_run
+        self.calls = 0
+
+    def log_inputs(self, run_id: str, datasets: list) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            self.client.log_inputs(self.other_run, datasets)  # the other process, first
+            raise MlflowException(
+                "(sqlite3.IntegrityError) UNIQUE constraint failed: datasets.experiment_id, "
+                "datasets.name, datasets.digest"
+            )
+        self.client.log_inputs(run_id, datasets)
+
+
+def test_a_dataset_another_process_stored_first_is_asked_for_again(tmp_path: Path) -> None:
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("race", artifact_location=str(tmp_path / "art"))
+    mine, theirs = (client.create_run(experiment).info.run_id for _ in range(2))
+    racing = _Racing(client, theirs)
+
+    log_dataset(racing, mine, dataset_input(GENERATED))
+
+    assert racing.calls == 2
+    for run in (mine, theirs):
+        inputs = client.get_run(run).inputs.dataset_inputs
+        assert [(i.dataset.name, i.dataset.digest) for i in inputs] == [
+            ("mnist1d(samples=4000)", "0123456789abcdef")
+        ]
+
+
+def test_another_failure_to_log_the_dataset_is_raised() -> None:
+    class Broken:
+        def log_inputs(self, run_id: str, datasets: list) -> None:
+            raise MlflowException("RESOURCE_DOES_NOT_EXIST: run 'r' not found")
+
+    with pytest.raises(MlflowException, match="not found"):
+        log_dataset(Broken(), "r", dataset_input(GENERATED))
