@@ -7,14 +7,14 @@ handler imports what it needs. Bad input raises `UsageError`: one line on stderr
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from study.commands.flags import storage_retry
 from study.commands.trial_flags import add_noise_every, add_schedule_flags, add_trial_flags
 from study.config.trial import NOISE_EVERY, PILOT_NOISE_EVERY
-from study.errors import EXIT_TEMPFAIL, FieldError, StorageUnavailable, UsageError
+from study.errors import EXIT_TEMPFAIL, StorageUnavailable, UsageError
 from study.paths import study_name
 from study.version import __version__
 
@@ -52,7 +52,7 @@ def _add_train(sub: Any) -> None:
         help="report the first evaluation step that met the target instead of replaying the "
         "steps before it to find the exact one",
     )
-    p.set_defaults(handler=_lazy("study.commands.train", "main"))
+    p.set_defaults(handler=_lazy("study.commands.train", "main", trains=True))
     p = sub.add_parser("check-workload", help="load, build, train one step and evaluate a workload")
     p.add_argument("spec", metavar="WORKLOAD", nargs="?", help="built-in or module:callable")
     add_trial_flags(p, experiment="study-check-workload")  # WORKLOAD or --workload names it
@@ -93,13 +93,23 @@ def _add_noise_scale(sub: Any) -> None:
     probe = argparse.ArgumentParser(add_help=False)
     add_trial_flags(probe, experiment="study-noise-scale")
     defaults = vars(probe.parse_args([]))
-    p.set_defaults(trial_defaults=defaults, handler=_lazy("study.commands.noise_scale", "main"))
+    p.set_defaults(
+        trial_defaults=defaults, handler=_lazy("study.commands.noise_scale", "main", trains=True)
+    )
 
 
-def _lazy(module: str, attr: str) -> Callable[[argparse.Namespace], int]:
+def _lazy(module: str, attr: str, *, trains: bool = False) -> Callable[[argparse.Namespace], int]:
+    """The handler that imports ``module`` and calls its ``attr``; a command that ``trains``
+    first has its trainer workers' server forked off this process where that is free
+    (`study.runner.spawning.fork_server`: before the command starts any thread)."""
+
     def handler(args: argparse.Namespace) -> int:
         import importlib
 
+        if trains:
+            from study.runner.spawning import fork_server
+
+            fork_server()
         return getattr(importlib.import_module(module), attr)(args)
 
     return handler
@@ -174,7 +184,7 @@ def _add_run(sub: Any) -> None:
     )
     p.add_argument("file", help="a study file, e.g. search_spaces/quickstart.yaml")
     _add_run_options(p, "both")
-    p.set_defaults(handler=_lazy("study.commands.run", "main"))
+    p.set_defaults(handler=_lazy("study.commands.run", "main", trains=True))
     p = sub.add_parser(
         "resume",
         help="continue an interrupted study by name",
@@ -182,7 +192,7 @@ def _add_run(sub: Any) -> None:
     )
     p.add_argument("name")
     _add_run_options(p, None)
-    p.set_defaults(handler=_lazy("study.commands.run", "resume"))
+    p.set_defaults(handler=_lazy("study.commands.run", "resume", trains=True))
     p = sub.add_parser(
         "worker",
         help="join a study another host started and run its trials",
@@ -195,7 +205,7 @@ def _add_run(sub: Any) -> None:
     )
     p.add_argument("name", help="the study's name (see `study ls --storage URL`)")
     _add_worker_options(p)
-    p.set_defaults(handler=_lazy("study.commands.worker", "main"))
+    p.set_defaults(handler=_lazy("study.commands.worker", "main", trains=True))
 
 
 def _add_inspect(sub: Any) -> None:
@@ -304,7 +314,7 @@ def _add_probe(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the measurements as JSON")
     _add_storage(p)
-    p.set_defaults(handler=_lazy("study.commands.probe", "main"))
+    p.set_defaults(handler=_lazy("study.commands.probe", "main", trains=True))
 
 
 def _add_serve_storage(sub: Any) -> None:
@@ -350,7 +360,7 @@ def _add_branch(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print CBS(t) as JSON")
     _add_storage(p, tracking=True)
-    p.set_defaults(handler=_lazy("study.commands.branch", "main"))
+    p.set_defaults(handler=_lazy("study.commands.branch", "main", trains=True))
 
 
 def _add_schedule(sub: Any) -> None:
@@ -394,32 +404,6 @@ _COMMANDS = (
 )
 
 
-@contextlib.contextmanager
-def _storage_retry(seconds: float | None) -> Iterator[None]:
-    """``--storage-retry``, checked: the window of every storage the command opens (set in
-    ``$STUDY_STORAGE_RETRY`` while it runs, as it was afterwards)."""
-    if seconds is None:
-        yield
-        return
-    import os
-
-    from study.ledger import RETRY_ENV, retry_window
-
-    try:
-        window = retry_window(seconds)
-    except FieldError as err:
-        raise err.named("--storage-retry") from None
-    previous = os.environ.get(RETRY_ENV)
-    os.environ[RETRY_ENV] = repr(window)
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(RETRY_ENV, None)
-        else:
-            os.environ[RETRY_ENV] = previous
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit status."""
     parser = build_parser()
@@ -429,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         study_name(getattr(args, "name", None))  # a study name names folders: not "..", "."
-        with _storage_retry(getattr(args, "storage_retry", None)):
+        with storage_retry(getattr(args, "storage_retry", None)):
             return int(args.handler(args) or 0)
     except StorageUnavailable as exc:
         message = str(exc).replace("(storage_retry)", "(--storage-retry SECONDS)")

@@ -8,15 +8,20 @@ flags of their own, every other option is ``--workload-option KEY``::
     flag_of("optimizer.learning_rate")                  # '--lr'
     flag_of("workload_options.path", workload="csv")    # '--csv'
     flag_of("workload_options.image_size")              # '--workload-option image_size'
+
+`storage_retry` applies ``--storage-retry`` to every storage a command opens.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+from collections.abc import Iterator
 
 from study.errors import FieldError, UsageError
 
-__all__ = ["FLAGS", "OPTION_FLAGS", "flag_of", "in_flags", "problem_in_flags"]
+__all__ = ["FLAGS", "OPTION_FLAGS", "flag_of", "in_flags", "problem_in_flags", "storage_retry"]
 
 #: The flag that sets each field, for error messages.
 FLAGS: dict[str, str] = {
@@ -96,3 +101,27 @@ def problem_in_flags(problem: str, *, workload: str | None = None) -> str:
         return problem
     flag = flag_of(match.group(1), workload=workload)
     return problem if flag is None else f"{flag}{match.group(2)}{match.group(3)}"
+
+
+@contextlib.contextmanager
+def storage_retry(seconds: float | None) -> Iterator[None]:
+    """``--storage-retry``, checked: the window of every storage the command opens (set in
+    ``$STUDY_STORAGE_RETRY`` while it runs, as it was afterwards)."""
+    if seconds is None:
+        yield
+        return
+    from study.ledger import RETRY_ENV, retry_window
+
+    try:
+        window = retry_window(seconds)
+    except FieldError as err:
+        raise err.named("--storage-retry") from None
+    previous = os.environ.get(RETRY_ENV)
+    os.environ[RETRY_ENV] = repr(window)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(RETRY_ENV, None)
+        else:
+            os.environ[RETRY_ENV] = previous

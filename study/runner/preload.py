@@ -10,12 +10,14 @@ one does, rather than the server failing to start.
 The server also ignores SIGTERM (`multiprocessing` has it ignore SIGINT): a signal to the
 process group must not end it, since its death would end every worker it forked. It exits
 when the process that started it does. Each worker restores SIGTERM's default
-(`study.runner.spawning`).
+(`study.runner.spawning`). What the server imported is frozen (`gc.freeze`): no worker's
+garbage collector traverses TensorFlow's objects again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import signal
 
 import study.runner.worker  # noqa: F401  (imports no TensorFlow itself)
@@ -25,3 +27,8 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 with quiet_stderr(), without_keras_extras(), contextlib.suppress(Exception):
     import tensorflow  # noqa: F401
+
+# What every worker inherits, a worker's garbage collector never traverses (nor copies on
+# write): frozen, as Python's documentation advises before forking without exec.
+gc.collect()
+gc.freeze()
