@@ -15,7 +15,9 @@ restarts, fails over or drops the connection is waited for, up to the retry wind
 use (`study.ledger.pings`), so one the server dropped is replaced, not failed. A process opens
 each database once (`open_database` keeps it by URL): ``study worker`` reads the study's record,
 checks its code version and opens its ledger over one connection pool, not three (each open
-is a new connection and a few reads of Optuna's schema version).
+is a new connection and a few reads of Optuna's schema version). Hosts that open a new
+database at once all create its tables; those that meet another's (a duplicate table or type)
+look again, a few times over a few seconds.
 """
 
 from __future__ import annotations
@@ -142,17 +144,36 @@ def open_database(url: str, *, tables: bool = False) -> optuna.storages.BaseStor
 
 
 def _open_database(url: str, tables: bool) -> optuna.storages.BaseStorage:
-    try:
-        rdb = optuna.storages.RDBStorage(
-            url, engine_kwargs=engine_kwargs(url), skip_table_creation=tables
-        )
-    except Exception as exc:  # any driver or URL error is bad input
-        raise FieldError("storage", detail=storage_problem(url, exc)) from None
+    for attempt in range(_CREATE_ATTEMPTS):
+        try:
+            rdb = optuna.storages.RDBStorage(
+                url, engine_kwargs=engine_kwargs(url), skip_table_creation=tables
+            )
+            break
+        except Exception as exc:  # any driver or URL error is bad input
+            if tables or attempt == _CREATE_ATTEMPTS - 1 or not _created_meanwhile(exc):
+                raise FieldError("storage", detail=storage_problem(url, exc)) from None
+            time.sleep(0.1 * 2**attempt)  # another process creates them: look again
     if engine_kwargs(url):  # a database server (not SQLite)
         from study.ledger.pings import ping_when_idle
 
         ping_when_idle(rdb.engine)
     return optuna.storages.get_storage(rdb)
+
+
+#: Tries to create a new database's tables while other processes create them too.
+_CREATE_ATTEMPTS = 6
+#: What a database says when another process created a table (or its type) first.
+_CREATED_FIRST = ("already exists", "duplicate key value", "unique constraint failed")
+
+
+def _created_meanwhile(exc: BaseException) -> bool:
+    """Whether creating the tables failed because another process was creating them too (two
+    hosts that open a new database at once both find no tables, and both create them)."""
+    import sqlalchemy.exc
+
+    text = str(exc).lower()
+    return isinstance(exc, sqlalchemy.exc.DatabaseError) and any(s in text for s in _CREATED_FIRST)
 
 
 def _has_ledger_tables(url: str) -> bool:

@@ -4,6 +4,8 @@ database, a closed port for a server that is not there."""
 
 from __future__ import annotations
 
+import threading
+
 import optuna
 import pytest
 
@@ -137,3 +139,27 @@ def test_a_database_storage_is_cached_and_retried(tmp_path, monkeypatch) -> None
         open_storage(f"sqlite:///{tmp_path / 'l.db'}")
     journal = open_storage(str(tmp_path / "j.journal"))
     assert not isinstance(journal, RetryingStorage)  # a file: nothing to wait for
+
+
+def test_processes_that_open_a_new_database_at_once_all_open_it(postgres_url: str) -> None:
+    """Each creates the tables it does not find; all but the first meet the others' (a
+    duplicate type or table) and look again."""
+    from study.ledger.storage import _open_database
+
+    start = threading.Barrier(4)
+    problems: list[str] = []
+
+    def open_it() -> None:
+        start.wait()
+        try:
+            storage = _open_database(postgres_url, tables=False)
+            storage.get_all_studies()
+        except FieldError as exc:
+            problems.append(str(exc))
+
+    threads = [threading.Thread(target=open_it) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert problems == []
