@@ -281,7 +281,8 @@ class MlflowServer:
     again on the same port, store and artifacts (a tracking server that goes away).
 
     Its CLI is forked from the test process' zygote (`tests.zygote`), which imported MLflow's
-    CLI and server modules once; the CLI starts the web server (uvicorn) afresh, as always."""
+    CLI, server app and uvicorn once; the CLI forks its web server off itself
+    (`tests.mlflow_cli`) instead of starting a fresh interpreter."""
 
     def __init__(self, root: Path, backend_store_uri: str | None = None) -> None:
         root.mkdir(parents=True, exist_ok=True)
@@ -315,7 +316,7 @@ class MlflowServer:
         self.starts += 1
         out = self.log.with_suffix(".out")
         self.process = zygote().spawn(
-            argv, cwd=self.root, env=env, stdout=out, stderr=self.log, module="mlflow"
+            argv, cwd=self.root, env=env, stdout=out, stderr=self.log, module="tests.mlflow_cli"
         )
         _wait(lambda: answers(f"{self.url}/health"), self.process, self.log, "mlflow server")
 

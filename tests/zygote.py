@@ -81,6 +81,14 @@ PRELOAD = (
     "mlflow.cli",
     "mlflow.server",
     "mlflow.server.handlers",
+    # ... and the web server it forks (`tests.mlflow_cli`): MLflow's app, uvicorn's parts.
+    "mlflow.server.fastapi_app",
+    "uvicorn.main",
+    "uvicorn.loops.auto",
+    "uvicorn.loops.asyncio",
+    "uvicorn.protocols.http.auto",
+    "uvicorn.protocols.websockets.auto",
+    "uvicorn.lifespan.on",
 )
 #: The repository root: the zygote runs as ``-m tests.zygote`` from here.
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,7 +176,7 @@ class Zygote:
     ) -> Forked:
         """Fork ``python -m study ARGV`` in ``cwd`` with environment ``env``, its standard
         output and error written to the files ``stdout`` and ``stderr`` (``module``: run
-        ``python -m MODULE ARGV`` instead)."""
+        ``python -m MODULE ARGV`` instead, or ``python MODULE ARGV`` if it names a .py file)."""
         for path in (stdout, stderr):  # there as the call returns, as `subprocess.Popen`'s
             path.write_bytes(b"")
         request = {
@@ -355,12 +363,15 @@ def _become(request: dict[str, Any]) -> None:
 
 
 def _run_module(module: str) -> int:
-    """``python -m MODULE``: run it (a package: its ``__main__``) as the main module; its
-    exit status."""
+    """``python -m MODULE``: run it (a package: its ``__main__``) as the main module, or
+    ``python MODULE`` for a .py file; its exit status."""
     import runpy
 
     try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        if module.endswith(".py"):
+            runpy.run_path(module, run_name="__main__")
+        else:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or 0

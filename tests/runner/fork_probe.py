@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 
@@ -46,6 +47,10 @@ def main(out: Path) -> None:
     with_thread = spawning.forkable()
     stop.set()
     other.join()
+    # The thread's end is seen by Python before the system has reaped it.
+    deadline = time.monotonic() + 30
+    while len(os.listdir("/proc/self/task")) > 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
     held = open(out.with_suffix(".held"), "w")  # noqa: SIM115  (open while the server forks)
     forkable = spawning.forkable()
     command_line = spawning.command_line()  # no: this module is the main one

@@ -182,24 +182,25 @@ def shuffled_blocks(data: Dataset, rows: int = 97) -> Any:
 
 
 def run_script(script: str, timeout: float = 300) -> Any:
-    """Run a Python script in a fresh process (to give TensorFlow other devices, fixed when it
-    starts) from the repository root; return the JSON its last output line prints."""
+    """Run a Python script in a process of its own (to give TensorFlow other devices, fixed
+    when its runtime starts), forked from the tests' zygote, which imported TensorFlow without
+    starting it, in the repository root; return the JSON its last output line prints."""
     import json
     import os
-    import subprocess
-    import sys
+    import tempfile
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(root)}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=root,
-        timeout=timeout,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    from tests.zygote import ROOT, zygote
+
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(ROOT)}
+    with tempfile.TemporaryDirectory(prefix="study-script-") as folder:
+        path, out, err = (Path(folder) / name for name in ("script.py", "out", "err"))
+        path.write_text(script)
+        process = zygote().spawn([], cwd=ROOT, env=env, stdout=out, stderr=err, module=str(path))
+        try:
+            status = process.wait(timeout)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        assert status == 0, err.read_text()[-3000:]
+        return json.loads(out.read_text().strip().splitlines()[-1])

@@ -12,7 +12,6 @@ lies beyond its top (256), where the search crowds against the edge.
 from __future__ import annotations
 
 import math
-import multiprocessing as mp
 import os
 import sys
 import zlib
@@ -30,6 +29,7 @@ from study.ledger import Ledger, LedgerTrial, StudyRecord
 from study.results import Measurement, TrialResult, TrialState
 from study.tuners.points import LR_TOLERANCE, point_of, same_point
 from tests.fakes import rising_curve
+from tests.zygote import ROOT, zygote
 
 pytestmark = pytest.mark.slow
 
@@ -133,16 +133,19 @@ def run_process(journal: str, home: str, workers: int) -> None:
 
 def test_two_processes_with_both_tuners_never_repeat_a_point(tmp_path: Path) -> None:
     journal, home = str(tmp_path / "optuna.journal"), str(tmp_path / "mlruns")
-    context = mp.get_context("spawn")
+    script = tmp_path / "host.py"  # each process forked from the tests' zygote
+    script.write_text(
+        "from tests.tuners.test_no_duplicates import run_process\n"
+        f"run_process({journal!r}, {home!r}, 2)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    outputs = [(tmp_path / f"out{i}", tmp_path / f"err{i}") for i in range(2)]
     processes = [
-        context.Process(target=run_process, args=(journal, home, 2), name=f"study-{i}")
-        for i in range(2)
+        zygote().spawn([], cwd=tmp_path, env=env, stdout=out, stderr=err, module=str(script))
+        for out, err in outputs
     ]
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(600)
-    assert [p.exitcode for p in processes] == [0, 0]
+    codes = [process.wait(600) for process in processes]
+    assert codes == [0, 0], [err.read_text()[-2000:] for _, err in outputs]
 
     ledger = Ledger.open(journal, STUDY["name"])
     everything: list[LedgerTrial] = []
