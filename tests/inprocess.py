@@ -69,36 +69,39 @@ _EACH = """
 import hashlib, json, os, sys, traceback
 from study.cli import main
 
-cases, watched = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-for cwd, argv, out, err in cases:
-    os.chdir(cwd)
-    os.environ["STUDY_CACHE_DIR"] = os.path.join(cwd, "cache")
-    sys.stdout.flush(), sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    with open(out, "w") as out_file, open(err, "w") as err_file:
-        os.dup2(out_file.fileno(), 1), os.dup2(err_file.fileno(), 2)
-        try:
-            status = main(argv)
-        except SystemExit as exc:
-            status = exc.code
-            if status is not None and not isinstance(status, int):
-                print(status, file=sys.stderr)
+# A worker imports this file again as its main module: only the script runs the cases.
+if __name__ == "__main__":
+    sys.path[0] = ""  # the current directory, as under `python -c`: each case's own
+    cases, watched = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+    for cwd, argv, out, err in cases:
+        os.chdir(cwd)
+        os.environ["STUDY_CACHE_DIR"] = os.path.join(cwd, "cache")
+        sys.stdout.flush(), sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        with open(out, "w") as out_file, open(err, "w") as err_file:
+            os.dup2(out_file.fileno(), 1), os.dup2(err_file.fileno(), 2)
+            try:
+                status = main(argv)
+            except SystemExit as exc:
+                status = exc.code
+                if status is not None and not isinstance(status, int):
+                    print(status, file=sys.stderr)
+                    status = 1
+            except BaseException:
+                traceback.print_exc()
                 status = 1
-        except BaseException:
-            traceback.print_exc()
-            status = 1
-        finally:
-            sys.stdout.flush(), sys.stderr.flush()
-            os.dup2(saved[0], 1), os.dup2(saved[1], 2)
-            os.close(saved[0]), os.close(saved[1])
-    with open(err + ".status", "w") as status_file:
-        status_file.write(str(status or 0))
-    digests = [
-        hashlib.sha256(open(path, "rb").read()).hexdigest() if os.path.exists(path) else None
-        for path in watched
-    ]
-    with open(err + ".watched", "w") as digest_file:
-        json.dump(digests, digest_file)
+            finally:
+                sys.stdout.flush(), sys.stderr.flush()
+                os.dup2(saved[0], 1), os.dup2(saved[1], 2)
+                os.close(saved[0]), os.close(saved[1])
+        with open(err + ".status", "w") as status_file:
+            status_file.write(str(status or 0))
+        digests = [
+            hashlib.sha256(open(path, "rb").read()).hexdigest() if os.path.exists(path) else None
+            for path in watched
+        ]
+        with open(err + ".watched", "w") as digest_file:
+            json.dump(digests, digest_file)
 """
 
 
@@ -118,14 +121,16 @@ def study_each(
     timeout: float = 600,
 ) -> list[subprocess.CompletedProcess[str]]:
     """``study ARGV`` in ``cwd`` for each ``(cwd, ARGV)`` of ``runs``, all in one Python process
-    started as `tests.cli.study` starts its one (no inherited tracking URI or store root; each
+    forked from the zygote as `tests.cli.study` forks its one, in the first ``cwd`` (a user's
+    modules there are found by its workers too; no inherited tracking URI or store root; each
     command's dataset cache ``cwd/cache``); each command's exit status, stdout and stderr
     as its own process's. ``logs`` (outside every ``cwd``) holds what they wrote. The files in
     ``watch`` are read after each command: its result's ``watched`` is their `sha256` then.
     ``env`` adds to the process's environment."""
     import json
     import os
-    import sys
+
+    from tests.zygote import zygote
 
     logs.mkdir(parents=True, exist_ok=True)
     cases = [
@@ -134,15 +139,21 @@ def study_each(
     ]
     inherited = os.environ.items()
     environment = {k: v for k, v in inherited if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
-    proc = subprocess.run(
-        [sys.executable, "-c", _EACH, json.dumps(cases), json.dumps([str(p) for p in watch])],
-        env={**environment, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
+    script = logs / "each.py"
+    script.write_text(_EACH, encoding="utf-8")
+    argv = [json.dumps(cases), json.dumps([str(p) for p in watch])]
+    out, err = logs / "each.out", logs / "each.err"
+    environment.update(env or {})
+    start = runs[0][0] if runs else logs
+    process = zygote().spawn(
+        argv, cwd=start, env=environment, stdout=out, stderr=err, module=str(script)
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    try:
+        status = process.wait(timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert status == 0, err.read_text(encoding="utf-8", errors="replace")[-3000:]
     results = []
     for _cwd, argv, out, err in cases:
         status = int(Path(err + ".status").read_text(encoding="utf-8"))

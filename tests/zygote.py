@@ -339,6 +339,9 @@ def _become(request: dict[str, Any]) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.chdir(request["cwd"])
+    import multiprocessing.process
+
+    multiprocessing.process.ORIGINAL_DIR = os.getcwd()  # set as a fresh process imports it
     os.environ.clear()
     os.environ.update(request["env"])
     from study.tracking import set_mlflow_defaults
@@ -369,6 +372,7 @@ def _run_module(module: str) -> int:
 
     try:
         if module.endswith(".py"):
+            sys.path[0] = os.path.dirname(os.path.abspath(module))  # as `python FILE` has it
             runpy.run_path(module, run_name="__main__")
         else:
             runpy.run_module(module, run_name="__main__", alter_sys=True)

@@ -5,31 +5,21 @@ train go through `study.cli.main` in the test process, the bad input through a p
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from tests import cli
 from tests.inprocess import study_here
 
 
 def study(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m study train ARGS --no-track`` in ``cwd`` with a private cache."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
-    env["STUDY_CACHE_DIR"] = str(cwd / "cache")
-    return subprocess.run(
-        [sys.executable, "-m", "study", "train", *args, "--no-track"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    """Run ``python -m study train ARGS --no-track`` in ``cwd`` with a private cache (a process
+    forked from the tests' zygote, `tests.cli.study`)."""
+    return cli.study("train", *args, "--no-track", cwd=cwd, timeout=240)
 
 
 def trained(proc: subprocess.CompletedProcess[str]) -> dict:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -16,6 +13,7 @@ import study.workloads.shapes as shapes_module
 from study.errors import UsageError
 from study.workloads import available, get_workload
 from study.workloads.shapes import CLASSES, render
+from tests.cli import study
 
 SMALL = {"samples": 300, "size": 16}
 
@@ -168,19 +166,9 @@ def test_models_build_with_logits_per_class(
 
 @pytest.mark.slow
 def test_study_train_smoke_run(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
-    env["STUDY_CACHE_DIR"] = str(tmp_path / "cache")
     args = ["--workload", "shapes", "--workload-option", "samples=200", "--batch-size", "16"]
     args += ["--lr", "0.05", "--max-steps", "6", "--strategy", "default", "--no-track"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "study", "train", *args, "--json"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    proc = study("train", *args, "--json", cwd=tmp_path, timeout=240)  # its cache: tmp_path/cache
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["steps_run"] <= 6
