@@ -27,7 +27,6 @@ from study.errors import UsageError
 from study.host import environment_info
 from study.ledger import AllocationState, Ledger, StudyRecord
 from study.paths import masked, tracking_uri
-from study.runner import spawning
 from study.runner.allocation import Allocator
 from study.runner.engine import StudyEngine
 from study.runner.failures import FailurePolicy
@@ -205,7 +204,6 @@ def preflight(config: StudyConfig, pool: WorkerPool) -> None:
 def run_study(config: StudyConfig, options: RunOptions) -> int:
     """Run (or continue) a study to completion or interruption; return the exit status."""
     require_tensorflow()
-    spawning.prestart()  # its TensorFlow import overlaps what follows, up to the first worker
     uri = tracking_uri(options.tracking_uri)
     # Before the ledger records anything: a dead tracking server fails here in seconds.
     check_answers(uri, "--tracking-uri" if options.tracking_uri else "MLFLOW_TRACKING_URI")

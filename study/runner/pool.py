@@ -120,7 +120,6 @@ class WorkerPool:
         self.started = 0
 
     def __enter__(self) -> WorkerPool:
-        spawning.prestart()  # TensorFlow's import in the server overlaps the caller's set-up
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -21,17 +21,17 @@ Every worker writes its temporary files into a directory of its own, removed whe
 The server ignores SIGTERM and SIGINT, so a signal to the process group leaves it alone (its
 death would end every worker); it exits when its parent does.
 
-**Started early, forked when that is free.** `prestart` starts the server before the caller
-sets up (the ledger, the tracking store), so that its TensorFlow import overlaps that work
-instead of delaying the first worker. `study`'s own command-line process, when it has imported
+**Forked when that is free.** `study`'s own command-line process, when it has imported
 TensorFlow already without starting its runtime and runs one thread in all, forks the server
 off itself as its command starts (`fork_server`): it is ready at once, without importing
-TensorFlow a second time (the tests' hosts, forked from a warm process that imported
-TensorFlow, do; 4-5 CPU-seconds each). The forked server keeps only what a started one is
-given (standard streams, its socket and pipe; every other descriptor is closed, the inherited
-objects frozen so that they are never collected, the main module emptied), so its workers are
-those a started server would fork. Another process (a notebook, a test runner) holds state of
-its own, and starts the server afresh unless it asks for a fork (``fork_server(anywhere=True)``).
+TensorFlow a second time. In practice that is a process forked from a warm one that imported
+TensorFlow (the tests' hosts; 4-5 CPU-seconds each): a fresh interpreter runs library threads
+(OpenBLAS's, jemalloc's) by the time it has imported what a host imports. The forked server
+keeps only what a started one is given (standard streams, its socket and pipe; every other
+descriptor is closed, the inherited objects frozen so that they are never collected, the main
+module emptied), so its workers are those a started server would fork. Another process (a
+notebook, a test runner) holds state of its own, and starts the server afresh unless it asks
+for a fork (``fork_server(anywhere=True)``).
 """
 
 from __future__ import annotations
@@ -83,18 +83,11 @@ def context() -> Any:
         return _CONTEXT
 
 
-def prestart() -> None:
-    """Start the forkserver now, from this thread (nothing if workers are spawned or it runs):
-    forked off this process if `fork_server` can, else afresh, importing TensorFlow while the
-    caller goes on."""
-    if context().get_start_method() == "forkserver" and not fork_server():
-        forkserver._forkserver.ensure_running()
-
-
 def fork_server(anywhere: bool = False) -> bool:
     """Fork the forkserver off this process now if it is `forkable` and `study`'s command line
     (or ``anywhere``: a process whose state, whatever it holds, its workers may inherit);
-    whether a server runs. `study`'s commands that train call this before anything else."""
+    whether a server runs. `study`'s commands that train call this before anything else;
+    otherwise the server starts afresh with the first worker, as `multiprocessing` starts it."""
     if context().get_start_method() != "forkserver":
         return False
     server = forkserver._forkserver
