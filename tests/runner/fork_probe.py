@@ -14,8 +14,9 @@ import json
 import os
 import sys
 import threading
-import time
 from pathlib import Path
+
+from tests.waiting import wait_until
 
 
 def target(path: str) -> None:
@@ -48,9 +49,7 @@ def main(out: Path) -> None:
     stop.set()
     other.join()
     # The thread's end is seen by Python before the system has reaped it.
-    deadline = time.monotonic() + 30
-    while len(os.listdir("/proc/self/task")) > 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: len(os.listdir("/proc/self/task")) == 1, 30, "the thread's end", 0.01)
     held = open(out.with_suffix(".held"), "w")  # noqa: SIM115  (open while the server forks)
     forkable = spawning.forkable()
     command_line = spawning.command_line()  # no: this module is the main one
