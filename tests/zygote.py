@@ -12,7 +12,8 @@ TensorFlow too, without starting its runtime (it checks), as a script that defin
 with TensorFlow has: a host forks its own forkserver off itself instead of starting one that
 imports TensorFlow again (`study.runner.spawning.fork_server`; 4-5 CPU-seconds a host).
 What the zygote holds as it forks is frozen (`gc.freeze`): a host's garbage collector never
-traverses it, nor does its exit (a host that only exits: 0.3 CPU-seconds instead of 1.9).
+traverses it, nor does its exit (a host that only exits: 0.3 CPU-seconds instead of 2.0,
+`benchmarks/host_exit.py`).
 The zygote also makes the empty MLflow store that a host's new local store
 is copied from (`study.tracking.store_template`, in a cache folder of its own), as a host that
 had made a store before would have.
