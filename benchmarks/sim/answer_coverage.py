@@ -5,7 +5,8 @@
 response and the bend of the design), fits `fit_surrogate` to all of its trials, reads
 `scaling_answers` and compares every interval with the generating truth:
 
-* ``B_noise``, ``S_min``, ``E_min`` and the critical batch size: the generating curve's (the
+* ``B_noise``, ``S_min``, ``E_min`` and the critical batch size (`overhead_batch_size` at the
+  generating knee): the generating curve's (the
   model's S(B) is the median at the best rate, as the generating one is);
 * ``alpha``: the least-squares slope of the generating ``log lr*(B)`` over the design's batch
   sizes; ``sigma``: ``sqrt(noise**2 + jagged**2 / 2)``;
@@ -26,7 +27,7 @@ import pandas as pd
 
 from sim.coverage import Outcome, coverage_share
 from sim.simulate import StudyDesign, StudyTruth, draw_truth, log_best_lr, simulate_trials
-from study.analysis.answers import Answers, scaling_answers
+from study.analysis.answers import Answers, overhead_batch_size, scaling_answers
 from study.analysis.fitting import CONFIDENCE
 from study.analysis.regimes import TOLERANCE, regime_bounds
 from study.analysis.surrogate import fit_surrogate
@@ -55,7 +56,7 @@ def true_answers(
         "e_min": truth.e_min,
         "alpha": float((y - y.mean()) @ xc / (xc @ xc)),
         "sigma": math.sqrt(design.noise**2 + design.jagged**2 / 2.0),
-        "critical_batch": answers.overhead * truth.b_noise,
+        "critical_batch": float(overhead_batch_size(truth.b_noise, truth.knee, answers.overhead)),
         "perfect_end": perfect_end,
         "max_parallel_start": float(reached[start[0]]) if start[0] >= 0 else math.inf,
     }

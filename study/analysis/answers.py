@@ -42,8 +42,8 @@ from study.analysis.threads import one_blas_thread
 from study.config.target import Target
 
 OVERHEAD = 0.2
-"""The critical batch size's overhead: the batch size whose steps are this much above perfect
-scaling's, ``S(B) = (1 + overhead) E_min / B``, i.e. ``B = overhead * B_noise`` for S(B)."""
+"""The critical batch size's overhead (Zhang et al. 2024): the batch size whose steps are this
+much above perfect scaling's, ``S(B) = (1 + overhead) E_min / B`` (`overhead_batch_size`)."""
 
 DRAWS = 4000
 """Parameter draws behind every interval."""
@@ -223,7 +223,8 @@ def scaling_answers(
             "sigma", _unbiased(surrogate) * np.exp(theta[:, PARAMS.index("log_sigma")])
         ),
         "critical_batch": answer(
-            f"critical batch size ({overhead:.0%} overhead)", overhead * b_noise
+            f"critical batch size ({overhead:.0%} overhead)",
+            overhead_batch_size(b_noise, np.exp(theta[:, PARAMS.index("log_knee")]), overhead),
         ),
         "perfect_end": answer("perfect scaling ends at", perfect_end, batch=True),
         "max_parallel_start": answer("maximal data parallelism from", max_start, batch=True),
@@ -247,6 +248,34 @@ def scaling_answers(
             f"speed-up in steps, batch {as_number(pick)} over {as_number(base)}", speedup
         )
     return Answers(ok=True, surrogate=surrogate, **settings, **out)
+
+
+def overhead_batch_size(
+    b_noise: float | np.ndarray, knee: float | np.ndarray, overhead: float
+) -> np.ndarray:
+    """The batch size whose steps exceed perfect scaling's by ``overhead`` under
+    ``S(B) = S_min (1 + (B_noise / B)^q)^(1/q)``: ``B_noise ((1 + overhead)^q - 1)^(1/q)``.
+
+    ``overhead * B_noise`` only for McCandlish et al.'s ``q = 1``; about ``B_noise`` itself for
+    ``q`` near 4 (at B_noise the overhead is ``2^(1/q) - 1``).
+
+    Example: ``overhead_batch_size(100, 1, 0.2) == 20``; ``overhead_batch_size(100, 2, 0.2)``
+    is ``100 * sqrt(0.44)``, about 66.
+    """
+    q = np.asarray(knee, dtype=float)
+    with np.errstate(over="ignore"):
+        return np.asarray(b_noise, dtype=float) * np.expm1(q * np.log1p(overhead)) ** (1.0 / q)
+
+
+def overhead_at(
+    batch_size: float | np.ndarray, b_noise: float | np.ndarray, knee: float | np.ndarray
+) -> np.ndarray:
+    """How far steps at ``batch_size`` exceed perfect scaling's under the knee curve:
+    ``(1 + (B / B_noise)^q)^(1/q) - 1`` (the inverse of `overhead_batch_size`)."""
+    q = np.asarray(knee, dtype=float)
+    ratio = np.asarray(batch_size, dtype=float) / np.asarray(b_noise, dtype=float)
+    with np.errstate(over="ignore"):
+        return np.expm1(np.logaddexp(0.0, q * np.log(ratio)) / q)
 
 
 # ------------------------------------------------------------------------------------ pieces

@@ -95,6 +95,7 @@ MISFIT_P_VALUE = 0.01
 """S(B) misfits when a model with free steps per batch size beats it at this p-value."""
 
 _C_LOW = PARAMS.index("log_c_low")
+_KNEE = PARAMS.index("log_knee")
 _B_NOISE_RANGE = 1e3
 """B_noise is searched within this factor below the smallest and above the largest batch size."""
 
@@ -197,7 +198,11 @@ class Surrogate:
     def draws(self, n: int, rng: np.random.Generator | int = 0) -> np.ndarray:
         """``n`` parameter vectors from the estimate's normal approximation (rows, `PARAMS`)."""
         rng = np.random.default_rng(rng)
-        return rng.multivariate_normal(self.theta, self.covariance, size=n, method="eigh")
+        draws = rng.multivariate_normal(self.theta, self.covariance, size=n, method="eigh")
+        # The knee's sharpness stays where the fit may read it: a draw with q below McCandlish
+        # et al.'s 1 or past a corner is the normal approximation's tail, not a curve.
+        draws[:, _KNEE] = np.clip(draws[:, _KNEE], *_BOUNDS["log_knee"])
+        return draws
 
 
 def censored_trials(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:

@@ -125,3 +125,56 @@ def test_answer_text():
     assert Answer("B_noise", 734.2, 454.0, 1339.0).text() == "734 (454-1.34e+03)"
     assert Answer("x", 1.0, 0.5, math.inf).to_dict() == {"estimate": 1.0, "low": 0.5, "high": None}
     assert as_number(256.0) == 256
+
+
+# ------------------------------------------------------------ derived numbers under the knee
+
+
+@pytest.mark.parametrize("overhead", [0.1, 0.2, 0.5])
+def test_the_overhead_batch_size_is_overhead_times_b_noise_for_mccandlish_curve(overhead):
+    from study.analysis.answers import overhead_batch_size
+
+    assert float(overhead_batch_size(400.0, 1.0, overhead)) == pytest.approx(overhead * 400.0)
+
+
+@pytest.mark.parametrize("knee", [1.0, 2.0, 3.8, 8.0])
+@pytest.mark.parametrize("overhead", [0.1, 0.2, 0.5])
+def test_the_overhead_batch_size_is_where_the_knee_curve_exceeds_perfect_scaling(knee, overhead):
+    from study.analysis.answers import overhead_at, overhead_batch_size
+    from study.analysis.likelihood import log_steps_curve
+
+    b_noise, s_min = 390.0, 60.0
+    batch = float(overhead_batch_size(b_noise, knee, overhead))
+    theta = np.zeros(len(PARAMS))
+    theta[PARAMS.index("log_s_min")] = math.log(s_min)
+    theta[PARAMS.index("log_b_noise")] = math.log(b_noise)
+    theta[PARAMS.index("log_knee")] = math.log(knee)
+    steps = math.exp(log_steps_curve(theta[None, :], [batch])[0, 0])
+    perfect = s_min * b_noise / batch  # E_min / B
+    assert steps / perfect == pytest.approx(1.0 + overhead)
+    assert batch == pytest.approx(b_noise * ((1 + overhead) ** knee - 1) ** (1 / knee))
+    assert float(overhead_at(batch, b_noise, knee)) == pytest.approx(overhead)
+
+
+def test_at_a_sharp_knee_the_20_percent_point_is_about_b_noise_not_a_fifth_of_it():
+    from study.analysis.answers import overhead_batch_size
+
+    assert float(overhead_batch_size(390.0, 3.8, 0.2)) == pytest.approx(390.0, rel=0.02)
+
+
+def test_the_critical_batch_answer_follows_the_fitted_knee(surrogate):
+    from study.analysis.answers import overhead_batch_size
+
+    for overhead in (0.2, 0.5):
+        answers = scaling_answers(surrogate, accelerators=8, overhead=overhead)
+        expected = overhead_batch_size(surrogate.b_noise, surrogate.knee, overhead)
+        assert answers.critical_batch.estimate == pytest.approx(float(expected))
+        assert answers.overhead == overhead
+        assert answers.critical_batch.low <= answers.critical_batch.estimate
+        assert answers.critical_batch.low > 0.01 * answers.critical_batch.estimate
+
+
+def test_parameter_draws_keep_the_knee_within_the_fit_bounds(surrogate):
+    knee = surrogate.draws(2000, 1)[:, PARAMS.index("log_knee")]
+    assert knee.min() >= 0.0
+    assert knee.max() <= math.log(8.0) + 1e-12
