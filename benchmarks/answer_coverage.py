@@ -5,13 +5,17 @@ Each condition is a study design like the default study file's (7 batch sizes, 8
 random learning-rate search around a guess), with trial noise, the jagged learning-rate
 response a fixed training seed shows (``jagged``: the trials draw their own seeds), for the
 Adam-like condition a best learning rate that bends, and for the last an S(B) whose knee is
-sharper than McCandlish et al.'s (as on the MNIST-1D MLP question). Each synthetic study is fitted with
-`fit_surrogate` on all its trials and read with `scaling_answers` (`sim.answer_coverage`).
-Prints, per condition and answer, the share of intervals that held the truth, its Monte Carlo
-standard error and, for the batch-size answers, how often the estimate was the true batch size.
+sharper than McCandlish et al.'s (as on the MNIST-1D MLP question). Condition Q is the
+quickstart's size (`search_spaces/quickstart.yaml`: batch sizes 8 to 512, 6 trials each, a step
+budget that is tight at batch size 8, pruning, so about half the trials stop short and count as
+censored; B_noise near the largest batch size, as its real run read 329 (56-1980)). Each synthetic
+study is fitted with `fit_surrogate` on all its trials and read with `scaling_answers`
+(`sim.answer_coverage`). Prints, per condition and answer, the share of intervals that held the
+truth, its Monte Carlo standard error and, for the batch-size answers, how often the estimate was
+the true batch size; writes the same to ``--out`` (JSON).
 
 Usage: python benchmarks/answer_coverage.py [--studies 300] [--workers 2] [--seed 0]
-    [--conditions A B C D]
+    [--conditions A B C D Q] [--out benchmarks/results/answer_coverage.json]
 """
 
 from __future__ import annotations
@@ -24,14 +28,21 @@ for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
 import time  # noqa: E402
 from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pandas as pd  # noqa: E402
 from sim.answer_coverage import ANSWERS, answer_coverage  # noqa: E402
 from sim.simulate import StudyDesign  # noqa: E402
 
+HERE = Path(__file__).resolve().parent
 SIZES = (16, 32, 64, 128, 256, 512, 1024)
+BATCH_ANSWERS = ("perfect_end", "max_parallel_start", "recommended_batch")
+"""The answers read on the measured batch sizes (discrete: their share exact is shown too)."""
 CONDITIONS: dict[str, StudyDesign] = {
     "A: noise 0.10, jagged 0.15": StudyDesign(
         batch_sizes=SIZES, trials_per_batch=8, noise=0.10, jagged=0.15
@@ -45,12 +56,74 @@ CONDITIONS: dict[str, StudyDesign] = {
     "D: sharper knee (q = 3), noise 0.10, jagged 0.15": StudyDesign(
         batch_sizes=SIZES, trials_per_batch=8, noise=0.10, jagged=0.15, knee=3.0
     ),
+    # The quickstart's real run: 11 of 24 trials reached the target, 13 were pruned, none
+    # diverged (rates up to 5x the best one trained slowly), sigma 0.12-0.28 in log steps, a
+    # 2000-step budget about 1.5x the steps of batch size 8.
+    "Q: quickstart (8-512 x 6, pruning), noise 0.15, jagged 0.15": StudyDesign(
+        batch_sizes=(8, 32, 128, 512),
+        trials_per_batch=6,
+        eval_ratio=1.1,
+        noise=0.15,
+        jagged=0.15,
+        lr_window=0.75,
+        lr_centre_error=0.25,
+        diverge_above=10.0,
+        budget=1.6,
+        budget_at_smallest=True,
+        pruning=True,
+        b_noise_range=(100.0, 1000.0),
+    ),
 }
 
 
 def run(args: tuple[str, StudyDesign, int, int]) -> pd.DataFrame:
     name, design, studies, seed = args
     return answer_coverage(design, studies, seed=seed).assign(condition=name)
+
+
+def cell(row: pd.Series) -> str:
+    """``"94.7% (1.0)"``, with ``[62% exact]`` for a batch-size answer."""
+    if not row["studies"]:
+        return "-"
+    text = f"{100 * row['coverage']:.1f}% ({100 * row['se']:.1f})"
+    if row["answer"] in BATCH_ANSWERS:
+        text += f" [{100 * row['exact']:.0f}% exact]"
+    return text
+
+
+def result(
+    chosen: dict[str, StudyDesign],
+    tables: list[pd.DataFrame],
+    args: argparse.Namespace,
+    seconds: float,
+) -> dict:
+    """The JSON written to ``--out``: the settings and, per condition, its design and per
+    answer the studies counted, coverage, Monte Carlo se and share exact."""
+
+    def plain(x: float) -> float | None:
+        return None if isinstance(x, float) and math.isnan(x) else x
+
+    return {
+        "studies_per_condition": args.studies,
+        "seed": args.seed,
+        "seconds": round(seconds, 1),
+        "workers": args.workers,
+        "conditions": {
+            name: {
+                "design": dataclasses.asdict(design),
+                "answers": {
+                    row["answer"]: {
+                        "studies": int(row["studies"]),
+                        "coverage": plain(float(row["coverage"])),
+                        "se": plain(float(row["se"])),
+                        "exact": plain(float(row["exact"])),
+                    }
+                    for _, row in table.iterrows()
+                },
+            }
+            for (name, design), table in zip(chosen.items(), tables, strict=True)
+        },
+    }
 
 
 def main() -> None:
@@ -61,6 +134,7 @@ def main() -> None:
     parser.add_argument(
         "--conditions", nargs="+", choices=[n.split(":")[0] for n in CONDITIONS], default=None
     )
+    parser.add_argument("--out", default=str(HERE / "results" / "answer_coverage.json"))
     args = parser.parse_args()
     if args.studies < 1:
         parser.error(f"--studies must be >= 1 (got {args.studies})")
@@ -84,17 +158,15 @@ def main() -> None:
     print("| answer | " + " | ".join(short) + " |")
     print("|---|" + "---|" * len(short))
     for answer in ANSWERS:
-        cells = []
-        for table in tables:
-            row = table[table["answer"] == answer].iloc[0]
-            cell = f"{100 * row['coverage']:.1f}% ({100 * row['se']:.1f})"
-            if answer in ("perfect_end", "max_parallel_start", "recommended_batch"):
-                cell += f" [{100 * row['exact']:.0f}% exact]"
-            cells.append(cell)
+        cells = [cell(table[table["answer"] == answer].iloc[0]) for table in tables]
         print(f"| {answer} | " + " | ".join(cells) + " |")
     for name in chosen:
         print(f"\n{name}")
     print(f"\n{args.studies} studies per condition, {elapsed:.0f} s with {args.workers} workers")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result(chosen, tables, args, elapsed), indent=1) + "\n")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

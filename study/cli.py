@@ -265,11 +265,10 @@ def _add_report(sub: Any) -> None:
         help="confidence level of every interval, in (0, 1) (default: 0.95)",
     )
     p.add_argument(
-        "--bootstrap",
-        type=int,
-        default=1000,
-        metavar="N",
-        help="0 leaves the intervals out (intervals are profile likelihood: nothing is resampled)",
+        "--overhead",
+        type=float,
+        metavar="SHARE",
+        help="the critical batch size is where steps run this share above perfect scaling, e.g. 0.1 (default: the study file's overhead, else 0.2)",
     )
     p.add_argument(
         "--no-mlflow", action="store_true", help="do not attach the report to the MLflow parent run"

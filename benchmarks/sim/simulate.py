@@ -9,8 +9,12 @@ guess of ``lr*(B)``; a trial at learning rate ``lr`` first meets the target afte
     ``T = S(B) * exp(lr_sensitivity * ln(lr / lr*(B)) ** 2 + noise * z)``,  ``z ~ N(0, 1)``
 
 steps (continuous), diverges when ``lr > diverge_above * lr*(B)``, and does not reach the target
-within its budget when ``T > budget * S(B)``. The study only sees ``T`` through its evaluation
-grid (`EvalCadence` with ``geometric:eval_ratio``): the first evaluation at or after ``T``.
+within its budget when ``T > budget * S(B)`` (or ``budget * S(B_0)`` at every batch size, as a
+study file's ``max_steps``, with ``budget_at_smallest``). The study only sees ``T`` through its
+evaluation grid (`EvalCadence` with ``geometric:eval_ratio``): the first evaluation at or after
+``T``. With ``pruning`` a batch size's trials run one after another and each stops at the first
+evaluation at or past the fewest steps an earlier one reached the target in (the study runner's
+rule, `study.runner.pruning`): it says "more than N steps", as a pruned trial of a real study.
 
 The search is placed the same way relative to ``lr*(B)`` at every batch size, so the best of a
 batch size's trials is ``S(B)`` times a factor drawn from one distribution at every batch size:
@@ -78,7 +82,15 @@ class StudyDesign:
     rate's curvature in log-log around the batch sizes' geometric mean: 0 is a power law, below
     0 it falls again at large batch sizes); ``knee`` (the sharpness ``q`` of
     ``S(B) = s_min (1 + (b_noise / B) ** q) ** (1 / q)``: 1 is McCandlish et al.'s curve, larger
-    keeps perfect scaling longer and turns more abruptly).
+    keeps perfect scaling longer and turns more abruptly); ``budget_at_smallest`` (the budget is
+    ``budget * S(B_0)`` steps at every batch size, ``B_0`` the smallest: a study file's
+    ``max_steps``, tight at small batch sizes and loose at large ones); ``pruning`` (see the
+    module); ``b_noise_range`` (the range `draw_truth` draws ``b_noise`` from; None: between
+    the second smallest and the second largest batch size).
+
+    Example: the quickstart's design (`search_spaces/quickstart.yaml`: 4 batch sizes x 6
+    trials, a 2000-step budget, pruning) is ``StudyDesign(batch_sizes=(8, 32, 128, 512),
+    trials_per_batch=6, eval_ratio=1.1, budget=1.6, budget_at_smallest=True, pruning=True)``.
     """
 
     batch_sizes: tuple[int, ...] = tuple(2**k for k in range(3, 13))
@@ -93,6 +105,9 @@ class StudyDesign:
     jagged: float = 0.0
     bend: float = 0.0
     knee: float = 1.0
+    budget_at_smallest: bool = False
+    pruning: bool = False
+    b_noise_range: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if len(self.batch_sizes) < 2 or any(b < 1 for b in self.batch_sizes):
@@ -101,6 +116,18 @@ class StudyDesign:
             )
         if self.trials_per_batch < 1:
             raise ValueError(f"trials_per_batch must be >= 1 (got {self.trials_per_batch})")
+        if (
+            self.b_noise_range is not None
+            and not 0 < self.b_noise_range[0] <= self.b_noise_range[1]
+        ):
+            raise ValueError(
+                f"b_noise_range must be (low, high) with 0 < low <= high (got {self.b_noise_range})"
+            )
+
+    def budget_steps(self, truth: StudyTruth, batch_size: float) -> int:
+        """The step budget of a trial at ``batch_size`` (see ``budget_at_smallest``)."""
+        basis = min(self.batch_sizes) if self.budget_at_smallest else batch_size
+        return max(1, math.ceil(self.budget * float(truth.steps(basis))))
 
 
 @dataclass(frozen=True)
@@ -136,11 +163,13 @@ def draw_truth(design: StudyDesign, rng: np.random.Generator) -> StudyTruth:
     """A random truth whose knee lies inside the measured batch sizes.
 
     ``s_min`` log-uniform on [20, 500] steps; ``b_noise`` log-uniform between the second
-    smallest and the second largest batch size; ``alpha`` uniform on [0.3, 1]; ``lr_scale``
-    log-uniform on [0.001, 0.01].
+    smallest and the second largest batch size (or on ``design.b_noise_range``); ``alpha``
+    uniform on [0.3, 1]; ``lr_scale`` log-uniform on [0.001, 0.01].
     """
     b = np.sort(np.asarray(design.batch_sizes, dtype=float))
     low, high = (b[1], b[-2]) if b.size >= 4 else (b[0], b[-1])
+    if design.b_noise_range is not None:
+        low, high = design.b_noise_range
     return StudyTruth(
         s_min=float(np.exp(rng.uniform(math.log(20.0), math.log(500.0)))),
         b_noise=float(np.exp(rng.uniform(math.log(low), math.log(high)))),
@@ -169,10 +198,10 @@ def simulate_trials(
     """One row per trial, as `trial_crossings` gives for a real study, plus the truth.
 
     Columns: ``study``, ``batch_size``, ``trial``, ``strategy``, ``replicas``, ``tuner``,
-    ``learning_rate``, ``state`` (``reached``, ``not_reached`` or ``diverged``), ``reached``,
-    ``steps_to_target`` (the first evaluation at or after the crossing; ``inf`` if none),
-    ``previous_step`` (the evaluation before it), ``last_step`` (the last step it ran: its first
-    hit, its budget, or 3 for a diverged one), ``examples_to_target``,
+    ``learning_rate``, ``state`` (``reached``, ``not_reached``, ``pruned`` or ``diverged``),
+    ``reached``, ``steps_to_target`` (the first evaluation at or after the crossing; ``inf`` if
+    none), ``previous_step`` (the evaluation before it), ``last_step`` (the last step it ran: its
+    first hit, its budget, where it was pruned, or 3 for a diverged one), ``examples_to_target``,
     ``seconds_to_target`` and ``crossing`` (the true, continuous crossing step; ``inf`` for a
     diverged trial, beyond the budget for one not reached).
     """
@@ -180,16 +209,28 @@ def simulate_trials(
     trial = 0
     for b in design.batch_sizes:
         s_b = float(truth.steps(b))
-        budget = max(1, math.ceil(design.budget * s_b))
+        budget = design.budget_steps(truth, b)
         grid = evaluation_steps(budget, design.eval_ratio)
         log_lr, crossing, diverged = _search(truth, design, b, s_b, rng)
         index = np.searchsorted(grid, crossing, side="left")
         reached = (~diverged) & (index < grid.size)
         first = np.where(reached, grid[np.minimum(index, grid.size - 1)], math.inf)
         previous = np.where(reached, grid[np.maximum(index - 1, 0)], math.nan)
+        stop = _pruned_at(first, diverged, grid) if design.pruning else np.full(first.size, np.inf)
+        pruned = np.isfinite(stop)
+        reached &= ~pruned
+        first = np.where(pruned, math.inf, first)
+        previous = np.where(pruned, math.nan, previous)
         seconds = _seconds_per_step(b)
         for k in range(design.trials_per_batch):
-            state = "diverged" if diverged[k] else ("reached" if reached[k] else "not_reached")
+            state = (
+                "diverged"
+                if diverged[k]
+                else "pruned"
+                if pruned[k]
+                else ("reached" if reached[k] else "not_reached")
+            )
+            last = first[k] if reached[k] else (3 if diverged[k] else min(stop[k], budget))
             rows.append(
                 {
                     STUDY: "synthetic",
@@ -203,7 +244,7 @@ def simulate_trials(
                     "reached": bool(reached[k]),
                     "steps_to_target": float(first[k]),
                     PREVIOUS_STEP: float(previous[k]),
-                    "last_step": float(first[k] if reached[k] else (3 if diverged[k] else budget)),
+                    "last_step": float(last),
                     "examples_to_target": float(first[k]) * b,
                     "seconds_to_target": float(first[k]) * seconds,
                     "crossing": math.inf if diverged[k] else float(crossing[k]),
@@ -227,10 +268,11 @@ def simulate_table(
     frames = []
     for row in trials.itertuples(index=False):
         b = int(row.batch_size)
-        budget = max(1, math.ceil(design.budget * float(truth.steps(b))))
-        steps = evaluation_steps(budget, design.eval_ratio)
+        steps = evaluation_steps(design.budget_steps(truth, b), design.eval_ratio)
         if row.state == "reached":
             steps = steps[steps <= row.steps_to_target]
+        elif row.state == "pruned":
+            steps = steps[steps <= row.last_step]
         elif row.state == "diverged":
             steps = steps[:4]
         accuracy = np.minimum(0.9, _THRESHOLD * np.sqrt(steps / row.crossing))
@@ -299,6 +341,28 @@ def _search(
         phase = rng.uniform(0.0, 2.0 * math.pi, size=n)
         log_factor += design.jagged * np.sin(2.0 * math.pi * log_lr / math.log(1.05) + phase)
     return log_lr, s_b * np.exp(log_factor), log_ratio > math.log(design.diverge_above)
+
+
+def _pruned_at(first: np.ndarray, diverged: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Per trial, in the order they run: the evaluation step at which pruning stops it (the
+    first at or past the fewest steps an earlier trial reached the target in; it goes on while
+    its step is below that best), ``inf`` where it runs on (it reaches the target no later than
+    that evaluation, or no earlier trial reached it).
+
+    Example: first hits ``[50, inf, 40, 45]`` on the grid ``0, 10, ..., 100`` stop the second
+    trial at 50 and the fourth at 40, and let the third win with 40.
+    """
+    stop = np.full(first.size, np.inf)
+    best = math.inf
+    for k in range(first.size):
+        if math.isfinite(best) and not diverged[k]:
+            at = grid[min(int(np.searchsorted(grid, best, side="left")), grid.size - 1)]
+            if first[k] > at:
+                stop[k] = at
+                continue
+        if not diverged[k]:
+            best = min(best, float(first[k]))
+    return stop
 
 
 def log_best_lr(truth: StudyTruth, design: StudyDesign, batch: float) -> float:

@@ -39,9 +39,10 @@ from study.analysis.surrogate import (
     steps_curve,
 )
 from study.analysis.threads import one_blas_thread
+from study.config.study import DEFAULT_OVERHEAD
 from study.config.target import Target
 
-OVERHEAD = 0.2
+OVERHEAD = DEFAULT_OVERHEAD
 """The critical batch size's overhead (Zhang et al. 2024): the batch size whose steps are this
 much above perfect scaling's, ``S(B) = (1 + overhead) E_min / B`` (`overhead_batch_size`)."""
 
@@ -147,6 +148,7 @@ def study_answers(
     *,
     accelerators: int = DEFAULT_ACCELERATORS,
     confidence: float = CONFIDENCE,
+    overhead: float = OVERHEAD,
 ) -> Answers:
     """The answers of a study's measurement table for ``target`` (its hold rule applied):
     `trial_crossings`, `censored_trials`, `fit_surrogate`, `scaling_answers`."""
@@ -155,7 +157,9 @@ def study_answers(
 
     trials = trial_crossings(table, target)
     surrogate = fit_surrogate(censored_trials(trials, table))
-    return scaling_answers(surrogate, accelerators=accelerators, confidence=confidence)
+    return scaling_answers(
+        surrogate, accelerators=accelerators, confidence=confidence, overhead=overhead
+    )
 
 
 @one_blas_thread

@@ -46,6 +46,10 @@ MIN_REACHED = 6
 """The fewest trials that reached the target the model is fitted to (censored ones come on top:
 at least ``len(PARAMS) + 2`` trials in all)."""
 
+MIN_TRIALS = len(PARAMS) + 2
+"""The fewest trials in all the model is fitted to (`MIN_REACHED` of them reaching the target,
+over at least `MIN_BATCH_SIZES` batch sizes)."""
+
 LAST_STEP = "last_step"
 """The column of `censored_trials`: the last step each trial ran."""
 
@@ -106,7 +110,7 @@ class Trials:
             )
         elif int(np.sum(kind != CENSORED)) < MIN_REACHED:
             reason = f"too few trials reached the target ({int(np.sum(kind != CENSORED))})"
-        elif b.size < len(PARAMS) + 2:
+        elif b.size < MIN_TRIALS:
             reason = f"too few trials ({b.size}; the model has {len(PARAMS)} parameters)"
         b_ref = float(np.exp(np.mean(np.log(np.unique(b))))) if b.size else math.nan
         return cls(b, np.log(lr), kind, low, high, b_ref, int(b.size), n_censored, reason)

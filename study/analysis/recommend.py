@@ -135,7 +135,7 @@ def recommend(
     base_steps, steps = float(per.loc[base, "steps_to_result"]), float(row["steps_to_result"])
     step_speedup = fit.speedup(float(base), float(chosen))
     step_ci = fit.speedup_interval(float(base), float(chosen))
-    factor, time_source, strategy, time_notes = _time_factor(
+    factor, time_source, strategy, time_notes = time_factor(
         throughput_df, float(base), float(chosen), accelerators
     )
     return Recommendation(
@@ -198,7 +198,7 @@ def _fastest(throughput: pd.DataFrame | None, batch: float, replicas: int) -> pd
     return rows.loc[rows["seconds_per_step"].astype(float).idxmin()]
 
 
-def _time_factor(
+def time_factor(
     throughput: pd.DataFrame | None, base: float, chosen: float, accelerators: int
 ) -> tuple[float, str, str | None, list[str]]:
     """Seconds per step at the baseline over seconds per step at the recommendation."""

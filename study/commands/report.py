@@ -34,8 +34,11 @@ def main(args: argparse.Namespace) -> int:
 
     if args.accelerators is not None and args.accelerators < 1:
         raise UsageError(f"--accelerators must be at least 1 (got {args.accelerators})")
-    if args.bootstrap < 0:
-        raise UsageError(f"--bootstrap must be 0 or more (got {args.bootstrap})")
+    if args.overhead is not None and not 0 < args.overhead <= 10:
+        raise UsageError(
+            f"--overhead must be a share above perfect scaling in (0, 10], e.g. 0.2 for 20% "
+            f"(got {args.overhead:g})"
+        )
     if not 0 < args.confidence < 1:
         raise UsageError(
             f"--confidence must be a level between 0 and 1, e.g. 0.9 (got {args.confidence})"
@@ -52,8 +55,8 @@ def main(args: argparse.Namespace) -> int:
             ledger,
             target=target,
             accelerators=args.accelerators,
-            n_boot=args.bootstrap,
             confidence=args.confidence,
+            overhead=args.overhead,
             command=_command(args, target or _own_target(ledger)),
             context=_context(args),
         )
@@ -116,8 +119,8 @@ def _command(args: argparse.Namespace, target: Any) -> str:
         parts += ["--accelerators", str(args.accelerators)]
     if args.confidence != 0.95:
         parts += ["--confidence", f"{args.confidence:g}"]
-    if args.bootstrap == 0:
-        parts += ["--bootstrap", "0"]
+    if args.overhead is not None:
+        parts += ["--overhead", f"{args.overhead:g}"]
     if args.storage:
         parts += ["--storage", _storage(args)]
     return shlex.join(parts)

@@ -161,6 +161,10 @@ class AllocationMode(str, enum.Enum):
     STEPS = "steps"
 
 
+DEFAULT_OVERHEAD = 0.2
+"""The critical batch size's default overhead over perfect scaling (Zhang et al. 2024: 20%)."""
+
+
 @dataclass(frozen=True)
 class Allocation:
     """How the study's trials are allocated (``even`` by default).
@@ -268,6 +272,8 @@ class StudyConfig:
     #: Seconds a database storage that stops answering is waited for (None: the default,
     #: the ledger's `retry_window`).
     storage_retry: float | None = None
+    #: The critical batch size's overhead over perfect scaling the answers use (0.2: 20%).
+    overhead: float = DEFAULT_OVERHEAD
     #: Schedule trials run besides the search (`study.config.schedule`; None: none).
     batch_schedule: ScheduleTrials | None = None
     #: The branch trials of ``study branch`` (`study.config.branch`; None: no section).

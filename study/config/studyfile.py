@@ -68,6 +68,8 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
     storage_retry: 300                 # optional; seconds a database storage that stops
                                        #   answering is waited for before exit status 75
                                        #   (default: --storage-retry, $STUDY_STORAGE_RETRY, 300)
+    overhead: 0.2                      # optional; the critical batch size is where steps run
+                                       #   this share above perfect scaling (report --overhead)
     batch_schedule:                    # optional; schedule trials besides the search: the
       learning_rate: 0.01              #   global batch grows by examples seen, the rate at the
       lr_scaling: {alpha: 0.5}         #   first stage's batch scaled as (B / B0) ** alpha;
@@ -126,7 +128,7 @@ from study.config.sections import (
     read_workload_options,
 )
 from study.config.space_reader import read_search_space
-from study.config.study import StudyConfig, TrainingSeeds
+from study.config.study import DEFAULT_OVERHEAD, StudyConfig, TrainingSeeds
 from study.config.trial import OPTIMIZERS, SCHEDULES
 from study.config.yaml_reader import Reader, StrictLoader, kind, yaml_message
 from study.errors import UsageError
@@ -156,6 +158,7 @@ TOP_LEVEL_KEYS = (
     "allocation",
     "training_seeds",
     "storage_retry",
+    "overhead",
     "batch_schedule",
     "branch",
 )
@@ -246,6 +249,7 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
             )
         ),
         storage_retry=_seconds(r, mapping.get("storage_retry"), "storage_retry"),
+        overhead=_overhead(r, mapping.get("overhead")),
         branch=read_branch(r, mapping.get("branch")),
         source=source,
         text=yaml.safe_dump(raw, sort_keys=False) if text is None else text,
@@ -253,6 +257,16 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
     )
     schedule = _batch_schedule(r, mapping.get("batch_schedule"), config.space.strategies)
     return config if schedule is None else replace(config, batch_schedule=schedule)
+
+
+def _overhead(r: Reader, value: Any) -> float:
+    """``overhead``: the critical batch size's share above perfect scaling, in (0, 10]."""
+    if value is None:
+        return DEFAULT_OVERHEAD
+    number = float(r.number(value, "overhead"))
+    if not 0.0 < number <= 10.0:
+        r.fail("overhead", "must be in (0, 10], e.g. 0.2 for steps 20% above perfect scaling", value)
+    return number
 
 
 def _seconds(r: Reader, value: Any, path: str) -> float | None:

@@ -1,5 +1,6 @@
 """What the model of every trial answers, in the report's words: its sentences, its table rows,
-its one terminal line and the notes where it and the best-trial fit disagree.
+its one terminal line, the note when S(B) misfits, and the notes where the best trial of each
+batch size (the cross-check) disagrees with it.
 
 Every answer is said with its interval: "perfect scaling up to 128-256", "batch 512 (256
 within the interval)". The answers themselves are `study.analysis.answers`.
@@ -11,14 +12,11 @@ import math
 from typing import TYPE_CHECKING
 
 from study.analysis.answers import Answer, Answers
-from study.analysis.noise_scale import NoiseScaleFit
-from study.analysis.recommend import Recommendation
-from study.analysis.regimes import Regimes
 from study.analysis.surrogate import SMOOTH_C_LOW
 from study.report.formatting import fmt, percent
 
 if TYPE_CHECKING:  # pragma: no cover
-    from study.report.record import ScalingReport
+    from study.report.record import CrossCheck, ScalingReport
 
 MODEL = (
     "one model of every trial: log steps over (batch size, learning rate) with S(B) = "
@@ -50,52 +48,105 @@ def recommendation_text(answer: Answer) -> str:
     )
 
 
-def answer_sentences(answers: Answers) -> list[str]:
-    """The model's answers as sentences, each with its interval."""
+def answer_sentences(answers: Answers, *, recommendation: bool = True) -> list[str]:
+    """The model's answers as sentences, each with its interval, and the rules they read (the
+    batch size for N accelerators too, unless ``recommendation`` is False)."""
     if not answers.ok:
-        return [f"The model of every trial has no answer: {answers.reason}."]
+        return [no_answer_sentence(answers)]
     model, level = answers.surrogate, percent(answers.confidence)
     out = [
         f"Read from {model.trials} trials ({model.censored} stopped short), with "
         f"{level} intervals that include the trial-to-trial noise (sigma = "
         f"{fmt(answers.sigma.estimate)} in log steps): B_noise = {interval(answers.b_noise)}, "
-        f"S_min = {interval(answers.s_min)} steps, the critical batch size at "
-        f"{answers.overhead:.0%} overhead {interval(answers.critical_batch)}."
+        f"S_min = {interval(answers.s_min)} steps, E_min = {interval(answers.e_min)} examples."
     ]
-    text = f"Perfect scaling up to {batch_range(answers.perfect_end)}"
+    text = f"Perfect scaling up to {answers.perfect_end.text()}"
     start = answers.max_parallel_start
     if math.isinf(start.low):
         text += "; maximal data parallelism does not start within the measured batch sizes"
-    else:
+    elif math.isinf(start.estimate):
         text += f"; maximal data parallelism from {batch_range(start)}"
-    out.append(text + ".")
+    else:
+        text += f"; maximal data parallelism from {start.text()}"
+    out.append(
+        f"{text}; the critical batch size at {answers.overhead:.0%} overhead is "
+        f"{interval(answers.critical_batch)}."
+    )
+    out.append(rules_sentence(answers))
     shape = "a power law" if model.shape == "power law" else "a curve that bends"
     out.append(
         f"The best learning rate follows {shape}, alpha = {interval(answers.alpha)} over the "
-        "measured batch sizes."
+        f"measured batch sizes, {alpha_rule(answers.alpha)}."
     )
-    if answers.recommended_batch is not None:
+    if recommendation and answers.recommended_batch is not None:
         out.append(
             f"For {answers.accelerators} accelerators: "
             f"{recommendation_text(answers.recommended_batch)} at learning rate "
-            f"{interval(answers.recommended_lr)}, {interval(answers.step_speedup)} times fewer "
-            "steps than the smallest batch size."
+            f"{interval(answers.recommended_lr)}, {speedup_text(answers)}."
         )
     return out
+
+
+def alpha_rule(alpha: Answer) -> str:
+    """Which scaling rule of the learning rate alpha's interval is consistent with."""
+    linear, root = alpha.covers(1.0), alpha.covers(0.5)
+    if linear and root:
+        return "too uncertain to tell the linear from the square-root rule"
+    if linear:
+        return "consistent with the linear scaling rule (alpha = 1)"
+    if root:
+        return "consistent with the square-root rule (alpha = 0.5)"
+    return "consistent with neither the linear nor the square-root rule"
+
+
+def rules_sentence(answers: Answers) -> str:
+    """How the end of perfect scaling and the critical batch size are read, so that the two do
+    not read as a contradiction."""
+    return (
+        f"Perfect scaling reads each step between measured batch sizes (steps fall to at most "
+        f"{1 + answers.tolerance:.0%} of the ideal per step); the critical batch size is where "
+        f"steps run {answers.overhead:.0%} above perfect scaling as a whole, so perfect scaling "
+        "can end past it."
+    )
+
+
+def speedup_text(answers: Answers) -> str:
+    """``"14.6 (6.98-16) times fewer steps than batch 8"``; ``"the smallest batch size
+    itself"`` when the recommendation is it."""
+    speed, model = answers.step_speedup, answers.surrogate
+    smallest = model.reached_batch_sizes[0]
+    if answers.recommended_batch.estimate == smallest:
+        return f"the smallest batch size that reached the target ({fmt(smallest)}) itself"
+    return f"{interval(speed)} times fewer steps than batch {fmt(smallest)}"
+
+
+def no_answer_sentence(answers: Answers) -> str:
+    """Why the model has no answer, and what would let it answer."""
+    from study.analysis.fitting import MIN_BATCH_SIZES
+    from study.analysis.likelihood import MIN_REACHED, MIN_TRIALS
+
+    return (
+        f"No answer yet: {answers.reason}. The model of every trial needs at least "
+        f"{MIN_TRIALS} trials, {MIN_REACHED} of them reaching the target, over at least "
+        f"{MIN_BATCH_SIZES} batch sizes; run more trials (trials_per_stratum, then `study "
+        "resume`) or relax the target."
+    )
 
 
 def answer_line(answers: Answers) -> str:
     """One line for a terminal, a status and an MLflow description."""
     if not answers.ok:
-        return f"no answer from the model of every trial: {answers.reason}"
+        return f"no answer yet: {answers.reason}"
     line = (
-        f"B_noise {interval(answers.b_noise)}, perfect scaling up to "
-        f"{batch_range(answers.perfect_end)}"
+        f"B_noise {interval(answers.b_noise)}, critical batch size "
+        f"{interval(answers.critical_batch)}, perfect scaling up to "
+        f"{answers.perfect_end.text()}"
     )
     if answers.recommended_batch is not None:
         line += (
             f"; {answers.accelerators} accelerators: "
-            f"{recommendation_text(answers.recommended_batch)}"
+            f"{recommendation_text(answers.recommended_batch)}, lr "
+            f"{fmt(answers.recommended_lr.estimate)}"
         )
     return line + f" ({percent(answers.confidence)} intervals, {answers.surrogate.trials} trials)"
 
@@ -149,47 +200,55 @@ def answer_rows(answers: Answers) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def cross_check_notes(
-    answers: Answers, fit: NoiseScaleFit, regimes: Regimes, recommendation: Recommendation
-) -> list[str]:
-    """Where the model of every trial and the best-trial-per-batch-size fit disagree, and
-    whether S(B) misfits."""
+def misfit_notes(answers: Answers) -> list[str]:
+    """A note when S(B) misfits the trials (steps per batch size left free fit them better)."""
+    if not answers.ok or not answers.surrogate.misfits:
+        return []
+    return [
+        "S(B) = S_min (1 + (B_noise/B)^q)^(1/q) misfits the trials: steps per batch size left "
+        f"free fit them better (likelihood-ratio p = {fmt(answers.surrogate.misfit_p_value)}); "
+        "read the answers with care and look at the steps-to-result figure."
+    ]
+
+
+def disagreement_notes(answers: Answers, check: CrossCheck) -> list[str]:
+    """Where the best trial of each batch size (`CrossCheck`) disagrees with the model beyond
+    both intervals (a batch size: outside the model's interval), one sentence each."""
     if not answers.ok:
         return []
     out = []
-    if answers.surrogate.misfits:
-        out.append(
-            "S(B) = S_min (1 + (B_noise/B)^q)^(1/q) misfits the trials: steps per batch size left "
-            "free fit "
-            f"them better (likelihood-ratio p = {fmt(answers.surrogate.misfit_p_value)}); read "
-            "the answers with care and look at the steps-to-result figure."
-        )
+    fit = check.noise_scale
     if fit.ok and fit.b_noise_ci is not None:
         low, high = fit.b_noise_ci
-        if not (answers.b_noise.low <= fit.b_noise <= answers.b_noise.high) and not (
-            low <= answers.b_noise.estimate <= high
-        ):
+        if not answers.b_noise.covers(fit.b_noise) and not low <= answers.b_noise.estimate <= high:
             out.append(
-                f"The best trial per batch size gives B_noise = {fmt(fit.b_noise)} "
+                f"The best trial of each batch size gives B_noise = {fmt(fit.b_noise)} "
                 f"({fmt(low)} to {fmt(high)}), outside the model's {interval(answers.b_noise)}: "
                 "one lucky or unlucky trial per batch size moves that fit; the model reads "
                 "every trial."
             )
+    regimes = check.regimes
     if regimes.ok and not answers.perfect_end.covers(float(regimes.perfect_end)):
         out.append(
-            f"Perfect scaling ends at {fmt(regimes.perfect_end)} by the best trials, outside "
-            f"the model's {batch_range(answers.perfect_end)}."
+            f"The best trials' perfect scaling ends at {fmt(regimes.perfect_end)}, outside the "
+            f"model's {batch_range(answers.perfect_end)}."
         )
-    rec = answers.recommended_batch
-    if rec is not None and recommendation.ok and not rec.covers(float(recommendation.batch_size)):
+    start, model_start = regimes.max_parallel_start, answers.max_parallel_start
+    if regimes.ok and not model_start.covers(math.inf if start is None else float(start)):
+        seen = "does not start" if start is None else f"starts at {fmt(start)}"
         out.append(
-            f"The best trials recommend batch {fmt(recommendation.batch_size)} for "
-            f"{answers.accelerators} accelerators, outside the model's "
-            f"{batch_range(rec)}."
+            f"By the best trials maximal data parallelism {seen}, outside the model's "
+            f"{batch_range(model_start)}."
+        )
+    rec, best = answers.recommended_batch, check.recommendation
+    if rec is not None and best.ok and not rec.covers(float(best.batch_size)):
+        out.append(
+            f"The best trials would recommend batch {fmt(best.batch_size)} for "
+            f"{answers.accelerators} accelerators, outside the model's {batch_range(rec)}."
         )
     return out
 
 
 def report_answer_sentences(report: ScalingReport) -> list[str]:
-    """`answer_sentences` of the report's answers (none when it has none)."""
-    return [] if report.answers is None else answer_sentences(report.answers)
+    """`answer_sentences` of the report's answers."""
+    return answer_sentences(report.answers)

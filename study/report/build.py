@@ -9,11 +9,12 @@ Example::
 
     report = build_report(ledger_table(storage, "quickstart"), Target.parse("val_accuracy>=0.5"),
                           study="quickstart", accelerators=None)
-    report.noise_scale.b_noise, report.recommendation.batch_size, report.notes
+    report.answers.b_noise.text(), report.recommendation.batch_size, report.notes
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 from collections.abc import Mapping, Sequence
@@ -22,12 +23,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from study.analysis.answers import scaling_answers
+from study.analysis.answers import OVERHEAD, Answers, scaling_answers
 from study.analysis.crossings import trial_crossings
 from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES
 from study.analysis.lr_scaling import LrPowerLawFit, fit_lr_power_law
 from study.analysis.measures import strategy_table, summarize_trials, throughput_by_strategy
-from study.analysis.noise_scale import NoiseScaleFit, fit_noise_scale_from_trials
+from study.analysis.model_views import (
+    ModelCurve,
+    model_curve,
+    model_recommendation,
+    model_regimes,
+)
+from study.analysis.noise_scale import fit_noise_scale_from_trials
 from study.analysis.predicted_noise import compare, predict_noise_scale
 from study.analysis.recommend import recommend
 from study.analysis.regimes import Regimes, scaling_regimes
@@ -36,18 +43,19 @@ from study.analysis.surrogate import censored_trials, fit_surrogate
 from study.analysis.table import BATCH_SIZE, REPLICAS, STRATEGY, flatten_table, metric_columns
 from study.analysis.threads import one_blas_thread
 from study.analysis.time_model import extrapolate_replicas, probe_frame, time_to_result
+from study.config.space import RangeParam
 from study.config.target import Target
-from study.report.answer_prose import cross_check_notes
+from study.report.answer_prose import disagreement_notes, misfit_notes
 from study.report.notes import (
     crossing_notes,
     data_notes,
     edge_notes,
     fit_notes,
-    lr_left_out_notes,
+    answer_notes,
     seed_notes,
     thin_notes,
 )
-from study.report.record import ScalingReport, StudyFacts
+from study.report.record import CrossCheck, ScalingReport, StudyFacts
 
 DEFAULT_ACCELERATORS = 8
 """Accelerators the recommendation is made for when none are given (or more if the study ran
@@ -61,9 +69,8 @@ def build_report(
     *,
     study: str,
     accelerators: int | None,
-    n_boot: int = 1000,
-    seed: int = 0,
     confidence: float = CONFIDENCE,
+    overhead: float = OVERHEAD,
     state: str = "complete",
     command: str = "",
     context: Mapping[str, str] | None = None,
@@ -79,10 +86,8 @@ def build_report(
         study: the study name (shown in the report).
         accelerators: recommend for this many devices; None means the study's largest replica
             count, at least `DEFAULT_ACCELERATORS`.
-        n_boot: 0 leaves the noise-scale intervals out; any positive number keeps them (profile
-            likelihood; nothing is resampled).
-        seed: unused (kept for the command line).
         confidence: the confidence of every interval (0.9 makes the report say "90% CI").
+        overhead: the critical batch size's overhead over perfect scaling (0.2: 20%).
         state: the study's state (``complete``, ``running``, ``incomplete``, ``imported``).
         command: the command that made the report, for its "how it was made" section.
         context: further facts for that section, e.g. ``{"storage": "mlruns/optuna.journal"}``.
@@ -98,54 +103,52 @@ def build_report(
             where both exist.
 
     Raises:
-        ValueError: if ``accelerators < 1``, ``n_boot < 0`` or ``confidence`` is not strictly
-            between 0 and 1, or the table lacks a fixed column.
+        ValueError: if ``accelerators < 1``, ``confidence`` is not strictly between 0 and 1,
+            ``overhead`` is not positive, or the table lacks a fixed column.
     """
     if accelerators is not None and accelerators < 1:
         raise ValueError(f"accelerators must be >= 1 (got {accelerators})")
-    if n_boot < 0:
-        raise ValueError(f"n_boot must be >= 0 (got {n_boot})")
+    if not overhead > 0:
+        raise ValueError(f"overhead must be > 0, e.g. 0.2 for 20% (got {overhead})")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, e.g. 0.95 (got {confidence})")
     flat = flatten_table(table).reset_index(drop=True)
     metric_missing = target.metric not in flat.columns
     measured = flat.iloc[:0].assign(**{target.metric: np.nan}) if metric_missing else flat
-    n_accelerators = accelerators or _default_accelerators(flat)
+    n_accelerators = accelerators or default_accelerators(flat)
 
     trials = trial_crossings(measured, target)
-    fit = fit_noise_scale_from_trials(trials, n_boot=n_boot, confidence=confidence, seed=seed)
     steps = summarize_trials(trials)
-    regimes = scaling_regimes(steps)
-    steps = _annotate(steps, fit, regimes)
+    answers = scaling_answers(
+        fit_surrogate(censored_trials(trials, measured)),
+        accelerators=n_accelerators,
+        confidence=confidence,
+        overhead=overhead,
+    )  # as `study_answers`, on the crossings computed once
+    curve, regimes = model_curve(answers), model_regimes(answers)
+    steps = _annotate(steps, curve, regimes)
     steps_by_strategy = summarize_trials(trials, by=(BATCH_SIZE, STRATEGY))
-    lr_fit, left_out = _lr_fit(steps, confidence)
     throughput = throughput_by_strategy(measured, target)
     strategies = strategy_table(measured, target)
     timed = throughput[np.isfinite(throughput["seconds_per_step"].to_numpy(dtype=float))]
     probed = probe_frame(probe)
     timed = _probe_first(probed, timed)
-    recommendation = recommend(
-        steps, fit, timed if not timed.empty else None, n_accelerators, lr_fit=lr_fit
-    )
+    recommendation = model_recommendation(answers, steps, timed if not timed.empty else None)
+    cross_check = _cross_check(trials, steps, timed, answers, confidence, overhead)
 
     predicted = predict_noise_scale(pilot, measured, target)
     extrapolated = extrapolate_replicas(probed, n_accelerators)
-    time_model = time_to_result(probed, steps, fit, extrapolated=extrapolated)
+    time_model = time_to_result(probed, steps, curve, extrapolated=extrapolated)
     noise = seed_noise(trials)
-    answers = scaling_answers(
-        fit_surrogate(censored_trials(trials, measured)),
-        accelerators=n_accelerators,
-        confidence=confidence,
-    )  # as `study_answers`, on the crossings computed once
     notes = [
         *data_notes(flat, target, trials, state, study, metric_missing),
+        *answer_notes(answers, trials_planned=(facts or StudyFacts()).trials_planned),
         *crossing_notes(trials, target),
         *seed_notes(noise, trials),
         *thin_notes(steps, target),
-        *edge_notes(steps),
-        *lr_left_out_notes(left_out),
-        *fit_notes(fit, lr_fit, recommendation, steps, timed),
-        *cross_check_notes(answers, fit, regimes, recommendation),
+        *edge_notes(steps, _lr_range(facts)),
+        *fit_notes(recommendation, steps, timed),
+        *misfit_notes(answers),
     ]
     return ScalingReport(
         study=study,
@@ -155,24 +158,22 @@ def build_report(
         trials=trials,
         steps=steps,
         steps_by_strategy=steps_by_strategy,
-        noise_scale=fit,
+        answers=answers,
+        noise_scale=curve,
         regimes=regimes,
-        lr_fit=lr_fit,
+        recommendation=recommendation,
+        cross_check=cross_check,
         throughput=throughput,
         strategies=strategies,
-        recommendation=recommendation,
         notes=tuple(dict.fromkeys(notes)),
         table=flat,
-        n_boot=n_boot,
-        seed=seed,
         confidence=confidence,
         command=command or f"study report {study} --target '{target}'",
         context=dict(context or {}),
         facts=facts or StudyFacts(),
         predicted_noise=predicted,
         seed_noise=noise,
-        answers=answers,
-        noise_agreement=compare(predicted, fit),
+        noise_agreement=compare(predicted, curve),
         time_model=time_model,
         created=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     )
@@ -190,7 +191,9 @@ def measured_metrics(flat: pd.DataFrame) -> list[str]:
 # ------------------------------------------------------------------------------------ pieces
 
 
-def _default_accelerators(flat: pd.DataFrame) -> int:
+def default_accelerators(flat: pd.DataFrame) -> int:
+    """The accelerators answers are given for: the study's largest replica count, at least
+    `DEFAULT_ACCELERATORS`."""
     if REPLICAS not in flat.columns or flat.empty:
         return DEFAULT_ACCELERATORS
     top = pd.to_numeric(flat[REPLICAS], errors="coerce").max()
@@ -199,8 +202,27 @@ def _default_accelerators(flat: pd.DataFrame) -> int:
     return max(DEFAULT_ACCELERATORS, int(top))
 
 
-def _annotate(steps: pd.DataFrame, fit: NoiseScaleFit, regimes: Regimes) -> pd.DataFrame:
-    """Add ``regime`` (``not reached`` for infinite steps) and the fit's predictions."""
+def _cross_check(
+    trials: pd.DataFrame,
+    steps: pd.DataFrame,
+    timed: pd.DataFrame,
+    answers: Answers,
+    confidence: float,
+    overhead: float,
+) -> CrossCheck:
+    """The best trial of each batch size read without the model (`CrossCheck`)."""
+    fit = fit_noise_scale_from_trials(trials, confidence=confidence)
+    regimes = scaling_regimes(steps)
+    lr_fit, _ = _lr_fit(steps, confidence)
+    rec = recommend(
+        steps, fit, timed if not timed.empty else None, answers.accelerators, lr_fit=lr_fit
+    )
+    check = CrossCheck(noise_scale=fit, regimes=regimes, lr_fit=lr_fit, recommendation=rec)
+    return dataclasses.replace(check, disagreements=tuple(disagreement_notes(answers, check)))
+
+
+def _annotate(steps: pd.DataFrame, fit: ModelCurve, regimes: Regimes) -> pd.DataFrame:
+    """Add ``regime`` (``not reached`` for infinite steps) and the model's S(B) and E(B)."""
     b = steps[BATCH_SIZE].to_numpy(dtype=float)
     finite = np.isfinite(steps["steps_to_result"].to_numpy(dtype=float))
     regime = [regimes.regime(x) if ok else "not reached" for x, ok in zip(b, finite)]
@@ -210,6 +232,17 @@ def _annotate(steps: pd.DataFrame, fit: NoiseScaleFit, regimes: Regimes) -> pd.D
         fit_steps=fit.predict_steps(b) if fit.ok and b.size else nan,
         fit_examples=fit.predict_examples(b) if fit.ok and b.size else nan,
     )
+
+
+def _lr_range(facts: StudyFacts | None) -> tuple[float, float] | None:
+    """The learning-rate range the study file searched (None when unknown or not a range)."""
+    config = facts.config if facts is not None else None
+    if config is None or "learning_rate" not in config.space.param_names:
+        return None
+    param = config.space.param("learning_rate")
+    if not isinstance(param, RangeParam):
+        return None
+    return float(param.low), float(param.high)
 
 
 def _probe_first(probed: pd.DataFrame, timed: pd.DataFrame) -> pd.DataFrame:

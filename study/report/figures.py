@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from study.analysis.model_views import model_lr
+from study.analysis.table import BATCH_SIZE
 from study.report.cbs import CAPTION as CBS_CAPTION
 from study.report.cbs import draw_cbs
 from study.report.formatting import ci_text, fmt
@@ -30,22 +32,32 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from study.report.record import ScalingReport
 
+CROSS_CHECK_FIGURE = "cross_check"
+"""The cross-check's figure (the best trial of each batch size, fitted alone)."""
+
 FIGURE_CAPTIONS = {
     "cbs": CBS_CAPTION,
     "steps_to_result": (
-        "Steps to result against global batch size (log-log). Dotted: perfect scaling (doubling "
-        "the batch halves the steps). Solid: the fit S(B) = S_min (1 + B_noise/B) with its "
-        "pointwise profile-likelihood band; dashed: B_noise. Shading: perfect scaling (green), diminishing returns "
-        "(orange), maximal data parallelism (red). Triangles: batch sizes that never reached "
-        "the target."
+        "Steps to result against global batch size (log-log). Points: the best trial of each "
+        "batch size. Dotted: perfect scaling (doubling the batch halves the steps). Solid: the "
+        "model of every trial, S(B) = S_min (1 + (B_noise/B)^q)^(1/q), with its pointwise band "
+        "over the model's parameter draws; dashed: its B_noise. Shading: the model's perfect "
+        "scaling (green), diminishing returns (orange), maximal data parallelism (red). "
+        "Triangles: batch sizes that never reached the target."
     ),
     "examples_to_result": (
-        "Examples to result (steps x batch size). Perfect scaling is a flat line; the fit is "
-        "E(B) = E_min (1 + B/B_noise)."
+        "Examples to result (steps x batch size). Perfect scaling is a flat line; the model is "
+        "E(B) = B S(B), which tends to E_min at small batch sizes."
     ),
     "best_lr": (
-        "Best learning rate against batch size (log-log), the searched range as grey bars, best "
-        "rates on the range's edge ringed in red, and the power-law fit lr* = c B^alpha."
+        "Best learning rate against batch size (log-log): the best trial's rate per batch size, "
+        "the searched range as grey bars, best rates on the range's edge ringed in red, and the "
+        "model's best rate lr*(B) with its exponent alpha."
+    ),
+    CROSS_CHECK_FIGURE: (
+        "Cross-check: the best trial of each batch size with McCandlish et al.'s S(B) = S_min "
+        "(1 + B_noise/B) fitted to those points alone (solid, profile-likelihood band), beside "
+        "the model of every trial (dashed). A diagnostic, not the answer."
     ),
     "feasible_region": (
         "Every trial on batch size x learning rate, coloured by steps to the target; x marks "
@@ -80,6 +92,8 @@ def figure_names(report: ScalingReport) -> list[str]:
     names = []
     if np.isfinite(steps["steps_to_result"].to_numpy(dtype=float)).any():
         names += ["steps_to_result", "examples_to_result"]
+        if report.cross_check.noise_scale.ok:
+            names.append(CROSS_CHECK_FIGURE)
     if np.isfinite(steps["best_learning_rate"].to_numpy(dtype=float)).any():
         names.append("best_lr")
     if _positive_rates(report).any():
@@ -107,7 +121,7 @@ def _draw_result(ax: Axes, report: ScalingReport, what: str) -> Axes:
     steps, fit = report.steps, report.noise_scale
     plot = plots.plot_steps_to_result if what == "steps" else plots.plot_examples_to_result
     plot(ax, steps, fit, report.regimes)
-    _relabel_fit(ax, "fit: B_noise", f"fit: B_noise = {fmt(fit.b_noise)}")
+    _relabel_fit(ax, "fit: B_noise", f"model: B_noise = {fmt(fit.b_noise)}")
     _mark_b_noise(ax, report)
     _clamp_ylim(ax, steps[f"{what}_to_result"], steps[f"fit_{what}"])
     _plain_ticks(ax)
@@ -119,13 +133,33 @@ def draw_best_lr(ax: Axes, report: ScalingReport) -> Axes:
     """The best learning rate per batch size, the searched ranges and the power-law fit."""
     from study.analysis import plots
 
-    plots.plot_best_lr(ax, report.steps, lr_fit=report.lr_fit)
-    lr = report.lr_fit
+    lr = model_lr(report.answers)
+    plots.plot_best_lr(ax, report.steps, lr_fit=lr)
     _relabel_fit(
-        ax, "fit: alpha", f"fit: alpha = {fmt(lr.alpha)}{ci_text(lr.alpha_ci, lr.confidence)}"
+        ax, "fit: alpha", f"model: alpha = {fmt(lr.alpha)}{ci_text(lr.alpha_ci, lr.confidence)}"
     )
     _plain_ticks(ax)
     ax.set_title("Best learning rate per batch size")
+    return ax
+
+
+def draw_cross_check(ax: Axes, report: ScalingReport) -> Axes:
+    """The best trial of each batch size, McCandlish et al.'s S(B) fitted to them alone, and
+    the model's S(B) for comparison."""
+    from study.analysis import plots
+
+    steps, check, model = report.steps, report.cross_check, report.noise_scale
+    plots.plot_steps_to_result(ax, steps, check.noise_scale, None)
+    _relabel_fit(ax, "fit: B_noise", f"best trials: B_noise = {fmt(check.noise_scale.b_noise)}")
+    if model.ok:
+        b = steps[BATCH_SIZE].to_numpy(dtype=float)
+        grid = np.geomspace(b.min(), b.max(), 200)
+        ax.plot(grid, model.predict_steps(grid), "--", color="tab:purple", lw=1,
+                label=f"model: B_noise = {fmt(model.b_noise)}")  # fmt: skip
+        ax.legend(fontsize="small")
+    _clamp_ylim(ax, steps["steps_to_result"], steps["fit_steps"])
+    _plain_ticks(ax)
+    ax.set_title("Cross-check: the best trial of each batch size")
     return ax
 
 
@@ -160,6 +194,7 @@ DRAW: dict[str, Callable[[Axes, ScalingReport], Axes]] = {
     "best_lr": draw_best_lr,
     "feasible_region": draw_feasible_region,
     "time_to_result": draw_time_to_result,
+    CROSS_CHECK_FIGURE: draw_cross_check,
     "cbs": lambda ax, report: draw_cbs(ax, report.cbs),
 }
 

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from study.report.about import about_rows, headline
-from study.report.figures import FIGURE_CAPTIONS, figure_png, make_figures
-from study.report.formatting import ci_text, fmt
-from study.report.prose import METHOD, NO_NOTES, answer, how_it_was_made
+from study.report.figures import CROSS_CHECK_FIGURE, FIGURE_CAPTIONS, figure_png, make_figures
+from study.report.formatting import fmt, percent
+from study.report.answer_prose import batch_range
+from study.report.cross_check_prose import cross_check_sentences
+from study.report.prose import NO_NOTES, answer, how_it_was_made, method_text
 from study.report.schedule import schedule_lines, schedule_table
 from study.report.tables import Table, report_tables
 
@@ -93,10 +96,13 @@ def render_html(report: ScalingReport, pngs: Mapping[str, bytes] | None = None) 
         f"&middot; study {_esc(report.state)} &middot; made {_esc(report.created)}</p>",
         *_facts(report),
         '<nav><a href="#summary">Summary</a><a href="#figures">Figures</a>'
-        '<a href="#tables">Tables</a><a href="#notes">Notes</a>'
+        '<a href="#cross-check">Cross-check</a><a href="#tables">Tables</a>'
+        '<a href="#notes">Notes</a>'
         '<a href="#method">How it was made</a></nav>',
         *_summary(report),
-        *_figures(pngs),
+        *_figures({k: v for k, v in pngs.items() if k != CROSS_CHECK_FIGURE}),
+        *_cross_check(report),
+        *_figures({k: v for k, v in pngs.items() if k == CROSS_CHECK_FIGURE}, heading=False),
         *_cbs(report),
         *_schedule(report),
         '<section id="tables"><h2>Tables</h2>',
@@ -111,7 +117,7 @@ def render_html(report: ScalingReport, pngs: Mapping[str, bytes] | None = None) 
     parts += [
         f"<dt>{_esc(k)}</dt><dd><code>{_esc(v)}</code></dd>" for k, v in how_it_was_made(report)
     ]
-    parts.append(f"</dl><p>{_esc(METHOD)}</p></section></main></body></html>")
+    parts.append(f"</dl><p>{_esc(method_text(report))}</p></section></main></body></html>")
     return "\n".join(parts) + "\n"
 
 
@@ -158,39 +164,36 @@ def _summary(report: ScalingReport) -> list[str]:
 
 
 def _cards(report: ScalingReport) -> list[tuple[str, str, str]]:
-    """The key numbers of the summary: (label, value, detail)."""
-    fit, regimes, lr, rec = (
-        report.noise_scale,
-        report.regimes,
-        report.lr_fit,
-        report.recommendation,
+    """The key numbers of the summary, the model's answers: (label, value, detail)."""
+    answers, rec = report.answers, report.recommendation
+    if not answers.ok:
+        return [("answer", "none yet", answers.reason)]
+    level = percent(answers.confidence)
+    cards = [
+        ("B_noise", fmt(answers.b_noise.estimate), f"{level}: {answers.b_noise.range_text()}"),
+        (
+            f"critical batch size ({answers.overhead:.0%} overhead)",
+            fmt(answers.critical_batch.estimate),
+            f"{level}: {answers.critical_batch.range_text()}",
+        ),
+        (
+            "perfect scaling up to batch size",
+            fmt(answers.perfect_end.estimate),
+            f"{level}: {batch_range(answers.perfect_end)}",
+        ),
+    ]
+    start = answers.max_parallel_start
+    cards.append(
+        (
+            "maximal data parallelism from batch size",
+            "not reached" if math.isinf(start.estimate) else fmt(start.estimate),
+            f"{level}: {batch_range(start)}",
+        )
     )
-    cards = []
-    if fit.ok:
-        cards.append(
-            (
-                "B_noise (critical batch size)",
-                fmt(fit.b_noise),
-                ci_text(fit.b_noise_ci, fit.confidence),
-            )
-        )
-        cards.append(
-            ("S_min (fewest steps)", fmt(fit.s_min), ci_text(fit.s_min_ci, fit.confidence))
-        )
-    if regimes.ok:
-        cards.append(("perfect scaling up to batch size", fmt(regimes.perfect_end), ""))
-        start = regimes.max_parallel_start
-        cards.append(
-            (
-                "maximal data parallelism from batch size",
-                fmt(start) if start is not None else "not reached",
-                "" if start is not None else f"within {fmt(regimes.batch_sizes[-1])}",
-            )
-        )
-    if lr.ok:
-        cards.append(
-            ("alpha in best lr ~ B^alpha", fmt(lr.alpha), ci_text(lr.alpha_ci, lr.confidence))
-        )
+    cards.append(
+        ("alpha in best lr ~ B^alpha", fmt(answers.alpha.estimate), f"{level}: "
+         f"{answers.alpha.range_text()}")
+    )  # fmt: skip
     predicted = report.predicted_noise
     if predicted.ok:
         interval = predicted.interval
@@ -215,17 +218,25 @@ def _cards(report: ScalingReport) -> list[tuple[str, str, str]]:
             (
                 f"batch size for {rec.accelerators} accelerators",
                 fmt(rec.batch_size),
-                f"learning rate {fmt(rec.learning_rate)}",
+                f"{level}: {batch_range(answers.recommended_batch)}; learning rate "
+                f"{fmt(rec.learning_rate)}",
             )
         )
         cards.append(
             (
                 "expected speed-up in steps",
                 f"{fmt(rec.step_speedup)}x",
-                ci_text(rec.step_speedup_ci, fit.confidence),
+                f"{level}: {answers.step_speedup.range_text()}",
             )
         )
     return cards
+
+
+def _cross_check(report: ScalingReport) -> list[str]:
+    """The best trial of each batch size, read without the model: a diagnostic."""
+    parts = ['<section id="cross-check"><h2>Cross-check: the best trial of each batch size</h2>']
+    parts += [f"<p>{_esc(line)}</p>" for line in cross_check_sentences(report)]
+    return [*parts, "</section>"]
 
 
 def _schedule(report: ScalingReport) -> list[str]:
@@ -254,18 +265,23 @@ def _cbs(report: ScalingReport) -> list[str]:
     return parts
 
 
-def _figures(pngs: Mapping[str, bytes]) -> list[str]:
+def _figures(pngs: Mapping[str, bytes], *, heading: bool = True) -> list[str]:
+    if not heading:
+        return [_figure(name, data) for name, data in pngs.items()]
     parts = ['<section id="figures"><h2>Figures</h2>']
     if not pngs:
         parts.append('<p class="none">No figures: no batch size reached the target.</p>')
-    for name, data in pngs.items():
-        uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
-        parts.append(
-            f'<figure><img src="{uri}" alt="{_esc(name.replace("_", " "))}">'
-            f"<figcaption>{_esc(FIGURE_CAPTIONS.get(name, name))}</figcaption></figure>"
-        )
+    parts += [_figure(name, data) for name, data in pngs.items()]
     parts.append("</section>")
     return parts
+
+
+def _figure(name: str, data: bytes) -> str:
+    uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+    return (
+        f'<figure><img src="{uri}" alt="{_esc(name.replace("_", " "))}">'
+        f"<figcaption>{_esc(FIGURE_CAPTIONS.get(name, name))}</figcaption></figure>"
+    )
 
 
 def _table(table: Table) -> str:

@@ -16,11 +16,14 @@ import numpy as np
 import pandas as pd
 
 from study.analysis.answers import Answer, Answers
+from study.analysis.model_views import METHOD
+from study.analysis.regimes import Regimes
 from study.analysis.surrogate import PARAMS
 from study.report.about import about_dict
 from study.report.answer_prose import answer_line
+from study.report.cross_check_prose import cross_check_sentences
 from study.report.noise_prose import noise_sentences
-from study.report.prose import answer
+from study.report.prose import answer, method_text
 from study.report.time_prose import time_sentences
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,8 +38,13 @@ def render_json(report: ScalingReport) -> str:
 def report_dict(report: ScalingReport) -> dict[str, Any]:
     """Every fitted number and table of the report as plain data (inf/NaN become None), and
     what the study is about (``about``: workload, model, optimizer, search space, trial counts,
-    package versions)."""
-    regimes = report.regimes
+    package versions).
+
+    The top level states the answer, the model of every trial's: ``answers`` (each with its
+    interval), and ``noise_scale``, ``regimes``, ``lr_scaling`` and ``recommendation`` read
+    from it. The best trial of each batch size, read alone, is ``cross_check``.
+    """
+    answers = report.answers
     return plain(
         {
             "study": report.study,
@@ -52,18 +60,15 @@ def report_dict(report: ScalingReport) -> dict[str, Any]:
             "command": report.command,
             "context": dict(report.context),
             "accelerators": report.accelerators,
-            "intervals": {"method": report.noise_scale.method, "confidence": report.confidence},
+            "intervals": {"method": METHOD, "confidence": report.confidence},
             "summary": answer(report),
-            "noise_scale": _fields(report.noise_scale, ("boot_s_min", "boot_b_noise")),
-            "regimes": {
-                **_fields(regimes, ("table",)),
-                "perfect": regimes.perfect,
-                "diminishing": regimes.diminishing,
-                "maximal": regimes.maximal,
-                "efficiency": regimes.table,
-            },
-            "lr_power_law": _fields(report.lr_fit),
+            "method": method_text(report),
+            "answers": answers_dict(answers),
+            "noise_scale": _noise_scale(report),
+            "regimes": _regimes(report.regimes, answers),
+            "lr_scaling": _lr_scaling(answers),
             "recommendation": _fields(report.recommendation),
+            "cross_check": _cross_check(report),
             "batch_sizes": report.steps,
             "by_strategy": report.steps_by_strategy,
             "strategies": report.strategies,
@@ -75,12 +80,68 @@ def report_dict(report: ScalingReport) -> dict[str, Any]:
                 "ok": report.seed_noise.ok,
                 "factor": report.seed_noise.factor,
             },
-            "answers": _answers(report),
             "notes": list(report.notes),
             "cbs": report.cbs.to_dict() if report.cbs is not None else None,
             "batch_schedules": [c.to_dict() for c in report.schedules],
         }
     )
+
+
+def _noise_scale(report: ScalingReport) -> dict[str, Any]:
+    """The model's B_noise, S_min, E_min, knee and critical batch size, with intervals."""
+    curve, answers = report.noise_scale, report.answers
+    out = {f.name: getattr(curve, f.name) for f in dataclasses.fields(curve)
+           if f.name not in ("theta", "draws", "notes", "batch_sizes")}  # fmt: skip
+    if answers.ok:
+        out["overhead"] = answers.overhead
+        out["critical_batch"] = answers.critical_batch.estimate
+        out["critical_batch_ci"] = (answers.critical_batch.low, answers.critical_batch.high)
+    return out
+
+
+def _regimes(regimes: Regimes, answers: Answers) -> dict[str, Any]:
+    """The model's regimes, with the answers' intervals of their bounds."""
+    out = {
+        **_fields(regimes, ("table",)),
+        "perfect": regimes.perfect,
+        "diminishing": regimes.diminishing,
+        "maximal": regimes.maximal,
+        "efficiency": regimes.table,
+    }
+    if answers.ok:
+        for name in ("perfect_end", "max_parallel_start"):
+            answer = getattr(answers, name)
+            out[f"{name}_ci"] = (answer.low, answer.high)
+    return out
+
+
+def _lr_scaling(answers: Answers) -> dict[str, Any]:
+    """The model's best-rate exponent alpha and the shape of lr*(B)."""
+    if not answers.ok:
+        return {"ok": False, "reason": answers.reason}
+    alpha = answers.alpha
+    return {
+        "ok": True,
+        "alpha": alpha.estimate,
+        "alpha_ci": (alpha.low, alpha.high),
+        "shape": answers.surrogate.shape,
+    }
+
+
+def _cross_check(report: ScalingReport) -> dict[str, Any]:
+    """The best trial of each batch size read without the model (a diagnostic)."""
+    check = report.cross_check
+    free = check.model_free
+    return {
+        "noise_scale": _fields(check.noise_scale, ("boot_s_min", "boot_b_noise", "n_boot")),
+        "regimes": {**_fields(check.regimes, ("table",)), "efficiency": check.regimes.table},
+        "lr_power_law": _fields(check.lr_fit),
+        "recommendation": _fields(check.recommendation),
+        "model_free": None if free is None else free.to_dict(),
+        "agrees": not check.disagreements,
+        "disagreements": list(check.disagreements),
+        "sentences": cross_check_sentences(report),
+    }
 
 
 def plain(value: Any) -> Any:
@@ -109,14 +170,10 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
-def _answers(report: ScalingReport) -> dict[str, Any] | None:
-    return None if report.answers is None else answers_dict(report.answers)
-
-
 def answers_dict(answers: Answers) -> dict[str, Any]:
     """The model of every trial and its answers, each ``{estimate, low, high}``."""
     if not answers.ok:
-        return {"ok": False, "reason": answers.reason}
+        return {"ok": False, "reason": answers.reason, "line": answer_line(answers)}
     names = [f.name for f in dataclasses.fields(answers)]
     model = answers.surrogate
     return {

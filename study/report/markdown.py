@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from study.report.about import about_rows, headline
-from study.report.figures import FIGURE_CAPTIONS
-from study.report.prose import METHOD, NO_NOTES, answer, how_it_was_made
+from study.report.cross_check_prose import cross_check_sentences
+from study.report.figures import CROSS_CHECK_FIGURE, FIGURE_CAPTIONS
+from study.report.prose import NO_NOTES, answer, how_it_was_made, method_text
 from study.report.schedule import schedule_lines, schedule_table
 from study.report.tables import report_tables
 
@@ -44,9 +45,10 @@ def render_markdown(report: ScalingReport, figures: Sequence[str] = ()) -> str:
     ]
     if not figures:
         out += ["_No figures: no batch size reached the target._", ""]
-    for name in figures:
-        caption = _text(FIGURE_CAPTIONS.get(name, name))
-        out += [f"![{name.replace('_', ' ')}]({name}.png)", "", f"_{caption}_", ""]
+    out += _figures([name for name in figures if name != CROSS_CHECK_FIGURE])
+    out += ["## Cross-check: the best trial of each batch size", ""]
+    out += [line for sentence in cross_check_sentences(report) for line in (_text(sentence), "")]
+    out += _figures([name for name in figures if name == CROSS_CHECK_FIGURE])
     if report.schedules:
         out += ["## Batch schedule", ""]
         for comparison in report.schedules:
@@ -60,8 +62,16 @@ def render_markdown(report: ScalingReport, figures: Sequence[str] = ()) -> str:
     out += [f"- {_text(n)}" for n in report.notes] if report.notes else [NO_NOTES]
     out += ["", "## How it was made", ""]
     out += [f"- **{_text(k)}**: {_code(v)}" for k, v in how_it_was_made(report)]
-    out += ["", _text(METHOD), ""]
+    out += ["", _text(method_text(report)), ""]
     return "\n".join(out)
+
+
+def _figures(names: Sequence[str]) -> list[str]:
+    out = []
+    for name in names:
+        caption = _text(FIGURE_CAPTIONS.get(name, name))
+        out += [f"![{name.replace('_', ' ')}]({name}.png)", "", f"_{caption}_", ""]
+    return out
 
 
 def _text(value: Any) -> str:

@@ -3,10 +3,10 @@ in ``ScalingReport.notes``.
 
 Each function returns the notes of one kind (none when there is nothing to say): `data_notes`
 (no measurements, the target metric never measured, a study still running or incomplete),
-`crossing_notes` (the hold rule, crossings that fell back), `seed_notes` (the spread of
-steps over training seeds at one point), `thin_notes` (batch sizes that never reached the target, too few that did), `edge_notes` (best
-learning rates on the edge of the searched range), `lr_left_out_notes` and `fit_notes` (the
-fits' own notes, and why a fit or the recommendation is missing).
+`crossing_notes` (the hold rule, crossings that fell back), `answer_notes` (why the model of every trial has no answer, and what
+would let it answer), `seed_notes` (the spread of steps over training seeds at one point),
+`thin_notes` (batch sizes that never reached the target), `edge_notes` (best learning rates on
+the edge of the searched range) and `fit_notes` (the recommendation's own notes).
 
 Example::
 
@@ -16,21 +16,22 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from study.analysis.answers import Answers
 from study.analysis.fitting import MIN_BATCH_SIZES, as_number
-from study.analysis.lr_scaling import LrPowerLawFit
+from study.analysis.likelihood import MIN_REACHED, MIN_TRIALS
 from study.analysis.measures import FELL_BACK
-from study.analysis.noise_scale import SEARCH_FACTOR, NoiseScaleFit
 from study.analysis.recommend import Recommendation
 from study.analysis.seeds import SeedNoise
 from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE, metric_columns
 from study.config.target import Target
-from study.report.formatting import fmt, join_words, percent, sentence
+from study.report.formatting import fmt, join_words, sentence
 
 
 def data_notes(
@@ -115,7 +116,7 @@ def seed_notes(noise: SeedNoise, trials: pd.DataFrame) -> list[str]:
 
 
 def thin_notes(steps: pd.DataFrame, target: Target) -> list[str]:
-    """Notes on batch sizes that never reached the target, and on too few that did."""
+    """Notes on batch sizes that never reached the target."""
     notes = []
     finite = np.isfinite(steps["steps_to_result"].to_numpy(dtype=float))
     never = steps.loc[~finite]
@@ -126,73 +127,68 @@ def thin_notes(steps: pd.DataFrame, target: Target) -> list[str]:
         word = "Batch size" if len(parts) == 1 else "Batch sizes"
         notes.append(
             f"{word} {_listed(parts)} never reached the target {target}; a target never met "
-            "counts as infinitely many steps, and such batch sizes are left out of the fits."
-        )
-    reached = steps.loc[finite, BATCH_SIZE]
-    if len(steps) and reached.nunique() < MIN_BATCH_SIZES:
-        which = f" ({_listed(reached)})" if len(reached) else ""
-        notes.append(
-            f"Only {reached.nunique()} batch size(s){which} reached the target, and the "
-            "noise-scale fit S(B) = S_min (1 + B_noise/B) has two parameters and needs at "
-            f"least {MIN_BATCH_SIZES} batch sizes to say anything about its shape: there is "
-            "no B_noise, no learning-rate power law and no recommendation. Measure more batch "
-            "sizes (or relax the target)."
+            "counts as infinitely many steps: the model reads their trials as 'more than N "
+            "steps', and no answer is read at them."
         )
     return notes
 
 
-def edge_notes(steps: pd.DataFrame) -> list[str]:
-    """Notes on best learning rates on the edge of the searched range."""
+def edge_notes(steps: pd.DataFrame, search_range: tuple[float, float] | None = None) -> list[str]:
+    """Notes on best learning rates at the highest or lowest rate tried. On the edge of the
+    study's ``search_range`` (or with the range unknown), widen the range; inside it, the
+    optimum may lie beyond the rate tried, and more trials there would tell."""
     notes = []
-    for edge, direction in (("high", "upwards"), ("low", "downwards")):
+    for edge, direction, extreme in (("high", "upwards", "highest"), ("low", "downwards", "lowest")):
         rows = steps[steps["lr_edge"].astype(str) == edge]
         if rows.empty:
             continue
-        word = "batch size" if len(rows) == 1 else "batch sizes"
-        notes.append(
-            f"The best learning rate sits on the {edge} edge of the searched range at {word} "
-            f"{_listed(rows[BATCH_SIZE])}: the true optimum may lie outside it, so widen the "
-            f"learning-rate range {direction} there."
-        )
+        best = rows["best_learning_rate"].to_numpy(dtype=float)
+        if search_range is None:
+            on_range = np.ones(len(rows), dtype=bool)
+        else:
+            bound = search_range[1] if edge == "high" else search_range[0]
+            on_range = np.abs(np.log(best / bound)) <= math.log(1.0001)
+        if on_range.any():
+            notes.append(
+                f"The best learning rate sits on the {edge} edge of the searched range at "
+                f"{_sizes(rows.loc[on_range, BATCH_SIZE])}: the true optimum may lie outside "
+                f"it, so widen the learning-rate range {direction} there."
+            )
+        if (~on_range).any():
+            low, high = search_range
+            notes.append(
+                f"The best learning rate is the {extreme} rate tried at "
+                f"{_sizes(rows.loc[~on_range, BATCH_SIZE])}, inside the searched range "
+                f"({fmt(low)} to {fmt(high)}): the optimum may lie "
+                f"{'above' if edge == 'high' else 'below'} it, and more trials there would tell."
+            )
     return notes
 
 
-def lr_left_out_notes(batch_sizes: list[float]) -> list[str]:
-    """A note naming the batch sizes the learning-rate power law left out (none if none)."""
-    if not batch_sizes:
+def _sizes(batch_sizes: pd.Series) -> str:
+    """``"batch size 8"`` or ``"batch sizes 8 and 16"``."""
+    word = "batch size" if len(batch_sizes) == 1 else "batch sizes"
+    return f"{word} {_listed(batch_sizes)}"
+
+
+def answer_notes(answers: Answers, *, trials_planned: int = 0) -> list[str]:
+    """Why the model of every trial has no answer, and what would let it answer (none when it
+    has one)."""
+    if answers.ok:
         return []
+    planned = f" (the study plans {trials_planned})" if trials_planned else ""
     return [
-        f"The learning-rate power law leaves out batch size(s) {_listed(batch_sizes)}, whose best "
-        "rate sits on the edge of the searched range and so only bounds the true optimum."
+        f"The model of every trial has no answer yet: {answers.reason}. It needs at least "
+        f"{MIN_TRIALS} trials{planned}, {MIN_REACHED} of them reaching the target, over at "
+        f"least {MIN_BATCH_SIZES} batch sizes: raise trials_per_stratum in the study file and "
+        "run `study resume NAME`, or relax the target."
     ]
 
 
-def fit_notes(
-    fit: NoiseScaleFit,
-    lr_fit: LrPowerLawFit,
-    rec: Recommendation,
-    steps: pd.DataFrame,
-    timed: pd.DataFrame,
-) -> list[str]:
-    """The fits' own notes as sentences, and why a fit or the recommendation is missing."""
-    thin = np.isfinite(steps["steps_to_result"].to_numpy(dtype=float)).sum() < MIN_BATCH_SIZES
+def fit_notes(rec: Recommendation, steps: pd.DataFrame, timed: pd.DataFrame) -> list[str]:
+    """The recommendation's own notes, and why there is none."""
     notes = []
-    if fit.ok:
-        notes += [
-            sentence(f"Noise-scale fit: {n}") for n in fit.notes if not n.startswith("excluded")
-        ]
-        notes += _open_interval_notes(fit)
-    if lr_fit.ok:
-        notes += [sentence(f"Learning-rate fit: {n}") for n in lr_fit.notes]
-        if lr_fit.r_squared > 0.999:
-            notes.append(
-                "The best learning rates lie almost exactly on a power law (R^2 above 0.999), "
-                "hence the narrow interval for alpha. If the winning trials were proposed by extrapolating from other batch sizes (Optuna's "
-                "transfer proposals), alpha reflects that extrapolation as much as the optimum."
-            )
-    elif not thin and lr_fit.reason:
-        notes.append(sentence(f"No learning-rate power law: {lr_fit.reason}"))
-    if not rec.ok and not thin:
+    if not rec.ok and np.isfinite(steps["steps_to_result"].to_numpy(dtype=float)).any():
         notes.append(
             sentence(f"No recommendation for {rec.accelerators} accelerators: {rec.reason}")
         )
@@ -203,29 +199,6 @@ def fit_notes(
                 "The measurements hold no training times, so the wall-time speed-up assumes "
                 "ideal hardware (seconds per step proportional to the per-device batch)."
             )
-    return notes
-
-
-def _open_interval_notes(fit: NoiseScaleFit) -> list[str]:
-    """Say so when the interval of B_noise runs into the fit's search bounds."""
-    if fit.b_noise_ci is None or not fit.batch_sizes:
-        return []
-    low, high = fit.b_noise_ci
-    smallest, largest = min(fit.batch_sizes), max(fit.batch_sizes)
-    level = percent(fit.confidence)
-    notes = []
-    if high >= 0.99 * largest * SEARCH_FACTOR:
-        notes.append(
-            f"The {level} interval of B_noise reaches the upper end of the searched range "
-            f"({fmt(largest * SEARCH_FACTOR)}, {SEARCH_FACTOR:g} x the largest batch size): the "
-            "data do not bound B_noise from above; measure larger batch sizes."
-        )
-    if low <= 1.01 * smallest / SEARCH_FACTOR:
-        notes.append(
-            f"The {level} interval of B_noise reaches the lower end of the searched range "
-            f"({fmt(smallest / SEARCH_FACTOR)}): the data do not bound B_noise from below; "
-            "measure smaller batch sizes."
-        )
     return notes
 
 

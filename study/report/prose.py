@@ -1,8 +1,9 @@
 """The report's answer and the fixed text every format shares: the answer paragraph, the
 terminal summary, the method, "no notes" and how the report was made.
 
-The writers call `answer`, `how_it_was_made`, `METHOD` and `NO_NOTES`; the command line prints
-`summary_lines`. The notes on thin data are `study.report.notes`; the predicted-noise and
+The writers call `answer`, `how_it_was_made`, `method_text` and `NO_NOTES`; the command line
+prints `summary_lines`. The method paragraph is made from what the report ran (the target's hold
+rule, the model, the intervals, the training seeds), so it cannot drift from the code. The notes on thin data are `study.report.notes`; the predicted-noise and
 time-to-result sections are `study.report.noise_prose` and `study.report.time_prose`.
 Intervals are said at the confidence the fits used, e.g. "95% CI" by default.
 """
@@ -14,10 +15,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from study.analysis.fitting import as_number
-from study.analysis.recommend import Recommendation
-from study.analysis.table import BATCH_SIZE, STRATEGY
-from study.report.answer_prose import answer_line, report_answer_sentences
-from study.report.formatting import ci_text, fmt, percent
+from study.analysis.answers import DRAWS
+from study.analysis.table import BATCH_SIZE, SEED, STRATEGY
+from study.report.answer_prose import (
+    MODEL,
+    answer_line,
+    answer_sentences,
+    interval,
+    recommendation_text,
+    speedup_text,
+)
+from study.report.formatting import fmt, percent
 from study.report.noise_prose import (
     agreement_sentence,
     agreement_word,
@@ -30,33 +38,7 @@ from study.report.time_prose import fastest_sentences, probe_text
 if TYPE_CHECKING:  # pragma: no cover
     from study.report.record import ScalingReport
 
-METHOD = (
-    "Steps to result for a batch size is the fewest training steps at which any of its trials "
-    "first met the target at an evaluation (not interpolated); a target never met counts as "
-    "infinitely many steps (Shallue et al. 2018). Steps are pooled over strategies, since "
-    "synchronous data parallelism does the same arithmetic as one device. The noise-scale "
-    "model S(B) = S_min (1 + B_noise/B) (McCandlish et al. 2018) is fitted by least squares on "
-    "log steps, each batch size's best trial placed at the geometric midpoint of its evaluation "
-    "bracket (between the evaluation where it first met the target and the one before); its "
-    "intervals are profile-likelihood intervals, whose coverage was checked on simulated studies "
-    "(benchmarks/interval_coverage.py). Time to result is steps to result times the measured "
-    "seconds per step: from the throughput probe (`study probe`, the median over its repeats) "
-    "where it ran, else from the trials' own training times. The predicted B_simple = "
-    "tr(Sigma)/|G|^2 is the gradient noise scale measured during training (McCandlish et al. "
-    "2018, Appendix A: per-replica against all-reduced gradients, or two micro-batches), from "
-    "the study's pilot run or its trials."
-)
-"""How the numbers were measured and fitted, at the end of the HTML and Markdown reports."""
-
 NO_NOTES = "No notes: every batch size reached the target and every fit had enough data."
-
-_RULES = {
-    "linear": "consistent with the linear scaling rule (alpha = 1)",
-    "square-root": "consistent with the square-root rule (alpha = 0.5)",
-    "both": "too uncertain to tell the linear from the square-root rule",
-    "neither": "consistent with neither the linear nor the square-root rule",
-}
-
 
 def answer(report: ScalingReport) -> str:
     """The question the study answers, answered in one paragraph of plain sentences."""
@@ -85,38 +67,9 @@ def _answer_sentences(report: ScalingReport) -> list[str]:
             else "."
         )
     )
-    out += report_answer_sentences(report)
-    if report.answers is not None and report.answers.ok:
-        out.append("What follows reads the best trial of each batch size alone, as a cross-check.")
-    fit, regimes = report.noise_scale, report.regimes
-    if fit.ok:
-        out.append(
-            f"The fitted critical batch size is B_noise = {fmt(fit.b_noise)}"
-            f"{ci_text(fit.b_noise_ci, fit.confidence)}, with S_min = {fmt(fit.s_min)} steps and "
-            f"E_min = {fmt(fit.e_min)} examples: at B_noise a run needs twice the minimum steps "
-            "and twice the minimum examples."
-        )
-    else:
-        out.append(f"There is no noise-scale fit: {fit.reason}.")
-    if regimes.ok:
-        text = f"Perfect scaling holds up to batch size {fmt(regimes.perfect_end)}"
-        if regimes.max_parallel_start is not None:
-            text += (
-                f"; maximal data parallelism starts at batch size {fmt(regimes.max_parallel_start)}"
-            )
-        else:
-            text += (
-                "; maximal data parallelism does not start within the measured batch sizes "
-                f"(up to {fmt(regimes.batch_sizes[-1])})"
-            )
-        out.append(text + ".")
-    lr = report.lr_fit
-    if lr.ok:
-        out.append(
-            f"The best learning rate grows as B^{fmt(lr.alpha)}"
-            f"{ci_text(lr.alpha_ci, lr.confidence)}, {_RULES[lr.rule]}."
-        )
-    out.append(_recommendation_sentence(report.recommendation, fit.confidence))
+    out += answer_sentences(report.answers, recommendation=False)
+    if report.answers.ok:
+        out.append(_recommendation_sentence(report))
     if report.time_model.ok:
         out += fastest_sentences(report.time_model)
     if report.noise_agreement.ok:
@@ -138,19 +91,23 @@ def _training(report: ScalingReport) -> str:
     return f",{text},"
 
 
-def _recommendation_sentence(rec: Recommendation, confidence: float) -> str:
+def _recommendation_sentence(report: ScalingReport) -> str:
+    rec, answers = report.recommendation, report.answers
     if not rec.ok:
         return f"No recommendation for {rec.accelerators} accelerators: {rec.reason}."
     hardware = "measured throughput" if rec.time_source == "throughput" else "ideal hardware"
-    return (
-        f"For {rec.accelerators} accelerators, use a global batch size of "
-        f"{fmt(rec.batch_size)} ({fmt(rec.per_device_batch)} per device) with learning rate "
-        f"{fmt(rec.learning_rate)} ({rec.lr_source}): expected speed-up "
-        f"{fmt(rec.step_speedup)}x in steps{ci_text(rec.step_speedup_ci, confidence)} and "
-        f"{fmt(rec.time_speedup)}x in wall time"
-        f" ({hardware}{', ' + rec.strategy if rec.strategy else ''}) over batch size "
-        f"{fmt(rec.base_batch_size)} on one accelerator."
+    strategy = f", {rec.strategy}" if rec.strategy else ""
+    text = (
+        f"For {rec.accelerators} accelerators, use {recommendation_text(answers.recommended_batch)}"
+        f", {fmt(rec.per_device_batch)} per device, with learning rate "
+        f"{interval(answers.recommended_lr)}: {speedup_text(answers)}"
     )
+    if rec.batch_size != rec.base_batch_size:
+        text += (
+            f", and {fmt(rec.time_speedup)}x less wall time ({hardware}{strategy}) than batch "
+            f"{fmt(rec.base_batch_size)} on one accelerator"
+        )
+    return text + "."
 
 
 def summary_lines(report: ScalingReport) -> list[str]:
@@ -168,27 +125,19 @@ def summary_lines(report: ScalingReport) -> list[str]:
                 for b, s in zip(steps[BATCH_SIZE], steps["steps_to_result"])
             )
         )
-    if report.answers is not None:
-        lines.append(f"answer: {answer_line(report.answers)}")
-    fit, regimes = report.noise_scale, report.regimes
-    if fit.ok:
-        line = (
-            f"B_noise = {fmt(fit.b_noise)}{ci_text(fit.b_noise_ci, fit.confidence)}, "
-            f"S_min = {fmt(fit.s_min)}"
-        )
-        if regimes.ok:
-            line += f"; perfect scaling up to {fmt(regimes.perfect_end)}"
-            if regimes.max_parallel_start is not None:
-                line += f", maximal data parallelism from {fmt(regimes.max_parallel_start)}"
-        lines.append(line)
-    else:
-        lines.append(f"no noise-scale fit: {fit.reason}")
+    lines.append(f"answer: {answer_line(report.answers)}")
     rec = report.recommendation
-    if rec.ok:
+    if rec.ok and rec.batch_size != rec.base_batch_size:
         lines.append(
             f"{rec.accelerators} accelerators: batch {fmt(rec.batch_size)}, lr "
-            f"{fmt(rec.learning_rate)}, {fmt(rec.step_speedup)}x fewer steps, "
-            f"{fmt(rec.time_speedup)}x faster ({rec.time_source})"
+            f"{fmt(rec.learning_rate)}, {fmt(rec.step_speedup)}x fewer steps and "
+            f"{fmt(rec.time_speedup)}x less wall time ({rec.time_source}) than batch "
+            f"{fmt(rec.base_batch_size)} on one"
+        )
+    if report.cross_check.disagreements:
+        lines.append(
+            f"cross-check: the best trial of each batch size disagrees with the model "
+            f"({len(report.cross_check.disagreements)} note(s) in the report)"
         )
     predicted, agreement = report.predicted_noise, report.noise_agreement
     if predicted.ok:
@@ -216,7 +165,7 @@ def how_it_was_made(report: ScalingReport) -> list[tuple[str, str]]:
         ("study", report.study),
         ("study state", report.state),
         ("trials", str(len(report.trials))),
-        ("intervals", f"profile likelihood, {percent(report.confidence)}"),
+        ("intervals", f"{percent(report.confidence)}, from the model's parameter draws"),
         ("accelerators", str(report.accelerators)),
         ("made", report.created),
     ]
@@ -226,3 +175,46 @@ def how_it_was_made(report: ScalingReport) -> list[tuple[str, str]]:
         rows.append(("predicted B_simple", predicted_source(report.predicted_noise)))
     rows += [(str(k), str(v)) for k, v in report.context.items()]
     return rows
+
+
+def method_text(report: ScalingReport) -> str:
+    """How the answer was made, from what this report ran: the rule that counts steps, the
+    model, its intervals, the training seeds, the cross-check and the time model."""
+    target, answers = report.target, report.answers
+    config = report.facts.config
+    exact = config is not None and config.settings.exact_steps
+    if target.hold.active:
+        counting = f"the step from which the target held ({target.hold})"
+    else:
+        counting = "the step at which the trial first met the target (no hold rule)"
+    counting += (
+        ", found exactly by replaying the steps since the previous evaluation"
+        if exact
+        else ", read at an evaluation"
+    )
+    seeds = report.trials[SEED].nunique() if SEED in report.trials.columns else 0
+    seed_text = (
+        f"The {len(report.trials)} trials ran under {seeds} training seed(s), so seed-to-seed "
+        "noise is part of that trial-to-trial noise. "
+        if seeds
+        else ""
+    )
+    model = answers.surrogate
+    shape = "" if model is None or not answers.ok else (
+        f" (this study: knee q = {fmt(model.knee)}, best rate {model.shape}, "
+        f"{model.bottom} bottom, {'Student-t' if model.value('tail') > 0 else 'normal'} noise)"
+    )
+    return (
+        f"Each trial's steps to target counts {counting}; a trial that stopped short counts as "
+        "'more than N steps' and a target never met as infinitely many (Shallue et al. 2018). "
+        f"The answer is {MODEL}{shape}, fitted by maximum likelihood to every trial. Every "
+        f"interval is the middle {percent(report.confidence)} of {DRAWS} draws of the model's "
+        "parameters from their estimated covariance (curvature, widened to a sandwich where "
+        "trials scatter more than the model says and to a random effect per batch size), so "
+        f"the trial-to-trial noise is in each. {seed_text}"
+        "The cross-check reads each batch size's best trial alone: McCandlish et al.'s S(B) = "
+        "S_min (1 + B_noise/B) by least squares with profile-likelihood intervals, the regimes "
+        "from measured steps, the overhead point by interpolation between measured batch sizes. "
+        "Time to result is steps to result times the measured seconds per step (the throughput "
+        "probe where it ran, else the trials' own training times)."
+    )

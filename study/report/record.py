@@ -23,6 +23,7 @@ import pandas as pd
 from study.analysis.answers import Answers
 from study.analysis.fitting import CONFIDENCE
 from study.analysis.lr_scaling import LrPowerLawFit
+from study.analysis.model_views import ModelCurve
 from study.analysis.noise_scale import NoiseScaleFit
 from study.analysis.predicted_noise import NoiseAgreement, PredictedNoise
 from study.analysis.recommend import Recommendation
@@ -89,20 +90,45 @@ class StudyFacts:
 
 
 @dataclass(frozen=True)
+class CrossCheck:
+    """The best trial of each batch size read without the model of every trial: a diagnostic
+    beside the answer, never the answer.
+
+    ``noise_scale``: McCandlish et al.'s S(B) fitted to each batch size's best trial (profile
+    likelihood); ``regimes``: Shallue et al.'s rules on the measured steps to result;
+    ``lr_fit``: the power law of the measured best rates; ``recommendation``: the batch size
+    for N accelerators by those fits; ``model_free``: readings of the measured steps alone (the
+    overhead point by interpolation, regimes from measured efficiency; None when not read);
+    ``disagreements``: where these differ from the model beyond their intervals, one sentence
+    each.
+    """
+
+    noise_scale: NoiseScaleFit = field(repr=False)
+    regimes: Regimes = field(repr=False)
+    lr_fit: LrPowerLawFit = field(repr=False)
+    recommendation: Recommendation = field(repr=False)
+    model_free: Any = field(default=None, repr=False)
+    disagreements: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ScalingReport:
     """Everything a scaling report shows, computed once.
 
     Tables (DataFrames): ``trials`` (one row per trial, `trial_crossings`); ``steps``
     (one row per batch size, pooled over strategies, `summarize_trials` plus ``regime``,
-    ``fit_steps`` and ``fit_examples``: the noise-scale fit's prediction); ``steps_by_strategy``
+    ``fit_steps`` and ``fit_examples``: the model's S(B) and E(B)); ``steps_by_strategy``
     (one row per batch size and strategy); ``throughput`` (`throughput_by_strategy` with the
     target); ``strategies`` (`strategy_table`: the seed experiments' table); ``table`` (the
     measurement table itself).
 
-    Fits: ``noise_scale``, ``regimes``, ``lr_fit`` and the ``recommendation`` for
-    ``accelerators`` devices; their intervals are at ``confidence``. ``predicted_noise``: the
+    The answer, one model of every trial (`study.analysis.answers`): ``answers`` (every answer
+    with its interval at ``confidence``), and its views the writers draw and decide with:
+    ``noise_scale`` (the model's S(B), `ModelCurve`), ``regimes`` (the model's regimes) and the
+    ``recommendation`` for ``accelerators`` devices. ``cross_check``: the best trial of each
+    batch size read without the model (`CrossCheck`), a diagnostic. ``predicted_noise``: the
     B_simple measured during training (a pilot run or the trials, `predict_noise_scale`) and
-    ``noise_agreement``, how it compares with the fitted B_noise. ``time_model``: time to
+    ``noise_agreement``, how it compares with the model's B_noise. ``time_model``: time to
     result per (batch size, strategy) from the throughput probe (`time_to_result`; not ok
     without a probe), with ``accelerators`` replicas extrapolated, flagged, when the probe
     measured fewer. ``notes``: plain sentences
@@ -119,16 +145,15 @@ class ScalingReport:
     trials: pd.DataFrame = field(repr=False, compare=False)
     steps: pd.DataFrame = field(repr=False, compare=False)
     steps_by_strategy: pd.DataFrame = field(repr=False, compare=False)
-    noise_scale: NoiseScaleFit = field(repr=False)
+    answers: Answers = field(repr=False)
+    noise_scale: ModelCurve = field(repr=False)
     regimes: Regimes = field(repr=False)
-    lr_fit: LrPowerLawFit = field(repr=False)
+    recommendation: Recommendation = field(repr=False)
+    cross_check: CrossCheck = field(repr=False)
     throughput: pd.DataFrame = field(repr=False, compare=False)
     strategies: pd.DataFrame = field(repr=False, compare=False)
-    recommendation: Recommendation = field(repr=False)
     notes: tuple[str, ...] = ()
     table: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False, compare=False)
-    n_boot: int = 0
-    seed: int = 0
     confidence: float = CONFIDENCE
     command: str = ""
     context: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -145,8 +170,6 @@ class ScalingReport:
     )
     #: How much steps to target move between training seeds at one point (`seed_noise`).
     seed_noise: SeedNoise = field(default_factory=lambda: SeedNoise(math.nan, 0, 0), repr=False)
-    #: The answers of the model of every trial, with intervals (`scaling_answers`).
-    answers: Answers | None = field(default=None, repr=False)
     #: CBS(t) from the study's branch trials (`study.report.cbs.CbsReport`; None: none).
     cbs: Any = field(default=None, repr=False, compare=False)
     #: Each schedule's trials against the best fixed batch size

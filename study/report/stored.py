@@ -81,11 +81,12 @@ def stored_report(
     target: Target | None = None,
     accelerators: int | None = None,
     confidence: float = 0.95,
-    n_boot: int = 1000,
+    overhead: float | None = None,
     command: str = "",
     context: Mapping[str, str] | None = None,
 ) -> ScalingReport:
-    """The scaling report of the study in ``ledger`` for ``target`` (default: its own).
+    """The scaling report of the study in ``ledger`` for ``target`` (default: its own), at
+    ``overhead`` (default: the study file's, else 0.2).
 
     Raises:
         StudyNotFound: no study of that name in the storage.
@@ -104,8 +105,8 @@ def stored_report(
         goal,
         study=ledger.name,
         accelerators=accelerators,
-        n_boot=n_boot,
         confidence=confidence,
+        overhead=overhead if overhead is not None else _overhead(config),
         state=summary.state,
         command=command,
         context=context,
@@ -158,6 +159,7 @@ def stored_answers(ledger: Ledger) -> Answers | None:
     cannot read) or without measurements yet."""
     from study.analysis.answers import study_answers
     from study.analysis.table import flatten_table
+    from study.report.build import default_accelerators
 
     record = ledger.require()
     try:
@@ -167,9 +169,22 @@ def stored_answers(ledger: Ledger) -> Answers | None:
     if config is None:
         return None
     table = stored_table(ledger)
-    if table.empty or config.target.metric not in flatten_table(table).columns:
+    flat = flatten_table(table)
+    if table.empty or config.target.metric not in flat.columns:
         return None
-    return study_answers(table, dataclasses.replace(config.target, hold=record.hold_rule))
+    return study_answers(
+        table,
+        dataclasses.replace(config.target, hold=record.hold_rule),
+        accelerators=default_accelerators(flat),
+        overhead=config.overhead,
+    )  # as `stored_report` reads them
+
+
+def _overhead(config: StudyConfig | None) -> float:
+    """The study file's critical-batch overhead (the default for an imported study)."""
+    from study.config.study import DEFAULT_OVERHEAD
+
+    return DEFAULT_OVERHEAD if config is None else config.overhead
 
 
 def study_facts(ledger: Ledger, record: StudyRecord, config: StudyConfig | None) -> StudyFacts:

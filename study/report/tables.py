@@ -16,7 +16,11 @@ import pandas as pd
 
 from study.analysis.predicted_noise import PILOT
 from study.analysis.table import BATCH_SIZE
-from study.report.answer_prose import MODEL, answer_rows
+from study.analysis.lr_scaling import LrPowerLawFit
+from study.analysis.noise_scale import NoiseScaleFit
+from study.analysis.regimes import Regimes
+from study.report.answer_prose import MODEL, answer_rows, no_answer_sentence
+from study.report.cross_check_prose import INTRO as CROSS_CHECK_INTRO
 from study.report.formatting import fmt, interval_text, percent, r_squared_text
 from study.report.noise_prose import noise_sentences, predicted_source
 from study.report.time_prose import time_sentences
@@ -64,7 +68,7 @@ def _range(row: Mapping[str, Any]) -> str:
 STEPS_COLUMNS = (
     _col(BATCH_SIZE, "batch size"),
     _col("steps_to_result", "steps to result"),
-    _col("fit_steps", "fitted S(B)"),
+    _col("fit_steps", "model S(B)"),
     _col("examples_to_result", "examples to result"),
     _col("regime", "regime"),
     _col("best_learning_rate", "best learning rate"),
@@ -151,10 +155,17 @@ def report_tables(report: ScalingReport) -> list[Table]:
         time_table(report),
         noise_table(report),
         Table(
-            "Fitted numbers",
-            "",
+            "Recommendation",
+            f"For {report.accelerators} accelerators, from the model of every trial.",
             ["quantity", "estimate", f"{percent(report.confidence)} interval", "comment"],
-            [list(r) for r in fitted_numbers(report)],
+            [list(r) for r in [*_recommendation_rows(report), *_time_rows(report)]],
+            (0, 3),
+        ),
+        Table(
+            "Cross-check: the best trial of each batch size",
+            CROSS_CHECK_INTRO,
+            ["quantity", "estimate", f"{percent(report.confidence)} interval", "comment"],
+            [list(r) for r in cross_check_rows(report)],
             (0, 3),
         ),
     ]
@@ -162,14 +173,14 @@ def report_tables(report: ScalingReport) -> list[Table]:
 
 def answers_table(report: ScalingReport) -> Table:
     """The answers of the model of every trial, each with its interval."""
-    rows = [] if report.answers is None else [list(r) for r in answer_rows(report.answers)]
+    rows = [list(r) for r in answer_rows(report.answers)]
     return Table(
         "The answers (one model of every trial)",
         f"From {MODEL}. Batch sizes and their intervals are read on the measured batch sizes.",
         ["quantity", "estimate", f"{percent(report.confidence)} interval", "comment"],
         rows,
         (0, 3),
-        "No model of every trial in this report.",
+        no_answer_sentence(report.answers),
     )
 
 
@@ -211,8 +222,8 @@ def time_table(report: ScalingReport) -> Table:
     if not model.ok:
         return Table(table.title, "", table.headers, [], table.text_columns, " ".join(sentences))
     intro = (
-        "Steps to result at the batch size (the study's best trial; the noise-scale fit where "
-        "no trial measured it) times the probe's median seconds per step. " + " ".join(sentences)
+        "Steps to result at the batch size (the study's best trial; the model's S(B) where no "
+        "trial measured it) times the probe's median seconds per step. " + " ".join(sentences)
     )
     return Table(table.title, intro, table.headers, table.rows, table.text_columns)
 
@@ -249,14 +260,14 @@ def noise_table(report: ScalingReport) -> Table:
     if fit.ok:
         rows.append(
             [
-                "B_noise (fitted)",
+                "B_noise (model of every trial)",
                 fmt(fit.b_noise),
                 interval_text(fit.b_noise_ci),
-                f"{percent(fit.confidence)} {fit.method or 'no'} interval",
+                f"{percent(fit.confidence)} interval",
             ]
         )
     else:
-        rows.append(["B_noise (fitted)", "not fitted", "", fit.reason])
+        rows.append(["B_noise (model of every trial)", "no answer", "", fit.reason])
     return Table(title, " ".join(sentences), headers, rows, (0, 3))
 
 
@@ -287,16 +298,26 @@ def _table(
 # ------------------------------------------------------------------------------ fitted numbers
 
 
-def fitted_numbers(report: ScalingReport) -> list[Row]:
-    """Rows of the fitted-numbers table: (quantity, estimate, interval at the report's
-    confidence, comment)."""
-    return [
-        *_noise_rows(report),
-        *_regime_rows(report),
-        *_lr_rows(report),
-        *_recommendation_rows(report),
-        *_time_rows(report),
+def cross_check_rows(report: ScalingReport) -> list[Row]:
+    """Rows of the cross-check table (the best trial of each batch size, read without the
+    model): (quantity, estimate, interval at the report's confidence, comment)."""
+    check = report.cross_check
+    rec = check.recommendation
+    rows = [
+        *_noise_rows(check.noise_scale),
+        *_regime_rows(check.regimes),
+        *_lr_rows(check.lr_fit),
     ]
+    if rec.ok:
+        rows.append(
+            (
+                f"batch size for {rec.accelerators} accelerators",
+                fmt(rec.batch_size),
+                "",
+                f"measured best rate {fmt(rec.learning_rate)}",
+            )
+        )
+    return rows
 
 
 def _time_rows(report: ScalingReport) -> list[Row]:
@@ -316,13 +337,12 @@ def _time_rows(report: ScalingReport) -> list[Row]:
     ]
 
 
-def _noise_rows(report: ScalingReport) -> list[Row]:
-    fit = report.noise_scale
+def _noise_rows(fit: NoiseScaleFit) -> list[Row]:
     if not fit.ok:
         return [("noise-scale fit", "not fitted", "", fit.reason)]
     replicates = f"{fit.method} intervals"
     return [
-        ("B_noise (critical batch size)", fmt(fit.b_noise), interval_text(fit.b_noise_ci), ""),
+        ("B_noise", fmt(fit.b_noise), interval_text(fit.b_noise_ci), ""),
         ("S_min (fewest steps, large batches)", fmt(fit.s_min), interval_text(fit.s_min_ci), ""),
         (
             "E_min (fewest examples, small batches)",
@@ -334,8 +354,7 @@ def _noise_rows(report: ScalingReport) -> list[Row]:
     ]
 
 
-def _regime_rows(report: ScalingReport) -> list[Row]:
-    regimes = report.regimes
+def _regime_rows(regimes: Regimes) -> list[Row]:
     if not regimes.ok:
         return [("scaling regimes", "not determined", "", regimes.reason)]
     start = regimes.max_parallel_start
@@ -350,8 +369,7 @@ def _regime_rows(report: ScalingReport) -> list[Row]:
     ]
 
 
-def _lr_rows(report: ScalingReport) -> list[Row]:
-    lr = report.lr_fit
+def _lr_rows(lr: LrPowerLawFit) -> list[Row]:
     if not lr.ok:
         return [("learning-rate power law", "not fitted", "", lr.reason)]
     return [

@@ -74,7 +74,7 @@ def test_profile_interval_brackets_estimate_and_truth():
     rng = np.random.default_rng(1)
     steps = 200 * (1 + 256 / POWERS) * rng.lognormal(0, 0.05, POWERS.size)
 
-    fit = fit_noise_scale(POWERS, steps, n_boot=1)
+    fit = fit_noise_scale(POWERS, steps)
 
     assert fit.b_noise_ci[0] < fit.b_noise < fit.b_noise_ci[1]
     assert fit.b_noise_ci[0] < 256 < fit.b_noise_ci[1]
@@ -96,7 +96,7 @@ def test_interval_ends_are_where_the_profile_reaches_the_f_limit():
     b = np.array([8, 16, 32, 64, 128, 256, 512, 1024], dtype=float)
     s = 300 * (1 + 100 / b) * rng.lognormal(0, 0.1, b.size)
 
-    fit = fit_noise_scale(b, s, n_boot=1)
+    fit = fit_noise_scale(b, s)
 
     sse_min = _sse(b, s, fit.b_noise)
     limit = sse_min * (1 + stats.f.ppf(0.95, 1, b.size - 2) / (b.size - 2))
@@ -112,7 +112,7 @@ def test_interval_ends_are_where_the_profile_reaches_the_f_limit():
 def test_speedup_interval_maps_the_b_noise_interval():
     rng = np.random.default_rng(4)
     steps = 200 * (1 + 256 / POWERS) * rng.lognormal(0, 0.1, POWERS.size)
-    fit = fit_noise_scale(POWERS, steps, n_boot=1)
+    fit = fit_noise_scale(POWERS, steps)
 
     def ratio(b_noise: float) -> float:
         return (1 + b_noise / 8) / (1 + b_noise / 128)
@@ -130,7 +130,7 @@ def test_speedup_interval_maps_the_b_noise_interval():
 def test_steps_band_holds_the_fit_and_narrows_with_confidence():
     rng = np.random.default_rng(4)
     steps = 200 * (1 + 256 / POWERS) * rng.lognormal(0, 0.1, POWERS.size)
-    fit = fit_noise_scale(POWERS, steps, n_boot=1)
+    fit = fit_noise_scale(POWERS, steps)
     grid = np.geomspace(8, 4096, 50)
 
     low, high = fit.steps_band(grid)
@@ -169,7 +169,7 @@ def test_unreached_batch_sizes_are_excluded_and_reported():
 
 def test_fewer_than_three_batch_sizes_is_not_ok_and_never_raises():
     assert MIN_BATCH_SIZES == 3
-    fit = fit_noise_scale([8, 16, 32], [1000.0, 500.0, math.inf], n_boot=10)
+    fit = fit_noise_scale([8, 16, 32], [1000.0, 500.0, math.inf])
     assert not fit.ok
     assert fit.reason == "fewer than 3 batch sizes reached the target (2)"
     assert math.isnan(fit.b_noise)
@@ -178,7 +178,7 @@ def test_fewer_than_three_batch_sizes_is_not_ok_and_never_raises():
     trials = pd.DataFrame(
         {"batch_size": [8, 8, 16, 32], "steps_to_target": [900.0, math.inf, 500.0, math.inf]}
     )
-    fit = fit_noise_scale_from_trials(trials, n_boot=10)
+    fit = fit_noise_scale_from_trials(trials)
     assert not fit.ok and fit.reason == "fewer than 3 batch sizes reached the target (2)"
 
 
@@ -222,7 +222,7 @@ def test_best_trial_is_fitted_at_the_midpoint_of_its_evaluation_bracket():
 
 
 def test_no_intervals_when_not_asked_for(make_trial_steps):
-    fit = fit_noise_scale_from_trials(make_trial_steps(seed=0), n_boot=0)
+    fit = fit_noise_scale_from_trials(make_trial_steps(seed=0))
 
     assert fit.ok and fit.method == ""
     assert fit.b_noise_ci is None and fit.s_min_ci is None and fit.e_min_ci is None

@@ -39,7 +39,7 @@ def study(make_scaling_table):
     return {
         "trials": trials,
         "steps": steps,
-        "fit": fit_noise_scale_from_trials(trials, n_boot=50),
+        "fit": fit_noise_scale_from_trials(trials),
         "regimes": scaling_regimes(steps),
         "lr_fit": fit_lr_power_law(steps["batch_size"], steps["best_learning_rate"]),
         "throughput": throughput_by_strategy(df, TARGET),

@@ -32,7 +32,7 @@ def mcc_steps(make_steps) -> pd.DataFrame:
 
 
 def test_recommend_batch_size_lr_and_speedups(mcc_steps):
-    fit = fit_noise_scale(POWERS, mcc_steps["steps_to_result"], n_boot=50)
+    fit = fit_noise_scale(POWERS, mcc_steps["steps_to_result"])
 
     rec = recommend(mcc_steps, fit, None, 4)
 
@@ -106,7 +106,7 @@ def test_recommend_from_a_measured_table(make_scaling_table):
     )
     target = Target.parse("val_accuracy>=0.6")
     steps = steps_to_result(df, target)
-    fit = fit_noise_scale_from_trials(trial_steps_to_target(df, target), n_boot=50)
+    fit = fit_noise_scale_from_trials(trial_steps_to_target(df, target))
 
     rec = recommend(steps, fit, throughput_by_strategy(df, target), 2)
 

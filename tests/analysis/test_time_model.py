@@ -42,7 +42,7 @@ def probe(rows: list[tuple[int, str, int, float]], **extra: object) -> pd.DataFr
 @pytest.fixture(scope="module")
 def fit() -> NoiseScaleFit:
     table = steps_table()
-    return fit_noise_scale(table["batch_size"], table["steps_to_result"], n_boot=1)
+    return fit_noise_scale(table["batch_size"], table["steps_to_result"])
 
 
 def test_time_is_steps_times_seconds_and_the_fastest_need_not_take_fewest_steps(fit) -> None:

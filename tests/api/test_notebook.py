@@ -70,7 +70,7 @@ def test_the_fitted_b_noise_is_the_reports(executed, tmp_path, capsys) -> None:
     printed = re.search(r"B_noise = ([0-9.e+-]+)", _text(executed["b_noise"]))
     assert printed is not None
     args = ["report", "quickstart", "--storage", str(STORAGE), "--out", str(tmp_path)]
-    assert cli([*args, "--format", "json", "--no-mlflow", "--bootstrap", "0"]) == 0
+    assert cli([*args, "--format", "json", "--no-mlflow"]) == 0
     capsys.readouterr()
     report = json.loads((tmp_path / "report.json").read_text())
     assert float(printed.group(1)) == pytest.approx(report["noise_scale"]["b_noise"], rel=1e-12)

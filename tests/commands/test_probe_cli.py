@@ -112,7 +112,7 @@ def test_the_report_predicts_time_to_result_from_the_stored_probe(journal: Path,
 
     status, _, err = run(
         capsys, "report", NAME, "--storage", journal, "--out", out, "--format", "json",
-        "--no-mlflow", "--bootstrap", 50,
+        "--no-mlflow",
     )  # fmt: skip
 
     assert status == 0, err

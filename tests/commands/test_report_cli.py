@@ -36,14 +36,14 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 def report_json(capsys, journal: Path, out: Path, *args: str) -> dict:
     status, _, err = run(
         capsys, "report", NAME, "--storage", journal, "--out", out, "--format", "json",
-        "--no-mlflow", "--bootstrap", "50", *args,
+        "--no-mlflow", *args,
     )  # fmt: skip
     assert status == 0, err
     return json.loads((out / "report.json").read_text())
 
 
 def test_report_writes_every_format(journal: Path, tmp_path: Path, capsys) -> None:
-    status, out, err = run(capsys, "report", NAME, "--storage", journal, "--bootstrap", "100")
+    status, out, err = run(capsys, "report", NAME, "--storage", journal)
     assert status == 0, err
     folder = tmp_path / "reports" / NAME  # the default --out
     names = {p.name for p in folder.iterdir()}
@@ -67,7 +67,7 @@ def test_the_report_says_what_the_study_is_about(journal: Path, tmp_path: Path, 
     out = tmp_path / "out"
     status, _, err = run(
         capsys, "report", NAME, "--storage", journal, "--out", out, "--no-mlflow",
-        "--bootstrap", "20", "--format", "html", "--format", "md", "--format", "json",
+        "--format", "html", "--format", "md", "--format", "json",
     )  # fmt: skip
     assert status == 0, err
     files = written(out)
@@ -133,7 +133,7 @@ def test_storage_passwords_never_reach_the_report() -> None:
     args = argparse.Namespace(
         name=NAME,
         accelerators=None,
-        bootstrap=1000,
+        overhead=None,
         confidence=0.95,
         storage="postgresql://ana:s3cret@db/studies",
     )
@@ -187,7 +187,7 @@ def test_report_is_attached_to_the_mlflow_parent_run(journal: Path, tmp_path: Pa
     out = tmp_path / "out"
     status, stdout, err = run(
         capsys, "report", NAME, "--storage", journal, "--tracking-uri", uri, "--out", out,
-        "--format", "json", "--format", "md", "--bootstrap", "20",
+        "--format", "json", "--format", "md",
     )  # fmt: skip
     assert status == 0, err
     run_id = parent.info.run_id

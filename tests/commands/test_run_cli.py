@@ -155,7 +155,7 @@ READ_ONLY = [
     ["status", "recorded"],
     ["status", "recorded", "--json"],
     ["export", "recorded", "--out", "table.csv"],
-    ["report", "recorded", "--format", "json", "--no-mlflow", "--bootstrap", "10"],
+    ["report", "recorded", "--format", "json", "--no-mlflow"],
 ]
 
 

@@ -164,8 +164,8 @@ def table() -> pd.DataFrame:
 
 
 def build(df: pd.DataFrame, target: Target = TARGET, **kwargs: Any) -> ScalingReport:
-    """`build_report` with the tests' defaults: study "synthetic", 200 bootstrap replicates."""
-    options = {"study": "synthetic", "accelerators": None, "n_boot": 200, **kwargs}
+    """`build_report` with the tests' defaults: study "synthetic"."""
+    options = {"study": "synthetic", "accelerators": None, **kwargs}
     return build_report(df, target, **options)
 
 
@@ -199,7 +199,7 @@ def study_facts(**changes: Any) -> StudyFacts:
 def facts_report(table: pd.DataFrame) -> ScalingReport:
     """The healthy study with the facts of its study file, its pilot run and its throughput
     probe, as `study report` makes it."""
-    return build(table, n_boot=100, facts=study_facts(), pilot=PILOT, probe=PROBE)
+    return build(table, facts=study_facts(), pilot=PILOT, probe=PROBE)
 
 
 @pytest.fixture(scope="session")
@@ -208,7 +208,7 @@ def evil_report() -> ScalingReport:
     df = synthetic_table(
         strategies=(("default", 1, 0.01), (f"{EVIL}:2", 2, 0.006)), study=EVIL, ratio=1.15
     )
-    return build(df, study=EVIL, n_boot=100)
+    return build(df, study=EVIL)
 
 
 @pytest.fixture(scope="session")

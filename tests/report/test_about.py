@@ -52,10 +52,10 @@ def test_the_workloads_default_model_is_named(make_report, table) -> None:
     config = study_facts().config
     facts = study_facts(config=config.__class__(**{**config.__dict__, "model": None}))
 
-    rows = dict(about_rows(make_report(table, n_boot=0, facts=facts)))
+    rows = dict(about_rows(make_report(table, facts=facts)))
     assert "model" not in rows  # unknown: the command could not resolve the workload
     default = StudyFacts(**{**facts.__dict__, "default_model": "mlp"})
-    report = make_report(table, n_boot=0, facts=default)
+    report = make_report(table, facts=default)
     assert dict(about_rows(report))["model"] == "mlp (the workload's default)"
     assert headline(report) == "mnist1d · mlp · nesterov"
 
@@ -65,7 +65,7 @@ def test_an_imported_study_names_its_dataset_model_and_optimizer(make_report, ta
         dataset="imagenet", model="resnet50", optimizer="momentum", imported_from="shallue_2018"
     )
 
-    report = make_report(table.assign(tuner="imported"), n_boot=0, facts=facts)
+    report = make_report(table.assign(tuner="imported"), facts=facts)
 
     rows = dict(about_rows(report))
     assert rows["workload"] == "imagenet" and rows["model"] == "resnet50"
@@ -94,7 +94,7 @@ def test_trial_counts_follow_the_reports_target(make_report, make_table) -> None
     df.loc[df["trial"] == 1, "state"] = "diverged"
     df.loc[df["batch_size"] == 32, "val_accuracy"] = 0.2
 
-    report = make_report(df, n_boot=0, facts=study_facts(trials_planned=24))
+    report = make_report(df, facts=study_facts(trials_planned=24))
 
     assert trial_states(report) == {"reached": 10, "not_reached": 6, "pruned": 1, "diverged": 1}
     assert dict(about_rows(report))["trials"] == (
@@ -129,7 +129,7 @@ def test_paths_in_workload_options_are_not_absolute(make_report, table) -> None:
     options = {"path": "/home/ana/data/reviews.csv", "label": "sentiment"}
     facts = study_facts(config=config.__class__(**{**config.__dict__, "workload_options": options}))
 
-    report = make_report(table, n_boot=0, facts=facts)
+    report = make_report(table, facts=facts)
 
     assert dict(about_rows(report))["workload"] == "mnist1d (path=reviews.csv, label=sentiment)"
     assert "/home/ana" not in render_html(report, pngs={})

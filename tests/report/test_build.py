@@ -64,13 +64,13 @@ def test_throughput_and_strategy_tables(report) -> None:
 
 
 def test_accelerators_are_taken_as_given(make_report, table) -> None:
-    report = make_report(table, accelerators=4, n_boot=0)
+    report = make_report(table, accelerators=4)
     assert report.accelerators == 4 and report.recommendation.accelerators == 4
     assert report.noise_scale.b_noise_ci is None
 
 
 def test_another_target_gives_other_steps(make_report, report, table) -> None:
-    harder = make_report(table, Target.parse("val_accuracy>=0.7"), n_boot=0)
+    harder = make_report(table, Target.parse("val_accuracy>=0.7"))
     assert (harder.steps["steps_to_result"] > report.steps["steps_to_result"]).all()
 
 
@@ -95,7 +95,7 @@ def test_best_rates_on_the_edge_are_left_out_of_the_lr_law(make_table, make_repo
     edge = make_table(batch_sizes=(128,), lr_factors=(1 / 9, 1 / 3, 1.0), ratio=1.15, seed=1)
     edge["trial"] += inner["trial"].max() + 1
 
-    report = make_report(pd.concat([inner, edge], ignore_index=True), n_boot=0)
+    report = make_report(pd.concat([inner, edge], ignore_index=True))
 
     assert report.steps.set_index("batch_size").loc[128, "lr_edge"] == "high"
     assert report.lr_fit.ok and report.lr_fit.batch_sizes == (8, 16, 32, 64)
@@ -111,8 +111,8 @@ def test_tiny_tables_do_not_crash(make_report, table, rows) -> None:
 def test_bad_arguments_raise(make_report, table) -> None:
     with pytest.raises(ValueError, match="accelerators"):
         make_report(table, accelerators=0)
-    with pytest.raises(ValueError, match="n_boot"):
-        make_report(table, n_boot=-1)
+    with pytest.raises(ValueError, match="overhead must be > 0"):
+        make_report(table, overhead=0.0)
     with pytest.raises(ValueError, match=r"confidence must be between 0 and 1.*\(got 95\)"):
         make_report(table, confidence=95)
 

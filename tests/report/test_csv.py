@@ -27,7 +27,7 @@ def test_a_target_never_met_is_written_as_inf(make_report, make_table, tmp_path)
     df = make_table(batch_sizes=(8, 16, 32, 64), ratio=1.15)
     df.loc[df["batch_size"] == 64, "val_accuracy"] = 0.2
 
-    paths = write_csv(make_report(df, n_boot=0), tmp_path)
+    paths = write_csv(make_report(df), tmp_path)
 
     assert sorted(paths) == [
         "by_strategy.csv",

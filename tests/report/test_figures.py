@@ -35,4 +35,4 @@ def test_every_figure_has_a_caption_and_a_png(evil_report) -> None:
 def test_only_figures_with_something_to_show(make_report, table) -> None:
     assert make_figures(make_report(table.iloc[:0])) == {}
     untimed = table.assign(train_seconds=0.0)
-    assert "time_to_result" not in make_figures(make_report(untimed, n_boot=0))
+    assert "time_to_result" not in make_figures(make_report(untimed))

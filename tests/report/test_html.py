@@ -35,7 +35,7 @@ def test_html_escapes_user_strings(written) -> None:
 
 
 def test_cards_and_header_follow_the_confidence(make_report, table) -> None:
-    page = render_html(make_report(table, n_boot=50, confidence=0.9), pngs={})
+    page = render_html(make_report(table, confidence=0.9), pngs={})
 
     assert "<small>90% CI " in page and "<th>90% interval</th>" in page
     assert "95%" not in page

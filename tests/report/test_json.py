@@ -49,7 +49,7 @@ def test_json_holds_finite_numbers_or_null_and_round_trips(written, evil_report)
 
 
 def test_the_confidence_is_in_the_fits(make_report, table) -> None:
-    data = json.loads(render_json(make_report(table, n_boot=20, confidence=0.9)))
+    data = json.loads(render_json(make_report(table, confidence=0.9)))
 
     assert data["noise_scale"]["confidence"] == 0.9
     assert data["lr_power_law"]["confidence"] == 0.9

@@ -33,7 +33,7 @@ def test_markdown_escapes_user_strings(written) -> None:
 
 
 def test_a_command_with_backticks_and_pipes_stays_in_its_span(make_report, table) -> None:
-    report = make_report(table.iloc[:0], command="study report `x` | tee", n_boot=0)
+    report = make_report(table.iloc[:0], command="study report `x` | tee")
 
     markdown = render_markdown(report)
 
@@ -45,5 +45,5 @@ def test_a_command_with_backticks_and_pipes_stays_in_its_span(make_report, table
 def test_notes_or_none(report, make_report, make_table) -> None:
     assert NO_NOTES in render_markdown(dataclasses.replace(report, notes=()))
     assert NO_NOTES not in render_markdown(report)
-    thin = make_report(make_table(batch_sizes=(32, 64)), n_boot=0)
+    thin = make_report(make_table(batch_sizes=(32, 64)))
     assert "- Only 2 batch size(s) (32 and 64) reached the target" in render_markdown(thin)

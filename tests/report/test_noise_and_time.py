@@ -33,7 +33,7 @@ def noisy_report(make_table, make_report) -> ScalingReport:
     df = df.assign(
         **{B_SIMPLE: estimate, B_SIMPLE_LOW: 0.8 * estimate, B_SIMPLE_HIGH: 1.25 * estimate}
     )
-    return make_report(df, n_boot=100)
+    return make_report(df)
 
 
 def test_the_pilot_is_shown_next_to_the_fit_with_both_intervals(facts_report) -> None:
@@ -55,7 +55,7 @@ def test_the_pilot_is_shown_next_to_the_fit_with_both_intervals(facts_report) ->
 
 def test_a_pilot_far_from_the_fit_is_said_not_to_agree_by_a_factor(make_report, table) -> None:
     far = {**PILOT_RUN, "b_simple": 2000.0, "b_simple_low": 1500.0, "b_simple_high": 2500.0}
-    report = make_report(table, n_boot=100, pilot=far)
+    report = make_report(table, pilot=far)
 
     intro = tables(report)["Noise scale: predicted and fitted"].intro
 
@@ -135,7 +135,7 @@ def test_the_probe_replaces_the_trials_timings_in_the_recommendation(make_report
         {"batch_size": b, "strategy": s, "replicas": r, "seconds_per_step": t}
         for b, s, r, t in ((8, "default", 1, 0.01), (64, "mirrored:8", 8, 0.0025))
     ]
-    report = make_report(table, n_boot=100, probe=probe)
+    report = make_report(table, probe=probe)
 
     rec = report.recommendation
     assert rec.batch_size == 64 and rec.time_source == "throughput"
@@ -186,7 +186,7 @@ def test_how_it_was_made_names_the_probe_and_the_pilot(facts_report, report) -> 
 
 def test_an_interval_without_an_upper_end_agrees_only_loosely(make_report, table) -> None:
     open_ended = {**PILOT_RUN, "b_simple": 14.0, "b_simple_low": 5.6, "b_simple_high": None}
-    report = make_report(table, n_boot=100, pilot=open_ended)
+    report = make_report(table, pilot=open_ended)
 
     intro = tables(report)["Noise scale: predicted and fitted"].intro
 

@@ -55,13 +55,13 @@ def test_a_running_or_incomplete_study_is_flagged(make_report, make_table) -> No
     df.loc[df["trial"] == 0, "state"] = "running"
     report = make_report(df, state="running")
     assert any("still running (1 trial(s) in progress)" in n for n in report.notes)
-    incomplete = make_report(make_table(), state="incomplete", n_boot=0)
+    incomplete = make_report(make_table(), state="incomplete")
     assert any("`study resume synthetic` runs the rest" in n for n in incomplete.notes)
 
 
 def test_best_learning_rate_on_the_range_edge_is_named(make_report, make_table) -> None:
     # Only rates at and below the best: the best sits on the high edge everywhere.
-    report = make_report(make_table(lr_factors=(1 / 9, 1 / 3, 1.0)), n_boot=0)
+    report = make_report(make_table(lr_factors=(1 / 9, 1 / 3, 1.0)))
     (note,) = [n for n in report.notes if "high edge" in n]
     assert "batch sizes 8, 16, 32, 64, 128, 256, 512 and 1024" in note
     assert "widen the learning-rate range upwards" in note
@@ -72,7 +72,7 @@ def test_best_rates_left_out_of_the_lr_law_are_named(make_report, make_table) ->
     edge = make_table(batch_sizes=(128,), lr_factors=(1 / 9, 1 / 3, 1.0), ratio=1.15, seed=1)
     edge["trial"] += inner["trial"].max() + 1
 
-    report = make_report(pd.concat([inner, edge], ignore_index=True), n_boot=0)
+    report = make_report(pd.concat([inner, edge], ignore_index=True))
 
     assert any(
         n.startswith("The learning-rate power law leaves out batch size(s) 128, whose best rate")
@@ -101,7 +101,7 @@ def test_an_unbounded_noise_scale_is_said_at_its_confidence(
 ) -> None:
     # Perfect scaling over the whole measured range: B_noise is not bounded from above.
     report = make_report(
-        make_table(b_noise=1e6, batch_sizes=(8, 16, 32, 64)), n_boot=50, confidence=confidence
+        make_table(b_noise=1e6, batch_sizes=(8, 16, 32, 64)), confidence=confidence
     )
     assert report.noise_scale.ok
     (note,) = [n for n in report.notes if "do not bound B_noise from above" in n]
@@ -156,7 +156,7 @@ def test_crossings_that_fell_back_and_the_rule_are_said(make_report, make_table)
 
 def test_the_report_says_the_seed_noise_or_that_it_was_not_measured() -> None:
     confirmed = build_report(
-        seeded_table(build_table, confirmed=True), ACC_60, study="s", accelerators=None, n_boot=0
+        seeded_table(build_table, confirmed=True), ACC_60, study="s", accelerators=None
     )
     noise = confirmed.seed_noise
     # each point: the study's seed and seeds 1, 2 (steady 1.0, 1.05, 0.97; lucky 0.7, 1.3, 1.4)
@@ -164,7 +164,7 @@ def test_the_report_says_the_seed_noise_or_that_it_was_not_measured() -> None:
     assert any(n.startswith("Seed noise: at one point") for n in confirmed.notes)
     assert json.loads(render_json(confirmed))["seed_noise"]["points"] == 10
     plain = build_report(
-        seeded_table(build_table, confirmed=False), ACC_60, study="s", accelerators=None, n_boot=0
+        seeded_table(build_table, confirmed=False), ACC_60, study="s", accelerators=None
     )
     assert not plain.seed_noise.ok
     assert any(n.startswith("No point was reached under two or more") for n in plain.notes)

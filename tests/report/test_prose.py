@@ -44,7 +44,7 @@ def test_summary_lines_for_a_terminal(report) -> None:
 
 
 def test_how_it_was_made(make_report, table) -> None:
-    report = make_report(table.iloc[:0], n_boot=10, context={"storage": "x.journal"})
+    report = make_report(table.iloc[:0], context={"storage": "x.journal"})
 
     rows = dict(how_it_was_made(report))
 

@@ -48,7 +48,7 @@ def test_every_table_in_order_with_one_row_per_record(report) -> None:
 def test_fitted_numbers_name_their_interval_by_the_confidence(report, make_report, table) -> None:
     assert report_tables(report)[-1].headers[2] == "95% interval"
 
-    narrow = make_report(table, n_boot=50, confidence=0.9)
+    narrow = make_report(table, confidence=0.9)
 
     assert report_tables(narrow)[-1].headers == ["quantity", "estimate", "90% interval", "comment"]
 
@@ -68,7 +68,7 @@ def test_fitted_numbers_of_a_healthy_study(report) -> None:
 
 
 def test_fitted_numbers_say_why_a_fit_is_missing(make_report, make_table) -> None:
-    report = make_report(make_table(batch_sizes=(32, 64)), n_boot=0)
+    report = make_report(make_table(batch_sizes=(32, 64)))
 
     rows = fitted_numbers(report)
 

@@ -48,7 +48,7 @@ def test_only_the_asked_formats_are_written(evil_report, tmp_path) -> None:
 def test_a_non_default_confidence_changes_every_label(make_report, make_table, tmp_path) -> None:
     # Perfect scaling: B_noise is unbounded from above, so its interval note appears too.
     df = make_table(b_noise=1e6, batch_sizes=(8, 16, 32, 64), ratio=1.15)
-    write_report(make_report(df, n_boot=50, confidence=0.9), tmp_path, ["html", "md", "json"])
+    write_report(make_report(df, confidence=0.9), tmp_path, ["html", "md", "json"])
 
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     markdown = (tmp_path / "report.md").read_text(encoding="utf-8")
@@ -70,11 +70,11 @@ def thin_reports(make_table, make_report) -> dict[str, ScalingReport]:
     running = make_table(batch_sizes=(8, 16, 32), ratio=1.15)
     running.loc[running["trial"] == 0, "state"] = "running"
     return {
-        "two batch sizes": make_report(two, n_boot=100),
-        "never reached": make_report(unreached, n_boot=100),
-        "running": make_report(running, n_boot=100, state="running"),
-        "metric missing": make_report(two, Target.parse("val/f1>=0.9"), n_boot=1000),
-        "empty": make_report(two.iloc[:0], n_boot=100),
+        "two batch sizes": make_report(two),
+        "never reached": make_report(unreached),
+        "running": make_report(running, state="running"),
+        "metric missing": make_report(two, Target.parse("val/f1>=0.9")),
+        "empty": make_report(two.iloc[:0]),
     }
 
 

@@ -58,7 +58,7 @@ def report(cwd: Path, name: str, storage: str) -> dict:
     """``study report NAME --format json`` from ``storage``, without what says when and from
     where it was made."""
     out = cwd / f"report-{len(list(cwd.glob('report-*')))}"
-    options = ("--no-mlflow", "--format", "json", "--bootstrap", "0", "--out", str(out))
+    options = ("--no-mlflow", "--format", "json", "--out", str(out))
     result = study_in("report", name, "--storage", storage, *options, cwd=cwd)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     data = json.loads((out / "report.json").read_text())

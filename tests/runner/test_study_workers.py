@@ -104,7 +104,7 @@ def report_files(cwd: Path, name: str, storages: list[str]) -> list[dict[str, st
     """``study report NAME --format json --format csv`` from each of ``storages`` (one after
     the other in one Python process, into ``cwd/report-0``, ...): file name -> text for each,
     the JSON without what says when and how it was made (the time, the command, the storage)."""
-    options = ("--no-mlflow", "--format", "json", "--format", "csv", "--bootstrap", "0")
+    options = ("--no-mlflow", "--format", "json", "--format", "csv")
     outs = [cwd / f"report-{index}" for index in range(len(storages))]
     commands = [
         (cwd, ["report", name, "--storage", storage, "--out", str(out), *options])

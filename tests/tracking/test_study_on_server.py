@@ -211,7 +211,7 @@ def reported(served: Served) -> str:
     run; returns the parent's description afterwards."""
     result = study_in(
         "report", served.name, "--tracking-uri", served.store.uri,
-        "--format", "html", "--bootstrap", "0", cwd=served.store.cwd,
+        "--format", "html", cwd=served.store.cwd,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return str(served.store.mlflow().get_run(served.parent().info.run_id).data.tags[NOTE])
