@@ -82,7 +82,9 @@ def grid_readings(question: str) -> dict[str, Any]:
 
 
 def batch_for(readings: ModelFree, accelerators: int = ACCELERATORS) -> float:
-    """The model-free batch size for ``accelerators`` (see the module)."""
+    """The model-free batch size for ``accelerators`` (see the module; NaN without readings)."""
+    if not readings.ok:
+        return math.nan
     limit = max(readings.perfect_end, readings.critical)
     sizes = np.asarray(readings.batch_sizes, dtype=float)
     return float(_choose(sizes, accelerators, np.array([limit]))[0])

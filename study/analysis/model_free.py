@@ -16,8 +16,9 @@ training seeds by their median; `model_free_readings` reads that curve:
 The model's critical batch size is relative to ``E_min``, the limit at small batch sizes; this
 reading is relative to ``E(B_0)``, which is ``E_min`` only where ``B_0`` is far below the knee.
 
-Example: steps 1000, 500, 250, 150, 120 at batch sizes 16 to 256 give ratios 1, 1, 1, 1.2,
-1.92: 20% overhead is first exceeded at 256, and the point lies in the bracket (128, 256).
+Example: steps 1000, 500, 250, 125, 90 at batch sizes 16 to 256 give ratios 1, 1, 1, 1, 1.44:
+20% overhead is first exceeded at 256; 1.2 is halfway to 1.44 in log, so the point is 181,
+halfway from 128 to 256 in log (bracket 128-256).
 """
 
 from __future__ import annotations
