@@ -62,7 +62,7 @@ def true_answers(
     }
     divisible = reached[np.mod(reached, answers.accelerators) == 0]
     if divisible.size and answers.recommended_batch is not None:
-        limit = max(perfect_end, truth.b_noise)
+        limit = max(perfect_end, out["critical_batch"])
         within = divisible[divisible <= limit]
         out["recommended_batch"] = float(within.max() if within.size else divisible.min())
         pick, base = answers.recommended_batch.estimate, float(reached[0])

@@ -5,7 +5,8 @@ exponent alpha, the end of perfect scaling and the start of maximal data paralle
 al.'s rules of `study.analysis.regimes` applied to the model's S(B) at the measured batch
 sizes), the critical batch size at a stated overhead, and the batch size and learning rate for N
 accelerators (the rule of `study.analysis.recommend`: the largest batch size that reached the
-target, divisible by N, no larger than ``max(end of perfect scaling, B_noise)``).
+target, divisible by N, no larger than ``max(end of perfect scaling, critical batch size)``: a
+run there costs at most ``overhead`` more examples than perfect scaling, or scales perfectly).
 
 Every interval comes from the same draws of the model's parameters (`Surrogate.draws`): the
 share ``confidence`` of draws in the middle, so the trial-to-trial noise (seed-to-seed noise
@@ -117,7 +118,7 @@ class Answers:
         """Flat numbers for a tracking server: ``answer/<name>`` and ``answer/<name>_low`` /
         ``_high`` (non-finite ends left out)."""
         out: dict[str, float] = {}
-        for name in _NAMES:
+        for name in ANSWER_NAMES:
             answer = getattr(self, name)
             if answer is None:
                 continue
@@ -132,10 +133,10 @@ class Answers:
 
     def items(self) -> list[Answer]:
         """The answers that exist, in a fixed order."""
-        return [a for a in (getattr(self, n) for n in _NAMES) if a is not None]
+        return [a for a in (getattr(self, n) for n in ANSWER_NAMES) if a is not None]
 
 
-_NAMES = (
+ANSWER_NAMES = (
     "b_noise", "s_min", "e_min", "alpha", "sigma", "critical_batch", "perfect_end",
     "max_parallel_start", "recommended_batch", "recommended_lr", "step_speedup",
 )  # fmt: skip
@@ -215,7 +216,9 @@ def scaling_answers(
     k, start = regime_bounds(reached, curve, tolerance)
     perfect_end = reached[k]
     max_start = np.where(start >= 0, reached[np.maximum(start, 0)], math.inf)
-    chosen = _choose(reached, accelerators, np.maximum(perfect_end, b_noise))
+    knee = np.exp(theta[:, PARAMS.index("log_knee")])
+    critical = overhead_batch_size(b_noise, knee, overhead)
+    chosen = _choose(reached, accelerators, np.maximum(perfect_end, critical))
     x = np.log(measured / surrogate.b_ref)
     alpha = _slope(log_best_lr(theta, measured, surrogate.b_ref), x)
     out = {
@@ -228,7 +231,7 @@ def scaling_answers(
         ),
         "critical_batch": answer(
             f"critical batch size ({overhead:.0%} overhead)",
-            overhead_batch_size(b_noise, np.exp(theta[:, PARAMS.index("log_knee")]), overhead),
+            critical,
         ),
         "perfect_end": answer("perfect scaling ends at", perfect_end, batch=True),
         "max_parallel_start": answer("maximal data parallelism from", max_start, batch=True),

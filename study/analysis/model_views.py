@@ -175,7 +175,9 @@ def model_regimes(answers: Answers) -> Regimes:
     ``perfect_end`` and ``max_parallel_start`` are the answers' estimates."""
     if not answers.ok:
         return Regimes(
-            ok=False, reason=f"no model of every trial: {answers.reason}", tolerance=answers.tolerance
+            ok=False,
+            reason=f"no model of every trial: {answers.reason}",
+            tolerance=answers.tolerance,
         )
     return scaling_regimes(model_steps(answers), answers.tolerance)
 

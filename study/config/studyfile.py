@@ -265,7 +265,9 @@ def _overhead(r: Reader, value: Any) -> float:
         return DEFAULT_OVERHEAD
     number = float(r.number(value, "overhead"))
     if not 0.0 < number <= 10.0:
-        r.fail("overhead", "must be in (0, 10], e.g. 0.2 for steps 20% above perfect scaling", value)
+        r.fail(
+            "overhead", "must be in (0, 10], e.g. 0.2 for steps 20% above perfect scaling", value
+        )
     return number
 
 

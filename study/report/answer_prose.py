@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from study.analysis.answers import Answer, Answers
+from study.analysis.answers import ANSWER_NAMES, Answer, Answers
+from study.analysis.model_free import ModelFree
 from study.analysis.surrogate import SMOOTH_C_LOW
 from study.report.formatting import fmt, percent
 
@@ -151,17 +152,18 @@ def answer_line(answers: Answers) -> str:
     return line + f" ({percent(answers.confidence)} intervals, {answers.surrogate.trials} trials)"
 
 
-def answer_rows(answers: Answers) -> list[tuple[str, str, str, str]]:
-    """The rows of the report's answers table: quantity, estimate, interval, comment."""
+def answer_rows(answers: Answers, free: ModelFree | None = None) -> list[tuple[str, str, str, str]]:
+    """The rows of the report's answers table: quantity, estimate, interval, comment (the
+    model-free reading of the measured steps beside the model's, where ``free`` gives one)."""
     if not answers.ok:
-        return [("model of every trial", "not fitted", "", answers.reason)]
+        return [("model of every trial", "no answer yet", "", answers.reason)]
+    measured = _measured(free)
     rows = []
-    for answer in answers.items():
-        if answer.batch:
-            rows.append((answer.name, fmt(answer.estimate), batch_range(answer), ""))
-        else:
-            rows.append((answer.name, fmt(answer.estimate), f"{fmt(answer.low)} to "
-                         f"{fmt(answer.high)}", ""))  # fmt: skip
+    for name, answer in zip(ANSWER_NAMES, (getattr(answers, n) for n in ANSWER_NAMES)):
+        if answer is None:
+            continue
+        span = batch_range(answer) if answer.batch else f"{fmt(answer.low)} to {fmt(answer.high)}"
+        rows.append((answer.name, fmt(answer.estimate), span, measured.get(name, "")))
     model = answers.surrogate
     rows.append(
         (
@@ -198,6 +200,25 @@ def answer_rows(answers: Answers) -> list[tuple[str, str, str, str]]:
         )
     )
     return rows
+
+
+def _measured(free: ModelFree | None) -> dict[str, str]:
+    """The model-free readings as comments of the answers table, by answer."""
+    if free is None or not free.ok:
+        return {}
+    if free.beyond:
+        critical = f"measured: beyond {fmt(free.bracket[0])}" if free.bracket else ""
+    else:
+        low, high = free.bracket
+        critical = f"measured: {fmt(free.critical)} (between {fmt(low)} and {fmt(high)})"
+    start = free.max_parallel_start
+    return {
+        "critical_batch": critical,
+        "perfect_end": f"measured: {fmt(free.perfect_end)}",
+        "max_parallel_start": "measured: not within the measured sizes"
+        if math.isinf(start)
+        else f"measured: {fmt(start)}",
+    }
 
 
 def misfit_notes(answers: Answers) -> list[str]:

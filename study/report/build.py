@@ -28,6 +28,7 @@ from study.analysis.crossings import trial_crossings
 from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES
 from study.analysis.lr_scaling import LrPowerLawFit, fit_lr_power_law
 from study.analysis.measures import strategy_table, summarize_trials, throughput_by_strategy
+from study.analysis.model_free import model_free_readings
 from study.analysis.model_views import (
     ModelCurve,
     model_curve,
@@ -47,11 +48,11 @@ from study.config.space import RangeParam
 from study.config.target import Target
 from study.report.answer_prose import disagreement_notes, misfit_notes
 from study.report.notes import (
+    answer_notes,
     crossing_notes,
     data_notes,
     edge_notes,
     fit_notes,
-    answer_notes,
     seed_notes,
     thin_notes,
 )
@@ -217,7 +218,9 @@ def _cross_check(
     rec = recommend(
         steps, fit, timed if not timed.empty else None, answers.accelerators, lr_fit=lr_fit
     )
-    check = CrossCheck(noise_scale=fit, regimes=regimes, lr_fit=lr_fit, recommendation=rec)
+    free = model_free_readings(steps, overhead=overhead, tolerance=answers.tolerance)
+    check = CrossCheck(noise_scale=fit, regimes=regimes, lr_fit=lr_fit, recommendation=rec,
+                       model_free=free)  # fmt: skip
     return dataclasses.replace(check, disagreements=tuple(disagreement_notes(answers, check)))
 
 

@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from study.report.about import about_rows, headline
-from study.report.figures import CROSS_CHECK_FIGURE, FIGURE_CAPTIONS, figure_png, make_figures
-from study.report.formatting import fmt, percent
 from study.report.answer_prose import batch_range
 from study.report.cross_check_prose import cross_check_sentences
+from study.report.figures import CROSS_CHECK_FIGURE, FIGURE_CAPTIONS, figure_png, make_figures
+from study.report.formatting import fmt, percent
 from study.report.prose import NO_NOTES, answer, how_it_was_made, method_text
 from study.report.schedule import schedule_lines, schedule_table
 from study.report.tables import Table, report_tables

@@ -138,7 +138,10 @@ def edge_notes(steps: pd.DataFrame, search_range: tuple[float, float] | None = N
     study's ``search_range`` (or with the range unknown), widen the range; inside it, the
     optimum may lie beyond the rate tried, and more trials there would tell."""
     notes = []
-    for edge, direction, extreme in (("high", "upwards", "highest"), ("low", "downwards", "lowest")):
+    for edge, direction, extreme in (
+        ("high", "upwards", "highest"),
+        ("low", "downwards", "lowest"),
+    ):
         rows = steps[steps["lr_edge"].astype(str) == edge]
         if rows.empty:
             continue

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from study.analysis.fitting import as_number
 from study.analysis.answers import DRAWS
+from study.analysis.fitting import as_number
 from study.analysis.table import BATCH_SIZE, SEED, STRATEGY
 from study.report.answer_prose import (
     MODEL,
@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from study.report.record import ScalingReport
 
 NO_NOTES = "No notes: every batch size reached the target and every fit had enough data."
+
 
 def answer(report: ScalingReport) -> str:
     """The question the study answers, answered in one paragraph of plain sentences."""
@@ -200,9 +201,13 @@ def method_text(report: ScalingReport) -> str:
         else ""
     )
     model = answers.surrogate
-    shape = "" if model is None or not answers.ok else (
-        f" (this study: knee q = {fmt(model.knee)}, best rate {model.shape}, "
-        f"{model.bottom} bottom, {'Student-t' if model.value('tail') > 0 else 'normal'} noise)"
+    shape = (
+        ""
+        if model is None or not answers.ok
+        else (
+            f" (this study: knee q = {fmt(model.knee)}, best rate {model.shape}, "
+            f"{model.bottom} bottom, {'Student-t' if model.value('tail') > 0 else 'normal'} noise)"
+        )
     )
     return (
         f"Each trial's steps to target counts {counting}; a trial that stopped short counts as "

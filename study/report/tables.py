@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from study.analysis.predicted_noise import PILOT
-from study.analysis.table import BATCH_SIZE
 from study.analysis.lr_scaling import LrPowerLawFit
 from study.analysis.noise_scale import NoiseScaleFit
+from study.analysis.predicted_noise import PILOT
 from study.analysis.regimes import Regimes
+from study.analysis.table import BATCH_SIZE
 from study.report.answer_prose import MODEL, answer_rows, no_answer_sentence
 from study.report.cross_check_prose import INTRO as CROSS_CHECK_INTRO
 from study.report.formatting import fmt, interval_text, percent, r_squared_text
@@ -173,10 +173,12 @@ def report_tables(report: ScalingReport) -> list[Table]:
 
 def answers_table(report: ScalingReport) -> Table:
     """The answers of the model of every trial, each with its interval."""
-    rows = [list(r) for r in answer_rows(report.answers)]
+    rows = [list(r) for r in answer_rows(report.answers, report.cross_check.model_free)]
     return Table(
         "The answers (one model of every trial)",
-        f"From {MODEL}. Batch sizes and their intervals are read on the measured batch sizes.",
+        f"From {MODEL}. Batch sizes and their intervals are read on the measured batch sizes; "
+        "the comment gives the reading of the measured steps without a model, where they "
+        "give one.",
         ["quantity", "estimate", f"{percent(report.confidence)} interval", "comment"],
         rows,
         (0, 3),
