@@ -31,6 +31,7 @@ from study.report.schedule import schedule_lines, schedule_table
 from study.report.tables import Table, report_tables
 
 if TYPE_CHECKING:  # pragma: no cover
+    from study.analysis.answers import Answer
     from study.report.record import ScalingReport
 
 WIDE_COLUMNS = 8
@@ -167,19 +168,19 @@ def _cards(report: ScalingReport) -> list[tuple[str, str, str]]:
     """The key numbers of the summary, the model's answers: (label, value, detail)."""
     answers, rec = report.answers, report.recommendation
     if not answers.ok:
-        return [("answer", "none yet", answers.reason)]
-    level = percent(answers.confidence)
+        return []  # the summary says why, and what would let the model answer
+    level = f"{percent(answers.confidence)} CI"
     cards = [
-        ("B_noise", fmt(answers.b_noise.estimate), f"{level}: {answers.b_noise.range_text()}"),
+        ("B_noise", fmt(answers.b_noise.estimate), f"{level} {_span(answers.b_noise)}"),
         (
             f"critical batch size ({answers.overhead:.0%} overhead)",
             fmt(answers.critical_batch.estimate),
-            f"{level}: {answers.critical_batch.range_text()}",
+            f"{level} {_span(answers.critical_batch)}",
         ),
         (
             "perfect scaling up to batch size",
             fmt(answers.perfect_end.estimate),
-            f"{level}: {batch_range(answers.perfect_end)}",
+            f"{level} {batch_range(answers.perfect_end)}",
         ),
     ]
     start = answers.max_parallel_start
@@ -187,12 +188,12 @@ def _cards(report: ScalingReport) -> list[tuple[str, str, str]]:
         (
             "maximal data parallelism from batch size",
             "not reached" if math.isinf(start.estimate) else fmt(start.estimate),
-            f"{level}: {batch_range(start)}",
+            f"{level} {batch_range(start)}",
         )
     )
     cards.append(
-        ("alpha in best lr ~ B^alpha", fmt(answers.alpha.estimate), f"{level}: "
-         f"{answers.alpha.range_text()}")
+        ("alpha in best lr ~ B^alpha", fmt(answers.alpha.estimate), f"{level} "
+         f"{_span(answers.alpha)}")
     )  # fmt: skip
     predicted = report.predicted_noise
     if predicted.ok:
@@ -218,7 +219,7 @@ def _cards(report: ScalingReport) -> list[tuple[str, str, str]]:
             (
                 f"batch size for {rec.accelerators} accelerators",
                 fmt(rec.batch_size),
-                f"{level}: {batch_range(answers.recommended_batch)}; learning rate "
+                f"{level} {batch_range(answers.recommended_batch)}; learning rate "
                 f"{fmt(rec.learning_rate)}",
             )
         )
@@ -226,10 +227,15 @@ def _cards(report: ScalingReport) -> list[tuple[str, str, str]]:
             (
                 "expected speed-up in steps",
                 f"{fmt(rec.step_speedup)}x",
-                f"{level}: {answers.step_speedup.range_text()}",
+                f"{level} {_span(answers.step_speedup)}",
             )
         )
     return cards
+
+
+def _span(answer: Answer) -> str:
+    """``"55.8 to 1980"``: a continuous answer's interval as the tables write it."""
+    return f"{fmt(answer.low)} to {fmt(answer.high)}"
 
 
 def _cross_check(report: ScalingReport) -> list[str]:

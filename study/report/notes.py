@@ -31,7 +31,7 @@ from study.analysis.recommend import Recommendation
 from study.analysis.seeds import SeedNoise
 from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE, metric_columns
 from study.config.target import Target
-from study.report.formatting import fmt, join_words, sentence
+from study.report.formatting import fmt, join_words, percent, sentence
 
 
 def data_notes(
@@ -145,10 +145,10 @@ def edge_notes(steps: pd.DataFrame, search_range: tuple[float, float] | None = N
         rows = steps[steps["lr_edge"].astype(str) == edge]
         if rows.empty:
             continue
-        best = rows["best_learning_rate"].to_numpy(dtype=float)
         if search_range is None:
             on_range = np.ones(len(rows), dtype=bool)
         else:
+            best = rows["best_learning_rate"].to_numpy(dtype=float)
             bound = search_range[1] if edge == "high" else search_range[0]
             on_range = np.abs(np.log(best / bound)) <= math.log(1.0001)
         if on_range.any():
@@ -178,7 +178,7 @@ def answer_notes(answers: Answers, *, trials_planned: int = 0) -> list[str]:
     """Why the model of every trial has no answer, and what would let it answer (none when it
     has one)."""
     if answers.ok:
-        return []
+        return _open_interval_notes(answers)
     planned = f" (the study plans {trials_planned})" if trials_planned else ""
     return [
         f"The model of every trial has no answer yet: {answers.reason}. It needs at least "
@@ -186,6 +186,31 @@ def answer_notes(answers: Answers, *, trials_planned: int = 0) -> list[str]:
         f"least {MIN_BATCH_SIZES} batch sizes: raise trials_per_stratum in the study file and "
         "run `study resume NAME`, or relax the target."
     ]
+
+
+def _open_interval_notes(answers: Answers) -> list[str]:
+    """Say so when the interval of B_noise runs far past the measured batch sizes."""
+    sizes = answers.surrogate.batch_sizes
+    low, high = answers.b_noise.low, answers.b_noise.high
+    level = percent(answers.confidence)
+    notes = []
+    if high >= OPEN_FACTOR * max(sizes):
+        notes.append(
+            f"The {level} interval of B_noise reaches {fmt(high)}, over {OPEN_FACTOR:g} x the "
+            f"largest batch size ({fmt(max(sizes))}): the data do not bound B_noise from above; "
+            "measure larger batch sizes."
+        )
+    if low <= min(sizes) / OPEN_FACTOR:
+        notes.append(
+            f"The {level} interval of B_noise reaches down to {fmt(low)}, under 1/"
+            f"{OPEN_FACTOR:g} of the smallest batch size ({fmt(min(sizes))}): the data do not "
+            "bound B_noise from below; measure smaller batch sizes."
+        )
+    return notes
+
+
+OPEN_FACTOR = 10.0
+"""An interval of B_noise reaching this factor past the measured batch sizes is called open."""
 
 
 def fit_notes(rec: Recommendation, steps: pd.DataFrame, timed: pd.DataFrame) -> list[str]:

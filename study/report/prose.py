@@ -22,6 +22,7 @@ from study.report.answer_prose import (
     answer_line,
     answer_sentences,
     interval,
+    no_answer_sentence,
     recommendation_text,
     speedup_text,
 )
@@ -56,7 +57,7 @@ def _answer_sentences(report: ScalingReport) -> list[str]:
     reached = steps[np.isfinite(steps["steps_to_result"].to_numpy(dtype=float))]
     if reached.empty:
         out.append("No batch size reached the target, so the study cannot answer that yet.")
-        return out
+        return [*out, no_answer_sentence(report.answers)]
     first, last = reached.iloc[0], reached.iloc[-1]
     out.append(
         f"Steps to result fell from {fmt(first['steps_to_result'])} at batch size "

@@ -140,17 +140,18 @@ def test_paths_in_workload_options_are_not_absolute(make_report, table) -> None:
 
 def test_alpha_is_written_the_same_everywhere(facts_report) -> None:
     # The example: alpha 1.0199 was "1" in the summary and "1.02" in the table.
-    lr_fit = dataclasses.replace(facts_report.lr_fit, alpha=1.0199, alpha_ci=(0.06883, 1.9712))
-    report = dataclasses.replace(facts_report, lr_fit=lr_fit)
+    answers = facts_report.answers
+    alpha = dataclasses.replace(answers.alpha, estimate=1.0199, low=0.06883, high=1.9712)
+    report = dataclasses.replace(facts_report, answers=dataclasses.replace(answers, alpha=alpha))
 
     page = render_html(report, pngs={})
-    fitted = {row[0]: row for row in report_tables(report)[-1].rows}
+    rows = {row[0]: row for row in report_tables(report)[0].rows}
 
-    assert "grows as B^1.02 (95% CI 0.0688 to 1.97)" in answer(report)
+    assert "alpha = 1.02 (0.0688-1.97)" in answer(report)
     assert "<span>alpha in best lr ~ B^alpha</span><b>1.02</b>" in page
     assert "<small>95% CI 0.0688 to 1.97</small>" in page
-    assert fitted["alpha in lr* = c B^alpha"][1:3] == ["1.02", "0.0688 to 1.97"]
-    assert "| alpha in lr* = c B^alpha | 1.02 | 0.0688 to 1.97 |" in render_markdown(report)
+    assert rows["alpha"][1:3] == ["1.02", "0.0688 to 1.97"]
+    assert "| alpha | 1.02 | 0.0688 to 1.97 |" in render_markdown(report)
 
 
 @pytest.mark.parametrize("fmt_name", ["html", "md"])

@@ -31,20 +31,31 @@ def test_noise_scale_fit_recovers_the_truth_with_an_interval(report) -> None:
     assert fit.s_min == pytest.approx(S_MIN, rel=0.25)
     low, high = fit.b_noise_ci
     assert low <= fit.b_noise <= high
-    assert fit.method == "profile likelihood"
-    # The fit's prediction sits next to the measured steps in the per-batch table.
+    assert fit.method == "model of every trial"
+    assert fit.b_noise == report.answers.b_noise.estimate
+    assert fit.b_noise_ci == (report.answers.b_noise.low, report.answers.b_noise.high)
+    # The best trials alone are the cross-check, with profile-likelihood intervals.
+    assert report.cross_check.noise_scale.method == "profile likelihood"
+    # The model's prediction sits next to the measured steps in the per-batch table.
     ratio = report.steps["steps_to_result"] / report.steps["fit_steps"]
     assert np.all(np.abs(np.log(ratio)) < 0.3)
 
 
 def test_regimes_lr_law_and_recommendation(report) -> None:
+    answers = report.answers
     assert report.regimes.ok
+    assert report.regimes.perfect_end == answers.perfect_end.estimate
     assert report.regimes.perfect_end <= B_NOISE
     assert set(report.steps["regime"]) <= {"perfect", "diminishing", "maximal"}
-    lr = report.lr_fit
+    assert answers.alpha.estimate == pytest.approx(0.5, abs=0.1)
+    assert answers.alpha.covers(0.5) and not answers.alpha.covers(1.0)
+    lr = report.cross_check.lr_fit
     assert lr.ok and lr.alpha == pytest.approx(0.5, abs=0.05)
     assert lr.sqrt_in_ci and not lr.linear_in_ci
     rec = report.recommendation
+    assert rec.batch_size == answers.recommended_batch.estimate
+    assert rec.learning_rate == answers.recommended_lr.estimate
+    assert rec.step_speedup == answers.step_speedup.estimate
     # Default accelerators: the largest replica count (2), at least 8.
     assert report.accelerators == 8 and rec.accelerators == 8
     assert rec.ok and rec.batch_size % 8 == 0
@@ -66,7 +77,7 @@ def test_throughput_and_strategy_tables(report) -> None:
 def test_accelerators_are_taken_as_given(make_report, table) -> None:
     report = make_report(table, accelerators=4)
     assert report.accelerators == 4 and report.recommendation.accelerators == 4
-    assert report.noise_scale.b_noise_ci is None
+    assert report.answers.accelerators == 4
 
 
 def test_another_target_gives_other_steps(make_report, report, table) -> None:
@@ -78,13 +89,13 @@ def test_the_confidence_reaches_every_fit(make_report, report, table) -> None:
     narrow = make_report(table, confidence=0.9)
 
     assert narrow.confidence == 0.9 and report.confidence == 0.95
-    assert narrow.noise_scale.confidence == 0.9 and narrow.lr_fit.confidence == 0.9
+    assert narrow.noise_scale.confidence == 0.9 and narrow.answers.confidence == 0.9
+    assert narrow.cross_check.lr_fit.confidence == 0.9
     assert narrow.noise_scale.b_noise == report.noise_scale.b_noise
     wide_ci, narrow_ci = report.noise_scale.b_noise_ci, narrow.noise_scale.b_noise_ci
     assert wide_ci[0] <= narrow_ci[0] < narrow_ci[1] <= wide_ci[1]
-    assert narrow.lr_fit.alpha_ci[1] - narrow.lr_fit.alpha_ci[0] < (
-        report.lr_fit.alpha_ci[1] - report.lr_fit.alpha_ci[0]
-    )
+    wide_alpha, narrow_alpha = report.answers.alpha, narrow.answers.alpha
+    assert narrow_alpha.high - narrow_alpha.low < wide_alpha.high - wide_alpha.low
     rec_wide, rec_narrow = report.recommendation, narrow.recommendation
     assert rec_narrow.step_speedup == rec_wide.step_speedup
     assert rec_wide.step_speedup_ci[0] <= rec_narrow.step_speedup_ci[0]
@@ -98,7 +109,8 @@ def test_best_rates_on_the_edge_are_left_out_of_the_lr_law(make_table, make_repo
     report = make_report(pd.concat([inner, edge], ignore_index=True))
 
     assert report.steps.set_index("batch_size").loc[128, "lr_edge"] == "high"
-    assert report.lr_fit.ok and report.lr_fit.batch_sizes == (8, 16, 32, 64)
+    lr = report.cross_check.lr_fit
+    assert lr.ok and lr.batch_sizes == (8, 16, 32, 64)
 
 
 @pytest.mark.parametrize("rows", [slice(0, 0), slice(0, 1)], ids=["empty", "one-evaluation"])

@@ -8,7 +8,10 @@ from study.report import make_figures
 from study.report.figures import FIGURE_CAPTIONS, figure_png
 
 PNG = b"\x89PNG\r\n\x1a\n"
-NAMES = {"steps_to_result", "examples_to_result", "best_lr", "feasible_region", "time_to_result"}
+NAMES = {
+    "steps_to_result", "examples_to_result", "best_lr", "feasible_region", "time_to_result",
+    "cross_check",
+}  # fmt: skip
 
 
 def test_figures_use_no_pyplot_state(evil_report) -> None:

@@ -18,13 +18,14 @@ def test_html_is_self_contained(written) -> None:
     for forbidden in ('src="http', "src='http", "<script", "<link", "url(", "@import"):
         assert forbidden not in text
     sources = re.findall(r'<img src="([^"]+)"', text)
-    assert len(sources) == 5
+    assert len(sources) == 6  # five figures and the cross-check's
     for src in sources:
         assert src.startswith("data:image/png;base64,")
         assert base64.b64decode(src.split(",", 1)[1]).startswith(PNG)
     for section in ("Summary", "Figures", "Tables", "Notes", "How it was made"):
         assert f"<h2>{section}</h2>" in text
-    assert "B_noise" in text and "Fitted numbers" in text
+    assert "<h2>Cross-check: the best trial of each batch size</h2>" in text
+    assert "B_noise" in text and "The answers (one model of every trial)" in text
 
 
 def test_html_escapes_user_strings(written) -> None:

@@ -27,12 +27,23 @@ def test_json_holds_finite_numbers_or_null_and_round_trips(written, evil_report)
     fit = data["noise_scale"]
     assert fit["ok"] and fit["b_noise"] == pytest.approx(evil_report.noise_scale.b_noise)
     assert fit["s_min"] > 0 and fit["e_min"] > 0 and len(fit["b_noise_ci"]) == 2
-    assert "boot_b_noise" not in fit
+    assert "boot_b_noise" not in fit and fit["method"] == "model of every trial"
+    answers = data["answers"]
+    assert fit["b_noise"] == answers["b_noise"]["estimate"]
+    assert fit["b_noise_ci"] == [answers["b_noise"]["low"], answers["b_noise"]["high"]]
+    assert fit["critical_batch"] == answers["critical_batch"]["estimate"]
     assert data["regimes"]["perfect_end"] == evil_report.regimes.perfect_end
-    assert data["lr_power_law"]["alpha"] == pytest.approx(0.5, abs=0.05)
-    assert len(data["lr_power_law"]["alpha_ci"]) == 2
+    assert data["regimes"]["perfect_end"] == answers["perfect_end"]["estimate"]
+    assert data["lr_scaling"]["alpha"] == answers["alpha"]["estimate"]
+    assert data["lr_scaling"]["alpha"] == pytest.approx(0.5, abs=0.1)
+    assert len(data["lr_scaling"]["alpha_ci"]) == 2
+    check = data["cross_check"]
+    assert check["noise_scale"]["method"] == "profile likelihood"
+    assert check["lr_power_law"]["alpha"] == pytest.approx(0.5, abs=0.05)
+    assert check["model_free"]["ok"] and isinstance(check["agrees"], bool)
     rec = data["recommendation"]
     assert rec["ok"] and rec["accelerators"] == 8 and rec["batch_size"] > 0
+    assert rec["batch_size"] == answers["recommended_batch"]["estimate"]
     assert {"step_speedup", "time_speedup", "learning_rate"} <= set(rec)
     assert [row["batch_size"] for row in data["batch_sizes"]] == list(
         evil_report.steps["batch_size"]
@@ -52,8 +63,9 @@ def test_the_confidence_is_in_the_fits(make_report, table) -> None:
     data = json.loads(render_json(make_report(table, confidence=0.9)))
 
     assert data["noise_scale"]["confidence"] == 0.9
-    assert data["lr_power_law"]["confidence"] == 0.9
-    assert "(90% CI " in data["summary"]
+    assert data["answers"]["confidence"] == 0.9
+    assert data["cross_check"]["lr_power_law"]["confidence"] == 0.9
+    assert "90% intervals" in data["summary"]
 
 
 def test_report_dict_of_thin_data(make_report, table) -> None:

@@ -16,7 +16,7 @@ from study.report.json import render_json
 from study.report.markdown import render_markdown
 from study.report.noise_prose import NOISE_CAVEAT
 from study.report.prose import answer, how_it_was_made, summary_lines
-from study.report.tables import fitted_numbers, report_tables
+from study.report.tables import report_tables
 from tests.report.conftest import PILOT as PILOT_RUN
 from tests.report.conftest import PROBE
 
@@ -43,7 +43,7 @@ def test_the_pilot_is_shown_next_to_the_fit_with_both_intervals(facts_report) ->
     assert noise.rows[0][:3] == ["B_simple (predicted, pilot run)", "150", "110 to 210"]
     assert "batch size 16 on default, at step 580 of 600" in noise.rows[0][3]
     fit = facts_report.noise_scale
-    assert noise.rows[-1][0] == "B_noise (fitted)" and noise.rows[-1][2].count(" to ") == 1
+    assert noise.rows[-1][0] == "B_noise (model of every trial)" and noise.rows[-1][2].count(" to ") == 1
     assert noise.rows[-1][1] != "not fitted" and fit.b_noise_ci is not None
     agreement = facts_report.noise_agreement
     overlap = fit.b_noise_ci[0] <= 210 and fit.b_noise_ci[1] >= 110
@@ -107,7 +107,7 @@ def test_the_time_to_result_table_names_the_probe_and_the_fastest_choice(facts_r
     assert "Rows for 8 replicas" not in answer(facts_report)  # the table says it
     flagged = [row for row in time.rows if row[-1].startswith("extrapolated")]
     assert len(flagged) == 5 and "lower bounds on time, not predictions" in time.intro
-    rows = {row[0]: row for row in fitted_numbers(facts_report)}
+    rows = {row[0]: row for row in tables(facts_report)["Recommendation"].rows}
     assert "least wall time to the target (throughput probe)" in rows
 
 

@@ -29,6 +29,7 @@ def test_every_format_is_written(written) -> None:
         "best_lr.png",
         "feasible_region.png",
         "time_to_result.png",
+        "cross_check.png",
     }
     assert set(paths) == expected
     assert all(p.parent == out and p.is_file() for p in paths.values())
@@ -56,10 +57,11 @@ def test_a_non_default_confidence_changes_every_label(make_report, make_table, t
     text = re.sub(r"data:image/png;base64,[^\"]+", "", page)
     for written in (text, markdown, summary):
         assert "95%" not in written
-        assert "(90% CI " in written
+        assert "90% intervals" in written
     for written in (text, markdown):
-        assert "90% interval" in written  # the fitted-numbers header
-        assert "The 90% interval of B_noise reaches the upper end" in written
+        assert "90% interval" in written  # the tables' header
+        assert "(90% CI " in written  # the cross-check's profile intervals
+        assert "The 90% interval of B_noise reaches" in written
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +83,7 @@ def thin_reports(make_table, make_report) -> dict[str, ScalingReport]:
 @pytest.mark.parametrize(
     ("case", "phrase"),
     [
-        ("two batch sizes", "Only 2 batch size(s) (32 and 64) reached the target"),
+        ("two batch sizes", "no answer yet: fewer than 3 batch sizes reached the target (2)"),
         ("never reached", "Batch size 64 (6 trials) never reached the target"),
         ("running", "The study is still running (1 trial(s) in progress)"),
         ("metric missing", "The target metric val/f1 was never measured"),
