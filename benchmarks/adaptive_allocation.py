@@ -78,7 +78,7 @@ def summary(workdir: Path, name: str) -> dict:
             else "inside"
         )
     sizes = sorted(best)
-    fit = fit_noise_scale(sizes, [best[b] for b in sizes], n_boot=1)
+    fit = fit_noise_scale(sizes, [best[b] for b in sizes])
     low, high = fit.b_noise_ci if fit.ok and fit.b_noise_ci else (None, None)
     pilot = ledger.notes.pilot()
     state = ledger.notes.allocation()

@@ -176,7 +176,7 @@ def read_ledger(cwd: Path, data: dict[str, Any]) -> dict[str, Any]:
         row["robust_low"] = float(robust.loc[batch, "steps_low"])
         row["robust_high"] = float(robust.loc[batch, "steps_high"])
         row["seeds"] = int(robust.loc[batch, "seeds"])
-    fit = fit_noise_scale_from_trials(crossings, n_boot=0)
+    fit = fit_noise_scale_from_trials(crossings, intervals=False)
     return {
         "batch_sizes": {str(b): row for b, row in per.items()},
         "total_steps": sum(row["steps"] for row in per.values()),

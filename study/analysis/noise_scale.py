@@ -55,10 +55,6 @@ class NoiseScaleFit:
     ``excluded`` batch sizes (target never reached, i.e. infinite steps); ``residual_rms`` in
     natural-log units; ``notes`` (e.g. B_noise outside the measured range).
 
-    ``n_boot``, ``boot_s_min`` and ``boot_b_noise`` are always 0 and empty: the intervals come
-    from the profile likelihood, not from bootstrap replicates. They remain so that code
-    written for the earlier bootstrap keeps running.
-
     Example: ``fit.predict_steps(256)`` is ``2 * fit.s_min`` when ``fit.b_noise == 256``.
     """
 
@@ -76,10 +72,7 @@ class NoiseScaleFit:
     steps: tuple[float, ...] = ()
     excluded: tuple[int | float, ...] = ()
     residual_rms: float = math.nan
-    n_boot: int = 0
     notes: tuple[str, ...] = ()
-    boot_s_min: tuple[float, ...] = ()
-    boot_b_noise: tuple[float, ...] = ()
 
     def predict_steps(self, batch_size: float | np.ndarray) -> np.ndarray:
         """``S(B) = s_min (1 + b_noise / B)`` (NaN when not ok)."""
@@ -153,9 +146,8 @@ def fit_noise_scale(
     batch_sizes: Sequence[float],
     steps: Sequence[float],
     *,
-    n_boot: int = 0,
+    intervals: bool = True,
     confidence: float = CONFIDENCE,
-    seed: int | np.random.Generator | None = 0,
 ) -> NoiseScaleFit:
     """Fit ``S(B) = S_min (1 + B_noise / B)`` to one steps-to-result value per batch size.
 
@@ -164,19 +156,15 @@ def fit_noise_scale(
     not positive are left out and listed in ``excluded``.
 
     Args:
-        n_boot: 0 (the default) fits without intervals; any positive number adds the profile
-            intervals at ``confidence`` (no resampling happens: the name stays from the earlier
-            bootstrap, so a bootstrap count of 0 still means "no intervals").
-        seed: unused; kept for callers of the earlier bootstrap.
+        intervals: add the profile intervals at ``confidence`` (False: the point fit alone).
 
     Example: steps ``200 * (1 + 256 / B)`` at ``B = 8, 16, ..., 4096`` give ``s_min == 200`` and
     ``b_noise == 256``; two batch sizes give ``ok=False``, ``reason="fewer than 3 batch sizes
     reached the target (2)"``.
     """
-    del seed
     b, s, excluded = _prepare(batch_sizes, steps)
     fit = _point_fit(b, s, excluded, confidence)
-    if not fit.ok or n_boot <= 0:
+    if not fit.ok or not intervals:
         return fit
     return _with_intervals(fit)
 
@@ -187,9 +175,8 @@ def fit_noise_scale_from_trials(
     *,
     steps_column: str = "steps_to_target",
     previous_column: str = PREVIOUS_STEP,
-    n_boot: int = 1000,
+    intervals: bool = True,
     confidence: float = CONFIDENCE,
-    seed: int | np.random.Generator | None = 0,
 ) -> NoiseScaleFit:
     """Fit the noise scale to the best trial of every batch size, with profile intervals.
 
@@ -205,13 +192,10 @@ def fit_noise_scale_from_trials(
     size as long as every batch size is searched alike.
 
     Args:
-        n_boot: 0 fits without intervals; any positive number (default 1000) adds the profile
-            intervals (no resampling happens; see `fit_noise_scale`).
-        seed: unused; kept for callers of the earlier bootstrap.
+        intervals: add the profile intervals at ``confidence`` (False: the point fit alone).
 
     Example: ``fit_noise_scale_from_trials(trial_crossings(df, target))``.
     """
-    del seed
     validate_table(trials, [BATCH_SIZE, steps_column])
     previous = trials[previous_column] if previous_column in trials.columns else None
     steps = trials[steps_column].to_numpy(dtype=float)
@@ -226,7 +210,7 @@ def fit_noise_scale_from_trials(
         best = pd.Series(crossing, index=trials.index).groupby(trials[BATCH_SIZE]).min()
     b, s, excluded = _prepare(best.index.to_numpy(dtype=float), best.to_numpy(dtype=float))
     fit = _point_fit(b, s, excluded, confidence)
-    if not fit.ok or n_boot <= 0:
+    if not fit.ok or not intervals:
         return fit
     return _with_intervals(fit)
 

@@ -152,7 +152,7 @@ class Study:
                 f"stage_warmup_steps must be an integer >= 0 (got {stage_warmup_steps!r})"
             )
         try:
-            report = stored_report(self.ledger, target=_target(target), n_boot=0)
+            report = stored_report(self.ledger, target=_target(target))
             derived, _strategy = derive_from_report(
                 report,
                 rule=text("rule", rule) or "",

@@ -26,7 +26,7 @@ def main(args: argparse.Namespace) -> int:
     ledger = Ledger.open(args.storage, args.name, create=False)
     target = Target.parse(args.target, option="--target") if args.target else None
     try:
-        report = stored_report(ledger, target=target, n_boot=0)
+        report = stored_report(ledger, target=target)
     except FieldError as err:
         raise in_flags(err) from None
     derived, strategy = derive_from_report(

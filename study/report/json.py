@@ -133,7 +133,7 @@ def _cross_check(report: ScalingReport) -> dict[str, Any]:
     check = report.cross_check
     free = check.model_free
     return {
-        "noise_scale": _fields(check.noise_scale, ("boot_s_min", "boot_b_noise", "n_boot")),
+        "noise_scale": _fields(check.noise_scale),
         "regimes": {**_fields(check.regimes, ("table",)), "efficiency": check.regimes.table},
         "lr_power_law": _fields(check.lr_fit),
         "recommendation": _fields(check.recommendation),

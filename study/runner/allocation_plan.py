@@ -177,9 +177,7 @@ def tried_range(trials: Sequence[LedgerTrial]) -> tuple[float, float] | None:
 
 def fit_views(views: Sequence[StratumView]) -> NoiseScaleFit:
     """The noise-scale fit (with profile intervals) of the strata's best steps."""
-    return fit_noise_scale(
-        [v.stratum.batch_size for v in views], [v.best_steps for v in views], n_boot=1
-    )
+    return fit_noise_scale([v.stratum.batch_size for v in views], [v.best_steps for v in views])
 
 
 def interval_width(fit: NoiseScaleFit) -> float:

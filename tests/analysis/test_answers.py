@@ -12,6 +12,7 @@ from study.analysis.answers import (
     DRAWS,
     Answer,
     _continuous_quantiles,
+    overhead_batch_size,
     scaling_answers,
 )
 from study.analysis.fitting import as_number
@@ -38,7 +39,9 @@ def test_every_answer_has_an_interval_around_its_estimate(surrogate):
         assert answer.low <= answer.estimate <= answer.high, answer
     assert answers.b_noise.estimate == pytest.approx(surrogate.b_noise)
     assert answers.b_noise.covers(200.0)
-    assert answers.critical_batch.estimate == pytest.approx(0.2 * surrogate.b_noise)
+    assert answers.critical_batch.estimate == pytest.approx(
+        float(overhead_batch_size(surrogate.b_noise, surrogate.knee, 0.2))
+    )
     assert answers.e_min.estimate == pytest.approx(surrogate.s_min * surrogate.b_noise)
 
 
@@ -47,7 +50,8 @@ def test_batch_answers_follow_the_reports_rules_on_the_model_curve(surrogate):
     sizes = np.asarray(surrogate.reached_batch_sizes)
     curve = pd.DataFrame({"batch_size": sizes, "steps_to_result": surrogate.steps(sizes)})
     regimes = scaling_regimes(curve)
-    limit = max(float(regimes.perfect_end), surrogate.b_noise)
+    critical = float(overhead_batch_size(surrogate.b_noise, surrogate.knee, 0.2))
+    limit = max(float(regimes.perfect_end), critical)  # at most 20% above perfect scaling
     divisible = [b for b in sizes if b % 8 == 0]
 
     assert answers.perfect_end.estimate == regimes.perfect_end

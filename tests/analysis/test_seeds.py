@@ -95,11 +95,11 @@ def test_the_per_batch_size_table_takes_the_median_of_confirmed_points(make_tabl
 
 def test_the_noise_scale_fit_uses_the_medians(make_table):
     confirmed = trial_crossings(seeded_table(make_table, confirmed=True), ACC_60)
-    fit = fit_noise_scale_from_trials(confirmed)
+    fit = fit_noise_scale_from_trials(confirmed, intervals=False)
     assert fit.b_noise == pytest.approx(64, rel=0.05)
     assert fit.s_min == pytest.approx(100, rel=0.05)
     lucky = fit_noise_scale_from_trials(
-        trial_crossings(seeded_table(make_table, confirmed=False), ACC_60), n_boot=0
+        trial_crossings(seeded_table(make_table, confirmed=False), ACC_60), intervals=False
     )
     assert lucky.s_min == pytest.approx(70, rel=0.05)  # the unconfirmed lucky trials
 

@@ -43,7 +43,10 @@ def test_the_pilot_is_shown_next_to_the_fit_with_both_intervals(facts_report) ->
     assert noise.rows[0][:3] == ["B_simple (predicted, pilot run)", "150", "110 to 210"]
     assert "batch size 16 on default, at step 580 of 600" in noise.rows[0][3]
     fit = facts_report.noise_scale
-    assert noise.rows[-1][0] == "B_noise (model of every trial)" and noise.rows[-1][2].count(" to ") == 1
+    assert (
+        noise.rows[-1][0] == "B_noise (model of every trial)"
+        and noise.rows[-1][2].count(" to ") == 1
+    )
     assert noise.rows[-1][1] != "not fitted" and fit.b_noise_ci is not None
     agreement = facts_report.noise_agreement
     overlap = fit.b_noise_ci[0] <= 210 and fit.b_noise_ci[1] >= 110
