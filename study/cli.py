@@ -7,6 +7,7 @@ handler imports what it needs. Bad input raises `UsageError`: one line on stderr
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -403,10 +404,24 @@ _COMMANDS = (
 )
 
 
+LOG_ENV = "STUDY_LOG"
+"""The environment variable that turns on the ``study`` loggers at its level (``debug``)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if os.environ.get(LOG_ENV):  # e.g. STUDY_LOG=debug: internal measures on stderr
+        import logging
+
+        level = os.environ[LOG_ENV].upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            print(f"study: error: {LOG_ENV}={level.lower()}: use debug, info, warning or error",
+                  file=sys.stderr)  # fmt: skip
+            return EXIT_USAGE
+        logging.basicConfig(format="study: %(name)s: %(message)s")
+        logging.getLogger("study").setLevel(level)
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_USAGE

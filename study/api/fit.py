@@ -1,12 +1,14 @@
 """`Fit`: the analysis of a study for one target, as ``study report`` computes it.
 
-The headline numbers are properties (``b_noise`` is the report's best-trial fit of
-S(B) = S_min (1 + B_noise/B), the number ``study report --format json`` gives as
-``noise_scale.b_noise``); ``answers`` holds the model of every trial with its intervals; the
-whole record is ``report`` (`study.report.record.ScalingReport`)::
+Every headline attribute is the answer of the model of every trial (the number ``study
+report``, ``report.json``, ``study status`` and MLflow state), with its interval in
+``*_interval``; ``answers`` holds every answer with its interval; the best trial of each batch
+size, read alone, is the diagnostic ``cross_check``; the whole record is ``report``
+(`study.report.record.ScalingReport`)::
 
     fit = study.load("quickstart").fit()
-    fit.b_noise, fit.b_noise_interval, fit.answers.recommended_batch.estimate
+    fit.b_noise, fit.b_noise_interval, fit.critical_batch_size, fit.recommended_batch_size
+    fit.cross_check.noise_scale.b_noise   # the best trials alone: a diagnostic
     fit.steps                 # per batch size: steps to result, best learning rate, ...
     fit.plot.steps()
 """
@@ -24,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from study.analysis.answers import Answers
     from study.config.target import Target
-    from study.report.record import ScalingReport
+    from study.report.record import CrossCheck, ScalingReport
 
 
 @dataclass(frozen=True)
@@ -42,41 +44,61 @@ class Fit:
         return self.report.confidence
 
     @property
+    def answers(self) -> Answers:
+        """Every answer of the model of every trial, each with its interval."""
+        return self.report.answers
+
+    @property
+    def cross_check(self) -> CrossCheck:
+        """The best trial of each batch size read without the model: a diagnostic."""
+        return self.report.cross_check
+
+    @property
     def b_noise(self) -> float:
-        """B_noise of the S(B) fit (NaN when the fit failed: see ``notes``)."""
-        fit = self.report.noise_scale
-        return fit.b_noise if fit.ok else math.nan
+        """B_noise (NaN when the model has no answer: see ``notes``)."""
+        return self._estimate("b_noise")
 
     @property
     def b_noise_interval(self) -> tuple[float, float]:
         """B_noise's interval at ``confidence``."""
-        interval = self.report.noise_scale.b_noise_ci
-        return (
-            (math.nan, math.nan) if interval is None else (float(interval[0]), float(interval[1]))
-        )
+        return self._interval("b_noise")
 
     @property
     def s_min(self) -> float:
-        """S_min of the S(B) fit, the fewest steps any batch size can reach the target in."""
-        fit = self.report.noise_scale
-        return fit.s_min if fit.ok else math.nan
+        """S_min, the fewest steps any batch size can reach the target in."""
+        return self._estimate("s_min")
+
+    @property
+    def e_min(self) -> float:
+        """E_min, the fewest examples any batch size can reach the target with."""
+        return self._estimate("e_min")
+
+    @property
+    def critical_batch_size(self) -> float:
+        """The batch size whose steps run ``answers.overhead`` above perfect scaling."""
+        return self._estimate("critical_batch")
+
+    @property
+    def critical_batch_interval(self) -> tuple[float, float]:
+        """The critical batch size's interval at ``confidence``."""
+        return self._interval("critical_batch")
 
     @property
     def alpha(self) -> float:
-        """The exponent of the best learning rate's power law lr* = c B^alpha."""
-        return self.report.lr_fit.alpha
+        """The exponent of the best learning rate, lr* ~ B^alpha over the measured sizes."""
+        return self._estimate("alpha")
 
     @property
     def perfect_scaling_end(self) -> float | None:
-        """The largest batch size of perfect scaling (None without regimes)."""
-        regimes = self.report.regimes
-        return regimes.perfect_end if regimes.ok else None
+        """The largest batch size of perfect scaling (None without an answer)."""
+        value = self._estimate("perfect_end")
+        return None if math.isnan(value) else value
 
     @property
     def max_parallel_start(self) -> float | None:
         """The batch size from which more data parallelism buys nothing (None if not seen)."""
-        regimes = self.report.regimes
-        return regimes.max_parallel_start if regimes.ok else None
+        value = self._estimate("max_parallel_start")
+        return None if math.isnan(value) or math.isinf(value) else value
 
     @property
     def recommended_batch_size(self) -> int | None:
@@ -84,9 +106,17 @@ class Fit:
         return self.report.recommendation.batch_size
 
     @property
-    def answers(self) -> Answers | None:
-        """The model of every trial's answers, each with its interval."""
-        return self.report.answers
+    def recommended_learning_rate(self) -> float:
+        """The learning rate recommended with it."""
+        return self.report.recommendation.learning_rate
+
+    def _estimate(self, name: str) -> float:
+        answer = getattr(self.report.answers, name)
+        return math.nan if answer is None else float(answer.estimate)
+
+    def _interval(self, name: str) -> tuple[float, float]:
+        answer = getattr(self.report.answers, name)
+        return (math.nan, math.nan) if answer is None else (float(answer.low), float(answer.high))
 
     @property
     def steps(self) -> pd.DataFrame:

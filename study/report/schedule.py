@@ -188,11 +188,7 @@ def derive_from_report(
                 "(a branch: section) first, or use the rule double-at-half"
             )
         curve = report.cbs.curve
-    fitted = None
-    if report.answers is not None and report.answers.alpha is not None:
-        fitted = report.answers.alpha.estimate
-    elif report.lr_fit.ok:
-        fitted = report.lr_fit.alpha
+    fitted = report.answers.alpha.estimate if report.answers.ok else None
     table = report.steps_by_strategy
     ran = sorted(set(table["strategy"].astype(str))) if "strategy" in table.columns else []
     if strategy is not None and ran and strategy not in ran:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import sys
 import time
@@ -41,6 +42,8 @@ from study.tracking.server import browse_hint, check_answers
 from study.tracking.study_tracker import StudyTracker, study_params
 from study.tuners.registry import TUNERS, build_lineup
 from study.version import code_version, require_same_code
+
+LOG = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # pragma: no cover
     from study.analysis.answers import Answers
@@ -222,6 +225,9 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
     ledger, record = open_study(config, options)
     order = visiting_order(config)
     total = options.trials or record.trials_total or config.total_trials
+    warning = thin_budget_warning(config, total)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     plan = budgets(order, total)
     allocator = None
     if config.allocation.rounds_of:  # adaptive, or by steps
@@ -298,15 +304,39 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
     if not progress.display.live:  # the live table already shows it
         print(summarize(progress.state.strata))
     seconds = sum(engine.trial_seconds)
-    if seconds:
-        print(
-            f"MLflow logging (background thread): {tracker.busy_seconds:.2f} s wall, "
-            f"{tracker.cpu_seconds:.2f} s CPU = {100 * tracker.cpu_seconds / seconds:.1f}% of "
-            f"{seconds:.1f} s of trials"
+    if seconds:  # an internal measure: the debug log, not the terminal
+        LOG.debug(
+            "MLflow logging (background thread): %.2f s wall, %.2f s CPU = %.1f%% of %.1f s of "
+            "trials",
+            tracker.busy_seconds,
+            tracker.cpu_seconds,
+            100 * tracker.cpu_seconds / seconds,
+            seconds,
         )
     hint = browse_hint(uri, tracker.experiment_id, uri_option=options.tracking_uri)
     print(f"MLflow runs of {config.name}: {hint}")
     return status
+
+
+def thin_budget_warning(config: StudyConfig, total: int) -> str:
+    """A warning when a study of ``total`` trials cannot give the model of every trial what it
+    needs to answer ("" when it can)."""
+    from study.analysis.fitting import MIN_BATCH_SIZES
+    from study.analysis.likelihood import MIN_TRIALS
+
+    sizes = len(config.space.batch_sizes)
+    short = []
+    if total < MIN_TRIALS:
+        short.append(f"{total} trials planned, it needs at least {MIN_TRIALS}")
+    if sizes < MIN_BATCH_SIZES:
+        short.append(f"{sizes} batch size(s), it needs at least {MIN_BATCH_SIZES}")
+    if not short:
+        return ""
+    return (
+        f"study {config.name}: warning: the model of every trial will have no answer "
+        f"({'; '.join(short)}); raise trials_per_stratum or add batch sizes in "
+        f"{config.source}"
+    )
 
 
 def pilot_estimate(config: StudyConfig, ledger: Ledger, pool: WorkerPool) -> float:

@@ -50,7 +50,7 @@ def test_report_writes_every_format(journal: Path, tmp_path: Path, capsys) -> No
     assert {"report.html", "report.md", "report.json", "trials.csv", "measurements.csv"} <= names
     assert {"steps_to_result.png", "best_lr.png"} <= names
     assert f"reports/{NAME}/report.html" in out
-    assert "B_noise = " in out and f"{NAME}: target val_accuracy>=0.6" in out
+    assert "answer: B_noise " in out and f"{NAME}: target val_accuracy>=0.6" in out
     # No MLflow store here: nothing attached, and none created.
     assert "attached" not in out and not (tmp_path / "mlruns").exists()
     data = json.loads((folder / "report.json").read_text())
@@ -251,7 +251,7 @@ def test_confidence_outside_zero_one_is_bad_input(journal: Path, capsys, level: 
 def test_confidence_option_sets_every_interval(journal: Path, tmp_path: Path, capsys) -> None:
     wide = report_json(capsys, journal, tmp_path / "a")
     narrow = report_json(capsys, journal, tmp_path / "b", "--confidence", "0.8")
-    assert narrow["intervals"] == {"method": "profile likelihood", "confidence": 0.8}
+    assert narrow["intervals"] == {"method": "model of every trial", "confidence": 0.8}
     (low95, high95), (low80, high80) = (
         wide["noise_scale"]["b_noise_ci"],
         narrow["noise_scale"]["b_noise_ci"],
