@@ -225,3 +225,46 @@ def test_report_attach_logs_to_the_parent_run(tiny, tmp_path) -> None:
     assert run.data.tags["study.answer"].startswith("B_noise")
     assert "answer/b_noise" in run.data.metrics
     assert "report/report.html" in run.data.tags["mlflow.note.content"]
+
+
+def test_one_answer_in_the_report_status_mlflow_and_the_api(tiny, fitted, tmp_path, capsys) -> None:
+    """Every answer is the same number in report.json, `study status --json`, the MLflow parent
+    run and `study.load(...).fit()` (the issue's "one answer")."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'track.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment(TINY, artifact_location=(tmp_path / "a").as_uri())
+    parent = client.create_run(experiment, tags={"study.role": "parent", "study.name": TINY})
+    storage = str(tiny.storage)
+    out = tmp_path / "r"
+    report_args = ["report", TINY, "--storage", storage, "--out", str(out), "--format", "json"]
+    assert cli([*report_args, "--tracking-uri", uri]) == 0
+    capsys.readouterr()
+    assert cli(["status", TINY, "--storage", storage, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    report = json.loads((out / "report.json").read_text())
+    metrics = client.get_run(parent.info.run_id).data.metrics
+    answers = fitted.answers
+
+    assert answers.ok
+    for answer_name in ("b_noise", "s_min", "e_min", "alpha", "critical_batch", "perfect_end",
+                        "recommended_batch", "recommended_lr", "step_speedup"):  # fmt: skip
+        answer = getattr(answers, answer_name)
+        for part, value in (("estimate", answer.estimate), ("low", answer.low),
+                            ("high", answer.high)):  # fmt: skip
+            assert report["answers"][answer_name][part] == pytest.approx(value, rel=1e-12)
+            assert status["answers"][answer_name][part] == pytest.approx(value, rel=1e-12)
+        assert metrics[f"answer/{answer_name}"] == pytest.approx(answer.estimate, rel=1e-12)
+    # The top level of report.json and the API's attributes are the same answers.
+    assert report["noise_scale"]["b_noise"] == fitted.b_noise == answers.b_noise.estimate
+    assert report["noise_scale"]["critical_batch"] == fitted.critical_batch_size
+    assert report["regimes"]["perfect_end"] == fitted.perfect_scaling_end
+    assert report["lr_scaling"]["alpha"] == fitted.alpha
+    assert report["recommendation"]["batch_size"] == fitted.recommended_batch_size
+    assert report["recommendation"]["learning_rate"] == fitted.recommended_learning_rate
+    assert fitted.recommended_batch_size == answers.recommended_batch.estimate
+    # The best trials alone are the cross-check, named as such.
+    assert report["cross_check"]["noise_scale"]["b_noise"] == pytest.approx(
+        fitted.cross_check.noise_scale.b_noise
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -257,3 +258,29 @@ def test_confidence_option_sets_every_interval(journal: Path, tmp_path: Path, ca
         narrow["noise_scale"]["b_noise_ci"],
     )
     assert low95 < low80 <= narrow["noise_scale"]["b_noise"] <= high80 < high95
+
+
+def test_the_overhead_option_moves_the_critical_batch_size(
+    journal: Path, tmp_path: Path, capsys
+) -> None:
+    from study.analysis.answers import overhead_batch_size
+
+    default = report_json(capsys, journal, tmp_path / "a")
+    tighter = report_json(capsys, journal, tmp_path / "b", "--overhead", "0.1")
+
+    knee = default["answers"]["model"]["parameters"]["log_knee"]
+    b_noise = default["answers"]["b_noise"]["estimate"]
+    for data, overhead in ((default, 0.2), (tighter, 0.1)):
+        assert data["answers"]["overhead"] == overhead
+        expected = float(overhead_batch_size(b_noise, math.exp(knee), overhead))
+        assert data["answers"]["critical_batch"]["estimate"] == pytest.approx(expected)
+        assert data["noise_scale"]["critical_batch"] == pytest.approx(expected)
+    assert tighter["command"].endswith("--overhead 0.1") or "--overhead 0.1" in tighter["command"]
+    assert "10% overhead" in tighter["summary"]
+
+
+@pytest.mark.parametrize("value", ["0", "-0.2", "11"])
+def test_an_overhead_outside_its_range_is_bad_input(journal: Path, capsys, value: str) -> None:
+    status, _, err = run(capsys, "report", NAME, "--storage", journal, "--overhead", value)
+    assert status == 2 and "--overhead must be a share above perfect scaling in (0, 10]" in err
+    assert len(err.strip().splitlines()) == 1

@@ -1000,3 +1000,19 @@ def test_storage_retry_is_seconds_the_run_waits_for_its_database(tmp_path: Path)
         load_study_file(write(tmp_path, {**BASE, "storage_retry": -1}))
     with pytest.raises(UsageError, match=r"x.yaml: storage_retry must be a number"):
         load_study_file(write(tmp_path, {**BASE, "storage_retry": "soon"}))
+
+
+def test_overhead_is_the_critical_batch_sizes_share_above_perfect_scaling(
+    tmp_path: Path, schema: dict[str, Any]
+) -> None:
+    assert load_study_file(write(tmp_path, BASE)).overhead == 0.2
+    config = load_study_file(write(tmp_path, {**BASE, "overhead": 0.1}))
+    assert config.overhead == 0.1
+    jsonschema.validate({**BASE, "overhead": 0.1}, schema)
+    for bad in (0, -0.5, 11):
+        with pytest.raises(UsageError, match=r"x.yaml: overhead must be in \(0, 10\]"):
+            load_study_file(write(tmp_path, {**BASE, "overhead": bad}))
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**BASE, "overhead": bad}, schema)
+    with pytest.raises(UsageError, match=r"x\.yaml: overhead must be a number"):
+        load_study_file(write(tmp_path, {**BASE, "overhead": "lots"}))

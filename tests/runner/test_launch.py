@@ -88,3 +88,15 @@ def test_each_setting_is_part_of_the_identity() -> None:
     ]
     prints = {fingerprint_of(text) for text in changed}
     assert len(prints) == len(changed) and fingerprint_of(EVERY_SETTING) not in prints
+
+
+def test_a_budget_the_model_cannot_answer_from_is_warned_of() -> None:
+    from study.config.studyfile import load_study_file
+    from study.runner.launch import thin_budget_warning
+
+    config = load_study_file("search_spaces/quickstart.yaml")  # 4 batch sizes x 6 trials
+    assert thin_budget_warning(config, config.total_trials) == ""
+    warning = thin_budget_warning(config, 12)
+    assert warning.startswith("study quickstart: warning: the model of every trial will have")
+    assert "12 trials planned, it needs at least 13" in warning
+    assert "trials_per_stratum" in warning and "search_spaces/quickstart.yaml" in warning
