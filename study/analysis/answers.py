@@ -47,6 +47,11 @@ OVERHEAD = DEFAULT_OVERHEAD
 """The critical batch size's overhead (Zhang et al. 2024): the batch size whose steps are this
 much above perfect scaling's, ``S(B) = (1 + overhead) E_min / B`` (`overhead_batch_size`)."""
 
+ANSWER_MODEL = "3: knee q, overhead under the knee, batch up to the critical batch size"
+"""The version of the answers' model and rules, stamped in every report.json
+(``about.answer_model``): raise it whenever a change moves an answer, so that a report made by
+another version is told apart (the shipped examples are checked against it)."""
+
 DRAWS = 4000
 """Parameter draws behind every interval."""
 

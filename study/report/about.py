@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from study.analysis.answers import ANSWER_MODEL
 from study.analysis.fitting import as_number
 from study.analysis.table import BATCH_SIZE, STATE, STRATEGY, TUNER
 from study.config.space import CategoricalParam, Param
@@ -103,6 +104,7 @@ def about_dict(report: ScalingReport) -> dict[str, Any]:
         "imported_from": facts.imported_from or None,
         "trained_with": dict(facts.trained_with),
         "packages": dict(facts.packages),
+        "answer_model": ANSWER_MODEL,
         "shown": [list(row) for row in about_rows(report)],
     }
 

@@ -52,6 +52,7 @@ from study.report.notes import (
     crossing_notes,
     data_notes,
     edge_notes,
+    extrapolation_notes,
     fit_notes,
     seed_notes,
     thin_notes,
@@ -148,6 +149,7 @@ def build_report(
         *seed_notes(noise, trials),
         *thin_notes(steps, target),
         *edge_notes(steps, _lr_range(facts)),
+        *extrapolation_notes(answers, steps),
         *fit_notes(recommendation, steps, timed),
         *misfit_notes(answers),
     ]

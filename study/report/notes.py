@@ -188,6 +188,35 @@ def answer_notes(answers: Answers, *, trials_planned: int = 0) -> list[str]:
     ]
 
 
+def extrapolation_notes(answers: Answers, steps: pd.DataFrame) -> list[str]:
+    """A note naming the batch sizes where the model's best learning rate lies past the rates
+    tried there by more than `EXTRAPOLATION`: its steps there are the model's extrapolation to
+    rates no trial ran, not a measurement."""
+    if not answers.ok or steps.empty:
+        return []
+    b = steps[BATCH_SIZE].to_numpy(dtype=float)
+    best = answers.surrogate.best_lr(b)
+    low, high = steps["lr_min"].to_numpy(dtype=float), steps["lr_max"].to_numpy(dtype=float)
+    above, below = best > EXTRAPOLATION * high, best < low / EXTRAPOLATION
+    notes = []
+    for mask, side, bound in ((above, "above the highest", high), (below, "below the lowest", low)):
+        if not mask.any():
+            continue
+        parts = [f"{as_number(x)} ({fmt(r)} against {fmt(t)})"
+                 for x, r, t in zip(b[mask], best[mask], bound[mask])]  # fmt: skip
+        notes.append(
+            f"The model's best learning rate lies far {side} rate tried at batch size(s) "
+            f"{_listed(parts)}: its steps there are an extrapolation to rates no trial ran, "
+            "and the answers lean on it; run trials at those rates (a wider learning-rate "
+            "range there) to check it."
+        )
+    return notes
+
+
+EXTRAPOLATION = 3.0
+"""How far past the rates tried at a batch size the model's best rate may lie unremarked."""
+
+
 def _open_interval_notes(answers: Answers) -> list[str]:
     """Say so when the interval of B_noise runs far past the measured batch sizes."""
     sizes = answers.surrogate.batch_sizes

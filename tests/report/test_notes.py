@@ -166,3 +166,16 @@ def test_the_report_says_the_seed_noise_or_that_it_was_not_measured() -> None:
     )
     assert not plain.seed_noise.ok
     assert any(n.startswith("No point was reached under two or more") for n in plain.notes)
+
+
+def test_a_best_rate_the_model_puts_far_past_the_rates_tried_is_named(make_report, make_table):
+    from study.report.notes import extrapolation_notes
+
+    report = make_report(make_table())
+    steps = report.steps
+    assert extrapolation_notes(report.answers, steps) == []  # rates tried around the optimum
+
+    narrow = steps.assign(lr_max=steps["lr_max"] / 100.0, lr_min=steps["lr_min"] / 100.0)
+    (note,) = extrapolation_notes(report.answers, narrow)
+    assert note.startswith("The model's best learning rate lies far above the highest rate")
+    assert "batch size(s) 8 (" in note and "an extrapolation to rates no trial ran" in note
