@@ -400,10 +400,9 @@ def _answers(ledger: Ledger, config: StudyConfig) -> Answers | None:
         return None
     if answers is None:
         return None
-    if answers.ok:
-        parts = [answers.b_noise, answers.perfect_end, answers.recommended_batch]
-        text = ", ".join(f"{a.name} {a.text()}" for a in parts if a is not None)
-        print(f"answer ({answers.confidence:.0%} intervals): {text}", flush=True)
+    from study.report.answer_prose import answer_line
+
+    print(f"answer: {answer_line(answers)}", flush=True)  # as `study status` and the report
     return answers
 
 

@@ -29,6 +29,7 @@ from study.config.study import drawn_seed
 from study.config.studyfile import load_study_file, parse_study
 from study.config.target import Target
 from study.ledger import Ledger, LedgerTrial
+from study.report.formatting import fmt
 from study.results import TrialResult, TrialState
 from study.runner import WorkerPool, engine, launch
 from study.runner.engine import TRAINER_PARTS, account, timed
@@ -487,8 +488,8 @@ def test_a_study_of_four_batch_sizes_designs_trials_and_states_its_answers(
     assert designed and all(t.number in (2, 3) for t in designed)
     assert {t.tuner for t in designed} <= {"optuna", "keras-tuner"}
     assert all("design_gain" in t.extras for t in designed)
-    line = next(x for x in out.splitlines() if x.startswith("answer (95% intervals): "))
-    assert "B_noise " in line
+    line = next(x for x in out.splitlines() if x.startswith("answer: "))
+    assert line.startswith("answer: B_noise ") and "(95% intervals, " in line
     parent = next(
         r for r in run.store.runs(data["name"]) if r.data.tags.get("study.role") == "parent"
     )
@@ -496,3 +497,5 @@ def test_a_study_of_four_batch_sizes_designs_trials_and_states_its_answers(
     assert (
         metrics["answer/b_noise_low"] <= metrics["answer/b_noise"] <= metrics["answer/b_noise_high"]
     )
+    # The end of the run states the parent run's numbers.
+    assert f"B_noise {fmt(metrics['answer/b_noise'])} (" in line
