@@ -90,7 +90,7 @@ class CbsReport:
         verdict = "agrees with" if overlap else f"differs by a factor {factor:.2g} from"
         return (
             f"At the last checkpoint CBS {fmt(cbs)} ({fmt(lo)} to {fmt(hi)}) {verdict} the "
-            f"study's fitted B_noise {fmt(est)} ({fmt(low)} to {fmt(high)}); B_noise / CBS = "
+            f"study's B_noise {fmt(est)} ({fmt(low)} to {fmt(high)}); B_noise / CBS = "
             f"{factor:.2g}."
         )
 

@@ -90,7 +90,7 @@ def noise_sentences(report: ScalingReport) -> list[str]:
         f"{fmt(predicted.b_simple)}{interval}, from {predicted_source(predicted)}."
     ]
     if not agreement.ok:
-        out.append(f"There is no fitted B_noise to compare it with: {fit.reason}.")
+        out.append(f"There is no model B_noise to compare it with: {fit.reason}.")
         out.append(NOISE_CAVEAT)
         return out
     return [*out, agreement_sentence(report), NOISE_CAVEAT]
@@ -123,7 +123,7 @@ def agreement_sentence(report: ScalingReport) -> str:
     both = (
         f"The predicted B_simple = {fmt(predicted.b_simple)} (from "
         f"{'the pilot run' if predicted.source == PILOT else 'the trials'}) and the "
-        f"fitted B_noise = {fmt(fit.b_noise)}{ci_text(fit.b_noise_ci, fit.confidence)}"
+        f"the model's B_noise = {fmt(fit.b_noise)}{ci_text(fit.b_noise_ci, fit.confidence)}"
     )
     times = ratio_text(agreement.ratio)
     if agreement_word(report) == "agrees loosely":
