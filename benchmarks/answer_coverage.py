@@ -58,11 +58,12 @@ CONDITIONS: dict[str, StudyDesign] = {
     ),
     # The quickstart's real run: 11 of 24 trials reached the target, 13 were pruned, none
     # diverged (rates up to 5x the best one trained slowly), sigma 0.12-0.28 in log steps, a
-    # 2000-step budget about 1.5x the steps of batch size 8.
+    # 2000-step budget about 1.5x the steps of batch size 8, every step evaluated near the
+    # target. R: the same read only on the geometric:1.1 grid (brackets ~10% wide).
     "Q: quickstart (8-512 x 6, pruning), noise 0.15, jagged 0.15": StudyDesign(
         batch_sizes=(8, 32, 128, 512),
         trials_per_batch=6,
-        eval_ratio=1.1,
+        fine=True,
         noise=0.15,
         jagged=0.15,
         lr_window=0.75,
@@ -74,6 +75,11 @@ CONDITIONS: dict[str, StudyDesign] = {
         b_noise_range=(100.0, 1000.0),
     ),
 }
+CONDITIONS["R: as Q, read on the geometric:1.1 grid"] = dataclasses.replace(
+    CONDITIONS["Q: quickstart (8-512 x 6, pruning), noise 0.15, jagged 0.15"],
+    fine=False,
+    eval_ratio=1.1,
+)
 
 
 def run(args: tuple[str, StudyDesign, int, int]) -> pd.DataFrame:

@@ -12,7 +12,8 @@ steps (continuous), diverges when ``lr > diverge_above * lr*(B)``, and does not 
 within its budget when ``T > budget * S(B)`` (or ``budget * S(B_0)`` at every batch size, as a
 study file's ``max_steps``, with ``budget_at_smallest``). The study only sees ``T`` through its
 evaluation grid (`EvalCadence` with ``geometric:eval_ratio``): the first evaluation at or after
-``T``. With ``pruning`` a batch size's trials run one after another and each stops at the first
+``T`` (with ``fine``, every step: the study runner's fine evaluation near the target reads the
+crossing to the step). With ``pruning`` a batch size's trials run one after another and each stops at the first
 evaluation at or past the fewest steps an earlier one reached the target in (the study runner's
 rule, `study.runner.pruning`): it says "more than N steps", as a pruned trial of a real study.
 
@@ -84,13 +85,15 @@ class StudyDesign:
     ``S(B) = s_min (1 + (b_noise / B) ** q) ** (1 / q)``: 1 is McCandlish et al.'s curve, larger
     keeps perfect scaling longer and turns more abruptly); ``budget_at_smallest`` (the budget is
     ``budget * S(B_0)`` steps at every batch size, ``B_0`` the smallest: a study file's
-    ``max_steps``, tight at small batch sizes and loose at large ones); ``pruning`` (see the
+    ``max_steps``, tight at small batch sizes and loose at large ones); ``fine`` (every step is
+    evaluated, as the study runner does once a trial nears the target, so a reached trial's
+    bracket is one step wide); ``pruning`` (see the
     module); ``b_noise_range`` (the range `draw_truth` draws ``b_noise`` from; None: between
     the second smallest and the second largest batch size).
 
     Example: the quickstart's design (`search_spaces/quickstart.yaml`: 4 batch sizes x 6
     trials, a 2000-step budget, pruning) is ``StudyDesign(batch_sizes=(8, 32, 128, 512),
-    trials_per_batch=6, eval_ratio=1.1, budget=1.6, budget_at_smallest=True, pruning=True)``.
+    trials_per_batch=6, budget=1.6, budget_at_smallest=True, fine=True, pruning=True)``.
     """
 
     batch_sizes: tuple[int, ...] = tuple(2**k for k in range(3, 13))
@@ -106,6 +109,7 @@ class StudyDesign:
     bend: float = 0.0
     knee: float = 1.0
     budget_at_smallest: bool = False
+    fine: bool = False
     pruning: bool = False
     b_noise_range: tuple[float, float] | None = None
 
@@ -128,6 +132,10 @@ class StudyDesign:
         """The step budget of a trial at ``batch_size`` (see ``budget_at_smallest``)."""
         basis = min(self.batch_sizes) if self.budget_at_smallest else batch_size
         return max(1, math.ceil(self.budget * float(truth.steps(basis))))
+
+    def evaluations(self, budget: int) -> np.ndarray:
+        """The steps a trial with this ``budget`` is evaluated at (see ``fine``)."""
+        return np.arange(budget + 1.0) if self.fine else evaluation_steps(budget, self.eval_ratio)
 
 
 @dataclass(frozen=True)
@@ -210,7 +218,7 @@ def simulate_trials(
     for b in design.batch_sizes:
         s_b = float(truth.steps(b))
         budget = design.budget_steps(truth, b)
-        grid = evaluation_steps(budget, design.eval_ratio)
+        grid = design.evaluations(budget)
         log_lr, crossing, diverged = _search(truth, design, b, s_b, rng)
         index = np.searchsorted(grid, crossing, side="left")
         reached = (~diverged) & (index < grid.size)
@@ -268,7 +276,7 @@ def simulate_table(
     frames = []
     for row in trials.itertuples(index=False):
         b = int(row.batch_size)
-        steps = evaluation_steps(design.budget_steps(truth, b), design.eval_ratio)
+        steps = design.evaluations(design.budget_steps(truth, b))
         if row.state == "reached":
             steps = steps[steps <= row.steps_to_target]
         elif row.state == "pruned":

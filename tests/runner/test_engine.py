@@ -379,7 +379,11 @@ def test_status_and_ls_report_the_ledger(
         assert (row["best_trial"], row["best_tuner"]) == (best.number, best.tuner)
     # Two batch sizes are too few for the model of every trial: it says so instead of answering.
     answers = summary.pop("answers")
-    assert answers == {"ok": False, "reason": "fewer than 3 batch sizes reached the target (2)"}
+    assert answers == {
+        "ok": False,
+        "reason": "fewer than 3 batch sizes reached the target (2)",
+        "line": "no answer yet: fewer than 3 batch sizes reached the target (2)",
+    }
     assert cli_json(["ls", "--storage", journal]) == [summary]
 
     capsys.readouterr()  # what the study's run printed, when this test ran it

@@ -118,7 +118,9 @@ def test_the_run_prints_the_runs_view_link_and_no_warnings(served: Served) -> No
 
     assert served.result.stdout.splitlines()[-1] == f"MLflow runs of {served.name}: {link}"
     assert "View run" not in served.result.stdout
-    assert "warning" not in served.result.stderr.lower(), served.result.stderr
+    # The one warning is the study's own: 8 trials are too few for the model to answer.
+    (own,) = [x for x in served.result.stderr.splitlines() if "warning" in x.lower()]
+    assert "the model of every trial will have no answer (8 trials planned" in own
 
 
 def test_the_runs_view_lists_the_parent_with_its_nested_trials(served: Served) -> None:
