@@ -12,12 +12,14 @@ import math
 from typing import TYPE_CHECKING
 
 from study.analysis.answers import ANSWER_NAMES, Answer, Answers
+from study.analysis.fitting import MIN_BATCH_SIZES
+from study.analysis.likelihood import MIN_REACHED, MIN_TRIALS
 from study.analysis.model_free import ModelFree
 from study.analysis.surrogate import SMOOTH_C_LOW
 from study.report.formatting import fmt, percent
 
 if TYPE_CHECKING:  # pragma: no cover
-    from study.report.record import CrossCheck, ScalingReport
+    from study.report.record import CrossCheck
 
 MODEL = (
     "one model of every trial: log steps over (batch size, learning rate) with S(B) = "
@@ -123,9 +125,6 @@ def speedup_text(answers: Answers) -> str:
 
 def no_answer_sentence(answers: Answers) -> str:
     """Why the model has no answer, and what would let it answer."""
-    from study.analysis.fitting import MIN_BATCH_SIZES
-    from study.analysis.likelihood import MIN_REACHED, MIN_TRIALS
-
     return (
         f"No answer yet: {answers.reason}. The model of every trial needs at least "
         f"{MIN_TRIALS} trials, {MIN_REACHED} of them reaching the target, over at least "
@@ -268,8 +267,3 @@ def disagreement_notes(answers: Answers, check: CrossCheck) -> list[str]:
             f"{answers.accelerators} accelerators, outside the model's {batch_range(rec)}."
         )
     return out
-
-
-def report_answer_sentences(report: ScalingReport) -> list[str]:
-    """`answer_sentences` of the report's answers."""
-    return answer_sentences(report.answers)
