@@ -57,6 +57,7 @@ def test_every_figure_decodes(page: Page) -> None:
         "best lr",
         "feasible region",
         "time to result",
+        "cross check",  # in the cross-check's own section
     ]
     assert all(width > 100 and height > 100 for _, width, height in figures)
 
@@ -83,7 +84,7 @@ def test_no_table_is_cut_off(page: Page) -> None:
     window, tables = page.values["window"], page.values["tables"]
 
     assert page.values["page"] <= window  # the page itself never scrolls sideways
-    assert len(tables) == 8  # with the answers, time-to-result and noise-scale tables
+    assert len(tables) == 9  # with the answers, time-to-result, noise-scale, cross-check tables
     for box in tables:
         assert box["left"] >= 0 and box["right"] <= window, box["title"]
         assert box["table"] <= box["width"] or box["overflow"] == "auto", box["title"]
