@@ -3,8 +3,9 @@
 Each check fails with a `UsageError` that names the extra to install, written for how this
 copy of `study` was installed (`install_command`): ``pip install -e '.[cpu]'`` in an editable
 checkout, ``pip install '/path/to/study[cpu]'`` for a local directory installed as is,
-``pip install 'study[cpu] @ git+https://...'`` from a repository and ``pip install
-'study[cpu]'`` from a package index. So a light install (no extra) still runs every command
+``pip install 'scaling-study[cpu] @ git+https://...'`` from a repository and ``pip install
+'scaling-study[cpu]'`` from a package index (`DISTRIBUTION`: the name on the index; the import
+package and the command are ``study``). So a light install (no extra) still runs every command
 that does not train.
 """
 
@@ -25,7 +26,8 @@ from urllib.parse import unquote, urlparse
 
 from study.errors import UsageError
 
-DISTRIBUTION = "study"
+#: The distribution's name on a package index (``study`` there is another project's).
+DISTRIBUTION = "scaling-study"
 
 
 def install_command(extras: str) -> str:

@@ -17,7 +17,7 @@ def environment_info() -> dict[str, Any]:
     """Package versions and host facts, without importing TensorFlow."""
     packages = {}
     for name in (
-        "study",
+        "scaling-study",  # this package (`study.deps.DISTRIBUTION`)
         "tensorflow",
         "tensorflow-cpu",
         "keras",

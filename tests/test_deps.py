@@ -82,8 +82,8 @@ def test_a_directory_installed_as_is_is_named_by_its_path(installed, tmp_path, m
 
 def test_an_index_install_gets_the_package_name(installed) -> None:
     installed(None)
-    assert install_command("cpu") == "pip install 'study[cpu]'"
-    assert deps.tensorflow_install() == "pip install 'study[cpu]' (or '[gpu]' on a CUDA host)"
+    assert install_command("cpu") == "pip install 'scaling-study[cpu]'"
+    assert deps.tensorflow_install() == "pip install 'scaling-study[cpu]' (or '[gpu]' on a CUDA host)"
 
 
 def test_a_repository_install_gets_a_direct_reference(installed) -> None:
@@ -94,7 +94,7 @@ def test_a_repository_install_gets_a_direct_reference(installed) -> None:
         }
     )
     assert install_command("cpu") == (
-        "pip install 'study[cpu] @ git+https://example.org/team/study.git'"
+        "pip install 'scaling-study[cpu] @ git+https://example.org/team/study.git'"
     )
 
 
@@ -106,7 +106,7 @@ def test_not_installed_at_all_reads_as_an_index_install(monkeypatch) -> None:
     monkeypatch.setattr(deps, "source_tree", lambda: None)
     monkeypatch.setattr(metadata, "distribution", missing)
     try:
-        assert install_command("cpu") == "pip install 'study[cpu]'"
+        assert install_command("cpu") == "pip install 'scaling-study[cpu]'"
     finally:
         installed_from.cache_clear()
 

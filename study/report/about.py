@@ -55,7 +55,7 @@ def about_rows(report: ScalingReport) -> list[tuple[str, str]]:
     Example (the quickstart study): ``("workload", "mnist1d (samples=4000)")``, ``("model",
     "mlp")``, ``("optimizer", "nesterov")``, ``("target", "val_accuracy>=0.5")``, ``("budget per
     trial", "2000 steps")``, ..., ``("trials", "24 of 24 planned: 13 reached the target, 10
-    pruned, 1 not reached")``, ..., ``("packages", "study 0.1.0, keras 3.15.1, ...")``.
+    pruned, 1 not reached")``, ..., ``("packages", "scaling-study 0.1.0, keras 3.15.1, ...")``.
     """
     facts, config = report.facts, report.facts.config
     rows = [

@@ -46,7 +46,7 @@ class StudyFacts:
     imported study says it trained. ``imported_from``: where it came from, as shown.
     ``tuner``: the tuner(s) the study was run with, e.g. ``both``. ``trials_planned``: the
     study's trial budget (0: unknown). ``packages``: package versions where the report was made,
-    e.g. ``{"study": "0.1.0", "tensorflow-cpu": "2.21.0", "python": "3.11.2"}``;
+    e.g. ``{"scaling-study": "0.1.0", "tensorflow-cpu": "2.21.0", "python": "3.11.2"}``;
     ``trained_with``: the versions the trials recorded, e.g. ``{"tensorflow": "2.21.0"}``.
     """
 

@@ -82,7 +82,7 @@ def test_the_report_says_what_the_study_is_about(journal: Path, tmp_path: Path, 
     about = json.loads(files["report.json"])["about"]
     assert (about["workload"], about["model"], about["optimizer"]) == ("mnist1d", "mlp", "nesterov")
     assert about["study_file"] == "tiny.yaml" and about["trials_planned"] == 18
-    assert {"study", "numpy", "pandas", "optuna", "python"} <= set(about["packages"])
+    assert {"scaling-study", "numpy", "pandas", "optuna", "python"} <= set(about["packages"])
     data = json.loads(files["report.json"])
     assert data["context"] == {"storage": "j.journal"}  # --storage was absolute, inside cwd
     assert "--storage j.journal" in data["command"]
