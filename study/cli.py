@@ -133,7 +133,7 @@ def _add_storage(p: argparse.ArgumentParser, tracking: bool = False) -> None:
     p.add_argument(
         "--storage",
         metavar="URL",
-        help="Optuna storage: an RDB URL (postgresql://, mysql://, sqlite:///), grpc://HOST:PORT (a `study serve-storage` proxy) or a journal file (default: mlruns/optuna.journal)",
+        help="Optuna storage: an RDB URL (postgresql://, mysql://, sqlite:///), grpc://HOST:PORT (a `study serve-storage` proxy) or a journal file (default: optuna.journal in $STUDY_HOME, else in ./mlruns)",
     )
     p.add_argument(
         "--storage-retry",
@@ -147,7 +147,7 @@ def _add_storage(p: argparse.ArgumentParser, tracking: bool = False) -> None:
         p.add_argument(
             "--tracking-uri",
             metavar="URL",
-            help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db)",
+            help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else mlflow.db in $STUDY_HOME or ./mlruns)",
         )
 
 
@@ -183,9 +183,13 @@ def _add_run(sub: Any) -> None:
         help="run (or continue) a scaling study from a study file",
         description="Run a study file: every (batch size, strategy) stratum gets its trials; Optuna and KerasTuner search the learning rate and other metaparameters; every trial is logged to MLflow. Running it again continues where it stopped.",
     )
-    p.add_argument("file", help="a study file, e.g. search_spaces/quickstart.yaml")
+    p.add_argument("file", nargs="?", help="a study file, e.g. my_study.yaml (or --example)")
+    p.add_argument("--example", metavar="NAME", help="a shipped study file, e.g. quickstart")
     _add_run_options(p, "both")
     p.set_defaults(handler=_lazy("study.commands.run", "main", trains=True))
+    p = sub.add_parser("init", help="write a study to start from: NAME.yaml, NAME_model.py")
+    p.add_argument("name", help="the new study's name")
+    p.set_defaults(handler=_lazy("study.commands.init", "main"))
     p = sub.add_parser(
         "resume",
         help="continue an interrupted study by name",

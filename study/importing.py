@@ -10,17 +10,25 @@ Every way a spec can be wrong is a `FieldError` on the field that holds it (``wo
 
 `split_spec` and `find_module` check a spec without running the user's module (no TensorFlow
 is imported in the CLI process).
+
+The user's modules are found as ``python -m``, pytest and uvicorn find them: the working
+directory comes first on the module path (`working_directory_first`), then ``PYTHONPATH`` and
+the installed packages. So ``study check-workload my_digits:Digits`` works in the folder that
+holds ``my_digits.py``, and so does every trainer worker of a study run there (`multiprocessing`
+starts it in the caller's folder with the caller's module path).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import sys
 from typing import Any
 
 from study.errors import FieldError
 
-__all__ = ["find_module", "import_callable", "is_spec", "split_spec"]
+__all__ = ["find_module", "import_callable", "is_spec", "split_spec", "working_directory_first"]
 
 
 def is_spec(value: str) -> bool:
@@ -40,6 +48,16 @@ def split_spec(spec: str, *, field: str) -> tuple[str, str]:
     return module, attr
 
 
+def working_directory_first() -> None:
+    """Put the working directory first on ``sys.path`` unless it is on it already (``""`` or
+    its path, as ``python -m`` and ``python -c`` put it), so that a user's module beside them
+    imports; it stays there for the process (the module may import its neighbours later)."""
+    here = os.getcwd()
+    if not any(entry in ("", here) or os.path.abspath(entry) == here for entry in sys.path):
+        sys.path.insert(0, here)
+        importlib.invalidate_caches()
+
+
 def find_module(spec: str, *, field: str) -> str:
     """Check that the module of ``module:callable`` can be found, without importing it; return
     ``spec``.
@@ -48,6 +66,7 @@ def find_module(spec: str, *, field: str) -> str:
         FieldError: on ``field``: bad form, or "cannot find module 'm' of 'm:f'; ...".
     """
     module, _ = split_spec(spec, field=field)
+    working_directory_first()
     try:
         found = importlib.util.find_spec(module)
     except (ImportError, ValueError):
@@ -56,8 +75,8 @@ def find_module(spec: str, *, field: str) -> str:
         raise _error(
             field,
             spec,
-            f"cannot find module {module!r} of {spec!r}; check the name and that it is on "
-            "PYTHONPATH",
+            f"cannot find module {module!r} of {spec!r}; check the name and that it is in "
+            "this folder or on PYTHONPATH",
         )
     return spec
 
@@ -75,6 +94,7 @@ def import_callable(spec: str, *, field: str, expected: str = "a callable") -> A
             line), the attribute is missing, or it is not callable.
     """
     module_name, attr = split_spec(spec, field=field)
+    working_directory_first()
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:  # any failure while importing user code is bad input
@@ -83,7 +103,7 @@ def import_callable(spec: str, *, field: str, expected: str = "a callable") -> A
             field,
             spec,
             f"cannot import module {module_name!r} ({type(exc).__name__}: {reason}); check the "
-            "name and that it is on PYTHONPATH",
+            "name and that it is in this folder or on PYTHONPATH",
         ) from exc
     for part in attr.split("."):
         try:

@@ -1,15 +1,26 @@
 """Where a study's state lives on disk: the local store under ``mlruns/`` (or ``$STUDY_HOME``).
 
-Layout of the default store::
+Layout of the local store::
 
     mlruns/optuna.journal   the ledger (Optuna journal storage; `study.ledger`)
     mlruns/mlflow.db        MLflow's SQLite tracking store
     mlruns/artifacts/       MLflow artifacts of every experiment
 
-``--storage`` replaces the journal with any Optuna storage URL; ``--tracking-uri`` (or
-``MLFLOW_TRACKING_URI``) replaces the MLflow store. KerasTuner keeps no state of its own: its
-oracles are derived from the ledger (`study.tuners.keras_tuner_backend`), so a study on a
-database server and a tracking server needs no shared filesystem.
+Where studies are stored, said once (each command prints it: `where`); the first that is set
+wins:
+
+- the local store: ``$STUDY_HOME`` (`HOME_ENV`), else ``./mlruns`` in the working directory.
+  This is the one setting for a single host: set it once (e.g. in the shell's profile) and
+  every command, in any folder, reads and writes the same studies;
+- the ledger: ``--storage URL`` (a database, a ``study serve-storage`` proxy or a journal
+  file; the Python API's ``storage=``), else the local store's ``optuna.journal``;
+- the MLflow runs: ``--tracking-uri URL``, else ``$MLFLOW_TRACKING_URI``, else the local
+  store's ``mlflow.db``.
+
+Hosts that share a study share ``--storage`` and ``--tracking-uri`` (servers). KerasTuner
+keeps no state of its own: its oracles are derived from the ledger
+(`study.tuners.keras_tuner_backend`), so a study on a database server and a tracking server
+needs no shared filesystem.
 """
 
 from __future__ import annotations
@@ -21,6 +32,8 @@ from pathlib import Path
 from study.errors import FieldError
 
 DEFAULT_ROOT = Path("mlruns")
+#: The environment variable that moves the local store (default: ``./mlruns``).
+HOME_ENV = "STUDY_HOME"
 JOURNAL = "optuna.journal"
 MLFLOW_DB = "mlflow.db"
 ARTIFACTS = "artifacts"
@@ -54,7 +67,7 @@ def cache_dir() -> Path:
 
 def store_root(root: Path | None = None, *, create: bool = True) -> Path:
     """The local store directory (absolute): ``root``, ``$STUDY_HOME`` or ``./mlruns``."""
-    path = (root or Path(os.environ.get("STUDY_HOME", DEFAULT_ROOT))).absolute()
+    path = (root or Path(os.environ.get(HOME_ENV) or DEFAULT_ROOT)).absolute()
     if create:
         path.mkdir(parents=True, exist_ok=True)
     return path
@@ -77,6 +90,42 @@ def tracking_uri(option: str | None = None, root: Path | None = None) -> str:
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
     return local_tracking_uri(root)
+
+
+def where(storage: str | None = None, tracking: str | None = None, *, runs: bool = True) -> str:
+    """Where a command stores studies, and what chose it (the module docstring's order): the
+    local store when both the ledger (``storage``: ``--storage``) and the MLflow runs
+    (``tracking``: ``--tracking-uri``; ``runs=False``: a command that reads no runs) are in
+    it, else each of them.
+
+    Example: in ``/home/ana/proj`` with nothing set, ``mlruns/ (the default: ./mlruns; set
+    STUDY_HOME to keep studies elsewhere)``; with ``STUDY_HOME=/data/studies``,
+    ``/data/studies/ ($STUDY_HOME)``; with ``--storage postgresql://ana:pw@db/s``, ``ledger
+    postgresql://ana:***@db/s (--storage), MLflow runs mlruns/mlflow.db (the default)``.
+    """
+    root = store_root(create=False)
+    home = bool(os.environ.get(HOME_ENV))
+    chosen = f"${HOME_ENV}" if home else "the default"
+    uri = (tracking or os.environ.get("MLFLOW_TRACKING_URI")) if runs else None
+    if not storage and not uri:
+        hint = "" if home else f": ./{DEFAULT_ROOT}; set {HOME_ENV} to keep studies elsewhere"
+        return f"{_shown(root)}/ ({chosen}{hint})"
+    ledger = f"{masked(storage)} (--storage)" if storage else f"{_shown(root / JOURNAL)} ({chosen})"
+    parts = [f"ledger {ledger}"]
+    if runs:
+        source = "--tracking-uri" if tracking else "$MLFLOW_TRACKING_URI"
+        mlflow = f"{masked(uri)} ({source})" if uri else f"{_shown(root / MLFLOW_DB)} ({chosen})"
+        parts.append(f"MLflow runs {mlflow}")
+    return ", ".join(parts)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when inside it, else absolute."""
+    absolute = path.absolute()
+    try:
+        return absolute.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return absolute.as_posix()
 
 
 def sqlite_file(uri: str) -> Path | None:

@@ -20,6 +20,7 @@ COMMANDS = (
     ("export", "{name}", "--out", "x.csv"),
     ("probe", "{name}"),
     ("import-batch-science", "data", "--name", "{name}"),
+    ("init", "{name}"),
 )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from study.errors import FieldError
-from study.importing import find_module, import_callable, split_spec
+from study.importing import find_module, import_callable, split_spec, working_directory_first
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_a_dotted_callable_is_imported(module: str) -> None:
             "no_such_module_q7:f",
             "model: cannot import module 'no_such_module_q7' "
             "(ModuleNotFoundError: No module named 'no_such_module_q7'); check the name and that "
-            "it is on PYTHONPATH",
+            "it is in this folder or on PYTHONPATH",
         ),
         (
             "{m}:missing",
@@ -81,3 +81,21 @@ def test_split_spec() -> None:
     assert split_spec("a.b:c.d", field="workload") == ("a.b", "c.d")
     with pytest.raises(FieldError, match=r"^workload: expected module:callable"):
         split_spec("a.b", field="workload")
+
+
+def test_a_module_in_the_working_directory_imports_without_pythonpath(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As the `study` script runs: its own folder first on the path, not the working directory.
+    name = f"beside_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text("def build():\n    return 'built'\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(Path.cwd()))])
+    try:
+        assert find_module(f"{name}:build", field="model") == f"{name}:build"
+        assert sys.path[0] == str(tmp_path)  # first, as under `python -m`
+        assert import_callable(f"{name}:build", field="model")() == "built"
+        working_directory_first()
+        assert sys.path.count(str(tmp_path)) == 1  # once
+    finally:
+        sys.modules.pop(name, None)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from study.errors import FieldError
-from study.paths import journal_path, masked, sqlite_file, study_name, tracking_uri
+from study.paths import journal_path, masked, sqlite_file, study_name, tracking_uri, where
 
 
 @pytest.mark.parametrize(
@@ -70,3 +70,30 @@ def test_good_study_names_pass(name: str | None) -> None:
 )
 def test_sqlite_file_is_the_database_file_of_a_local_store(uri: str, file: Path | None) -> None:
     assert sqlite_file(uri) == file
+
+
+def test_where_names_the_store_and_what_chose_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("STUDY_HOME", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    default = "mlruns/ (the default: ./mlruns; set STUDY_HOME to keep studies elsewhere)"
+    assert where() == default
+    monkeypatch.setenv("STUDY_HOME", str(tmp_path / "elsewhere"))
+    assert where() == "elsewhere/ ($STUDY_HOME)"
+    monkeypatch.setenv("STUDY_HOME", "/data/studies")
+    assert where() == "/data/studies/ ($STUDY_HOME)"
+    assert where("postgresql://ana:pw@db/s", "http://mlflow:5000") == (
+        "ledger postgresql://ana:***@db/s (--storage), MLflow runs http://mlflow:5000 "
+        "(--tracking-uri)"
+    )
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")
+    assert where() == (
+        "ledger /data/studies/optuna.journal ($STUDY_HOME), MLflow runs http://mlflow:5000 "
+        "($MLFLOW_TRACKING_URI)"
+    )
+    assert where(runs=False) == "/data/studies/ ($STUDY_HOME)"  # `study ls` reads no runs
+    monkeypatch.delenv("STUDY_HOME")
+    assert where("ledger.journal", runs=False) == "ledger ledger.journal (--storage)"
+    assert not (tmp_path / "mlruns").exists()  # naming the store creates nothing

@@ -20,8 +20,31 @@ def main(args: argparse.Namespace) -> int:
     from study.config.studyfile import load_study_file
     from study.workloads.resolve import check_study
 
-    config = load_study_file(args.file, check=check_study)
+    config = load_study_file(study_file(args), check=check_study)
     return run_config(config, args, tuner=args.tuner or "both")
+
+
+def study_file(args: argparse.Namespace) -> str:
+    """The study file ``study run`` runs: FILE, or the shipped example ``--example NAME``.
+
+    Raises:
+        UsageError: both or neither given; ``--example: unknown example 'x'; choose from ...``.
+    """
+    from study import examples
+    from study.errors import FieldError, UsageError
+
+    if args.file is not None and args.example is not None:
+        raise UsageError("give a study file or --example NAME, not both")
+    if args.file is None and args.example is None:
+        raise UsageError(
+            f"give a study file, or --example NAME (e.g. --example {examples.STARTER})"
+        )
+    if args.file is not None:
+        return str(args.file)
+    try:
+        return str(examples.path(args.example))
+    except FieldError as err:
+        raise err.named("--example") from None
 
 
 def resume(args: argparse.Namespace) -> int:
@@ -54,8 +77,11 @@ def stored_study(storage: str | None, name: str) -> tuple[StudyConfig, StudyReco
 def run_config(config: StudyConfig, args: argparse.Namespace, *, tuner: str) -> int:
     """Run ``config`` with the options of ``args`` (``--trials`` where the command has it),
     SIGTERM stopping it as Ctrl-C does; return the exit status."""
+    from study.paths import where
     from study.runner.launch import RunOptions, run_study
     from study.runner.stopping import sigterm_interrupts
+
+    print(f"study {config.name}: stored in {where(args.storage, args.tracking_uri)}", flush=True)
 
     options = RunOptions(
         tuner=tuner,

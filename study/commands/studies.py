@@ -36,21 +36,25 @@ def study_summary(storage: Any, name: str) -> dict[str, Any]:
 
 
 def ls(args: argparse.Namespace) -> int:
+    """The studies of the ledger, then a line naming the store (`study.paths.where`)."""
     from study.ledger import list_studies, open_storage
+    from study.paths import where
 
     storage = open_storage(args.storage, create=False)
     rows = [study_summary(storage, name) for name in list_studies(storage)]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    store = where(args.storage, runs=False)
     if not rows:
-        print("no studies yet; start one with `study run search_spaces/quickstart.yaml`")
+        print(f"no studies yet in {store}; start one with `study run --example quickstart`")
         return 0
     print(f"{'study':<32}{'trials':>12}{'strata':>8}  state")
     for r in rows:
         print(
             f"{r['study']:<32}{r['trials_done']:>6}/{r['trials_total']:<5}{len(r['strata']):>8}  {r['state']}"
         )
+    print(f"stored in {store}")
     return 0
 
 

@@ -187,7 +187,7 @@ def load_study_file(
     if not file.is_file():
         raise UsageError(
             f"study file {source!r} not found; give the path of a YAML study file "
-            "(the shipped ones are in search_spaces/)"
+            "(`study init NAME` writes one; `study run --example quickstart` runs a shipped one)"
         )
     text = file.read_text(encoding="utf-8")
     try:

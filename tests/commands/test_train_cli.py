@@ -163,7 +163,8 @@ FLAG_MESSAGES = [
      "binary_crossentropy, mse, mae, huber or give module:callable (a per-example loss "
      "fn(y_true, y_pred))"),
     (["--model", "no_such_module_xyz:build"], "--model: cannot find module 'no_such_module_xyz' "
-     "of 'no_such_module_xyz:build'; check the name and that it is on PYTHONPATH"),
+     "of 'no_such_module_xyz:build'; check the name and that it is in this folder or on "
+     "PYTHONPATH"),
     (["--model", "resnet"], "--model: unknown model 'resnet' for workload 'tabular'; choose from "
      "mlp, or give module:callable"),
 ]  # fmt: skip

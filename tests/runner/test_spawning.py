@@ -62,6 +62,29 @@ def test_a_worker_takes_the_callers_current_environment_and_stderr(
     assert ignored == "False"  # SIGTERM's default, as in a spawned process
 
 
+def where(path: str) -> None:
+    """A worker's target: write its working directory and module path to ``path``."""
+    Path(path).write_text(json.dumps({"cwd": os.getcwd(), "path": sys.path}))
+
+
+def test_a_worker_takes_the_callers_current_folder_and_module_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `multiprocessing` hands each worker the caller's folder and module path as it starts.
+    started(tmp_path / "first")  # the server is running, its folder and module path fixed
+    folder, modules = tmp_path / "project", tmp_path / "modules"
+    folder.mkdir()
+    monkeypatch.chdir(folder)  # a user's module here imports (`study.importing`) ...
+    monkeypatch.syspath_prepend(str(modules))  # ... and so does one on a path added since
+    process = spawning.process(where, (str(tmp_path / "where.json"),), name="study-probe")
+    spawning.start(process)
+    process.join(60)
+    assert process.exitcode == 0
+    seen = json.loads((tmp_path / "where.json").read_text())
+    assert seen["cwd"] == str(folder)
+    assert seen["path"][0] == str(modules)
+
+
 def ignores_sigterm(pid: int) -> bool:
     """Whether process ``pid`` ignores SIGTERM (``SigIgn`` of /proc/PID/status)."""
     fields = dict(
