@@ -83,7 +83,9 @@ def test_a_directory_installed_as_is_is_named_by_its_path(installed, tmp_path, m
 def test_an_index_install_gets_the_package_name(installed) -> None:
     installed(None)
     assert install_command("cpu") == "pip install 'scaling-study[cpu]'"
-    assert deps.tensorflow_install() == "pip install 'scaling-study[cpu]' (or '[gpu]' on a CUDA host)"
+    assert (
+        deps.tensorflow_install() == "pip install 'scaling-study[cpu]' (or '[gpu]' on a CUDA host)"
+    )
 
 
 def test_a_repository_install_gets_a_direct_reference(installed) -> None:
