@@ -13,7 +13,8 @@ response and the bend of the design), fits `fit_surrogate` to all of its trials,
 * the end of perfect scaling, the start of maximal data parallelism and the batch size for N
   accelerators: the rules applied to the generating curve on the batch sizes that reached the
   target; the learning rate and step speed-up at the recommended batch size: the generating
-  ones there.
+  ones there (the speed-up only where that batch size is not the smallest itself: a speed-up of
+  exactly 1 over itself holds the truth whatever the draws).
 
 `answer_coverage` repeats that over many studies.
 """
@@ -67,7 +68,8 @@ def true_answers(
         out["recommended_batch"] = float(within.max() if within.size else divisible.min())
         pick, base = answers.recommended_batch.estimate, float(reached[0])
         out["recommended_lr"] = math.exp(log_best_lr(truth, design, pick))
-        out["step_speedup"] = truth.speedup(base, pick)
+        if pick != base:
+            out["step_speedup"] = truth.speedup(base, pick)
     return out
 
 

@@ -13,9 +13,10 @@ within its budget when ``T > budget * S(B)`` (or ``budget * S(B_0)`` at every ba
 study file's ``max_steps``, with ``budget_at_smallest``). The study only sees ``T`` through its
 evaluation grid (`EvalCadence` with ``geometric:eval_ratio``): the first evaluation at or after
 ``T`` (with ``fine``, every step: the study runner's fine evaluation near the target reads the
-crossing to the step). With ``pruning`` a batch size's trials run one after another and each stops at the first
-evaluation at or past the fewest steps an earlier one reached the target in (the study runner's
-rule, `study.runner.pruning`): it says "more than N steps", as a pruned trial of a real study.
+crossing to the step). With ``pruning`` a batch size's trials run one after another and each
+stops at the first evaluation at or past the fewest steps an earlier one reached the target in
+(the study runner's rule, `study.runner.pruning`): it says "more than N steps", as a pruned
+trial of a real study.
 
 The search is placed the same way relative to ``lr*(B)`` at every batch size, so the best of a
 batch size's trials is ``S(B)`` times a factor drawn from one distribution at every batch size:
@@ -89,7 +90,8 @@ class StudyDesign:
     evaluated, as the study runner does once a trial nears the target, so a reached trial's
     bracket is one step wide); ``pruning`` (see the
     module); ``b_noise_range`` (the range `draw_truth` draws ``b_noise`` from; None: between
-    the second smallest and the second largest batch size).
+    the second smallest and the second largest batch size); ``knee_range`` (the range
+    `draw_truth` draws the knee's ``q`` from, log-uniformly; None: ``knee`` in every study).
 
     Example: the quickstart's design (`search_spaces/quickstart.yaml`: 4 batch sizes x 6
     trials, a 2000-step budget, pruning) is ``StudyDesign(batch_sizes=(8, 32, 128, 512),
@@ -112,6 +114,7 @@ class StudyDesign:
     fine: bool = False
     pruning: bool = False
     b_noise_range: tuple[float, float] | None = None
+    knee_range: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if len(self.batch_sizes) < 2 or any(b < 1 for b in self.batch_sizes):
@@ -126,6 +129,10 @@ class StudyDesign:
         ):
             raise ValueError(
                 f"b_noise_range must be (low, high) with 0 < low <= high (got {self.b_noise_range})"
+            )
+        if self.knee_range is not None and not 1 <= self.knee_range[0] <= self.knee_range[1]:
+            raise ValueError(
+                f"knee_range must be (low, high) with 1 <= low <= high (got {self.knee_range})"
             )
 
     def budget_steps(self, truth: StudyTruth, batch_size: float) -> int:
@@ -172,19 +179,21 @@ def draw_truth(design: StudyDesign, rng: np.random.Generator) -> StudyTruth:
 
     ``s_min`` log-uniform on [20, 500] steps; ``b_noise`` log-uniform between the second
     smallest and the second largest batch size (or on ``design.b_noise_range``); ``alpha``
-    uniform on [0.3, 1]; ``lr_scale`` log-uniform on [0.001, 0.01].
+    uniform on [0.3, 1]; ``lr_scale`` log-uniform on [0.001, 0.01]; ``knee`` the design's, or
+    log-uniform on ``design.knee_range`` (drawn last, so a design without it draws as before).
     """
     b = np.sort(np.asarray(design.batch_sizes, dtype=float))
     low, high = (b[1], b[-2]) if b.size >= 4 else (b[0], b[-1])
     if design.b_noise_range is not None:
         low, high = design.b_noise_range
-    return StudyTruth(
-        s_min=float(np.exp(rng.uniform(math.log(20.0), math.log(500.0)))),
-        b_noise=float(np.exp(rng.uniform(math.log(low), math.log(high)))),
-        alpha=float(rng.uniform(0.3, 1.0)),
-        lr_scale=float(10.0 ** rng.uniform(-3.0, -2.0)),
-        knee=design.knee,
-    )
+    s_min = float(np.exp(rng.uniform(math.log(20.0), math.log(500.0))))
+    b_noise = float(np.exp(rng.uniform(math.log(low), math.log(high))))
+    alpha = float(rng.uniform(0.3, 1.0))
+    lr_scale = float(10.0 ** rng.uniform(-3.0, -2.0))
+    knee = design.knee
+    if design.knee_range is not None:
+        knee = float(np.exp(rng.uniform(*np.log(design.knee_range))))
+    return StudyTruth(s_min, b_noise, alpha, lr_scale, knee)
 
 
 def evaluation_steps(last: int, ratio: float) -> np.ndarray:

@@ -4,35 +4,62 @@ answer's interval is drawn (`study.analysis.answers`).
 The likelihood's curvature (model-based), widened per parameter to the misfit-robust sandwich,
 raised by what the spread of the best rate and of S(B) between batch sizes adds
 (`study.analysis.batch_effects`); parameters on a bound have no variance unless the bound is a
-cap (`CAPPED`).
+cap (`CAPPED`, `FLOORED`). `residual_dof` says how many trials are left to measure the noise
+once the curve is fitted: with few (a quickstart-size study leaves 0 to 6) the noise's estimate
+is itself uncertain, and `sample` reads the covariance as a Student-t's scale.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import stats
 
 from study.analysis.batch_effects import between_batch_covariance
 from study.analysis.fitting import hessian
 from study.analysis.likelihood import PARAMS, Trials, log_likelihoods, trial_log_likelihoods
 
-__all__ = ["BATCH_EFFECTS", "CAPPED", "at_least", "is_free", "parameter_covariance"]
+__all__ = [
+    "BATCH_EFFECTS", "CAPPED", "DOF_FLOOR", "FLOORED", "Component", "at_least", "is_free",
+    "parameter_covariance", "ratio_p_value", "residual_dof", "sample",
+]  # fmt: skip
 
 BATCH_EFFECTS = ("best_lr", "steps")
 """The curves whose spread between batch sizes widens the intervals
 (`study.analysis.batch_effects`): the best learning rate's and S(B)'s."""
 
-CAPPED = ("log_knee", "log_c_low")
+CAPPED = ("log_knee", "log_c_low", "log_k")
 """Parameters whose upper bound is a cap, not a limit of what the model means: at q = 8 the
 knee is within 9% of a corner (``S(B_noise) = 2 ** (1 / 8) S_min``), and a fit that reaches
 it says "at least this sharp", not "exactly this"; so does a curvature below the best rate
 on the smooth bottom's cap (`study.analysis.surrogate.SMOOTH_C_LOW`: the test kept it smooth,
-the data lean sharper) or on its largest value. Such a parameter keeps the
-variance the likelihood's curvature gives it there (a bound of the model, such as
-McCandlish's q >= 1, holds it: no variance). Without it, a corner pinned S(B)'s speed-ups
-(91.9% simulated coverage of the step speed-up with a knee of q = 3), and a bottom on its cap
-the best rate (85-88% in every condition of `benchmarks/answer_coverage.py`)."""
+the data lean sharper) or on its largest value, and a curvature above the best rate on its cap
+(a cliff: trials pruned or diverged above the best rate say "slower than this", never how much,
+so a fit to them puts the best rate just below the first of them). Such a parameter keeps the
+variance the likelihood's curvature gives it there (a bound of the model, such as a slope on
+its limit, holds it: no variance). Without it, a corner pinned S(B)'s speed-ups (91.9%
+simulated coverage of the step speed-up with a knee of q = 3), a bottom on its cap the best
+rate (85-88% in every condition of `benchmarks/answer_coverage.py`), and a cliff the best rate
+at the quickstart's size (its interval held the truth in 28% of the 9% of fits on the cap)."""
+
+FLOORED = ("log_knee",)
+"""Parameters whose lower bound is the softest reading the model allows, not a value the data
+pin: a fit with McCandlish's q = 1 says "no softer than that", and the curvature there says how
+much sharper the data allow. Such a parameter keeps that variance (its draws stay on the bound's
+side, `Surrogate.draws`). Held at q = 1 with no variance, a fit at the quickstart's size to a
+truth of q = 3 gave step speed-ups whose interval held the truth in 57% of the 18% of fits that
+read q = 1."""
+
+DOF_FLOOR = 3.0
+"""The fewest degrees of freedom `sample` gives its Student-t (the fit's residual degrees of
+freedom, `residual_dof`, are often 0 to 2 at the quickstart's size, 4 batch sizes x 6 trials
+with half of them pruned): a t of 3 degrees of freedom has a variance, and its 95% interval is
+1.6 times a normal's. In simulation at that size (`benchmarks/answer_coverage.py`, conditions
+Q, Q1 and R) a floor of 2 widened the intervals of B_noise, E_min and the best rate to up to
+98.6% coverage, a floor of 4 narrowed alpha's and the best rate's to 92-94%."""
 
 _SIGMA = PARAMS.index("log_sigma")
 """The variance of ``log sigma`` is ``(kurtosis - 1) / (4 n)`` for the trials' scatter: the
@@ -91,11 +118,94 @@ def parameter_covariance(
 def is_free(i: int, value: float, low: float, high: float) -> bool:
     """Whether parameter ``i`` has a variance: fitted (``high > low``) and inside its bounds, or
     on a cap of `CAPPED` (the data allow it lower, and say how much lower through the
-    likelihood's curvature there)."""
+    likelihood's curvature there) or a floor of `FLOORED` (likewise, higher)."""
     if high <= low:
         return False
     inside = low + 1e-6 < value < high - 1e-6
-    return inside or (PARAMS[i] in CAPPED and value >= high - 1e-6)
+    capped = PARAMS[i] in CAPPED and value >= high - 1e-6
+    floored = PARAMS[i] in FLOORED and value <= low + 1e-6
+    return inside or capped or floored
+
+
+def residual_dof(data: Trials, theta: np.ndarray, free: list[int]) -> tuple[float, float]:
+    """``(n_eff, dof)``: the trials' information on their own mean log steps, counted in exact
+    observations (`_information_weights`: 1 for a trial whose crossing is known to the step,
+    less for a wide evaluation bracket, less still for one censored near the model's mean, about
+    0 for one censored far below it), and what is left of it once the free parameters of the
+    mean (every free one but the noise's ``log_sigma`` and ``tail``) are fitted:
+    ``dof = n_eff - p``, the ``n - p`` of a linear model's residual degrees of freedom.
+
+    Example: 12 exact trials and 8 free parameters (``log_sigma`` one of them) leave
+    ``dof = 12 - 7 = 5``; 20 trials of which 8 were pruned far short of the model's mean leave
+    about the same.
+    """
+    weights = _information_weights(data, theta)
+    mean = [i for i in free if PARAMS[i] not in _NOISE]
+    n_eff = float(np.sum(weights))
+    return n_eff, n_eff - len(mean)
+
+
+def ratio_p_value(ratio: float, n_eff: float, dof: float) -> float:
+    """The p-value of a likelihood ratio ``ratio`` (twice the log-likelihood gained by one more
+    parameter) when ``n_eff`` trials' worth of information leave ``dof`` degrees of freedom
+    (`residual_dof`, of the larger model): the F test the ratio is in a normal linear model,
+    ``F = dof (exp(ratio / n_eff) - 1)`` on (1, dof) degrees of freedom; 1 when none are left.
+
+    The chi-square reading is its limit with many trials; with few it rejects far too often (the
+    noise, measured on 2 degrees of freedom, reads too small by a factor the ratio grows with):
+    in simulation at the quickstart's size it kept a bend of the best rate in 27% of the fits to
+    a power law and a sharp bottom in 20% of the fits to a smooth one; read as an F, in 1% and
+    none.
+
+    Example: a ratio of 3.84 (chi-square's 5%) from 60 exact trials with 50 left gives 0.075;
+    from 10 with 3 left, 0.32.
+    """
+    if dof <= 0.0 or n_eff <= 0.0:
+        return 1.0
+    f = dof * math.expm1(max(ratio, 0.0) / n_eff)
+    return float(stats.f.sf(f, 1.0, dof))
+
+
+@dataclass(frozen=True)
+class Component:
+    """One fit the parameter draws are taken around: its estimate ``theta``, ``covariance``
+    and residual degrees of freedom ``dof``, and the share ``weight`` of the draws it gets."""
+
+    weight: float
+    theta: np.ndarray = field(repr=False)
+    covariance: np.ndarray = field(repr=False)
+    dof: float = math.inf
+
+
+def sample(
+    part: Component,
+    n: int,
+    rng: np.random.Generator,
+    bounds: np.ndarray,
+    *,
+    project: Sequence[int] = (),
+) -> np.ndarray:
+    """``n`` draws (rows) of a multivariate Student-t of ``max(part.dof, DOF_FLOOR)`` degrees of
+    freedom around ``part.theta`` whose scale is ``part.covariance`` (a normal whose covariance
+    is scaled by ``dof / chi2(dof)`` per draw: with few trials left to measure the noise its
+    estimate is uncertain, and every parameter's spread grows with the noise), within
+    ``bounds`` (rows ``(low, high)``).
+
+    A draw beyond the bounds of a parameter of ``project`` is moved onto that bound with the
+    other parameters moved as the covariance pairs them with it (the approximation's reading at
+    the bound, not the tail's); every parameter is then clipped to its bounds.
+    """
+    cov = part.covariance
+    deviation = rng.multivariate_normal(np.zeros(part.theta.size), cov, size=n, method="eigh")
+    dof = max(part.dof, DOF_FLOOR)
+    if math.isfinite(dof):  # else a normal
+        deviation /= np.sqrt(rng.chisquare(dof, size=n) / dof)[:, None]
+    draws = part.theta + deviation
+    for i in project:
+        if cov[i, i] > 0:
+            beyond = np.clip(draws[:, i], *bounds[i]) - draws[:, i]
+            draws += np.outer(beyond, cov[:, i] / cov[i, i])
+    return np.clip(draws, bounds[:, 0], bounds[:, 1])
 
 
 def at_least(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -103,6 +213,19 @@ def at_least(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     ``b`` for every linear combination of the parameters (the positive part of ``b - a``)."""
     values, vectors = np.linalg.eigh(0.5 * ((b - a) + (b - a).T))
     return a + (vectors * np.maximum(values, 0.0)) @ vectors.T
+
+
+_NOISE = ("log_sigma", "tail")
+"""The parameters of the trials' scatter about the mean (not counted against `residual_dof`)."""
+
+
+def _information_weights(data: Trials, theta: np.ndarray, h: float = 1e-3) -> np.ndarray:
+    """Per trial: the curvature of its log-likelihood in its own mean log steps, times
+    ``sigma**2`` (1 for an exact observation under normal noise), within [0, 1]."""
+    offsets = np.array([[h], [0.0], [-h]]) * np.ones((1, data.n))
+    values = trial_log_likelihoods(np.repeat(theta[None, :], 3, axis=0), data, offsets)
+    curvature = -(values[0] - 2.0 * values[1] + values[2]) / h**2
+    return np.clip(curvature * math.exp(2.0 * theta[_SIGMA]), 0.0, 1.0)
 
 
 def _scores(data: Trials, theta: np.ndarray, free: list[int]) -> np.ndarray:

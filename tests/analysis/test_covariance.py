@@ -1,14 +1,29 @@
 """The parameters' covariance: never narrower than the likelihood's curvature says, wider where
-the model misfits, raised for every combination, and a variance for a parameter on a cap only."""
+the model misfits, raised for every combination, a variance for a parameter on a cap or floor
+only; the residual degrees of freedom, the small-sample test and the Student-t draws."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
 
 from study.analysis import surrogate
-from study.analysis.covariance import CAPPED, at_least, is_free, parameter_covariance
+from study.analysis.covariance import (
+    CAPPED,
+    DOF_FLOOR,
+    FLOORED,
+    Component,
+    at_least,
+    is_free,
+    parameter_covariance,
+    ratio_p_value,
+    residual_dof,
+    sample,
+)
 from study.analysis.fitting import hessian
 from study.analysis.likelihood import PARAMS, Trials, log_likelihoods
 from study.analysis.surrogate import fit_surrogate
@@ -56,11 +71,68 @@ def test_the_raised_covariance_is_at_least_both_for_every_combination():
     assert np.allclose(at_least(a, a), a)
 
 
-def test_a_parameter_on_a_bound_has_a_variance_only_on_a_cap():
-    knee, alpha = PARAMS.index("log_knee"), PARAMS.index("alpha")
-    assert "log_knee" in CAPPED and "alpha" not in CAPPED
+def test_a_parameter_on_a_bound_has_a_variance_only_on_a_cap_or_a_floor():
+    knee, alpha, k = (PARAMS.index(n) for n in ("log_knee", "alpha", "log_k"))
+    slope = PARAMS.index("log_slope_low")
+    assert "log_knee" in CAPPED and "log_knee" in FLOORED and "alpha" not in CAPPED
     assert is_free(alpha, 0.5, -3.0, 3.0)  # inside
     assert not is_free(alpha, 3.0, -3.0, 3.0)  # on a bound of the model
+    assert not is_free(alpha, -3.0, -3.0, 3.0)
     assert is_free(knee, math.log(8.0), 0.0, math.log(8.0))  # on its cap: "at least this sharp"
-    assert not is_free(knee, 0.0, 0.0, math.log(8.0))  # on McCandlish's q = 1, a bound
+    assert is_free(knee, 0.0, 0.0, math.log(8.0))  # on McCandlish's q = 1: "no softer"
     assert not is_free(knee, 0.0, 0.0, 0.0)  # held
+    assert is_free(k, math.log(30.0), -6.9, math.log(30.0))  # a cliff above the best rate
+    assert not is_free(k, -6.9, -6.9, math.log(30.0))  # its floor is not one
+    assert not is_free(slope, math.log(20.0), math.log(0.05), math.log(20.0))
+
+
+def test_residual_dof_counts_exact_trials_fully_and_censored_ones_by_what_they_say():
+    trials = trials_of(np.random.default_rng(1), budget=1e9)  # every trial exact
+    fit = fit_surrogate(trials)
+    data = Trials.of(trials)
+    free = [i for i in range(len(PARAMS)) if fit.covariance[i, i] > 0]
+    n_eff, dof = residual_dof(data, fit.theta, free)
+    assert n_eff == pytest.approx(data.n, rel=1e-3)
+    assert dof == pytest.approx(n_eff - (len(free) - 1))  # log_sigma is not a mean parameter
+    assert (fit.effective_trials, fit.dof) == pytest.approx((n_eff, dof))
+
+    # A trial stopped far short of the model's mean says nothing; one stopped at it, about
+    # 2 / pi of an exact one (the censored normal's information at its mean).
+    mean = fit.predict(trials["batch_size"].to_numpy(), trials["learning_rate"].to_numpy())
+    for factor, share in ((0.1, 0.0), (1.0, 2.0 / math.pi)):
+        cut = trials.assign(steps_to_target=math.inf, last_step=np.ceil(mean * factor))
+        n_both, _ = residual_dof(Trials.of(pd.concat([trials, cut])), fit.theta, free)
+        assert (n_both - n_eff) / len(cut) == pytest.approx(share, abs=0.02)
+
+
+def test_a_likelihood_ratio_with_few_degrees_of_freedom_left_says_less():
+    chi2_5 = 3.841
+    assert ratio_p_value(chi2_5, 1e5, 1e5 - 8) == pytest.approx(0.05, abs=1e-3)
+    assert ratio_p_value(chi2_5, 60, 50) == pytest.approx(0.075, abs=0.005)
+    assert ratio_p_value(chi2_5, 10, 3) > 0.3
+    assert ratio_p_value(chi2_5, 10, 0.0) == 1.0  # nothing left to measure the noise with
+    assert ratio_p_value(20.0, 10, 3) < ratio_p_value(10.0, 10, 3) < ratio_p_value(chi2_5, 10, 3)
+
+
+def test_draws_are_student_t_with_the_fits_degrees_of_freedom_within_bounds():
+    cov = np.diag([1.0, 4.0])
+    cov[0, 1] = cov[1, 0] = 1.0
+    bounds = np.array([(-np.inf, np.inf), (-np.inf, np.inf)])
+    rng = np.random.default_rng(0)
+    for dof, q in ((50.0, stats.t.ppf(0.975, 50)), (1.0, stats.t.ppf(0.975, DOF_FLOOR))):
+        draws = sample(Component(1.0, np.zeros(2), cov, dof), 200_000, rng, bounds)
+        assert np.quantile(draws[:, 0], 0.975) == pytest.approx(q, rel=0.03)
+        assert np.quantile(draws[:, 1], 0.975) == pytest.approx(2.0 * q, rel=0.03)
+
+    # Beyond a projected bound: onto it, the other parameter moved as the covariance pairs it.
+    bounds = np.array([(0.0, np.inf), (-1.0, 1.0)])
+    draws = sample(Component(1.0, np.zeros(2), cov, 1e6), 20_000, rng, bounds, project=(0,))
+    assert draws[:, 0].min() == 0.0 and np.all(np.abs(draws[:, 1]) <= 1.0)
+    held = draws[:, 0] == 0.0
+    assert 0.45 < held.mean() < 0.55
+    # At the bound the second parameter is its conditional mean (0) plus its conditional
+    # spread (var 4 - 1 = 3): clipped to [-1, 1], half of it below 0.
+    assert abs(np.median(draws[held, 1])) < 0.05
+    assert np.mean(np.abs(draws[held, 1]) == 1.0) == pytest.approx(
+        2 * stats.norm.sf(1 / 3**0.5), abs=0.03
+    )

@@ -3,6 +3,7 @@ choose the learning-rate shape and says when S(B) misfits."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -229,3 +230,85 @@ def test_a_best_rate_is_not_pinned_by_a_v_the_scatter_draws(seed):
     assert math.exp(surrogate.value("log_c_low")) <= SMOOTH_C_LOW + 1e-9
     pick = answers.recommended_batch.estimate
     assert answers.recommended_lr.covers(math.exp(log_best_lr(truth, design, pick)))
+
+
+#: The quickstart's size (search_spaces/quickstart.yaml): 4 batch sizes x 6 trials, a budget
+#: tight at batch size 8, pruning; condition Q of benchmarks/answer_coverage.py.
+QUICKSTART = StudyDesign(
+    batch_sizes=(8, 32, 128, 512),
+    trials_per_batch=6,
+    fine=True,
+    noise=0.15,
+    jagged=0.15,
+    lr_window=0.75,
+    lr_centre_error=0.25,
+    diverge_above=10.0,
+    budget=1.6,
+    budget_at_smallest=True,
+    pruning=True,
+    b_noise_range=(100.0, 1000.0),
+)
+
+
+def quickstart_trials(seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return simulate_trials(draw_truth(QUICKSTART, rng), QUICKSTART, rng)
+
+
+@pytest.mark.parametrize("seed", [9, 14, 19, 22])
+def test_a_small_study_reads_its_likelihood_ratios_on_the_degrees_of_freedom_left(seed):
+    # 24 trials, about half pruned, 8-9 free parameters: 1 to 4 degrees of freedom are left to
+    # measure the noise, too few for a chi-square reading of the bend's likelihood ratio (it kept
+    # a bend in 27% of such fits to a power law; these among them).
+    trials = quickstart_trials(seed)
+    fit = fit_surrogate(trials, misfit_test=False)
+    power = fit_surrogate(trials, shape="power law", misfit_test=False)
+    bend = fit_surrogate(trials, shape="bends", misfit_test=False)
+    ratio = 2.0 * (bend.log_likelihood - power.log_likelihood)
+
+    assert fit.dof < 5.0 and fit.effective_trials < 12.0
+    assert ratio > 3.84  # chi-square's 5%
+    assert fit.shape == "power law" and fit.bend_p_value > 0.3
+
+
+def test_the_draws_mix_mccandlishs_curve_by_its_akaike_weight():
+    trials = quickstart_trials(9)
+    fit = fit_surrogate(trials, misfit_test=False)
+    held = fit_surrogate(trials, knee=False, misfit_test=False)
+    knee = PARAMS.index("log_knee")
+
+    assert fit.knee > 1.2 and fit.knee_held is not None
+    ratio = 2.0 * (fit.log_likelihood - held.log_likelihood)
+    assert fit.knee_held.weight == pytest.approx(1.0 / (1.0 + math.exp(ratio / 2.0 - 1.0)))
+    assert 0.2 < fit.knee_held.weight < 0.8
+    assert fit.knee_held.theta[knee] == 0.0
+    assert fit.knee_held.theta == pytest.approx(held.theta, abs=0.05)
+    draws = fit.draws(20_000, 1)
+    # The held curve's share of draws sits on q = 1, and so do the fit's draws below it.
+    on_mccandlish = np.mean(draws[:, knee] == 0.0)
+    assert on_mccandlish > fit.knee_held.weight
+    low, high = np.array(fit.bounds).T
+    assert np.all((draws >= low) & (draws <= high))
+    assert not fit_surrogate(trials, knee=False).knee_held  # nothing to mix with
+
+
+def test_a_knee_on_mccandlishs_bound_keeps_a_variance_and_its_draws_stay_above_it():
+    fit = fit_surrogate(quickstart_trials(0), misfit_test=False)
+    knee = PARAMS.index("log_knee")
+
+    assert fit.knee == 1.0 and fit.knee_held is None
+    # "No softer than McCandlish's curve": how much sharper the data allow stays in the draws.
+    assert fit.covariance[knee, knee] > 0.01
+    draws = fit.draws(4000, 2)[:, knee]
+    assert draws.min() == 0.0 and np.mean(draws > 0.1) > 0.2
+
+
+def test_few_degrees_of_freedom_widen_the_draws_tails():
+    fit = fit_surrogate(quickstart_trials(3), misfit_test=False)
+    b_noise = PARAMS.index("log_b_noise")
+    many = dataclasses.replace(fit, dof=math.inf, knee_held=None, bounds=())
+    few = dataclasses.replace(many, dof=1.0)  # read as DOF_FLOOR
+
+    spread = [np.subtract(*np.quantile(s.draws(40_000, 4)[:, b_noise], [0.975, 0.025]))
+              for s in (many, few)]  # fmt: skip
+    assert spread[1] / spread[0] == pytest.approx(3.182 / 1.960, rel=0.08)  # t(3) over normal

@@ -1,0 +1,93 @@
+"""The simulator's quickstart-size design: a step budget fixed by the smallest batch size, the
+runner's fine evaluation, pruning against each batch size's best so far, a drawn knee."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from sim.simulate import (
+    TARGET,
+    StudyDesign,
+    StudyTruth,
+    draw_truth,
+    simulate_table,
+    simulate_trials,
+)
+
+from study.analysis import trial_crossings
+from study.config.target import Target
+
+DESIGN = StudyDesign(
+    batch_sizes=(8, 32, 128, 512),
+    trials_per_batch=6,
+    noise=0.15,
+    jagged=0.15,
+    lr_window=0.75,
+    diverge_above=10.0,
+    budget=1.6,
+    budget_at_smallest=True,
+    fine=True,
+    pruning=True,
+)
+TRUTH = StudyTruth(s_min=30.0, b_noise=300.0, alpha=0.9, lr_scale=0.02)
+
+
+def test_a_pruned_trial_stops_where_an_earlier_one_of_its_batch_size_reached_the_target():
+    trials = pd.concat(
+        [simulate_trials(TRUTH, DESIGN, np.random.default_rng(seed)) for seed in range(20)]
+    )
+    assert {"reached", "pruned"} <= set(trials["state"])
+    assert 0.3 < np.mean(trials["state"] == "pruned") < 0.7  # as the quickstart's 13 of 24
+
+    for seed in range(20):
+        study = simulate_trials(TRUTH, DESIGN, np.random.default_rng(seed))
+        for _, batch in study.groupby("batch_size", sort=False):
+            best = math.inf
+            for row in batch.itertuples():
+                if row.state == "pruned":
+                    assert row.last_step == math.ceil(best)  # every step is evaluated
+                    assert row.crossing > row.last_step
+                elif row.state == "reached":
+                    assert row.steps_to_target <= best  # a new best (or a tie)
+                    best = row.steps_to_target
+                elif row.state == "not_reached":
+                    assert math.isinf(best)  # nothing to prune against yet
+
+
+def test_fine_evaluation_reads_the_crossing_to_the_step_within_one_budget():
+    study = simulate_trials(TRUTH, DESIGN, np.random.default_rng(1))
+    reached = study[study["reached"]]
+    assert np.all(reached["steps_to_target"] == np.ceil(reached["crossing"]))
+    assert np.all(reached["previous_step"] == reached["steps_to_target"] - 1)
+    budget = math.ceil(1.6 * float(TRUTH.steps(8)))
+    assert DESIGN.budget_steps(TRUTH, 512) == DESIGN.budget_steps(TRUTH, 8) == budget
+    assert study["last_step"].max() <= budget
+
+
+def test_the_measurement_table_gives_back_pruned_trials():
+    design = StudyDesign(batch_sizes=(8, 32, 128), trials_per_batch=5, eval_ratio=1.1, pruning=True)
+    trials = simulate_trials(TRUTH, design, np.random.default_rng(3))
+    table = simulate_table(TRUTH, design, np.random.default_rng(3))
+
+    measured = trial_crossings(table, Target.parse(TARGET))
+    columns = ["batch_size", "trial", "state", "steps_to_target"]
+    pd.testing.assert_frame_equal(
+        measured[columns].reset_index(drop=True), trials[columns], check_dtype=False
+    )
+    pruned = trials[trials["state"] == "pruned"]
+    assert len(pruned) and np.all(
+        table.groupby("trial")["step"].max()[pruned["trial"]].to_numpy() == pruned["last_step"]
+    )
+
+
+def test_the_knee_is_drawn_from_its_range():
+    design = StudyDesign(batch_sizes=(8, 32, 128, 512), knee_range=(1.0, 4.0))
+    rng = np.random.default_rng(0)
+    knees = np.array([draw_truth(design, rng).knee for _ in range(400)])
+    assert knees.min() >= 1.0 and knees.max() <= 4.0
+    assert np.median(knees) == pytest.approx(2.0, rel=0.1)  # log-uniform
+    with pytest.raises(ValueError, match="knee_range must be"):
+        StudyDesign(knee_range=(0.5, 2.0))
