@@ -47,7 +47,10 @@ OVERHEAD = DEFAULT_OVERHEAD
 """The critical batch size's overhead (Zhang et al. 2024): the batch size whose steps are this
 much above perfect scaling's, ``S(B) = (1 + overhead) E_min / B`` (`overhead_batch_size`)."""
 
-ANSWER_MODEL = "3: knee q, overhead under the knee, batch up to the critical batch size"
+ANSWER_MODEL = (
+    "4: knee q, overhead under the knee, batch up to the critical batch size, Student-t draws "
+    "mixed with q = 1"
+)
 """The version of the answers' model and rules, stamped in every report.json
 (``about.answer_model``): raise it whenever a change moves an answer, so that a report made by
 another version is told apart (the shipped examples are checked against it)."""
@@ -317,10 +320,10 @@ def _choose(batches: np.ndarray, accelerators: int, limits: np.ndarray) -> np.nd
 
 
 def _unbiased(surrogate: Surrogate) -> float:
-    """The small-sample correction of a maximum-likelihood spread: ``sqrt(n / (n - p))`` over
-    the ``n`` trials that reached the target and the ``p`` free parameters."""
-    n = surrogate.trials - surrogate.censored
-    return math.sqrt(n / max(n - surrogate.free, 1))
+    """The small-sample correction of a maximum-likelihood spread: ``sqrt(n / dof)`` over the
+    trials' information ``n`` in exact observations and the degrees of freedom left of it
+    (`study.analysis.covariance.residual_dof`)."""
+    return math.sqrt(surrogate.effective_trials / max(surrogate.dof, 1.0))
 
 
 def _slope(y: np.ndarray, x: np.ndarray) -> np.ndarray:
