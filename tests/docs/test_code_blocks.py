@@ -166,9 +166,10 @@ def scratch(folder: Path) -> tuple[Path, dict[str, str]]:
         (folder / linked).symlink_to(ROOT / linked)
     bin_dir = folder / ".bin"
     bin_dir.mkdir()
-    shim = bin_dir / "study"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m study "$@"\n')
-    shim.chmod(0o755)
+    for name, run in (("study", "-m study "), ("python", "")):  # this test's interpreter
+        shim = bin_dir / name
+        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" {run}"$@"\n')
+        shim.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "STUDY_HOME")}
     env.update(
         PATH=os.pathsep.join([str(bin_dir), env.get("PATH", "")]),
