@@ -40,28 +40,12 @@ from pathlib import Path  # noqa: E402
 
 import pandas as pd  # noqa: E402
 from sim.answer_coverage import ANSWERS, answer_coverage  # noqa: E402
-from sim.simulate import StudyDesign  # noqa: E402
+from sim.simulate import QUICKSTART, StudyDesign  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SIZES = (16, 32, 64, 128, 256, 512, 1024)
 BATCH_ANSWERS = ("perfect_end", "max_parallel_start", "recommended_batch")
 """The answers read on the measured batch sizes (discrete: their share exact is shown too)."""
-QUICKSTART = StudyDesign(
-    batch_sizes=(8, 32, 128, 512),
-    trials_per_batch=6,
-    fine=True,
-    noise=0.15,
-    jagged=0.15,
-    lr_window=0.75,
-    lr_centre_error=0.25,
-    diverge_above=10.0,
-    budget=1.6,
-    budget_at_smallest=True,
-    pruning=True,
-    b_noise_range=(100.0, 1000.0),
-    knee_range=(1.0, 4.0),
-)
-"""The quickstart's design (`search_spaces/quickstart.yaml`; see condition Q)."""
 CONDITIONS: dict[str, StudyDesign] = {
     "A: noise 0.10, jagged 0.15": StudyDesign(
         batch_sizes=SIZES, trials_per_batch=8, noise=0.10, jagged=0.15

@@ -394,3 +394,23 @@ def log_best_lr(truth: StudyTruth, design: StudyDesign, batch: float) -> float:
 
 def _seconds_per_step(batch: int) -> float:
     return _SECONDS_PER_STEP * (1.0 + batch / 256.0) / 2.0
+
+
+QUICKSTART = StudyDesign(
+    batch_sizes=(8, 32, 128, 512),
+    trials_per_batch=6,
+    fine=True,
+    noise=0.15,
+    jagged=0.15,
+    lr_window=0.75,
+    lr_centre_error=0.25,
+    diverge_above=10.0,
+    budget=1.6,
+    budget_at_smallest=True,
+    pruning=True,
+    b_noise_range=(100.0, 1000.0),
+    knee_range=(1.0, 4.0),
+)
+"""The quickstart's design (`search_spaces/quickstart.yaml`: 4 batch sizes x 6 trials, a budget
+tight at batch size 8, pruning, B_noise and the knee drawn per study); condition Q of
+`benchmarks/answer_coverage.py`."""

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import sim.simulate as sim_simulate
 from sim.simulate import StudyDesign, draw_truth, log_best_lr, simulate_trials
 
 from study.analysis.answers import scaling_answers
@@ -232,22 +233,8 @@ def test_a_best_rate_is_not_pinned_by_a_v_the_scatter_draws(seed):
     assert answers.recommended_lr.covers(math.exp(log_best_lr(truth, design, pick)))
 
 
-#: The quickstart's size (search_spaces/quickstart.yaml): 4 batch sizes x 6 trials, a budget
-#: tight at batch size 8, pruning; condition Q of benchmarks/answer_coverage.py.
-QUICKSTART = StudyDesign(
-    batch_sizes=(8, 32, 128, 512),
-    trials_per_batch=6,
-    fine=True,
-    noise=0.15,
-    jagged=0.15,
-    lr_window=0.75,
-    lr_centre_error=0.25,
-    diverge_above=10.0,
-    budget=1.6,
-    budget_at_smallest=True,
-    pruning=True,
-    b_noise_range=(100.0, 1000.0),
-)
+#: The quickstart's size (search_spaces/quickstart.yaml), the knee held at McCandlish's q = 1.
+QUICKSTART = dataclasses.replace(sim_simulate.QUICKSTART, knee_range=None)
 
 
 def quickstart_trials(seed: int) -> pd.DataFrame:

@@ -3,12 +3,14 @@ runner's fine evaluation, pruning against each batch size's best so far, a drawn
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 from sim.simulate import (
+    QUICKSTART,
     TARGET,
     StudyDesign,
     StudyTruth,
@@ -20,17 +22,12 @@ from sim.simulate import (
 from study.analysis import trial_crossings
 from study.config.target import Target
 
-DESIGN = StudyDesign(
-    batch_sizes=(8, 32, 128, 512),
-    trials_per_batch=6,
-    noise=0.15,
-    jagged=0.15,
-    lr_window=0.75,
-    diverge_above=10.0,
-    budget=1.6,
-    budget_at_smallest=True,
-    fine=True,
-    pruning=True,
+#: The quickstart's design at one truth (no drawn B_noise or knee, the default rate guess).
+DESIGN = dataclasses.replace(
+    QUICKSTART,
+    lr_centre_error=StudyDesign.lr_centre_error,
+    b_noise_range=None,
+    knee_range=None,
 )
 TRUTH = StudyTruth(s_min=30.0, b_noise=300.0, alpha=0.9, lr_scale=0.02)
 
