@@ -33,7 +33,7 @@ from study.analysis.fitting import CONFIDENCE, as_number
 from study.analysis.likelihood import LOG_STEPS_MAX, log_steps_curve
 from study.analysis.regimes import TOLERANCE, regime_bounds
 from study.analysis.surrogate import (
-    PARAMS,
+    Param,
     Surrogate,
     log_best_lr,
     mean_log_steps,
@@ -217,14 +217,14 @@ def scaling_answers(
     measured = np.asarray(surrogate.batch_sizes, dtype=float)
     reached = np.asarray(surrogate.reached_batch_sizes, dtype=float)
     # A draw far out in a tail (a knee on its cap, free to soften) stays a finite number.
-    log_b_noise, log_s_min = (theta[:, PARAMS.index(n)] for n in ("log_b_noise", "log_s_min"))
+    log_b_noise, log_s_min = theta[:, Param.LOG_B_NOISE], theta[:, Param.LOG_S_MIN]
     b_noise = np.exp(np.minimum(log_b_noise, LOG_STEPS_MAX))
     s_min = np.exp(np.minimum(log_s_min, LOG_STEPS_MAX))
     curve = steps_curve(theta, reached)
     k, start = regime_bounds(reached, curve, tolerance)
     perfect_end = reached[k]
     max_start = np.where(start >= 0, reached[np.maximum(start, 0)], math.inf)
-    knee = np.exp(theta[:, PARAMS.index("log_knee")])
+    knee = np.exp(theta[:, Param.LOG_KNEE])
     critical = overhead_batch_size(b_noise, knee, overhead)
     chosen = _choose(reached, accelerators, np.maximum(perfect_end, critical))
     x = np.log(measured / surrogate.b_ref)
@@ -234,9 +234,7 @@ def scaling_answers(
         "s_min": answer("S_min", s_min),
         "e_min": answer("E_min", np.exp(np.minimum(log_s_min + log_b_noise, LOG_STEPS_MAX))),
         "alpha": answer("alpha", alpha),
-        "sigma": answer(
-            "sigma", _unbiased(surrogate) * np.exp(theta[:, PARAMS.index("log_sigma")])
-        ),
+        "sigma": answer("sigma", _unbiased(surrogate) * np.exp(theta[:, Param.LOG_SIGMA])),
         "critical_batch": answer(
             f"critical batch size ({overhead:.0%} overhead)",
             critical,

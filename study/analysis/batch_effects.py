@@ -30,21 +30,21 @@ import numpy as np
 
 from study.analysis.likelihood import (
     CENSORED,
-    PARAMS,
     Trials,
     log_best_lr,
     log_steps_curve,
     trial_log_likelihoods,
 )
+from study.analysis.parameters import Param
 
 #: The offsets profiled, in log units either side of the fit (1% of e apart).
 _OFFSETS = np.linspace(-3.0, 3.0, 601)
 
 #: Each component: the parameter whose shift moves the curve by the same offset at every batch
 #: size, and the curve itself (rows of parameters x batch sizes).
-_CURVES: dict[str, tuple[str, Callable[[np.ndarray, np.ndarray, float], np.ndarray]]] = {
-    "best_lr": ("lr_level", lambda t, b, ref: log_best_lr(t, b, ref)),
-    "steps": ("log_s_min", lambda t, b, ref: log_steps_curve(t, b)),
+_CURVES: dict[str, tuple[Param, Callable[[np.ndarray, np.ndarray, float], np.ndarray]]] = {
+    "best_lr": (Param.LR_LEVEL, lambda t, b, ref: log_best_lr(t, b, ref)),
+    "steps": (Param.LOG_S_MIN, lambda t, b, ref: log_steps_curve(t, b)),
 }
 COMPONENTS = tuple(_CURVES)
 
@@ -58,7 +58,7 @@ def batch_offsets(
     shift, _ = _CURVES[component]
     sizes = np.unique(data.b[data.kind != CENSORED])
     thetas = np.repeat(theta[None, :], _OFFSETS.size, axis=0)
-    thetas[:, PARAMS.index(shift)] += _OFFSETS
+    thetas[:, shift] += _OFFSETS
     per_trial = trial_log_likelihoods(thetas, data)  # offsets x trials
     index = np.searchsorted(sizes, data.b)
     known = np.isin(data.b, sizes)

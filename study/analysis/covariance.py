@@ -20,7 +20,8 @@ from scipy import stats
 
 from study.analysis.batch_effects import between_batch_covariance
 from study.analysis.fitting import hessian
-from study.analysis.likelihood import PARAMS, Trials, log_likelihoods, trial_log_likelihoods
+from study.analysis.likelihood import Trials, log_likelihoods, trial_log_likelihoods
+from study.analysis.parameters import PARAMS, Param
 
 __all__ = [
     "BATCH_EFFECTS", "CAPPED", "DOF_FLOOR", "FLOORED", "Component", "at_least", "is_free",
@@ -31,7 +32,7 @@ BATCH_EFFECTS = ("best_lr", "steps")
 """The curves whose spread between batch sizes widens the intervals
 (`study.analysis.batch_effects`): the best learning rate's and S(B)'s."""
 
-CAPPED = ("log_knee", "log_c_low", "log_k")
+CAPPED = frozenset({Param.LOG_KNEE, Param.LOG_C_LOW, Param.LOG_K})
 """Parameters whose upper bound is a cap, not a limit of what the model means: at q = 8 the
 knee is within 9% of a corner (``S(B_noise) = 2 ** (1 / 8) S_min``), and a fit that reaches
 it says "at least this sharp", not "exactly this"; so does a curvature below the best rate
@@ -45,7 +46,7 @@ simulated coverage of the step speed-up with a knee of q = 3), a bottom on its c
 rate (85-88% in every condition of `benchmarks/answer_coverage.py`), and a cliff the best rate
 at the quickstart's size (its interval held the truth in 28% of the 9% of fits on the cap)."""
 
-FLOORED = ("log_knee",)
+FLOORED = frozenset({Param.LOG_KNEE})
 """Parameters whose lower bound is the softest reading the model allows, not a value the data
 pin: a fit with McCandlish's q = 1 says "no softer than that", and the curvature there says how
 much sharper the data allow. Such a parameter keeps that variance (its draws stay on the bound's
@@ -61,7 +62,7 @@ with half of them pruned): a t of 3 degrees of freedom has a variance, and its 9
 Q, Q1 and R) a floor of 2 widened the intervals of B_noise, E_min and the best rate to up to
 98.6% coverage, a floor of 4 narrowed alpha's and the best rate's to 92-94%."""
 
-_SIGMA = PARAMS.index("log_sigma")
+_SIGMA = Param.LOG_SIGMA
 """The variance of ``log sigma`` is ``(kurtosis - 1) / (4 n)`` for the trials' scatter: the
 model-based covariance takes the kurtosis as a normal's (3), the sandwich estimates it from the
 trials themselves, noisily and low with a few dozen of them. A jagged response to the learning
@@ -122,8 +123,8 @@ def is_free(i: int, value: float, low: float, high: float) -> bool:
     if high <= low:
         return False
     inside = low + 1e-6 < value < high - 1e-6
-    capped = PARAMS[i] in CAPPED and value >= high - 1e-6
-    floored = PARAMS[i] in FLOORED and value <= low + 1e-6
+    capped = i in CAPPED and value >= high - 1e-6
+    floored = i in FLOORED and value <= low + 1e-6
     return inside or capped or floored
 
 
@@ -140,7 +141,7 @@ def residual_dof(data: Trials, theta: np.ndarray, free: list[int]) -> tuple[floa
     about the same.
     """
     weights = _information_weights(data, theta)
-    mean = [i for i in free if PARAMS[i] not in _NOISE]
+    mean = [i for i in free if i not in _NOISE]
     n_eff = float(np.sum(weights))
     return n_eff, n_eff - len(mean)
 
@@ -215,7 +216,7 @@ def at_least(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a + (vectors * np.maximum(values, 0.0)) @ vectors.T
 
 
-_NOISE = ("log_sigma", "tail")
+_NOISE = frozenset({Param.LOG_SIGMA, Param.TAIL})
 """The parameters of the trials' scatter about the mean (not counted against `residual_dof`)."""
 
 

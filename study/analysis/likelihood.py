@@ -31,16 +31,8 @@ from scipy import special
 
 from study.analysis.crossings import PREVIOUS_STEP
 from study.analysis.fitting import MIN_BATCH_SIZES
+from study.analysis.parameters import PARAMS, Param
 from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE
-
-PARAMS = (
-    "log_s_min", "log_b_noise", "lr_level", "alpha", "beta", "log_c_low", "log_slope_low",
-    "log_k", "log_sigma", "log_knee", "tail",
-)  # fmt: skip
-"""The model's parameters, in the order of `Surrogate.theta`: ``log_knee`` is ``log q`` (0 for
-McCandlish's curve), ``tail`` is ``tau`` (0 for normal trial noise)."""
-
-_INDEX = {name: i for i, name in enumerate(PARAMS)}
 
 MIN_REACHED = 6
 """The fewest trials that reached the target the model is fitted to (censored ones come on top:
@@ -122,14 +114,16 @@ def _column(trials: pd.DataFrame, name: str) -> np.ndarray:
     return trials[name].to_numpy(dtype=float)
 
 
-def _columns(thetas: np.ndarray, *names: str) -> list[np.ndarray]:
-    return [thetas[:, _INDEX[n] : _INDEX[n] + 1] for n in names]
+def _columns(thetas: np.ndarray, *params: Param) -> list[np.ndarray]:
+    return [thetas[:, p : p + 1] for p in params]
 
 
 def log_steps_curve(thetas: np.ndarray, batch_sizes: np.ndarray) -> np.ndarray:
     """``log S(B)`` for each row of ``thetas`` (rows x batch sizes)."""
     log_b = np.log(np.asarray(batch_sizes, dtype=float))[None, :]
-    log_s_min, log_b_noise, log_knee = _columns(thetas, "log_s_min", "log_b_noise", "log_knee")
+    log_s_min, log_b_noise, log_knee = _columns(
+        thetas, Param.LOG_S_MIN, Param.LOG_B_NOISE, Param.LOG_KNEE
+    )
     q = np.exp(log_knee)
     return log_s_min + np.logaddexp(0.0, q * (log_b_noise - log_b)) / q
 
@@ -148,7 +142,7 @@ def steps_curve(theta: np.ndarray, batch_sizes: np.ndarray) -> np.ndarray:
 def log_best_lr(theta: np.ndarray, batch_sizes: np.ndarray, b_ref: float) -> np.ndarray:
     """``log lr*(B)`` for each row of ``theta`` (draws x batch sizes)."""
     x = np.log(np.asarray(batch_sizes, dtype=float) / b_ref)[None, :]
-    level, alpha, beta = _columns(np.atleast_2d(theta), "lr_level", "alpha", "beta")
+    level, alpha, beta = _columns(np.atleast_2d(theta), Param.LR_LEVEL, Param.ALPHA, Param.BETA)
     return level + alpha * x + beta * x**2
 
 
@@ -165,7 +159,7 @@ def mean_log_steps(
 def _mean_log_steps(
     thetas: np.ndarray, b: np.ndarray, log_lr: np.ndarray, b_ref: float
 ) -> np.ndarray:
-    log_c, log_slope, log_k = _columns(thetas, "log_c_low", "log_slope_low", "log_k")
+    log_c, log_slope, log_k = _columns(thetas, Param.LOG_C_LOW, Param.LOG_SLOPE_LOW, Param.LOG_K)
     u = log_lr - log_best_lr(thetas, b, b_ref)
     # A parameter draw far in a tail can make the penalty overflow: inf log steps is what such
     # a draw means (the target out of reach there), not an error.
@@ -198,7 +192,7 @@ def trial_log_likelihoods(
     mu = _mean_log_steps(thetas, data.b, data.log_lr, data.b_ref)
     if offsets is not None:
         mu = mu + offsets
-    (log_sigma,), (tau,) = (c.T for c in _columns(thetas, "log_sigma", "tail"))
+    (log_sigma,), (tau,) = (c.T for c in _columns(thetas, Param.LOG_SIGMA, Param.TAIL))
     tau = np.clip(tau, 0.0, None)[:, None]
     scale = (np.exp(log_sigma) * np.sqrt(1.0 - 2.0 * tau[:, 0]))[:, None]
     z_high = (data.high - mu) / scale

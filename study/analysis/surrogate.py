@@ -65,19 +65,30 @@ from study.analysis.likelihood import (
     CENSORED,
     LAST_STEP,
     MIN_REACHED,
-    PARAMS,
     Trials,
     log_best_lr,
     log_likelihoods,
     mean_log_steps,
     steps_curve,
 )
+from study.analysis.parameters import DECLARED, PARAMS, Param, declared, start_vector
 from study.analysis.threads import one_blas_thread
 
 __all__ = [
-    "LAST_STEP", "MIN_REACHED", "NOISES", "PARAMS", "SHAPES", "SMOOTH_C_LOW",
-    "Component", "Surrogate", "censored_trials", "fit_surrogate", "log_best_lr",
-    "mean_log_steps", "steps_curve",
+    "LAST_STEP",
+    "MIN_REACHED",
+    "NOISES",
+    "PARAMS",
+    "SHAPES",
+    "SMOOTH_C_LOW",
+    "Component",
+    "Param",
+    "Surrogate",
+    "censored_trials",
+    "fit_surrogate",
+    "log_best_lr",
+    "mean_log_steps",
+    "steps_curve",
 ]  # fmt: skip
 
 NOISES = ("normal", "student-t")
@@ -104,12 +115,10 @@ this p-value."""
 MISFIT_P_VALUE = 0.01
 """S(B) misfits when a model with free steps per batch size beats it at this p-value."""
 
-_C_LOW = PARAMS.index("log_c_low")
-_KNEE = PARAMS.index("log_knee")
 _B_NOISE_RANGE = 1e3
 """B_noise is searched within this factor below the smallest and above the largest batch size."""
 
-_C_LOW_MAX = 20.0
+_C_LOW_MAX = math.exp(declared(Param.LOG_C_LOW).bounds[1])  # type: ignore[index]
 """The largest curvature of log steps just below the best rate a test may keep
 (`SHARP_P_VALUE`): 20 costs 25% more steps 10% below it. Training's response is smooth there
 (far below, steps grow about as 1 / lr); a sharper bottom pins the best rate where one lucky
@@ -117,18 +126,7 @@ trial sits. With a cap of 1e4 and no test, 17% of the fits to a bending best rat
 V and their best rate's interval covered 29% of the time (`benchmarks/answer_coverage.py`,
 condition C)."""
 
-_BOUNDS = {
-    "log_c_low": (math.log(1e-3), math.log(_C_LOW_MAX)),
-    "log_slope_low": (math.log(0.05), math.log(20.0)),
-    "log_k": (math.log(1e-3), math.log(30.0)),
-    "log_sigma": (math.log(0.01), math.log(3.0)),
-    "alpha": (-3.0, 3.0),
-    "beta": (-2.0, 2.0),
-    # The knee's sharpness q from McCandlish et al.'s 1 (the softest a fit may read: a softer
-    # knee lets thin data at large batch sizes trade the knee for B_noise) to a corner.
-    "log_knee": (0.0, math.log(8.0)),
-    "tail": (0.0, 0.4),
-}
+_KNEE_BOUNDS: tuple[float, float] = declared(Param.LOG_KNEE).bounds  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
@@ -175,26 +173,27 @@ class Surrogate:
     bounds: tuple[tuple[float, float], ...] = ()
     knee_held: Component | None = None
 
-    def value(self, name: str) -> float:
-        return float(self.theta[PARAMS.index(name)])
+    def value(self, name: str | Param) -> float:
+        """The estimate of one parameter, by `Param` or name (``"log_b_noise"``)."""
+        return float(self.theta[Param.of(name)])
 
     @property
     def s_min(self) -> float:
-        return math.exp(self.value("log_s_min"))
+        return math.exp(self.value(Param.LOG_S_MIN))
 
     @property
     def b_noise(self) -> float:
-        return math.exp(self.value("log_b_noise"))
+        return math.exp(self.value(Param.LOG_B_NOISE))
 
     @property
     def knee(self) -> float:
         """The knee's sharpness ``q`` of S(B) (1: McCandlish et al.'s curve)."""
-        return math.exp(self.value("log_knee"))
+        return math.exp(self.value(Param.LOG_KNEE))
 
     @property
     def sigma(self) -> float:
         """The standard deviation of log steps between trials at one point."""
-        return math.exp(self.value("log_sigma"))
+        return math.exp(self.value(Param.LOG_SIGMA))
 
     @property
     def misfits(self) -> bool:
@@ -226,9 +225,11 @@ class Surrogate:
             parts = [dataclasses.replace(parts[0], weight=1.0 - self.knee_held.weight)]
             parts.append(self.knee_held)
         bounds = np.array(self.bounds or [(-math.inf, math.inf)] * len(PARAMS))
-        bounds[_KNEE] = np.clip(bounds[_KNEE], *_BOUNDS["log_knee"])
+        bounds[Param.LOG_KNEE] = np.clip(bounds[Param.LOG_KNEE], *_KNEE_BOUNDS)
         counts = rng.multinomial(n, [p.weight for p in parts])
-        draws = [sample(p, k, rng, bounds, project=(_KNEE,)) for p, k in zip(parts, counts)]
+        draws = [
+            sample(p, k, rng, bounds, project=(Param.LOG_KNEE,)) for p, k in zip(parts, counts)
+        ]
         return np.vstack(draws)[rng.permutation(n)]
 
 
@@ -288,10 +289,10 @@ def fit_surrogate(
         p_bend = _test(data, bend.x, bent, power.fun - bend.fun)
         if shape == "bends" or p_bend < BEND_P_VALUE:
             chosen, options = bend, bent
-    if chosen.x[_C_LOW] > math.log(SMOOTH_C_LOW) + 1e-6:
+    if chosen.x[Param.LOG_C_LOW] > math.log(SMOOTH_C_LOW) + 1e-6:
         smooth_options = dataclasses.replace(options, smooth=True)
         start = chosen.x.copy()
-        start[_C_LOW] = math.log(SMOOTH_C_LOW)
+        start[Param.LOG_C_LOW] = math.log(SMOOTH_C_LOW)
         smooth = _fit(data, smooth_options, start=start)
         p_sharp = _test(data, chosen.x, options, smooth.fun - chosen.fun)
         if p_sharp >= SHARP_P_VALUE:
@@ -346,11 +347,11 @@ def _knee_held(
     the time (91% of all studies); mixed with the held fit, 97% (`benchmarks/answer_coverage.py`,
     condition A; the step speed-up 91% and 97%).
     """
-    if not options.knee or chosen.x[_KNEE] <= 1e-6:
+    if not options.knee or chosen.x[Param.LOG_KNEE] <= 1e-6:
         return None
     held_options = dataclasses.replace(options, knee=False)
     start = chosen.x.copy()
-    start[_KNEE] = 0.0
+    start[Param.LOG_KNEE] = 0.0
     held = _fit(data, held_options, start=start)
     bounds = _bounds(data, held_options)
     covariance, _ = parameter_covariance(data, held.x, bounds)
@@ -364,40 +365,38 @@ def _knee_held(
 
 
 def _bounds(data: Trials, options: _Options) -> list[tuple[float, float]]:
-    b = data.b
-    spread = float(np.max(data.log_lr) - np.min(data.log_lr)) + 5.0
-    return [
-        (float(np.min(data.high)) - 5.0, float(np.max(data.high)) + 1.0),
-        (math.log(b.min() / _B_NOISE_RANGE), math.log(b.max() * _B_NOISE_RANGE)),
-        (float(np.min(data.log_lr)) - spread, float(np.max(data.log_lr)) + spread),
-        _BOUNDS["alpha"],
-        _BOUNDS["beta"] if options.bend else (0.0, 0.0),
-        (_BOUNDS["log_c_low"][0], math.log(SMOOTH_C_LOW))
-        if options.smooth
-        else _BOUNDS["log_c_low"],
-        _BOUNDS["log_slope_low"],
-        _BOUNDS["log_k"],
-        _BOUNDS["log_sigma"],
-        _BOUNDS["log_knee"] if options.knee else (0.0, 0.0),
-        _BOUNDS["tail"] if options.heavy_tails else (0.0, 0.0),
-    ]
+    """Each parameter's ``(low, high)`` in `Param` order: the declared bounds, the data's where
+    the declaration leaves them open, a parameter the options hold pinned at its start."""
+    lr, high = data.log_lr, data.high
+    spread = float(np.max(lr) - np.min(lr)) + 5.0
+    out = {d.param: d.bounds for d in DECLARED if d.bounds is not None}
+    out[Param.LOG_S_MIN] = (float(np.min(high)) - 5.0, float(np.max(high)) + 1.0)
+    b = (math.log(data.b.min() / _B_NOISE_RANGE), math.log(data.b.max() * _B_NOISE_RANGE))
+    out[Param.LOG_B_NOISE] = b
+    out[Param.LR_LEVEL] = (float(np.min(lr)) - spread, float(np.max(lr)) + spread)
+    if options.smooth:
+        out[Param.LOG_C_LOW] = (out[Param.LOG_C_LOW][0], math.log(SMOOTH_C_LOW))
+    for held, free in ((Param.BETA, options.bend), (Param.LOG_KNEE, options.knee)):
+        out[held] = out[held] if free else (0.0, 0.0)
+    out[Param.TAIL] = out[Param.TAIL] if options.heavy_tails else (0.0, 0.0)
+    return [tuple(map(float, out[p])) for p in Param]
 
 
 def _starts(data: Trials) -> list[np.ndarray]:
-    """Starting points: B_noise at several places of the measured range."""
+    """Starting points: B_noise at several places of the measured range, each with a smooth
+    optimum (quadratic near it) and a sharp one (a corner, a cliff above it)."""
     done = data.kind != CENSORED
     best = pd.Series(data.high[done]).groupby(data.b[done]).min()
-    best_lr = np.median(data.log_lr[done])
+    from_data = {
+        "log_s_min": float(best.min()) - 0.5,
+        "lr_level": float(np.median(data.log_lr[done])),
+    }
     out = []
-    level = float(best.min()) - 0.5
     for quantile in (0.1, 0.5, 0.9):
         log_b_noise = float(np.quantile(np.log(np.unique(data.b)), quantile))
-        # A smooth optimum (quadratic near it), and a sharp one (a corner, a cliff above it).
         for log_c, log_k in ((-0.7, 0.0), (1.5, 3.0)):
             out.append(
-                np.array(
-                    [level, log_b_noise, best_lr, 0.5, 0.0, log_c, 0.0, log_k, -1.6, 0.0, 0.05]
-                )
+                start_vector(**from_data, log_b_noise=log_b_noise, log_c_low=log_c, log_k=log_k)
             )
     return out
 

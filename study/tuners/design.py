@@ -36,6 +36,7 @@ from study.analysis.answers import scaling_answers
 from study.analysis.surrogate import (
     LAST_STEP,
     PARAMS,
+    Param,
     Surrogate,
     fit_surrogate,
     mean_log_steps,
@@ -151,14 +152,14 @@ def answer_gradients(
     centred = measured - measured.mean()
     for row, name in zip(rows, answers, strict=True):
         if name == "b_noise":
-            row[PARAMS.index("log_b_noise")] = 1.0
+            row[Param.LOG_B_NOISE] = 1.0
         elif name == "best_lr":
-            row[PARAMS.index("lr_level")], row[PARAMS.index("alpha")] = 1.0, x
-            row[PARAMS.index("beta")] = x * x
+            row[Param.LR_LEVEL], row[Param.ALPHA] = 1.0, x
+            row[Param.BETA] = x * x
         elif name == "alpha":
-            row[PARAMS.index("alpha")] = 1.0
+            row[Param.ALPHA] = 1.0
             spread = float(centred @ centred)
-            row[PARAMS.index("beta")] = float(measured**2 @ centred) / spread if spread else 0.0
+            row[Param.BETA] = float(measured**2 @ centred) / spread if spread else 0.0
         else:
             raise ValueError(
                 f"answer_gradients: unknown answer {name!r}; use b_noise, best_lr or alpha"

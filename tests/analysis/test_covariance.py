@@ -26,6 +26,7 @@ from study.analysis.covariance import (
 )
 from study.analysis.fitting import hessian
 from study.analysis.likelihood import PARAMS, Trials, log_likelihoods
+from study.analysis.parameters import Param
 from study.analysis.surrogate import fit_surrogate
 from tests.analysis.test_surrogate import SIZES, trials_of
 
@@ -72,9 +73,8 @@ def test_the_raised_covariance_is_at_least_both_for_every_combination():
 
 
 def test_a_parameter_on_a_bound_has_a_variance_only_on_a_cap_or_a_floor():
-    knee, alpha, k = (PARAMS.index(n) for n in ("log_knee", "alpha", "log_k"))
-    slope = PARAMS.index("log_slope_low")
-    assert "log_knee" in CAPPED and "log_knee" in FLOORED and "alpha" not in CAPPED
+    knee, alpha, k, slope = Param.LOG_KNEE, Param.ALPHA, Param.LOG_K, Param.LOG_SLOPE_LOW
+    assert knee in CAPPED and knee in FLOORED and alpha not in CAPPED
     assert is_free(alpha, 0.5, -3.0, 3.0)  # inside
     assert not is_free(alpha, 3.0, -3.0, 3.0)  # on a bound of the model
     assert not is_free(alpha, -3.0, -3.0, 3.0)
