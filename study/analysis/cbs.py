@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from study.analysis.threads import one_blas_thread
+from study.config.branch import Basis
 from study.config.schedule import BatchSchedule, Stage
 
 __all__ = [
@@ -139,7 +140,7 @@ def cbs_curve(
     metric_tolerance: float | None = None,
     higher_is_better: bool = True,
     confidence: float = 0.9,
-    basis: str = "loss",
+    basis: Basis = "loss",
 ) -> pd.DataFrame:
     """CBS(t): one row per checkpoint (``checkpoint``, ``examples``, ``cbs``, ``cbs_low``,
     ``cbs_high``, ``censored``, ``baseline_loss``, ``noise_sd``, ``branches``) joined with the

@@ -11,12 +11,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from scipy import stats
 
 from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES, as_number, percentile_interval
 from study.analysis.threads import one_blas_thread
+
+RateRule = Literal["linear", "square-root", "both", "neither", ""]
+"""Which scaling rule the best rate's exponent allows (`LrPowerLawFit.rule`; ``both``:
+inconclusive; empty when no fit)."""
 
 
 @dataclass(frozen=True)
@@ -38,10 +43,10 @@ class LrPowerLawFit:
     c: float = math.nan
     r_squared: float = math.nan
     confidence: float = CONFIDENCE
-    method: str = "t"
+    method: Literal["t", "bootstrap"] = "t"
     linear_in_ci: bool = False
     sqrt_in_ci: bool = False
-    rule: str = ""
+    rule: RateRule = ""
     batch_sizes: tuple[int | float, ...] = ()
     learning_rates: tuple[float, ...] = ()
     excluded: tuple[int | float, ...] = ()

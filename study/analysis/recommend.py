@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -20,7 +21,7 @@ import pandas as pd
 from study.analysis.fitting import MIN_BATCH_SIZES, as_number
 from study.analysis.lr_scaling import LrPowerLawFit
 from study.analysis.noise_scale import NoiseScaleFit
-from study.analysis.regimes import TOLERANCE, per_batch_size, scaling_regimes
+from study.analysis.regimes import TOLERANCE, Regime, per_batch_size, scaling_regimes
 from study.analysis.table import BATCH_SIZE, REPLICAS, validate_table
 
 
@@ -46,9 +47,9 @@ class Recommendation:
     batch_size: int | float | None = None
     per_device_batch: float = math.nan
     learning_rate: float = math.nan
-    lr_source: str = ""
+    lr_source: Literal["measured", "power law", ""] = ""
     lr_on_edge: bool = False
-    regime: str = ""
+    regime: Regime = ""
     base_batch_size: int | float | None = None
     steps: float = math.nan
     base_steps: float = math.nan

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from study.analysis.fitting import as_number
 from study.analysis.table import BATCH_SIZE, validate_table
+
+Regime = Literal["perfect", "diminishing", "maximal", ""]
+"""Where a batch size sits on the curve (``""``: no reading)."""
 
 TOLERANCE = 0.2
 """The default slack of the regime rules: a step scales perfectly if its steps fall to at most
@@ -116,7 +120,7 @@ class Regimes:
             return None
         return self.max_parallel_start, self.batch_sizes[-1]
 
-    def regime(self, batch_size: float) -> str:
+    def regime(self, batch_size: float) -> Regime:
         """``"perfect"``, ``"diminishing"`` or ``"maximal"`` (``""`` when not ok)."""
         if not self.ok:
             return ""

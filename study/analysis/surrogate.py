@@ -47,6 +47,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -75,27 +76,21 @@ from study.analysis.parameters import DECLARED, PARAMS, Param, declared, start_v
 from study.analysis.threads import one_blas_thread
 
 __all__ = [
-    "LAST_STEP",
-    "MIN_REACHED",
-    "NOISES",
-    "PARAMS",
-    "SHAPES",
-    "SMOOTH_C_LOW",
-    "Component",
-    "Param",
-    "Surrogate",
-    "censored_trials",
-    "fit_surrogate",
-    "log_best_lr",
-    "mean_log_steps",
-    "steps_curve",
+    "LAST_STEP", "MIN_REACHED", "NOISES", "PARAMS", "SHAPES", "SMOOTH_C_LOW", "Bottom",
+    "Component", "Noise", "Param", "Shape", "ShapeChoice", "Surrogate", "censored_trials",
+    "fit_surrogate", "log_best_lr", "mean_log_steps", "steps_curve",
 ]  # fmt: skip
 
-NOISES = ("normal", "student-t")
+Noise = Literal["normal", "student-t"]
 """How a trial's log steps scatter around the model (`fit_surrogate`'s ``noise``)."""
-
-SHAPES = ("auto", "power law", "bends")
-"""How the best learning rate may depend on the batch size (`fit_surrogate`'s ``shape``)."""
+Shape = Literal["power law", "bends"]
+"""How the fitted best learning rate depends on the batch size (`Surrogate.shape`)."""
+ShapeChoice = Literal["auto", "power law", "bends"]
+"""What `fit_surrogate`'s ``shape`` asks for: the data decide (``auto``), or one `Shape`."""
+Bottom = Literal["smooth", "sharp"]
+"""The curvature just below the best rate (`Surrogate.bottom`): within `SMOOTH_C_LOW` or not."""
+NOISES: tuple[Noise, ...] = get_args(Noise)
+SHAPES: tuple[ShapeChoice, ...] = get_args(ShapeChoice)
 
 BEND_P_VALUE = 0.05
 """``shape="auto"`` keeps the bend when the likelihood-ratio test's p-value is below this."""
@@ -156,9 +151,9 @@ class Surrogate:
     covariance: np.ndarray = field(
         default_factory=lambda: np.zeros((len(PARAMS), len(PARAMS))), repr=False
     )
-    shape: str = "power law"
+    shape: Shape = "power law"
     bend_p_value: float = math.nan
-    bottom: str = "smooth"
+    bottom: Bottom = "smooth"
     sharp_p_value: float = math.nan
     b_ref: float = math.nan
     batch_sizes: tuple[float, ...] = ()
@@ -256,10 +251,10 @@ class _Options:
 def fit_surrogate(
     trials: pd.DataFrame,
     *,
-    shape: str = "auto",
+    shape: ShapeChoice = "auto",
     misfit_test: bool = True,
     knee: bool = True,
-    noise: str = "normal",
+    noise: Noise = "normal",
 ) -> Surrogate:
     """Fit the model to every trial of ``trials`` (one row per trial, as `censored_trials`).
 

@@ -44,7 +44,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from study.config.rules import FieldError, check
 from study.config.yaml_reader import Reader
@@ -79,7 +79,9 @@ class LrRule(str, enum.Enum):
     SEARCH = "search"
 
 
-BASES = ("progress", "loss")
+Basis = Literal["progress", "loss"]
+"""What a branch's loss tolerance is a share of (`Tolerance.basis`)."""
+BASES: tuple[Basis, ...] = get_args(Basis)
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,7 @@ class Tolerance:
 
     loss: float = 0.5
     metric: float | None = None
-    basis: str = "progress"
+    basis: Basis = "progress"
 
     def __post_init__(self) -> None:
         check("tolerance.loss", self.loss, ">= 0")

@@ -34,6 +34,7 @@ from study.ledger.optuna_view import intermediate_values, pruned_meaning, view_a
 from study.ledger.owners import Beat, owner_id
 from study.ledger.records import (
     LedgerTrial,
+    Origin,
     best_of,
     decode_curve,
     encode_result,
@@ -144,7 +145,7 @@ class Claims(StorageAccess):
         return Slot(stratum, frozen.number, owner, trial)
 
     def start(
-        self, slot: Slot, *, tuner: str, origin: str, extras: Mapping[str, Any] | None = None
+        self, slot: Slot, *, tuner: str, origin: Origin, extras: Mapping[str, Any] | None = None
     ) -> LedgerTrial:
         """Note who proposed the slot's trial and how (with what the tuners held for it: its
         params, `TunerState.record_params`) in one write; return it as a running

@@ -18,7 +18,7 @@ import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from study.config.hold import Hold
 from study.config.space import Stratum
@@ -101,7 +101,7 @@ class LedgerTrial:
     params: Mapping[str, Any] = field(default_factory=dict)
     result: TrialResult | None = None
     tuner: str | None = None
-    origin: str | None = None
+    origin: Origin | None = None
     owner: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
@@ -125,8 +125,13 @@ class LedgerTrial:
         return (math.inf if steps is None else steps, self.learning_rate, self.number)
 
 
+Origin = Literal["sampler", "transfer", "retry", "confirm", "design"]
+"""Who proposed a trial (`study.tuners.base.Proposal`): the backend's search, the rate predicted
+from other batch sizes, a re-run of an interrupted proposal, a best point under another seed,
+or the design tuner."""
+
 #: The origin of a confirmation trial (see `study.tuners.confirm`).
-CONFIRM = "confirm"
+CONFIRM: Origin = "confirm"
 
 
 def best_of(trials: list[LedgerTrial] | tuple[LedgerTrial, ...]) -> LedgerTrial | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from study.config.space import Stratum
 from study.ledger.notes import AllocationState
@@ -47,13 +47,18 @@ class StratumSummary:
         }
 
 
+StudyState = Literal["running", "complete", "incomplete", "imported"]
+"""A study's state in `study ls` / `study status` and its report: trials running, every trial
+done, stopped short of its budget, or imported from another tool."""
+
+
 @dataclass(frozen=True)
 class StudySummary:
     """What `study ls` and `study status` show: trials done of total, state, the strata, and
     where the trials' wall time went."""
 
     name: str
-    state: str
+    state: StudyState
     trials_done: int
     trials_total: int
     running: int
@@ -119,7 +124,9 @@ def summarize(
     ended = allocation.closed if allocation is not None else ""
     if ended:
         total = sum(allocation.budgets.values())  # type: ignore[union-attr]
-    state = "running" if running else ("complete" if total and done >= total else "incomplete")
+    state: StudyState = (
+        "running" if running else ("complete" if total and done >= total else "incomplete")
+    )
     if record.imported:
         state = "imported"
     return StudySummary(

@@ -46,6 +46,7 @@ from study.analysis.threads import one_blas_thread
 from study.analysis.time_model import extrapolate_replicas, probe_frame, time_to_result
 from study.config.space import RangeParam
 from study.config.target import Target
+from study.ledger.summary import StudyState
 from study.report.answer_prose import disagreement_notes, misfit_notes
 from study.report.notes import (
     answer_notes,
@@ -73,7 +74,7 @@ def build_report(
     accelerators: int | None,
     confidence: float = CONFIDENCE,
     overhead: float = OVERHEAD,
-    state: str = "complete",
+    state: StudyState = "complete",
     command: str = "",
     context: Mapping[str, str] | None = None,
     facts: StudyFacts | None = None,

@@ -31,6 +31,7 @@ from study.analysis.recommend import Recommendation
 from study.analysis.seeds import SeedNoise
 from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE, metric_columns
 from study.config.target import Target
+from study.ledger.summary import StudyState
 from study.report.formatting import fmt, join_words, percent, sentence
 
 
@@ -38,7 +39,7 @@ def data_notes(
     flat: pd.DataFrame,
     target: Target,
     trials: pd.DataFrame,
-    state: str,
+    state: StudyState,
     study: str,
     metric_missing: bool,
 ) -> list[str]:

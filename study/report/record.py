@@ -33,6 +33,7 @@ from study.analysis.time_model import TimeModel
 from study.config.space import CategoricalParam
 from study.config.study import StudyConfig
 from study.config.target import Target
+from study.ledger.summary import StudyState
 from study.report.formatting import join_words
 
 
@@ -140,7 +141,7 @@ class ScalingReport:
 
     study: str
     target: Target
-    state: str
+    state: StudyState
     accelerators: int
     trials: pd.DataFrame = field(repr=False, compare=False)
     steps: pd.DataFrame = field(repr=False, compare=False)

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.ledger import Ledger, LedgerTrial, Slot
+from study.ledger.records import Origin
 from study.results import TrialResult
 from study.tuners.transfer import BestRate
 
@@ -44,7 +45,7 @@ class Proposal:
 
     tuner: str
     params: Mapping[str, Any]
-    origin: str = "sampler"
+    origin: Origin = "sampler"
     budget_fraction: float = 1.0
     extras: Mapping[str, Any] = field(default_factory=dict)
     handle: Any = field(default=None, compare=False, repr=False)

@@ -45,12 +45,13 @@ from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE
 from study.analysis.threads import one_blas_thread
 from study.config.space import Stratum
 from study.ledger import LedgerTrial, Slot
+from study.ledger.records import Origin
 from study.results import TrialState
 from study.tuners.base import History, Proposal, TunerBackend, clean_params
 from study.tuners.points import lr_range, settle
 
 #: The origin of a trial the designer proposed.
-DESIGN = "design"
+DESIGN: Origin = "design"
 #: The ledger extra holding a designed trial's expected gain.
 GAIN = "design_gain"
 #: The first trial number of a stratum the designer may propose (the sampler's start comes first).

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from study.config.space import Stratum
 from study.config.study import Oracle, StudyConfig
 from study.ledger import Ledger, LedgerTrial, Slot
+from study.ledger.records import Origin
 from study.results import TrialState
 from study.tuners.base import History, Proposal, TunerBackend, clean_params
 from study.tuners.keras_tuner_records import (
@@ -208,7 +209,7 @@ class KerasTunerBackend(TunerBackend):
     def _proposal(
         self,
         params: Mapping[str, Any],
-        origin: str,
+        origin: Origin,
         fraction: float,
         extras: dict[str, Any],
         history: History,
