@@ -27,7 +27,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from study.tracking.store_template import seed_new_store
+from tests.waiting import wait_until
 from tests.zygote import Forked, zygote
 
 #: How long a server may take to answer, in seconds (MLflow migrates its store on first start).
@@ -79,13 +79,23 @@ def stop_group(process: subprocess.Popen[bytes] | Forked, first: int = signal.SI
 def _wait(
     ready: Callable[[], bool], process: subprocess.Popen[bytes] | Forked, log: Path, what: str
 ) -> None:
-    deadline = time.monotonic() + START_SECONDS
-    while not ready():
+    """Poll ``ready`` (`wait_until`); fail with the server's log when it exits first or does not
+    answer within `START_SECONDS`."""
+
+    def answered() -> bool:
+        if ready():
+            return True
         if process.poll() is not None:
             pytest.fail(f"{what} exited with {process.returncode}:\n{log.read_text()}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not answer in {START_SECONDS:.0f} s:\n{log.read_text()}")
-        time.sleep(0.2)
+        return False
+
+    wait_until(
+        answered,
+        START_SECONDS,
+        f"an answer from {what}",
+        0.2,
+        detail=lambda: f"\n{log.read_text()}",
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,11 +1,17 @@
-"""render_html: one self-contained page; user strings escaped; intervals at their confidence."""
+"""render_html: one self-contained page from the package's templates; user strings escaped;
+intervals at their confidence."""
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import re
+from pathlib import Path
 
+import pytest
+
+import study
 from study.report.html import render_html
 
 EVIL = "<script>alert(1)</script>"
@@ -48,3 +54,30 @@ def test_thin_data_has_no_figures_and_no_rows(make_report, table) -> None:
     assert '<p class="none">No figures: no batch size reached the target.</p>' in page
     assert '<p class="none">No rows.</p>' in page
     assert '<div class="cards">' not in page
+
+
+def test_every_string_is_escaped_by_default(report) -> None:
+    note = "<u>underlined</u> & 'quoted'"
+    marked = dataclasses.replace(report, notes=(note,), context={"<i>key</i>": "<i>value</i>"})
+    page = render_html(marked, pngs={})
+
+    assert "<u>" not in page and "<i>" not in page
+    assert f"<li>{html.escape(note)}</li>".replace("&#x27;", "&#39;") in page
+    assert "<dt>&lt;i&gt;key&lt;/i&gt;</dt><dd><code>&lt;i&gt;value&lt;/i&gt;</code></dd>" in page
+    assert '<a href="#notes">1 note(s)</a>' in page
+
+
+def test_the_templates_ship_with_the_package() -> None:
+    """Every file of ``study/report/templates`` matches a package-data pattern of pyproject.toml,
+    so the wheel carries it (a checkout only: an installed copy has no pyproject.toml)."""
+    tomllib = pytest.importorskip("tomllib")
+    package = Path(study.__file__).parent
+    pyproject = package.parent / "pyproject.toml"
+    if not pyproject.is_file():
+        pytest.skip("the suite runs on an installed copy")
+    patterns = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["package-data"]["study"]
+    templates = sorted((package / "report" / "templates").iterdir())
+    assert {t.suffix for t in templates} >= {".j2", ".css"}
+    for template in templates:
+        relative = template.relative_to(package)
+        assert any(relative.match(p) for p in patterns), f"{relative} is not package data"
