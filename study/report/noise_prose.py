@@ -123,7 +123,7 @@ def agreement_sentence(report: ScalingReport) -> str:
     both = (
         f"The predicted B_simple = {fmt(predicted.b_simple)} (from "
         f"{'the pilot run' if predicted.source == PILOT else 'the trials'}) and the "
-        f"the model's B_noise = {fmt(fit.b_noise)}{ci_text(fit.b_noise_ci, fit.confidence)}"
+        f"model's B_noise = {fmt(fit.b_noise)}{ci_text(fit.b_noise_ci, fit.confidence)}"
     )
     times = ratio_text(agreement.ratio)
     if agreement_word(report) == "agrees loosely":
