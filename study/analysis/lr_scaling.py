@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
-from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES, as_number, percentile_interval
+from study.analysis.fitting import CONFIDENCE, MIN_BATCH_SIZES, as_number
 from study.analysis.threads import one_blas_thread
 
 RateRule = Literal["linear", "square-root", "both", "neither", ""]
@@ -28,8 +28,8 @@ inconclusive; empty when no fit)."""
 class LrPowerLawFit:
     """``lr* = c B^alpha`` fitted by least squares on log-log axes.
 
-    Fields: ``ok``, ``reason``; ``alpha`` and ``alpha_ci`` (at ``confidence``; ``method`` is
-    ``"t"`` for the t-based OLS interval or ``"bootstrap"`` for a case bootstrap); ``c``;
+    Fields: ``ok``, ``reason``; ``alpha`` and ``alpha_ci`` (at ``confidence``; ``method``:
+    ``"t"``, the t-based OLS interval); ``c``;
     ``r_squared``; ``linear_in_ci`` and ``sqrt_in_ci`` (whether alpha = 1 and alpha = 0.5 lie in
     the interval); ``rule`` (``"linear"``, ``"square-root"``, ``"both"`` (inconclusive) or
     ``"neither"``); ``batch_sizes``, ``learning_rates`` used; ``excluded`` batch sizes (NaN or
@@ -43,7 +43,7 @@ class LrPowerLawFit:
     c: float = math.nan
     r_squared: float = math.nan
     confidence: float = CONFIDENCE
-    method: Literal["t", "bootstrap"] = "t"
+    method: Literal["t"] = "t"
     linear_in_ci: bool = False
     sqrt_in_ci: bool = False
     rule: RateRule = ""
@@ -88,15 +88,11 @@ def fit_lr_power_law(
     batch_sizes: Sequence[float],
     best_lrs: Sequence[float],
     *,
-    n_boot: int = 0,
     confidence: float = CONFIDENCE,
-    seed: int | np.random.Generator | None = 0,
 ) -> LrPowerLawFit:
     """Fit ``lr* = c B^alpha`` (ordinary least squares of ``log lr`` on ``log B``).
 
-    The interval for alpha is t-based (``n - 2`` degrees of freedom) when ``n_boot == 0``, else a
-    percentile interval from ``n_boot`` case-bootstrap replicates (replicates with a single
-    distinct batch size are skipped). The t interval is the one checked by simulation
+    The interval for alpha is t-based (``n - 2`` degrees of freedom), checked by simulation
     (``benchmarks/interval_coverage.py``): with every batch size searched alike around its best
     rate, the best rates scatter about the power law alike and it covers alpha about 95% of
     the time. Points with a NaN or non-positive rate are left out; a best
@@ -133,18 +129,10 @@ def fit_lr_power_law(
     residuals = y - (log_c + alpha * x)
     total = ((y - y.mean()) ** 2).sum()
     r_squared = 1.0 - float((residuals**2).sum() / total) if total > 0 else 1.0
-    if n_boot > 0:
-        rng = np.random.default_rng(seed)
-        slopes = []
-        for idx in rng.integers(0, x.size, size=(n_boot, x.size)):
-            if np.unique(x[idx]).size >= 2:
-                slopes.append(_slope(x[idx], y[idx])[0])
-        ci, method = percentile_interval(np.array(slopes), confidence), "bootstrap"
-    else:
-        dof = x.size - 2
-        se = math.sqrt((residuals**2).sum() / dof / ((x - x.mean()) ** 2).sum()) if dof else 0.0
-        half = float(stats.t.ppf((1.0 + confidence) / 2.0, dof)) * se if dof else math.inf
-        ci, method = (alpha - half, alpha + half), "t"
+    dof = x.size - 2
+    se = math.sqrt((residuals**2).sum() / dof / ((x - x.mean()) ** 2).sum()) if dof else 0.0
+    half = float(stats.t.ppf((1.0 + confidence) / 2.0, dof)) * se if dof else math.inf
+    ci = (alpha - half, alpha + half)
     slack = 1e-9
     linear = ci is not None and ci[0] - slack <= 1.0 <= ci[1] + slack
     sqrt = ci is not None and ci[0] - slack <= 0.5 <= ci[1] + slack
@@ -157,7 +145,6 @@ def fit_lr_power_law(
         alpha_ci=ci,
         c=math.exp(log_c),
         r_squared=r_squared,
-        method=method,
         linear_in_ci=linear,
         sqrt_in_ci=sqrt,
         rule=rule,
