@@ -20,7 +20,11 @@ from scipy import stats
 
 from study.analysis.batch_effects import between_batch_covariance
 from study.analysis.fitting import hessian
-from study.analysis.likelihood import Trials, log_likelihoods, trial_log_likelihoods
+from study.analysis.likelihood import (
+    Trials,
+    capped_log_likelihoods,
+    trial_log_likelihoods,
+)
 from study.analysis.parameters import PARAMS, Param
 
 __all__ = [
@@ -92,7 +96,7 @@ def parameter_covariance(
     size, which no per-trial correction sees.
     """
     free = [i for i, (lo, hi) in enumerate(bounds) if is_free(i, theta[i], lo, hi)]
-    curvature = hessian(lambda points: -log_likelihoods(points, data), theta, free)
+    curvature = hessian(lambda points: -capped_log_likelihoods(points, data), theta, free)
     values, vectors = np.linalg.eigh(curvature)
     values = np.maximum(values, 1e-6 * max(float(values.max()), 1e-12))
     inverse = (vectors / values) @ vectors.T

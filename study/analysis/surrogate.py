@@ -67,6 +67,7 @@ from study.analysis.likelihood import (
     LAST_STEP,
     MIN_REACHED,
     Trials,
+    capped_log_likelihoods,
     log_best_lr,
     log_likelihoods,
     mean_log_steps,
@@ -406,7 +407,7 @@ def _fit(
     upper = np.array([hi for _, hi in bounds])
 
     def objective(t: np.ndarray) -> tuple[float, np.ndarray]:
-        return value_and_gradient(lambda p: -log_likelihoods(p, data), t, upper)
+        return value_and_gradient(lambda p: -capped_log_likelihoods(p, data), t, upper)
 
     for x0 in starts:
         x0 = np.clip(x0, lower, upper)

@@ -25,7 +25,7 @@ import pandas as pd
 
 from study.analysis.answers import Answers
 from study.analysis.fitting import MIN_BATCH_SIZES, as_number
-from study.analysis.likelihood import MIN_REACHED, MIN_TRIALS
+from study.analysis.likelihood import MIN_REACHED, MIN_TRIALS, RATE_CAP
 from study.analysis.measures import FELL_BACK
 from study.analysis.recommend import Recommendation
 from study.analysis.seeds import SeedNoise
@@ -190,32 +190,42 @@ def answer_notes(answers: Answers, *, trials_planned: int = 0) -> list[str]:
 
 
 def extrapolation_notes(answers: Answers, steps: pd.DataFrame) -> list[str]:
-    """A note naming the batch sizes where the model's best learning rate lies past the rates
-    tried there by more than `EXTRAPOLATION`: its steps there are the model's extrapolation to
-    rates no trial ran, not a measurement."""
+    """Notes naming the batch sizes where the model's best learning rate sits on its cap
+    (`RATE_CAP` times the highest rate tried there: steps may fall further at rates no trial
+    ran) or lies below the lowest rate tried by more than `EXTRAPOLATION`."""
     if not answers.ok or steps.empty:
         return []
     b = steps[BATCH_SIZE].to_numpy(dtype=float)
     best = answers.surrogate.best_lr(b)
     low, high = steps["lr_min"].to_numpy(dtype=float), steps["lr_max"].to_numpy(dtype=float)
-    above, below = best > EXTRAPOLATION * high, best < low / EXTRAPOLATION
+    capped, below = best > _ON_CAP * RATE_CAP * high, best < low / EXTRAPOLATION
     notes = []
-    for mask, side, bound in ((above, "above the highest", high), (below, "below the lowest", low)):
-        if not mask.any():
-            continue
-        parts = [f"{as_number(x)} ({fmt(r)} against {fmt(t)})"
-                 for x, r, t in zip(b[mask], best[mask], bound[mask])]  # fmt: skip
+    if capped.any():
+        parts = [f"{as_number(x)} ({fmt(t)})" for x, t in zip(b[capped], high[capped])]
         notes.append(
-            f"The model's best learning rate lies far {side} rate tried at batch size(s) "
-            f"{_listed(parts)}: its steps there are an extrapolation to rates no trial ran, "
-            "and the answers lean on it; run trials at those rates (a wider learning-rate "
+            "The model's best learning rate reaches its cap, "
+            f"{RATE_CAP:g} times the highest rate tried, at batch size(s) {_listed(parts)}: "
+            "the trials there were still getting faster towards the highest rate, so their "
+            "steps at the best rate may be fewer than the answers assume; run trials at higher "
+            "rates there (a wider learning-rate range) to pin it."
+        )
+    if below.any():
+        parts = [f"{as_number(x)} ({fmt(r)} against {fmt(t)})"
+                 for x, r, t in zip(b[below], best[below], low[below])]  # fmt: skip
+        notes.append(
+            f"The model's best learning rate lies far below the lowest rate tried at batch "
+            f"size(s) {_listed(parts)}: its steps there are an extrapolation to rates no trial "
+            "ran, and the answers lean on it; run trials at those rates (a wider learning-rate "
             "range there) to check it."
         )
     return notes
 
 
 EXTRAPOLATION = 3.0
-"""How far past the rates tried at a batch size the model's best rate may lie unremarked."""
+"""How far below the rates tried at a batch size the model's best rate may lie unremarked."""
+
+_ON_CAP = 0.95
+"""A best rate within this share of its cap (`RATE_CAP`) is read as on it."""
 
 
 def _open_interval_notes(answers: Answers) -> list[str]:

@@ -299,3 +299,25 @@ def test_few_degrees_of_freedom_widen_the_draws_tails():
     spread = [np.subtract(*np.quantile(s.draws(40_000, 4)[:, b_noise], [0.975, 0.025]))
               for s in (many, few)]  # fmt: skip
     assert spread[1] / spread[0] == pytest.approx(3.182 / 1.960, rel=0.08)  # t(3) over normal
+
+
+def test_the_best_rate_stays_near_the_rates_tried_where_they_stop_below_it():
+    """Trials at the two largest batch sizes only below half the best rate: steps there
+    still fall towards the highest rate tried, and a free power law read a best rate far past
+    it (and S(B) far below every measurement); the cap keeps it within RATE_CAP of it."""
+    from study.analysis.likelihood import RATE_CAP
+
+    rng = np.random.default_rng(3)
+    trials = trials_of(rng, per_batch=16, alpha=1.0)
+    ref = math.exp(np.mean(np.log(SIZES)))
+    best = 0.01 * (trials[BATCH_SIZE] / ref) ** 1.0
+    low_only = trials[BATCH_SIZE].isin([512, 1024]) & (trials[LEARNING_RATE] > best / 2.0)
+    kept = trials[~low_only]
+    fit = fit_surrogate(kept)
+    assert fit.ok
+    for b in (512, 1024):
+        tried = kept.loc[kept[BATCH_SIZE] == b, LEARNING_RATE].max()
+        assert fit.best_lr(b)[0] <= RATE_CAP * tried * 1.1
+    # S(B) at the largest size no lower than the truth's at the capped rate could give.
+    measured = kept.loc[kept[BATCH_SIZE] == 1024, "steps_to_target"].min()
+    assert fit.steps(1024)[0] > measured / 3.0

@@ -177,5 +177,8 @@ def test_a_best_rate_the_model_puts_far_past_the_rates_tried_is_named(make_repor
 
     narrow = steps.assign(lr_max=steps["lr_max"] / 100.0, lr_min=steps["lr_min"] / 100.0)
     (note,) = extrapolation_notes(report.answers, narrow)
-    assert note.startswith("The model's best learning rate lies far above the highest rate")
-    assert "batch size(s) 8 (" in note and "an extrapolation to rates no trial ran" in note
+    assert note.startswith("The model's best learning rate reaches its cap, 2 times the highest")
+    assert "batch size(s) 8 (" in note and "run trials at higher rates there" in note
+    wide = steps.assign(lr_max=steps["lr_max"] * 100.0, lr_min=steps["lr_min"] * 100.0)
+    (note,) = extrapolation_notes(report.answers, wide)
+    assert note.startswith("The model's best learning rate lies far below the lowest rate")
