@@ -1,11 +1,11 @@
 """Who may use the storage proxy, and over what: TLS and a shared token for
 ``study serve-storage`` (`study.ledger.proxy_server`) and its clients (`study.ledger.proxy`).
 
-Two URL schemes: ``grpc://HOST:PORT`` is plain gRPC (a proxy on loopback, or one served with
-``--insecure`` on a trusted network); ``grpcs://HOST:PORT`` is gRPC over TLS, the proxy's
+Two URL schemes: ``grpc://HOST:PORT`` is plain gRPC (a proxy on loopback, or one served as
+insecure on a trusted network); ``grpcs://HOST:PORT`` is gRPC over TLS, the proxy's
 certificate checked against the CA in ``$STUDY_STORAGE_CA`` (a PEM file; unset: the system's
 roots) and its name against ``HOST``. What a client presents comes from its environment (the
-command line's ``--storage-ca`` and ``--storage-token-file`` set the same variables):
+command line's storage options set the same variables):
 
 * ``STUDY_STORAGE_TOKEN_FILE``: a file holding the fleet's shared token (one line, at least
   `MIN_TOKEN` characters: ``openssl rand -hex 32``), or ``STUDY_STORAGE_TOKEN``, the token
