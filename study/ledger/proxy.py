@@ -99,7 +99,7 @@ def open_proxy(
     host, port = proxy_address(url)
     access = client_access(url)
     _check_listening(url, host, port)
-    proxy = _proxy_class()(host=host, port=port, access=access)
+    proxy = _proxy_class()(host=host, port=port, access=access, url=url)
     try:
         proxy.check(url)
     except FieldError:
@@ -162,15 +162,16 @@ def _proxy_class() -> type:
     from optuna.storages._grpc.client import GrpcClientCache
 
     class Proxy(GrpcStorageProxy):
-        def __init__(self, *, host: str, port: int, access: ClientAccess) -> None:
+        def __init__(self, *, host: str, port: int, access: ClientAccess, url: str) -> None:
             # what GrpcStorageProxy.__init__ does, without its warning that the class is
             # experimental (since Optuna 4.2): once per storage, from any thread
-            self._host, self._port, self._access = host, port, access
+            self._host, self._port, self._access, self._url = host, port, access, url
             self._setup()
 
         def _setup(self) -> None:
+            refused = functools.partial(_refused, self._url, self._access)
             self._channel = open_channel(
-                self._host, self._port, self._access, list(CHANNEL_OPTIONS)
+                self._host, self._port, self._access, list(CHANNEL_OPTIONS), refused
             )
             self._stub = api_pb2_grpc.StorageServiceStub(self._channel)
             self._cache = GrpcClientCache(self._stub)
@@ -232,8 +233,8 @@ def check_answer(call: Callable[..., Any], url: str, access: ClientAccess) -> No
 
     Raises:
         FieldError: on ``storage``: the TLS handshake failed (the hint names the CA), the
-            token was refused or missing (named by where it came from, never shown), the proxy
-            kept closing the connection for `CLOSED_WAIT` s, or no answer in time.
+            proxy kept closing the connection for `CLOSED_WAIT` s, or no answer in time; the
+            token was refused or missing (``call`` raises it, `_refused`).
     """
     import grpc
 
@@ -248,8 +249,6 @@ def check_answer(call: Callable[..., Any], url: str, access: ClientAccess) -> No
             return
         except grpc.RpcError as exc:
             code, details = exc.code(), " ".join((exc.details() or "").split())  # type: ignore[attr-defined]
-        if code == grpc.StatusCode.UNAUTHENTICATED:
-            raise _refused(url, access, details)
         if code != grpc.StatusCode.UNAVAILABLE:
             return  # an answer (UNIMPLEMENTED: a proxy without the check)
         if "handshake failed" in details.lower() or "verification" in details.lower():
@@ -264,19 +263,21 @@ def check_answer(call: Callable[..., Any], url: str, access: ClientAccess) -> No
 
 
 def _refused(url: str, access: ClientAccess, details: str) -> FieldError:
+    """The one line for a call the proxy at ``url`` refused (``details``: its reason): no
+    token sent, or the token from ``access.token.source`` (never the token itself)."""
     from study.ledger.proxy_access import TOKEN_FILE_ENV
 
     if access.token is None:
         text = (
-            f"the proxy wants the fleet's token and none was sent (set {TOKEN_FILE_ENV} to "
-            "the file that holds it)"
+            f"wants the fleet's token and none was sent (set {TOKEN_FILE_ENV} to the file "
+            "that holds it)"
         )
     else:
         text = (
-            f"the proxy refused the token from {access.token.source} ({details}); use the "
-            "token the proxy was started with"
+            f"refused the token from {access.token.source} ({details}); use the token the "
+            "proxy was started with"
         )
-    return FieldError("storage", detail=f"cannot open {url!r}: {text}")
+    return FieldError("storage", detail=f"the proxy at {url!r} {text}")
 
 
 def _tls_failed(url: str, access: ClientAccess, details: str) -> FieldError:

@@ -24,6 +24,7 @@ where it came from (`Token.source`).
 
 from __future__ import annotations
 
+import functools
 import hmac
 import ipaddress
 import os
@@ -218,11 +219,24 @@ def quiet_grpc() -> None:
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 
-def open_channel(host: str, port: int, access: ClientAccess, options: list[Any]) -> Any:
+def open_channel(
+    host: str,
+    port: int,
+    access: ClientAccess,
+    options: list[Any],
+    refused: Callable[[str], Exception],
+) -> Any:
     """A gRPC channel to ``host:port``: TLS for ``access.tls``, the token as call credentials
     (over TLS, or gRPC's local credentials on loopback; a plain connection elsewhere gets no
-    token)."""
+    token); a call the proxy answers ``UNAUTHENTICATED`` raises ``refused(details)`` (at the
+    first call, or a proxy restarted with another token mid-study)."""
     quiet_grpc()
+    import grpc
+
+    return grpc.intercept_channel(_channel(host, port, access, options), _refusals(refused))
+
+
+def _channel(host: str, port: int, access: ClientAccess, options: list[Any]) -> Any:
     import grpc
 
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -249,6 +263,30 @@ def server_credentials(access: ServerAccess) -> Any:
         root_certificates=access.client_ca,
         require_client_auth=access.client_ca is not None,
     )
+
+
+@functools.cache
+def _refusals_class() -> type:
+    import grpc
+
+    class Refusals(grpc.UnaryUnaryClientInterceptor):
+        """Raises ``refused(details)`` for a call answered ``UNAUTHENTICATED``."""
+
+        def __init__(self, refused: Callable[[str], Exception]) -> None:
+            self.refused = refused
+
+        def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+            outcome = continuation(details, request)
+            if outcome.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise self.refused(" ".join((outcome.details() or "").split()))
+            return outcome
+
+    return Refusals
+
+
+def _refusals(refused: Callable[[str], Exception]) -> Any:
+    """A `_refusals_class` interceptor (the class is made where gRPC is imported, once)."""
+    return _refusals_class()(refused)
 
 
 #: What a refused call is told (the client's one line quotes it).

@@ -50,6 +50,7 @@ def test_tls_without_a_token_or_client_ca_refuses_to_start(certs: Certs, tmp_pat
     )
 
 
+@pytest.mark.slow
 def test_bad_access_flags_are_one_line_each(certs: Certs, tmp_path: Path) -> None:
     token = make_token(tmp_path / "token")
     cert, key = str(certs.cert), str(certs.key)

@@ -175,14 +175,18 @@ def test_a_client_with_the_ca_and_the_token_uses_the_ledger(
 
 
 def refusal(url: str) -> str:
-    """The one line that opening ``url`` fails with, and that it failed within 3 s."""
+    """The one line that opening ``url`` fails with (after ``storage: cannot open URL: ``,
+    or ``storage: the proxy at URL ``), and that it failed within 3 s."""
     start = time.monotonic()
     with pytest.raises(FieldError) as error:
         open_storage(url)
     assert time.monotonic() - start < 3, "refused at once, not after waiting"
     message = str(error.value)
-    assert "\n" not in message and message.startswith(f"storage: cannot open {url!r}: ")
-    return message.removeprefix(f"storage: cannot open {url!r}: ")
+    assert "\n" not in message, message
+    for prefix in (f"storage: cannot open {url!r}: ", f"storage: the proxy at {url!r} "):
+        if message.startswith(prefix):
+            return message.removeprefix(prefix)
+    raise AssertionError(message)
 
 
 @pytest.mark.slow
@@ -197,13 +201,13 @@ def test_a_wrong_or_missing_token_is_refused_and_never_shown(
     wrong = make_token(tmp_path / "wrong")
     monkeypatch.setenv(TOKEN_FILE_ENV, str(tmp_path / "wrong"))
     assert refusal(server.address) == (
-        f"the proxy refused the token from {TOKEN_FILE_ENV}={tmp_path / 'wrong'} (wrong "
-        "token); use the token the proxy was started with"
+        f"refused the token from {TOKEN_FILE_ENV}={tmp_path / 'wrong'} (wrong token); use the "
+        "token the proxy was started with"
     )
     monkeypatch.delenv(TOKEN_FILE_ENV)
     assert refusal(server.address) == (
-        f"the proxy wants the fleet's token and none was sent (set {TOKEN_FILE_ENV} to the "
-        "file that holds it)"
+        f"wants the fleet's token and none was sent (set {TOKEN_FILE_ENV} to the file that "
+        "holds it)"
     )
     assert said == ["study serve-storage: refused calls from ipv4:127.0.0.1: wrong token"]
     assert all(token not in line and wrong not in line for line in said)
@@ -226,6 +230,38 @@ def test_every_call_is_checked_not_only_the_first(
         assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
         bearer = grpc.access_token_call_credentials(token)
         assert stub.GetAllStudies(api_pb2.GetAllStudiesRequest(), credentials=bearer) is not None
+
+
+@pytest.mark.slow
+def test_a_proxy_restarted_with_another_token_is_one_line_mid_study(
+    secured: tuple[ProxyServer, str, list[str]],
+    postgres_url: str,
+    certs: Certs,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server, token, _ = secured
+    monkeypatch.setenv(CA_ENV, str(certs.ca))
+    monkeypatch.setenv(TOKEN_ENV, token)
+    storage = open_storage(server.address)
+    optuna.create_study(storage=storage, study_name="s")
+    server.stop(0)
+    rotated = make_token(tmp_path / "rotated")
+    access = ServerAccess(
+        certs.cert.read_bytes(), certs.key.read_bytes(), None, read_token(tmp_path / "rotated", "r")
+    )
+    port = int(server.address.rpartition(":")[2])
+    again = start_proxy(postgres_url, "127.0.0.1", port, access=access, say=[].append)
+    try:
+        with pytest.raises(FieldError) as error:
+            storage.get_all_studies()
+    finally:
+        again.stop(0)
+    assert str(error.value) == (
+        f"storage: the proxy at {server.address!r} refused the token from {TOKEN_ENV} (wrong "
+        "token); use the token the proxy was started with"
+    )
+    assert token not in str(error.value) and rotated not in str(error.value)
 
 
 @pytest.mark.slow
@@ -271,7 +307,7 @@ def test_a_loopback_proxy_with_a_token_takes_it_without_tls(
     server = serve(postgres_url, ServerAccess(token=read_token(tmp_path / "token", "t")), [])
     try:
         assert server.address.startswith("grpc://127.0.0.1:")
-        assert refusal(server.address).startswith("the proxy wants the fleet's token")
+        assert refusal(server.address).startswith("wants the fleet's token")
         monkeypatch.setenv(TOKEN_ENV, token)  # gRPC's local credentials carry it
         assert open_storage(server.address).get_all_studies() == []
     finally:

@@ -85,9 +85,9 @@ def test_a_worker_completes_trials_over_tls_and_a_wrong_token_is_refused(
     )  # fmt: skip
     assert (refused.returncode, refused.stdout) == (2, "")
     assert refused.stderr == (
-        f"study worker: error: --storage: cannot open {address!r}: the proxy refused the "
-        f"token from {TOKEN_FILE_ENV}={tmp_path / 'wrong'} (wrong token); use the token the "
-        "proxy was started with\n"
+        f"study worker: error: --storage: the proxy at {address!r} refused the token from "
+        f"{TOKEN_FILE_ENV}={tmp_path / 'wrong'} (wrong token); use the token the proxy was "
+        "started with\n"
     )
     assert not (tmp_path / "intruder" / "mlruns").exists()  # nothing recorded
 
