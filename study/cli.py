@@ -12,7 +12,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from study.commands.flags import storage_retry
+from study.commands.flags import add_storage as _add_storage
+from study.commands.flags import storage_access, storage_retry
+from study.commands.serve_storage import add_access_flags
 from study.commands.trial_flags import add_noise_every, add_schedule_flags, add_trial_flags
 from study.config.trial import NOISE_EVERY, PILOT_NOISE_EVERY
 from study.errors import EXIT_TEMPFAIL, StorageUnavailable, UsageError
@@ -127,28 +129,6 @@ def build_parser() -> argparse.ArgumentParser:
     for add in _COMMANDS:
         add(sub)
     return parser
-
-
-def _add_storage(p: argparse.ArgumentParser, tracking: bool = False) -> None:
-    p.add_argument(
-        "--storage",
-        metavar="URL",
-        help="Optuna storage: an RDB URL (postgresql://, mysql://, sqlite:///), grpc://HOST:PORT (a `study serve-storage` proxy) or a journal file (default: optuna.journal in $STUDY_HOME, else in ./mlruns)",
-    )
-    p.add_argument(
-        "--storage-retry",
-        metavar="SECONDS",
-        type=float,
-        help="how long to wait for a database storage that stops answering (restart, failover, "
-        "dropped connection) before exiting with status 75 (default: the study file's "
-        "storage_retry, else $STUDY_STORAGE_RETRY, else 300)",
-    )
-    if tracking:
-        p.add_argument(
-            "--tracking-uri",
-            metavar="URL",
-            help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else mlflow.db in $STUDY_HOME or ./mlruns)",
-        )
 
 
 def _add_run_options(p: argparse.ArgumentParser, default_tuner: str | None) -> None:
@@ -326,13 +306,16 @@ def _add_serve_storage(sub: Any) -> None:
         "serve-storage",
         help="serve a database storage to many workers through Optuna's gRPC proxy",
         description="Run Optuna's gRPC storage proxy in front of a database (PostgreSQL, "
-        "MySQL): workers use --storage grpc://HOST:PORT and only the proxy holds database "
-        "connections. Prints the address it serves; Ctrl-C or SIGTERM stops it (exit 0).",
+        "MySQL): workers use --storage grpc://HOST:PORT (grpcs:// with TLS) and only the "
+        "proxy holds database connections. Any address but loopback needs TLS and a token "
+        "(or client certificates), or --insecure. Prints the address it serves; Ctrl-C or "
+        "SIGTERM stops it (exit 0).",
     )
     p.add_argument("--storage", metavar="URL", required=True, help="the database's URL")
     p.add_argument("--port", type=int, required=True, help="port to serve on (0: any free one)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--threads", type=int, default=16, help="calls served at once (default: 16)")
+    add_access_flags(p)
     p.set_defaults(handler=_lazy("study.commands.serve_storage", "main"))
 
 
@@ -431,7 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         study_name(getattr(args, "name", None))  # a study name names folders: not "..", "."
-        with storage_retry(getattr(args, "storage_retry", None)):
+        with storage_retry(getattr(args, "storage_retry", None)), storage_access(args):
             return int(args.handler(args) or 0)
     except StorageUnavailable as exc:
         message = str(exc).replace("(storage_retry)", "(--storage-retry SECONDS)")

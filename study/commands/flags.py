@@ -9,19 +9,32 @@ flags of their own, every other option is ``--workload-option KEY``::
     flag_of("workload_options.path", workload="csv")    # '--csv'
     flag_of("workload_options.image_size")              # '--workload-option image_size'
 
-`storage_retry` applies ``--storage-retry`` to every storage a command opens.
+`add_storage` adds ``--storage`` and the flags that go with it; `storage_retry` applies
+``--storage-retry`` and `storage_access` ``--storage-ca`` and ``--storage-token-file`` to every
+storage a command opens (as the environment variables they stand for, which the command's
+child processes inherit).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from study.errors import FieldError, UsageError
 
-__all__ = ["FLAGS", "OPTION_FLAGS", "flag_of", "in_flags", "problem_in_flags", "storage_retry"]
+__all__ = [
+    "FLAGS",
+    "OPTION_FLAGS",
+    "add_storage",
+    "flag_of",
+    "in_flags",
+    "problem_in_flags",
+    "storage_access",
+    "storage_retry",
+]
 
 #: The flag that sets each field, for error messages.
 FLAGS: dict[str, str] = {
@@ -103,6 +116,78 @@ def problem_in_flags(problem: str, *, workload: str | None = None) -> str:
     return problem if flag is None else f"{flag}{match.group(2)}{match.group(3)}"
 
 
+def add_storage(p: argparse.ArgumentParser, tracking: bool = False) -> None:
+    """``--storage`` and its options (the retry window, a proxy's CA and token), and with
+    ``tracking`` ``--tracking-uri``."""
+    p.add_argument(
+        "--storage",
+        metavar="URL",
+        help="Optuna storage: an RDB URL (postgresql://, mysql://, sqlite:///), grpc://HOST:PORT or grpcs://HOST:PORT (a `study serve-storage` proxy, plain or TLS) or a journal file (default: optuna.journal in $STUDY_HOME, else in ./mlruns)",
+    )
+    p.add_argument(
+        "--storage-retry",
+        metavar="SECONDS",
+        type=float,
+        help="how long to wait for a database storage that stops answering (restart, failover, "
+        "dropped connection) before exiting with status 75 (default: the study file's "
+        "storage_retry, else $STUDY_STORAGE_RETRY, else 300)",
+    )
+    p.add_argument(
+        "--storage-ca",
+        metavar="FILE",
+        help="the CA (PEM) that signed a grpcs:// proxy's certificate (default: "
+        "$STUDY_STORAGE_CA, else the system's roots)",
+    )
+    p.add_argument(
+        "--storage-token-file",
+        metavar="FILE",
+        help="a file holding the proxy's shared token (default: $STUDY_STORAGE_TOKEN_FILE, "
+        "else $STUDY_STORAGE_TOKEN)",
+    )
+    if tracking:
+        p.add_argument(
+            "--tracking-uri",
+            metavar="URL",
+            help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else mlflow.db in $STUDY_HOME or ./mlruns)",
+        )
+
+
+@contextlib.contextmanager
+def storage_access(args: argparse.Namespace) -> Iterator[None]:
+    """``--storage-ca`` and ``--storage-token-file`` as ``$STUDY_STORAGE_CA`` and
+    ``$STUDY_STORAGE_TOKEN_FILE`` while the command runs (``$STUDY_STORAGE_TOKEN`` unset: the
+    file wins), as they were afterwards."""
+    from study.ledger.proxy_access import CA_ENV, TOKEN_ENV, TOKEN_FILE_ENV
+
+    ca, token_file = getattr(args, "storage_ca", None), getattr(args, "storage_token_file", None)
+    values: dict[str, str | None] = {}
+    if ca:
+        values[CA_ENV] = ca
+    if token_file:
+        values |= {TOKEN_FILE_ENV: token_file, TOKEN_ENV: None}
+    with _environment(values):
+        yield
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str | None]) -> Iterator[None]:
+    """Environment variables set (None: unset) while the block runs, as they were after."""
+    previous = {name: os.environ.get(name) for name in values}
+    try:
+        for name, value in values.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 @contextlib.contextmanager
 def storage_retry(seconds: float | None) -> Iterator[None]:
     """``--storage-retry``, checked: the window of every storage the command opens (set in
@@ -116,12 +201,5 @@ def storage_retry(seconds: float | None) -> Iterator[None]:
         window = retry_window(seconds)
     except FieldError as err:
         raise err.named("--storage-retry") from None
-    previous = os.environ.get(RETRY_ENV)
-    os.environ[RETRY_ENV] = repr(window)
-    try:
+    with _environment({RETRY_ENV: repr(window)}):
         yield
-    finally:
-        if previous is None:
-            os.environ.pop(RETRY_ENV, None)
-        else:
-            os.environ[RETRY_ENV] = previous

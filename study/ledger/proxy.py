@@ -1,5 +1,6 @@
 """Optuna's gRPC storage proxy: one server process in front of the database, many workers
-talking to it (``grpc://HOST:PORT``) instead of each holding database connections.
+talking to it (``grpc://HOST:PORT``, or ``grpcs://HOST:PORT`` over TLS) instead of each holding
+database connections. TLS, the shared token and client certificates: `study.ledger.proxy_access`.
 
 `open_proxy` is the client: Optuna's `GrpcStorageProxy`, wrapped in
 `study.ledger.retry.RetryingStorage` like a database storage; `study.ledger.proxy_server` is
@@ -25,6 +26,12 @@ another version) gets one call per write instead. Everything else (claims by tri
 heartbeats as system attributes, the retry's "did that write land" reads) is Optuna's API,
 which the proxy serves whole.
 
+What this relies on of Optuna beyond its public API (``optuna.storages.GrpcStorageProxy``),
+all in `_proxy_class`: the client's ``_setup`` (it makes ``_channel``, ``_stub``, ``_cache``;
+ours makes the channel with TLS and call credentials, `proxy_access.open_channel`), the
+generated ``api_pb2_grpc.StorageServiceStub`` and ``GrpcClientCache`` of
+``optuna.storages._grpc``; `study.ledger.proxy_server` uses its servicer.
+
 Example: ``start_proxy("postgresql://study:pw@db/ledger", "127.0.0.1", 13000)`` serves it at
 ``grpc://127.0.0.1:13000``; ``open_proxy("grpc://127.0.0.1:13000", 300.0)`` reaches it.
 """
@@ -42,21 +49,22 @@ from urllib.parse import urlsplit
 import optuna
 
 from study.errors import FieldError
+from study.ledger.proxy_access import TLS_SCHEME, ClientAccess, client_access, open_channel
 from study.ledger.retry import RetryingStorage
 
-#: The URL scheme of a storage served by a proxy.
+#: The URL scheme of a storage served by a proxy (`TLS_SCHEME` over TLS).
 SCHEME = "grpc"
 #: Seconds to wait for a proxy to answer when a storage is opened.
 CONNECT_TIMEOUT = 10
 
 
 def is_proxy_url(url: str | None) -> bool:
-    """Whether ``url`` names a storage proxy (``grpc://HOST:PORT``)."""
-    return bool(url) and str(url).lower().startswith(f"{SCHEME}://")
+    """Whether ``url`` names a storage proxy (``grpc://HOST:PORT``, ``grpcs://HOST:PORT``)."""
+    return bool(url) and str(url).lower().startswith((f"{SCHEME}://", f"{TLS_SCHEME}://"))
 
 
 def proxy_address(url: str) -> tuple[str, int]:
-    """The host and port of ``grpc://HOST:PORT``.
+    """The host and port of ``grpc://HOST:PORT`` or ``grpcs://HOST:PORT``.
 
     Raises:
         FieldError: on ``storage``: no host, no port, or a path, query or password.
@@ -68,7 +76,9 @@ def proxy_address(url: str) -> tuple[str, int]:
         port = None
     if not parts.hostname or port is None or parts.path not in ("", "/") or parts.query:
         raise FieldError(
-            "storage", "must be grpc://HOST:PORT (a `study serve-storage` address)", url
+            "storage",
+            "must be grpc://HOST:PORT or grpcs://HOST:PORT (a `study serve-storage` address)",
+            url,
         )
     return parts.hostname, port
 
@@ -76,21 +86,25 @@ def proxy_address(url: str) -> tuple[str, int]:
 def open_proxy(
     url: str, window: float, *, now: Callable[[], float] = time.time
 ) -> optuna.storages.BaseStorage:
-    """The storage served by the proxy at ``grpc://HOST:PORT``, retried like a database
-    storage (``window``: seconds, see `study.ledger.retry`).
+    """The storage served by the proxy at ``grpc://HOST:PORT`` (or ``grpcs://``, TLS), retried
+    like a database storage (``window``: seconds, see `study.ledger.retry`); what it presents
+    (a CA, a token, a client certificate) comes from the environment,
+    `study.ledger.proxy_access.client_access`.
 
     Raises:
-        FieldError: on ``storage``: a malformed URL, nothing listening there (at once), or no
-            proxy answers there within `CONNECT_TIMEOUT` seconds.
+        FieldError: on ``storage``: a malformed URL, a CA or token that cannot be read, nothing
+            listening there (at once), a failed TLS handshake or a refused token (at once), or
+            no proxy answers there within `CONNECT_TIMEOUT` seconds.
     """
     host, port = proxy_address(url)
+    access = client_access(url)
     _check_listening(url, host, port)
-    proxy = _proxy_class()(host=host, port=port)
+    proxy = _proxy_class()(host=host, port=port, access=access, url=url)
     try:
-        proxy.wait_server_ready(timeout=CONNECT_TIMEOUT)
-    except ConnectionError:
+        proxy.check(url)
+    except FieldError:
         proxy.close()
-        raise _no_answer(url) from None
+        raise
     return RetryingStorage(proxy, url, window, now=now)
 
 
@@ -148,21 +162,30 @@ def _proxy_class() -> type:
     from optuna.storages._grpc.client import GrpcClientCache
 
     class Proxy(GrpcStorageProxy):
-        def __init__(self, *, host: str, port: int) -> None:
+        def __init__(self, *, host: str, port: int, access: ClientAccess, url: str) -> None:
             # what GrpcStorageProxy.__init__ does, without its warning that the class is
             # experimental (since Optuna 4.2): once per storage, from any thread
-            self._host, self._port = host, port
+            self._host, self._port, self._access, self._url = host, port, access, url
             self._setup()
 
         def _setup(self) -> None:
-            address = f"[{self._host}]" if ":" in self._host else self._host
-            self._channel = grpc.insecure_channel(
-                f"{address}:{self._port}", options=list(CHANNEL_OPTIONS)
+            refused = functools.partial(_refused, self._url, self._access)
+            self._channel = open_channel(
+                self._host, self._port, self._access, list(CHANNEL_OPTIONS), refused
             )
             self._stub = api_pb2_grpc.StorageServiceStub(self._channel)
             self._cache = GrpcClientCache(self._stub)
             self._write = self._channel.unary_unary(WRITE_METHOD)
             self._grouped = True
+
+        def check(self, url: str) -> None:
+            """Wait until the proxy answers a call (`CHECK_METHOD`), as Optuna's
+            ``wait_server_ready`` does but over this channel (TLS, the token).
+
+            Raises:
+                FieldError: see `check_answer`.
+            """
+            check_answer(self._channel.unary_unary(CHECK_METHOD), url, self._access)
 
         def write_trial(self, writes: Any) -> bool:
             """Store a group of writes to one trial in one call (`WRITE_METHOD`); False if
@@ -195,6 +218,96 @@ def _proxy_class() -> type:
 #: (`study.ledger.batch.TrialWrites`, as `encode_writes` gives it) stored in one transaction.
 WRITE_SERVICE, WRITE_NAME = "study.Ledger", "WriteTrial"
 WRITE_METHOD = f"/{WRITE_SERVICE}/{WRITE_NAME}"
+#: The proxy's method that answers an empty reply at once: the client's first call, which
+#: shows the TLS handshake and the token work (a proxy without it answers UNIMPLEMENTED).
+CHECK_NAME = "Check"
+CHECK_METHOD = f"/{WRITE_SERVICE}/{CHECK_NAME}"
+#: Seconds a proxy may keep closing the connection before the client says why it may
+#: (it serves TLS and the URL is grpc://, or it wants a client certificate).
+CLOSED_WAIT = 2.0
+
+
+def check_answer(call: Callable[..., Any], url: str, access: ClientAccess) -> None:
+    """Call ``call`` (`CHECK_METHOD`) until the proxy answers, for up to `CONNECT_TIMEOUT`
+    seconds; an answer that refuses the client, and a failed TLS handshake, end it at once.
+
+    Raises:
+        FieldError: on ``storage``: the TLS handshake failed (the hint names the CA), the
+            proxy kept closing the connection for `CLOSED_WAIT` s, or no answer in time; the
+            token was refused or missing (``call`` raises it, `_refused`).
+    """
+    import grpc
+
+    start = time.monotonic()
+    closed_since: float | None = None
+    while True:
+        left = start + CONNECT_TIMEOUT - time.monotonic()
+        if left <= 0:
+            raise _no_answer(url)
+        try:
+            call(b"", timeout=left)
+            return
+        except grpc.RpcError as exc:
+            code, details = exc.code(), " ".join((exc.details() or "").split())  # type: ignore[attr-defined]
+        if code != grpc.StatusCode.UNAVAILABLE:
+            return  # an answer (UNIMPLEMENTED: a proxy without the check)
+        if "handshake failed" in details.lower() or "verification" in details.lower():
+            raise _tls_failed(url, access, details)
+        if details.endswith("Socket closed"):
+            closed_since = closed_since or time.monotonic()
+            if time.monotonic() - closed_since >= CLOSED_WAIT:
+                raise _closed(url, access)
+        else:
+            closed_since = None
+        time.sleep(0.1)
+
+
+def _refused(url: str, access: ClientAccess, details: str) -> FieldError:
+    """The one line for a call the proxy at ``url`` refused (``details``: its reason): no
+    token sent, or the token from ``access.token.source`` (never the token itself)."""
+    from study.ledger.proxy_access import TOKEN_FILE_ENV
+
+    if access.token is None:
+        text = (
+            f"wants the fleet's token and none was sent (set {TOKEN_FILE_ENV} to the file "
+            "that holds it)"
+        )
+    else:
+        text = (
+            f"refused the token from {access.token.source} ({details}); use the token the "
+            "proxy was started with"
+        )
+    return FieldError("storage", detail=f"the proxy at {url!r} {text}")
+
+
+def _tls_failed(url: str, access: ClientAccess, details: str) -> FieldError:
+    reason = details.rpartition("OPENSSL_internal:")[2] or details.rpartition(": ")[2]
+    reason = reason.removesuffix(": OK")  # gRPC's status of the verification, not a reason
+    lowered = details.lower()
+    if "wrong_version_number" in lowered:
+        hint = "the proxy does not serve TLS there: its URL is grpc://HOST:PORT"
+    elif "hostname verification" in lowered:
+        hint = f"the proxy's certificate does not name {proxy_address(url)[0]!r}"
+    else:
+        hint = f"is {access.ca_source} the CA that signed the proxy's certificate?"
+    return FieldError(
+        "storage", detail=f"cannot open {url!r}: the TLS handshake failed ({reason}; {hint})"
+    )
+
+
+def _closed(url: str, access: ClientAccess) -> FieldError:
+    from study.ledger.proxy_access import CERT_ENV, KEY_ENV
+
+    if not access.tls:
+        hint = "a proxy served with TLS is grpcs://HOST:PORT"
+    elif access.cert is None:
+        hint = f"a proxy that asks for a client certificate: set {CERT_ENV} and {KEY_ENV}"
+    else:
+        hint = "is the client certificate signed by the CA the proxy trusts?"
+    return FieldError(
+        "storage",
+        detail=f"cannot open {url!r}: the proxy closes every connection ({hint})",
+    )
 
 
 def encode_writes(writes: Any) -> bytes:

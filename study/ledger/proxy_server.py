@@ -1,9 +1,15 @@
 """The storage proxy's server (``study serve-storage``; `study.ledger.proxy` is the client).
 
 `start_proxy` serves a database storage with Optuna's proxy (the servicer that
-`optuna.storages.run_grpc_proxy_server` runs, built as its ``make_server`` builds it, plus one
-interceptor) in front of a database opened, checked and cached as
-`study.ledger.storage.open_storage` opens it. A call that meets a transient database fault is
+`optuna.storages.run_grpc_proxy_server` runs, built as its ``make_server`` builds it, with our
+interceptors and port) in front of a database opened, checked and cached as
+`study.ledger.storage.open_storage` opens it. Optuna's server takes neither credentials nor
+interceptors, so the ``grpc.server`` is built here around its servicer: this relies on
+``optuna.storages._grpc.servicer.OptunaStorageProxyService`` and the generated
+``api_pb2_grpc.add_StorageServiceServicer_to_server`` (what ``make_server`` calls). With a
+`study.ledger.proxy_access.ServerAccess` it serves TLS (``grpcs://``; client certificates
+where it names a CA) and checks the shared token on every call (``UNAUTHENTICATED`` without
+it, before any handler runs). A call that meets a transient database fault is
 answered ``UNAVAILABLE`` at once, which the workers' retry waits through (see
 `study.ledger.proxy`); the proxy prints one line when the database stops answering and one
 when it is back.
@@ -20,7 +26,21 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from study.errors import FieldError
-from study.ledger.proxy import SCHEME, WRITE_NAME, WRITE_SERVICE, decode_writes, is_proxy_url
+from study.ledger.proxy import (
+    CHECK_NAME,
+    SCHEME,
+    WRITE_NAME,
+    WRITE_SERVICE,
+    decode_writes,
+    is_proxy_url,
+)
+from study.ledger.proxy_access import (
+    TLS_SCHEME,
+    ServerAccess,
+    quiet_grpc,
+    server_credentials,
+    token_check,
+)
 from study.ledger.retry import is_transient
 from study.paths import masked
 
@@ -29,7 +49,8 @@ THREADS = 16
 
 
 class ProxyServer:
-    """A started proxy: ``address`` (``grpc://HOST:PORT``, the port bound), ``where`` (the
+    """A started proxy: ``address`` (``grpc://HOST:PORT`` or ``grpcs://``, the port bound),
+    ``where`` (the
     database, its password masked); `stop` ends it."""
 
     def __init__(self, server: Any, address: str, where: str, storage: Any) -> None:
@@ -55,16 +76,19 @@ def start_proxy(
     port: int,
     *,
     threads: int = THREADS,
+    access: ServerAccess | None = None,
     say: Callable[[str], None] | None = None,
 ) -> ProxyServer:
     """Open the database storage at ``url`` (creating Optuna's tables if missing) and serve
-    it at ``host:port`` (port 0: any free port) with Optuna's proxy; ``say`` prints the
-    proxy's outage lines (stderr by default).
+    it at ``host:port`` (port 0: any free port) with Optuna's proxy, with TLS and the token
+    ``access`` asks for (None: plain, anyone); ``say`` prints the proxy's outage lines and
+    refused clients (stderr by default).
 
     Raises:
         FieldError: on ``storage``: not a database URL, or it cannot be opened; on ``port``:
             it cannot be bound (in use, or not a port).
     """
+    quiet_grpc()
     import grpc
     from optuna.storages._grpc.auto_generated import api_pb2_grpc
     from optuna.storages._grpc.servicer import OptunaStorageProxyService
@@ -80,24 +104,30 @@ def start_proxy(
     if threads < 1:
         raise FieldError("threads", "must be at least 1", threads)
     _check_free(host, port)  # before gRPC tries: its failure is a log line of its own
+    access = access or ServerAccess()
     storage = open_database(url)
     database = _Database(masked(url), say or _stderr)
+    checks = [token_check(access.token, say or _stderr)] if access.token else []
     server = grpc.server(
         ThreadPoolExecutor(max_workers=threads),
-        interceptors=[_unavailable(database)],
+        interceptors=[*checks, _unavailable(database)],
         options=[("grpc.so_reuseport", 0)],  # a second proxy on the port fails, not shares it
     )
     api_pb2_grpc.add_StorageServiceServicer_to_server(OptunaStorageProxyService(storage), server)
     server.add_generic_rpc_handlers((_group_writes(storage),))
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        if access.tls:
+            bound = server.add_secure_port(f"{host}:{port}", server_credentials(access))
+        else:
+            bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError:
         bound = 0
     if not bound:
         raise _unbound(host, port)
     server.start()
     shown = f"[{host}]" if ":" in host else host
-    return ProxyServer(server, f"{SCHEME}://{shown}:{bound}", masked(url), storage)
+    scheme = TLS_SCHEME if access.tls else SCHEME
+    return ProxyServer(server, f"{scheme}://{shown}:{bound}", masked(url), storage)
 
 
 def _unbound(host: str, port: int) -> FieldError:
@@ -157,8 +187,9 @@ class _Database:
 
 
 def _group_writes(storage: Any) -> Any:
-    """The handler of `WRITE_METHOD`: a group of writes to one trial stored by
-    `study.ledger.batch.write` (one transaction at the database)."""
+    """The handlers of `WRITE_METHOD`, a group of writes to one trial stored by
+    `study.ledger.batch.write` (one transaction at the database), and of `CHECK_METHOD` (an
+    empty answer)."""
     import grpc
     import optuna
 
@@ -174,8 +205,15 @@ def _group_writes(storage: Any) -> Any:
             context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         return b""
 
+    def check(request: bytes, context: Any) -> bytes:  # `study.ledger.proxy.CHECK_METHOD`
+        return b""
+
     return grpc.method_handlers_generic_handler(
-        WRITE_SERVICE, {WRITE_NAME: grpc.unary_unary_rpc_method_handler(write)}
+        WRITE_SERVICE,
+        {
+            WRITE_NAME: grpc.unary_unary_rpc_method_handler(write),
+            CHECK_NAME: grpc.unary_unary_rpc_method_handler(check),
+        },
     )
 
 

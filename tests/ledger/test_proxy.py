@@ -56,7 +56,8 @@ def test_a_proxy_address_names_a_host_and_a_port(url: str) -> None:
     with pytest.raises(UsageError) as error:
         open_storage(url)
     assert str(error.value) == (
-        f"storage must be grpc://HOST:PORT (a `study serve-storage` address) (got {url!r})"
+        "storage must be grpc://HOST:PORT or grpcs://HOST:PORT (a `study serve-storage` "
+        f"address) (got {url!r})"
     )
 
 
