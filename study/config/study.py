@@ -25,6 +25,7 @@ from study.config.trial import (
     ScheduleSpec,
     TrialSettings,
     TrialSpec,
+    default_of,
 )
 from study.errors import UsageError
 
@@ -263,8 +264,8 @@ class StudyConfig:
     workload_options: Mapping[str, Any] = field(default_factory=dict)
     model: str | None = None
     #: The optimizer and schedule of every trial unless the search space samples them.
-    optimizer: str = "nesterov"
-    schedule: str = "constant"
+    optimizer: str = default_of(OptimizerSpec, "name")
+    schedule: str = default_of(ScheduleSpec, "name")
     tuner: TunerSettings = field(default_factory=TunerSettings)
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
     allocation: Allocation = field(default_factory=Allocation)
