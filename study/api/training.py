@@ -147,8 +147,8 @@ def train(
     **fields: Any,
 ) -> TrialResult:
     """Train one trial until its target holds or its budget runs out, as ``study train`` does
-    (the same fields and defaults; no budget given means 10,000 steps), and return its
-    `TrialResult` (``result.frame()`` is its measurement curve).
+    (the same fields and defaults), and return its `TrialResult` (``result.frame()`` is its
+    measurement curve).
 
     ``trial`` is the workload (a built-in name or ``module:callable``; default ``mnist1d``) or
     a whole `study.config.definition.TrialDefinition`; ``fields`` are the fields of
