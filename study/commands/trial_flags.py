@@ -253,34 +253,36 @@ def _add_group(
             continue
         if item.name == "workload_options":
             for dest, kind, metavar, text in OPTION_SUGAR:
-                flag = "--" + dest.replace("_", "-")
-                group.add_argument(flag, type=kind, metavar=metavar, help=text)
+                group.add_argument(
+                    "--" + dest.replace("_", "-"), type=kind, metavar=metavar, help=text
+                )
         default = getattr(standard, item.name)
         shown = defaults.get(item.name, default) if isinstance(defaults, dict) else default
-        help_text = None
-        if face.help is not None:
-            help_text = face.help.format(
-                default=shown,
-                choices=_listed(face.choices) if face.choices else "",
-                workloads=", ".join(_workloads()) if "{workloads}" in face.help else "",
-            ).replace("%", "%%")
-        kind = _kind(hints[item.name])
-        options: dict[str, Any] = {"dest": item.name, "help": help_text}
-        if kind is bool:
-            options["action"] = "store_false" if default else "store_true"
-        else:
-            options["metavar"] = face.metavar or face.flag.lstrip("-").replace("-", "_").upper()
-            options["type"] = None if kind is str else kind
-            if face.strict:
-                options["choices"] = face.choices
-                del options["metavar"]
-        if item.name == "workload_options":
-            options.update(action="append", type=None)
-            default = []
-        if kind is not bool:
-            unset = defaults is False and default is not None
-            options["default"] = argparse.SUPPRESS if unset else default
+        options = _options(item.name, face, _kind(hints[item.name]), default, shown)
+        if defaults is False and options.get("default") is not None:
+            options["default"] = argparse.SUPPRESS
         group.add_argument(face.flag, **options)
+
+
+def _options(name: str, face: Flag, kind: type, default: Any, shown: Any) -> dict[str, Any]:
+    """argparse's options of the flag of field ``name`` (read as ``kind``)."""
+    text = None
+    if face.help is not None:
+        text = face.help.format(
+            default=shown,
+            choices=_listed(face.choices) if face.choices else "",
+            workloads=", ".join(_workloads()) if "{workloads}" in face.help else "",
+        ).replace("%", "%%")
+    options: dict[str, Any] = {"dest": name, "help": text}
+    if kind is bool:  # a switch: --noise-scale sets true, --no-exact-steps false
+        return {**options, "action": "store_false" if default else "store_true"}
+    if name == "workload_options":  # KEY=VALUE, repeatable
+        return {**options, "action": "append", "metavar": face.metavar, "default": []}
+    if face.strict:
+        options["choices"] = face.choices
+    else:
+        options["metavar"] = face.metavar or face.flag.lstrip("-").replace("-", "_").upper()
+    return {**options, "type": None if kind is str else kind, "default": default}
 
 
 def _kind(hint: Any) -> type:

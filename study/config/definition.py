@@ -72,7 +72,7 @@ class TrialDefinition:
     """Every field of one trial outside a study, with the default of ``study train``.
 
     A field left None takes the default of the record it sets: no limit of ``max_steps``,
-    ``max_examples`` and ``max_seconds`` means `Budget`'s 10,000 steps; ``noise_every``
+    ``max_examples`` and ``max_seconds`` means `Budget`'s default step limit; ``noise_every``
     (only with ``noise_scale``) defaults to `TrialSettings`'; ``target`` to the workload's.
     ``batch_schedule`` grows the global batch by examples seen: a `BatchSchedule`, its
     study-file section as a mapping, a YAML file holding one, or inline stages such as
@@ -176,7 +176,7 @@ class TrialDefinition:
             loss=self.loss,
             precision=self.precision,
             jit_compile=self.jit_compile,
-            noise_scale=self.noise_scale,
+            noise_scale=bool(self.noise_scale),
             noise_every=_SETTINGS.noise_every if self.noise_every is None else self.noise_every,
             exact_steps=self.exact_steps,
         )
@@ -195,13 +195,12 @@ class TrialDefinition:
         """
         if not isinstance(self.workload, str) or not self.workload:
             raise FieldError("workload", "must be a non-empty string", self.workload)
-        if not isinstance(self.workload_options, Mapping):
+        options = {} if self.workload_options is None else self.workload_options  # None: none
+        if not isinstance(options, Mapping):
             raise FieldError(
-                "workload_options",
-                "must be a mapping of option names to values",
-                self.workload_options,
+                "workload_options", "must be a mapping of option names to values", options
             )
-        options = dict(self.workload_options)
+        options = dict(options)
         plan = self._batch_schedule(called)
         optimizer = OptimizerSpec(
             name=self.optimizer,
