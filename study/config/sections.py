@@ -66,7 +66,8 @@ ALLOCATION_KEYS = ("mode", "rounds", "steps")
 
 def read_settings(r: Reader, mapping: Mapping[str, Any]) -> TrialSettings:
     """The trial settings from the file's top-level keys; a key left out keeps its default
-    (``budget`` is required; null is the default for the settings added later)."""
+    (``budget`` is required; null keeps the default of ``noise_scale``, ``noise_every`` and
+    ``exact_steps``)."""
     default = TrialSettings()
     with r.naming(lambda field: field):  # a rule only the record knows, by its key
         return TrialSettings(

@@ -225,7 +225,7 @@ class TrainingSeeds(str, enum.Enum):
     ``per_trial`` (the default) draws one per trial from the study's ``seed`` and the trial's
     number, so seed-to-seed noise is sampled across the search instead of frozen into it and
     the study is still reproducible from its file; ``pinned`` trains every trial under the
-    study's ``seed`` itself (the behaviour of studies before the choice)."""
+    study's ``seed`` itself."""
 
     PER_TRIAL = "per_trial"
     PINNED = "pinned"
