@@ -32,7 +32,7 @@ def main(args: argparse.Namespace) -> int:
         strategy=args.strategy if args.strategy != "auto" else "default",
         batch_size=args.batch_size,
         loss=args.loss,
-        learning_rate=args.lr,
+        learning_rate=args.learning_rate,
         seed=args.seed,
     )
     if args.json:

@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from study.config.space import Stratum
 from study.config.study import StudyConfig
-from study.config.trial import TrialSpec
+from study.config.trial import Budget, TrialSpec, default_of
 from study.errors import StorageUnavailable
 from study.ledger import Ledger, LedgerTrial, Slot
 from study.ledger.records import SEED
@@ -66,8 +66,8 @@ from study.tuners.history import read_history, step_bound
 from study.tuners.objective import explain, score
 from study.tuners.registry import Lineup
 
-#: The step limit assumed for scoring when a budget has no step or example limit.
-DEFAULT_STEP_LIMIT = 10_000
+#: The step limit assumed for scoring when a budget has no step or example limit (`Budget`'s).
+DEFAULT_STEP_LIMIT: int = default_of(Budget, "max_steps")
 #: Before a stratum has a best to prune against, a trial stops after this many times the steps
 #: the other batch sizes' results allow it (`study.tuners.history.step_bound`).
 SCALING_SLACK = 2.0
