@@ -5,7 +5,7 @@ A journal is a list of records, one JSON object a line, appended under a lock fi
 prefix of it is a state the ledger was in. `CheckedJournalBackend` adds three things:
 
 - **a torn record** (a write cut short by a full disk or a killed process leaves the file
-  ending without a newline): Optuna's readers skip it, but the next record appended would join
+  ending without a newline, or in a line that is not JSON): Optuna's readers skip it, but the next record appended would join
   it into one line no reader can parse, and every later read of the ledger would fail. Before
   each append, under the journal's lock (so no writer is mid-write), a torn tail is cut off and
   kept in ``FILE.torn``, with one warning line. The write it came from was told it failed.
@@ -66,7 +66,7 @@ class CheckedJournalBackend(JournalFileBackend):
             yield log
 
     def append_logs(self, logs: list[dict[str, Any]]) -> None:
-        data = "".join(json.dumps(log) + "\n" for log in logs).encode("utf-8")
+        data = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs).encode()
         self.lock.acquire()
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
@@ -97,20 +97,16 @@ def _append(fd: int, data: bytes, path: Path) -> None:
 
 
 def _cut_torn_tail(fd: int, path: Path) -> None:
-    """Cut off a last line without a newline (a torn record), keeping it in ``FILE.torn``."""
+    """Cut off a torn last record (a last line without a newline, or one that is not JSON:
+    Optuna's readers skip both), keeping it in ``FILE.torn``."""
     size = os.fstat(fd).st_size
-    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+    if size == 0:
         return
-    end = size
-    while end > 0:  # the byte after the last newline
-        start = max(0, end - _CHUNK)
-        chunk = os.pread(fd, end - start, start)
-        newline = chunk.rfind(b"\n")
-        if newline >= 0:
-            end = start + newline + 1
-            break
-        end = start
-    torn = os.pread(fd, size - end, end)
+    whole = os.pread(fd, 1, size - 1) == b"\n"
+    end = _line_start(fd, size - 1 if whole else size)
+    if whole and _is_record(os.pread(fd, size - end, end)):
+        return
+    torn = os.pread(fd, size - end, end).rstrip(b"\n")
     kept = path.with_name(path.name + TORN)
     try:
         with open(kept, "ab") as out:
@@ -125,6 +121,24 @@ def _cut_torn_tail(fd: int, path: Path) -> None:
         file=sys.stderr,
         flush=True,
     )
+
+
+def _line_start(fd: int, end: int) -> int:
+    """The offset of the line that holds the byte before ``end`` (0 for the first line)."""
+    while end > 0:
+        start = max(0, end - _CHUNK)
+        newline = os.pread(fd, end - start, start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
+
+
+def _is_record(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
 
 
 def damaged_line(path: Path) -> tuple[int, int, str] | None:
