@@ -55,6 +55,9 @@ from study.tracking.store_template import seed_new_store
 
 for _name in ("mlflow", "alembic"):
     logging.getLogger(_name).setLevel(logging.WARNING)
+# A failing write of the store is logged by MLflow with its traceback, then raised: the
+# tracker's one warning says it (`study.tracking.jobs`), and what to do.
+logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
 _MAX_METRICS_PER_BATCH = 1000
