@@ -32,8 +32,8 @@ from study.ledger import Ledger, LedgerTrial
 from study.report.formatting import fmt
 from study.results import TrialResult, TrialState
 from study.runner import WorkerPool, engine, launch
-from study.runner.engine import TRAINER_PARTS, account, timed
 from study.runner.launch import RunOptions, run_study
+from study.runner.timings import TRAINER_PARTS, account, timed
 from study.tuners.keras_tuner_backend import KT_TRIAL, KerasTunerBackend
 from tests.runner.conftest import (
     FINISHED,
