@@ -196,11 +196,11 @@ _FITS_LOCK = threading.Lock()
 
 def design_model(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | None:
     """The model of every trial fitted to ``trials`` (`ledger_frame`'s columns) with its
-    recommended batch size; None when it cannot be fitted yet. A fit to the same trials (in
-    any order) as one of the last `FITS_KEPT` is not made again: e.g. the allocation's round
-    and the designer's proposal of the trial it opens read the same finished trials."""
-    rows = np.sort(pd.util.hash_pandas_object(trials, index=False).to_numpy())
-    key = (rows.tobytes(), accelerators)
+    recommended batch size; None when it cannot be fitted yet. A fit to the same trials, in
+    the same order, as one of the last `FITS_KEPT` is not made again (e.g. designed proposals
+    while no trial finished). The same trials in another order are fitted anew: the order of
+    the sums changes the fit in its last digits, and a study's path with it."""
+    key = (pd.util.hash_pandas_object(trials, index=False).to_numpy().tobytes(), accelerators)
     with _FITS_LOCK:
         kept = key in _FITS
         model = _FITS.get(key)
