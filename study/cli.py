@@ -17,11 +17,11 @@ from study.commands.flags import storage_access, storage_retry
 from study.commands.serve_storage import add_access_flags
 from study.commands.trial_flags import add_measurement_flags, add_schedule_flags, add_trial_flags
 from study.config.trial import PILOT_NOISE_EVERY
-from study.errors import EXIT_TEMPFAIL, StorageUnavailable, UsageError
+from study.errors import ExitCode, StorageUnavailable, UsageError
 from study.paths import study_name
 from study.version import __version__
 
-EXIT_USAGE = 2
+EXIT_USAGE = ExitCode.USAGE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -400,11 +400,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         study_name(getattr(args, "name", None))  # a study name names folders: not "..", "."
         with storage_retry(getattr(args, "storage_retry", None)), storage_access(args):
-            return int(args.handler(args) or 0)
+            return int(args.handler(args) or ExitCode.OK)
     except StorageUnavailable as exc:
         message = str(exc).replace("(storage_retry)", "(--storage-retry SECONDS)")
         print(f"study {args.command}: error: {message}", file=sys.stderr)
-        return EXIT_TEMPFAIL
+        return ExitCode.TEMPFAIL
     except UsageError as exc:
         from study.commands.flags import in_flags  # a field named by its flag
 

@@ -29,10 +29,12 @@ from __future__ import annotations
 import numbers
 import re
 from collections.abc import Mapping
+from enum import IntEnum
 from typing import Any
 
 __all__ = [
     "EXIT_TEMPFAIL",
+    "ExitCode",
     "FieldError",
     "InfeasibleError",
     "StorageUnavailable",
@@ -45,9 +47,27 @@ __all__ = [
     "summary_line",
 ]
 
+
+class ExitCode(IntEnum):
+    """The exit statuses of ``study`` (docs/reference/exit-codes.md): sysexits.h's for bad
+    input and a storage that stayed away, the shell's 128 + signal for a stopped command."""
+
+    OK = 0
+    #: What the command ran failed: a trial crashed, a server did not start.
+    FAILED = 1
+    #: Bad input: one line says what is wrong and how to fix it; nothing recorded changed.
+    USAGE = 2
+    #: The storage stayed away longer than the retry window, or its disk is full: try again.
+    TEMPFAIL = 75
+    #: Stopped by Ctrl-C (SIGINT).
+    INTERRUPTED = 130
+    #: Stopped by SIGTERM.
+    TERMINATED = 143
+
+
 #: The exit status of a command whose storage stayed away longer than its retry window
 #: (sysexits.h's EX_TEMPFAIL: try again later).
-EXIT_TEMPFAIL = 75
+EXIT_TEMPFAIL = ExitCode.TEMPFAIL
 
 
 class StudyError(Exception):

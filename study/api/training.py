@@ -23,7 +23,7 @@ from study.api.arguments import (
     text,
 )
 from study.config.definition import TrialDefinition
-from study.errors import FieldError, StudyError, UsageError
+from study.errors import ExitCode, FieldError, StudyError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from study.api.studies import Study
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from study.results import TrialResult
 
 #: The exit statuses of a run stopped by Ctrl-C (the kernel's interrupt) or SIGTERM.
-_INTERRUPTED = (130, 143)
+_INTERRUPTED = (ExitCode.INTERRUPTED, ExitCode.TERMINATED)
 
 
 def run(

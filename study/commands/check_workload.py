@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict
 
 from study.commands.train import workload_options
-from study.errors import UsageError
+from study.errors import ExitCode, UsageError
 
 
 def main(args: argparse.Namespace) -> int:
@@ -39,4 +39,4 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(asdict(result), default=str))
     else:
         print(f"ok: {result.summary()}")
-    return 0
+    return ExitCode.OK

@@ -34,7 +34,7 @@ from study.config.rules import FieldError
 from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import Budget, EvalCadence, TrialSpec
-from study.errors import UsageError
+from study.errors import ExitCode, UsageError
 from study.paths import study_name
 from study.results import TrialResult, TrialState
 from study.strategies import StrategySpec, check_batch_divisible
@@ -82,7 +82,7 @@ def main(args: argparse.Namespace) -> int:
     stored = _store(args, pilot, plan, written) if suggestion and args.study else None
     _print(args, plan.spec, result, pilot, suggestion, run_id, written, stored)
     if result.state is TrialState.FAILED:
-        return 1
+        return ExitCode.FAILED
     return 0 if suggestion else 1
 
 

@@ -24,7 +24,7 @@ from study.config.space import CategoricalParam, Stratum
 from study.config.study import StudyConfig, TrainingSeeds
 from study.config.trial import PILOT_NOISE_EVERY, TrialSettings
 from study.deps import require_tensorflow
-from study.errors import UsageError
+from study.errors import ExitCode, UsageError
 from study.host import environment_info
 from study.ledger import AllocationState, Ledger, StudyRecord
 from study.paths import masked, tracking_uri
@@ -286,7 +286,7 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         lineup.close()
     if engine.failures.message:
         print(f"study {config.name}: stopped: {engine.failures.message}", file=sys.stderr)
-    if status in (130, 143):
+    if status in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):
         # Stopped by Ctrl-C or SIGTERM while other workers go on: the study's run stays open.
         run_status = None if engine.others_running() else "KILLED"
     else:
