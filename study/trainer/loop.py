@@ -109,30 +109,54 @@ def train(
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
     }
-    state, step, seconds, spent, curve, crossings = _run(spec, session, hook)
-    environment["replay_steps"] = spent["replay_steps"]
-    environment["discarded_steps"] = spent["discarded_steps"]
+    run = _run(spec, session, hook)
+    environment["replay_steps"] = run.spent.replay_steps
+    environment["discarded_steps"] = run.spent.discarded_steps
     reached = None
-    if state is TrialState.REACHED:  # where the crossing that held began
-        reached = next(m for m in curve if m.step == crossings.held)
+    if run.state is TrialState.REACHED:  # where the crossing that held began
+        reached = next(m for m in run.curve if m.step == run.crossings.held)
     return TrialResult(
-        state=state,
-        steps_run=step,
-        examples_run=spec.examples_at(step),
-        train_seconds=seconds,
+        state=run.state,
+        steps_run=run.step,
+        examples_run=spec.examples_at(run.step),
+        train_seconds=run.seconds,
         steps_to_target=reached.step if reached else None,
         examples_to_target=reached.examples if reached else None,
         seconds_to_target=reached.train_seconds if reached else None,
-        curve=tuple(curve),
-        fell_back=tuple(crossings.fell_back),
+        curve=tuple(run.curve),
+        fell_back=tuple(run.crossings.fell_back),
         environment=environment,
         timings={
             **timings,
-            "train": seconds,
-            "evaluate": spent["evaluate"],
-            "replay": spent["replay"],
+            "train": run.seconds,
+            "evaluate": run.spent.evaluate,
+            "replay": run.spent.replay,
         },
     )
+
+
+@dataclass
+class _Spent:
+    """What a trial spent beside training: seconds evaluating and replaying (exact steps), the
+    steps replayed one at a time and the chunk steps they replaced."""
+
+    evaluate: float = 0.0
+    replay: float = 0.0
+    replay_steps: int = 0
+    discarded_steps: int = 0
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """How the cadence loop ended: the final ``state`` after ``step`` steps and ``seconds`` of
+    training, what it ``spent`` beside, the ``curve`` and the ``crossings`` seen."""
+
+    state: TrialState
+    step: int
+    seconds: float
+    spent: _Spent
+    curve: list[Measurement]
+    crossings: Crossings
 
 
 @dataclass
@@ -156,9 +180,7 @@ class _Scan:
     pace: float
 
 
-def _run(
-    spec: TrialSpec, session: Session, hook: MeasurementHook | None
-) -> tuple[TrialState, int, float, dict[str, float], list[Measurement], Crossings]:
+def _run(spec: TrialSpec, session: Session, hook: MeasurementHook | None) -> _Outcome:
     """The cadence loop: evaluate, decide, train to the next evaluation step.
 
     Steps to target follow the target's hold rule (`study.config.hold`): the first step from
@@ -171,8 +193,6 @@ def _run(
     steps the rule reads the cadence's own evaluations (a crossing holds once every evaluation
     through its window met the target).
 
-    Returns the final state, steps run, training seconds, the seconds of evaluation and replay
-    (and the replayed steps), the curve and the crossings seen.
     """
     settings, target = spec.settings, spec.target
     step_limit = spec.step_limit()
@@ -180,7 +200,7 @@ def _run(
     noise = _noise_scale(spec, session)
     crossings = Crossings(target.hold)
     curve: list[Measurement] = []
-    spent = {"evaluate": 0.0, "replay": 0.0, "replay_steps": 0, "discarded_steps": 0}
+    spent = _Spent()
     step, seconds, pending_losses = 0, 0.0, []
     last = _Progress()
     scan: _Scan | None = None
@@ -189,7 +209,10 @@ def _run(
         pending_losses = []
         start = time.perf_counter()
         metrics = session.evaluate()
-        spent["replay" if scan else "evaluate"] += time.perf_counter() - start
+        if scan:
+            spent.replay += time.perf_counter() - start
+        else:
+            spent.evaluate += time.perf_counter() - start
         estimate = noise.estimate() if noise is not None else {}
         m = Measurement(
             step, spec.examples_at(step), seconds, train_loss, metrics, estimate, scan is not None
@@ -201,23 +224,16 @@ def _run(
         if met and settings.exact_steps and scan is None and not crossings.open and unseen:
             # met after steps nobody looked at: look at each of them, from the last failure
             scan = _Scan(until=step, pace=(seconds - last.seconds) / (step - last.step))
-            spent["discarded_steps"] += step - last.step  # trained again, one at a time
+            spent.discarded_steps += step - last.step  # trained again, one at a time
             session.restore(last.saved)
             stages.forget()  # the restored optimizer holds the saved step's rate
             noise = copy.deepcopy(last.noise)
             step, seconds = last.step, last.seconds
         else:
             curve.append(m)
-            if crossings.observe(step, met) is not None:
-                return TrialState.REACHED, step, seconds, spent, curve, crossings
-            if not math.isfinite(m.metrics["val_loss"]) or (step and not math.isfinite(train_loss)):
-                return TrialState.DIVERGED, step, seconds, spent, curve, crossings
-            if hook is not None and not hook(_candidate(m, curve, crossings)):
-                return TrialState.PRUNED, step, seconds, spent, curve, crossings
-            limit = settings.budget.max_seconds
-            out_of_time = limit is not None and seconds >= limit
-            if (step_limit is not None and step >= step_limit) or out_of_time:
-                return TrialState.NOT_REACHED, step, seconds, spent, curve, crossings
+            state = _decide(spec, m, curve, crossings, hook, step_limit, met)
+            if state is not None:
+                return _Outcome(state, step, seconds, spent, curve, crossings)
             if scan is not None and step >= scan.until and not crossings.open:
                 scan = None  # the crossing fell back: on with the cadence
         stop = _next_stop(spec, step, step_limit, one=scan is not None or crossings.open)
@@ -234,14 +250,39 @@ def _run(
                 seconds += elapsed
             else:
                 seconds += scan.pace * count
-                spent["replay"] += elapsed
-                spent["replay_steps"] += count
+                spent.replay += elapsed
+                spent.replay_steps += count
             step += count
             pending_losses.extend(losses.tolist())
             if noise is not None and stats is not None:
                 noise.update(stats[:, 0], stats[:, 1])
             if not np.all(np.isfinite(losses)):
                 break
+
+
+def _decide(
+    spec: TrialSpec,
+    m: Measurement,
+    curve: list[Measurement],
+    crossings: Crossings,
+    hook: MeasurementHook | None,
+    step_limit: int | None,
+    met: bool,
+) -> TrialState | None:
+    """After evaluation ``m`` (appended to ``curve``): the state the trial ends in, or None to
+    train on. Reached once a crossing held; diverged on a non-finite loss; pruned when the
+    hook says so; not reached at the step or time limit."""
+    if crossings.observe(m.step, met) is not None:
+        return TrialState.REACHED
+    if not math.isfinite(m.metrics["val_loss"]) or (m.step and not math.isfinite(m.train_loss)):
+        return TrialState.DIVERGED
+    if hook is not None and not hook(_candidate(m, curve, crossings)):
+        return TrialState.PRUNED
+    limit = spec.settings.budget.max_seconds
+    out_of_time = limit is not None and m.train_seconds >= limit
+    if (step_limit is not None and m.step >= step_limit) or out_of_time:
+        return TrialState.NOT_REACHED
+    return None
 
 
 def _candidate(m: Measurement, curve: list[Measurement], crossings: Crossings) -> Measurement:
