@@ -18,6 +18,7 @@ from study.commands.serve_storage import add_access_flags
 from study.commands.trial_flags import add_measurement_flags, add_schedule_flags, add_trial_flags
 from study.config.trial import PILOT_NOISE_EVERY
 from study.errors import ExitCode, StorageUnavailable, UsageError
+from study.extension import loaded
 from study.paths import study_name
 from study.version import __version__
 
@@ -113,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for add in _COMMANDS:
         add(sub)
+    for extension in loaded():  # the features outside the core (`study.extension`)
+        extension.add_commands(sub, _lazy)
     return parser
 
 
@@ -250,17 +253,6 @@ def _add_report(sub: Any) -> None:
     p.add_argument("--out", required=True, metavar="FILE", help="a .csv or .parquet file")
     _add_storage(p)
     p.set_defaults(handler=_lazy("study.commands.report", "export"))
-    p = sub.add_parser(
-        "import-batch-science",
-        help="import Shallue et al.'s released measurements as a study",
-        description="Read the layout of Shallue et al.'s data release (dataset/model/optimizer/batch_size/study.json, .../trial_id/metadata.json and measurements.csv) into a study that `study ls`, `study status` and `study report` accept.",
-    )
-    p.add_argument(
-        "dir", help="a directory in that layout (a workload directory or any parent of one)"
-    )
-    p.add_argument("--name", help="study name (default: dataset-model-optimizer)")
-    _add_storage(p)
-    p.set_defaults(handler=_lazy("study.commands.importer", "main"))
 
 
 def _add_probe(sub: Any) -> None:
@@ -382,7 +374,11 @@ LOG_ENV = "STUDY_LOG"
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit status."""
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except UsageError as exc:  # STUDY_EXTENSIONS names no extension
+        print(f"study: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     args = parser.parse_args(argv)
     if os.environ.get(LOG_ENV):  # e.g. STUDY_LOG=debug: internal measures on stderr
         import logging

@@ -49,8 +49,8 @@ from typing import Any
 PRELOAD = (
     "study.cli",
     "study.commands.branch",
+    "study.ext.batch_science.command",
     "study.commands.check_workload",
-    "study.commands.importer",
     "study.commands.noise_scale",
     "study.commands.probe",
     "study.commands.records",

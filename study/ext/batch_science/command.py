@@ -1,7 +1,7 @@
 """`study import-batch-science DIR`: Shallue et al.'s released measurements as ledger studies.
 
 Each workload (dataset, model, optimizer) below DIR becomes one study named ``--name`` or
-``dataset-model-optimizer`` (see `study.importers.ledger` for what is stored).
+``dataset-model-optimizer`` (see `study.ext.batch_science.ledger` for what is stored).
 
 Example::
 
@@ -21,8 +21,8 @@ from study.errors import ExitCode, UsageError
 
 def main(args: argparse.Namespace) -> int:
     """Import every workload below ``args.dir`` into ``args.storage``; print the names."""
-    from study.importers.batch_science import scan_release
-    from study.importers.ledger import import_workload
+    from study.ext.batch_science.ledger import import_workload
+    from study.ext.batch_science.release import scan_release
     from study.ledger import Ledger, open_storage
 
     workloads = scan_release(args.dir)
@@ -57,7 +57,7 @@ def study_names(workloads: Sequence[Any], name: str | None) -> list[str]:
     Raises:
         UsageError: ``name`` given for several workloads, or not a valid study name.
     """
-    from study.importers.batch_science import sanitize_name
+    from study.ext.batch_science.release import sanitize_name
 
     if name is not None:
         if len(workloads) > 1:

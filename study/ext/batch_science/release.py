@@ -15,7 +15,7 @@ column and one column per metric, e.g. ``val/classification_error``.
 `scan_release` finds and checks every study below a directory (reading only the JSON files and
 the CSV headers); `read_measurements` reads one trial's curve; `workload_table` turns a whole
 workload into the standard measurement table (see `study.analysis.table`), so the release can
-be analysed without importing it into a ledger (`study.importers.ledger` imports it).
+be analysed without importing it into a ledger (`study.ext.batch_science.ledger` imports it).
 
 Example::
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from study.analysis.table import EXAMPLES, STEP, TRAIN_SECONDS
 from study.config.space import Stratum
-from study.importers.batch_science import ReleaseStudy, ReleaseWorkload, curve_rows
+from study.ext.batch_science.release import ReleaseStudy, ReleaseWorkload, curve_rows
 from study.ledger import Ledger, LedgerTrial, StudyRecord
 from study.results import Measurement, TrialResult, TrialState
 

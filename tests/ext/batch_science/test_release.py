@@ -17,7 +17,7 @@ from study.analysis import steps_to_result
 from study.cli import main as cli
 from study.config.space import Stratum
 from study.config.target import Target
-from study.importers.batch_science import (
+from study.ext.batch_science.release import (
     LayoutError,
     read_measurements,
     sanitize_name,

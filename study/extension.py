@@ -1,0 +1,120 @@
+"""Extensions: the features that live outside the core and register what they add to it.
+
+The core runs a study, reads its answer and reports it. A feature beside that (importing another
+tool's measurements, ...) is an `Extension` in a package of its own under `study.ext`, the way a
+workload is a module of its own: it registers itself with `register` when imported and adds its
+commands to the CLI's parser (`Extension.add_commands`). The core imports no extension; it asks
+`loaded` for them. Third-party packages add extensions through the ``study.extensions`` entry
+point group (each entry a module that registers its extension on import).
+
+``STUDY_EXTENSIONS`` chooses which load: unset, all; ``none``, the core alone; or a comma list
+of names (``batch_science``). The core's tests run with ``none`` as well as with all.
+
+Example::
+
+    @register
+    class Mine(Extension):
+        name = "mine"
+        summary = "what it adds"
+
+        def add_commands(self, sub, lazy):
+            p = sub.add_parser("mine", help=self.summary)
+            p.set_defaults(handler=lazy("my_package.command", "main"))
+"""
+
+from __future__ import annotations
+
+import abc
+import argparse
+import importlib
+import os
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any, ClassVar
+
+from study.errors import UsageError
+
+__all__ = [
+    "BUILTIN",
+    "ENTRY_POINTS",
+    "EXTENSIONS_ENV",
+    "Extension",
+    "Handler",
+    "Lazy",
+    "loaded",
+    "register",
+]
+
+ENTRY_POINTS = "study.extensions"
+"""The entry point group a third-party package names its extension module in."""
+
+EXTENSIONS_ENV = "STUDY_EXTENSIONS"
+"""Which extensions load: unset (all), ``none`` or a comma list of names."""
+
+BUILTIN: dict[str, str] = {"batch_science": "study.ext.batch_science"}
+"""The extensions that ship with ``study``: name to module."""
+
+Handler = Callable[[argparse.Namespace], int]
+Lazy = Callable[..., Handler]
+"""``lazy(module, attr, trains=False)``: a command handler that imports ``module`` when run."""
+
+
+class Extension(abc.ABC):
+    """A feature outside the core: its ``name`` (unique), a one-line ``summary``, and what it
+    adds (none of it by default)."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+
+    def add_commands(self, sub: Any, lazy: Lazy) -> None:  # noqa: B027 - optional hook
+        """Add this extension's subcommands to the CLI's ``sub`` (argparse subparsers); their
+        handlers come from ``lazy`` so that nothing heavy is imported to parse arguments."""
+
+
+_REGISTERED: dict[str, Extension] = {}
+
+
+def register(cls: type[Extension]) -> type[Extension]:
+    """Class decorator: register one instance of ``cls`` under ``cls.name``.
+
+    Raises:
+        ValueError: when another extension already has that name.
+    """
+    held = _REGISTERED.get(cls.name)
+    if held is not None and type(held) is not cls:
+        raise ValueError(f"two extensions are named {cls.name!r}: {type(held)} and {cls}")
+    _REGISTERED[cls.name] = cls()
+    return cls
+
+
+def loaded() -> tuple[Extension, ...]:
+    """The extensions `EXTENSIONS_ENV` asks for, built-in and entry-point ones, imported.
+
+    Raises:
+        UsageError: naming the known extensions, for a name in `EXTENSIONS_ENV` no extension
+            has.
+    """
+    wanted = _wanted()
+    for name, module in BUILTIN.items():
+        if wanted is None or name in wanted:
+            importlib.import_module(module)
+    for entry in metadata.entry_points(group=ENTRY_POINTS):
+        if wanted is None or entry.name in wanted:
+            importlib.import_module(entry.value)
+    unknown = sorted(set(wanted or ()) - set(_REGISTERED))
+    if unknown:
+        known = ", ".join(sorted(_REGISTERED)) or "none"
+        raise UsageError(
+            f"{EXTENSIONS_ENV}: no extension named {', '.join(unknown)} (known: {known}); "
+            "use none, or a comma list of known names"
+        )
+    return tuple(e for n, e in _REGISTERED.items() if wanted is None or n in wanted)
+
+
+def _wanted() -> set[str] | None:
+    value = os.environ.get(EXTENSIONS_ENV, "").strip()
+    if not value:
+        return None
+    if value.lower() == "none":
+        return set()
+    return {part.strip() for part in value.split(",") if part.strip()}
