@@ -53,6 +53,7 @@ def _contend(url: str, role: str, what: str, events: dict[str, Any], results: An
     results.put((role, won))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", ["round", "branch reference"])
 def test_two_processes_claiming_under_a_lost_answer_have_one_winner(
     tmp_path: Path, what: str
