@@ -91,11 +91,11 @@ class Claims(StorageAccess):
 
         The trial is created with its owner, its status and (with ``grace``) its first
         heartbeat (`Liveness.beat`) in one write, then the stratum is read once to count the
-        trials before it. A creation that landed twice (Optuna's database storage retries a
-        creation whose commit's answer was lost, as when the server restarts, and the retry
-        makes a second trial from the same template) leaves a twin carrying the same
-        `CLAIM_TOKEN`: it is closed as ``discarded``, so no open trial is left in this
-        process's name that no one would ever take for dead.
+        trials before it. A creation that landed twice (a storage that retries a creation
+        whose commit's answer was lost by itself, as Optuna's own database storage does; the
+        one `open_storage` opens does not, `study.ledger.tokens.LedgerRDB`) leaves a twin
+        carrying the same `CLAIM_TOKEN`: it is closed as ``discarded``, so no open trial is
+        left in this process's name that no one would ever take for dead.
         """
         study = self._study(stratum)
         owner = owner_id()

@@ -22,9 +22,12 @@ What the ledger does besides Optuna's storage API: a group of writes to one tria
 database transaction (`study.ledger.batch`), which Optuna's gRPC API has no call for. The
 proxy adds one, `WRITE_METHOD` (the group as JSON, stored by `batch.write` at the proxy in one
 transaction), and the client offers it as ``write_trial``; a proxy without it (``UNIMPLEMENTED``,
-another version) gets one call per write instead. Everything else (claims by trial numbering,
-heartbeats as system attributes, the retry's "did that write land" reads) is Optuna's API,
-which the proxy serves whole.
+another version) gets one call per write instead. And the writes that carry a token
+(`study.ledger.tokens`: creating a study, taking or finishing a trial), one transaction at the
+proxy by its `ONCE_METHOD` (``once``); against a proxy without it they are Optuna's calls (and
+a retry cannot tell its own study or trial from another process's). Everything else (claims by
+trial numbering, heartbeats as system attributes, the retry's "did that write land" reads) is
+Optuna's API, which the proxy serves whole.
 
 What this relies on of Optuna beyond its public API (``optuna.storages.GrpcStorageProxy``),
 all in `_proxy_class`: the client's ``_setup`` (it makes ``_channel``, ``_stub``, ``_cache``;
@@ -177,6 +180,36 @@ def _proxy_class() -> type:
             self._cache = GrpcClientCache(self._stub)
             self._write = self._channel.unary_unary(WRITE_METHOD)
             self._grouped = True
+            self._once = self._channel.unary_unary(ONCE_METHOD)
+            self._onced = True
+
+        def __reduce__(self) -> tuple[Any, ...]:  # a class made here: pickled by its address
+            return (_reopen, (self._host, self._port))
+
+        def once(self, op: str, *args: Any, missing: Any = None) -> Any:
+            """Run the token write ``op`` of `study.ledger.tokens` (``create_study``,
+            ``set_state``) at the proxy, in one transaction (`ONCE_METHOD`); ``missing`` if
+            this proxy has no such method (another version).
+
+            Raises:
+                optuna.exceptions.DuplicatedStudyError: the study exists.
+                optuna.exceptions.UpdateFinishedTrialError: the trial is finished.
+                KeyError: no such study or trial.
+            """
+            if not self._onced:
+                return missing
+            try:
+                reply = self._once(encode_once(op, args))
+            except grpc.RpcError as exc:
+                code, details = exc.code(), exc.details()  # type: ignore[attr-defined]
+                if code == grpc.StatusCode.UNIMPLEMENTED:
+                    self._onced = False
+                    return missing
+                refused = _REFUSED.get(code.name)
+                if refused is not None:
+                    raise refused(details) from exc
+                raise
+            return json.loads(reply)
 
         def check(self, url: str) -> None:
             """Wait until the proxy answers a call (`CHECK_METHOD`), as Optuna's
@@ -212,6 +245,49 @@ def _proxy_class() -> type:
             return True
 
     return Proxy
+
+
+def _reopen(host: str, port: int) -> Any:
+    """A proxy client (`open_proxy`'s, unretried) unpickled: connected anew."""
+    return _proxy_class()(host=host, port=port)
+
+
+#: What a refused `ONCE_METHOD` call raises, by its gRPC status code.
+_REFUSED: dict[str, type[Exception]] = {
+    "ALREADY_EXISTS": optuna.exceptions.DuplicatedStudyError,
+    "FAILED_PRECONDITION": optuna.exceptions.UpdateFinishedTrialError,
+    "NOT_FOUND": KeyError,
+}
+#: The proxy's method for the writes that carry a token (`study.ledger.tokens`): the operation
+#: and its arguments as JSON (`encode_once`), the result as JSON.
+ONCE_NAME = "Once"
+ONCE_METHOD = f"/study.Ledger/{ONCE_NAME}"
+
+
+def encode_once(op: str, args: Any) -> bytes:
+    """A token write (``create_study``: directions, name, token; ``set_state``: trial id,
+    state, values, token) as JSON bytes."""
+    if op == "create_study":
+        directions, name, token = args
+        return json.dumps([op, [int(d) for d in directions], name, token]).encode()
+    trial_id, state, values, token = args
+    listed = None if values is None else [float(v) for v in values]
+    return json.dumps([op, trial_id, state.name, listed, token]).encode()
+
+
+def decode_once(data: bytes) -> tuple[str, tuple[Any, ...]]:
+    """The operation and arguments `encode_once` gave ``data`` for."""
+    from optuna.study import StudyDirection
+    from optuna.trial import TrialState
+
+    op, *raw = json.loads(data)
+    if op == "create_study":
+        directions, name, token = raw
+        return op, ([StudyDirection(d) for d in directions], name, token)
+    if op == "set_state":
+        trial_id, state, values, token = raw
+        return op, (int(trial_id), TrialState[state], values, token)
+    raise ValueError(f"no such token write: {op!r}")
 
 
 #: The proxy's own method (beside Optuna's service): a group of writes to one trial

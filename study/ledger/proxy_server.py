@@ -17,6 +17,7 @@ when it is back.
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 import threading
@@ -28,9 +29,11 @@ from typing import Any
 from study.errors import FieldError
 from study.ledger.proxy import (
     CHECK_NAME,
+    ONCE_NAME,
     SCHEME,
     WRITE_NAME,
     WRITE_SERVICE,
+    decode_once,
     decode_writes,
     is_proxy_url,
 )
@@ -88,11 +91,6 @@ def start_proxy(
         FieldError: on ``storage``: not a database URL, or it cannot be opened; on ``port``:
             it cannot be bound (in use, or not a port).
     """
-    quiet_grpc()
-    import grpc
-    from optuna.storages._grpc.auto_generated import api_pb2_grpc
-    from optuna.storages._grpc.servicer import OptunaStorageProxyService
-
     from study.ledger.storage import open_database
 
     if "://" not in url or is_proxy_url(url) or url.lower().startswith("sqlite"):
@@ -104,9 +102,34 @@ def start_proxy(
     if threads < 1:
         raise FieldError("threads", "must be at least 1", threads)
     _check_free(host, port)  # before gRPC tries: its failure is a log line of its own
+    return serve(
+        open_database(url), masked(url), host, port, threads=threads, access=access, say=say
+    )
+
+
+def serve(
+    storage: Any,
+    where: str,
+    host: str,
+    port: int,
+    *,
+    threads: int = THREADS,
+    access: ServerAccess | None = None,
+    say: Callable[[str], None] | None = None,
+) -> ProxyServer:
+    """Serve an opened database storage (``where``: its URL, masked) as `start_proxy` does,
+    with the TLS and token ``access`` asks for (None: plain, anyone).
+
+    Raises:
+        FieldError: on ``port``: it cannot be bound.
+    """
+    quiet_grpc()
+    import grpc
+    from optuna.storages._grpc.auto_generated import api_pb2_grpc
+    from optuna.storages._grpc.servicer import OptunaStorageProxyService
+
     access = access or ServerAccess()
-    storage = open_database(url)
-    database = _Database(masked(url), say or _stderr)
+    database = _Database(where, say or _stderr)
     checks = [token_check(access.token, say or _stderr)] if access.token else []
     server = grpc.server(
         ThreadPoolExecutor(max_workers=threads),
@@ -114,7 +137,7 @@ def start_proxy(
         options=[("grpc.so_reuseport", 0)],  # a second proxy on the port fails, not shares it
     )
     api_pb2_grpc.add_StorageServiceServicer_to_server(OptunaStorageProxyService(storage), server)
-    server.add_generic_rpc_handlers((_group_writes(storage),))
+    server.add_generic_rpc_handlers((_group_writes(storage), _token_writes(storage)))
     try:
         if access.tls:
             bound = server.add_secure_port(f"{host}:{port}", server_credentials(access))
@@ -127,7 +150,7 @@ def start_proxy(
     server.start()
     shown = f"[{host}]" if ":" in host else host
     scheme = TLS_SCHEME if access.tls else SCHEME
-    return ProxyServer(server, f"{scheme}://{shown}:{bound}", masked(url), storage)
+    return ProxyServer(server, f"{scheme}://{shown}:{bound}", where, storage)
 
 
 def _unbound(host: str, port: int) -> FieldError:
@@ -214,6 +237,35 @@ def _group_writes(storage: Any) -> Any:
             WRITE_NAME: grpc.unary_unary_rpc_method_handler(write),
             CHECK_NAME: grpc.unary_unary_rpc_method_handler(check),
         },
+    )
+
+
+def _token_writes(storage: Any) -> Any:
+    """The handler of `ONCE_METHOD`: a write that carries a token (`study.ledger.tokens`),
+    one transaction at the database."""
+    import grpc
+    import optuna
+
+    from study.ledger import tokens
+    from study.ledger.batch import rdb_of
+
+    refused = (
+        (optuna.exceptions.DuplicatedStudyError, grpc.StatusCode.ALREADY_EXISTS),
+        (optuna.exceptions.UpdateFinishedTrialError, grpc.StatusCode.FAILED_PRECONDITION),
+        (KeyError, grpc.StatusCode.NOT_FOUND),
+    )
+
+    def once(request: bytes, context: Any) -> bytes:
+        op, args = decode_once(request)
+        try:
+            result = getattr(tokens, op)(rdb_of(storage), *args)
+        except tuple(kind for kind, _ in refused) as exc:
+            code = next(code for kind, code in refused if isinstance(exc, kind))
+            context.abort(code, str(exc))
+        return json.dumps(result).encode()
+
+    return grpc.method_handlers_generic_handler(
+        WRITE_SERVICE, {ONCE_NAME: grpc.unary_unary_rpc_method_handler(once)}
     )
 
 

@@ -10,16 +10,20 @@ threads (the engine and the heartbeat thread) share one outage. Beyond the windo
 raises `StorageUnavailable` (exit status 75, "try again later"): the storage's records are as
 they were before the outage, so ``study resume`` continues.
 
-Retried writes stay correct when the first attempt's commit did land: creating a study that
-now exists returns it, setting a parameter the trial now holds with the same value is done,
-finishing a trial that is now finished with the same state is done (one
-call, or a group of writes in one transaction, `retried`, `study.ledger.batch`), and creating a
-trial from a template with a `CLAIM_TOKEN` first looks for the trial the first attempt made.
-Every other write sets a value (a retry writes the same value again). A trial created without
-a token by a commit whose answer was lost is an empty claim that liveness recovery closes as
-interrupted. Optuna's database storage also retries a trial's creation itself (up to five
-times, inside `create_new_trial`, before this wrapper sees a fault), so a creation can land
-twice from one template: `study.ledger.claims.Claims.claim` closes such a twin as discarded.
+Retried writes stay correct when the first attempt's commit did land. Creating a study, creating
+a trial and taking a waiting trial carry a token written in the same transaction
+(`study.ledger.tokens`), and a retry first asks whether it is there: a study this call created is
+returned, one another process created meanwhile is `DuplicatedStudyError` (exactly one of
+processes creating a name at once wins); a trial this call created is returned, not made twice;
+a waiting trial this call took is True, one another process took is False. Deleting a study
+that is gone on the retry is done. Setting a parameter the trial now holds with the same value
+is done, finishing a trial that is now finished in the same state (and values) is done (one
+call, or a group of writes in one transaction, `retried`, `study.ledger.batch`). Every other
+write sets a value (a retry writes the same value again). The tokens are hidden from every read
+through this wrapper, so Optuna's storage contract holds (`tests/ledger/test_storage_contract.py`
+runs Optuna's own storage and heartbeat suites through it, with faults injected on every write).
+The wrapper is an Optuna heartbeat storage when the wrapped one is (its heartbeats retried too),
+and pickles (the outage's lock is made anew).
 
 The outage also extends heartbeats' grace: `back_at` is when this process last saw the storage
 come back, and a heartbeat missed during the outage is not taken for a dead owner until one
@@ -33,15 +37,20 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
-import optuna
 from optuna.storages import BaseStorage
+from optuna.storages._heartbeat import BaseHeartbeat
+from optuna.study import StudyDirection
+from optuna.study._frozen import FrozenStudy
+from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
 from study.errors import StorageUnavailable
-from study.ledger.batch import WRITE_TRIAL, closed_as
+from study.ledger import tokens
+from study.ledger.batch import rdb_of
+from study.ledger.tokens import Done, landed_as
 
 
 class _QuietFallback(logging.Filter):
@@ -75,7 +84,7 @@ TRANSIENT = frozenset(
     }
 )
 #: The system attribute of a trial created from a template that names the claim it made (a
-#: random token), so that a retried creation whose first commit landed finds it (`_created`).
+#: random token, `study.ledger.claims`).
 CLAIM_TOKEN = "study:claim"
 #: gRPC status codes that mean the proxy (or the database behind it) is away for now.
 TRANSIENT_GRPC = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED", "RESOURCE_EXHAUSTED"})
@@ -143,6 +152,15 @@ class Outage:
         self.back_at: float = 0.0
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def failed(self, exc: BaseException) -> float:
         """Note a transient fault; return when the outage began (monotonic seconds)."""
         with self._lock:
@@ -163,7 +181,11 @@ class Outage:
                 self.say(f"study: the storage {self.where} answers again (after {seconds:.0f} s)")
 
 
-class RetryingStorage(BaseStorage):
+#: A check run before each retry: the call's result if its first attempt landed, else None.
+Check = Callable[[], "Done | None"]
+
+
+class RetryingStorage(BaseStorage, BaseHeartbeat):
     """An Optuna storage whose calls are retried through transient faults (see the module
     docstring). ``sleep``, ``say``, ``monotonic`` and ``now`` are for tests (``now`` is the
     clock heartbeats are judged by)."""
@@ -203,19 +225,142 @@ class RetryingStorage(BaseStorage):
         ``name`` and ``args`` say what it does, for a retry whose first commit landed."""
         return self._retry(name, call, args, {})
 
+    # -- the writes that carry a token (`study.ledger.tokens`) ------------------------------
+    def create_new_study(
+        self, directions: Sequence[StudyDirection], study_name: str | None = None
+    ) -> int:
+        """`BaseStorage.create_new_study`, retried; a retry knows whether the first attempt
+        created the study (then its id) or another process did (`DuplicatedStudyError`)."""
+        name = tokens.unique_study_name() if study_name is None else study_name
+        token = tokens.new_token()
+        marked = [False]
+
+        def call() -> int:
+            marked[0] = True  # until the storage says it has no such call: it may land
+            made = _once(self.inner, "create_study", list(directions), name, token)
+            marked[0] = made is not _NO_ONCE
+            return made if marked[0] else self.inner.create_new_study(directions, name)
+
+        def check() -> Done | None:
+            # unmarked (a proxy without the call): a study of this name is taken for this one's
+            mine = None if study_name is None or not marked[0] else token
+            found = tokens.study_created(self.inner, name, mine)
+            return None if found is None else Done(found)
+
+        return self._retry("create_new_study", call, (directions, name), {}, check)
+
+    def create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> int:
+        """`BaseStorage.create_new_trial`, retried; a retry finds the trial the first attempt
+        created instead of creating a second."""
+        token = tokens.new_token()
+        template = tokens.with_token(template_trial, token)
+
+        def check() -> Done | None:
+            found = tokens.trial_created(self.inner, study_id, token)
+            return None if found is None else Done(found)
+
+        call = lambda: self.inner.create_new_trial(study_id, template)  # noqa: E731
+        return self._retry("create_new_trial", call, (study_id, template), {}, check)
+
+    def set_trial_state_values(
+        self, trial_id: int, state: OptunaState, values: Sequence[float] | None = None
+    ) -> bool:
+        """`BaseStorage.set_trial_state_values`, retried; a retry knows whether the first
+        attempt took the waiting trial (True) or finished the trial (True), or another process
+        did (False; `UpdateFinishedTrialError`)."""
+        args = (trial_id, state, values)
+        if not (state is OptunaState.RUNNING or state.is_finished()):
+            return self._call("set_trial_state_values", *args)
+        token = tokens.new_token()
+        marked = [False]
+
+        def call() -> bool:
+            marked[0] = True  # until the storage says it has no such call: it may land
+            changed = _once(self.inner, "set_state", trial_id, state, values, token)
+            marked[0] = changed is not _NO_ONCE
+            return changed if marked[0] else self.inner.set_trial_state_values(*args)
+
+        def check() -> Done | None:
+            mine = marked[0] and tokens.state_set(self.inner, trial_id, state, token)
+            return Done(True) if mine else None
+
+        def landed(exc: Exception) -> Done | None:  # unmarked: the state alone tells
+            return (
+                None
+                if marked[0]
+                else landed_as(self.inner, "set_trial_state_values", args, {}, exc, False)
+            )
+
+        return self._retry("set_trial_state_values", call, args, {}, check, landed)
+
+    # -- reads: the tokens hidden ------------------------------------------------------------
+    def get_study_system_attrs(self, study_id: int) -> dict[str, Any]:
+        return tokens.hide_attrs(self._call("get_study_system_attrs", study_id))
+
+    def get_all_studies(self) -> list[FrozenStudy]:
+        return [tokens.hide_study(s) for s in self._call("get_all_studies")]
+
+    def get_trial(self, trial_id: int) -> FrozenTrial:
+        return tokens.hide_trial(self._call("get_trial", trial_id))
+
+    def get_trial_system_attrs(self, trial_id: int) -> dict[str, Any]:
+        return self.get_trial(trial_id).system_attrs
+
+    def get_best_trial(self, study_id: int) -> FrozenTrial:
+        return tokens.hide_trial(self._call("get_best_trial", study_id))
+
+    def get_all_trials(
+        self,
+        study_id: int,
+        deepcopy: bool = True,
+        states: Container[OptunaState] | None = None,
+    ) -> list[FrozenTrial]:
+        found = self._call("get_all_trials", study_id, deepcopy=deepcopy, states=states)
+        return [tokens.hide_trial(t) for t in found]
+
+    # -- Optuna's heartbeat, when the wrapped storage keeps one ------------------------------
+    def get_heartbeat_interval(self) -> int | None:
+        inner = self.inner
+        return inner.get_heartbeat_interval() if isinstance(inner, BaseHeartbeat) else None
+
+    def get_heartbeat_stale_trial_callback(self) -> Callable[..., None] | None:
+        inner = self.inner
+        if not isinstance(inner, BaseHeartbeat):
+            return None
+        return inner.get_heartbeat_stale_trial_callback()
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        self._call("record_heartbeat", trial_id)
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        return self._call("_get_stale_trial_ids", study_id)
+
+    # -- the retry itself --------------------------------------------------------------------
     def _retry(
-        self, name: str, call: Callable[[], Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        name: str,
+        call: Callable[[], Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        check: Check | None = None,
+        landed: Callable[[Exception], Done | None] | None = None,
     ) -> Any:
+        """``call()`` until it answers (see the module docstring); before each retry ``check``
+        (the result if the first attempt landed), and on a retry refused ``landed`` (default
+        `study.ledger.tokens.landed_as`: the result if the refusal says the first landed)."""
+        refused = landed or (
+            lambda exc: landed_as(self.inner, name, args, kwargs, exc, is_transient(exc))
+        )
         attempt = 0
         retried = False
         while True:
             try:
-                if retried and (done := _created(self.inner, name, args, kwargs)) is not None:
+                if retried and check is not None and (done := check()) is not None:
                     self.outage.answered()
                     return done.value
                 result = call()
             except Exception as exc:
-                if retried and (done := _landed(self.inner, name, args, kwargs, exc)) is not None:
+                if retried and (done := refused(exc)) is not None:
                     self.outage.answered()
                     return done.value
                 cause = transient_cause(exc)
@@ -235,64 +380,19 @@ class RetryingStorage(BaseStorage):
             return result
 
 
-class _Done:
-    def __init__(self, value: Any) -> None:
-        self.value = value
+#: What `_once` returns where the wrapped storage has no way to write a token.
+_NO_ONCE = object()
 
 
-def _landed(
-    inner: BaseStorage, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], exc: Exception
-) -> _Done | None:
-    """The result of a write whose earlier attempt did land (its retry is refused for it), or
-    None: a study created twice, a parameter set twice to the same value, a trial finished
-    twice with the same state."""
-
-    def arg(index: int, key: str) -> Any:
-        return args[index] if len(args) > index else kwargs.get(key)
-
-    if name == "create_new_study" and isinstance(exc, optuna.exceptions.DuplicatedStudyError):
-        study_name = arg(1, "study_name")
-        return _Done(inner.get_study_id_from_name(study_name)) if study_name else None
-    if name == "set_trial_state_values" and isinstance(
-        exc, optuna.exceptions.UpdateFinishedTrialError
-    ):
-        state = arg(1, "state")
-        if isinstance(state, OptunaState) and inner.get_trial(arg(0, "trial_id")).state is state:
-            return _Done(True)
-    if name == "set_trial_param" and transient_cause(exc) is None:  # refused as a duplicate
-        trial_id, param = arg(0, "trial_id"), arg(1, "param_name")
-        dist = arg(3, "distribution")
-        try:
-            frozen = inner.get_trial(trial_id)
-        except Exception:
-            return None
-        held = param in frozen.params and dist is not None
-        if held and dist.to_internal_repr(frozen.params[param]) == arg(2, "param_value_internal"):
-            return _Done(None)
-        return None
-    if name == WRITE_TRIAL and isinstance(exc, optuna.exceptions.UpdateFinishedTrialError):
-        writes = arg(0, "writes")
-        if writes is not None and closed_as(inner.get_trial(writes.trial_id), writes):
-            return _Done(None)
-    return None
-
-
-def _created(
-    inner: BaseStorage, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> _Done | None:
-    """Before a retry of ``create_new_trial`` from a template that carries a `CLAIM_TOKEN`:
-    the trial an earlier attempt created (its commit landed, its answer was lost), or None.
-    Without this the retry would leave a second trial claimed in this process's name, which
-    no one would ever take for dead."""
-    template = args[1] if len(args) > 1 else kwargs.get("template_trial")
-    token = getattr(template, "system_attrs", {}).get(CLAIM_TOKEN) if template else None
-    if name != "create_new_trial" or token is None:
-        return None
-    study_id = args[0] if args else kwargs["study_id"]
-    for trial in inner.get_all_trials(study_id, deepcopy=False, states=(OptunaState.RUNNING,)):
-        if trial.system_attrs.get(CLAIM_TOKEN) == token:
-            return _Done(trial._trial_id)
-    return None
+def _once(inner: BaseStorage, op: str, *args: Any) -> Any:
+    """Run the token write ``op`` of `study.ledger.tokens` (``create_study``,
+    ``set_state``) on ``inner``: in one transaction on an RDB storage, as one call to a
+    ``study serve-storage`` proxy (its ``once``); `_NO_ONCE` where neither exists."""
+    rdb = rdb_of(inner)
+    if rdb is not None:
+        return getattr(tokens, op)(rdb, *args)
+    once = getattr(inner, "once", None)
+    return _NO_ONCE if once is None else once(op, *args, missing=_NO_ONCE)
 
 
 def _stderr(line: str) -> None:
@@ -309,5 +409,6 @@ def _delegate(name: str) -> Callable[..., Any]:
 
 
 for _name in [n for n in dir(BaseStorage) if not n.startswith("_")]:
-    setattr(RetryingStorage, _name, _delegate(_name))
+    if _name not in RetryingStorage.__dict__:
+        setattr(RetryingStorage, _name, _delegate(_name))
 RetryingStorage.__abstractmethods__ = frozenset()

@@ -8,7 +8,8 @@ in seconds (`CONNECT_TIMEOUT`) with one line that names the URL (its password ma
 fix. ``postgresql://`` and ``postgresql+psycopg://`` both connect with psycopg 3
 (SQLAlchemy 2.1's default PostgreSQL driver).
 
-Once open, a database storage is wrapped in Optuna's trial cache (a finished trial is read from
+Once open, a database storage (Optuna's, creating a trial in one attempt:
+`study.ledger.tokens.LedgerRDB`) is wrapped in Optuna's trial cache (a finished trial is read from
 the database once per process) and in `study.ledger.retry.RetryingStorage`: a database that
 restarts, fails over or drops the connection is waited for, up to the retry window
 (`retry_window`: the command line's option, the study file's ``storage_retry``, or
@@ -156,11 +157,11 @@ def open_database(url: str, *, tables: bool = False) -> optuna.storages.BaseStor
 
 
 def _open_database(url: str, tables: bool) -> optuna.storages.BaseStorage:
+    from study.ledger.tokens import LedgerRDB  # Optuna's, its trial creation one attempt
+
     for attempt in range(_CREATE_ATTEMPTS):
         try:
-            rdb = optuna.storages.RDBStorage(
-                url, engine_kwargs=engine_kwargs(url), skip_table_creation=tables
-            )
+            rdb = LedgerRDB(url, engine_kwargs=engine_kwargs(url), skip_table_creation=tables)
             break
         except Exception as exc:  # any driver or URL error is bad input
             if tables or attempt == _CREATE_ATTEMPTS - 1 or not _created_meanwhile(exc):

@@ -203,12 +203,13 @@ def test_a_claim_created_twice_keeps_one_trial_and_discards_its_twin() -> None:
     assert ledger.claim(STRATUM, 2, grace=60.0) is None
 
 
-def test_optunas_own_retry_of_a_landed_creation_leaves_no_open_twin(
+def test_a_landed_creation_whose_answer_was_lost_is_found_not_made_twice(
     tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On a real database storage: the commit that creates a claim's trial lands but its
-    answer is lost (the driver raises after committing), Optuna's storage retries the creation
-    itself and makes a second trial; the claim keeps one and closes the other as discarded."""
+    answer is lost (the driver raises after committing). The storage does not try again itself
+    (`study.ledger.tokens.LedgerRDB`; Optuna's own made a twin), and the retry finds the trial
+    by its token: one trial, the claim's."""
     ledger = Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}", "s")
     ledger._study(STRATUM)  # the stratum's study exists
     armed = {"creates": False, "lost": 0}
@@ -232,12 +233,9 @@ def test_optunas_own_retry_of_a_landed_creation_leaves_no_open_twin(
         sqlalchemy.event.remove(sqlalchemy.orm.Session, "after_flush", creating)
     assert slot is not None and armed["lost"] == 1
     trials = ledger.storage.get_all_trials(ledger.storage.get_study_id_from_name(f"s/{STRATUM}"))
-    assert [(t.number, t.state) for t in trials] == [
-        (0, OptunaState.FAIL),
-        (1, OptunaState.RUNNING),
-    ]
-    assert slot.number == 1 and trials[0].user_attrs["status"] == "discarded"
-    assert [t.number for t in ledger.liveness.running([STRATUM])] == [1]
+    assert [(t.number, t.state) for t in trials] == [(0, OptunaState.RUNNING)]
+    assert slot.number == 0 and trials[0].user_attrs["status"] == "running"
+    assert [t.number for t in ledger.liveness.running([STRATUM])] == [0]
 
 
 def test_a_trial_claimed_started_and_finished_costs_a_few_transactions(postgres_url: str) -> None:
