@@ -184,7 +184,7 @@ def _proxy_class() -> type:
             self._onced = True
 
         def __reduce__(self) -> tuple[Any, ...]:  # a class made here: pickled by its address
-            return (_reopen, (self._host, self._port))
+            return (_reopen, (self._host, self._port, self._access, self._url))
 
         def once(self, op: str, *args: Any, missing: Any = None) -> Any:
             """Run the token write ``op`` of `study.ledger.tokens` (``create_study``,
@@ -247,9 +247,10 @@ def _proxy_class() -> type:
     return Proxy
 
 
-def _reopen(host: str, port: int) -> Any:
-    """A proxy client (`open_proxy`'s, unretried) unpickled: connected anew."""
-    return _proxy_class()(host=host, port=port)
+def _reopen(host: str, port: int, access: ClientAccess, url: str) -> Any:
+    """A proxy client (`open_proxy`'s, unretried) unpickled: connected anew, with the same
+    credentials."""
+    return _proxy_class()(host=host, port=port, access=access, url=url)
 
 
 #: What a refused `ONCE_METHOD` call raises, by its gRPC status code.
