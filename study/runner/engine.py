@@ -48,7 +48,7 @@ from collections.abc import Mapping, Sequence
 from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import Budget, TrialSpec, default_of
-from study.errors import StorageUnavailable
+from study.errors import StorageUnavailable, StoreDamaged
 from study.ledger import Ledger, LedgerTrial, Slot
 from study.ledger.records import SEED
 from study.phases import PHASES, Mark, Phase
@@ -127,7 +127,7 @@ class StudyEngine:
         #: Adaptive allocation: when every budget is spent, it opens the next round.
         self.allocator = allocator
         #: The storage stayed away past its retry window (`study.ledger.retry`): `run` raises it.
-        self.storage_lost: StorageUnavailable | None = None
+        self.storage_lost: StorageUnavailable | StoreDamaged | None = None
         self._round_lock = threading.Lock()
         #: Per worker thread: its seconds inside trials (the rest of its time is decisions).
         self._local = threading.local()
@@ -211,7 +211,7 @@ class StudyEngine:
                 try:
                     with self.ledger.recent():  # its set-up reads each stratum about once
                         self._run_slot(slot)
-                except StorageUnavailable:
+                except (StorageUnavailable, StoreDamaged):
                     raise  # nothing can be recorded: the slot runs again on resume
                 except Exception:
                     self._fail_slot(slot, traceback.format_exc())
@@ -220,7 +220,7 @@ class StudyEngine:
                         self._active.pop((slot.stratum, slot.number), None)
                         self._ended += 1
                         self._active_lock.notify_all()
-        except StorageUnavailable as lost:
+        except (StorageUnavailable, StoreDamaged) as lost:  # one line at the end of the run
             self.storage_lost = lost
             self._stop.set()
         except Exception as exc:

@@ -504,3 +504,27 @@ def test_a_study_of_four_batch_sizes_designs_trials_and_states_its_answers(
     )
     # The end of the run states the parent run's numbers.
     assert f"B_noise {fmt(metrics['answer/b_noise'])} (" in line
+
+
+def test_a_ledger_damaged_while_the_study_runs_ends_it_in_one_error(
+    tmp_path: Path, pool: KeptPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store found damaged mid-run (`StoreDamaged`, a usage error: one line, exit 2) stops
+    the study and reaches the caller; it is not an internal error with a traceback, and the
+    trials finished before it stay recorded."""
+    from study.errors import StoreDamaged
+
+    finish = Ledger.finish
+    calls = {"n": 0}
+
+    def damaged_on_the_third(self: Ledger, *args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise StoreDamaged("mlruns/optuna.journal", "line 9 is not a whole record", "restore")
+        return finish(self, *args, **kwargs)
+
+    monkeypatch.setattr(Ledger, "finish", damaged_on_the_third)
+    with pytest.raises(StoreDamaged, match=r"optuna\.journal is damaged"):
+        run_engine(tmp_path, tiny_study(name="tiny-damaged"), "optuna", pool)
+    kept = Store(tmp_path).trials(tiny_study(name="tiny-damaged"), fresh=True)
+    assert sum(t.result is not None for trials in kept.values() for t in trials) == 2
