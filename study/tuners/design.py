@@ -246,16 +246,18 @@ def design_model(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | N
 
 
 def _older(trials: pd.DataFrame, hashes: np.ndarray, accelerators: int) -> _Kept | None:
-    """The latest kept fit (with `_FITS_LOCK` held) to more than `REFIT_ALL_BELOW` trials, all
-    of them among ``trials`` (by their row ``hashes``); None if there is none."""
+    """The kept fit (with `_FITS_LOCK` held) to the most trials, more than `REFIT_ALL_BELOW`,
+    all of them among ``trials`` (by their row ``hashes``); None if there is none."""
     if len(trials) <= REFIT_ALL_BELOW:
         return None
-    for (_, kept_for), kept in reversed(_FITS.items()):
-        if kept_for != accelerators or kept.rows.size <= REFIT_ALL_BELOW:
-            continue
-        if kept.rows.size < hashes.size and np.isin(kept.rows, hashes).all():
-            return kept
-    return None
+    found = [
+        kept
+        for (_, kept_for), kept in _FITS.items()
+        if kept_for == accelerators
+        and REFIT_ALL_BELOW < kept.rows.size < hashes.size
+        and np.isin(kept.rows, hashes).all()
+    ]
+    return max(found, key=lambda kept: kept.rows.size, default=None)
 
 
 def _stale(kept: _Kept, trials: pd.DataFrame, hashes: np.ndarray) -> bool:
