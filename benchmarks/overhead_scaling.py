@@ -13,7 +13,13 @@ journal storage and a SQLite MLflow store under a temporary directory:
 - **claim**: the slot's claim (`Ledger.claim`, inside the engine's ``recent`` block);
 - **proposal**: the stratum's history read and the lineup's proposal (TPE, the designer);
 - **record**: the ledger's start and finish writes and the tuner's report;
-- **MLflow**: the tracker's background thread (busy wall seconds) for the trial's run.
+- **MLflow**: the tracker's background thread (busy wall seconds) for the trial's run;
+- **refit**: beyond `study.tuners.design.REFIT_ALL_BELOW` trials a fit is kept for a share of
+  new trials (`REFIT_SHARE`), so the timed trials may make none: the first (untimed) decision,
+  a fit afresh, divided by the trials a refit serves, is added per trial.
+
+Times are the main thread's CPU seconds (the machine may be loaded) and wall seconds; "record"
+includes handing the trial to MLflow's queue.
 
 For each size N, a study of N finished trials (7 batch sizes, 16-1024) is written first,
 with the allocation's state of N by-steps rounds as a run would have left it, and MLflow
@@ -41,7 +47,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 BATCHES = (16, 32, 64, 128, 256, 512, 1024)
 LIMIT = 5000
-PARTS = ("decision", "fits", "claim", "proposal", "record", "mlflow")
+PARTS = ("decision", "fits", "refit", "claim", "proposal", "record", "mlflow")
 REASON = (
     "a trial here narrows the answer's variance by 0.0123 (lr 0.0456, ~789 steps expected): the "
     "most for its share of the steps and of the 123 trials left, of the batch sizes that fit; "
@@ -179,6 +185,7 @@ def measure(n: int, trials: int, warmup: int, mlflow_prefill: int, seed: int) ->
     from study.runner.launch import fingerprint
     from study.runner.timings import timed
     from study.tracking.study_tracker import StudyTracker
+    from study.tuners import design
     from study.tuners.history import read_history
     from study.tuners.objective import score
     from study.tuners.registry import build_lineup
@@ -214,6 +221,7 @@ def measure(n: int, trials: int, warmup: int, mlflow_prefill: int, seed: int) ->
         tracker.ensure_parent({"trials": config.total_trials}, {})
         spent = {p: 0.0 for p in PARTS}
         cpu = {p: 0.0 for p in PARTS}
+        assert warmup >= 1, "the first trial's decision (a fit afresh) is not timed"
         for i in range(warmup + trials):
             if i == warmup:
                 spent = {p: 0.0 for p in PARTS}
@@ -223,6 +231,9 @@ def measure(n: int, trials: int, warmup: int, mlflow_prefill: int, seed: int) ->
             marks = [(time.perf_counter(), time.thread_time())]
             budgets = allocator.next_round() or budgets
             marks.append((time.perf_counter(), time.thread_time()))
+            if i == 0:  # a fit afresh (nothing kept yet), as each refit is
+                out["first_decision"] = {"wall": marks[1][0] - marks[0][0]}
+                out["first_decision"]["cpu"] = marks[1][1] - marks[0][1]
             slot = None
             with ledger.recent():
                 for stratum, budget in budgets.items():
@@ -258,7 +269,12 @@ def measure(n: int, trials: int, warmup: int, mlflow_prefill: int, seed: int) ->
         lineup.close()
     out["wall"] = {p: s / trials for p, s in spent.items()}
     out["cpu"] = {p: s / trials for p, s in cpu.items()}
+    # A refit comes once per `REFIT_SHARE` of the trials beyond `REFIT_ALL_BELOW` (the timed
+    # trials may have none): its cost, the first decision's, is shared by that many trials.
+    every = 1 if n <= design.REFIT_ALL_BELOW else math.ceil(design.REFIT_SHARE * n)
+    out["refit_every"] = every
     for kind in ("wall", "cpu"):
+        out[kind]["refit"] = 0.0 if every == 1 else out["first_decision"][kind] / every
         out[kind]["total"] = sum(out[kind][p] for p in PARTS if p != "fits")
     return out
 
