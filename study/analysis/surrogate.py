@@ -256,6 +256,7 @@ def fit_surrogate(
     misfit_test: bool = True,
     knee: bool = True,
     noise: Noise = "normal",
+    start: np.ndarray | None = None,
 ) -> Surrogate:
     """Fit the model to every trial of ``trials`` (one row per trial, as `censored_trials`).
 
@@ -264,6 +265,8 @@ def fit_surrogate(
     when present (without `LAST_STEP` a trial that did not reach the target says nothing).
     ``misfit_test=False`` skips the test of S(B) against free steps per batch size (NaN);
     ``knee=False`` holds S(B) at McCandlish et al.'s ``q = 1``; ``noise`` is one of `NOISES`.
+    ``start`` (e.g. an earlier fit's ``theta``) is tried besides the usual starting points, so
+    the fit can only be as good or better.
 
     Example: trials of a study whose steps follow ``S(B) = 100 (1 + 256 / B)`` near a best rate
     ``0.01 (B / 32) ** 0.5`` give ``b_noise`` near 256 and ``alpha`` near 0.5.
@@ -277,7 +280,7 @@ def fit_surrogate(
     if data.reason:
         return Surrogate(ok=False, reason=data.reason, trials=data.n, censored=data.n_censored)
     plain = _Options(bend=False, knee=knee, heavy_tails=heavy_tails)
-    power = _fit(data, plain)
+    power = _fit(data, plain, extra=start)
     chosen, options, p_bend, p_sharp = power, plain, math.nan, math.nan
     if shape != "power law":
         bent = _Options(bend=True, knee=knee, heavy_tails=heavy_tails)
@@ -398,10 +401,17 @@ def _starts(data: Trials) -> list[np.ndarray]:
 
 
 def _fit(
-    data: Trials, options: _Options, *, start: np.ndarray | None = None
+    data: Trials,
+    options: _Options,
+    *,
+    start: np.ndarray | None = None,
+    extra: np.ndarray | None = None,
 ) -> optimize.OptimizeResult:
+    """The best fit within ``options`` from ``start``, else from `_starts` and ``extra``."""
     bounds = _bounds(data, options)
     starts = _starts(data) if start is None else [start]
+    if start is None and extra is not None and np.all(np.isfinite(extra)):
+        starts.append(np.asarray(extra, dtype=float))
     best = None
     lower = np.array([lo for lo, _ in bounds])
     upper = np.array([hi for _, hi in bounds])

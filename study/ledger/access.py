@@ -106,6 +106,8 @@ class StorageAccess:
         #: When this process last stamped each of its running trials (`Liveness.beat`).
         self._stamped: dict[int, float] = {}
         self._local = threading.local()
+        #: Closed trials decoded, by trial id, with the stored object they came from (`_decode`).
+        self._decoded: dict[int, tuple[FrozenTrial, LedgerTrial]] = {}
         self._sampler_storage = SamplerStorage(self)
 
     @contextlib.contextmanager
@@ -341,8 +343,23 @@ class StorageAccess:
     def _status(frozen: FrozenTrial) -> TrialState:
         return TrialState(frozen.user_attrs.get(records.STATUS, TrialState.RUNNING.value))
 
+    def _decode(self, stratum: Stratum, frozen: FrozenTrial) -> LedgerTrial:
+        """The stored trial as a `LedgerTrial`. A closed trial never changes (Optuna refuses
+        writes to it), so one read again as the very same object (what the storages give
+        without a deep copy) is decoded once: a study's decisions read every trial again at
+        every trial, and decoding them all each time would cost the square of the trials."""
+        closed = frozen.state.is_finished()
+        if closed:
+            known = self._decoded.get(frozen._trial_id)
+            if known is not None and known[0] is frozen and known[1].stratum == stratum:
+                return known[1]
+        decoded = self._decode_now(stratum, frozen)
+        if closed:
+            self._decoded[frozen._trial_id] = (frozen, decoded)
+        return decoded
+
     @staticmethod
-    def _decode(stratum: Stratum, frozen: FrozenTrial) -> LedgerTrial:
+    def _decode_now(stratum: Stratum, frozen: FrozenTrial) -> LedgerTrial:
         started = frozen.datetime_start.timestamp() if frozen.datetime_start else None
         return decode_trial(
             stratum,

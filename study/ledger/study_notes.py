@@ -8,7 +8,14 @@ study name is unique there, a database constraint or the order of the journal, s
 processes claiming at once exactly one creates it). The storage id keeps a study deleted and
 made anew under the same name from meeting its predecessor's claims.
 
-Example: the first ``ledger.notes.claim_round(2)`` is True, every later one False.
+Only the latest claims are kept: a claim of round ``n`` deletes that of round ``n - KEPT_CLAIMS``
+(a study's rounds would otherwise add a study to the storage each, and every read of its
+studies would grow with them). A process claiming a round that old finds the allocation's
+stored state past it (its deciding process stored round ``n - 1`` before it claimed ``n``),
+and `study.runner.allocation.Allocator` takes that state instead of deciding the round.
+
+Example: the first ``ledger.notes.claim_round(2)`` is True, every later one False (until the
+claim of round ``2 + KEPT_CLAIMS`` deletes it).
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ _THROUGHPUT = "throughput_probe"
 _PILOT = "noise_scale_pilot"
 #: The study attribute holding an adaptive allocation's state (JSON).
 _ALLOCATION = "adaptive_allocation"
+#: The round claims kept (see the module docstring).
+KEPT_CLAIMS = 2
 
 
 class StudyNotes:
@@ -84,14 +93,22 @@ class StudyNotes:
     def claim_round(self, number: int) -> bool:
         """Claim the deciding of round ``number`` of the adaptive allocation: whether this
         process won (see the module docstring)."""
-        access = self._access
-        study_id = access._study_id(access.name)
-        name = f"allocation:{access.name}#{study_id}/round-{number}"
         try:
-            access.storage.create_new_study([optuna.study.StudyDirection.MINIMIZE], name)
+            self._access.storage.create_new_study(
+                [optuna.study.StudyDirection.MINIMIZE], self._claim_name(number)
+            )
         except optuna.exceptions.DuplicatedStudyError:
             return False
+        if number > KEPT_CLAIMS:  # the claim of an old round (see the module docstring)
+            with contextlib.suppress(KeyError):
+                storage = self._access.storage
+                old = self._claim_name(number - KEPT_CLAIMS)
+                storage.delete_study(storage.get_study_id_from_name(old))
         return True
+
+    def _claim_name(self, number: int) -> str:
+        access = self._access
+        return f"allocation:{access.name}#{access._study_id(access.name)}/round-{number}"
 
     def round_claims(self) -> list[str]:
         """The names of the studies that hold this study's round claims (to delete them)."""

@@ -37,6 +37,10 @@ from study.tuners.points import lr_range
 #: Seconds a process that lost a round's claim waits for the winner's decisions before it
 #: decides the round itself (the winner died between its claim and its write).
 CLAIM_WAIT = 60.0
+#: The latest decisions (after the grid's, round 0) the stored state keeps: a study of
+#: thousands of rounds would otherwise write and read all of them at every round (each is
+#: printed when made).
+KEPT_DECISIONS = 200
 
 
 class Allocator:
@@ -257,6 +261,11 @@ class Allocator:
         return dict(self.budgets) if go else None
 
     def state(self) -> AllocationState:
+        """The state to store: the grid's decisions and the latest `KEPT_DECISIONS` others."""
+        grid = [d for d in self.decisions if d.round == 0]
+        later = [d for d in self.decisions if d.round != 0]
+        if len(later) > KEPT_DECISIONS:
+            self.decisions = grid + later[-KEPT_DECISIONS:]
         return AllocationState(
             total=self.total,
             round=self.round,
@@ -267,10 +276,11 @@ class Allocator:
         )
 
     def _claim(self, number: int) -> bool:
-        """Whether this process decides round ``number``: it claimed it, or the process that
-        did stored nothing within `CLAIM_WAIT` (False: the winner's decisions were taken)."""
+        """Whether this process decides round ``number``: it claimed it (and the stored state
+        is not past it already: an old round's claim is deleted), or the process that did
+        stored nothing within `CLAIM_WAIT` (False: the winner's decisions were taken)."""
         if self.ledger.notes.claim_round(number):
-            return True
+            return not (self._adopt_stored(newer_only=True) and self.round >= number)
         if self._await(number):
             return False
         self.say(

@@ -192,7 +192,26 @@ class DesignModel:
 
 #: Fits `design_model` keeps (the latest, by the trials they were fitted to).
 FITS_KEPT = 4
-_FITS: OrderedDict[tuple[bytes, int], DesignModel | None] = OrderedDict()
+#: Up to this many trials, every new set of trials is fitted anew (a study of tens of trials
+#: decides as it always did).
+REFIT_ALL_BELOW = 100
+#: Beyond `REFIT_ALL_BELOW`, a kept fit serves trials it did not see until they are this share
+#: of the trials it was fitted to, or `SURPRISE_SHARE` of them when one of the new outcomes
+#: lies outside the fit's `SURPRISE_Z` interval (or at a batch size it did not see).
+REFIT_SHARE = 0.05
+SURPRISE_SHARE = 0.01
+SURPRISE_Z = 2.576
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A fit `design_model` keeps: its model and the row hashes of the trials it saw."""
+
+    model: DesignModel | None
+    rows: np.ndarray
+
+
+_FITS: OrderedDict[tuple[bytes, int], _Kept] = OrderedDict()
 _FITS_LOCK = threading.Lock()
 
 
@@ -201,26 +220,79 @@ def design_model(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | N
     recommended batch size; None when it cannot be fitted yet. A fit to the same trials, in
     the same order, as one of the last `FITS_KEPT` is not made again (e.g. designed proposals
     while no trial finished). The same trials in another order are fitted anew: the order of
-    the sums changes the fit in its last digits, and a study's path with it."""
-    key = (pd.util.hash_pandas_object(trials, index=False).to_numpy().tobytes(), accelerators)
+    the sums changes the fit in its last digits, and a study's path with it.
+
+    A study of more than `REFIT_ALL_BELOW` trials is not refitted at every trial (the fit's
+    cost grows with the trials, so a study's would grow with their square): a kept fit to a
+    subset of ``trials`` serves until the trials it did not see are `REFIT_SHARE` of those it
+    saw, or `SURPRISE_SHARE` when one of them surprises it (`_surprises`). Its refit starts
+    from the kept fit's parameters too (`fit_surrogate`'s ``start``)."""
+    hashes = pd.util.hash_pandas_object(trials, index=False).to_numpy()
+    key = (hashes.tobytes(), accelerators)
     with _FITS_LOCK:
-        kept = key in _FITS
-        model = _FITS.get(key)
-    if kept:
+        kept = _FITS.get(key)
+        older = None if kept is not None else _older(trials, hashes, accelerators)
+    if kept is not None or (older is not None and not _stale(older, trials, hashes)):
         PHASES.add(Phase.FITS_KEPT, 0.0)
-        return model
+        return (kept or older).model  # type: ignore[union-attr]
+    start = older.model.surrogate.theta if older is not None and older.model else None
     with PHASES.timing(Phase.FITS):
-        model = _fit_design_model(trials, accelerators)
+        model = _fit_design_model(trials, accelerators, start)
     with _FITS_LOCK:
-        _FITS[key] = model
+        _FITS[key] = _Kept(model, np.sort(hashes))
         while len(_FITS) > FITS_KEPT:
             _FITS.popitem(last=False)
     return model
 
 
+def _older(trials: pd.DataFrame, hashes: np.ndarray, accelerators: int) -> _Kept | None:
+    """The kept fit (with `_FITS_LOCK` held) to the most trials, more than `REFIT_ALL_BELOW`,
+    all of them among ``trials`` (by their row ``hashes``); None if there is none."""
+    if len(trials) <= REFIT_ALL_BELOW:
+        return None
+    found = [
+        kept
+        for (_, kept_for), kept in _FITS.items()
+        if kept_for == accelerators
+        and REFIT_ALL_BELOW < kept.rows.size < hashes.size
+        and np.isin(kept.rows, hashes).all()
+    ]
+    return max(found, key=lambda kept: kept.rows.size, default=None)
+
+
+def _stale(kept: _Kept, trials: pd.DataFrame, hashes: np.ndarray) -> bool:
+    """Whether ``kept`` must be refitted for ``trials``: the trials it did not see reach
+    `REFIT_SHARE` of those it saw, or `SURPRISE_SHARE` with one `_surprises` it."""
+    new = ~np.isin(hashes, kept.rows)
+    count, seen = int(new.sum()), kept.rows.size
+    if count >= REFIT_SHARE * seen:
+        return True
+    return count >= SURPRISE_SHARE * seen and _surprises(kept.model, trials[new])
+
+
+def _surprises(model: DesignModel | None, trials: pd.DataFrame) -> bool:
+    """Whether a trial of ``trials`` lies outside ``model``'s `SURPRISE_Z` interval of log
+    steps (a reached one), or at a batch size it was not fitted to (always, with no model)."""
+    if model is None:
+        return True
+    surrogate = model.surrogate
+    if not np.isin(trials[BATCH_SIZE].to_numpy(float), surrogate.batch_sizes).all():
+        return True
+    steps = trials["steps_to_target"].to_numpy(float)
+    reached = np.isfinite(steps)
+    if not reached.any():
+        return False
+    b = trials[BATCH_SIZE].to_numpy(float)[reached]
+    lr = trials[LEARNING_RATE].to_numpy(float)[reached]
+    mu = mean_log_steps(surrogate.theta, b, np.log(lr), surrogate.b_ref)
+    return bool(np.any(np.abs(np.log(steps[reached]) - mu) > SURPRISE_Z * surrogate.sigma))
+
+
 @one_blas_thread
-def _fit_design_model(trials: pd.DataFrame, accelerators: int) -> DesignModel | None:
-    surrogate = fit_surrogate(trials, misfit_test=False)
+def _fit_design_model(
+    trials: pd.DataFrame, accelerators: int, start: np.ndarray | None = None
+) -> DesignModel | None:
+    surrogate = fit_surrogate(trials, misfit_test=False, start=start)
     if not surrogate.ok:
         return None
     answers = scaling_answers(surrogate, accelerators=accelerators, draws=200)

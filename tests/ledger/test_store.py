@@ -246,3 +246,15 @@ def test_unusable_storage_url_is_bad_input() -> None:
 def test_sqlite_storage_url_opens(tmp_path: Path) -> None:
     storage = open_storage(f"sqlite:///{tmp_path}/o.db")
     assert storage.get_all_studies() == []
+
+
+def test_a_closed_trial_is_decoded_once_and_a_running_one_at_every_read(ledger: Ledger) -> None:
+    stratum = Stratum(32, "default")
+    run_one(ledger, stratum, 0.1, result(TrialState.REACHED), 50.0)
+    running = ledger.claim(stratum, 5)
+    assert running is not None
+    first, second = ledger.trials(stratum), ledger.trials(stratum)
+    assert first[0] is second[0] and first[0].status is TrialState.REACHED
+    assert first[1] is not second[1] and first[1].status is TrialState.RUNNING
+    ledger.finish(running, result(TrialState.NOT_REACHED), 900.0)
+    assert ledger.trials(stratum)[1].status is TrialState.NOT_REACHED  # closed since: read anew

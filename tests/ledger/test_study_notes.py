@@ -101,3 +101,13 @@ def test_a_round_is_claimed_once_and_is_no_study(ledger: Ledger, tmp_path: Path)
 
     assert list_studies(ledger.storage) == ["s"]  # nor a study
     assert len(ledger.notes.round_claims()) == 2
+
+
+def test_only_the_latest_round_claims_are_kept(ledger: Ledger) -> None:
+    from study.ledger.study_notes import KEPT_CLAIMS
+
+    for number in range(1, 6):
+        assert ledger.notes.claim_round(number)
+    names = sorted(ledger.notes.round_claims())
+    assert len(names) == KEPT_CLAIMS and names[-1].endswith("/round-5")
+    assert not ledger.notes.claim_round(5) and ledger.notes.claim_round(1)  # 1's was deleted

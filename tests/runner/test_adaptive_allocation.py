@@ -407,3 +407,37 @@ def test_adaptive_study_runs_its_rounds_end_to_end(
 def test_even_allocation_stays_the_default() -> None:
     config = parse_study(tiny_study(), "tiny.yaml")
     assert not config.allocation.adaptive and config.total_trials == 2 * 3
+
+
+def test_a_claimed_round_that_is_decided_already_is_taken_not_decided(tmp_path: Path) -> None:
+    ledger, config = new_ledger(tmp_path, allocation_study(rounds=3))
+    first = Allocator(config, ledger, total=30, say=lambda _: None)
+    first.start(lambda: 4.0)
+    late = Allocator(config, ledger, total=30, say=lambda _: None)
+    late._adopt_stored()  # read round 0, then another process decides rounds 1-3
+    for _ in range(3):
+        assert first.next_round() is not None
+    lines: list[str] = []
+    late.say = lines.append
+    # Round 1's claim was deleted (only the latest are kept): the late process claims it again.
+    assert late._claim(1) is False and late.round == 3 and lines == []
+    assert late.budgets == first.budgets
+
+
+def test_the_stored_state_keeps_the_grid_and_the_latest_decisions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from study.runner import allocation
+
+    monkeypatch.setattr(allocation, "KEPT_DECISIONS", 2)
+    ledger, config = new_ledger(tmp_path, allocation_study(rounds=3))
+    allocator = Allocator(config, ledger, total=30, say=lambda _: None)
+    allocator.start(lambda: 4.0)
+    grid = [d for d in allocator.decisions if d.round == 0]
+    for _ in range(3):
+        assert allocator.next_round() is not None
+    stored = ledger.notes.allocation()
+    assert stored is not None and stored.round == 3
+    later = [d for d in stored.decisions if d.round]
+    assert list(stored.decisions[: len(grid)]) == grid and len(later) == 2
+    assert later[-1].round == 3

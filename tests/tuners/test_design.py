@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from study.analysis.answers import scaling_answers
@@ -184,3 +185,46 @@ def test_a_fit_to_the_same_trials_in_the_same_order_is_not_made_again(tmp_path):
     assert design_model(ledger_frame(trials[::-1])) is not model  # the sums' order differs
     other = design_model(ledger_frame(trials[1:]))  # one trial fewer: fitted anew
     assert other is not None and other is not model
+
+
+def test_past_a_hundred_trials_a_fit_serves_until_enough_new_ones_or_a_surprise(
+    tmp_path, monkeypatch
+):
+    from study.tuners import design
+
+    monkeypatch.setattr(design, "REFIT_ALL_BELOW", 5)  # 15 trials stand for a large study
+    monkeypatch.setattr(design, "REFIT_SHARE", 0.1)
+    monkeypatch.setattr(design, "SURPRISE_SHARE", 0.05)
+    ledger = ledger_with(tmp_path)
+    trials = [t for b in SIZES for t in ledger.trials(Stratum(b, "default"))]
+    frame = ledger_frame(trials)
+    model = design.design_model(frame)
+    assert model is not None
+
+    def at_median(lr: float) -> pd.DataFrame:
+        steps = float(model.surrogate.predict(64.0, lr))
+        row = {**frame.iloc[0].to_dict(), "batch_size": 64.0, "learning_rate": lr}
+        return pd.DataFrame([{**row, "steps_to_target": steps, "last_step": 2 * steps}])
+
+    # One new trial (under 10% of 15), where the model expects it: the fit serves.
+    usual = pd.concat([frame, at_median(0.02)], ignore_index=True)
+    assert not design._surprises(model, usual.iloc[-1:])
+    assert design.design_model(usual) is model
+    # Two new ones (over 10%): fitted anew, from the kept fit's parameters among the starts.
+    refit = design.design_model(pd.concat([usual, at_median(0.03)], ignore_index=True))
+    assert refit is not None and refit is not model and refit.surrogate.trials == 17
+    # An outcome 10 sigma off the fit's median, or at a batch size it never saw, surprises it.
+    odd = usual.iloc[-1:].copy()
+    odd["steps_to_target"] = odd["steps_to_target"] * math.exp(10 * model.surrogate.sigma)
+    assert design._surprises(model, odd)
+    assert design._surprises(model, odd.assign(batch_size=2048.0, steps_to_target=math.inf))
+
+
+def test_a_start_given_to_the_fit_can_only_make_it_better(tmp_path):
+    ledger = ledger_with(tmp_path)
+    trials = [t for b in SIZES for t in ledger.trials(Stratum(b, "default"))]
+    frame = ledger_frame(trials)
+    plain = fit_surrogate(frame, misfit_test=False)
+    far = plain.theta + 0.5
+    started = fit_surrogate(frame, misfit_test=False, start=far)
+    assert started.log_likelihood >= plain.log_likelihood - 1e-9

@@ -1,0 +1,232 @@
+"""`study run` against hand-written peers on the MNIST-1D MLP question, back to back in one process.
+
+The question of ``benchmarks/mnist1d_compute.yaml`` (batch 16-1024, 8 trials per batch size: 56,
+its target, budget and evaluation cadence). Each peer trains every trial with the study's own
+trainer (a `study.runner.pool.WorkerPool`, ``config.trial_spec``: the same target, hold rule,
+budget and cadence) and stops a trial once it has run the batch size's best steps so far (it
+can no longer be the best: what the study's pruning does):
+
+- **optuna**: Optuna's TPE over the learning rate, one study per batch size;
+- **optuna-warm**: the same, batch sizes from small to large, each study's first trial at the
+  previous batch size's best rate (enqueued) and its search range centred there (x/8 to x*8,
+  within the file's range);
+- **keras-tuner**: KerasTuner's Bayesian oracle over the learning rate, one per batch size;
+- **study**: ``study run`` on the same question (a subprocess; its file's allocation by steps,
+  or the even allocation when the batch sizes or trials are reduced).
+
+Prints and writes (``results/peers.json``) per contestant: trials, training steps, wall seconds
+and CPU seconds (this process and its children: the trainer workers, the subprocess).
+
+Usage: python benchmarks/peers.py [--trials-per-batch 8] [--batch-sizes 16 32 ...]
+       [--only optuna study]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from study_bench import run_study
+
+HERE = Path(__file__).resolve().parent
+FILE = HERE / "mnist1d_compute.yaml"
+CONTESTANTS = ("optuna", "optuna-warm", "keras-tuner", "study")
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """CPU seconds of this process, and of its children that ended and were waited for."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+def workers_cpu(pool: Any) -> float:
+    """CPU seconds of the pool's live trainer workers so far (Linux ``/proc``; 0 elsewhere):
+    a worker still running is no ended child of this process."""
+    total = 0.0
+    for pids in pool.pids().values():
+        for pid in pids:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+class Trainer:
+    """Trains one trial with the study's trainer, stopped at the batch size's best steps so
+    far; keeps the totals."""
+
+    def __init__(self, config: Any, pool: Any) -> None:
+        self.config, self.pool = config, pool
+        self.trials = 0
+        self.steps = 0
+        self.best: dict[int, tuple[float, float]] = {}  # batch: (steps, lr)
+
+    def __call__(self, batch: int, lr: float, number: int) -> float:
+        """Steps to the target (``inf`` when not reached) of one trial at ``(batch, lr)``."""
+        import dataclasses
+
+        from study.config.space import Stratum
+
+        spec = self.config.trial_spec(
+            Stratum(batch, "default"), {"learning_rate": lr}, number=number
+        )
+        best = self.best.get(batch, (math.inf, math.nan))[0]
+        if math.isfinite(best):
+            budget = spec.settings.budget
+            limit = budget.step_limit(batch) or math.inf
+            spec = spec.with_settings(
+                budget=dataclasses.replace(budget, max_steps=int(min(limit, best)))
+            )
+        result = self.pool.run(spec)
+        self.trials += 1
+        self.steps += result.steps_run
+        reached = result.steps_to_target
+        if reached is not None and reached < best:
+            self.best[batch] = (float(reached), lr)
+        return float(reached) if reached is not None else math.inf
+
+
+def penalty(steps: float, limit: float) -> float:
+    """A not-reached trial's value for a tuner: twice the step limit."""
+    return steps if math.isfinite(steps) else 2.0 * limit
+
+
+def run_optuna(train: Trainer, sizes: list[int], per: int, low: float, high: float, warm: bool):
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    previous = math.nan
+    for batch in sorted(sizes):
+        lo, hi = low, high
+        study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=batch))
+        if warm and math.isfinite(previous):
+            lo, hi = max(low, previous / 8), min(high, previous * 8)
+            study.enqueue_trial({"learning_rate": previous})
+        for number in range(per):
+            trial = study.ask()
+            lr = trial.suggest_float("learning_rate", lo, hi, log=True)
+            study.tell(trial, penalty(train(batch, lr, number), 2 * 5000))
+        previous = train.best.get(batch, (math.inf, previous))[1]
+
+
+def run_keras_tuner(train: Trainer, sizes: list[int], per: int, low: float, high: float):
+    import keras_tuner as kt
+
+    with tempfile.TemporaryDirectory(prefix="peers-kt-") as work:
+        for batch in sorted(sizes):
+            space = kt.HyperParameters()
+            space.Float("learning_rate", low, high, sampling="log")
+            oracle = kt.oracles.BayesianOptimizationOracle(
+                objective=kt.Objective("steps", "min"),
+                max_trials=per,
+                hyperparameters=space,
+                seed=batch,
+            )
+            oracle._set_project_dir(work, f"b{batch}")
+            for number in range(per):
+                trial = oracle.create_trial("peers")
+                if trial.status != "RUNNING":
+                    break
+                lr = float(trial.hyperparameters.get("learning_rate"))
+                steps = penalty(train(batch, lr, number), 2 * 5000)
+                oracle.update_trial(trial.trial_id, {"steps": steps})
+                trial.status = "COMPLETED"
+                oracle.end_trial(trial)
+
+
+def run_study_contestant(data: dict, sizes: list[int], per: int) -> dict[str, Any]:
+    """``study run`` on the question; reduced (other batch sizes or trials), with the even
+    allocation (the file's step budget is the whole question's)."""
+    reduced = per != data["trials_per_stratum"] or sizes != data["search_space"]["batch_size"]
+    data = {**data, "trials_per_stratum": per}
+    data["search_space"] = {**data["search_space"], "batch_size": sizes}
+    if reduced:
+        data["allocation"] = {"mode": "even"}
+    with tempfile.TemporaryDirectory(prefix="peers-study-") as work:
+        file = Path(work) / "question.yaml"
+        file.write_text(yaml.safe_dump(data, sort_keys=False))
+        run_study(file, Path(work))
+        from study.ledger import Ledger
+
+        journal = str(Path(work) / "mlruns" / "optuna.journal")
+        ledger = Ledger.open(journal, data["name"], create=False)
+        done = [t for s in ledger.strata() for t in ledger.trials(s) if t.result is not None]
+    return {"trials": len(done), "steps": sum(t.result.steps_run for t in done)}
+
+
+def contest(name: str, config: Any, data: dict, sizes: list[int], per: int) -> dict[str, Any]:
+    """One contestant, timed (wall and CPU)."""
+    from study.runner.pool import WorkerPool
+
+    low = config.space.param("learning_rate").low
+    high = config.space.param("learning_rate").high
+    cpu0, wall0 = cpu_seconds(), time.perf_counter()
+    row: dict[str, Any] = {"contestant": name}
+    if name == "study":
+        row.update(run_study_contestant(data, sizes, per))
+        workers = 0.0
+    else:
+        runs: dict[str, Callable[[Trainer], None]] = {
+            "optuna": lambda t: run_optuna(t, sizes, per, low, high, warm=False),
+            "optuna-warm": lambda t: run_optuna(t, sizes, per, low, high, warm=True),
+            "keras-tuner": lambda t: run_keras_tuner(t, sizes, per, low, high),
+        }
+        with WorkerPool(1) as pool:
+            train = Trainer(config, pool)
+            runs[name](train)
+            workers = workers_cpu(pool)
+        row.update(trials=train.trials, steps=train.steps)
+        row["best"] = {str(b): s for b, (s, _) in sorted(train.best.items())}
+    row["wall"] = time.perf_counter() - wall0
+    own, kids = (now - then for now, then in zip(cpu_seconds(), cpu0, strict=True))
+    if name != "study":  # the workers, unless their end counted them among the children
+        kids = max(kids, workers)
+    row["cpu"] = own + kids
+    row["load"] = round(os.getloadavg()[0], 2)
+    return row
+
+
+def main() -> None:
+    from study.config.studyfile import load_study_file, parse_study
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials-per-batch", type=int, default=8)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=None)
+    parser.add_argument("--only", nargs="+", choices=CONTESTANTS, default=list(CONTESTANTS))
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "peers.json")
+    args = parser.parse_args()
+    data = yaml.safe_load(FILE.read_text())
+    sizes = args.batch_sizes or list(data["search_space"]["batch_size"])
+    base = load_study_file(FILE)
+    mapping = {**data, "search_space": {**data["search_space"], "batch_size": sizes}}
+    config = parse_study(mapping, str(FILE), text=base.text)
+    rows = []
+    for name in args.only:
+        row = contest(name, config, data, sizes, args.trials_per_batch)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(rows, indent=2) + "\n")
+    print("| contestant | trials | training steps | wall (s) | CPU (s) |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        print(
+            f"| {row['contestant']} | {row['trials']} | {row['steps']:,} | "
+            f"{row['wall']:.1f} | {row['cpu']:.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
