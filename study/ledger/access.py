@@ -87,25 +87,25 @@ class StorageAccess:
         self.storage = storage
         self.name = name
         self.clock = clock
-        self._studies: dict[Stratum, optuna.Study] = {}
-        self._sampler_for: Callable[[Stratum], Any] | None = None
+        self.studies: dict[Stratum, optuna.Study] = {}
+        self.sampler_for: Callable[[Stratum], Any] | None = None
         self._lock = threading.Lock()
         #: Study ids by name (a study's id never changes while it exists), shared by the
         #: ledgers of this process on one database (`_known_ids`).
-        self._ids: dict[str, int] = _known_ids(storage)
+        self.ids: dict[str, int] = _known_ids(storage)
         #: Writes held until the next write of their trial (`_hold`, `_flush`), and the trials
         #: this process claimed as it wrote them (`_mine`: no read of its own writes back).
         self._pending: dict[int, TrialWrites] = {}
-        self._written: dict[int, FrozenTrial] = {}
-        self._writes_lock = threading.Lock()
+        self.written: dict[int, FrozenTrial] = {}
+        self.writes_lock = threading.Lock()
         #: The last read of each stratum (monotonic time, trials), for readers inside `recent`.
-        self._reads: dict[Stratum, tuple[float, list[FrozenTrial]]] = {}
-        self._strata_of: dict[int, Stratum] = {}
+        self.reads: dict[Stratum, tuple[float, list[FrozenTrial]]] = {}
+        self.strata_of: dict[int, Stratum] = {}
         #: Strata studies known to carry their attributes (`_study` need not check them).
         self._labelled: set[str] = set()
         #: When this process last stamped each of its running trials (`Liveness.beat`).
-        self._stamped: dict[int, float] = {}
-        self._local = threading.local()
+        self.stamped: dict[int, float] = {}
+        self.local = threading.local()
         #: Closed trials decoded, by trial id, with the stored object they came from (`_decode`).
         self._decoded: dict[int, tuple[FrozenTrial, LedgerTrial]] = {}
         self._sampler_storage = SamplerStorage(self)
@@ -117,55 +117,55 @@ class StorageAccess:
         points taken, the sampler's history through `SamplerStorage`) a few times within
         moments. The reads that must be fresh come right after a claim or a reservation of
         this process, which drop the stratum's read (`_changed`), so they read the storage."""
-        depth = getattr(self._local, "recent", 0)
-        self._local.recent = depth + 1
+        depth = getattr(self.local, "recent", 0)
+        self.local.recent = depth + 1
         try:
             yield
         finally:
-            self._local.recent = depth
+            self.local.recent = depth
 
-    def _recent_stratum(self, study_id: int) -> Stratum | None:
+    def recent_stratum(self, study_id: int) -> Stratum | None:
         """The stratum of the study ``study_id`` if it is loaded and this thread is inside
         `recent` (else None)."""
-        if not getattr(self._local, "recent", 0):
+        if not getattr(self.local, "recent", 0):
             return None
-        loaded = list(self._studies.items())
+        loaded = list(self.studies.items())
         return next((s for s, study in loaded if study._study_id == study_id), None)
 
-    def _setting_up(self, trial_id: int) -> bool:
+    def setting_up(self, trial_id: int) -> bool:
         """Whether this thread is setting up the trial ``trial_id``, which this process claimed
         (inside `recent`): writes to it can wait for its next write."""
-        return bool(getattr(self._local, "recent", 0)) and trial_id in self._written
+        return bool(getattr(self.local, "recent", 0)) and trial_id in self.written
 
-    def _changed(self, trial_id: int) -> None:
+    def changed(self, trial_id: int) -> None:
         """This process wrote the trial ``trial_id``: its stratum is read afresh next time."""
-        stratum = self._strata_of.get(trial_id)
+        stratum = self.strata_of.get(trial_id)
         if stratum is not None:
-            self._reads.pop(stratum, None)
+            self.reads.pop(stratum, None)
 
     def _closed(self, trial_id: int, now: FrozenTrial) -> None:
         """This process closed the trial ``trial_id`` as ``now``: its stratum's last read says
         so (no read afresh: the rest of that read is as old as it was; a claim reads afresh)."""
-        stratum = self._strata_of.get(trial_id)
-        last = self._reads.get(stratum) if stratum is not None else None
+        stratum = self.strata_of.get(trial_id)
+        last = self.reads.get(stratum) if stratum is not None else None
         if stratum is not None and last is not None:
             trials = [now if t._trial_id == trial_id else t for t in last[1]]
-            self._reads[stratum] = (last[0], trials)
+            self.reads[stratum] = (last[0], trials)
 
-    def _stratum_name(self, stratum: Stratum) -> str:
+    def stratum_name(self, stratum: Stratum) -> str:
         return f"{self.name}/{stratum}"
 
-    def _stratum_of(self, study_name: str, attrs: Mapping[str, Any]) -> Stratum:
+    def stratum_of(self, study_name: str, attrs: Mapping[str, Any]) -> Stratum:
         if "batch_size" in attrs and "strategy" in attrs:
             return Stratum(int(attrs["batch_size"]), str(attrs["strategy"]))
         return Stratum.parse(study_name.removeprefix(f"{self.name}/"))
 
-    def _study(self, stratum: Stratum) -> optuna.Study:
+    def study(self, stratum: Stratum) -> optuna.Study:
         with self._lock:
-            study = self._studies.get(stratum)
+            study = self.studies.get(stratum)
             if study is None:
-                sampler = self._sampler_for(stratum) if self._sampler_for else None
-                name = self._stratum_name(stratum)
+                sampler = self.sampler_for(stratum) if self.sampler_for else None
+                name = self.stratum_name(stratum)
                 try:  # loading writes nothing; creating only when missing
                     study = optuna.load_study(
                         study_name=name, storage=self._sampler_storage, sampler=sampler
@@ -188,51 +188,51 @@ class StorageAccess:
                     names = {_METRIC_NAMES: [METRIC_NAME]}  # as `Study.set_metric_names`
                     batch.write_study(self.storage, study._study_id, attrs, names)  # one write
                 self._labelled.add(name)
-                self._studies[stratum] = study
-                self._ids[name] = study._study_id  # (re)loaded: e.g. made again after a delete
-                self._reads.pop(stratum, None)
+                self.studies[stratum] = study
+                self.ids[name] = study._study_id  # (re)loaded: e.g. made again after a delete
+                self.reads.pop(stratum, None)
             return study
 
-    def _study_id(self, name: str) -> int:
+    def study_id(self, name: str) -> int:
         """The id of the study ``name`` (the study's and its strata's are looked up once per
         process and database).
 
         Raises:
             KeyError: no study of that name is stored.
         """
-        known = self._ids.get(name)
+        known = self.ids.get(name)
         if known is not None:
             return known
         if name.startswith(f"{self.name}/"):  # a stratum: learn every stratum's id at once
-            self._learn_studies()
-            if name not in self._ids:
+            self.learn_studies()
+            if name not in self.ids:
                 raise KeyError(name)
-            return self._ids[name]
+            return self.ids[name]
         study_id = self.storage.get_study_id_from_name(name)
         if name == self.name:
-            self._ids[name] = study_id
+            self.ids[name] = study_id
         return study_id
 
-    def _learn_studies(self) -> list[optuna.study.StudySummary | Any]:
+    def learn_studies(self) -> list[optuna.study.StudySummary | Any]:
         """Read every study of the storage (one read); note the ids of this study and its
         strata, and which strata carry their attributes already. Returns them."""
         studies = self.storage.get_all_studies()
         for study in studies:
             name = study.study_name
             if name == self.name or name.startswith(f"{self.name}/"):
-                self._ids.setdefault(name, study._study_id)
+                self.ids.setdefault(name, study._study_id)
                 if "batch_size" in study.user_attrs:
                     self._labelled.add(name)
         return studies
 
     # -- writing a trial: held writes, one transaction per group (`batch`) -------------------
-    def _hold(self, writes: TrialWrites) -> None:
+    def hold(self, writes: TrialWrites) -> None:
         """Keep ``writes`` for the next `_flush` of their trial (nothing is written now)."""
-        with self._writes_lock:
+        with self.writes_lock:
             held = self._pending.setdefault(writes.trial_id, TrialWrites(writes.trial_id))
             held.merge(writes)
 
-    def _flush(self, writes: TrialWrites) -> FrozenTrial | None:
+    def flush(self, writes: TrialWrites) -> FrozenTrial | None:
         """Store the trial's held writes and ``writes`` in one transaction (`batch.write`);
         return the trial as it now reads if this process claimed it (else None).
 
@@ -240,110 +240,110 @@ class StorageAccess:
             optuna.exceptions.UpdateFinishedTrialError: the trial is closed already.
         """
         trial_id = writes.trial_id
-        with self._writes_lock:
+        with self.writes_lock:
             group = self._pending.pop(trial_id, None) or TrialWrites(trial_id)
         group.merge(writes)
         try:
             batch.write(self.storage, group)
         except BaseException:
-            with self._writes_lock:
+            with self.writes_lock:
                 if writes.state is None:
                     self._pending.setdefault(trial_id, TrialWrites(trial_id)).merge(group)
             raise
-        with self._writes_lock:
-            mine = self._written.get(trial_id)
+        with self.writes_lock:
+            mine = self.written.get(trial_id)
             if mine is None:
                 return None
             now = group.applied_to(mine)
             if now.state.is_finished():
                 self._closed(trial_id, now)  # this process reads its closed trial as closed
-                self._strata_of.pop(trial_id, None)
-                self._stamped.pop(trial_id, None)
-                del self._written[trial_id]
+                self.strata_of.pop(trial_id, None)
+                self.stamped.pop(trial_id, None)
+                del self.written[trial_id]
             else:
-                self._written[trial_id] = now
+                self.written[trial_id] = now
             return now
 
-    def _mine(self, slot: Slot) -> FrozenTrial:
+    def mine(self, slot: Slot) -> FrozenTrial:
         """The slot's trial as this process wrote it (held writes included), without a read;
         read from the storage if this process did not claim it."""
-        trial_id = self._slot_id(slot)
-        with self._writes_lock:
-            mine = self._written.get(trial_id)
+        trial_id = self.slot_id(slot)
+        with self.writes_lock:
+            mine = self.written.get(trial_id)
             held = self._pending.get(trial_id)
         if mine is None:
             mine = self.storage.get_trial(trial_id)
         return held.applied_to(mine) if held else mine
 
-    def _study_attrs(self, name: str) -> dict[str, Any] | None:
+    def study_attrs(self, name: str) -> dict[str, Any] | None:
         for _ in range(2):
-            known = name in self._ids
+            known = name in self.ids
             try:
-                return self.storage.get_study_user_attrs(self._study_id(name))
+                return self.storage.get_study_user_attrs(self.study_id(name))
             except KeyError:
                 if not known:
                     return None
-                self._ids.pop(name, None)  # deleted (and maybe made again) elsewhere
+                self.ids.pop(name, None)  # deleted (and maybe made again) elsewhere
         return None
 
-    def _frozen(self, stratum: Stratum) -> list[FrozenTrial]:
+    def frozen(self, stratum: Stratum) -> list[FrozenTrial]:
         now = time.monotonic()
-        last = self._reads.get(stratum) if getattr(self._local, "recent", 0) else None
+        last = self.reads.get(stratum) if getattr(self.local, "recent", 0) else None
         if last is not None and now - last[0] <= RECENT_S:
-            return self._with_held(last[1])
+            return self.with_held(last[1])
         try:
-            study_id = self._study_id(self._stratum_name(stratum))
+            study_id = self.study_id(self.stratum_name(stratum))
         except KeyError:
             return []
         trials = self.storage.get_all_trials(study_id, deepcopy=False)
-        self._reads[stratum] = (now, trials)
-        return self._with_held(trials)
+        self.reads[stratum] = (now, trials)
+        return self.with_held(trials)
 
-    def _with_held(self, trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    def with_held(self, trials: list[FrozenTrial]) -> list[FrozenTrial]:
         """``trials`` with the writes held for any of them applied (this process reads what
         it wrote)."""
-        with self._writes_lock:
+        with self.writes_lock:
             if not self._pending:
                 return trials
             held = dict(self._pending)
         return [held[t._trial_id].applied_to(t) if t._trial_id in held else t for t in trials]
 
-    def _fresh(self, stratum: Stratum) -> list[FrozenTrial] | None:
+    def fresh(self, stratum: Stratum) -> list[FrozenTrial] | None:
         """The stratum's trials as read less than `FRESH_S` ago (held writes applied), or
         None."""
-        last = self._reads.get(stratum)
+        last = self.reads.get(stratum)
         if last is None or time.monotonic() - last[0] > FRESH_S:
             return None
-        return self._with_held(last[1])
+        return self.with_held(last[1])
 
-    def _open_frozen(self, stratum: Stratum) -> list[FrozenTrial]:
+    def open_frozen(self, stratum: Stratum) -> list[FrozenTrial]:
         """The stratum's trials still open in the storage (reads only those; none inside
         `recent`, which reads the whole stratum once, nor after a `_fresh` read)."""
-        known = self._fresh(stratum)
-        if known is None and getattr(self._local, "recent", 0):
-            known = self._frozen(stratum)
+        known = self.fresh(stratum)
+        if known is None and getattr(self.local, "recent", 0):
+            known = self.frozen(stratum)
         if known is not None:
             return [t for t in known if t.state is OptunaState.RUNNING]
         try:
-            study_id = self._study_id(self._stratum_name(stratum))
+            study_id = self.study_id(self.stratum_name(stratum))
         except KeyError:
             return []
         return self.storage.get_all_trials(study_id, deepcopy=False, states=(OptunaState.RUNNING,))
 
-    def _trial_id(self, stratum: Stratum, number: int) -> int:
-        study_id = self._study_id(self._stratum_name(stratum))
+    def trial_id(self, stratum: Stratum, number: int) -> int:
+        study_id = self.study_id(self.stratum_name(stratum))
         return self.storage.get_trial_id_from_study_id_trial_number(study_id, number)
 
-    def _slot_id(self, slot: Slot) -> int:
+    def slot_id(self, slot: Slot) -> int:
         """The storage id of the slot's trial (kept by its Optuna trial: no lookup)."""
         trial_id = getattr(slot.trial, "_trial_id", None)
-        return trial_id if trial_id is not None else self._trial_id(slot.stratum, slot.number)
+        return trial_id if trial_id is not None else self.trial_id(slot.stratum, slot.number)
 
     @staticmethod
-    def _status(frozen: FrozenTrial) -> TrialState:
+    def status(frozen: FrozenTrial) -> TrialState:
         return TrialState(frozen.user_attrs.get(records.STATUS, TrialState.RUNNING.value))
 
-    def _decode(self, stratum: Stratum, frozen: FrozenTrial) -> LedgerTrial:
+    def decode(self, stratum: Stratum, frozen: FrozenTrial) -> LedgerTrial:
         """The stored trial as a `LedgerTrial`. A closed trial never changes (Optuna refuses
         writes to it), so one read again as the very same object (what the storages give
         without a deep copy) is decoded once: a study's decisions read every trial again at

@@ -97,7 +97,7 @@ class Claims(StorageAccess):
         carrying the same `CLAIM_TOKEN`: it is closed as ``discarded``, so no open trial is
         left in this process's name that no one would ever take for dead.
         """
-        study = self._study(stratum)
+        study = self.study(stratum)
         owner = owner_id()
         system: dict[str, Any] = {CLAIM_TOKEN: uuid.uuid4().hex}
         if grace is not None:
@@ -117,30 +117,30 @@ class Claims(StorageAccess):
         )
         study._thread_local.cached_all_trials = None  # as `Study.ask`: samplers read afresh
         trial_id = self.storage.create_new_trial(study._study_id, template)
-        self._strata_of[trial_id] = stratum
+        self.strata_of[trial_id] = stratum
         if grace is not None:
-            self._stamped[trial_id] = system[HEARTBEAT]["at"]
-        self._changed(trial_id)
-        trials = self._frozen(stratum)
+            self.stamped[trial_id] = system[HEARTBEAT]["at"]
+        self.changed(trial_id)
+        trials = self.frozen(stratum)
         discarded = {records.STATUS: TrialState.DISCARDED.value}
         token = system[CLAIM_TOKEN]
         twins = [t for t in trials if _twin(t, token, trial_id)]
         for twin in twins:  # this claim's creation landed twice: keep one
-            self._strata_of[twin._trial_id] = stratum
-            with self._writes_lock:  # this process made it: it reads its closing
-                self._written[twin._trial_id] = twin
-            self._flush(TrialWrites(twin._trial_id, user=discarded, state=OptunaState.FAIL))
+            self.strata_of[twin._trial_id] = stratum
+            with self.writes_lock:  # this process made it: it reads its closing
+                self.written[twin._trial_id] = twin
+            self.flush(TrialWrites(twin._trial_id, user=discarded, state=OptunaState.FAIL))
         trials = [t for t in trials if t not in twins]
         frozen = next((t for t in trials if t._trial_id == trial_id), None)
         frozen = frozen or self.storage.get_trial(trial_id)
         trial = ClaimedTrial(study, frozen)
         if not isinstance(study.sampler, _QUIET_BEFORE):  # it may have written to the trial
             frozen = self.storage.get_trial(trial_id)
-        with self._writes_lock:
-            self._written[trial_id] = frozen
-        earlier = [t for t in trials if t.number < frozen.number and self._status(t).counts()]
+        with self.writes_lock:
+            self.written[trial_id] = frozen
+        earlier = [t for t in trials if t.number < frozen.number and self.status(t).counts()]
         if len(earlier) >= budget:
-            self._flush(TrialWrites(trial_id, user=discarded, state=OptunaState.FAIL))
+            self.flush(TrialWrites(trial_id, user=discarded, state=OptunaState.FAIL))
             return None
         return Slot(stratum, frozen.number, owner, trial)
 
@@ -157,7 +157,7 @@ class Claims(StorageAccess):
             records.STRATEGY: slot.stratum.strategy,
             **(extras or {}),
         }
-        return self._written_back(slot, TrialWrites(self._slot_id(slot), user=attrs))
+        return self._written_back(slot, TrialWrites(self.slot_id(slot), user=attrs))
 
     def finish(
         self,
@@ -184,7 +184,7 @@ class Claims(StorageAccess):
             user[records.OBJECTIVE] = (
                 pruned_meaning(result.steps_run, meaning) if pruned else meaning
             )
-        writes = TrialWrites(self._slot_id(slot), user=user, system=system)
+        writes = TrialWrites(self.slot_id(slot), user=user, system=system)
         if target is not None:
             writes.intermediate = dict(intermediate_values(result, target, INTERMEDIATE_POINTS))
         if result.state in (TrialState.FAILED, TrialState.INFEASIBLE):
@@ -205,10 +205,10 @@ class Claims(StorageAccess):
         """Close the slot's trial in ``state`` with ``values`` and ``writes`` in one write,
         after the stratum's sampler saw it (what `Study.tell` does, but for its rule that a
         pruned trial's value is its last intermediate value)."""
-        study = self._study(slot.stratum)
+        study = self.study(slot.stratum)
         study._thread_local.cached_all_trials = None  # as `Study.tell`
         try:
-            seen = writes.applied_to(self._mine(slot))
+            seen = writes.applied_to(self.mine(slot))
             study.sampler.after_trial(study, seen, state, values)
         finally:
             writes.state, writes.values = state, values
@@ -218,14 +218,14 @@ class Claims(StorageAccess):
     def _written_back(self, slot: Slot, writes: TrialWrites) -> LedgerTrial:
         """Write ``writes`` (with what is held for the trial) and return the trial as it now
         reads, without reading it back when this process claimed it."""
-        frozen = self._flush(writes)
+        frozen = self.flush(writes)
         if frozen is None:
             return self.trial(slot.stratum, slot.number)
-        return self._decode(slot.stratum, frozen)
+        return self.decode(slot.stratum, frozen)
 
     def fail(self, slot: Slot, error: str) -> LedgerTrial:
         """Close a slot whose proposal or bookkeeping raised as ``failed`` (if still open)."""
-        frozen = self.storage.get_trial(self._slot_id(slot))
+        frozen = self.storage.get_trial(self.slot_id(slot))
         if not frozen.state.is_finished():
             attrs = {records.STATUS: TrialState.FAILED.value, records.ERROR: truncate_error(error)}
             writes = TrialWrites(frozen._trial_id, user=attrs)
@@ -238,7 +238,7 @@ class Claims(StorageAccess):
     def interrupt(self, slot: Slot) -> None:
         """Close a trial stopped from outside (Ctrl-C) as ``interrupted``: its slot runs again."""
         attrs = {records.STATUS: TrialState.INTERRUPTED.value}
-        self._close(slot, TrialWrites(self._slot_id(slot), user=attrs), OptunaState.FAIL, None)
+        self._close(slot, TrialWrites(self.slot_id(slot), user=attrs), OptunaState.FAIL, None)
 
     def import_trials(self, stratum: Stratum, trials: Sequence[LedgerTrial]) -> None:
         """Add trials that ran elsewhere (e.g. a published study) as finished trials.
@@ -249,7 +249,7 @@ class Claims(StorageAccess):
         if not all numbers), so Optuna can load the trials.
         """
         distributions = _observed_distributions(trials)
-        study = self._study(stratum)
+        study = self.study(stratum)
         for trial in trials:
             assert trial.result is not None, "imported trials are finished"
             failed = trial.result.state in (
@@ -283,26 +283,26 @@ class Claims(StorageAccess):
         """The strata stored for this study, by strategy then batch size."""
         prefix = f"{self.name}/"
         found = [
-            self._stratum_of(s.study_name, s.user_attrs)
-            for s in self._learn_studies()  # their ids too: no lookup later
+            self.stratum_of(s.study_name, s.user_attrs)
+            for s in self.learn_studies()  # their ids too: no lookup later
             if s.study_name.startswith(prefix)
         ]
         return sorted(found, key=lambda s: (s.strategy, s.batch_size))
 
     def trials(self, stratum: Stratum) -> list[LedgerTrial]:
         """Every trial of a stratum, in number order (empty before the stratum exists)."""
-        return [self._decode(stratum, t) for t in self._frozen(stratum)]
+        return [self.decode(stratum, t) for t in self.frozen(stratum)]
 
     def fresh_trials(self, stratum: Stratum) -> list[LedgerTrial]:
         """`trials` as read less than `access.FRESH_S` ago (e.g. by the last claim), else read
         now."""
-        known = self._fresh(stratum)
-        frozen = known if known is not None else self._frozen(stratum)
-        return [self._decode(stratum, t) for t in frozen]
+        known = self.fresh(stratum)
+        frozen = known if known is not None else self.frozen(stratum)
+        return [self.decode(stratum, t) for t in frozen]
 
     def trial(self, stratum: Stratum, number: int) -> LedgerTrial:
-        frozen = self.storage.get_trial(self._trial_id(stratum, number))
-        return self._decode(stratum, self._with_held([frozen])[0])
+        frozen = self.storage.get_trial(self.trial_id(stratum, number))
+        return self.decode(stratum, self.with_held([frozen])[0])
 
     def counted(self, stratum: Stratum) -> list[LedgerTrial]:
         """Trials that consume budget: finished or running, not interrupted or discarded."""
@@ -314,8 +314,8 @@ class Claims(StorageAccess):
         been freed since, e.g. a trial recovered as interrupted; a read less than `FRESH_S`
         old is afresh already)."""
         taken = len(self.counted(stratum))
-        if taken >= budget and getattr(self._local, "recent", 0) and not self._fresh(stratum):
-            self._reads.pop(stratum, None)
+        if taken >= budget and getattr(self.local, "recent", 0) and not self.fresh(stratum):
+            self.reads.pop(stratum, None)
             taken = len(self.counted(stratum))
         return taken
 
@@ -336,8 +336,8 @@ class Claims(StorageAccess):
         """
         found = []
         for stratum in self.strata():
-            for frozen in self._frozen(stratum):
-                t = self._decode(stratum, frozen)
+            for frozen in self.frozen(stratum):
+                t = self.decode(stratum, frozen)
                 if not t.status.counts() or (
                     t.status is TrialState.RUNNING and not include_running
                 ):

@@ -68,16 +68,16 @@ class Liveness:
         (one write fewer): with stamps due every heartbeat interval, at most half the grace,
         the next stamp still comes well within the grace of the last one.
         """
-        trial_id = self._access._slot_id(slot)
+        trial_id = self._access.slot_id(slot)
         now = self._access.clock.now()
-        last = self._access._stamped.get(trial_id)
+        last = self._access.stamped.get(trial_id)
         if last is not None and 0 <= now - last < grace / 4:
             return True
         try:
             stamp(self._access, trial_id, grace)
         except optuna.exceptions.UpdateFinishedTrialError:
             return False
-        self._access._stamped[trial_id] = now
+        self._access.stamped[trial_id] = now
         return True
 
     def recover_stale(self, strata: Sequence[Stratum]) -> list[LedgerTrial]:
@@ -89,8 +89,8 @@ class Liveness:
         stale = []
         for stratum in strata:
             still_open = []
-            for frozen in access._open_frozen(stratum):
-                t = access._decode(stratum, frozen)
+            for frozen in access.open_frozen(stratum):
+                t = access.decode(stratum, frozen)
                 setting_up = (
                     t.owner is None
                     and t.started_at is not None
@@ -106,7 +106,7 @@ class Liveness:
                     )
                 except optuna.exceptions.UpdateFinishedTrialError:
                     continue  # its owner finished it, or another process recovered it
-                access._reads.pop(stratum, None)  # its slot is free: read afresh
+                access.reads.pop(stratum, None)  # its slot is free: read afresh
                 stale.append(t)
             self._seen_open()[stratum] = (time.monotonic(), still_open)
         return stale
@@ -119,8 +119,8 @@ class Liveness:
         for stratum in strata:
             last = seen.pop(stratum, None)
             fresh = last is not None and now - last[0] <= REUSE_S
-            opened = last[1] if fresh and last is not None else access._open_frozen(stratum)
-            found += [access._decode(stratum, f) for f in opened]
+            opened = last[1] if fresh and last is not None else access.open_frozen(stratum)
+            found += [access.decode(stratum, f) for f in opened]
         return found
 
     def _seen_open(self) -> dict[Stratum, tuple[float, list[FrozenTrial]]]:
@@ -144,7 +144,7 @@ class Liveness:
 
     def _frozen(self, trial: LedgerTrial) -> FrozenTrial:
         access = self._access
-        return access.storage.get_trial(access._trial_id(trial.stratum, trial.number))
+        return access.storage.get_trial(access.trial_id(trial.stratum, trial.number))
 
     def _owner_alive(self, frozen: FrozenTrial) -> bool:
         beat = Beat.from_stored(frozen.system_attrs.get(HEARTBEAT))

@@ -54,7 +54,7 @@ class SamplerStorage(BaseStorage):
     def get_study_id_from_name(self, study_name: str) -> int:
         """The id of a study, looked up once per ledger (`StorageAccess._study_id`): loading a
         stratum's study asks for it, and the ledger often knows it already."""
-        return self._access._study_id(study_name)
+        return self._access.study_id(study_name)
 
     def get_study_directions(self, study_id: int) -> list[StudyDirection]:
         """Minimise: the ledger creates every stratum's study so (`StorageAccess._study`) and
@@ -67,15 +67,15 @@ class SamplerStorage(BaseStorage):
         deepcopy: bool = True,
         states: Container[OptunaState] | None = None,
     ) -> list[FrozenTrial]:
-        stratum = self._access._recent_stratum(study_id)
+        stratum = self._access.recent_stratum(study_id)
         if stratum is None:
             return self._access.storage.get_all_trials(study_id, deepcopy=deepcopy, states=states)
-        trials = [t for t in self._access._frozen(stratum) if states is None or t.state in states]
+        trials = [t for t in self._access.frozen(stratum) if states is None or t.state in states]
         return copy.deepcopy(trials) if deepcopy else trials
 
     def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
-        if self._access._setting_up(trial_id):
-            self._access._hold(TrialWrites(trial_id, system={key: value}))
+        if self._access.setting_up(trial_id):
+            self._access.hold(TrialWrites(trial_id, system={key: value}))
         else:
             self._access.storage.set_trial_system_attr(trial_id, key, value)
 

@@ -74,7 +74,7 @@ class Ledger(Claims):
 
     def record(self) -> StudyRecord | None:
         """The study's record, or None if no study of this name is stored."""
-        attrs = self._study_attrs(self.name)
+        attrs = self.study_attrs(self.name)
         return None if attrs is None else StudyRecord.from_attrs(self.name, attrs)
 
     def require(self) -> StudyRecord:
@@ -103,7 +103,7 @@ class Ledger(Claims):
         return stored
 
     def set_trials_total(self, total: int) -> None:
-        self.storage.set_study_user_attr(self._study_id(self.name), "trials_total", total)
+        self.storage.set_study_user_attr(self.study_id(self.name), "trials_total", total)
 
     def delete(self) -> None:
         """Delete the study, all its strata, its schedule trials (`schedule_trials`) and its
@@ -115,8 +115,8 @@ class Ledger(Claims):
         for name in [*strata, *claims, self.name]:
             with contextlib.suppress(KeyError):
                 optuna.delete_study(study_name=name, storage=self.storage)
-        self._studies.clear()
-        self._ids.clear()
+        self.studies.clear()
+        self.ids.clear()
 
     def summary(self) -> StudySummary:
         """Trials done of total, per-stratum counts and bests, and the study's state.

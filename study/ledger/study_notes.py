@@ -108,13 +108,13 @@ class StudyNotes:
 
     def _claim_name(self, number: int) -> str:
         access = self._access
-        return f"allocation:{access.name}#{access._study_id(access.name)}/round-{number}"
+        return f"allocation:{access.name}#{access.study_id(access.name)}/round-{number}"
 
     def round_claims(self) -> list[str]:
         """The names of the studies that hold this study's round claims (to delete them)."""
         access = self._access
         with contextlib.suppress(KeyError):
-            prefix = f"allocation:{access.name}#{access._study_id(access.name)}/"
+            prefix = f"allocation:{access.name}#{access.study_id(access.name)}/"
             names = [s.study_name for s in access.storage.get_all_studies()]
             return [n for n in names if n.startswith(prefix)]
         return []
@@ -123,8 +123,8 @@ class StudyNotes:
         self._require()
         stored = json.dumps(value, allow_nan=False)
         access = self._access
-        access.storage.set_study_user_attr(access._study_id(access.name), key, stored)
+        access.storage.set_study_user_attr(access.study_id(access.name), key, stored)
 
     def _get(self, key: str) -> Any:
-        raw = (self._access._study_attrs(self._access.name) or {}).get(key)
+        raw = (self._access.study_attrs(self._access.name) or {}).get(key)
         return json.loads(raw) if raw else None

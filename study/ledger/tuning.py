@@ -36,11 +36,11 @@ class TunerState:
     def use_sampler(self, sampler_for: Callable[[Stratum], Any]) -> None:
         """Sample the parameters of claimed trials with ``sampler_for(stratum)`` (an Optuna
         sampler; the Optuna backend installs it, so its sampler sees every ledger trial)."""
-        self._access._sampler_for = sampler_for
+        self._access.sampler_for = sampler_for
 
     def window(self, stratum: Stratum) -> tuple[float, float] | None:
         """The learning-rate range the stratum's search is centred on (set by transfer)."""
-        attrs = self._access._study_attrs(self._access._stratum_name(stratum)) or {}
+        attrs = self._access.study_attrs(self._access.stratum_name(stratum)) or {}
         window = attrs.get(_WINDOW)
         return (float(window[0]), float(window[1])) if window else None
 
@@ -50,14 +50,14 @@ class TunerState:
         key = (tuple(window), repr(centre))
         if self._windows.get(stratum) == key:
             return
-        study = self._access._study(stratum)
+        study = self._access.study(stratum)
         attrs = {_WINDOW: list(window), _CENTRE: centre}
         write_study(self._access.storage, study._study_id, attrs)
         self._windows[stratum] = key
 
     def set_stratum_source(self, stratum: Stratum, source: str) -> None:
         """Note where a stratum's trials came from (an imported study's directory)."""
-        self._access._study(stratum).set_user_attr("source", source)
+        self._access.study(stratum).set_user_attr("source", source)
 
     def record_params(
         self, slot: Slot, params: Mapping[str, Any], distributions: Mapping[str, Any]
@@ -67,23 +67,23 @@ class TunerState:
         are written with the trial's next write (its start, `Claims.start`)."""
         chosen = {n: (v, distributions[n]) for n, v in params.items() if n in distributions}
         if chosen:
-            self._access._hold(TrialWrites(self._access._slot_id(slot), params=chosen))
+            self._access.hold(TrialWrites(self._access.slot_id(slot), params=chosen))
 
     def reserve(self, slot: Slot, point: Mapping[str, Any]) -> None:
         """Note the point (metaparameters and seed) the slot's trial is about to run, before its
         params are recorded, so other processes see it (`points`), in one write with what is
         held for the trial. A later call replaces it."""
-        trial_id = self._access._slot_id(slot)
-        self._access._flush(TrialWrites(trial_id, system={_POINT: json.dumps(dict(point))}))
-        self._access._changed(trial_id)  # what `points` reads next must be read afresh
+        trial_id = self._access.slot_id(slot)
+        self._access.flush(TrialWrites(trial_id, system={_POINT: json.dumps(dict(point))}))
+        self._access.changed(trial_id)  # what `points` reads next must be read afresh
 
     def points(self, stratum: Stratum) -> list[tuple[int, dict[str, Any]]]:
         """``(number, point)`` of every trial that consumes the stratum's budget (running or
         finished): the point it reserved, else its params with its ``seed`` (None for the
         study's seed). Trials with neither are left out."""
         found = []
-        for frozen in self._access._frozen(stratum):
-            if not self._access._status(frozen).counts():
+        for frozen in self._access.frozen(stratum):
+            if not self._access.status(frozen).counts():
                 continue
             reserved = frozen.system_attrs.get(_POINT)
             if reserved:
@@ -96,4 +96,4 @@ class TunerState:
     def frozen(self, slot: Slot) -> optuna.trial.FrozenTrial:
         """The slot's trial as Optuna's samplers take it (with ``slot.trial.study``): as this
         process wrote it, not read back."""
-        return self._access._mine(slot)
+        return self._access.mine(slot)
