@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from study.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
-    from study.api import Fit, Study, load, run, train
+    from study.api import Fit, Study, TrialDefinition, load, run, train
     from study.errors import StorageUnavailable, StudyError, StudyNotFound, UsageError
     from study.results import TrialResult, TrialState
 
@@ -30,6 +30,7 @@ _PUBLIC = {
     "train": "study.api",
     "Study": "study.api",
     "Fit": "study.api",
+    "TrialDefinition": "study.api",
     "StudyError": "study.errors",
     "StorageUnavailable": "study.errors",
     "StudyNotFound": "study.errors",
@@ -44,6 +45,7 @@ __all__ = [
     "Study",
     "StudyError",
     "StudyNotFound",
+    "TrialDefinition",
     "TrialResult",
     "TrialState",
     "UsageError",

@@ -15,13 +15,13 @@ from typing import Any, NoReturn
 from study.commands.flags import add_storage as _add_storage
 from study.commands.flags import storage_access, storage_retry
 from study.commands.serve_storage import add_access_flags
-from study.commands.trial_flags import add_noise_every, add_schedule_flags, add_trial_flags
-from study.config.trial import NOISE_EVERY, PILOT_NOISE_EVERY
-from study.errors import EXIT_TEMPFAIL, StorageUnavailable, UsageError
+from study.commands.trial_flags import add_measurement_flags, add_schedule_flags, add_trial_flags
+from study.config.trial import PILOT_NOISE_EVERY
+from study.errors import ExitCode, StorageUnavailable, UsageError
 from study.paths import study_name
 from study.version import __version__
 
-EXIT_USAGE = 2
+EXIT_USAGE = ExitCode.USAGE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,20 +41,7 @@ def _add_train(sub: Any) -> None:
     )
     add_trial_flags(p, experiment="study-train")
     add_schedule_flags(p)
-    m = p.add_argument_group("measurement")
-    m.add_argument(
-        "--noise-scale",
-        action="store_true",
-        help="measure the gradient noise scale B_simple during training (printed at the end, "
-        "logged as noise/* curves)",
-    )
-    add_noise_every(m, default=None, shown=NOISE_EVERY)
-    m.add_argument(
-        "--no-exact-steps",
-        action="store_true",
-        help="report the first evaluation step that met the target instead of replaying the "
-        "steps before it to find the exact one",
-    )
+    add_measurement_flags(p)
     p.set_defaults(handler=_lazy("study.commands.train", "main"))
     p = sub.add_parser("check-workload", help="load, build, train one step and evaluate a workload")
     p.add_argument("spec", metavar="WORKLOAD", nargs="?", help="built-in or module:callable")
@@ -79,9 +66,7 @@ def _add_noise_scale(sub: Any) -> None:
         "file", nargs="?", help="a study file, e.g. search_spaces/quickstart.yaml (optional)"
     )
     add_trial_flags(p, experiment="study-noise-scale", defaults=False)
-    add_noise_every(
-        p.add_argument_group("measurement"), default=PILOT_NOISE_EVERY, shown=PILOT_NOISE_EVERY
-    )
+    add_measurement_flags(p, ("noise_every",), noise_every=PILOT_NOISE_EVERY)
     s = p.add_argument_group("suggestion")
     s.add_argument(
         "--write", metavar="FILE", help="write the suggested study file (a new file) to FILE"
@@ -407,11 +392,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         study_name(getattr(args, "name", None))  # a study name names folders: not "..", "."
         with storage_retry(getattr(args, "storage_retry", None)), storage_access(args):
-            return int(args.handler(args) or 0)
+            return int(args.handler(args) or ExitCode.OK)
     except StorageUnavailable as exc:
         message = str(exc).replace("(storage_retry)", "(--storage-retry SECONDS)")
         print(f"study {args.command}: error: {message}", file=sys.stderr)
-        return EXIT_TEMPFAIL
+        return ExitCode.TEMPFAIL
     except UsageError as exc:
         from study.commands.flags import in_flags  # a field named by its flag
 

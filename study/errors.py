@@ -14,7 +14,11 @@ user wrote (a flag on the command line, ``FILE: key`` in a study file)::
 `StudyNotFound` is a `UsageError` for a study name the storage does not hold.
 
 `StorageUnavailable` is a storage that stayed away longer than the retry window: the CLI
-prints its one line and exits with status 75 (`EXIT_TEMPFAIL`, try again later).
+prints its one line and exits with status 75 (`EXIT_TEMPFAIL`, try again later); so is
+`StoreFull`, a store whose disk is full (free space, then run the command again).
+
+`StoreDamaged` is a store file that cannot be read (a damaged ledger or MLflow store): a
+`UsageError` naming the file, what is wrong with it and what to do.
 
 `InfeasibleError` is a strategy or configuration this host cannot provide: a trial that meets
 one is recorded as infeasible and the study goes on.
@@ -25,13 +29,17 @@ from __future__ import annotations
 import numbers
 import re
 from collections.abc import Mapping
+from enum import IntEnum
 from typing import Any
 
 __all__ = [
     "EXIT_TEMPFAIL",
+    "ExitCode",
     "FieldError",
     "InfeasibleError",
     "StorageUnavailable",
+    "StoreDamaged",
+    "StoreFull",
     "StudyError",
     "StudyNotFound",
     "UsageError",
@@ -39,9 +47,27 @@ __all__ = [
     "summary_line",
 ]
 
+
+class ExitCode(IntEnum):
+    """The exit statuses of ``study`` (docs/reference/exit-codes.md): sysexits.h's for bad
+    input and a storage that stayed away, the shell's 128 + signal for a stopped command."""
+
+    OK = 0
+    #: What the command ran failed: a trial crashed, a server did not start.
+    FAILED = 1
+    #: Bad input: one line says what is wrong and how to fix it; nothing recorded changed.
+    USAGE = 2
+    #: The storage stayed away longer than the retry window, or its disk is full: try again.
+    TEMPFAIL = 75
+    #: Stopped by Ctrl-C (SIGINT).
+    INTERRUPTED = 130
+    #: Stopped by SIGTERM.
+    TERMINATED = 143
+
+
 #: The exit status of a command whose storage stayed away longer than its retry window
 #: (sysexits.h's EX_TEMPFAIL: try again later).
-EXIT_TEMPFAIL = 75
+EXIT_TEMPFAIL = ExitCode.TEMPFAIL
 
 
 class StudyError(Exception):
@@ -85,6 +111,37 @@ class StorageUnavailable(StudyError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (StorageUnavailable, (self.where, self.seconds, self.cause))
+
+
+class StoreFull(StorageUnavailable):
+    """The disk holding a store file (``where``) is full: the write that met it was undone,
+    everything recorded before is kept, and the same command (or ``study resume NAME``)
+    continues once space is freed. ``cause``: what the system said, e.g. ``[Errno 28] No
+    space left on device``."""
+
+    def __init__(self, where: str, cause: str = "") -> None:
+        self.where, self.seconds, self.cause = where, 0.0, cause
+        StudyError.__init__(
+            self,
+            f"no space left for {where}" + (f" ({cause})" if cause else "")
+            + "; everything recorded before is kept: free space on its disk, then run the "
+            "command again (or `study resume NAME`)",
+        )  # fmt: skip
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StoreFull, (self.where, self.cause))
+
+
+class StoreDamaged(UsageError):
+    """A store file that cannot be read as what it is: ``where`` (the file), ``problem`` (what
+    is wrong, e.g. ``line 12 (byte 4096) is not a whole record``) and ``fix`` (what to do)."""
+
+    def __init__(self, where: str, problem: str, fix: str) -> None:
+        self.where, self.problem, self.fix = where, problem, fix
+        super().__init__(f"{where} is damaged: {problem}; {fix}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StoreDamaged, (self.where, self.problem, self.fix))
 
 
 class InfeasibleError(StudyError):

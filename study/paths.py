@@ -109,18 +109,18 @@ def where(storage: str | None = None, tracking: str | None = None, *, runs: bool
     uri = (tracking or os.environ.get("MLFLOW_TRACKING_URI")) if runs else None
     if not storage and not uri:
         hint = "" if home else f": ./{DEFAULT_ROOT}; set {HOME_ENV} to keep studies elsewhere"
-        return f"{_shown(root)}/ ({chosen}{hint})"
-    ledger = f"{masked(storage)} (--storage)" if storage else f"{_shown(root / JOURNAL)} ({chosen})"
+        return f"{shown(root)}/ ({chosen}{hint})"
+    ledger = f"{masked(storage)} (--storage)" if storage else f"{shown(root / JOURNAL)} ({chosen})"
     parts = [f"ledger {ledger}"]
     if runs:
         source = "--tracking-uri" if tracking else "$MLFLOW_TRACKING_URI"
-        mlflow = f"{masked(uri)} ({source})" if uri else f"{_shown(root / MLFLOW_DB)} ({chosen})"
+        mlflow = f"{masked(uri)} ({source})" if uri else f"{shown(root / MLFLOW_DB)} ({chosen})"
         parts.append(f"MLflow runs {mlflow}")
     return ", ".join(parts)
 
 
-def _shown(path: Path) -> str:
-    """``path`` relative to the working directory when inside it, else absolute."""
+def shown(path: Path) -> str:
+    """``path`` as messages show it: relative to the working directory when inside it, else absolute."""
     absolute = path.absolute()
     try:
         return absolute.relative_to(Path.cwd()).as_posix()

@@ -4,7 +4,8 @@
 - `load` opens a stored study read only (like ``study status`` and ``study report``);
 - `Study` reads the ledger: ``table()``, ``trials()``, ``runs()``, ``fit()`` (a `Fit`),
   ``report()`` and ``plot``;
-- `train` trains one trial (like ``study train``) and returns its `TrialResult`.
+- `train` trains one trial (like ``study train``) and returns its `TrialResult`; its fields
+  are those of `TrialDefinition` (the flags of ``study train``, the keys of a study file).
 
 Importing it is light: TensorFlow only when training (in worker processes), Optuna when the
 ledger is read, MLflow when runs are read or written.
@@ -15,5 +16,6 @@ from __future__ import annotations
 from study.api.fit import Fit
 from study.api.studies import Study, load
 from study.api.training import run, study_config, train
+from study.config.definition import TrialDefinition
 
-__all__ = ["Fit", "Study", "load", "run", "study_config", "train"]
+__all__ = ["Fit", "Study", "TrialDefinition", "load", "run", "study_config", "train"]

@@ -13,27 +13,19 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Collection
+from dataclasses import fields
 from typing import Any
 
+from study.config.definition import TrialDefinition, field_paths
 from study.errors import FieldError, UsageError
 
-#: The keyword argument of `study.train` that sets each field whose name differs from it.
+#: The keyword argument of `study.train` that sets each data-model field whose name differs
+#: from it (``optimizer.learning_rate``: ``learning_rate``): the fields of `TrialDefinition`.
 ARGUMENTS: dict[str, str] = {
-    "optimizer.learning_rate": "learning_rate",
-    "optimizer.momentum": "momentum",
-    "optimizer.beta1": "beta1",
-    "optimizer.beta2": "beta2",
-    "optimizer.epsilon": "epsilon",
-    "optimizer.weight_decay": "weight_decay",
-    "schedule.warmup_steps": "warmup_steps",
-    "schedule.decay_steps": "decay_steps",
-    "schedule.end_factor": "end_factor",
-    "budget.max_steps": "max_steps",
-    "budget.max_examples": "max_examples",
-    "budget.max_seconds": "max_seconds",
-    "cadence": "eval_every",
-    "cadence.every": "eval_every",
-    "cadence.ratio": "eval_every",
+    path: item.name
+    for item in fields(TrialDefinition)
+    for path in field_paths(item)
+    if path != item.name
 }
 _OPTIONS = "workload_options."
 _FIELD = re.compile(r"^([A-Za-z_][\w.\[\]]*)(: | )(.*)$", re.DOTALL)

@@ -7,28 +7,31 @@ argument in their errors.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import os
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from study.api.arguments import (
+    argument_of,
     in_arguments,
     one_of,
     positive_int,
     problem_in_arguments,
     text,
 )
-from study.errors import FieldError, StudyError, UsageError
+from study.config.definition import TrialDefinition
+from study.errors import ExitCode, FieldError, StudyError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from study.api.studies import Study
     from study.config.study import StudyConfig
-    from study.config.trial import TrialSpec
     from study.results import TrialResult
 
 #: The exit statuses of a run stopped by Ctrl-C (the kernel's interrupt) or SIGTERM.
-_INTERRUPTED = (130, 143)
+_INTERRUPTED = (ExitCode.INTERRUPTED, ExitCode.TERMINATED)
 
 
 def run(
@@ -135,63 +138,37 @@ def study_config(value: Any) -> StudyConfig:
 
 
 def train(
-    workload: str = "mnist1d",
+    trial: str | TrialDefinition | None = None,
+    /,
     *,
-    batch_size: int = 128,
-    learning_rate: float = 0.05,
-    model: str | None = None,
-    workload_options: Mapping[str, Any] | None = None,
-    strategy: str = "auto",
-    target: str | None = None,
-    target_hold: str = "5%,5",
-    optimizer: str = "nesterov",
-    momentum: float = 0.9,
-    beta1: float = 0.9,
-    beta2: float = 0.999,
-    epsilon: float = 1e-7,
-    weight_decay: float = 0.0,
-    schedule: str = "constant",
-    warmup_steps: int = 0,
-    decay_steps: int | None = None,
-    end_factor: float = 0.0,
-    max_steps: int | None = None,
-    max_examples: int | None = None,
-    max_seconds: float | None = None,
-    eval_every: str | int = "geometric:1.05",
-    seed: int = 0,
-    loss: str | None = None,
-    precision: str = "auto",
-    jit_compile: str = "auto",
-    noise_scale: bool = False,
-    batch_schedule: Any = None,
-    lr_alpha: float | None = None,
-    stage_warmup_steps: int | None = None,
     track: bool = True,
     tracking_uri: str | None = None,
     experiment: str = "study-train",
+    **fields: Any,
 ) -> TrialResult:
     """Train one trial until its target holds or its budget runs out, as ``study train`` does
-    (the same defaults; no budget given means 10,000 steps), and return its `TrialResult`
-    (``result.frame()`` is its measurement curve).
+    (the same fields and defaults), and return its `TrialResult` (``result.frame()`` is its
+    measurement curve).
 
-    ``workload`` is a built-in workload or ``module:callable``; ``target`` defaults to the
-    workload's. With ``track`` the trial is logged to MLflow (experiment ``experiment``).
-    ``batch_schedule`` grows the global batch by examples seen (``batch_size`` is then the
-    first stage's): a `study.config.schedule.BatchSchedule`, its study-file section as a
-    mapping, a YAML file holding one, or inline stages such as ``"32,128@40960"`` trained at
-    ``learning_rate`` at the first batch size, scaled as ``(B / B0) ** lr_alpha`` (default
-    0.5), with ``warmup_steps``, and ``stage_warmup_steps`` ramping the rate over a later
-    stage's first steps (`study.config.schedule`).
+    ``trial`` is the workload (a built-in name or ``module:callable``; default ``mnist1d``) or
+    a whole `study.config.definition.TrialDefinition`; ``fields`` are the fields of
+    `TrialDefinition` (``batch_size``, ``learning_rate``, ``model``, ``workload_options``,
+    ``target``, ``max_steps``, ``eval_every``, ``noise_scale``, ``batch_schedule``, ...; the
+    flags of ``study train`` by their field names), each checked against it. With ``track``
+    the trial is logged to MLflow (experiment ``experiment``, at ``tracking_uri``).
+
+    Example: ``study.train("tabular", batch_size=64, learning_rate=0.1, max_steps=500)``.
 
     Raises:
-        UsageError: a bad argument, named (``learning_rate must be > 0 (got -1.0)``), or bad
+        UsageError: a bad argument, named (``learning_rate must be > 0 (got -1.0)``,
+            ``lerning_rate: not a field of a trial (did you mean learning_rate?)``), or bad
             data found by the worker (``workload_options['path']: cannot read ...``).
     """
     from study.deps import require_tensorflow
-    from study.runner.single import Tracking, train_one
+    from study.runner.single import Tracking, resolve_trial, train_one
 
     try:
-        spec = _trial_spec(locals())
+        spec = trial_definition(trial, fields).spec(resolve_trial, called=argument_of)
     except UsageError as exc:
         raise in_arguments(exc) from None
     require_tensorflow()
@@ -211,81 +188,46 @@ def train(
     return result
 
 
-def _trial_spec(a: Mapping[str, Any]) -> TrialSpec:
-    """The trial spec of `train`'s arguments (``a``: its locals), every value checked."""
-    from study.config.trial import Budget, EvalCadence, OptimizerSpec, ScheduleSpec, TrialSettings
-    from study.runner.single import single_spec
+def trial_definition(trial: Any, changes: Mapping[str, Any]) -> TrialDefinition:
+    """`train`'s trial: ``trial`` (a workload's name or a `TrialDefinition`, None: the
+    default) with ``changes`` to its fields, each a field's name.
 
-    options = a["workload_options"] or {}
-    if not isinstance(options, Mapping):
-        raise FieldError("workload_options", "must be a mapping of option names to values", options)
-    no_budget = all(a[k] is None for k in ("max_steps", "max_examples", "max_seconds"))
-    plan = _batch_schedule(a)
-    return single_spec(
-        text("workload", a["workload"]) or "",
-        options,
-        model=a["model"],
-        batch_size=plan.first_batch_size if plan is not None else a["batch_size"],
-        optimizer=OptimizerSpec(
-            name=a["optimizer"],
-            learning_rate=a["learning_rate"],
-            momentum=a["momentum"],
-            beta1=a["beta1"],
-            beta2=a["beta2"],
-            epsilon=a["epsilon"],
-            weight_decay=a["weight_decay"],
-        ),
-        schedule=ScheduleSpec(
-            name=a["schedule"],
-            warmup_steps=a["warmup_steps"],
-            decay_steps=a["decay_steps"],
-            end_factor=a["end_factor"],
-        ),
-        target=a["target"],
-        hold=a["target_hold"],
-        strategy=a["strategy"],
-        settings=TrialSettings(
-            budget=Budget(
-                max_steps=10_000 if no_budget else a["max_steps"],
-                max_examples=a["max_examples"],
-                max_seconds=a["max_seconds"],
-            ),
-            cadence=EvalCadence.parse(a["eval_every"], option="eval_every"),
-            seed=a["seed"],
-            loss=a["loss"],
-            precision=a["precision"],
-            jit_compile=a["jit_compile"],
-            noise_scale=bool(a["noise_scale"]),
-        ),
-        batch_schedule=plan,
-    )
+    Raises:
+        FieldError: ``trial`` of another type, a name that is no field, or the workload given
+            twice.
+    """
+    if isinstance(trial, TrialDefinition):
+        base = trial
+    elif trial is None or isinstance(trial, str):
+        if trial is not None and "workload" in changes:
+            raise FieldError(
+                "workload", detail=f"given twice ({trial!r} and {changes['workload']!r})"
+            )
+        base = TrialDefinition() if trial is None else TrialDefinition(workload=trial)
+    else:
+        raise FieldError("trial", "must be a workload's name or a TrialDefinition", trial)
+    return base.changed(**changes)
 
 
-def _batch_schedule(a: Mapping[str, Any]) -> Any:
-    """`train`'s ``batch_schedule`` (with ``learning_rate``, ``lr_alpha``, ``warmup_steps``
-    for inline stages) as a `BatchSchedule`, or None; its errors named by argument."""
-    from study.config.schedule import load_schedule
-
-    if a["batch_schedule"] is None:
-        if a["lr_alpha"] is not None:
-            raise UsageError("lr_alpha needs batch_schedule (it scales its learning rate)")
-        if a["stage_warmup_steps"] is not None:
-            raise UsageError("stage_warmup_steps needs batch_schedule (it ramps its stages)")
-        return None
-    try:
-        return load_schedule(
-            a["batch_schedule"],
-            learning_rate=a["learning_rate"],
-            alpha=a["lr_alpha"],
-            warmup_steps=a["warmup_steps"],
-            stage_warmup_steps=a["stage_warmup_steps"] or 0,
+def _signature() -> inspect.Signature:
+    """`train`'s signature with the fields of `TrialDefinition` as its keywords, for
+    ``help(study.train)`` and notebooks' completions."""
+    own = inspect.signature(train)
+    standard = TrialDefinition()
+    keywords = [
+        inspect.Parameter(
+            item.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=getattr(standard, item.name),
+            annotation=item.type,
         )
-    except FieldError as err:
-        names = {"lr_scaling.alpha": "lr_alpha"}
-        if err.field in ("learning_rate", "warmup_steps", "stage_warmup_steps"):
-            raise
-        name = names.get(err.field, f"batch_schedule.{err.field}")
-        raise FieldError(name, err.rule, err.value) from None
+        for item in dataclasses.fields(TrialDefinition)
+    ]
+    kept = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    return own.replace(parameters=[*kept, *keywords])
+
+
+train.__signature__ = _signature()  # type: ignore[attr-defined]
 
 
 def _check_tracking(uri_option: str | None) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from study.commands.records import from_flags
 from study.config.study import StudyConfig
+from study.errors import ExitCode
 
 
 def main(args: argparse.Namespace) -> int:
@@ -29,7 +30,7 @@ def main(args: argparse.Namespace) -> int:
     ledger = BranchLedger.open(args.storage, config.name)
     if ledger.waiting():
         print(f"study branch: {ledger.waiting()} branches left to other processes (waiting)")
-        return 0
+        return ExitCode.OK
     if ledger.running():  # claimed elsewhere (or by a process that died): read what finished
         print(
             f"study branch: {ledger.running()} branches still running elsewhere; CBS(t) from "
@@ -39,19 +40,19 @@ def main(args: argparse.Namespace) -> int:
     report = study_cbs(config, args.storage)
     if report is None or report.curve.empty:
         print("study branch: no finished branch to read CBS(t) from", file=sys.stderr)
-        return 1
+        return ExitCode.FAILED
     _log(report, config, args.tracking_uri)
     if args.schedule_out and report.schedule is not None:
         Path(args.schedule_out).write_text(report.schedule.snippet(), encoding="utf-8")
     if args.json:
         print(json.dumps(report.to_dict(), indent=1, default=_plain))
-        return 0
+        return ExitCode.OK
     print(_table(report))
     for line in report.lines():
         print(line)
     if args.schedule_out and report.schedule is not None:
         print(f"schedule written to {args.schedule_out}")
-    return 0
+    return ExitCode.OK
 
 
 def fitted_rule(config: StudyConfig, storage: str | None) -> tuple[float | None, float | None]:

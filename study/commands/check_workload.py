@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict
 
 from study.commands.train import workload_options
-from study.errors import UsageError
+from study.errors import ExitCode, UsageError
 
 
 def main(args: argparse.Namespace) -> int:
@@ -32,11 +32,11 @@ def main(args: argparse.Namespace) -> int:
         strategy=args.strategy if args.strategy != "auto" else "default",
         batch_size=args.batch_size,
         loss=args.loss,
-        learning_rate=args.lr,
+        learning_rate=args.learning_rate,
         seed=args.seed,
     )
     if args.json:
         print(json.dumps(asdict(result), default=str))
     else:
         print(f"ok: {result.summary()}")
-    return 0
+    return ExitCode.OK

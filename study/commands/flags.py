@@ -22,7 +22,10 @@ import contextlib
 import os
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import fields
 
+from study.commands.trial_flags import TRIAL_FLAGS
+from study.config.definition import TrialDefinition, field_paths
 from study.errors import FieldError, UsageError
 
 __all__ = [
@@ -36,36 +39,14 @@ __all__ = [
     "storage_retry",
 ]
 
-#: The flag that sets each field, for error messages.
+#: The flag that sets each field, for error messages: each data-model field a trial's flag
+#: sets (`study.commands.trial_flags`), and the storage and tuner of the study commands.
 FLAGS: dict[str, str] = {
-    "workload": "--workload",
-    "workload_options": "--workload-option",
-    "model": "--model",
-    "batch_size": "--batch-size",
-    "strategy": "--strategy",
-    "target": "--target",
-    "seed": "--seed",
-    "optimizer": "--optimizer",
-    "optimizer.learning_rate": "--lr",
-    "optimizer.momentum": "--momentum",
-    "optimizer.beta1": "--beta1",
-    "optimizer.beta2": "--beta2",
-    "optimizer.epsilon": "--epsilon",
-    "optimizer.weight_decay": "--weight-decay",
-    "schedule": "--schedule",
-    "schedule.warmup_steps": "--warmup",
-    "schedule.decay_steps": "--decay-steps",
-    "schedule.end_factor": "--end-factor",
-    "budget.max_steps": "--max-steps",
-    "budget.max_examples": "--max-examples",
-    "budget.max_seconds": "--max-seconds",
-    "cadence": "--eval-every",
-    "cadence.every": "--eval-every",
-    "cadence.ratio": "--eval-every",
-    "loss": "--loss",
-    "precision": "--precision",
-    "jit_compile": "--jit-compile",
-    "noise_every": "--noise-every",
+    **{
+        path: TRIAL_FLAGS[item.name].flag
+        for item in fields(TrialDefinition)
+        for path in field_paths(item)
+    },
     "storage": "--storage",
     "tuner": "--tuner",
 }

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from study.errors import UsageError
+from study.errors import ExitCode, UsageError
 
 
 def main(args: argparse.Namespace) -> int:
@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
         )
     example = names[0]
     print(f"next: study report {example} --target 'val/classification_error<0.1'")
-    return 0
+    return ExitCode.OK
 
 
 def study_names(workloads: Sequence[Any], name: str | None) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from study.errors import UsageError
+from study.errors import ExitCode, UsageError
 
 
 def main(args: argparse.Namespace) -> int:
@@ -27,4 +27,4 @@ def main(args: argparse.Namespace) -> int:
     print(f"wrote {module} (its model: edit build; `study` imports it from this folder)")
     print(f"check the model: study check-workload mnist1d --model {model_module(args.name)}:build")
     print(f"run the study:   study run {yaml}")
-    return 0
+    return ExitCode.OK

@@ -29,20 +29,22 @@ from study.analysis.pilot import Pilot, pilot_from_result, suggest
 from study.analysis.pilot_text import format_suggestion, format_table, interval_text
 from study.commands.flags import FLAGS
 from study.commands.train import build_spec, run_tracked
+from study.commands.trial_flags import TRIAL_FLAGS
 from study.config.rules import FieldError
 from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import Budget, EvalCadence, TrialSpec
-from study.errors import UsageError
+from study.errors import ExitCode, UsageError
 from study.paths import study_name
 from study.results import TrialResult, TrialState
 from study.strategies import StrategySpec, check_batch_divisible
 
-#: Trial flags a study file sets: given with a file, they are refused (the file decides).
+#: Trial flags a study file sets (by field of `TrialDefinition`, and the workload options'
+#: own flags): given with a file, they are refused (the file decides).
 FILE_SETS: tuple[str, ...] = (
-    "workload", "model", "loss", "samples", "csv", "label", "text_column", "workload_option",
-    "optimizer", "momentum", "beta1", "beta2", "epsilon", "weight_decay", "schedule", "warmup",
-    "decay_steps", "end_factor", "target", "target_hold",
+    "workload", "model", "loss", "samples", "csv", "label", "text_column", "workload_options",
+    "optimizer", "momentum", "beta1", "beta2", "epsilon", "weight_decay", "schedule",
+    "warmup_steps", "decay_steps", "end_factor", "target", "target_hold",
 )  # fmt: skip
 
 
@@ -80,7 +82,7 @@ def main(args: argparse.Namespace) -> int:
     stored = _store(args, pilot, plan, written) if suggestion and args.study else None
     _print(args, plan.spec, result, pilot, suggestion, run_id, written, stored)
     if result.state is TrialState.FAILED:
-        return 1
+        return ExitCode.FAILED
     return 0 if suggestion else 1
 
 
@@ -101,7 +103,8 @@ def _fill_defaults(args: argparse.Namespace) -> set[str]:
 
 
 def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    face = TRIAL_FLAGS.get(name)
+    return face.flag if face is not None else "--" + name.replace("_", "-")
 
 
 def _plan(args: argparse.Namespace, given: set[str]) -> Plan:
@@ -137,7 +140,11 @@ def _plan_from_file(args: argparse.Namespace, given: set[str]) -> Plan:
         ) or config.space.strategies[0]
         batch = args.batch_size if "batch_size" in given else min(config.space.batch_sizes)
         rate_param = config.space.param("learning_rate")
-        rate = args.lr if "lr" in given else math.sqrt(rate_param.low * rate_param.high)
+        rate = (
+            args.learning_rate
+            if "learning_rate" in given
+            else math.sqrt(rate_param.low * rate_param.high)
+        )
         first = Stratum(min(config.space.batch_sizes), config.space.strategies[0])
         spec = config.trial_spec(first, {"learning_rate": 0.1})
         optimizer = dataclasses.replace(spec.optimizer, learning_rate=rate)

@@ -16,7 +16,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from study.errors import FieldError, UsageError
+from study.errors import ExitCode, FieldError, UsageError
 
 if TYPE_CHECKING:
     from study.ledger import Ledger
@@ -76,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
         )
         if attached:
             print(f"attached to MLflow run {attached} under report/")
-    return 0
+    return ExitCode.OK
 
 
 def export(args: argparse.Namespace) -> int:
@@ -99,7 +99,7 @@ def export(args: argparse.Namespace) -> int:
     export_table(table, out)
     trials = table["trial"].nunique() if len(table) else 0
     print(f"wrote {len(table)} measurements of {trials} trials to {out}")
-    return 0
+    return ExitCode.OK
 
 
 def _own_target(ledger: Ledger) -> Any:

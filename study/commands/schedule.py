@@ -8,7 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
-from study.errors import FieldError, UsageError
+from study.errors import ExitCode, FieldError, UsageError
 
 
 def main(args: argparse.Namespace) -> int:
@@ -59,4 +59,4 @@ def main(args: argparse.Namespace) -> int:
         Path(args.out).write_text(snippet, encoding="utf-8")
         if not args.json:
             print(f"schedule written to {args.out}")
-    return 0
+    return ExitCode.OK

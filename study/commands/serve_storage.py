@@ -24,7 +24,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-from study.errors import FieldError, UsageError
+from study.errors import ExitCode, FieldError, UsageError
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -153,4 +153,4 @@ def main(args: argparse.Namespace) -> int:
         proxy.stop()
         for s, h in previous.items():
             signal.signal(s, h)
-    return 0
+    return ExitCode.OK

@@ -14,6 +14,8 @@ import json
 import math
 from typing import Any
 
+from study.errors import ExitCode
+
 
 def study_answers_of(storage: Any, name: str) -> Any:
     """The answers of the model of every trial for a study's own target (`stored_answers`), or
@@ -44,18 +46,18 @@ def ls(args: argparse.Namespace) -> int:
     rows = [study_summary(storage, name) for name in list_studies(storage)]
     if args.json:
         print(json.dumps(rows, indent=2))
-        return 0
+        return ExitCode.OK
     store = where(args.storage, runs=False)
     if not rows:
         print(f"no studies yet in {store}; start one with `study run --example quickstart`")
-        return 0
+        return ExitCode.OK
     print(f"{'study':<32}{'trials':>12}{'strata':>8}  state")
     for r in rows:
         print(
             f"{r['study']:<32}{r['trials_done']:>6}/{r['trials_total']:<5}{len(r['strata']):>8}  {r['state']}"
         )
     print(f"stored in {store}")
-    return 0
+    return ExitCode.OK
 
 
 def status(args: argparse.Namespace) -> int:
@@ -69,7 +71,7 @@ def status(args: argparse.Namespace) -> int:
     if args.json:
         summary["answers"] = None if answers is None else plain(answers_dict(answers))
         print(json.dumps(summary, indent=2))
-        return 0
+        return ExitCode.OK
     ended = f" ({summary['ended']})" if summary.get("ended") else ""
     print(
         f"study {summary['study']}: {summary['trials_done']}/{summary['trials_total']} trials, "
@@ -93,7 +95,7 @@ def status(args: argparse.Namespace) -> int:
     if summary["timings"]["trials"]:
         print()
         print(timing_table(summary))
-    return 0
+    return ExitCode.OK
 
 
 def _hold_line(summary: dict[str, Any]) -> str:

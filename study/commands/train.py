@@ -1,8 +1,9 @@
 """`study train`: one trial, trained in a worker and logged to MLflow.
 
-The data model and the workload resolver check the values and raise `FieldError` on a field;
-`build_spec` renames the field to its flag (`study.commands.flags`): "--lr must be > 0 (got
--1.0)", "--csv: cannot read 'x.csv': ...".
+Its flags are the fields of `study.config.definition.TrialDefinition`
+(`study.commands.trial_flags`); the definition, the data model and the workload resolver check
+the values and raise `FieldError` on a field, which `build_spec` renames to its flag
+(`study.commands.flags`): "--lr must be > 0 (got -1.0)", "--csv: cannot read 'x.csv': ...".
 """
 
 from __future__ import annotations
@@ -14,18 +15,10 @@ from typing import Any
 
 from study.analysis.pilot import noise_at_result
 from study.commands.flags import in_flags, problem_in_flags
-from study.commands.records import from_flags
+from study.commands.trial_flags import TRIAL_FLAGS, definition_of
 from study.config.rules import FieldError
-from study.config.schedule import BatchSchedule, format_stages, load_schedule
-from study.config.trial import (
-    NOISE_EVERY,
-    Budget,
-    EvalCadence,
-    OptimizerSpec,
-    ScheduleSpec,
-    TrialSettings,
-    TrialSpec,
-)
+from study.config.schedule import format_stages
+from study.config.trial import TrialSpec
 from study.errors import UsageError
 from study.results import TrialResult, TrialState
 
@@ -33,7 +26,7 @@ from study.results import TrialResult, TrialState
 def workload_options(args: argparse.Namespace) -> dict[str, Any]:
     """Workload options from the dedicated flags and ``--workload-option KEY=VALUE``."""
     options: dict[str, Any] = {}
-    for item in args.workload_option:
+    for item in args.workload_options:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UsageError(f"--workload-option: expected KEY=VALUE (got {item!r})")
@@ -55,110 +48,24 @@ def build_spec(args: argparse.Namespace) -> TrialSpec:
     Raises:
         UsageError: one line naming the flag, e.g. "--lr must be > 0 (got -1.0)".
     """
-    try:
-        return _build_spec(args)
-    except FieldError as err:
-        raise in_flags(err, workload=args.workload) from None
-
-
-def _noise_every(args: argparse.Namespace) -> int:
-    """``--noise-every``, which only means something with ``--noise-scale``."""
-    every = getattr(args, "noise_every", None)
-    if every is not None and not getattr(args, "noise_scale", False):
-        raise UsageError(
-            f"--noise-every {every} needs --noise-scale (it sets how often the noise scale is "
-            "measured); add --noise-scale or leave --noise-every out"
-        )
-    return NOISE_EVERY if every is None else every
-
-
-def trial_settings(args: argparse.Namespace) -> TrialSettings:
-    """The `TrialSettings` of the flags (no budget flag: 10,000 steps).
-
-    Raises:
-        FieldError: a value the record refuses, on its field (`build_spec` names the flag).
-        UsageError: ``--noise-every`` without ``--noise-scale``.
-    """
-    no_budget = args.max_steps is None and args.max_examples is None and args.max_seconds is None
-    return TrialSettings(
-        budget=Budget(
-            max_steps=10_000 if no_budget else args.max_steps,
-            max_examples=args.max_examples,
-            max_seconds=args.max_seconds,
-        ),
-        cadence=EvalCadence.parse(args.eval_every),
-        seed=args.seed,
-        loss=args.loss,
-        precision=args.precision,
-        jit_compile=args.jit_compile,
-        noise_scale=bool(getattr(args, "noise_scale", False)),
-        noise_every=_noise_every(args),
-        exact_steps=not getattr(args, "no_exact_steps", False),
-    )
-
-
-def _build_spec(args: argparse.Namespace) -> TrialSpec:
-    from study.runner.single import single_spec
+    from study.runner.single import resolve_trial
 
     options = workload_options(args)
     if args.workload == "csv" and "path" not in options:
         raise UsageError("--workload csv needs --csv FILE and --label COLUMN")
     if args.workload == "csv" and "label" not in options:
         raise UsageError("--workload csv needs --label COLUMN")
-    schedule = batch_schedule(args)
-    return single_spec(
-        args.workload,
-        options,
-        model=args.model,
-        batch_size=schedule.first_batch_size if schedule is not None else args.batch_size,
-        optimizer=from_flags(OptimizerSpec, args, name="optimizer", learning_rate="lr"),
-        schedule=from_flags(ScheduleSpec, args, name="schedule", warmup_steps="warmup"),
-        target=args.target,
-        hold=getattr(args, "target_hold", "5%,5"),
-        hold_option="--target-hold",
-        strategy=args.strategy,
-        settings=trial_settings(args),
-        batch_schedule=schedule,
-    )
-
-
-#: The flag of each field of an inline batch schedule.
-SCHEDULE_FLAGS = {
-    "learning_rate": "--lr",
-    "lr_scaling.alpha": "--lr-alpha",
-    "warmup_steps": "--warmup",
-    "stage_warmup_steps": "--stage-warmup",
-}
-
-
-def batch_schedule(args: argparse.Namespace) -> BatchSchedule | None:
-    """``--batch-schedule FILE|STAGES`` (with ``--lr``, ``--lr-alpha``, ``--warmup`` and
-    ``--stage-warmup`` for inline stages), or None.
-
-    Raises:
-        UsageError: one line naming the flag (or the file and key).
-    """
-    value = getattr(args, "batch_schedule", None)
-    alpha = getattr(args, "lr_alpha", None)
-    ramp = getattr(args, "stage_warmup", None)
-    if value is None:
-        if alpha is not None:
-            raise UsageError("--lr-alpha needs --batch-schedule (it scales its learning rate)")
-        if ramp is not None:
-            raise UsageError("--stage-warmup needs --batch-schedule (it ramps its stages' rates)")
-        return None
     try:
-        return load_schedule(
-            value,
-            learning_rate=args.lr,
-            alpha=alpha,
-            warmup_steps=args.warmup,
-            stage_warmup_steps=ramp or 0,
-        )
+        return definition_of(args, workload_options=options).spec(resolve_trial, called=_flag)
     except FieldError as err:
-        flag = SCHEDULE_FLAGS.get(err.field)
-        name = flag or f"--batch-schedule {err.field}"
-        raise err.named(name) from None
+        if err.name == err.field and err.field in TRIAL_FLAGS:  # a field of the definition
+            raise err.named(_flag(err.field)) from None
+        raise in_flags(err, workload=args.workload) from None
+
+
+def _flag(name: str) -> str:
+    """The flag of a field of `TrialDefinition` (``learning_rate``: ``--lr``)."""
+    return TRIAL_FLAGS[name].flag
 
 
 def _flag_named(problem: str, workload: str) -> str:

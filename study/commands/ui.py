@@ -31,7 +31,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from study.errors import UsageError
+from study.errors import ExitCode, UsageError
 from study.paths import artifact_root, masked, tracking_uri
 from study.tracking.server import (
     EXPERIMENT_KIND,
@@ -119,7 +119,7 @@ def main(args: argparse.Namespace) -> int:
         check_answers(given, "--tracking-uri" if args.tracking_uri else "MLFLOW_TRACKING_URI")
         print(f"MLflow UI of the tracking server {masked(given)}:")
         _print_links(given)
-        return 0
+        return ExitCode.OK
     check_port(args.port)
     uri = tracking_uri(args.tracking_uri)  # creates the local store's folder: checks first
     base = f"http://{HOST}:{args.port}"
@@ -130,9 +130,9 @@ def main(args: argparse.Namespace) -> int:
         status = server.serve(base, on_ready=lambda: _on_ready(base))
     if server.stopped:
         log.unlink(missing_ok=True)
-        return 0
+        return ExitCode.OK
     print(f"study ui: error: {server.failure(status)} (server log: {log})", file=sys.stderr)
-    return 1
+    return ExitCode.FAILED
 
 
 def _on_ready(base: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import enum
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 from study.config.hold import DEFAULT_HOLD, Hold
@@ -43,17 +43,9 @@ __all__ = [
     "read_workload_options",
 ]
 
-#: The study file's keys of `TrialSettings` (``eval_every`` is its ``cadence``).
-SETTING_KEYS = (
-    "budget",
-    "eval_every",
-    "seed",
-    "loss",
-    "precision",
-    "jit_compile",
-    "noise_scale",
-    "noise_every",
-    "exact_steps",
+#: The study file's keys of `TrialSettings`: its fields, ``eval_every`` for its ``cadence``.
+SETTING_KEYS = tuple(
+    "eval_every" if item.name == "cadence" else item.name for item in fields(TrialSettings)
 )
 BUDGET_KEYS = ("max_steps", "max_examples", "max_seconds")
 TUNER_KEYS = (
@@ -74,12 +66,15 @@ ALLOCATION_KEYS = ("mode", "rounds", "steps")
 
 def read_settings(r: Reader, mapping: Mapping[str, Any]) -> TrialSettings:
     """The trial settings from the file's top-level keys; a key left out keeps its default
-    (``budget`` is required; null is the default for the settings added later)."""
+    (``budget`` is required; null keeps the default of ``noise_scale``, ``noise_every`` and
+    ``exact_steps``)."""
     default = TrialSettings()
     with r.naming(lambda field: field):  # a rule only the record knows, by its key
         return TrialSettings(
             budget=_budget(r, mapping["budget"]),
-            cadence=_cadence(r, mapping.get("eval_every", "geometric:1.05")),
+            cadence=_cadence(r, mapping["eval_every"])
+            if "eval_every" in mapping
+            else default.cadence,
             seed=r.integer(mapping.get("seed", default.seed), "seed", rule=">= 0"),
             loss=_loss(r, mapping.get("loss")),
             precision=r.choice(
@@ -180,7 +175,7 @@ def _budget(r: Reader, value: Any) -> Budget:
 
 def _cadence(r: Reader, value: Any) -> EvalCadence:
     """``eval_every``, read by `EvalCadence.parse` (as ``--eval-every``), in the file's words."""
-    rule = "must be a step count >= 1 or 'geometric:RATIO' (e.g. 25 or 'geometric:1.05')"
+    rule = f"must be a step count >= 1 or 'geometric:RATIO' (e.g. 25 or '{EvalCadence()}')"
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         r.fail("eval_every", rule, value)
     try:

@@ -25,6 +25,7 @@ from study.config.trial import (
     ScheduleSpec,
     TrialSettings,
     TrialSpec,
+    default_of,
 )
 from study.errors import UsageError
 
@@ -224,7 +225,7 @@ class TrainingSeeds(str, enum.Enum):
     ``per_trial`` (the default) draws one per trial from the study's ``seed`` and the trial's
     number, so seed-to-seed noise is sampled across the search instead of frozen into it and
     the study is still reproducible from its file; ``pinned`` trains every trial under the
-    study's ``seed`` itself (the behaviour of studies before the choice)."""
+    study's ``seed`` itself."""
 
     PER_TRIAL = "per_trial"
     PINNED = "pinned"
@@ -263,8 +264,8 @@ class StudyConfig:
     workload_options: Mapping[str, Any] = field(default_factory=dict)
     model: str | None = None
     #: The optimizer and schedule of every trial unless the search space samples them.
-    optimizer: str = "nesterov"
-    schedule: str = "constant"
+    optimizer: str = default_of(OptimizerSpec, "name")
+    schedule: str = default_of(ScheduleSpec, "name")
     tuner: TunerSettings = field(default_factory=TunerSettings)
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
     allocation: Allocation = field(default_factory=Allocation)

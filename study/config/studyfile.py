@@ -129,7 +129,7 @@ from study.config.sections import (
 )
 from study.config.space_reader import read_search_space
 from study.config.study import DEFAULT_OVERHEAD, StudyConfig, TrainingSeeds
-from study.config.trial import OPTIMIZERS, SCHEDULES
+from study.config.trial import OPTIMIZERS, SCHEDULES, default_of
 from study.config.yaml_reader import Reader, StrictLoader, kind, yaml_message
 from study.errors import UsageError
 from study.paths import STUDY_NAME, STUDY_NAME_RULE
@@ -232,8 +232,12 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
         model=None if mapping.get("model") is None else r.string(mapping["model"], "model"),
         target=read_target(r, mapping["target"], mapping.get("target_hold")),
         settings=read_settings(r, mapping),
-        optimizer=r.choice(mapping.get("optimizer", "nesterov"), "optimizer", OPTIMIZERS),
-        schedule=r.choice(mapping.get("schedule", "constant"), "schedule", SCHEDULES),
+        optimizer=r.choice(
+            mapping.get("optimizer", default_of(StudyConfig, "optimizer")), "optimizer", OPTIMIZERS
+        ),
+        schedule=r.choice(
+            mapping.get("schedule", default_of(StudyConfig, "schedule")), "schedule", SCHEDULES
+        ),
         trials_per_stratum=r.integer(
             mapping["trials_per_stratum"], "trials_per_stratum", rule=">= 1"
         ),

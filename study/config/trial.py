@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from study.config.rules import FieldError, check
@@ -55,7 +55,7 @@ class OptimizerSpec:
     """
 
     name: str = "nesterov"
-    learning_rate: float = 0.1
+    learning_rate: float = 0.05
     momentum: float = 0.9
     beta1: float = 0.9
     beta2: float = 0.999
@@ -161,7 +161,7 @@ class EvalCadence:
         raw = str(text).strip()
         kind, _, ratio = raw.partition(":")
         try:
-            value = (float(ratio) if ratio else 1.05) if kind == "geometric" else int(raw)
+            value = (float(ratio) if ratio else None) if kind == "geometric" else int(raw)
         except ValueError:
             raise FieldError(
                 "cadence",
@@ -170,9 +170,9 @@ class EvalCadence:
                 detail=f"cannot parse {raw!r}; use a step count (e.g. 25) or geometric:RATIO "
                 "(e.g. geometric:1.1)",
             ) from None
-        if kind == "geometric":
-            return cls(kind="geometric", ratio=value)
-        return cls(kind="fixed", every=int(value))
+        if kind == "geometric":  # no ratio: the default's
+            return cls(kind="geometric") if value is None else cls(kind="geometric", ratio=value)
+        return cls(kind="fixed", every=int(value))  # type: ignore[arg-type]
 
     def next_step(self, step: int) -> int:
         """The evaluation step after ``step``."""
@@ -196,10 +196,12 @@ class TrialSettings:
     """How a trial trains and measures, the same for every trial of a study.
 
     One record, held by `StudyConfig` (built from the study file's keys of the same names,
-    ``eval_every`` for ``cadence``) and by each `TrialSpec` it makes, and built by ``study
-    train`` from its flags; its values are checked here, once. A new setting is a field here,
-    its key in `study.config.sections` (and the JSON Schema), its flag (`study.cli`,
-    `study.commands.train`) and its use; logged params and the study's fingerprint follow it.
+    ``eval_every`` for ``cadence``) and by each `TrialSpec` it makes, and built from a
+    `study.config.definition.TrialDefinition` by ``study train`` and `study.train`; its values
+    and defaults are written here, once. A new setting is a field here and one of
+    `TrialDefinition` (its flag and keyword follow; ``tests/config/test_trial_faces.py`` asks
+    for its study-file key, read in `study.config.sections`, and its JSON Schema entry);
+    logged params and the study's fingerprint follow it.
 
     Example: ``TrialSettings(budget=Budget(max_steps=500), noise_scale=True, noise_every=4)``
     trains for at most 500 steps and measures the noise scale on one step in four.
@@ -342,6 +344,13 @@ class TrialSpec:
         if self.batch_schedule is not None:
             params.update(self.batch_schedule.to_params())
         return {k: v for k, v in params.items() if v is not None}
+
+
+def default_of(record: type, name: str) -> Any:
+    """The default of field ``name`` of the dataclass ``record``, where it is written once:
+    ``default_of(OptimizerSpec, "name")`` is ``"nesterov"``."""
+    item = {f.name: f for f in fields(record)}[name]
+    return item.default_factory() if item.default is MISSING else item.default  # type: ignore[misc]
 
 
 def _check_choice(field: str, value: str, choices: tuple[str, ...]) -> None:

@@ -6,8 +6,9 @@ at one moment (its attributes, parameters, the curve's intermediate values, and 
 `write` stores it: on an Optuna RDB storage in one transaction with Optuna's own models (the
 rows are the ones Optuna's methods write, so Optuna, optuna-dashboard and older ledgers read
 them as before); through a `study serve-storage` proxy in one call that the proxy stores the
-same way (its ``write_trial``, `study.ledger.proxy`); on any other storage (a journal file,
-Optuna's own proxy, memory) one call each, in the same order. A trial closed already (e.g. recovered as interrupted by another process)
+same way (its ``write_trial``, `study.ledger.proxy`); on a journal file in one append of the
+lines Optuna's calls write (`study.ledger.journal_batch`); on any other storage (Optuna's own
+proxy, memory) one call each, in the same order. A trial closed already (e.g. recovered as interrupted by another process)
 refuses the whole group with `optuna.exceptions.UpdateFinishedTrialError`, as each call would.
 
 On a `study.ledger.retry.RetryingStorage` the transaction is retried through transient faults
@@ -32,6 +33,8 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
+
+from study.ledger.journal_batch import append_group, journal_of
 
 #: The name `RetryingStorage` knows a group of writes by (see `study.ledger.retry`).
 WRITE_TRIAL = "write_trial"
@@ -114,6 +117,9 @@ def write(storage: optuna.storages.BaseStorage, writes: TrialWrites) -> None:
     rdb = rdb_of(storage)
     retried = getattr(storage, "retried", None)
     if rdb is None:
+        journal = journal_of(storage)  # a journal file: one append (`journal_batch`)
+        if journal is not None and append_group(journal, writes):
+            return
         grouped = getattr(storage, "write_trial", None)  # a `study serve-storage` proxy's
         call = (lambda: grouped(writes)) if grouped else None
         if call is None or not (retried(WRITE_TRIAL, call, writes) if retried else call()):

@@ -13,6 +13,7 @@ takes the few plain fields of a stored trial.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -215,10 +216,26 @@ def decode_curve(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
     return json.loads(raw) if raw else []
 
 
+#: Stored curves decoded, kept by their stored text (`_decoded_curve`): a finished trial's curve
+#: never changes, and a study's decisions read every trial's result many times.
+CURVES_KEPT = 16_384
+
+
+@functools.lru_cache(maxsize=CURVES_KEPT)
+def _decoded_curve(raw: str, batch_size: int) -> tuple[Measurement, ...]:
+    """The measurements of a stored curve (its JSON text): parsed once per text and batch
+    size, shared by every later read (a `Measurement` is frozen)."""
+    return tuple(_measurement(row, batch_size) for row in json.loads(raw))
+
+
 def decode_result(attrs: Mapping[str, Any], batch_size: int = 1) -> TrialResult:
     """The `TrialResult` written by `encode_result` (missing numbers read as 0 / None; a curve
     row without ``examples`` has processed ``step * batch_size``)."""
-    curve = tuple(_measurement(row, batch_size) for row in decode_curve(attrs))
+    raw = attrs.get(CURVE)
+    if isinstance(raw, str) and raw:
+        curve = _decoded_curve(raw, batch_size)
+    else:
+        curve = tuple(_measurement(row, batch_size) for row in decode_curve(attrs))
     state = TrialState(attrs.get(STATUS, TrialState.FAILED.value))
     error_kind, error = error_kind_of(attrs.get(ERROR_KIND), attrs.get(ERROR), state)
     return TrialResult(

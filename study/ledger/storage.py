@@ -70,6 +70,15 @@ def retry_window(seconds: float | None = None) -> float:
 
 #: What to check, by what the driver said (the first match wins).
 _HINTS = (
+    (
+        "file is not a database",
+        "the file is damaged: restore it from a backup; nothing was written",
+    ),
+    (
+        "disk image is malformed",
+        "the file is damaged: restore it from a backup; nothing was written",
+    ),
+    ("database or disk is full", "free space on its disk, then run the command again"),
     ("password authentication failed", "check the user and password in the URL"),
     ("access denied", "check the user and password in the URL"),
     ("does not exist", "create the database first or fix its name in the URL"),
@@ -121,9 +130,11 @@ def open_storage(
     if not create and not path.exists():
         return optuna.storages.InMemoryStorage()
     path.parent.mkdir(parents=True, exist_ok=True)
-    from optuna.storages.journal import JournalFileBackend, JournalStorage
+    from optuna.storages.journal import JournalStorage
 
-    return JournalStorage(JournalFileBackend(str(path)))
+    from study.ledger.journal import CheckedJournalBackend
+
+    return JournalStorage(CheckedJournalBackend(path))
 
 
 def open_database(url: str, *, tables: bool = False) -> optuna.storages.BaseStorage:

@@ -30,7 +30,7 @@ from study.runner.allocation_plan import (
     plan_round,
     tried_range,
 )
-from study.runner.step_plan import MOST_SHARES, StepView, plan_step
+from study.runner.step_plan import MOST_SHARES, StepView, in_flight_steps, plan_step
 from study.tuners.design import ledger_frame
 from study.tuners.points import lr_range
 
@@ -103,10 +103,15 @@ class Allocator:
         self._save()
         return dict(self.budgets)
 
-    def next_round(self) -> dict[Stratum, int] | None:
+    def next_round(self, *, in_flight: bool = False) -> dict[Stratum, int] | None:
         """The budgets after the next round's decisions; None when the rounds or the budget
         are spent. Only the process that claims the round (``ledger.notes.claim_round``)
-        decides it; another takes its decisions from the ledger."""
+        decides it; another takes its decisions from the ledger.
+
+        By steps, ``in_flight``: this process still runs trials, and the round is decided from
+        the trials finished so far (their expected steps count as spent); a plan to stop
+        then decides nothing and gives None (the running trials may change it: ask again
+        once one ends)."""
         if self._adopt_stored(newer_only=True):  # another process opened the round
             return dict(self.budgets)
         left = self.total - sum(self.budgets.values())
@@ -115,12 +120,18 @@ class Allocator:
         if not self.config.allocation.by_steps and self.round >= self.config.allocation.rounds:
             return None
         number = self.round + 1
+        if self.config.allocation.by_steps:
+            with self.ledger.recent():  # the plan reads every stratum a few times
+                decision, go = self._plan_step(number)
+            if in_flight and not go:
+                return None
+            if not self._claim(number):
+                return dict(self.budgets)  # the winner's decisions, taken
+            self.round = number
+            return self._apply_step(decision, go)
         if not self._claim(number):
             return dict(self.budgets)  # the winner's decisions, taken
         self.round = number
-        if self.config.allocation.by_steps:
-            with self.ledger.recent():  # the plan reads every stratum a few times
-                return self._step_round(number)
         share = math.ceil(left / (self.config.allocation.rounds - self.round + 1))
         strategies = self.config.space.strategies
         for i, strategy in enumerate(strategies):
@@ -195,12 +206,13 @@ class Allocator:
             if t.result is not None
         )
 
-    def _step_round(self, number: int) -> dict[Stratum, int] | None:
+    def _plan_step(self, number: int) -> tuple[Decision, bool]:
         """Round ``number`` of an allocation by steps: one trial where the answer narrows most
-        per step within the steps left (`plan_step`), or the decision to stop (None)."""
+        per step within the steps left (`plan_step`), less the expected steps of the trials
+        still running (`in_flight_steps`), or the decision to stop (False)."""
         config = self.config
         cap = MOST_SHARES * config.trials_per_stratum
-        views = []
+        views, running = [], []
         for stratum in self.budgets:
             trials = self.ledger.trials(stratum)
             best = self.ledger.best(stratum)
@@ -208,7 +220,7 @@ class Allocator:
             views.append(
                 StepView(
                     stratum,
-                    trials=len(self.ledger.counted(stratum)),
+                    trials=sum(t.status.counts() for t in trials),
                     best_steps=float(best.steps_to_target)
                     if best and best.steps_to_target
                     else math.inf,
@@ -218,18 +230,23 @@ class Allocator:
                     cap=cap,
                 )
             )
-        left = self.steps_left()
-        if left <= 0:
-            decision, go = Decision(number, str(views[-1].stratum), 0, self._spent_reason()), False
-        else:
-            decision, go = plan_step(
-                views,
-                ledger_frame([t for s in self.budgets for t in self.ledger.trials(s)]),
-                left=left,
-                number=number,
-                bounds=lr_range(config),
-                pruning=config.tuner.pruning,
-            )
+            running.append(sum(t.result is None and t.status.counts() for t in trials))
+        pruning = config.tuner.pruning
+        spare = self.steps_left()
+        left = spare - in_flight_steps(views, running, pruning)
+        if spare <= 0:
+            return Decision(number, str(views[-1].stratum), 0, self._spent_reason()), False
+        return plan_step(
+            views,
+            ledger_frame([t for s in self.budgets for t in self.ledger.trials(s)]),
+            left=left,
+            number=number,
+            bounds=lr_range(config),
+            pruning=pruning,
+        )
+
+    def _apply_step(self, decision: Decision, go: bool) -> dict[Stratum, int] | None:
+        """Take a round's decision (`_plan_step`): the budgets, or None when it stops."""
         if go:
             stratum = Stratum.parse(decision.stratum)
             self.budgets[stratum] = self.budgets.get(stratum, 0) + decision.trials

@@ -43,55 +43,33 @@ import math
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from study.config.space import Stratum
 from study.config.study import StudyConfig
-from study.config.trial import TrialSpec
+from study.config.trial import Budget, TrialSpec, default_of
 from study.errors import StorageUnavailable
 from study.ledger import Ledger, LedgerTrial, Slot
 from study.ledger.records import SEED
-from study.results import TIMING_PARTS, WALL, Measurement, TrialResult, TrialState
+from study.phases import PHASES, Mark, Phase
+from study.results import WALL, TrialResult, TrialState
 from study.runner import fleet
 from study.runner.allocation import Allocator
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
 from study.runner.progress import Progress, StratumProgress
-from study.runner.pruning import Pruning
+from study.runner.pruning import Pruning, trial_hook
 from study.runner.stopping import exit_status
+from study.runner.timings import timed
 from study.tracking.study_tracker import StudyTracker
-from study.tuners.base import History, Outcome, Proposal
+from study.tuners.base import Outcome, Proposal
 from study.tuners.confirm import search_budget
-from study.tuners.history import read_history, step_bound
+from study.tuners.history import read_history
 from study.tuners.objective import explain, score
 from study.tuners.registry import Lineup
 
-#: The step limit assumed for scoring when a budget has no step or example limit.
-DEFAULT_STEP_LIMIT = 10_000
-#: Before a stratum has a best to prune against, a trial stops after this many times the steps
-#: the other batch sizes' results allow it (`study.tuners.history.step_bound`).
-SCALING_SLACK = 2.0
-BOOKKEEPING = "bookkeeping"
-#: The parts of a trial's wall time the trainer measures (the rest is bookkeeping).
-TRAINER_PARTS = tuple(p for p in TIMING_PARTS if p != BOOKKEEPING)
-
-
-def account(timings: Mapping[str, float], wall: float) -> dict[str, float]:
-    """A trial's timings completed with its ``wall`` time and the ``bookkeeping`` remainder.
-
-    Bookkeeping is the wall time minus the trainer's parts (build, trace, train, evaluate),
-    never negative; it is left out when the trainer measured none of them (then only the
-    wall time is known). Other keys are kept.
-
-    Example: wall 1.0 with build 0.1, trace 0.2, train 0.5, evaluate 0.1 gives bookkeeping 0.1;
-    wall 1.0 with no parts gives ``{"wall": 1.0}``.
-    """
-    out = {k: float(v) for k, v in timings.items() if k not in (BOOKKEEPING, WALL)}
-    measured = [out[p] for p in TRAINER_PARTS if p in out]
-    if measured:
-        out[BOOKKEEPING] = max(0.0, wall - sum(measured))
-    out[WALL] = wall
-    return out
+#: The step limit assumed for scoring when a budget has no step or example limit (`Budget`'s).
+DEFAULT_STEP_LIMIT: int = default_of(Budget, "max_steps")
 
 
 def first_pass(config: StudyConfig, budget: int) -> int:
@@ -105,12 +83,6 @@ def first_pass(config: StudyConfig, budget: int) -> int:
     if not config.tuner.transfer or len(config.space.batch_sizes) < 2:
         return budget
     return math.ceil(search_budget(budget, config.tuner.confirm) / 2)
-
-
-def timed(result: TrialResult, started: float) -> TrialResult:
-    """``result`` with its timings completed by `account`, the wall time ending now."""
-    wall = time.perf_counter() - started
-    return dataclasses.replace(result, timings=account(result.timings, wall))
 
 
 class StudyEngine:
@@ -149,12 +121,16 @@ class StudyEngine:
         self._full: set[Stratum] = set()
         self._claimed = 0
         self._active: dict[tuple[Stratum, int], Slot] = {}
-        self._active_lock = threading.Lock()
+        self._active_lock = threading.Condition()
+        #: How many of this process's trials ended (`_in_flight_round` waits for the next).
+        self._ended = 0
         #: Adaptive allocation: when every budget is spent, it opens the next round.
         self.allocator = allocator
         #: The storage stayed away past its retry window (`study.ledger.retry`): `run` raises it.
         self.storage_lost: StorageUnavailable | None = None
         self._round_lock = threading.Lock()
+        #: Per worker thread: its seconds inside trials (the rest of its time is decisions).
+        self._local = threading.local()
 
     @property
     def strata(self) -> list[Stratum]:
@@ -175,7 +151,10 @@ class StudyEngine:
         ]
         beating = threading.Event()
         heart = threading.Thread(
-            target=self._beat_loop, args=(beating,), name="study-heartbeat", daemon=True
+            target=fleet.beat_loop,
+            args=(self.ledger, self._running, self.heartbeat, beating),
+            name="study-heartbeat",
+            daemon=True,
         )
         heart.start()
         status = 0
@@ -195,6 +174,7 @@ class StudyEngine:
             status = exit_status(interrupt)
         finally:
             beating.set()
+            PHASES.mark(Mark.ENGINE_END)
         if self.storage_lost is not None:
             raise self.storage_lost
         return 1 if status == 0 and self.failures.message else status
@@ -208,13 +188,22 @@ class StudyEngine:
         return fleet.complete(self.ledger, self.budgets)
 
     def _guarded_loop(self) -> None:
+        started, self._local.trials = time.perf_counter(), 0.0
+        try:
+            self._loop()
+        finally:  # this thread's time outside trials: claims, rounds, proposals, recording
+            spent = time.perf_counter() - started - self._local.trials
+            PHASES.add(Phase.DECISIONS, spent, count=0)
+
+    def _loop(self) -> None:
         try:
             while not self._stop.is_set():
+                seen = self._ended
                 slot = self._claim()
                 if slot is None:
                     if self._limit_reached():
                         return
-                    if self._wait_for_others() or self._next_round():
+                    if self._in_flight_round(seen) or self._wait_for_others() or self._next_round():
                         continue
                     return
                 with self._active_lock:
@@ -229,6 +218,8 @@ class StudyEngine:
                 finally:
                     with self._active_lock:
                         self._active.pop((slot.stratum, slot.number), None)
+                        self._ended += 1
+                        self._active_lock.notify_all()
         except StorageUnavailable as lost:
             self.storage_lost = lost
             self._stop.set()
@@ -286,14 +277,37 @@ class StudyEngine:
             self._full.clear()
         return True
 
-    def _next_round(self) -> bool:
-        """With every budget spent and nothing open: the allocator's next round (adaptive
-        allocation); whether there is one. Another thread may have opened it already."""
+    def _running(self) -> list[Slot]:
+        """This process's running trials."""
+        with self._active_lock:
+            return list(self._active.values())
+
+    def _in_flight_round(self, seen: int) -> bool:
+        """By steps, while this process's other trials run: the next round now, decided from
+        the trials finished so far, so every worker trains while the model decides; when it
+        has nothing to give yet, wait until another of this process's trials ends (``seen``:
+        how many had ended). False when none runs (`_wait_for_others` then waits for other
+        processes' trials, and `_next_round` decides from every result)."""
+        if self.allocator is None or not self.allocator.spends_steps or not self._running():
+            return False
+        if self._next_round(in_flight=True):
+            return True
+        with self._active_lock:
+            self._active_lock.wait_for(
+                lambda: self._ended != seen or not self._active or self._stop.is_set(),
+                timeout=self.heartbeat.interval,
+            )
+        return True
+
+    def _next_round(self, *, in_flight: bool = False) -> bool:
+        """With every budget spent and nothing open (or, ``in_flight``, only this process's
+        trials): the allocator's next round; whether there is one. Another thread may have
+        opened it already."""
         if self.allocator is None or self._stop.is_set():
             return False
         with self._round_lock:
             if not any(len(self.ledger.counted(s)) < budget for s, budget in self.budgets.items()):
-                budgets = self.allocator.next_round()
+                budgets = self.allocator.next_round(in_flight=in_flight)
                 if budgets is None:
                     return False
                 self._grow(budgets)
@@ -325,22 +339,6 @@ class StudyEngine:
                 )
         return stale
 
-    def _beat_loop(self, done: threading.Event) -> None:
-        """Stamp this process's running trials every ``heartbeat.interval`` until ``done``."""
-        warned = False
-        while not done.wait(self.heartbeat.interval):
-            with self._active_lock:
-                slots = list(self._active.values())
-            for slot in slots:
-                try:
-                    self.ledger.liveness.beat(slot, self.heartbeat.grace)
-                except StorageUnavailable:
-                    return  # the storage is gone for good: the study stops (`run` says so)
-                except Exception as exc:  # a storage hiccup: the next beat may get through
-                    if not warned:
-                        warned = True
-                        print(f"study: warning: heartbeat failed: {exc}", flush=True)
-
     # -- one trial ----------------------------------------------------------------------------
     def _run_slot(self, slot: Slot) -> None:
         history = read_history(self.ledger, self.config, slot.stratum, self.budgets[slot.stratum])
@@ -355,11 +353,18 @@ class StudyEngine:
         spec = self._spec(slot, proposal)
         self.tracker.start_trial(trial)
         self.progress.running(slot.stratum, +1)
-        hook = self._hook(slot.stratum, proposal, history)
+        hook = trial_hook(self.pruning, slot.stratum, proposal, history)
         limit = spec.settings.budget.step_limit(spec.batch_size) or DEFAULT_STEP_LIMIT
 
         def run() -> Outcome:
-            result = self.pool.run(spec, hook)
+            PHASES.mark(Mark.FIRST_TRIAL)
+            begun = time.perf_counter()
+            try:
+                result = self.pool.run(spec, hook)
+            finally:
+                took = time.perf_counter() - begun
+                self._local.trials = getattr(self._local, "trials", 0.0) + took
+                PHASES.add(Phase.TRIALS, took)
             return Outcome(result, score(result, limit, self.config.target))
 
         started = time.perf_counter()
@@ -383,21 +388,6 @@ class StudyEngine:
         backend.report(proposal, outcome)
         result = self._track(trial, spec, timed(outcome.result, started))
         self._after(trial, proposal, result)
-
-    def _hook(
-        self, stratum: Stratum, proposal: Proposal, history: History
-    ) -> Callable[[Measurement], bool] | None:
-        """The pruning hook of a trial: stop it once it has taken as many steps as its
-        stratum's best (`Pruning`), or, before the stratum has one, `SCALING_SLACK` times the
-        most the other batch sizes' results allow (`step_bound`). None without pruning, and
-        for a trial under another seed (a confirmation is not racing the stratum's best)."""
-        if self.pruning is None or proposal.seed is not None:
-            return None
-        best = self.pruning.hook(stratum)
-        bound = step_bound(stratum.batch_size, history.neighbour_steps, SCALING_SLACK)
-        if not math.isfinite(bound):
-            return best
-        return lambda m: m.step < bound and best(m)
 
     def _track(self, trial: LedgerTrial, spec: TrialSpec, result: TrialResult) -> TrialResult:
         """Hand a finished trial to the tracker and note its wall time."""

@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from study.config.space import Stratum
 from study.config.study import Heartbeat
-from study.ledger import Ledger, LedgerTrial
+from study.errors import StorageUnavailable
+from study.ledger import Ledger, LedgerTrial, Slot
 from study.ledger.owners import owner_id
 
 #: A waiting worker's first look at the ledger comes this many seconds after it began waiting
@@ -87,3 +88,24 @@ def wait_for_others(
         if open_trials(ledger, watched) != seen:
             break
     return True
+
+
+def beat_loop(
+    ledger: Ledger,
+    running: Callable[[], list[Slot]],
+    heartbeat: Heartbeat,
+    done: threading.Event,
+) -> None:
+    """Stamp this process's ``running()`` trials every ``heartbeat.interval`` until ``done``
+    (the engine's heartbeat thread); a failed stamp warns once, a lost storage ends it."""
+    warned = False
+    while not done.wait(heartbeat.interval):
+        for slot in running():
+            try:
+                ledger.liveness.beat(slot, heartbeat.grace)
+            except StorageUnavailable:
+                return  # the storage is gone for good: the study stops (`run` says so)
+            except Exception as exc:  # a storage hiccup: the next beat may get through
+                if not warned:
+                    warned = True
+                    print(f"study: warning: heartbeat failed: {exc}", flush=True)

@@ -24,10 +24,11 @@ from study.config.space import CategoricalParam, Stratum
 from study.config.study import StudyConfig, TrainingSeeds
 from study.config.trial import PILOT_NOISE_EVERY, TrialSettings
 from study.deps import require_tensorflow
-from study.errors import UsageError
+from study.errors import ExitCode, UsageError
 from study.host import environment_info
 from study.ledger import AllocationState, Ledger, StudyRecord
 from study.paths import masked, tracking_uri
+from study.phases import PHASES, Phase
 from study.runner.allocation import Allocator
 from study.runner.engine import StudyEngine
 from study.runner.failures import FailurePolicy
@@ -285,7 +286,7 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         lineup.close()
     if engine.failures.message:
         print(f"study {config.name}: stopped: {engine.failures.message}", file=sys.stderr)
-    if status in (130, 143):
+    if status in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):
         # Stopped by Ctrl-C or SIGTERM while other workers go on: the study's run stays open.
         run_status = None if engine.others_running() else "KILLED"
     else:
@@ -294,13 +295,15 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         summary = _summary_metrics(progress, config.space.strategies)
         with ledger.recent():  # the strata as `complete` just read them
             summary.update(study_timing_metrics(ledger.summary().timings))
-            answers = _answers(ledger, config)
+            with PHASES.timing(Phase.ANSWER):
+                answers = _answers(ledger, config)
         if answers is not None:
             summary.update(answers.to_metrics())
         tracker.describe_answer(_answer_text(answers, config.name))
         tracker.end_parent(run_status, summary)
     # A run that ends while the tracking server is away waits a little for it (not when stopped).
-    tracker.close(CLOSE_WAIT_S if status == 0 else 0.0)
+    with PHASES.timing(Phase.MLFLOW_CLOSE):
+        tracker.close(CLOSE_WAIT_S if status == 0 else 0.0)
     if not progress.display.live:  # the live table already shows it
         print(summarize(progress.state.strata))
     seconds = sum(engine.trial_seconds)
@@ -313,6 +316,8 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
             100 * tracker.cpu_seconds / seconds,
             seconds,
         )
+    mlflow = {"busy": tracker.busy_seconds, "cpu": tracker.cpu_seconds}
+    LOG.debug("wall breakdown: %s", json.dumps({**PHASES.snapshot(), "mlflow": mlflow}))
     hint = browse_hint(uri, tracker.experiment_id, uri_option=options.tracking_uri)
     print(f"MLflow runs of {config.name}: {hint}")
     return status

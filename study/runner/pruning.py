@@ -15,9 +15,14 @@ from collections.abc import Callable
 from study.config.space import Stratum
 from study.ledger import Ledger
 from study.results import Measurement
+from study.tuners.base import History, Proposal
+from study.tuners.history import step_bound
 
 #: How long a stratum's best read from the ledger is trusted before it is read again.
 REFRESH_SECONDS = 5.0
+#: Before a stratum has a best to prune against, a trial stops after this many times the steps
+#: the other batch sizes' results allow it (`study.tuners.history.step_bound`).
+SCALING_SLACK = 2.0
 
 
 class Pruning:
@@ -52,3 +57,19 @@ class Pruning:
     def hook(self, stratum: Stratum) -> Callable[[Measurement], bool]:
         """The trainer's measurement hook: go on while the step is below the stratum's best."""
         return lambda m: m.step < self.best(stratum)
+
+
+def trial_hook(
+    pruning: Pruning | None, stratum: Stratum, proposal: Proposal, history: History
+) -> Callable[[Measurement], bool] | None:
+    """The pruning hook of a trial: stop it once it has taken as many steps as its stratum's
+    best (`Pruning`), or, before the stratum has one, `SCALING_SLACK` times the most the other
+    batch sizes' results allow (`step_bound`). None without pruning, and for a trial under
+    another seed (a confirmation is not racing the stratum's best)."""
+    if pruning is None or proposal.seed is not None:
+        return None
+    best = pruning.hook(stratum)
+    bound = step_bound(stratum.batch_size, history.neighbour_steps, SCALING_SLACK)
+    if not math.isfinite(bound):
+        return best
+    return lambda m: m.step < bound and best(m)

@@ -1,5 +1,6 @@
 """One trial outside a study (``study train``, ``study.train``): checked, then trained in a
-worker process, and logged to an MLflow run of its own.
+worker process, and logged to an MLflow run of its own. Its spec is built by
+`study.config.definition.TrialDefinition.spec`, with `resolve_trial` resolving the workload.
 
 The data and model are checked before anything is recorded: a target the user's compiled model
 does not report, a bad file or label is a `UsageError` whose message starts with the field
@@ -13,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from study.errors import FieldError, UsageError
+from study.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Mapping
 
-    from study.config.schedule import BatchSchedule
-    from study.config.trial import OptimizerSpec, ScheduleSpec, TrialSettings, TrialSpec
+    from study.config.target import Target
+    from study.config.trial import TrialSpec
     from study.results import TrialResult
 
 
@@ -34,67 +35,32 @@ class Tracking:
     called: str = "--tracking-uri"
 
 
-def single_spec(
+def resolve_trial(
     workload: str,
     options: Mapping[str, Any],
     *,
     model: str | None,
-    batch_size: int,
-    optimizer: OptimizerSpec,
-    schedule: ScheduleSpec,
+    loss: str | None,
     target: str | None,
-    hold: str,
-    strategy: str,
-    settings: TrialSettings,
-    hold_option: str = "target_hold",
-    batch_schedule: BatchSchedule | None = None,
-) -> TrialSpec:
-    """The spec of one trial outside a study, every value checked (no TensorFlow): the workload
-    resolved with its model and loss, ``target`` (default: the task's) with the hold rule
-    ``hold`` (errors call it ``hold_option``) checked against the task, and the batch split
-    over a strategy's fixed replicas (with ``batch_schedule``, every stage's batch, and the
-    trial trains with it: `TrialSpec.with_batch_schedule`).
+) -> tuple[str, Target]:
+    """The `study.config.definition.WorkloadCheck` of one trial outside a study: the workload
+    resolved with its options, model and loss, its data checked (no TensorFlow), and ``target``
+    (None: the task's default) checked against its task; returns the model's name and the
+    target.
 
     Raises:
-        FieldError: on the field (``batch_size``, ``target``, ``workload_options.path``, ...),
-            which each front end names its own way.
+        FieldError: on ``workload``, ``workload_options[.<option>]``, ``model``, ``loss`` or
+            ``target``, which each front end names its own way.
     """
-    import dataclasses
-
-    from study.config.hold import Hold
     from study.config.target import Target
-    from study.config.trial import TrialSpec
-    from study.strategies import StrategySpec, check_batch_divisible
     from study.workloads.resolve import resolve_workload
 
-    resolved = resolve_workload(
-        workload, dict(options), model=model, loss=settings.loss, validate=True
-    )
-    parsed = StrategySpec.parse(strategy)
+    resolved = resolve_workload(workload, dict(options), model=model, loss=loss, validate=True)
     goal = Target.parse(target or resolved.task.default_target)
-    goal = dataclasses.replace(goal, hold=Hold.parse(hold, option=hold_option))
     resolved.task.check_target(
         goal, workload=resolved.workload.name, open_metrics=":" in resolved.model
     )
-    spec = TrialSpec(
-        workload=workload,
-        workload_options=dict(options),
-        model=resolved.model,
-        batch_size=batch_size,
-        optimizer=optimizer,
-        schedule=schedule,
-        target=goal,
-        strategy=str(parsed),
-        settings=settings,
-    )
-    if batch_schedule is not None and parsed.static_replicas:
-        try:
-            batch_schedule.check_replicas(parsed.static_replicas, spec.strategy)
-        except FieldError as err:
-            raise FieldError(f"batch_schedule.{err.field}", err.rule, err.value) from None
-    if parsed.static_replicas:
-        check_batch_divisible(spec.batch_size, parsed.static_replicas, strategy=spec.strategy)
-    return spec if batch_schedule is None else spec.with_batch_schedule(batch_schedule)
+    return resolved.model, goal
 
 
 def train_one(

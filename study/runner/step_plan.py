@@ -84,6 +84,21 @@ def _guess_cost(view: StepView, pruning: bool) -> float:
     return view.most_steps if view.most_steps > 0 else math.inf
 
 
+def in_flight_steps(views: Sequence[StepView], running: Sequence[int], pruning: bool) -> float:
+    """The steps the trials still running are expected to take: per batch size, its running
+    trials (``running``, in the order of ``views``) times where one is stopped at the latest
+    (`_guess_cost`; none when that is unknown).
+
+    Example: two trials running at a batch size whose best so far took 87 steps, with
+    pruning: 174.
+    """
+    out = 0.0
+    for view, count in zip(views, running, strict=True):
+        cost = _guess_cost(view, pruning) if count else 0.0
+        out += count * cost if math.isfinite(cost) else 0.0
+    return out
+
+
 def _first_cost(view: StepView, model: DesignModel | None, pruning: bool) -> float:
     """An unmeasured batch size's next trial's expected steps: at the model's best rate there
     (its steps, or its stop when it misses), else `_guess_cost`."""

@@ -14,15 +14,17 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
+from study.errors import ExitCode
+
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread like Ctrl-C's `KeyboardInterrupt`."""
 
 
-def exit_status(interrupt: KeyboardInterrupt) -> int:
+def exit_status(interrupt: KeyboardInterrupt) -> ExitCode:
     """128 + the signal: 143 for `Terminated` (SIGTERM), 130 for Ctrl-C (SIGINT)."""
     signum = signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT
-    return 128 + int(signum)
+    return ExitCode(128 + int(signum))
 
 
 @contextlib.contextmanager

@@ -14,7 +14,9 @@ catch-up: the tracker logs each trial once (`study.tracking.study_tracker`).
 
 `patiently` does the same for the calls a run makes before its trials start (finding its
 experiment and parent run, the repair): they are waited through an absent server for up to
-`START_WAIT_S`, so a worker that starts while the server restarts does not die.
+`START_WAIT_S`, so a worker that starts while the server restarts does not die; a local
+store that is damaged or whose disk is full ends the run with one line instead
+(`study.store_faults.mlflow_fault`).
 
 `close` with the server still away goes on probing it for up to ``wait`` seconds (a run that
 ends while the server restarts still logs everything) and, if it still does not answer, drops
@@ -37,6 +39,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from study.store_faults import mlflow_fault
 from study.tracking.server import is_unreachable, probe
 
 #: The first wait and the longest one between two probes of an absent server, in seconds.
@@ -68,7 +71,10 @@ def patiently(
             return call()
         except Exception as exc:
             if not is_unreachable(exc):
-                raise
+                fault = mlflow_fault(exc, uri)  # a local store's disk full, or damaged
+                if fault is None:
+                    raise
+                raise fault from None
             since, wait = time.monotonic(), FIRST_PROBE_S
             _say(
                 f"study: warning: the MLflow tracking server at {where} stopped answering as "
@@ -98,7 +104,7 @@ class BackgroundJobs:
         catch_up: Job | None = None,
         answers: Callable[[], bool] | None = None,
     ) -> None:
-        self.where = where
+        self.where, self.uri = where, uri or where
         self.catch_up = catch_up
         self._answers = answers or (lambda: probe(uri or where) is None)
         self.busy_seconds = 0.0
@@ -193,7 +199,8 @@ class BackgroundJobs:
 
     def _warn(self, exc: Exception) -> None:
         first = str(exc).splitlines()[0] if str(exc) else ""
-        message = f"MLflow logging failed: {type(exc).__name__}: {first}"
+        fault = mlflow_fault(exc, self.uri)  # a local store's disk full, or damaged
+        message = f"MLflow logging failed: {fault or f'{type(exc).__name__}: {first}'}"
         if message not in self.errors:
             self.errors.append(message)
             _say(f"study: warning: {message}")

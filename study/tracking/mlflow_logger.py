@@ -50,11 +50,15 @@ from study.ledger.records import TIMING_KEYS, TimingSummary
 from study.paths import artifact_root, sqlite_file
 from study.results import FINE, NOISE, TrialResult, TrialState
 from study.tracking.dataset_input import dataset_input, log_dataset
+from study.tracking.metric_rows import insert_metrics
 from study.tracking.server import EXPERIMENT_KIND, MODEL_TRAINING
 from study.tracking.store_template import seed_new_store
 
 for _name in ("mlflow", "alembic"):
     logging.getLogger(_name).setLevel(logging.WARNING)
+# A failing write of the store is logged by MLflow with its traceback, then raised: the
+# tracker's one warning says it (`study.tracking.jobs`), and what to do.
+logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
 _MAX_METRICS_PER_BATCH = 1000
@@ -139,6 +143,10 @@ class MlflowLogger:
             self.client.log_batch(run_id, params=items[i : i + _MAX_PARAMS_PER_BATCH])
 
     def log_metrics(self, run_id: str, metrics: list[Metric]) -> None:
+        """Log ``metrics`` into ``run_id``: in one insert into a SQL store (`insert_metrics`),
+        else in ``log_batch`` calls."""
+        if insert_metrics(self.client, run_id, metrics):
+            return
         for i in range(0, len(metrics), _MAX_METRICS_PER_BATCH):
             self.client.log_batch(run_id, metrics=metrics[i : i + _MAX_METRICS_PER_BATCH])
 
@@ -165,11 +173,10 @@ class MlflowLogger:
         tag_items = [RunTag(k, str(v)) for k, v in all_tags.items()]
         metrics = curve_metrics(result) + timing_metrics(result)
         room = _MAX_METRICS_PER_BATCH - len(param_items) - len(tag_items)
-        if (
-            len(param_items) <= _MAX_PARAMS_PER_BATCH
-            and len(tag_items) <= _MAX_PARAMS_PER_BATCH
-            and room > 0
-        ):
+        fits = len(param_items) <= _MAX_PARAMS_PER_BATCH and len(tag_items) <= _MAX_PARAMS_PER_BATCH
+        if fits and insert_metrics(self.client, run_id, metrics):
+            self.client.log_batch(run_id, params=param_items, tags=tag_items)
+        elif fits and room > 0:
             self.client.log_batch(
                 run_id, metrics=metrics[:room], params=param_items, tags=tag_items
             )

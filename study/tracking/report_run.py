@@ -62,10 +62,13 @@ def attach_report(
         set_answer(client, run_id, answer, where)
         return run_id
     except Exception as exc:
+        from study.store_faults import mlflow_fault
+
+        fault = mlflow_fault(exc, uri)  # a local store damaged, or its disk full: what to do
         first = str(exc).splitlines()[0] if str(exc) else ""
+        said = str(fault) if fault else f"{type(exc).__name__}: {masked(first, uri)}"
         print(
-            f"{who}: warning: could not attach the report to MLflow ({masked(uri)}): "
-            f"{type(exc).__name__}: {masked(first, uri)}",
+            f"{who}: warning: could not attach the report to MLflow ({masked(uri)}): {said}",
             file=sys.stderr,
         )
         return None

@@ -7,7 +7,7 @@ import math
 import keras
 from keras import ops
 
-from study.config.trial import OptimizerSpec, ScheduleSpec
+from study.config.trial import Budget, OptimizerSpec, ScheduleSpec, default_of
 
 
 @keras.saving.register_keras_serializable(package="study")
@@ -72,13 +72,14 @@ def resolved_schedule(
 ) -> tuple[str, int, int, float] | None:
     """The schedule as the optimizer runs it: (kind, warmup steps, decay horizon, end factor),
     or None for a constant rate without warmup. Without ``decay_steps`` the decay lasts until
-    the step budget runs out (10,000 steps without one).
+    the step budget runs out (`Budget`'s default steps without one).
 
     Example: linear, warmup 10, budget 110 steps -> ("linear", 10, 100, 0.0).
     """
     if schedule.name == "constant" and not schedule.warmup_steps:
         return None
-    horizon = schedule.decay_steps or max(1, (step_limit or 10_000) - schedule.warmup_steps)
+    limit = step_limit or default_of(Budget, "max_steps")
+    horizon = schedule.decay_steps or max(1, limit - schedule.warmup_steps)
     return (schedule.name, schedule.warmup_steps, horizon, schedule.end_factor)
 
 

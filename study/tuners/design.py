@@ -25,6 +25,8 @@ Other metaparameters of the space keep the values of the stratum's best trial.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -46,6 +48,7 @@ from study.analysis.threads import one_blas_thread
 from study.config.space import Stratum
 from study.ledger import LedgerTrial, Slot
 from study.ledger.records import Origin
+from study.phases import PHASES, Phase
 from study.results import TrialState
 from study.tuners.base import History, Proposal, TunerBackend, clean_params
 from study.tuners.points import lr_range, settle
@@ -187,10 +190,36 @@ class DesignModel:
     recommended: float
 
 
-@one_blas_thread
+#: Fits `design_model` keeps (the latest, by the trials they were fitted to).
+FITS_KEPT = 4
+_FITS: OrderedDict[tuple[bytes, int], DesignModel | None] = OrderedDict()
+_FITS_LOCK = threading.Lock()
+
+
 def design_model(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | None:
     """The model of every trial fitted to ``trials`` (`ledger_frame`'s columns) with its
-    recommended batch size; None when it cannot be fitted yet."""
+    recommended batch size; None when it cannot be fitted yet. A fit to the same trials, in
+    the same order, as one of the last `FITS_KEPT` is not made again (e.g. designed proposals
+    while no trial finished). The same trials in another order are fitted anew: the order of
+    the sums changes the fit in its last digits, and a study's path with it."""
+    key = (pd.util.hash_pandas_object(trials, index=False).to_numpy().tobytes(), accelerators)
+    with _FITS_LOCK:
+        kept = key in _FITS
+        model = _FITS.get(key)
+    if kept:
+        PHASES.add(Phase.FITS_KEPT, 0.0)
+        return model
+    with PHASES.timing(Phase.FITS):
+        model = _fit_design_model(trials, accelerators)
+    with _FITS_LOCK:
+        _FITS[key] = model
+        while len(_FITS) > FITS_KEPT:
+            _FITS.popitem(last=False)
+    return model
+
+
+@one_blas_thread
+def _fit_design_model(trials: pd.DataFrame, accelerators: int) -> DesignModel | None:
     surrogate = fit_surrogate(trials, misfit_test=False)
     if not surrogate.ok:
         return None

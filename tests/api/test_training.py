@@ -83,6 +83,12 @@ def test_a_study_file_a_mapping_and_a_config_are_the_same_study(here) -> None:
         ({"target": "accuracy"}, r"^target: cannot parse 'accuracy'"),
         ({"workload_options": {"rows": -5}}, r"^workload_options\['rows'\] must be"),
         ({"workload_options": [1]}, r"^workload_options must be a mapping"),
+        ({"noise_every": 4}, r"^noise_every 4 needs noise_scale \(it sets how often"),
+        ({"noise_scale": True, "noise_every": 0}, r"^noise_every must be >= 1 \(got 0\)$"),
+        ({"lr_alpha": 1.0}, r"^lr_alpha needs batch_schedule \(it scales its learning rate\)$"),
+        ({"batch_schedule": "32,16"}, r"^batch_schedule.stages"),
+        ({"target_hold": "often"}, r"^target_hold: cannot parse 'often'"),
+        ({"lerning_rate": 0.1}, r"^lerning_rate: not a field of a trial \(did you mean"),
     ],
 )
 def test_train_names_a_bad_argument(here, arguments, message) -> None:
@@ -94,6 +100,17 @@ def test_train_names_a_bad_argument(here, arguments, message) -> None:
 def test_train_names_an_empty_workload(here) -> None:
     with pytest.raises(study.UsageError, match=r"^workload must be a non-empty string"):
         study.train("")
+
+
+def test_train_takes_a_whole_definition_and_changes_to_it(here) -> None:
+    trial = study.TrialDefinition("tabular", learning_rate=-1.0)
+    with pytest.raises(study.UsageError, match=r"^learning_rate must be > 0 \(got -1.0\)"):
+        study.train(trial)
+    with pytest.raises(study.UsageError, match=r"^batch_size must be >= 1 \(got 0\)"):
+        study.train(trial, learning_rate=0.1, batch_size=0)
+    with pytest.raises(study.UsageError, match=r"^trial must be a workload's name or a "):
+        study.train(42)  # type: ignore[arg-type]
+    assert list(here.iterdir()) == []
 
 
 def test_train_runs_one_trial_in_a_worker(here) -> None:

@@ -203,7 +203,7 @@ def test_trial_spec_to_params_is_flat() -> None:
     assert params["batch_size"] == 32
     assert params["strategy"] == "mirrored:2"
     assert params["optimizer"] == "nesterov"
-    assert params["optimizer.learning_rate"] == 0.1
+    assert params["optimizer.learning_rate"] == 0.05
     assert params["schedule"] == "constant"
     assert params["budget.max_steps"] == 10_000
     assert params["workload.samples"] == 100

@@ -31,9 +31,10 @@ from study.config.target import Target
 from study.ledger import Ledger, LedgerTrial
 from study.report.formatting import fmt
 from study.results import TrialResult, TrialState
-from study.runner import WorkerPool, engine, launch
-from study.runner.engine import TRAINER_PARTS, account, timed
+from study.runner import WorkerPool, launch
+from study.runner import timings as trial_timings
 from study.runner.launch import RunOptions, run_study
+from study.runner.timings import TRAINER_PARTS, account, timed
 from study.tuners.keras_tuner_backend import KT_TRIAL, KerasTunerBackend
 from tests.runner.conftest import (
     FINISHED,
@@ -427,7 +428,7 @@ def test_the_engine_owns_bookkeeping_and_wall_and_keeps_other_keys() -> None:
 
 
 def test_timed_stops_the_clock_now(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine, "time", SimpleNamespace(perf_counter=lambda: 100.75))
+    monkeypatch.setattr(trial_timings, "time", SimpleNamespace(perf_counter=lambda: 100.75))
     result = TrialResult(state=TrialState.REACHED, timings={"train": 0.25})
 
     timings = timed(result, started=100.0).timings

@@ -5,6 +5,7 @@ decision to stop kept in the ledger; a real study end to end."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from study.config.space import Stratum
 from study.ledger import Ledger, open_storage
 from study.runner.allocation import Allocator
-from study.runner.step_plan import StepView, plan_step
+from study.runner.step_plan import StepView, in_flight_steps, plan_step
 from study.tuners.design import BATCH_ANSWERS, best_design, design_model, ledger_frame
 from tests.inprocess import study_here
 from tests.runner.conftest import tiny_study, write_study
@@ -214,3 +215,33 @@ def test_a_study_by_steps_takes_its_untaken_slots_back_once_its_steps_are_spent(
     again = study_here(monkeypatch, capsys, "run", "by-steps.yaml", cwd=tmp_path)
     assert again.returncode == 0, again.stderr  # a resumed study is done: nothing runs
     assert len([t for s in ledger.strata() for t in ledger.trials(s)]) == len(trials)
+
+
+def test_trials_in_flight_count_their_expected_steps_and_a_stop_waits_for_them(
+    tmp_path: Path,
+) -> None:
+    # The steps a running trial is expected to take: where it is stopped at the latest.
+    views = [view(128, best=87.0), view(64), view(32)]
+    assert in_flight_steps(views, [2, 1, 0], pruning=True) == 2 * 87 + 5000  # best, or limit
+    unbounded = StepView(Stratum(16, "default"), 3, math.inf, 300.0, math.inf, share=8, cap=16)
+    assert in_flight_steps([unbounded], [1], pruning=True) == 300  # the most its trials ran
+    assert in_flight_steps([replace(unbounded, most_steps=0.0)], [1], pruning=True) == 0
+    # 700 steps: one trial (400 steps expected) fits, but not beside one still running.
+    ledger, config = new_ledger(tmp_path, steps_study(700))
+    lines: list[str] = []
+    allocator = Allocator(config, ledger, total=16, say=lines.append)
+    allocator.start(pytest.fail)
+    for stratum in allocator.budgets:  # every slot taken: one running, the rest failed
+        for _ in range(allocator.budgets[stratum]):
+            slot = ledger.claim(stratum, budget=allocator.budgets[stratum])
+            assert slot is not None
+            if stratum.batch_size != 128 or slot.number:
+                ledger.fail(slot, "set aside")
+    assert allocator.next_round(in_flight=True) is None  # nothing decided: ask again later
+    assert not allocator.stopped and allocator.round == 0 and len(lines) == 4
+    ledger, config = new_ledger(tmp_path / "more", steps_study(10_000))
+    allocator = Allocator(config, ledger, total=16, say=lines.append)
+    allocator.start(pytest.fail)
+    assert ledger.claim(Stratum(128, "default"), budget=3) is not None
+    grown = allocator.next_round(in_flight=True)
+    assert grown is not None and sum(grown.values()) == 13 and allocator.round == 1

@@ -167,3 +167,20 @@ def test_the_answers_gradients_read_alpha_as_the_report_does(tmp_path):
         surrogate, 16, rates, budget=5000, recommended=128, answers=BATCH_ANSWERS
     )
     assert BATCH_ANSWERS[:2] == RATE_ANSWERS and np.all(three >= two) and three.max() > two.max()
+
+
+def test_a_fit_to_the_same_trials_in_the_same_order_is_not_made_again(tmp_path):
+    from study.phases import PHASES, Phase
+    from study.tuners.design import design_model
+
+    ledger = ledger_with(tmp_path)
+    trials = [t for b in SIZES for t in ledger.trials(Stratum(b, "default"))]
+    frame = ledger_frame(trials)
+    model = design_model(frame)  # fitted, or kept from an earlier test of the same trials
+    assert model is not None
+    kept = PHASES.snapshot()["counts"].get(Phase.FITS_KEPT.value, 0)
+    assert design_model(ledger_frame(trials)) is model
+    assert PHASES.snapshot()["counts"][Phase.FITS_KEPT.value] == kept + 1
+    assert design_model(ledger_frame(trials[::-1])) is not model  # the sums' order differs
+    other = design_model(ledger_frame(trials[1:]))  # one trial fewer: fitted anew
+    assert other is not None and other is not model
