@@ -1,10 +1,14 @@
-"""MLflow's private names `study` uses: its SQL store's schema revision and table creation.
+"""MLflow's private names `study` uses: its SQL store's schema revision and table creation, a
+client's store, and the SQL store's run check and latest-metrics update.
 
 Checked at MLflow 3.7 (the oldest ``pyproject.toml`` allows) through 3.17; the contract test is
 ``tests/adapters/test_mlflow_internals.py``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 
 def latest_schema_revision() -> str:
@@ -30,3 +34,39 @@ def create_tables(url: str) -> None:
         _initialize_tables(engine)
     finally:
         engine.dispose()
+
+
+def sql_tracking_store(client: Any) -> Any | None:
+    """The `mlflow.MlflowClient` ``client``'s store when it is MLflow's SQL store
+    (``SqlAlchemyStore``), else None.
+
+    Uses ``MlflowClient._tracking_client.store``. Fallback: None when it has moved (the caller
+    then logs through the public ``log_batch``)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    try:
+        store = client._tracking_client.store
+    except AttributeError:
+        return None
+    return store if isinstance(store, SqlAlchemyStore) else None
+
+
+def insert_metric_rows(
+    store: Any, run_id: str, rows: Sequence[dict[str, Any]], newest: Sequence[Any]
+) -> None:
+    """In one transaction of the SQL ``store``: check that run ``run_id`` is active, insert
+    ``rows`` (dicts of ``SqlMetric``'s columns) into the metrics table, and update the run's
+    latest metrics with ``newest`` (one ``SqlMetric`` per key: its latest point).
+
+    Uses ``SqlAlchemyStore._get_run``, ``_check_run_is_active`` and
+    ``_update_latest_metrics_if_necessary`` (with the public ``ManagedSessionMaker``).
+    Fallback: none here; the caller (`study.tracking.metric_rows`) logs with ``log_batch`` on
+    any error, before anything is committed."""
+    import sqlalchemy
+    from mlflow.store.tracking.dbmodels.models import SqlMetric
+
+    with store.ManagedSessionMaker(read_only=False) as session:
+        store._check_run_is_active(store._get_run(run_uuid=run_id, session=session))
+        session.execute(sqlalchemy.insert(SqlMetric.__table__), list(rows))
+        store._update_latest_metrics_if_necessary(list(newest), session)
+        session.commit()
