@@ -16,12 +16,17 @@ def set_global_seed_state(seed: int) -> None:
 
     Uses ``keras.src.backend.common.global_state.set_global_attribute`` with the names
     ``keras.src.utils.rng_utils.GLOBAL_RANDOM_SEED`` and
-    ``keras.src.random.seed_generator.GLOBAL_SEED_GENERATOR``. No fallback: an ImportError or
+    ``keras.src.random.seed_generator.GLOBAL_SEED_GENERATOR`` (Keras 3.10 and later). Keras
+    before 3.10 keeps no global seed of its own (its `set_random_seed` sets only Python's,
+    NumPy's and TensorFlow's): then nothing is set. Otherwise no fallback: an ImportError or
     AttributeError names the moved module, and the contract test fails first.
     """
     from keras.src.backend.common import global_state
     from keras.src.random import seed_generator
     from keras.src.utils import rng_utils
+
+    if not hasattr(rng_utils, "GLOBAL_RANDOM_SEED"):  # Keras < 3.10
+        return
 
     global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
     global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)

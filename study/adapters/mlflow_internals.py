@@ -7,6 +7,7 @@ Checked at MLflow 3.7 (the oldest ``pyproject.toml`` allows) through 3.17; the c
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,13 +60,17 @@ def insert_metric_rows(
     latest metrics with ``newest`` (one ``SqlMetric`` per key: its latest point).
 
     Uses ``SqlAlchemyStore._get_run``, ``_check_run_is_active`` and
-    ``_update_latest_metrics_if_necessary`` (with the public ``ManagedSessionMaker``).
+    ``_update_latest_metrics_if_necessary`` (with the public ``ManagedSessionMaker``, asked
+    for a writing session where it takes ``read_only``: newer MLflows default to reading;
+    MLflow 3.9's takes no argument).
     Fallback: none here; the caller (`study.tracking.metric_rows`) logs with ``log_batch`` on
     any error, before anything is committed."""
     import sqlalchemy
     from mlflow.store.tracking.dbmodels.models import SqlMetric
 
-    with store.ManagedSessionMaker(read_only=False) as session:
+    maker = store.ManagedSessionMaker
+    writing = "read_only" in inspect.signature(maker).parameters
+    with maker(read_only=False) if writing else maker() as session:
         store._check_run_is_active(store._get_run(run_uuid=run_id, session=session))
         session.execute(sqlalchemy.insert(SqlMetric.__table__), list(rows))
         store._update_latest_metrics_if_necessary(list(newest), session)
