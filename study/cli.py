@@ -43,7 +43,7 @@ def _add_train(sub: Any) -> None:
     add_trial_flags(p, experiment="study-train")
     add_schedule_flags(p)
     add_measurement_flags(p)
-    p.set_defaults(handler=_lazy("study.commands.train", "main", trains=True))
+    p.set_defaults(handler=_lazy("study.commands.train", "main"))
     p = sub.add_parser("check-workload", help="load, build, train one step and evaluate a workload")
     p.add_argument("spec", metavar="WORKLOAD", nargs="?", help="built-in or module:callable")
     add_trial_flags(p, experiment="study-check-workload")  # WORKLOAD or --workload names it
@@ -82,23 +82,15 @@ def _add_noise_scale(sub: Any) -> None:
     probe = argparse.ArgumentParser(add_help=False)
     add_trial_flags(probe, experiment="study-noise-scale")
     defaults = vars(probe.parse_args([]))
-    p.set_defaults(
-        trial_defaults=defaults, handler=_lazy("study.commands.noise_scale", "main", trains=True)
-    )
+    p.set_defaults(trial_defaults=defaults, handler=_lazy("study.commands.noise_scale", "main"))
 
 
-def _lazy(module: str, attr: str, *, trains: bool = False) -> Callable[[argparse.Namespace], int]:
-    """The handler that imports ``module`` and calls its ``attr``; a command that ``trains``
-    first has its trainer workers' server forked off this process where that is free
-    (`study.runner.spawning.fork_server`: before the command starts any thread)."""
+def _lazy(module: str, attr: str) -> Callable[[argparse.Namespace], int]:
+    """The handler that imports ``module`` and calls its ``attr``."""
 
     def handler(args: argparse.Namespace) -> int:
         import importlib
 
-        if trains:
-            from study.runner.spawning import fork_server
-
-            fork_server()
         return getattr(importlib.import_module(module), attr)(args)
 
     return handler
@@ -154,7 +146,7 @@ def _add_run(sub: Any) -> None:
     p.add_argument("file", nargs="?", help="a study file, e.g. my_study.yaml (or --example)")
     p.add_argument("--example", metavar="NAME", help="a shipped study file, e.g. quickstart")
     _add_run_options(p, "both")
-    p.set_defaults(handler=_lazy("study.commands.run", "main", trains=True))
+    p.set_defaults(handler=_lazy("study.commands.run", "main"))
     p = sub.add_parser("init", help="write a study to start from: NAME.yaml, NAME_model.py")
     p.add_argument("name", help="the new study's name")
     p.set_defaults(handler=_lazy("study.commands.init", "main"))
@@ -165,7 +157,7 @@ def _add_run(sub: Any) -> None:
     )
     p.add_argument("name")
     _add_run_options(p, None)
-    p.set_defaults(handler=_lazy("study.commands.run", "resume", trains=True))
+    p.set_defaults(handler=_lazy("study.commands.run", "resume"))
     p = sub.add_parser(
         "worker",
         help="join a study another host started and run its trials",
@@ -178,7 +170,7 @@ def _add_run(sub: Any) -> None:
     )
     p.add_argument("name", help="the study's name (see `study ls --storage URL`)")
     _add_worker_options(p)
-    p.set_defaults(handler=_lazy("study.commands.worker", "main", trains=True))
+    p.set_defaults(handler=_lazy("study.commands.worker", "main"))
 
 
 def _add_inspect(sub: Any) -> None:
@@ -275,7 +267,7 @@ def _add_probe(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the measurements as JSON")
     _add_storage(p)
-    p.set_defaults(handler=_lazy("study.commands.probe", "main", trains=True))
+    p.set_defaults(handler=_lazy("study.commands.probe", "main"))
 
 
 def _add_serve_storage(sub: Any) -> None:
@@ -324,7 +316,7 @@ def _add_branch(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print CBS(t) as JSON")
     _add_storage(p, tracking=True)
-    p.set_defaults(handler=_lazy("study.commands.branch", "main", trains=True))
+    p.set_defaults(handler=_lazy("study.commands.branch", "main"))
 
 
 def _add_schedule(sub: Any) -> None:

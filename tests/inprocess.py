@@ -146,8 +146,9 @@ def study_each(
     environment.update(env or {})
     start = runs[0][0] if runs else logs
     process = zygote().spawn(
-        argv, cwd=start, env=environment, stdout=out, stderr=err, module=str(script)
-    )
+        argv, cwd=start, env=environment, stdout=out, stderr=err, module=str(script),
+        fork_server=True,
+    )  # fmt: skip
     try:
         status = process.wait(timeout)
     finally:

@@ -9,8 +9,9 @@ and environment, with its own module path (the directory first, then ``PYTHONPAT
 streams and default signal dispositions; ``study.__main__`` runs as ``__main__`` and the
 interpreter ends as usual (atexit handlers, non-daemon threads joined). The zygote imports
 TensorFlow too, without starting its runtime (it checks), as a script that defines its model
-with TensorFlow has: a host forks its own forkserver off itself instead of starting one that
-imports TensorFlow again (`study.runner.spawning.fork_server`; 4-5 CPU-seconds a host).
+with TensorFlow has: a `study` host forks its trainer workers' server off itself as it starts
+instead of starting one that imports TensorFlow again (`tests.fork_server`; 4-5 CPU-seconds a
+host).
 What the zygote holds as it forks is frozen (`gc.freeze`): a host's garbage collector never
 traverses it, nor does its exit (a host that only exits: 0.3 CPU-seconds instead of 2.0,
 `benchmarks/host_exit.py`).
@@ -174,10 +175,13 @@ class Zygote:
         stderr: Path,
         timeout: float = 120,
         module: str = "study",
+        fork_server: bool | None = None,
     ) -> Forked:
         """Fork ``python -m study ARGV`` in ``cwd`` with environment ``env``, its standard
         output and error written to the files ``stdout`` and ``stderr`` (``module``: run
-        ``python -m MODULE ARGV`` instead, or ``python MODULE ARGV`` if it names a .py file)."""
+        ``python -m MODULE ARGV`` instead, or ``python MODULE ARGV`` if it names a .py file).
+        The host forks its trainer workers' server off itself as it starts if ``fork_server``
+        (by default: when it runs `study`'s command line; `tests.fork_server`)."""
         for path in (stdout, stderr):  # there as the call returns, as `subprocess.Popen`'s
             path.write_bytes(b"")
         request = {
@@ -187,6 +191,7 @@ class Zygote:
             "stdout": str(stdout),
             "stderr": str(stderr),
             "module": module,
+            "fork_server": module == "study" if fork_server is None else fork_server,
         }
         with self._lock:
             self._next += 1
@@ -279,8 +284,8 @@ def serve(requests: int, replies: int) -> None:
     for name in PRELOAD:
         importlib.import_module(name)
     from study.deps import quiet_stderr, without_keras_extras
-    from study.runner.spawning import tensorflow_idle
     from study.tracking.store_template import template_path
+    from tests.fork_server import fork_server, tensorflow_idle
 
     with quiet_stderr(), without_keras_extras():
         import tensorflow  # noqa: F401
@@ -311,6 +316,8 @@ def serve(requests: int, replies: int) -> None:
                 if pid == 0:
                     os.close(requests), os.close(replies)
                     _become(request)
+                    if request.get("fork_server"):
+                        fork_server()
                     raise SystemExit(_run_module(request["module"]))
                 _reply(replies, {"id": request["id"], "pid": pid, "argv": request["argv"]})
         while True:

@@ -4,7 +4,7 @@ A trial's curve is hundreds of metric points. MLflow's own ``log_batch`` builds 
 per point in its SQL store (~0.1 ms of CPU each: most of what MLflow costs a study), so when
 the client writes straight to a database (the default local ``mlflow.db``) `insert_metrics`
 writes the points with one multi-row insert in one transaction and updates the run's latest
-values with MLflow's own rule (`SqlAlchemyStore._update_latest_metrics_if_necessary`, given
+values with MLflow's own rule (`study.adapters.mlflow_internals.insert_metric_rows`, given
 each key's latest point). The rows are what ``log_batch`` writes (the same columns, duplicates
 dropped, NaN and infinities stored as MLflow stores them), so the run reads back the same
 (tested). Any other store (a tracking server over HTTP), or anything unexpected, returns False
@@ -20,18 +20,17 @@ from typing import Any
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
+from study.adapters import mlflow_internals
+
 LOG = logging.getLogger(__name__)
 
 
 def _sql_store(client: MlflowClient) -> Any | None:
     """The client's store when it is MLflow's SQL store (None otherwise)."""
     try:
-        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-
-        store = client._tracking_client.store
+        return mlflow_internals.sql_tracking_store(client)
     except Exception:  # another MLflow: its own path
         return None
-    return store if isinstance(store, SqlAlchemyStore) else None
 
 
 def insert_metrics(client: MlflowClient, run_id: str, metrics: Sequence[Metric]) -> bool:
@@ -41,7 +40,6 @@ def insert_metrics(client: MlflowClient, run_id: str, metrics: Sequence[Metric])
     if store is None or not metrics or any(m.model_id for m in metrics):
         return False
     try:
-        import sqlalchemy
         from mlflow.store.tracking.dbmodels.models import SqlMetric
 
         rows: dict[tuple[str, int, int, float, bool], dict[str, Any]] = {}
@@ -67,11 +65,7 @@ def insert_metrics(client: MlflowClient, run_id: str, metrics: Sequence[Metric])
             SqlMetric(run_uuid=run_id, key=k, value=v, timestamp=t, step=s, is_nan=n)
             for k, (s, t, v, n) in latest.items()
         ]
-        with store.ManagedSessionMaker(read_only=False) as session:
-            store._check_run_is_active(store._get_run(run_uuid=run_id, session=session))
-            session.execute(sqlalchemy.insert(SqlMetric.__table__), list(rows.values()))
-            store._update_latest_metrics_if_necessary(newest, session)
-            session.commit()
+        mlflow_internals.insert_metric_rows(store, run_id, list(rows.values()), newest)
     except Exception as exc:  # e.g. points of an earlier attempt: log_batch skips those
         LOG.debug("metrics of run %s by log_batch instead (%s)", run_id, exc)
         return False

@@ -8,7 +8,7 @@ with no experiment in it, and every new local store is a copy of that file. MLfl
 copy as the store it would have made: its tables and schema revision are the same, and it adds
 the Default experiment then, with the new store's own artifact root.
 
-Anything that goes wrong on this path (an MLflow without these internals, a cache that cannot
+Anything that goes wrong on this path (an MLflow without the internals `study.adapters.mlflow_internals` uses, a cache that cannot
 be written) leaves the store for MLflow to create as before.
 """
 
@@ -33,9 +33,10 @@ _KNOWN: dict[str, Path] = {}
 def _version_key() -> str:
     """The installed MLflow version and the schema revision its migrations end at."""
     import mlflow
-    from mlflow.store.db.utils import _get_latest_schema_revision
 
-    return f"{mlflow.__version__}-{_get_latest_schema_revision()}"
+    from study.adapters.mlflow_internals import latest_schema_revision
+
+    return f"{mlflow.__version__}-{latest_schema_revision()}"
 
 
 def template_path() -> Path:
@@ -57,15 +58,11 @@ def template_path() -> Path:
 def _migrate_into(path: Path) -> None:
     """Run MLflow's table creation and migrations in a new file, then move it to ``path``
     (atomically: a process reading the cache sees no half-made template)."""
-    from mlflow.store.db.utils import _initialize_tables, create_sqlalchemy_engine
+    from study.adapters.mlflow_internals import create_tables
 
     scratch = _scratch(path)
     try:
-        engine = create_sqlalchemy_engine(f"sqlite:///{scratch}")
-        try:
-            _initialize_tables(engine)
-        finally:
-            engine.dispose()
+        create_tables(f"sqlite:///{scratch}")
         os.replace(scratch, path)
     finally:
         scratch.unlink(missing_ok=True)

@@ -21,6 +21,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from study.adapters import keras_internals
 from study.config.branch_jobs import (
     BranchJob,
     BranchOutcome,
@@ -208,7 +209,7 @@ def batchnorm_layers(model: keras.Model) -> list[keras.layers.BatchNormalization
     """Every BatchNormalization layer of ``model``, nested ones included."""
     return [
         layer
-        for layer in model._flatten_layers(include_self=False, recursive=True)
+        for layer in keras_internals.nested_layers(model)
         if isinstance(layer, keras.layers.BatchNormalization)
     ]
 

@@ -33,6 +33,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from study.adapters import keras_internals, tf_internals
 from study.config.trial import TrialSpec
 from study.errors import FieldError, UsageError
 from study.strategies import ResolvedStrategy
@@ -397,25 +398,16 @@ def _reseed(seed: int) -> None:
     Setting TensorFlow's global seed the public way clears every compiled function's kernels,
     so a reused session would pay ~0.2-0.4 s here to instantiate them again; instead the same
     generators are set directly: Keras' global seed, Python's and NumPy's (which every Keras
-    initializer and dropout seed draws from) and TensorFlow's eager seed. Falls back to the
+    initializer and dropout seed draws from) and TensorFlow's eager seed
+    (`study.adapters.tf_internals`, `study.adapters.keras_internals`). Falls back to the
     public call when TensorFlow's context has no such attributes.
     """
-    from tensorflow.python.eager import context
-
-    ctx = context.context()
-    if not (hasattr(ctx, "_rng") and hasattr(ctx, "_seed")):
+    if not tf_internals.set_eager_seed(seed):
         keras.utils.set_random_seed(seed)
         return
-    from keras.src.backend.common import global_state
-    from keras.src.random import seed_generator
-    from keras.src.utils import rng_utils
-
-    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
-    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+    keras_internals.set_global_seed_state(seed)
     random.seed(seed)
     np.random.seed(seed)
-    ctx._seed = seed
-    ctx._rng = random.Random(seed)
 
 
 def _reinitialise(

@@ -1,8 +1,9 @@
 """KerasTuner's side of the KerasTuner backend: a stratum's oracle derived from its trials, and
 its proposal (`OracleWorker`).
 
-This is the only module that imports KerasTuner, and so Keras and TensorFlow (about 4
-CPU-seconds). `study.tuners.keras_tuner_backend` reads and writes the ledger and hands this
+This is the only module (with `study.adapters.keras_tuner_internals`, its door to KerasTuner's
+private names) that imports KerasTuner, and so Keras and TensorFlow (about 4 CPU-seconds).
+`study.tuners.keras_tuner_backend` reads and writes the ledger and hands this
 module the trials as plain records, so it can run where TensorFlow is already imported: a
 process forked from the trainer workers' server (`study.runner.oracle_process`), or the
 caller's own process (`LocalOracle`).
@@ -27,6 +28,13 @@ from typing import Any
 
 import keras_tuner
 
+from study.adapters.keras_tuner_internals import (
+    TrialStatus,
+    Unsaved,
+    hyperband_brackets,
+    hyperband_iteration,
+    set_hyperband_state,
+)
 from study.config.space import Stratum
 from study.config.study import Oracle, StudyConfig
 from study.ledger import LedgerTrial
@@ -45,15 +53,15 @@ OBJECTIVE = keras_tuner.Objective("score", direction="min")
 #: The tuner id under which the oracle proposes.
 PROPOSER = "study"
 
-_RUNNING = keras_tuner.engine.trial.TrialStatus.RUNNING
-_COMPLETED = keras_tuner.engine.trial.TrialStatus.COMPLETED
-_FAILED = keras_tuner.engine.trial.TrialStatus.FAILED
+_RUNNING = TrialStatus.RUNNING
+_COMPLETED = TrialStatus.COMPLETED
+_FAILED = TrialStatus.FAILED
 
 
-class _LedgerFed:
+class _LedgerFed(Unsaved):
     """Mixin for KerasTuner oracles derived from the ledger: while ``given`` is set,
-    ``populate_space`` returns those values (a recorded trial) instead of sampling; ``save``
-    writes nothing (the ledger is the state)."""
+    ``populate_space`` returns those values (a recorded trial) instead of sampling; nothing is
+    saved (`Unsaved`: the ledger is the state)."""
 
     given: dict[str, Any] | None = None
 
@@ -61,12 +69,6 @@ class _LedgerFed:
         if self.given is not None:
             return {"status": _RUNNING, "values": dict(self.given)}
         return super().populate_space(trial_id)  # type: ignore[misc]
-
-    def save(self) -> None:
-        """Nothing to save: the oracle is rebuilt from the ledger."""
-
-    def _save_trial(self, trial: keras_tuner.engine.trial.Trial) -> None:
-        """Nothing to save: the ledger holds every trial."""
 
 
 class RandomOracle(_LedgerFed, keras_tuner.oracles.RandomSearchOracle):
@@ -215,13 +217,13 @@ def _feed(derived: Derived, t: LedgerTrial, params: Mapping[str, Any]) -> None:
 def _place(derived: Derived, oracle_id: str) -> dict[str, Any]:
     """Where the oracle put a new trial: ``{"iteration", "bracket", "round", "past"}``."""
     oracle = derived.oracle
-    for bracket in oracle._brackets:
+    for bracket in hyperband_brackets(oracle):
         for round_num, round_info in enumerate(bracket["rounds"]):
             for info in round_info:
                 if info["id"] == oracle_id:
                     past = info["past_id"]
                     return {
-                        "iteration": int(bracket.get("iteration", oracle._current_iteration)),
+                        "iteration": int(bracket.get("iteration", hyperband_iteration(oracle))),
                         "bracket": int(bracket["bracket_num"]),
                         "round": round_num,
                         "past": None if past is None else derived.kt_id(past),
@@ -232,9 +234,8 @@ def _place(derived: Derived, oracle_id: str) -> dict[str, Any]:
 def _rebuild_brackets(derived: Derived, trials: Sequence[LedgerTrial]) -> None:
     """Set a fed Hyperband oracle's bracket bookkeeping from the trials' `HYPERBAND` places.
 
-    KerasTuner keeps brackets, the current bracket and iteration as private attributes
-    (``_brackets``, ``_current_bracket``, ``_current_iteration``) with no public setter
-    besides ``set_state`` from its own files; this is the one place that writes them.
+    KerasTuner keeps them private, with no public setter
+    (`study.adapters.keras_tuner_internals.set_hyperband_state` writes them).
     """
     oracle = derived.oracle
     groups: dict[tuple[int, int], list[list[dict[str, Any]]]] = {}
@@ -255,7 +256,5 @@ def _rebuild_brackets(derived: Derived, trials: Sequence[LedgerTrial]) -> None:
     if not groups:
         return
     order = sorted(groups, key=lambda k: (k[0], -k[1]))
-    oracle._brackets = [
-        {"bracket_num": b, "rounds": groups[(i, b)], "iteration": i} for i, b in order
-    ]
-    oracle._current_iteration, oracle._current_bracket = order[-1]
+    brackets = [{"bracket_num": b, "rounds": groups[(i, b)], "iteration": i} for i, b in order]
+    set_hyperband_state(oracle, brackets, *order[-1])

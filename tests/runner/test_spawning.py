@@ -4,19 +4,15 @@ that a signal to the process group leaves alone, and a choice of start method.""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
 import sys
-import types
 from pathlib import Path
 
 import pytest
 
 from study.runner import spawning
-from tests.waiting import wait_until
-from tests.zygote import ROOT, zygote
 
 pytestmark = pytest.mark.skipif(
     spawning.start_method() != "forkserver", reason="workers are forked on Linux only"
@@ -105,46 +101,3 @@ def test_the_start_method_is_chosen_by_the_environment(monkeypatch: pytest.Monke
     assert spawning.start_method() == "spawn"
     monkeypatch.setenv(spawning.START_METHOD_ENV, "")
     assert spawning.start_method() == ("forkserver" if sys.platform == "linux" else "spawn")
-
-
-def test_a_process_that_imported_tensorflow_forks_its_server(tmp_path: Path) -> None:
-    out = tmp_path / "probe.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    host = zygote().spawn(
-        [str(out)], cwd=tmp_path, env=env, stdout=tmp_path / "out", stderr=tmp_path / "err",
-        module="tests.runner.fork_probe",
-    )  # fmt: skip
-    assert host.wait(120) == 0, (tmp_path / "err").read_text()[-2000:]
-    report = json.loads(out.read_text())
-    assert report["with_thread"] is False  # a second thread: the server starts afresh
-    assert report["forkable"] is True
-    assert report["command_line"] is False  # by default only `study`'s own process forks
-    assert report["server_parent"] == report["pid"]
-    assert report["same_command"]  # forked off the host, not a fresh interpreter
-    assert report["held_here"] and not report["held_by_server"]  # only what it is given
-    assert report["exitcode"] == 0
-    assert report["worker"] == {"parent": report["server"], "sum": 3.0, "main": "__mp_main__"}
-    assert report["after_runtime"] is False  # TensorFlow's threads would not survive a fork
-    wait_until(lambda: ended(report["server"]), 30, "the end of the server with its host")
-
-
-def ended(pid: int) -> bool:
-    """Whether process ``pid`` is gone (or a zombie nobody reaps)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
-def test_only_studys_command_line_forks_unasked(monkeypatch: pytest.MonkeyPatch) -> None:
-    import study.cli
-
-    assert not spawning.command_line()  # pytest's main module
-    script = types.ModuleType("__main__")  # the `study` script: it runs `study.cli.main`
-    script.main = study.cli.main  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "__main__", script)
-    assert spawning.command_line()
-    module = types.ModuleType("__main__")  # ``python -m study``
-    module.__spec__ = importlib.util.find_spec("study.__main__")
-    monkeypatch.setitem(sys.modules, "__main__", module)
-    assert spawning.command_line()

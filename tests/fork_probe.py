@@ -1,6 +1,6 @@
-"""A host for `tests.runner.test_spawning`: forks its forkserver, then starts a worker.
+"""A host for `tests.test_fork_server`: forks its forkserver, then starts a worker.
 
-Run as ``python -m tests.runner.fork_probe OUT`` forked from the tests' zygote (which has
+Run as ``python -m tests.fork_probe OUT`` forked from the tests' zygote (which has
 imported TensorFlow without starting its runtime). It writes to OUT, as JSON, what a test
 checks: whether the process could fork its server with a second thread running, once it
 ended and once TensorFlow's runtime started; the server's parent, command line and open files;
@@ -41,19 +41,19 @@ def main(out: Path) -> None:
     from multiprocessing import forkserver
 
     from study.runner import spawning
+    from tests import fork_server
 
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
-    with_thread = spawning.forkable()
+    with_thread = fork_server.forkable()
     stop.set()
     other.join()
     # The thread's end is seen by Python before the system has reaped it.
     wait_until(lambda: len(os.listdir("/proc/self/task")) == 1, 30, "the thread's end", 0.01)
     held = open(out.with_suffix(".held"), "w")  # noqa: SIM115  (open while the server forks)
-    forkable = spawning.forkable()
-    command_line = spawning.command_line()  # no: this module is the main one
-    spawning.fork_server(anywhere=True)
+    forkable = fork_server.forkable()
+    fork_server.fork_server()
     server = forkserver._forkserver._forkserver_pid
     stat = Path(f"/proc/{server}/stat").read_text().rsplit(")", 1)[1].split()
     worker_out = out.with_suffix(".worker")
@@ -63,7 +63,6 @@ def main(out: Path) -> None:
     report = {
         "with_thread": with_thread,
         "forkable": forkable,
-        "command_line": command_line,
         "server": server,
         "server_parent": int(stat[1]),
         "same_command": Path(f"/proc/{server}/cmdline").read_bytes()
@@ -77,7 +76,7 @@ def main(out: Path) -> None:
     import tensorflow as tf
 
     tf.constant(1.0)  # TensorFlow's runtime starts, with threads of its own
-    report["after_runtime"] = spawning.forkable()
+    report["after_runtime"] = fork_server.forkable()
     out.write_text(json.dumps(report))
 
 
