@@ -26,6 +26,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (``study train: error: ...``) and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
+        message = message.replace("\r", "\\r").replace("\n", "\\n")  # argv may hold either
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
@@ -395,17 +396,8 @@ def _add_schedule(sub: Any) -> None:
     p.set_defaults(handler=_lazy("study.commands.schedule", "main"))
 
 
-_COMMANDS = (
-    _add_train,
-    _add_noise_scale,
-    _add_run,
-    _add_inspect,
-    _add_report,
-    _add_probe,
-    _add_serve_storage,
-    _add_branch,
-    _add_schedule,
-)
+_COMMANDS = (_add_train, _add_noise_scale, _add_run, _add_inspect, _add_report, _add_probe,
+             _add_serve_storage, _add_branch, _add_schedule)  # fmt: skip
 
 
 LOG_ENV = "STUDY_LOG"
@@ -427,8 +419,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(format="study: %(name)s: %(message)s")
         logging.getLogger("study").setLevel(level)
     if not getattr(args, "handler", None):
-        parser.print_help()
-        return EXIT_USAGE
+        parser.print_help()  # and one line on stderr, exit status 2
+        parser.error("give a COMMAND, e.g. `study run --example quickstart`")
     try:
         study_name(getattr(args, "name", None))  # a study name names folders: not "..", "."
         with storage_retry(getattr(args, "storage_retry", None)):

@@ -48,7 +48,7 @@ import yaml
 
 from study.config.flow_yaml import Flow, FlowDumper
 from study.config.rules import FieldError, check
-from study.config.yaml_reader import Reader, StrictLoader, yaml_message
+from study.config.yaml_reader import Reader, load_yaml_file
 from study.errors import UsageError
 
 __all__ = [
@@ -359,10 +359,7 @@ def load_schedule(
     if path.suffix in (".yaml", ".yml") or path.is_file():
         if not path.is_file():
             raise UsageError(f"batch schedule file {text!r} not found")
-        try:
-            data = yaml.load(path.read_text(encoding="utf-8"), Loader=StrictLoader)
-        except yaml.YAMLError as exc:
-            raise UsageError(yaml_message(text, exc)) from None
+        data, _ = load_yaml_file(path, text)
         return _section_of(data, text)
     return BatchSchedule(
         parse_stages(text),

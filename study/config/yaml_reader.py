@@ -12,6 +12,7 @@ import difflib
 import math
 import re
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
@@ -153,3 +154,29 @@ def yaml_message(source: str, exc: yaml.YAMLError) -> str:
         problem = f"{problem} ({context} at line {context_mark.line + 1})"
     problem = " ".join(str(problem).split())
     return f"{source}: {where}invalid YAML: {problem}"
+
+
+def load_yaml_file(path: Path, source: str) -> tuple[Any, str]:
+    """A YAML file's document and its text, each way it cannot be read one `UsageError` line
+    naming ``source``: unreadable (the system's reason), not UTF-8 (the first bad byte's
+    offset), invalid YAML (`yaml_message`), or nested deeper than the parser goes."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{source}: cannot read the file ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{source}: not UTF-8 text (byte {exc.start} is {data[exc.start : exc.start + 1]!r}); "
+            "save the file as UTF-8"
+        ) from None
+    try:
+        return yaml.load(text, Loader=StrictLoader), text  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise UsageError(yaml_message(source, exc)) from None
+    except RecursionError:
+        raise UsageError(
+            f"{source}: invalid YAML: nested too deeply for the parser; a study file needs a "
+            "few levels of nesting"
+        ) from None
