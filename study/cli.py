@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from study.commands.flags import storage_retry
 from study.commands.trial_flags import add_noise_every, add_schedule_flags, add_trial_flags
 from study.config.trial import NOISE_EVERY, PILOT_NOISE_EVERY
-from study.errors import EXIT_TEMPFAIL, StorageUnavailable, UsageError
+from study.errors import EXIT_TEMPFAIL, StorageUnavailable, UsageError, one_line
 from study.paths import study_name
 from study.version import __version__
 
@@ -26,8 +26,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (``study train: error: ...``) and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        message = message.replace("\r", "\\r").replace("\n", "\\n")  # argv may hold either
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        self.exit(
+            EXIT_USAGE, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n"
+        )
 
 
 def _add_train(sub: Any) -> None:
@@ -433,7 +434,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from study.commands.flags import in_flags  # a field named by its flag
 
         named = in_flags(exc, workload=getattr(args, "workload", None))
-        print(f"study {args.command}: error: {named}", file=sys.stderr)
+        print(f"study {args.command}: error: {one_line(str(named))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (`study.runner.stopping`)
         from study.runner.stopping import exit_status

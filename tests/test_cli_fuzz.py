@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from study.cli import build_parser
@@ -132,5 +132,13 @@ def arena(tmp_path_factory: pytest.TempPathFactory) -> Arena:
 
 @settings(max_examples=examples_for("flags"))
 @given(argv=argvs())
+# Found by the fuzzer (each was a traceback, or not one line on stderr):
+@example([])  # help on stdout, nothing on stderr
+@example(["init", "x", "a\nb"])  # argparse quoting a line break
+@example(["init", "x" * 300])  # a file name too long to write
+@example(["branch", "x" * 300 + ".yaml"])  # ... or to look for
+@example(["train", "--batch-schedule", "0:32," * 60 + "4096:128"])  # inline stages, long
+@example(["status", "tiny", "--storage", "."])  # a folder as the journal file
+@example(["ls", "--storage", ".."])
 def test_fuzzed_command_lines_end_in_a_result_or_one_line(arena: Arena, argv: list[str]) -> None:
     check(arena.run(argv))

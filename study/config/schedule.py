@@ -50,6 +50,7 @@ from study.config.flow_yaml import Flow, FlowDumper
 from study.config.rules import FieldError, check
 from study.config.yaml_reader import Reader, load_yaml_file
 from study.errors import UsageError
+from study.paths import is_file
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -356,8 +357,8 @@ def load_schedule(
         return _section_of(value, source)
     text = str(value)
     path = Path(text)
-    if path.suffix in (".yaml", ".yml") or path.is_file():
-        if not path.is_file():
+    if path.suffix in (".yaml", ".yml") or is_file(path):
+        if not is_file(path):
             raise UsageError(f"batch schedule file {text!r} not found")
         data, _ = load_yaml_file(path, text)
         return _section_of(data, text)

@@ -132,7 +132,7 @@ from study.config.study import DEFAULT_OVERHEAD, StudyConfig, TrainingSeeds
 from study.config.trial import OPTIMIZERS, SCHEDULES
 from study.config.yaml_reader import Reader, kind, load_yaml_file
 from study.errors import UsageError
-from study.paths import STUDY_NAME, STUDY_NAME_RULE
+from study.paths import STUDY_NAME, STUDY_NAME_RULE, is_file
 from study.strategies import StrategySpec
 
 __all__ = ["SCHEMA_PATH", "load_study_file", "parse_study"]
@@ -184,7 +184,7 @@ def load_study_file(
     """
     source = str(path)
     file = Path(path)
-    if not file.is_file():
+    if not is_file(file):
         raise UsageError(
             f"study file {source!r} not found; give the path of a YAML study file "
             "(`study init NAME` writes one; `study run --example quickstart` runs a shipped one)"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.fakes import write_tiny_ledger
@@ -35,8 +35,20 @@ def run_file(arena: Arena, data: bytes, command: tuple[str, ...]) -> Case:
     return arena.run([command[0], path.name, *command[1:]])
 
 
+QUICKSTART = (Path(__file__).parents[2] / "study/examples/quickstart.yaml").read_text("utf-8")
+
+
 @settings(max_examples=examples_for("study_files"))
 @given(data=study_file_bytes(), command=st.sampled_from(COMMANDS))
+# Found by the fuzzer (each was a traceback or a message of two lines):
+@example(QUICKSTART.encode("utf-16"), ("run",))  # not UTF-8
+@example(b"name: x\nsearch_space: " + b"[" * 3000 + b"]" * 3000, ("run",))  # past the parser
+@example(  # a mapping key holding a line break, quoted in the message
+    QUICKSTART.replace(
+        "workload: mnist1d", 'workload: mnist1d\nworkload_options: {samples: {"a\\nb": 1}}'
+    ).encode(),
+    ("run",),
+)
 def test_fuzzed_study_files_end_in_a_result_or_one_line(
     arena: Arena, data: bytes, command: tuple[str, ...]
 ) -> None:
