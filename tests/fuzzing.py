@@ -55,7 +55,7 @@ settings.register_profile(
 settings.load_profile(os.environ.get("STUDY_FUZZ_PROFILE", "ci"))
 
 #: Cases per surface in the ``ci`` profile, by surface (the whole fuzz suite: a few hundred).
-CI_EXAMPLES = {"study_files": 150, "flags": 200, "options": 120, "data": 40}
+CI_EXAMPLES = {"study_files": 120, "flags": 160, "options": 100, "data": 40}
 
 
 def examples_for(surface: str) -> int:
@@ -203,9 +203,9 @@ class Arena:
                 status = 0
             except BaseException:
                 status, detail = 1, traceback.format_exc()
-        stderr = err.getvalue()
-        return Case(argv, _judge(status, stderr, detail, before, self.snapshot()), status, stderr,
-                    detail or _changed(before, self.snapshot()))  # fmt: skip
+        stderr, after = err.getvalue(), self.snapshot()
+        outcome = _judge(status, stderr, detail, before, after)
+        return Case(argv, outcome, status, stderr, detail or _changed(before, after))
 
 
 _ENV = ("STUDY_HOME", "STUDY_CACHE_DIR", "MLFLOW_TRACKING_URI", "STUDY_STORAGE_RETRY", "STUDY_LOG")
