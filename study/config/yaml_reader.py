@@ -123,7 +123,21 @@ def kind(value: Any) -> str:
 
 
 class StrictLoader(yaml.SafeLoader):
-    """A safe loader that rejects duplicate keys (PyYAML keeps the last one silently)."""
+    """A safe loader that rejects duplicate keys (PyYAML keeps the last one silently), and
+    whose tagged values that do not convert (``!!int x``, ``!!bool maybe``, ``!!timestamp
+    x``) are YAML errors at their line: PyYAML's constructors raise `ValueError`,
+    `IndexError`, `KeyError` or `AttributeError` for them."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, IndexError, KeyError, AttributeError, TypeError, OverflowError) as exc:
+            tag = node.tag.removeprefix("tag:yaml.org,2002:")
+            value = node.value if isinstance(node, yaml.ScalarNode) else "..."
+            raise yaml.constructor.ConstructorError(
+                None, None, f"!!{tag} {value!r} is not a {tag} ({type(exc).__name__}); fix the "
+                "value or drop the tag", node.start_mark,
+            ) from None  # fmt: skip
 
 
 def _construct_mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:

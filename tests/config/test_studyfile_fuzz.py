@@ -43,6 +43,8 @@ QUICKSTART = (Path(__file__).parents[2] / "study/examples/quickstart.yaml").read
 # Found by the fuzzer (each was a traceback or a message of two lines):
 @example(QUICKSTART.encode("utf-16"), ("run",))  # not UTF-8
 @example(b"name: x\nsearch_space: " + b"[" * 3000 + b"]" * 3000, ("run",))  # past the parser
+@example(QUICKSTART.replace("seed: 0", "seed: !!int _").encode(), ("run",))  # PyYAML: IndexError
+@example(QUICKSTART.replace("seed: 0", "seed: !!bool maybe").encode(), ("run",))  # ... KeyError
 @example(  # a mapping key holding a line break, quoted in the message
     QUICKSTART.replace(
         "workload: mnist1d", 'workload: mnist1d\nworkload_options: {samples: {"a\\nb": 1}}'
