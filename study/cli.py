@@ -17,7 +17,7 @@ from study.commands.flags import storage_access, storage_retry
 from study.commands.serve_storage import add_access_flags
 from study.commands.trial_flags import add_measurement_flags, add_schedule_flags, add_trial_flags
 from study.config.trial import PILOT_NOISE_EVERY
-from study.errors import ExitCode, StorageUnavailable, UsageError
+from study.errors import ExitCode, StorageUnavailable, UsageError, one_line
 from study.extension import loaded
 from study.paths import study_name
 from study.version import __version__
@@ -29,7 +29,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (``study train: error: ...``) and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        self.exit(
+            EXIT_USAGE, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n"
+        )
 
 
 def _add_train(sub: Any) -> None:
@@ -347,17 +349,8 @@ def _add_schedule(sub: Any) -> None:
     p.set_defaults(handler=_lazy("study.commands.schedule", "main"))
 
 
-_COMMANDS = (
-    _add_train,
-    _add_noise_scale,
-    _add_run,
-    _add_inspect,
-    _add_report,
-    _add_probe,
-    _add_serve_storage,
-    _add_branch,
-    _add_schedule,
-)
+_COMMANDS = (_add_train, _add_noise_scale, _add_run, _add_inspect, _add_report, _add_probe,
+             _add_serve_storage, _add_branch, _add_schedule)  # fmt: skip
 
 
 LOG_ENV = "STUDY_LOG"
@@ -383,8 +376,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(format="study: %(name)s: %(message)s")
         logging.getLogger("study").setLevel(level)
     if not getattr(args, "handler", None):
-        parser.print_help()
-        return EXIT_USAGE
+        parser.print_help()  # and one line on stderr, exit status 2
+        parser.error("give a COMMAND, e.g. `study run --example quickstart`")
     try:
         study_name(getattr(args, "name", None))  # a study name names folders: not "..", "."
         with storage_retry(getattr(args, "storage_retry", None)), storage_access(args):
@@ -397,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from study.commands.flags import in_flags  # a field named by its flag
 
         named = in_flags(exc, workload=getattr(args, "workload", None))
-        print(f"study {args.command}: error: {named}", file=sys.stderr)
+        print(f"study {args.command}: error: {one_line(str(named))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (`study.runner.stopping`)
         from study.runner.stopping import exit_status

@@ -43,6 +43,7 @@ __all__ = [
     "StudyError",
     "StudyNotFound",
     "UsageError",
+    "one_line",
     "show",
     "summary_line",
 ]
@@ -213,12 +214,24 @@ def show(value: Any) -> str:
     if isinstance(value, str):
         return repr(value)
     if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k}: {show(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{_key(k)}: {show(v)}" for k, v in value.items()) + "}"
     if value is None:
         return "null"
     if isinstance(value, numbers.Number):
         return str(value)  # 0.5, not np.float64(0.5)
     return repr(value).replace("\n", " ")
+
+
+def _key(key: Any) -> str:
+    """A mapping's key as `show` writes it: bare when printable text (``low``), else `show`n
+    (so a key holding a line break stays on the message's one line)."""
+    return key if isinstance(key, str) and key.isprintable() else show(key)
+
+
+def one_line(message: str) -> str:
+    """``message`` with its line breaks written as ``\\n`` and ``\\r``: what the command line
+    prints of an error is one line, whatever text of the user's it quotes."""
+    return message.replace("\r", "\\r").replace("\n", "\\n")
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

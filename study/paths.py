@@ -174,3 +174,21 @@ def masked(text: str, url: str | None = None) -> str:
         bare = re.escape(secret.group("password"))
         out = re.sub(rf"(?<![A-Za-z0-9]){bare}(?![A-Za-z0-9])", "***", out)
     return out
+
+
+def exists(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` exists; False too where the system cannot say (a name too long for it,
+    a NUL in it), as for a missing path, so that a user's odd path meets the missing one's
+    message and not an exception."""
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def is_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a file, as `exists` answers (False where the system cannot say)."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from study.errors import summary_line
+from study.errors import one_line, show, summary_line
 
 #: The shape of the error TensorFlow and Keras raise for a model whose layer fails while traced.
 TRACED = """in user code:
@@ -45,3 +45,8 @@ def test_any_other_error_gives_its_first_line_or_its_type() -> None:
     assert summary_line(KeyError("label")) == "KeyError: 'label'"
     assert summary_line(RuntimeError("first\nsecond")) == "RuntimeError: first"
     assert summary_line(RuntimeError()) == "RuntimeError"
+
+
+def test_a_mapping_key_with_a_line_break_is_shown_quoted_on_one_line() -> None:
+    assert show({"low": 1, "a\nb": "x"}) == "{low: 1, 'a\\nb': 'x'}"
+    assert one_line("FILE: key\nrest\r") == "FILE: key\\nrest\\r"

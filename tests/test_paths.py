@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from study.errors import FieldError
-from study.paths import journal_path, masked, sqlite_file, study_name, tracking_uri, where
+from study.paths import (
+    exists,
+    is_file,
+    journal_path,
+    masked,
+    sqlite_file,
+    study_name,
+    tracking_uri,
+    where,
+)
 
 
 @pytest.mark.parametrize(
@@ -97,3 +106,10 @@ def test_where_names_the_store_and_what_chose_it(
     monkeypatch.delenv("STUDY_HOME")
     assert where("ledger.journal", runs=False) == "ledger ledger.journal (--storage)"
     assert not (tmp_path / "mlruns").exists()  # naming the store creates nothing
+
+
+def test_a_path_the_system_refuses_to_look_at_reads_as_missing(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    assert exists(tmp_path / "f") and is_file(tmp_path / "f") and not is_file(tmp_path)
+    for odd in ("x" * 300, "a\x00b", tmp_path / ("y" * 300) / "z"):
+        assert not exists(odd) and not is_file(odd)  # Path.exists() raises on these

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from study.errors import ExitCode, UsageError
+from study.paths import exists
 
 
 def main(args: argparse.Namespace) -> int:
@@ -18,10 +19,15 @@ def main(args: argparse.Namespace) -> int:
 
     files = starter(args.name)
     for name in files:
-        if Path(name).exists():
+        if exists(name):
             raise UsageError(f"{name} already exists here; choose another NAME or move it away")
     for name, text in files.items():
-        Path(name).write_text(text, encoding="utf-8")
+        try:
+            Path(name).write_text(text, encoding="utf-8")
+        except OSError as exc:  # a name too long for the file system, a read-only folder
+            raise UsageError(
+                f"cannot write {name} here ({exc.strerror}); choose another NAME"
+            ) from None
     yaml, module = files
     print(f"wrote {yaml} (the quickstart study, training your model)")
     print(f"wrote {module} (its model: edit build; `study` imports it from this folder)")

@@ -48,8 +48,9 @@ import yaml
 
 from study.config.flow_yaml import Flow, FlowDumper
 from study.config.rules import FieldError, check
-from study.config.yaml_reader import Reader, StrictLoader, yaml_message
+from study.config.yaml_reader import Reader, load_yaml_file
 from study.errors import UsageError
+from study.paths import is_file
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -356,13 +357,10 @@ def load_schedule(
         return _section_of(value, source)
     text = str(value)
     path = Path(text)
-    if path.suffix in (".yaml", ".yml") or path.is_file():
-        if not path.is_file():
+    if path.suffix in (".yaml", ".yml") or is_file(path):
+        if not is_file(path):
             raise UsageError(f"batch schedule file {text!r} not found")
-        try:
-            data = yaml.load(path.read_text(encoding="utf-8"), Loader=StrictLoader)
-        except yaml.YAMLError as exc:
-            raise UsageError(yaml_message(text, exc)) from None
+        data, _ = load_yaml_file(path, text)
         return _section_of(data, text)
     return BatchSchedule(
         parse_stages(text),

@@ -130,9 +130,9 @@ from study.config.sections import (
 from study.config.space_reader import read_search_space
 from study.config.study import DEFAULT_OVERHEAD, StudyConfig, TrainingSeeds
 from study.config.trial import OPTIMIZERS, SCHEDULES, default_of
-from study.config.yaml_reader import Reader, StrictLoader, kind, yaml_message
+from study.config.yaml_reader import Reader, kind, load_yaml_file
 from study.errors import UsageError
-from study.paths import STUDY_NAME, STUDY_NAME_RULE
+from study.paths import STUDY_NAME, STUDY_NAME_RULE, is_file
 from study.strategies import StrategySpec
 
 __all__ = ["SCHEMA_PATH", "load_study_file", "parse_study"]
@@ -184,16 +184,12 @@ def load_study_file(
     """
     source = str(path)
     file = Path(path)
-    if not file.is_file():
+    if not is_file(file):
         raise UsageError(
             f"study file {source!r} not found; give the path of a YAML study file "
             "(`study init NAME` writes one; `study run --example quickstart` runs a shipped one)"
         )
-    text = file.read_text(encoding="utf-8")
-    try:
-        mapping = yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        raise UsageError(yaml_message(source, exc)) from None
+    mapping, text = load_yaml_file(file, source)
     config = parse_study(mapping, source, text=text)
     if check is not None:
         try:

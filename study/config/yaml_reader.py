@@ -12,6 +12,7 @@ import difflib
 import math
 import re
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
@@ -122,7 +123,21 @@ def kind(value: Any) -> str:
 
 
 class StrictLoader(yaml.SafeLoader):
-    """A safe loader that rejects duplicate keys (PyYAML keeps the last one silently)."""
+    """A safe loader that rejects duplicate keys (PyYAML keeps the last one silently), and
+    whose tagged values that do not convert (``!!int x``, ``!!bool maybe``, ``!!timestamp
+    x``) are YAML errors at their line: PyYAML's constructors raise `ValueError`,
+    `IndexError`, `KeyError` or `AttributeError` for them."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, IndexError, KeyError, AttributeError, TypeError, OverflowError) as exc:
+            tag = node.tag.removeprefix("tag:yaml.org,2002:")
+            value = node.value if isinstance(node, yaml.ScalarNode) else "..."
+            raise yaml.constructor.ConstructorError(
+                None, None, f"!!{tag} {value!r} is not a {tag} ({type(exc).__name__}); fix the "
+                "value or drop the tag", node.start_mark,
+            ) from None  # fmt: skip
 
 
 def _construct_mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -153,3 +168,29 @@ def yaml_message(source: str, exc: yaml.YAMLError) -> str:
         problem = f"{problem} ({context} at line {context_mark.line + 1})"
     problem = " ".join(str(problem).split())
     return f"{source}: {where}invalid YAML: {problem}"
+
+
+def load_yaml_file(path: Path, source: str) -> tuple[Any, str]:
+    """A YAML file's document and its text, each way it cannot be read one `UsageError` line
+    naming ``source``: unreadable (the system's reason), not UTF-8 (the first bad byte's
+    offset), invalid YAML (`yaml_message`), or nested deeper than the parser goes."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{source}: cannot read the file ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{source}: not UTF-8 text (byte {exc.start} is {data[exc.start : exc.start + 1]!r}); "
+            "save the file as UTF-8"
+        ) from None
+    try:
+        return yaml.load(text, Loader=StrictLoader), text  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise UsageError(yaml_message(source, exc)) from None
+    except RecursionError:
+        raise UsageError(
+            f"{source}: invalid YAML: nested too deeply for the parser; a study file needs a "
+            "few levels of nesting"
+        ) from None

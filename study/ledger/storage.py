@@ -35,7 +35,7 @@ import optuna
 
 from study.deps import driver_install
 from study.errors import FieldError
-from study.paths import journal_path, masked
+from study.paths import exists, journal_path, masked
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -128,14 +128,22 @@ def open_storage(
 
         return RetryingStorage(open_database(url, tables=not create), masked(url), window, now=now)
     path = Path(url) if url else journal_path(create=create)
-    if not create and not path.exists():
+    if not create and not exists(path):
         return optuna.storages.InMemoryStorage()
-    path.parent.mkdir(parents=True, exist_ok=True)
     from optuna.storages.journal import JournalStorage
 
     from study.ledger.journal import CheckedJournalBackend
 
-    return JournalStorage(CheckedJournalBackend(path))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(CheckedJournalBackend(path))
+    except (OSError, ValueError) as exc:  # a folder, a name the system refuses
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise FieldError(
+            "storage",
+            detail=f"cannot open the journal file {str(path)!r} ({reason}); give a "
+            "file path (a new one starts an empty ledger) or a database URL",
+        ) from None
 
 
 def open_database(url: str, *, tables: bool = False) -> optuna.storages.BaseStorage:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from study.paths import exists
 from study.workloads.base import Dataset, Streams, Workload
 from study.workloads.files import stratified_split
 from study.workloads.options import Option, boolean, integer, number, option_error, tasks
@@ -34,7 +35,7 @@ from study.workloads.task import Task, TaskKind
 if TYPE_CHECKING:  # pragma: no cover
     import keras
 
-__all__ = ["IMAGE_SUFFIXES", "ImageFiles", "ImagesWorkload", "list_images"]
+__all__ = ["IMAGE_SUFFIXES", "ImageFiles", "ImagesWorkload", "check_signatures", "list_images"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
 _THREE_CHANNELS_ONLY = (".bmp", ".gif")  # decode_image refuses channels=1 for these
@@ -60,7 +61,7 @@ def list_images(root: str | os.PathLike[str]) -> ImageFiles:
             folder without images.
     """
     folder = Path(root).expanduser()
-    if not folder.exists():
+    if not exists(folder):
         raise option_error("path", "", detail=f"no such directory {str(root)!r}")
     if not folder.is_dir():
         raise option_error(
@@ -149,13 +150,16 @@ class ImagesWorkload(Workload):
         self._split()
 
     def load(self) -> Dataset | Streams:
-        """`Streams` decoding in ``tf.data``, or (``streamed: false``) every image in memory."""
+        """`Streams` decoding in ``tf.data``, or (``streamed: false``) every image in memory.
+        Every file must start as an image of its kind does (`check_signatures`); in memory, an
+        image that does not decode is named."""
         train, val = self._split()
+        check_signatures(train.paths + val.paths)
         streams = self._streams(train, val)
         if self.options["streamed"]:
             return streams
-        x_train, y_train = _arrays(self._decoded(train))
-        x_val, y_val = _arrays(streams.val())
+        x_train, y_train = _arrays(self._decoded(train), train.paths)
+        x_val, y_val = _arrays(streams.val(), val.paths)
         return Dataset(x_train, y_train, x_val, y_val, num_classes=streams.num_classes)
 
     def build_model(self, model: str, data: Dataset | Streams) -> keras.Model:
@@ -265,12 +269,60 @@ def _decode(tf: Any, raw: Any, three_only: Any, size: int, channels: int) -> Any
     return tf.clip_by_value(resized / 255.0, 0.0, 1.0)
 
 
-def _arrays(dataset: Any) -> tuple[np.ndarray, np.ndarray]:
+#: The first bytes of each image format `tf.io.decode_image` reads.
+_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM")
+
+
+def check_signatures(paths: tuple[str, ...]) -> None:
+    """Every file starts as a PNG, JPEG, GIF or BMP file does (its first 8 bytes read).
+
+    Raises:
+        FieldError: on option ``path``, naming the first file that does not, or cannot be read.
+    """
+    for path in paths:
+        try:
+            with open(path, "rb") as file:
+                head = file.read(8)
+        except OSError as exc:
+            raise option_error(
+                "path", "", detail=f"cannot read {path!r} ({exc.strerror})"
+            ) from None
+        if not head.startswith(_SIGNATURES):
+            raise option_error(
+                "path",
+                "",
+                detail=f"{path!r} is not a PNG, JPEG, GIF or BMP image (it starts with "
+                f"{head!r}); remove it from the folder or convert it",
+            )
+
+
+def _arrays(dataset: Any, paths: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The decoded images and labels of ``dataset`` (of the images at ``paths``), in memory.
+
+    Raises:
+        FieldError: on option ``path``, naming the first image that does not decode.
+    """
+    import tensorflow as tf
+
     xs, ys = [], []
-    for x, y in dataset.batch(256):
-        xs.append(np.asarray(x))
-        ys.append(np.asarray(y))
+    try:
+        for x, y in dataset.batch(256):
+            xs.append(np.asarray(x))
+            ys.append(np.asarray(y))
+    except (tf.errors.OpError, UnicodeDecodeError):
+        raise option_error("path", "", detail=_undecodable(tf, paths)) from None
     return np.concatenate(xs), np.concatenate(ys)
+
+
+def _undecodable(tf: Any, paths: tuple[str, ...]) -> str:
+    """Which image of ``paths`` does not decode, and why (looked for file by file)."""
+    for path in paths:
+        try:
+            tf.io.decode_image(tf.io.read_file(path), expand_animations=False)
+        except (tf.errors.OpError, UnicodeDecodeError) as exc:
+            reason = " ".join(str(getattr(exc, "message", exc)).split())[:200]
+            return f"{path!r} does not decode as an image ({reason}); remove it or save it again"
+    return "an image does not decode; check the folder's images"
 
 
 def _path_option(name: str, value: Any) -> str:

@@ -47,7 +47,7 @@ def check_first_record(
     for path in files:
         try:
             first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
-        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as exc:
+        except (tf.errors.OpError, UnicodeDecodeError) as exc:  # see `_first_line`
             raise option_error(
                 part, "", detail=f"{path} is not a TFRecord file ({_first_line(exc)})"
             ) from None
@@ -96,7 +96,7 @@ def counting_pass(
                         result["max_label"] = max(result["max_label"], int(y.max()))
                     if kind is TaskKind.REGRESSION and part == "train":
                         stats.update(y.reshape(len(y), -1))
-            except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as exc:
+            except (tf.errors.OpError, UnicodeDecodeError) as exc:  # see `_first_line`
                 raise option_error(
                     "features", "", detail=f"{path}: {_bad_record(tf, path, specs, exc)}"
                 ) from None
@@ -168,7 +168,10 @@ def _bad_record(tf: Any, path: str, specs: tuple[FeatureSpec, ...], exc: Excepti
 
 
 def _first_line(exc: Exception) -> str:
-    """The first line of a TensorFlow error without its graph-node decorations."""
+    """The first line of a TensorFlow error without its graph-node decorations. (TensorFlow
+    raises `UnicodeDecodeError` for an error whose message quotes a corrupt record's bytes.)"""
+    if isinstance(exc, UnicodeDecodeError):
+        return "a corrupt or truncated record"
     text = getattr(exc, "message", None) or str(exc)
     for noise in _TF_NOISE:
         text = noise.sub("", text)

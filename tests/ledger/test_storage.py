@@ -163,3 +163,9 @@ def test_processes_that_open_a_new_database_at_once_all_open_it(postgres_url: st
     for thread in threads:
         thread.join(120)
     assert problems == []
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_a_folder_as_the_journal_file_is_one_field_error(tmp_path, create: bool) -> None:
+    with pytest.raises(FieldError, match=r"cannot open the journal file .*Is a directory"):
+        open_storage(str(tmp_path), create=create)
