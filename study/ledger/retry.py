@@ -25,6 +25,13 @@ runs Optuna's own storage and heartbeat suites through it, with faults injected 
 The wrapper is an Optuna heartbeat storage when the wrapped one is (its heartbeats retried too),
 and pickles (the outage's lock is made anew).
 
+The backoff is written here, not taken from tenacity (a test dependency, `tests/waiting.py`):
+the waits of every thread share one outage (one warning line, one "back" line, one window from
+its first fault, and the heartbeat grace's `back_at`), a retry first asks the storage whether
+the lost write landed (`study.ledger.tokens`) before it writes again, and the window's end raises
+`StorageUnavailable` naming the storage; tenacity's per-call ``Retrying`` keeps none of that
+state across threads and calls, so it would need all of it around it.
+
 The outage also extends heartbeats' grace: `back_at` is when this process last saw the storage
 come back, and a heartbeat missed during the outage is not taken for a dead owner until one
 grace after that (`study.ledger.liveness`), since no owner could stamp while it was away.
