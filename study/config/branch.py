@@ -43,7 +43,7 @@ import enum
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from study.config.rules import FieldError, check
@@ -131,6 +131,9 @@ class BranchConfig:
     #: training examples (`study.trainer.branch.recalibrate_batchnorm`), so that batch sizes
     #: that took fewer steps in the window are not read with staler moving averages.
     recalibrate_batchnorm: bool = True
+    #: The keys the section named (`read_branch`); the others may take the finished study's
+    #: values (`study.runner.branch_defaults`).
+    given: frozenset[str] = field(default=frozenset(), compare=False)
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "examples", "window"):
@@ -250,6 +253,7 @@ def read_branch(r: Reader, value: Any, path: str = SECTION) -> BranchConfig | No
                 None if metric is None else float(r.number(metric, f"{path}.tolerance.metric")),
                 r.choice(basis, f"{path}.tolerance.basis", BASES),
             )
+    args["given"] = frozenset(k for k, v in data.items() if v is not None)
     with r.naming(lambda field: f"{path}.{field}"):
         return BranchConfig(**args)
 

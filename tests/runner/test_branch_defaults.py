@@ -1,0 +1,138 @@
+"""The ``branch:`` defaults taken from a finished study (`study.runner.branch_defaults`), on
+synthetic study records: within the runs of B0 they are given, batch sizes past the study's
+B_noise interval, the last checkpoint at the target when B0 still progresses there and before
+it when it does not, every explicit key kept, and a sentence per derived value."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+
+from study.config.branch import BranchConfig
+from study.config.studyfile import parse_study
+from study.runner.branch_defaults import (
+    RUNS,
+    StudyEvidence,
+    derive_defaults,
+    loss_trend,
+)
+from study.runner.branch_plan import plan_branches
+from tests.config.test_studyfile import BASE
+
+
+def curve(fall: float, jitter: float, end: int = 30000, seed: int = 0) -> tuple:
+    """A B0 validation curve: ``2 - fall x log(examples / 500)`` plus Gaussian jitter."""
+    rng = np.random.default_rng(seed)
+    x = np.geomspace(200, end, 160)
+    y = 2.0 - fall * np.log(x / 500) + rng.normal(0, jitter, len(x))
+    return tuple(zip(x.tolist(), y.tolist(), strict=True))
+
+
+def evidence(**kw) -> StudyEvidence:
+    base = {
+        "b0": 16,
+        "examples_to_target": 26480,
+        "examples_to_first": 22640,
+        "trial": "b16/default#3",
+        "b_noise": (497.0, 432.0, 568.0),
+        "critical": (459.0, 296.0, 539.0),
+        "largest": 1024,
+        "target": "val_accuracy>=0.6",
+        "curve": curve(0.25, 0.045),
+    }
+    return StudyEvidence(**{**base, **kw})
+
+
+def cost(branch: BranchConfig, reference: int, b0: int = 16) -> int:
+    """Examples of the first round: the reference and every branch."""
+    points = branch.checkpoint_examples(reference)
+    sizes = 1 + len(branch.multipliers)
+    window = branch.window or 0
+    return max(reference, points[-1] + window) + len(points) * branch.replicates * sizes * window
+
+
+def test_loss_trend_reads_the_fall_and_the_jitter_of_a_known_curve() -> None:
+    fall, jitter = loss_trend(curve(0.3, 0.02, seed=1), 8000)
+    assert fall == pytest.approx(0.3, abs=0.05)
+    assert jitter == pytest.approx(0.02, rel=0.3)
+    assert loss_trend(curve(0.3, 0.02)[:5], 8000) is None
+
+
+def test_the_mnist1d_study_gets_bounded_batch_sizes_within_three_runs() -> None:
+    ev = evidence()
+    out = derive_defaults(BranchConfig(), ev)
+    branch = out.branch
+    sizes = [16 * k for k in (1, *branch.multipliers)]
+    assert sizes[-1] > 568 and sizes[-1] == 1024  # past the B_noise interval, a power of two
+    assert len(sizes) == 3
+    assert branch.window % sizes[-1] == 0 and branch.window >= sizes[-1]
+    assert isinstance(branch.checkpoints, tuple) and 3 <= len(branch.checkpoints) <= 4
+    assert all(p % 16 == 0 for p in branch.checkpoints)
+    # 3 runs of B0's first crossing, the reference included
+    spent = cost(branch, out.examples)
+    assert spent <= RUNS * 22640
+    assert out.planned_runs == pytest.approx(spent / 22640)
+    assert out.examples >= 22640 * 1.1  # the reference reaches the target itself
+    # B0 barely moves over the window at the target (jitter 0.045): the last comes before it
+    assert branch.checkpoints[-1] < 26480
+    text = " ".join(out.why)
+    assert "1,024 lies past the study's B_noise interval (to 568)" in text
+    assert "before the target (26,480" in text
+
+
+def test_a_quiet_curve_puts_the_last_checkpoint_at_the_target() -> None:
+    out = derive_defaults(BranchConfig(), evidence(curve=curve(0.25, 0.002)))
+    assert out.branch.checkpoints[-1] == 26480
+    assert any("the last at the target (26,480" in line for line in out.why)
+    ratios = np.diff(np.log(out.branch.checkpoints))
+    assert np.allclose(ratios, math.log(2), atol=0.01)  # a factor two apart
+
+
+def test_an_open_b_noise_interval_reaches_past_four_times_its_estimate_within_budget() -> None:
+    open_ = evidence(b_noise=(100.0, 60.0, math.inf), critical=None)
+    out = derive_defaults(BranchConfig(), open_)
+    assert 16 * out.branch.multipliers[-1] == 512  # 4 x 100 -> the next power of two
+    huge = evidence(b_noise=(2e5, 1e5, 4e5), critical=None)
+    capped = derive_defaults(BranchConfig(), huge)
+    assert any("the largest the runs allow" in line for line in capped.why)
+    assert cost(capped.branch, capped.examples) <= RUNS * 22640
+
+
+def test_explicit_keys_are_kept_and_the_rest_still_derived() -> None:
+    given = BranchConfig(
+        multipliers=(4, 16), window=512, given=frozenset({"multipliers", "window"})
+    )
+    out = derive_defaults(given, evidence())
+    assert out.branch.multipliers == (4, 16)
+    assert out.branch.window == 512
+    assert isinstance(out.branch.checkpoints, tuple)  # still from the study
+    assert not any(line.startswith("window") for line in out.why)
+    points = BranchConfig(checkpoints=(1000, 4000), given=frozenset({"checkpoints"}))
+    kept = derive_defaults(points, evidence())
+    assert kept.branch.checkpoints == (1000, 4000)
+    assert not any(line.startswith("checkpoints") for line in kept.why)
+
+
+def test_no_trial_at_b0_reached_the_target_leaves_the_section_as_it_is() -> None:
+    out = derive_defaults(BranchConfig(), evidence(examples_to_target=None))
+    assert out.branch == BranchConfig() and out.examples is None
+    assert "no trial at batch 16 reached" in out.why[0]
+
+
+def test_the_plan_takes_the_derived_values_and_says_so() -> None:
+    data = copy.deepcopy(BASE)
+    data["branch"] = {"window": 1024}
+    config = parse_study(data, "x.yaml")
+    assert config.branch.given == frozenset({"window"})
+    ev = evidence(b0=min(config.space.batch_sizes))
+    plan = plan_branches(config, fitted_alpha=0.8, best_rate=0.03, evidence=ev)
+    assert plan.window % plan.batch_sizes[-1] == 0
+    assert plan.window == math.ceil(1024 / plan.batch_sizes[-1]) * plan.batch_sizes[-1]
+    assert plan.examples >= plan.checkpoints[-1]
+    assert plan.derived[0].startswith("reference rate 0.03")
+    assert any(line.startswith("checkpoints at") for line in plan.derived)
+    bare = plan_branches(config, fitted_alpha=0.8, best_rate=0.03)
+    assert bare.derived == ()
