@@ -7,7 +7,11 @@ critical batch size at that checkpoint is the largest batch whose branch ends wi
 tolerance of the ``B0`` branch's loss (and metric) after the same examples (Merrill et al.
 2025, "Critical Batch Size Revisited"). `study.analysis.cbs` reads it off the branches.
 
-The study-file section (`read_branch` reads it)::
+The study-file section (`read_branch` reads it). On a finished study, every key it leaves
+out of ``examples``, ``checkpoints``, ``multipliers``, ``window``, ``max_replicates`` and
+``max_examples`` comes from that study (`study.runner.branch_defaults`: a reference just past
+the target, batch sizes past its B_noise interval, within 3 runs of ``B0`` to the target); the
+defaults below hold before the study has trials::
 
     branch:
       batch_size: 16               # B0 (default: the search space's smallest batch size)

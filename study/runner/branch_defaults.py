@@ -45,7 +45,7 @@ __all__ = ["BranchDefaults", "StudyEvidence", "derive_defaults", "loss_trend"]
 RUNS = 3.0
 #: The share of ``RUNS`` the first round is planned at: the reference's own run to the target
 #: (the cost's unit) differs from the best trial's by its seed.
-PLAN_SHARE = 1.0
+PLAN_SHARE = 0.9
 #: The reference trains at least this share past ``T1`` (to reach the target itself).
 REFERENCE_MARGIN = 0.1
 #: Rounds of more replicates stop within this share of the budget (the reference's own run to
@@ -85,13 +85,15 @@ class BranchDefaults:
     """The section with its left-out keys filled (``branch``), the reference's length
     (``examples``, None: the plan's own), the runs of ``T1`` the first round is planned at
     (None: nothing derived), one sentence per derived value (``why``) and the examples at
-    which B0's best trial reached the target (``target``)."""
+    which B0's best trial reached the target (``target``, held; ``first``, first met)."""
 
     branch: BranchConfig
     examples: int | None
     planned_runs: float | None
     why: tuple[str, ...]
     target: int | None = None
+    #: Where B0's best trial first met the target (the unit the runs are planned in).
+    first: int | None = None
 
 
 def loss_trend(curve: Sequence[tuple[float, float]], at: float) -> tuple[float, float] | None:
@@ -130,7 +132,10 @@ def derive_defaults(
     budget = runs * PLAN_SHARE * unit
     floor = math.ceil(unit * (1 + REFERENCE_MARGIN) / b0) * b0  # the reference's least length
     found = f"B0's best trial ({evidence.trial or f'batch {b0}'}) reached {evidence.target}"
-    in_runs = f"{runs:g} runs of B0 to the target ({unit:,} examples: {found} first there)"
+    in_runs = (
+        f"{runs:g} runs of B0 to the target less {1 - PLAN_SHARE:.0%} (the reference's own "
+        f"run differs by its seed; a run: {unit:,} examples, {found} first there)"
+    )
     values: dict[str, object] = {}
     why: list[str] = []
     r = branch.replicates
@@ -191,7 +196,7 @@ def derive_defaults(
             f"branches within {left:,} examples"
         )
     derived = dataclasses.replace(branch, **values)  # type: ignore[arg-type]
-    return BranchDefaults(derived, examples, spent / unit, tuple(why), t)
+    return BranchDefaults(derived, examples, spent / unit, tuple(why), t, unit)
 
 
 def _multipliers(
@@ -251,12 +256,19 @@ def _design(
     best: tuple[int, int, int, int, str] | None = None
     counts = [count] if count else list(range(MAX_CHECKPOINTS, MIN_CHECKPOINTS - 1, -1))
     for n in counts:
-        w = window or _longest(budget, floor, t, largest, n * per)
+        w = window or _longest(budget, floor, largest, n * per)
         if not w:
             if n != counts[-1] or best is not None:
                 continue
             w = largest  # nothing fits: the least there is
         point, said = (last, "as given") if last else _last(evidence, t, w)
+        room = int((budget - n * per * w - w) // evidence.b0) * evidence.b0
+        if not last and point > room >= evidence.b0:  # the reference must fit too
+            point = room
+            said = (
+                f"the last at {room:,}, before the target ({t:,}, where B0's best trial reached "
+                "it): there the runs end it (the reference trains one window past it)"
+            )
         key = (point, n)
         if best is None or key > best[:2]:
             best = (point, n, w, point, said)
@@ -264,12 +276,12 @@ def _design(
     return best[1], best[2], best[3], best[4]
 
 
-def _longest(budget: float, floor: int, t: int, largest: int, branches: int) -> int:
+def _longest(budget: float, floor: int, largest: int, branches: int) -> int:
     """The longest window (a multiple of ``largest``) for which ``branches`` windows and the
-    reference (one window past ``t`` at most, ``floor`` at least) fit in ``budget``; 0 when
-    not even one does."""
+    reference (``floor`` long, or one window past its last checkpoint when that is further)
+    fit in ``budget``; 0 when not even one does."""
     k = max(1, int(budget // (branches * largest)))
-    while k > 0 and max(floor, t + k * largest) + branches * k * largest > budget:
+    while k > 0 and floor + k * largest + branches * k * largest > budget:
         k -= 1
     return k * largest
 

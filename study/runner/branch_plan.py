@@ -58,6 +58,8 @@ class BranchPlan:
     derived: tuple[str, ...] = ()
     #: The examples at which B0's best trial reached the study's target (None: not derived).
     target_examples: int | None = None
+    #: Where it first met the target: the unit the defaults planned the runs in.
+    first_examples: int | None = None
 
     def rate(self, batch_size: int, factor: float = 1.0) -> float:
         return self.learning_rate * (batch_size / self.b0) ** self.alpha * factor
@@ -96,11 +98,11 @@ def plan_branches(
             f"batch {b0} that reached the target; give the reference's rate"
         )
     derived: tuple[str, ...] = ()
-    length = target = None
+    length = target = first = None
     if evidence is not None:
         defaults = derive_defaults(branch, evidence)
         branch, length, derived = defaults.branch, defaults.examples, defaults.why
-        target = defaults.target
+        target, first = defaults.target, defaults.first
         if branch.learning_rate is None and rate is not None:
             derived = (f"reference rate {rate:.4g}: B0's best trial's", *derived)
     if branch.examples is None and isinstance(branch.checkpoints, tuple):
@@ -118,6 +120,7 @@ def plan_branches(
         b0, strategy, float(rate), length, checkpoints, sizes, window, alpha, rule,
         why, factors, branch.replicates, branch.evaluations, branch.replicate_limit,
         branch.resolve, branch.max_examples, branch.recalibrate_batchnorm, derived, target,
+        first,
     )  # fmt: skip
 
 

@@ -136,3 +136,17 @@ def test_the_plan_takes_the_derived_values_and_says_so() -> None:
     assert any(line.startswith("checkpoints at") for line in plan.derived)
     bare = plan_branches(config, fitted_alpha=0.8, best_rate=0.03)
     assert bare.derived == ()
+
+
+def test_a_target_held_long_after_its_first_crossing_ends_the_checkpoints_within_the_runs() -> None:
+    """The hold rule put the target at 2,400 examples, the first crossing at 680: the runs
+    (of the first crossing) cannot train the reference to the target, so the last checkpoint
+    is where they end."""
+    ev = evidence(
+        b0=8, examples_to_target=2400, examples_to_first=680, b_noise=(300.0, 100.0, math.inf),
+        critical=None, largest=32, curve=curve(0.3, 0.001, end=2400),
+    )  # fmt: skip
+    out = derive_defaults(BranchConfig(), ev)
+    assert out.branch.checkpoints[-1] < 2400
+    assert cost(out.branch, out.examples, b0=8) <= RUNS * 680
+    assert any("there the runs end it" in line for line in out.why)
