@@ -8,8 +8,8 @@ reference's cost is told in: the reference counts its first crossing), for every
 section leaves out:
 
 - ``multipliers``: powers of two from ``B0`` to the first batch size past the study's B_noise
-  and critical-batch-size intervals, ``MAX_SIZES`` batch sizes in all (``B0`` included),
-  evenly spaced in log; capped where ``MIN_CHECKPOINTS`` checkpoints of one-largest-batch
+  and critical-batch-size intervals (at least its largest batch size), ``MAX_SIZES`` in all
+  (``B0`` included), evenly spaced in log; capped where ``MIN_CHECKPOINTS`` checkpoints of one-largest-batch
   windows would not fit the budget;
 - ``window`` and ``checkpoints``: for each count of checkpoints (``MIN_CHECKPOINTS`` to
   ``MAX_CHECKPOINTS``) the longest window (a multiple of the largest batch) with which the
@@ -20,8 +20,9 @@ section leaves out:
   with less gradient noise looks as good), else at the latest point before ``T`` where it
   does; the count whose last checkpoint lies nearest the target wins (the more on a tie);
   the checkpoints a factor two apart;
-- ``examples`` (the reference's length): one window past the last checkpoint and at least
-  ``T1 x (1 + REFERENCE_MARGIN)``, so that the reference reaches the target too;
+- ``examples`` (the reference's length): one window past the last checkpoint, and on until
+  the reference meets the target itself (at most ``UNTIL x T``; planned at ``T1``): its own
+  examples to the target are the unit its cost is told in;
 - ``max_replicates``, ``max_examples``: rounds of more replicates where CBS is unresolved,
   within what is left of the runs.
 
@@ -45,9 +46,10 @@ __all__ = ["BranchDefaults", "StudyEvidence", "derive_defaults", "loss_trend"]
 RUNS = 3.0
 #: The share of ``RUNS`` the first round is planned at: the reference's own run to the target
 #: (the cost's unit) differs from the best trial's by its seed.
-PLAN_SHARE = 0.9
-#: The reference trains at least this share past ``T1`` (to reach the target itself).
-REFERENCE_MARGIN = 0.1
+PLAN_SHARE = 0.95
+#: The reference trains one window past its last checkpoint, and on until it meets the target
+#: itself (up to ``UNTIL x T``): its own examples to the target are the cost's unit.
+UNTIL = 1.5
 #: Rounds of more replicates stop within this share of the budget (the reference's own run to
 #: the target, the cost's unit, is often shorter than the best trial's).
 ROUNDS_SHARE = 0.95
@@ -94,6 +96,8 @@ class BranchDefaults:
     target: int | None = None
     #: Where B0's best trial first met the target (the unit the runs are planned in).
     first: int | None = None
+    #: The reference trains on past its end until it meets the target, up to these examples.
+    until: int | None = None
 
 
 def loss_trend(curve: Sequence[tuple[float, float]], at: float) -> tuple[float, float] | None:
@@ -117,11 +121,12 @@ def loss_trend(curve: Sequence[tuple[float, float]], at: float) -> tuple[float, 
 
 
 def derive_defaults(
-    branch: BranchConfig, evidence: StudyEvidence, *, runs: float = RUNS
+    branch: BranchConfig, evidence: StudyEvidence, *, runs: float = RUNS, rates: int = 1
 ) -> BranchDefaults:
     """The ``branch:`` section ``branch`` with each key it left out (``branch.given``) taken
-    from the finished study (see the module docstring); the section as it is when ``B0``'s
-    trials never reached the target."""
+    from the finished study (see the module docstring), for branches at ``rates`` learning
+    rates each (a rate search: several); the section as it is when ``B0``'s trials never
+    reached the target."""
     given = branch.given
     b0, t = evidence.b0, evidence.examples_to_target
     if not t:
@@ -130,7 +135,7 @@ def derive_defaults(
     t = math.ceil(t / b0) * b0
     unit = min(t, evidence.examples_to_first or t)
     budget = runs * PLAN_SHARE * unit
-    floor = math.ceil(unit * (1 + REFERENCE_MARGIN) / b0) * b0  # the reference's least length
+    floor = math.ceil(unit / b0) * b0  # the reference's expected length: on to the target
     found = f"B0's best trial ({evidence.trial or f'batch {b0}'}) reached {evidence.target}"
     in_runs = (
         f"{runs:g} runs of B0 to the target less {1 - PLAN_SHARE:.0%} (the reference's own "
@@ -138,7 +143,7 @@ def derive_defaults(
     )
     values: dict[str, object] = {}
     why: list[str] = []
-    r = branch.replicates
+    r = branch.replicates * rates  # branches per (checkpoint, batch size)
     if "multipliers" in given:
         multipliers = tuple(branch.multipliers)
     else:
@@ -164,8 +169,9 @@ def derive_defaults(
         values["window"] = window
         why.append(
             f"window {window:,} examples ({window // largest} steps of batch {largest:,}): the "
-            f"longest with which {count} checkpoints x {r} replicates x {sizes} batch sizes "
-            f"and the reference fit in {in_runs}"
+            f"longest with which {count} checkpoints x {branch.replicates} replicates "
+            f"{f'x {rates} rates ' if rates > 1 else ''}x {sizes} batch sizes and the "
+            f"reference fit in {in_runs}"
         )
     if fixed_last is None:
         first = last / 2 ** (count - 1)
@@ -176,27 +182,36 @@ def derive_defaults(
         why.append(f"checkpoints at {points[0]:,}..{points[-1]:,} examples ({count}): {said}")
     examples = None
     if "examples" not in given or branch.examples is None:
-        examples = max(floor, math.ceil((last + window) / b0) * b0)
+        examples = math.ceil((last + window) / b0) * b0
         why.append(
-            f"reference run of {examples:,} examples at batch {b0}: one window past the last "
-            f"checkpoint, and past {unit:,} ({found} first there) by {examples / unit - 1:.0%}"
+            f"reference run at batch {b0} to {examples:,} examples (one window past the last "
+            f"checkpoint) and on until it meets the target itself, at most "
+            f"{math.ceil(UNTIL * t / b0) * b0:,} ({found} at {t:,}, first at {unit:,})"
         )
-    reference = max(examples or 0, last + window)
+    reference = max(floor, examples or 0, last + window)
     spent = reference + count * r * sizes * window
-    left = int(ROUNDS_SHARE * budget - reference)
+    if spent > runs * unit:
+        why.append(
+            f"these take {spent / unit:.2g} runs of B0 to the target, more than {runs:g}: one "
+            f"step of batch {largest:,} per window at {count} checkpoints is the least there is"
+        )
+    left = int(ROUNDS_SHARE * runs * unit - reference)
     if (
         "max_examples" not in given
         and "max_replicates" not in given
-        and left >= (count * r * sizes + sizes) * window
+        and left >= (count * r + rates) * sizes * window
     ):
-        values["max_replicates"] = r + EXTRA_REPLICATES
+        most = branch.replicates + EXTRA_REPLICATES
+        values["max_replicates"] = most
         values["max_examples"] = left
         why.append(
-            f"rounds: up to {r + EXTRA_REPLICATES} replicates where CBS is unresolved, the "
-            f"branches within {left:,} examples"
+            f"rounds: up to {most} replicates where CBS is unresolved, the branches within "
+            f"{left:,} examples ({ROUNDS_SHARE:.0%} of the runs, and of the reference's own "
+            "once it ran)"
         )
     derived = dataclasses.replace(branch, **values)  # type: ignore[arg-type]
-    return BranchDefaults(derived, examples, spent / unit, tuple(why), t, unit)
+    until = math.ceil(UNTIL * t / b0) * b0 if examples is not None else None
+    return BranchDefaults(derived, examples, spent / unit, tuple(why), t, unit, until)
 
 
 def _multipliers(
@@ -218,16 +233,23 @@ def _multipliers(
     said = f"batch sizes {', '.join(f'{b0 * k:,}' for k in (1, *multipliers))}: "
     if capped:
         return multipliers, said + f"{largest:,}, the largest the runs allow ({source})"
-    return multipliers, said + f"{largest:,} lies past {source}"
+    verb = "reaches" if source.startswith("the study's largest") else "lies past"
+    return multipliers, said + f"{largest:,} {verb} {source}"
 
 
 def _reach(evidence: StudyEvidence) -> tuple[float, str]:
-    """The batch size the branches should reach past, and what it is."""
+    """The batch size the branches should reach past, and what it is: the highest of the study's
+    B_noise and critical-batch-size intervals' ends and its largest batch size (a poorly
+    determined fit can put B_noise far below where the branches find CBS)."""
     highs = []
     for name, answer in (("B_noise", evidence.b_noise), ("critical batch size", evidence.critical)):
         if answer is not None and math.isfinite(answer[2]) and answer[2] > 0:
             highs.append((answer[2], f"the study's {name} interval (to {answer[2]:,.0f})"))
     if highs:
+        if evidence.largest and evidence.largest >= max(highs)[0]:
+            return float(evidence.largest), (
+                f"the study's largest batch size {evidence.largest:,}, past {max(highs)[1]}"
+            )
         return max(highs)
     for name, answer in (("B_noise", evidence.b_noise), ("critical batch size", evidence.critical)):
         if answer is not None and math.isfinite(answer[0]) and answer[0] > 0:
@@ -262,7 +284,7 @@ def _design(
                 continue
             w = largest  # nothing fits: the least there is
         point, said = (last, "as given") if last else _last(evidence, t, w)
-        room = int((budget - n * per * w - w) // evidence.b0) * evidence.b0
+        room = int((max(floor, budget - n * per * w) - w) // evidence.b0) * evidence.b0
         if not last and point > room >= evidence.b0:  # the reference must fit too
             point = room
             said = (

@@ -60,6 +60,9 @@ class BranchPlan:
     target_examples: int | None = None
     #: Where it first met the target: the unit the defaults planned the runs in.
     first_examples: int | None = None
+    #: The reference trains on past its end until it meets the target, up to these examples
+    #: (None: it stops at its end).
+    until_examples: int | None = None
 
     def rate(self, batch_size: int, factor: float = 1.0) -> float:
         return self.learning_rate * (batch_size / self.b0) ** self.alpha * factor
@@ -97,12 +100,14 @@ def plan_branches(
             f"{config.source}: branch.learning_rate is missing and the study has no trial at "
             f"batch {b0} that reached the target; give the reference's rate"
         )
+    alpha, rule, why, factors = _rate_rule(branch, fitted_alpha)
     derived: tuple[str, ...] = ()
-    length = target = first = None
+    length = target = first = until = None
     if evidence is not None:
-        defaults = derive_defaults(branch, evidence)
+        defaults = derive_defaults(branch, evidence, rates=len(factors))
         branch, length, derived = defaults.branch, defaults.examples, defaults.why
         target, first = defaults.target, defaults.first
+        until = defaults.until
         if branch.learning_rate is None and rate is not None:
             derived = (f"reference rate {rate:.4g}: B0's best trial's", *derived)
     if branch.examples is None and isinstance(branch.checkpoints, tuple):
@@ -113,14 +118,13 @@ def plan_branches(
     _check_replicas(config, sizes, strategy)
     window = branch.window or max(sizes[-1], examples // 8)
     window = math.ceil(window / sizes[-1]) * sizes[-1]
-    alpha, rule, why, factors = _rate_rule(branch, fitted_alpha)
     checkpoints = tuple(math.ceil(e / b0) * b0 for e in branch.checkpoint_examples(examples))
     length = max(checkpoints[-1], math.ceil((length or 0) / b0) * b0)
     return BranchPlan(
         b0, strategy, float(rate), length, checkpoints, sizes, window, alpha, rule,
         why, factors, branch.replicates, branch.evaluations, branch.replicate_limit,
         branch.resolve, branch.max_examples, branch.recalibrate_batchnorm, derived, target,
-        first,
+        first, until,
     )  # fmt: skip
 
 

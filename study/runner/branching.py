@@ -128,7 +128,7 @@ def _reference(
     end = max(plan.checkpoints[-1] + plan.window, plan.examples) // plan.b0
     settings = dataclasses.replace(
         config.settings,
-        budget=Budget(max_steps=end),
+        budget=Budget(max_steps=max(end, (plan.until_examples or 0) // plan.b0)),
         noise_scale=True,
         noise_every=PILOT_NOISE_EVERY,  # one run: measure B_simple(t) as tightly as a pilot
         exact_steps=False,
@@ -146,7 +146,9 @@ def _reference(
         }
     )
     steps = tuple(e // plan.b0 for e in plan.checkpoints)
-    outcome = pool.run_job(REFERENCE, ReferenceJob(spec, steps, end))
+    until = plan.until_examples // plan.b0 if plan.until_examples else None
+    outcome = pool.run_job(REFERENCE, ReferenceJob(spec, steps, end, until))
+    end = max([end, *(int(row["step"]) for row in outcome.curve)])  # on to the target
     checkpoints = []
     for c in outcome.checkpoints:
         artifact = tracker.store_checkpoint(run_id, c.index, c.blob)

@@ -46,12 +46,14 @@ def evidence(**kw) -> StudyEvidence:
     return StudyEvidence(**{**base, **kw})
 
 
-def cost(branch: BranchConfig, reference: int, b0: int = 16) -> int:
-    """Examples of the first round: the reference and every branch."""
+def cost(branch: BranchConfig, reference: int, b0: int = 16, first: int = 22640) -> int:
+    """Examples of the first round: the reference (on to ``first``, where B0's best trial
+    first met the target) and every branch."""
     points = branch.checkpoint_examples(reference)
     sizes = 1 + len(branch.multipliers)
     window = branch.window or 0
-    return max(reference, points[-1] + window) + len(points) * branch.replicates * sizes * window
+    ref = max(first, reference, points[-1] + window)
+    return ref + len(points) * branch.replicates * sizes * window
 
 
 def test_loss_trend_reads_the_fall_and_the_jitter_of_a_known_curve() -> None:
@@ -75,11 +77,13 @@ def test_the_mnist1d_study_gets_bounded_batch_sizes_within_three_runs() -> None:
     spent = cost(branch, out.examples)
     assert spent <= RUNS * 22640
     assert out.planned_runs == pytest.approx(spent / 22640)
-    assert out.examples >= 22640 * 1.1  # the reference reaches the target itself
+    assert out.examples == branch.checkpoints[-1] + branch.window  # one window past the last
+    assert out.until == 39728  # and on until the reference meets the target (1.5 x 26,480)
     # B0 barely moves over the window at the target (jitter 0.045): the last comes before it
     assert branch.checkpoints[-1] < 26480
     text = " ".join(out.why)
-    assert "1,024 lies past the study's B_noise interval (to 568)" in text
+    assert "1,024 reaches the study's largest batch size 1,024, past the study's B_noise" in text
+    assert "interval (to 568)" in text
     assert "before the target (26,480" in text
 
 
@@ -92,7 +96,7 @@ def test_a_quiet_curve_puts_the_last_checkpoint_at_the_target() -> None:
 
 
 def test_an_open_b_noise_interval_reaches_past_four_times_its_estimate_within_budget() -> None:
-    open_ = evidence(b_noise=(100.0, 60.0, math.inf), critical=None)
+    open_ = evidence(b_noise=(100.0, 60.0, math.inf), critical=None, largest=256)
     out = derive_defaults(BranchConfig(), open_)
     assert 16 * out.branch.multipliers[-1] == 512  # 4 x 100 -> the next power of two
     huge = evidence(b_noise=(2e5, 1e5, 4e5), critical=None)
@@ -148,5 +152,18 @@ def test_a_target_held_long_after_its_first_crossing_ends_the_checkpoints_within
     )  # fmt: skip
     out = derive_defaults(BranchConfig(), ev)
     assert out.branch.checkpoints[-1] < 2400
-    assert cost(out.branch, out.examples, b0=8) <= RUNS * 680
+    assert cost(out.branch, out.examples, b0=8, first=680) <= RUNS * 680
     assert any("there the runs end it" in line for line in out.why)
+
+
+def test_a_rate_search_per_branch_counts_in_the_runs() -> None:
+    """Without a fitted exponent each branch runs at 3 rates: 3x the branches, the same runs."""
+    out = derive_defaults(BranchConfig(), evidence(), rates=3)
+    branch = out.branch
+    sizes = 1 + len(branch.multipliers)
+    spent = (
+        max(out.examples, branch.checkpoints[-1] + branch.window)
+        + len(branch.checkpoints) * 2 * 3 * sizes * branch.window
+    )
+    assert spent <= RUNS * 22640
+    assert any("x 3 rates" in line for line in out.why)
