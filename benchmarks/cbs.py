@@ -14,10 +14,11 @@ B_noise. Runs `study branch` in a fresh store under `nice -n 10`; writes
 
 ``--defaults`` (issue 52) asks what ``branch: {}`` gives on a finished study: it runs the
 question's study first (``--grid``, ``--trials``, ``--study-steps`` shrink it to fit a small
-machine), then ``study branch`` with an empty section, so that every branch setting comes from
-that study (`study.runner.branch_defaults`), and reports the cost in runs of B0 to the target
-(the reference's own first crossing, and the best trial's) and which checkpoints are censored
-at the largest batch size tried:
+machine; a second run with the same ``--home`` reuses it; ``--study FILE``: that file's study,
+found in ``--home``), then ``study branch --restart`` with an empty section, so that every
+branch setting comes from that study (`study.runner.branch_defaults`), and reports the cost in
+runs of B0 to the target (the reference's own first crossing, and the best trial's) and which
+checkpoints are censored at the largest batch size tried:
 
     python benchmarks/cbs.py --defaults --question shapes --seed 0 --home /tmp/s0 \
         --out benchmarks/results/cbs_defaults/shapes_seed0.json
@@ -137,6 +138,9 @@ def main() -> int:
     parser.add_argument(
         "--study-steps", type=int, default=21000, help="the study's steps, with --defaults"
     )
+    parser.add_argument(
+        "--study", help="with --defaults: this study file (its branch: section as it stands)"
+    )
     args = parser.parse_args()
     if args.defaults:
         return defaults(args)
@@ -237,17 +241,19 @@ def defaults(args: argparse.Namespace) -> int:
     )
     home = Path(args.home or tempfile.mkdtemp(prefix="cbs-defaults-"))
     home.mkdir(parents=True, exist_ok=True)
-    study = home / "study.yaml"
-    study.write_text(text, encoding="utf-8")
+    study = Path(args.study) if args.study else home / "study.yaml"
+    if not args.study:
+        study.write_text(text, encoding="utf-8")
     env = {**os.environ, "STUDY_HOME": str(home / "mlruns")}
     nice = ["nice", "-n", "10", sys.executable, "-m", "study"]
     start = time.monotonic()
-    ran = subprocess.run(
-        [*nice, "run", str(study), "--tuner", "optuna"], env=env, capture_output=True, text=True
-    )  # a second run of the same home continues (or finds it finished)
-    if ran.returncode:
-        print(ran.stderr[-3000:], file=sys.stderr)
-        return ran.returncode
+    if not (home / "mlruns" / "optuna.journal").exists():  # else: the study of an earlier run
+        ran = subprocess.run(
+            [*nice, "run", str(study), "--tuner", "optuna"], env=env, capture_output=True, text=True
+        )
+        if ran.returncode:
+            print(ran.stderr[-3000:], file=sys.stderr)
+            return ran.returncode
     study_wall = time.monotonic() - start
     start = time.monotonic()
     done = subprocess.run(

@@ -274,8 +274,8 @@ def _design(
     (``count``, else ``MIN_CHECKPOINTS`` to ``MAX_CHECKPOINTS``) each with the longest window
     (a multiple of ``largest``; ``window`` when given) that fits with the reference in
     ``budget``, the one whose last checkpoint (`_last`; ``last`` when given) lies nearest the
-    target, the more checkpoints on a tie."""
-    best: tuple[int, int, int, int, str] | None = None
+    target, the more checkpoints on a tie (the longer window where none resolves)."""
+    best: tuple[tuple[int, int, int], int, int, int, str] | None = None
     counts = [count] if count else list(range(MAX_CHECKPOINTS, MIN_CHECKPOINTS - 1, -1))
     for n in counts:
         w = window or _longest(budget, floor, largest, n * per)
@@ -291,9 +291,10 @@ def _design(
                 f"the last at {room:,}, before the target ({t:,}, where B0's best trial reached "
                 "it): there the runs end it (the reference trains one window past it)"
             )
-        key = (point, n)
-        if best is None or key > best[:2]:
-            best = (point, n, w, point, said)
+        wide = "CBS will be wide" in said  # unresolved anywhere: the longest window helps most
+        key = (point, 0, w) if wide else (point, 1, n)
+        if best is None or key > best[0]:
+            best = (key, n, w, point, said)
     assert best is not None
     return best[1], best[2], best[3], best[4]
 
