@@ -83,6 +83,7 @@ def fitted_rule(
         largest=max(config.space.batch_sizes),
         target=str(config.target),
         curve=_loss_curve(best),
+        alpha=_triple(answers.alpha if answers is not None else None),
     )
     return alpha, (best.learning_rate if best is not None else None), evidence
 

@@ -24,7 +24,9 @@ section leaves out:
   the reference meets the target itself (at most ``UNTIL x T``; planned at ``T1``): its own
   examples to the target are the unit its cost is told in;
 - ``max_replicates``, ``max_examples``: rounds of more replicates where CBS is unresolved,
-  within what is left of the runs.
+  within what is left of the runs;
+- the branches' rates: the study's fitted exponent when its interval is at most
+  ``ALPHA_SPREAD`` wide, else ``branch.alpha`` (one rate per branch; `StudyEvidence`).
 
 Each value comes with the sentence that says where it came from (`BranchDefaults.why`).
 """
@@ -62,6 +64,10 @@ MAX_SIZES = 3
 RESOLVE = 0.75
 #: The most extra replicates per checkpoint later rounds may add.
 EXTRA_REPLICATES = 2
+#: A fitted exponent whose interval is wider than this is not used for the branches' rates:
+#: an exponent near 0 from a thin search runs large batches at B0's rate, whose lower gradient
+#: noise drops the loss at once and reads as "as good" (CBS censored at the largest).
+ALPHA_SPREAD = 1.5
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,15 @@ class StudyEvidence:
     largest: int | None = None
     target: str = "the target"
     curve: tuple[tuple[float, float], ...] = ()
+    #: The study's fitted exponent of the best rate (estimate, low, high; None: no fit).
+    alpha: tuple[float, float, float] | None = None
+
+    def alpha_undetermined(self) -> bool:
+        """Whether the fitted exponent's interval is wider than ``ALPHA_SPREAD`` (a search too
+        thin to say how the best rate moves with batch size)."""
+        if self.alpha is None:
+            return False
+        return not self.alpha[2] - self.alpha[1] <= ALPHA_SPREAD
 
 
 @dataclass(frozen=True)

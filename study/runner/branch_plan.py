@@ -101,6 +101,9 @@ def plan_branches(
             f"batch {b0} that reached the target; give the reference's rate"
         )
     alpha, rule, why, factors = _rate_rule(branch, fitted_alpha)
+    prior = _prior_rule(branch, evidence)
+    if prior is not None:
+        alpha, rule, why, factors = prior
     derived: tuple[str, ...] = ()
     length = target = first = until = None
     if evidence is not None:
@@ -126,6 +129,24 @@ def plan_branches(
         branch.resolve, branch.max_examples, branch.recalibrate_batchnorm, derived, target,
         first, until,
     )  # fmt: skip
+
+
+def _prior_rule(
+    branch: BranchConfig, evidence: StudyEvidence | None
+) -> tuple[float, str, str, tuple[float, ...]] | None:
+    """``branch.alpha``, one rate per branch, when the finished study's fitted exponent is
+    undetermined and the section asks for neither a search nor its factors (None otherwise)."""
+    if evidence is None or evidence.alpha is None or not evidence.alpha_undetermined():
+        return None
+    if branch.lr_rule is not LrRule.FIT or "search_factors" in branch.given:
+        return None
+    est, low, high = evidence.alpha
+    why = (
+        f"the study's fitted alpha {est:.3g} is undetermined ({low:.3g} to {high:.3g}): each "
+        f"branch runs at lr0 (B/B0)^{branch.alpha:g} (branch.alpha; lr_rule: search tries "
+        "several rates)"
+    )
+    return branch.alpha, "prior", why, (1.0,)
 
 
 def _rate_rule(

@@ -6,6 +6,7 @@ it when it does not, every explicit key kept, and a sentence per derived value."
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 
 import numpy as np
@@ -167,3 +168,21 @@ def test_a_rate_search_per_branch_counts_in_the_runs() -> None:
     )
     assert spent <= RUNS * 22640
     assert any("x 3 rates" in line for line in out.why)
+
+
+def test_an_undetermined_fitted_alpha_gives_way_to_the_sections_prior() -> None:
+    """A thin search fitted alpha 0.07 (-2.98 to 3.0): the branches run at (B/B0)^0.5, one rate
+    each; a determined fit is used; an explicit search keeps its factors."""
+    config = parse_study({**copy.deepcopy(BASE), "branch": {}}, "x.yaml")
+    ev = evidence(b0=min(config.space.batch_sizes), alpha=(0.07, -2.98, 3.0))
+    plan = plan_branches(config, fitted_alpha=0.07, best_rate=0.03, evidence=ev)
+    assert (plan.rule, plan.alpha, plan.factors) == ("prior", 0.5, (1.0,))
+    assert "undetermined (-2.98 to 3)" in plan.why
+    sure = dataclasses.replace(ev, alpha=(0.85, 0.69, 1.0))
+    fitted = plan_branches(config, fitted_alpha=0.85, best_rate=0.03, evidence=sure)
+    assert (fitted.rule, fitted.alpha) == ("fit", 0.85)
+    data = {**copy.deepcopy(BASE), "branch": {"lr_rule": "search"}}
+    searched = plan_branches(
+        parse_study(data, "x.yaml"), fitted_alpha=0.07, best_rate=0.03, evidence=ev
+    )
+    assert searched.rule == "search" and len(searched.factors) == 3
