@@ -84,6 +84,7 @@ def fitted_rule(
         target=str(config.target),
         curve=_loss_curve(best),
         alpha=_triple(answers.alpha if answers is not None else None),
+        optimizer=config.optimizer,
     )
     return alpha, (best.learning_rate if best is not None else None), evidence
 

@@ -20,7 +20,7 @@ from study.config.branch import BranchConfig, LrRule
 from study.config.study import StudyConfig
 from study.config.trial import Budget
 from study.errors import UsageError
-from study.runner.branch_defaults import StudyEvidence, derive_defaults
+from study.runner.branch_defaults import PRIOR_ALPHA, StudyEvidence, derive_defaults
 
 __all__ = ["BranchPlan", "branch_tasks", "plan_branches", "stored_plan"]
 
@@ -134,19 +134,23 @@ def plan_branches(
 def _prior_rule(
     branch: BranchConfig, evidence: StudyEvidence | None
 ) -> tuple[float, str, str, tuple[float, ...]] | None:
-    """``branch.alpha``, one rate per branch, when the finished study's fitted exponent is
-    undetermined and the section asks for neither a search nor its factors (None otherwise)."""
+    """A prior exponent (`PRIOR_ALPHA` for the study's optimizer, else ``branch.alpha``), one
+    rate per branch, when the finished study's fitted exponent is undetermined and the section
+    asks for neither a search nor its factors (None otherwise)."""
     if evidence is None or evidence.alpha is None or not evidence.alpha_undetermined():
         return None
     if branch.lr_rule is not LrRule.FIT or "search_factors" in branch.given:
         return None
     est, low, high = evidence.alpha
+    alpha, source = branch.alpha, "branch.alpha"
+    if "alpha" not in branch.given and evidence.optimizer in PRIOR_ALPHA:
+        alpha = PRIOR_ALPHA[evidence.optimizer]
+        source = f"{evidence.optimizer}: lr / B, the gradient noise's temperature, kept"
     why = (
         f"the study's fitted alpha {est:.3g} is undetermined ({low:.3g} to {high:.3g}): each "
-        f"branch runs at lr0 (B/B0)^{branch.alpha:g} (branch.alpha; lr_rule: search tries "
-        "several rates)"
+        f"branch runs at lr0 (B/B0)^{alpha:g} ({source}; lr_rule: search tries several rates)"
     )
-    return branch.alpha, "prior", why, (1.0,)
+    return alpha, "prior", why, (1.0,)
 
 
 def _rate_rule(

@@ -171,13 +171,23 @@ def test_a_rate_search_per_branch_counts_in_the_runs() -> None:
 
 
 def test_an_undetermined_fitted_alpha_gives_way_to_the_sections_prior() -> None:
-    """A thin search fitted alpha 0.07 (-2.98 to 3.0): the branches run at (B/B0)^0.5, one rate
-    each; a determined fit is used; an explicit search keeps its factors."""
+    """A thin search fitted alpha 0.07 (-2.98 to 3.0): with SGD the branches run at (B/B0)^1,
+    one rate each (else at branch.alpha); a determined fit is used; an explicit search keeps
+    its factors."""
     config = parse_study({**copy.deepcopy(BASE), "branch": {}}, "x.yaml")
     ev = evidence(b0=min(config.space.batch_sizes), alpha=(0.07, -2.98, 3.0))
     plan = plan_branches(config, fitted_alpha=0.07, best_rate=0.03, evidence=ev)
-    assert (plan.rule, plan.alpha, plan.factors) == ("prior", 0.5, (1.0,))
-    assert "undetermined (-2.98 to 3)" in plan.why
+    assert (plan.rule, plan.alpha, plan.factors) == ("prior", 1.0, (1.0,))  # SGD: lr / B kept
+    assert "undetermined (-2.98 to 3)" in plan.why and "nesterov" in plan.why
+    adam = plan_branches(
+        config,
+        fitted_alpha=0.07,
+        best_rate=0.03,
+        evidence=dataclasses.replace(ev, optimizer="adam"),
+    )
+    assert adam.alpha == 0.5  # branch.alpha for another optimizer
+    given = parse_study({**copy.deepcopy(BASE), "branch": {"alpha": 0.7}}, "x.yaml")
+    assert plan_branches(given, fitted_alpha=0.07, best_rate=0.03, evidence=ev).alpha == 0.7
     sure = dataclasses.replace(ev, alpha=(0.85, 0.69, 1.0))
     fitted = plan_branches(config, fitted_alpha=0.85, best_rate=0.03, evidence=sure)
     assert (fitted.rule, fitted.alpha) == ("fit", 0.85)
