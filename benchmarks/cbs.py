@@ -275,8 +275,9 @@ def defaults(args: argparse.Namespace) -> int:
     print(
         f"cost {summary['examples']:,} examples: {summary['runs_of_reference']:.2f} runs of the "
         f"reference to the target, {summary['runs_of_best_trial']:.2f} of B0's best trial's; "
-        f"censored checkpoints {summary['censored']} of {summary['checkpoints']}; bounded on "
-        f"both sides {summary['bounded']}"
+        f"checkpoints censored at the largest batch size {summary['censored']} of "
+        f"{summary['checkpoints']}, open above {summary['open_above']}, bounded on both sides "
+        f"{summary['bounded']}"
     )
     return 0
 
@@ -296,7 +297,8 @@ def _defaults_summary(result: dict, args: argparse.Namespace, study_s: float, br
         "best_trial_first_crossing": first,
         "runs_of_best_trial": cost["examples"] / first if first else None,
         "checkpoints": len(curve),
-        "censored": sum(bool(r["censored"]) or r["cbs_high"] is None for r in curve),
+        "censored": sum(bool(r["censored"]) for r in curve),  # at the largest batch size
+        "open_above": sum(r["cbs_high"] is None for r in curve),
         "bounded": sum(r["cbs_high"] is not None and (r["cbs_low"] or 0) > b0 for r in curve),
     }
 
