@@ -9,8 +9,8 @@ section leaves out:
 
 - ``multipliers``: powers of two from ``B0`` to the first batch size past the study's B_noise
   and critical-batch-size intervals (at least its largest batch size), ``MAX_SIZES`` in all
-  (``B0`` included), evenly spaced in log; capped where ``MIN_CHECKPOINTS`` checkpoints of one-largest-batch
-  windows would not fit the budget;
+  (``B0`` included), evenly spaced in log; capped where ``MIN_CHECKPOINTS`` checkpoints of
+  one-largest-batch windows would not fit the budget;
 - ``window`` and ``checkpoints``: for each count of checkpoints (``MIN_CHECKPOINTS`` to
   ``MAX_CHECKPOINTS``) the longest window (a multiple of the largest batch) with which the
   branches and the reference fit in ``RUNS x PLAN_SHARE`` runs of ``T1``; its last
@@ -18,8 +18,9 @@ section leaves out:
   of its validation loss's jitter (``progress >= RESOLVE x jitter``, read off its best
   trial's curve: a constant-rate run near its target barely moves, and there any batch size
   with less gradient noise looks as good), else at the latest point before ``T`` where it
-  does; the count whose last checkpoint lies nearest the target wins (the more on a tie);
-  the checkpoints a factor two apart;
+  does (``T / 8`` at the earliest); the count whose last checkpoint lies nearest the target
+  wins (the more checkpoints on a tie, the longer window where none resolves); the
+  checkpoints a factor two apart;
 - ``examples`` (the reference's length): one window past the last checkpoint, and on until
   the reference meets the target itself (at most ``UNTIL x T``; planned at ``T1``): its own
   examples to the target are the unit its cost is told in;
@@ -43,7 +44,15 @@ import numpy as np
 
 from study.config.branch import BranchConfig
 
-__all__ = ["BranchDefaults", "StudyEvidence", "derive_defaults", "loss_trend"]
+__all__ = [
+    "PRIOR_ALPHA",
+    "ROUNDS_SHARE",
+    "RUNS",
+    "BranchDefaults",
+    "StudyEvidence",
+    "derive_defaults",
+    "loss_trend",
+]
 
 #: The runs of ``B0`` to the target (reference and branches together) the defaults spend.
 RUNS = 3.0
@@ -53,8 +62,8 @@ PLAN_SHARE = 0.95
 #: The reference trains one window past its last checkpoint, and on until it meets the target
 #: itself (up to ``UNTIL x T``): its own examples to the target are the cost's unit.
 UNTIL = 1.5
-#: Rounds of more replicates stop within this share of the budget (the reference's own run to
-#: the target, the cost's unit, is often shorter than the best trial's).
+#: Rounds of more replicates stop within this share of ``RUNS`` (and of the reference's own
+#: runs once it ran: `study.runner.branch_rounds.round_cap`).
 ROUNDS_SHARE = 0.95
 MIN_CHECKPOINTS = 3
 MAX_CHECKPOINTS = 4
@@ -98,10 +107,10 @@ class StudyEvidence:
     optimizer: str = "nesterov"
 
     def alpha_undetermined(self) -> bool:
-        """Whether the fitted exponent's interval is wider than ``ALPHA_SPREAD`` (a search too
-        thin to say how the best rate moves with batch size)."""
+        """Whether the study has no fitted exponent, or one whose interval is wider than
+        ``ALPHA_SPREAD`` (a search too thin to say how the best rate moves with batch size)."""
         if self.alpha is None:
-            return False
+            return True
         return not self.alpha[2] - self.alpha[1] <= ALPHA_SPREAD
 
 

@@ -137,18 +137,21 @@ def _prior_rule(
     """A prior exponent (`PRIOR_ALPHA` for the study's optimizer, else ``branch.alpha``), one
     rate per branch, when the finished study's fitted exponent is undetermined and the section
     asks for neither a search nor its factors (None otherwise)."""
-    if evidence is None or evidence.alpha is None or not evidence.alpha_undetermined():
+    if evidence is None or not evidence.alpha_undetermined():
         return None
     if branch.lr_rule is not LrRule.FIT or "search_factors" in branch.given:
         return None
-    est, low, high = evidence.alpha
     alpha, source = branch.alpha, "branch.alpha"
     if "alpha" not in branch.given and evidence.optimizer in PRIOR_ALPHA:
         alpha = PRIOR_ALPHA[evidence.optimizer]
         source = f"{evidence.optimizer}: lr / B, the gradient noise's temperature, kept"
+    fit = "the study has no fitted alpha"
+    if evidence.alpha is not None:
+        est, low, high = evidence.alpha
+        fit = f"the study's fitted alpha {est:.3g} is undetermined ({low:.3g} to {high:.3g})"
     why = (
-        f"the study's fitted alpha {est:.3g} is undetermined ({low:.3g} to {high:.3g}): each "
-        f"branch runs at lr0 (B/B0)^{alpha:g} ({source}; lr_rule: search tries several rates)"
+        f"{fit}: each branch runs at lr0 (B/B0)^{alpha:g} ({source}; lr_rule: search tries "
+        "several rates)"
     )
     return alpha, "prior", why, (1.0,)
 

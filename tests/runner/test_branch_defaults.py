@@ -188,6 +188,8 @@ def test_an_undetermined_fitted_alpha_gives_way_to_the_sections_prior() -> None:
     assert adam.alpha == 0.5  # branch.alpha for another optimizer
     given = parse_study({**copy.deepcopy(BASE), "branch": {"alpha": 0.7}}, "x.yaml")
     assert plan_branches(given, fitted_alpha=0.07, best_rate=0.03, evidence=ev).alpha == 0.7
+    none = plan_branches(config, best_rate=0.03, evidence=dataclasses.replace(ev, alpha=None))
+    assert none.rule == "prior" and "the study has no fitted alpha" in none.why
     sure = dataclasses.replace(ev, alpha=(0.85, 0.69, 1.0))
     fitted = plan_branches(config, fitted_alpha=0.85, best_rate=0.03, evidence=sure)
     assert (fitted.rule, fitted.alpha) == ("fit", 0.85)
