@@ -96,9 +96,10 @@ def run_branches(
             for line in plan.derived:
                 say(f"study branch: from the finished study: {line}")
             points = ", ".join(map(str, plan.checkpoints))
+            on = " (on until it meets the target)" if plan.until_examples else ""
             say(
                 f"study branch: reference run at batch {plan.b0}, lr {plan.learning_rate:.4g}, "
-                f"{plan.examples:,} examples, checkpoints at {points}"
+                f"{plan.examples:,} examples{on}, checkpoints at {points}"
             )
             reference = _reference(config, plan, pool, tracker)
             ledger.set_note(REFERENCE, reference)
