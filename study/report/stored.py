@@ -150,7 +150,14 @@ def _branch_cbs(ledger: Ledger, config: StudyConfig | None, report: ScalingRepor
     )
     fit = report.noise_scale
     b_noise = (fit.b_noise, *fit.b_noise_ci) if fit.ok else None
-    return cbs_report(*frames, config, study_trials=trials, b_noise=b_noise)
+    critical = report.answers.critical_batch if report.answers is not None else None
+    return cbs_report(
+        *frames,
+        config,
+        study_trials=trials,
+        b_noise=b_noise,
+        critical=None if critical is None else (critical.estimate, critical.low, critical.high),
+    )
 
 
 def stored_answers(ledger: Ledger) -> Answers | None:
