@@ -51,6 +51,7 @@ from urllib.parse import urlsplit
 
 import optuna
 
+from study.adapters.optuna_internals import grpc_stub_and_cache
 from study.errors import FieldError
 from study.ledger.proxy_access import TLS_SCHEME, ClientAccess, client_access, open_channel
 from study.ledger.retry import RetryingStorage
@@ -161,8 +162,6 @@ def _proxy_class() -> type:
     checks that a proxy restarted on the same port is found again within seconds)."""
     import grpc
     from optuna.storages import GrpcStorageProxy
-    from optuna.storages._grpc.auto_generated import api_pb2_grpc
-    from optuna.storages._grpc.client import GrpcClientCache
 
     class Proxy(GrpcStorageProxy):
         def __init__(self, *, host: str, port: int, access: ClientAccess, url: str) -> None:
@@ -176,8 +175,7 @@ def _proxy_class() -> type:
             self._channel = open_channel(
                 self._host, self._port, self._access, list(CHANNEL_OPTIONS), refused
             )
-            self._stub = api_pb2_grpc.StorageServiceStub(self._channel)
-            self._cache = GrpcClientCache(self._stub)
+            self._stub, self._cache = grpc_stub_and_cache(self._channel)
             self._write = self._channel.unary_unary(WRITE_METHOD)
             self._grouped = True
             self._once = self._channel.unary_unary(ONCE_METHOD)

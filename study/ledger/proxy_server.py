@@ -26,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from study.adapters.optuna_internals import add_storage_servicer, cache_backend
 from study.errors import FieldError
 from study.ledger.proxy import (
     CHECK_NAME,
@@ -68,7 +69,7 @@ class ProxyServer:
         """Stop serving: calls in flight get ``grace`` seconds to finish; the database's
         connections are closed."""
         self.server.stop(grace).wait()
-        engine = getattr(getattr(self._storage, "_backend", None), "engine", None)
+        engine = getattr(cache_backend(self._storage), "engine", None)
         if engine is not None:
             engine.dispose()
 
@@ -125,8 +126,6 @@ def serve(
     """
     quiet_grpc()
     import grpc
-    from optuna.storages._grpc.auto_generated import api_pb2_grpc
-    from optuna.storages._grpc.servicer import OptunaStorageProxyService
 
     access = access or ServerAccess()
     database = _Database(where, say or _stderr)
@@ -136,7 +135,7 @@ def serve(
         interceptors=[*checks, _unavailable(database)],
         options=[("grpc.so_reuseport", 0)],  # a second proxy on the port fails, not shares it
     )
-    api_pb2_grpc.add_StorageServiceServicer_to_server(OptunaStorageProxyService(storage), server)
+    add_storage_servicer(storage, server)
     server.add_generic_rpc_handlers((_group_writes(storage), _token_writes(storage)))
     try:
         if access.tls:
