@@ -33,7 +33,8 @@ What this relies on of Optuna beyond its public API (``optuna.storages.GrpcStora
 all in `_proxy_class`: the client's ``_setup`` (it makes ``_channel``, ``_stub``, ``_cache``;
 ours makes the channel with TLS and call credentials, `proxy_access.open_channel`), the
 generated ``api_pb2_grpc.StorageServiceStub`` and ``GrpcClientCache`` of
-``optuna.storages._grpc``; `study.ledger.proxy_server` uses its servicer.
+``optuna.storages._grpc`` (through `study.adapters.optuna_internals.grpc_stub_and_cache`);
+`study.ledger.proxy_server` uses its servicer.
 
 Example: ``start_proxy("postgresql://study:pw@db/ledger", "127.0.0.1", 13000)`` serves it at
 ``grpc://127.0.0.1:13000``; ``open_proxy("grpc://127.0.0.1:13000", 300.0)`` reaches it.

@@ -6,7 +6,8 @@ interceptors and port) in front of a database opened, checked and cached as
 `study.ledger.storage.open_storage` opens it. Optuna's server takes neither credentials nor
 interceptors, so the ``grpc.server`` is built here around its servicer: this relies on
 ``optuna.storages._grpc.servicer.OptunaStorageProxyService`` and the generated
-``api_pb2_grpc.add_StorageServiceServicer_to_server`` (what ``make_server`` calls). With a
+``api_pb2_grpc.add_StorageServiceServicer_to_server`` (what ``make_server`` calls; both
+through `study.adapters.optuna_internals.add_storage_servicer`). With a
 `study.ledger.proxy_access.ServerAccess` it serves TLS (``grpcs://``; client certificates
 where it names a CA) and checks the shared token on every call (``UNAUTHENTICATED`` without
 it, before any handler runs). A call that meets a transient database fault is
