@@ -44,6 +44,7 @@ FLAGS: dict[str, str] = {
     "batch_size": "--batch-size",
     "strategy": "--strategy",
     "target": "--target",
+    "targets": "--targets",
     "seed": "--seed",
     "optimizer": "--optimizer",
     "optimizer.learning_rate": "--lr",
