@@ -52,6 +52,7 @@ def one_study(seed: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "seed": seed,
         "p": truth.p,
+        "b_noise": truth.b_noise,
         "levels": [level.threshold for level in scaling.sweep.levels],
         "answered": len(scaling.sweep.answered()),
         "law": {q: law.kind if law.ok else None for q, law in scaling.laws.items()},
@@ -65,6 +66,11 @@ def one_study(seed: int) -> dict[str, Any]:
         prediction = predict_target(scaling.sweep, scaling.laws, x)
         b_true = float(truth.b_noise_at(1.0 - x))
         row: dict[str, Any] = {"ok": prediction.ok, "distance": prediction.distance}
+        if prediction.b_noise is not None:
+            b = prediction.b_noise
+            row["b_noise_log_z"] = math.log(b_true / b.estimate) / max(
+                math.log(b.high / b.estimate), 1e-12
+            )  # the truth in half-widths of the interval (|z| <= 1: covered)
         if prediction.ok:
             assert prediction.critical_batch is not None
             row["critical_covers"] = prediction.critical_batch.covers(OVERHEAD * b_true)
@@ -130,6 +136,7 @@ def main() -> None:
                     "target": TARGET,
                     "predict": PREDICT,
                     "summary": summarize(results),
+                    "studies_detail": results,
                 }
                 args.out.write_text(json.dumps(report, indent=1) + "\n")
                 print(json.dumps(report["summary"]), flush=True)

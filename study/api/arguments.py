@@ -34,6 +34,7 @@ ARGUMENTS: dict[str, str] = {
     "cadence": "eval_every",
     "cadence.every": "eval_every",
     "cadence.ratio": "eval_every",
+    "targets": "levels",
 }
 _OPTIONS = "workload_options."
 _FIELD = re.compile(r"^([A-Za-z_][\w.\[\]]*)(: | )(.*)$", re.DOTALL)

@@ -194,11 +194,35 @@ def draw_target_laws(ax: Axes, scaling: TargetScaling) -> Axes:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.invert_xaxis()
+        _near_estimates(ax, scaling)
         ax.legend(fontsize="small")
     ax.set_xlabel(f"{sweep.axis} at the target level (harder to the right)")
     ax.set_ylabel("batch size")
     ax.set_title(f"The answer across targets of {sweep.target.metric}")
     return ax
+
+
+def _near_estimates(ax: Any, scaling: TargetScaling) -> None:
+    """Keep the y axis within a few times the estimates: a level whose interval is wide must
+    not squash the others; plain tick labels."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    answers = [getattr(lv.answers, n) for lv in scaling.sweep.answered() for n in scaling.laws]
+    if scaling.prediction is not None and scaling.prediction.ok:
+        answers += [scaling.prediction.b_noise, scaling.prediction.critical_batch]
+    values = np.array([a.estimate for a in answers if a is not None], dtype=float)
+    values = values[np.isfinite(values) & (values > 0)]
+    if values.size:
+        low, high = ax.get_ylim()
+        ax.set_ylim(max(low, values.min() / 5.0), min(high, values.max() * 5.0))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ticks = [float(axis_value(scaling.sweep.target, lv.threshold)) for lv in scaling.sweep.levels]
+    if scaling.prediction is not None and scaling.prediction.ok:
+        ticks.append(float(axis_value(scaling.sweep.target, scaling.prediction.target.threshold)))
+    ticks = [t for t in ticks if t > 0]
+    ax.set_xticks(ticks, [f"{t:.3g}" for t in ticks])
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _predicted(ax: Any, x0: float, answer: Answer, color: str) -> None:

@@ -221,6 +221,48 @@ def stored_answers(ledger: Ledger) -> Answers | None:
     )  # as `stored_report` reads them
 
 
+def stored_targets(
+    ledger: Ledger,
+    *,
+    target: Target | None = None,
+    levels: Sequence[float] | Literal["auto"] = "auto",
+    predict: float | None = None,
+    accelerators: int | None = None,
+    confidence: float = 0.95,
+) -> Any:
+    """The answer across target levels of the study in ``ledger`` (`target_scaling`), read as
+    `stored_report` reads the study (its target and hold rule, overhead, accelerators) without
+    the rest of the report.
+
+    Raises:
+        StudyNotFound: no study of that name in the storage.
+        FieldError: on ``target`` (see `stored_target`) or ``targets`` (no levels to refit at).
+    """
+    from study.analysis.table import flatten_table
+    from study.analysis.target_prediction import target_scaling
+    from study.report.build import default_accelerators
+
+    ledger.summary()  # StudyNotFound for an unknown study
+    record = ledger.require()
+    table = flatten_table(stored_table(ledger))
+    config = stored_config(record, ledger.name)
+    goal = stored_target(record, config, table, target)
+    if goal.metric not in table.columns:
+        raise FieldError("targets", detail=f"the trials never measured {goal.metric}")
+    try:
+        return target_scaling(
+            table,
+            goal,
+            levels,
+            predict=predict,
+            accelerators=accelerators or default_accelerators(table),
+            confidence=confidence,
+            overhead=_overhead(config),
+        )
+    except ValueError as exc:
+        raise FieldError("targets", detail=str(exc)) from None
+
+
 def _overhead(config: StudyConfig | None) -> float:
     """The study file's critical-batch overhead (the default for an imported study)."""
     from study.config.study import DEFAULT_OVERHEAD
