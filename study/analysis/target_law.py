@@ -15,7 +15,8 @@ answer each level measures best; the critical batch size (whose intervals also c
 uncertainty, too wide to choose by) takes the same form (`target_prediction.target_scaling`). The fit's residual scale ``r = sqrt(max(1, RSS_w / (n - k)))`` (the levels
 scatter more than their intervals say: ``r > 1``) widens every interval.
 
-A prediction at a level ``x0`` is a prediction interval: the law's parameter uncertainty and the
+A prediction at a level ``x0`` (`TargetLaw.predict`, on the power-law fit: see
+`target_prediction.predict_target`) is a prediction interval: the law's parameter uncertainty and the
 scatter of one level about the law, ``r^2 (s_near^2 + x0' (X' W X)^-1 x0)`` with ``s_near``
 the interval of the fitted level nearest to ``x0``, and Student's t with ``n - k`` degrees of
 freedom. Every level comes from the same trials, so the levels' errors move together: the

@@ -53,6 +53,10 @@ START_SHARE = 0.2
 """The easiest level lies at least this share of the way from where the trials started (their
 median first evaluation) to the target: below it every trial crosses in its first steps."""
 
+SPAN_SHARE = 0.5
+"""The easiest level lies at most this share of the way from where the trials started to the
+target: the levels span at least the rest, enough for a law."""
+
 QUANTITIES = ("b_noise", "critical_batch", "alpha", "recommended_batch", "recommended_lr")
 """The answers `TargetSweep.frame` shows per level (each with ``_low`` and ``_high``)."""
 
@@ -79,8 +83,8 @@ def at_level(target: Target, threshold: float) -> Target:
 
 def level_grid(table: pd.DataFrame, target: Target, n: int = LEVELS) -> tuple[float, ...]:
     """``n`` levels evenly spaced in the metric, from the level `REACHED_BY` of the trials
-    reached (their best value; at least `START_SHARE` of the way from their median first
-    evaluation) to the study's target, rounded to 3 significant digits (the last is the
+    reached (their best value), kept between `START_SHARE` and `SPAN_SHARE` of the way from
+    their median first evaluation to the study's target, to the target, rounded to 3 significant digits (the last is the
     target's threshold itself). Empty when no trial measured the metric.
 
     Raises:
@@ -102,9 +106,7 @@ def level_grid(table: pd.DataFrame, target: Target, n: int = LEVELS) -> tuple[fl
     if not start < goal:
         return (target.threshold,)
     easy = float(np.quantile(best.to_numpy(dtype=float), 1.0 - REACHED_BY))
-    easy = max(easy, start + START_SHARE * (goal - start))
-    if easy >= goal:
-        easy = start + 0.5 * (goal - start)
+    easy = min(max(easy, start + START_SHARE * (goal - start)), start + SPAN_SHARE * (goal - start))
     grid = sign * np.linspace(easy, goal, n)
     return (*(float(f"{x:.3g}") for x in grid[:-1]), target.threshold)
 

@@ -128,3 +128,14 @@ def _answers(sweep: TargetSweep) -> dict[float, tuple[float, float, float]]:
 )
 def test_the_batch_for_n_accelerators_is_the_largest_n_times_a_power_of_two(limit, expected):
     assert power_of_two_batch(limit, 8) == expected
+
+
+def test_a_stated_constant_still_predicts_with_the_exponents_uncertainty() -> None:
+    flat = sweep_of({t: (200.0, 100.0, 400.0) for t in (0.4, 0.5, 0.6)})
+    laws = {q: fit_law(flat, q) for q in ("b_noise", "critical_batch")}
+    assert laws["b_noise"].kind == "constant"
+    prediction = predict_target(flat, laws, 0.7)
+    assert prediction.ok and prediction.b_noise is not None
+    assert prediction.b_noise.estimate == pytest.approx(200.0)
+    constant_only = laws["b_noise"].predict(0.3)
+    assert prediction.b_noise.high > constant_only.high  # the slope's uncertainty is in it
