@@ -5,9 +5,13 @@ Each synthetic study (`sim.levels`: 7 batch sizes x 6 trials, trained to
 ``val_accuracy >= 0.6``, B_noise and S_min power laws in the error with exponents drawn per
 study) is read as ``study report --targets auto --predict-target X`` reads it
 (`target_scaling`: the model of every trial at the automatic levels, the laws, the prediction)
-for X = 0.65, 0.7 and 0.75 (errors 0.35, 0.3 and 0.25), and each 95% prediction interval of B_noise and of
-the critical batch size (20% overhead; the truth is ``0.2 * B_noise`` at this S(B)'s knee
-``q = 1``) is checked against the law's true value there. Also counted: the refusals (beyond
+for X = 0.65, 0.7 and 0.75 (errors 0.35, 0.3 and 0.25), and each 95% prediction interval of
+B_noise and of the critical batch size (20% overhead; the truth is ``0.2 * B_noise`` at this
+S(B)'s knee ``q = 1``) is checked against the law's true value there. At X = 0.7 a verifying
+study (the same design and truth, new trials, trained to 0.7) is also run and read with
+`study_answers`: the prediction interval is checked against its estimates, and the predicted
+batch for 8 accelerators against its (inside the interval), as an expensive study would check
+the cheap one's prediction. Also counted: the refusals (beyond
 the law's support, or without 3 levels with answers), the law chosen (power law or constant)
 and how far each prediction reached (fitted ranges of ``log(1 - accuracy)``).
 
@@ -35,11 +39,14 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 from sim.levels import LEVEL_DESIGN, TARGET, draw_level_truth, simulate_level_table  # noqa: E402
 
+from study.analysis.answers import study_answers  # noqa: E402
 from study.analysis.target_prediction import predict_target, target_scaling  # noqa: E402
 from study.config.target import Target  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PREDICT = (0.65, 0.7, 0.75)
+VERIFY = 0.7
+"""The predicted target a verifying study is also run to (a new study, new trials)."""
 OVERHEAD = 0.2
 
 
@@ -80,8 +87,28 @@ def one_study(seed: int) -> dict[str, Any]:
                 row["b_noise_ratio"] = prediction.b_noise.estimate / b_true
         else:
             row["reason"] = prediction.reason
+        if x == VERIFY and prediction.ok:
+            _verify(row, truth, x, prediction, seed)
         out["predictions"][str(x)] = row
     return out
+
+
+def _verify(row: dict[str, Any], truth: Any, x: float, prediction: Any, seed: int) -> None:
+    """Run the verifying study to ``x`` (its own trials) and check the prediction against its
+    answers, as the expensive study of the issue would be checked."""
+    rng = np.random.default_rng([seed, 1])
+    table = simulate_level_table(truth, LEVEL_DESIGN, rng, stop=1.0 - x)
+    target = Target.parse(TARGET.replace("0.6", f"{x:g}"))
+    answers = study_answers(table, target, overhead=OVERHEAD)
+    if not answers.ok:
+        return
+    row["verify_b_noise_covers"] = prediction.b_noise.covers(answers.b_noise.estimate)
+    row["verify_critical_covers"] = prediction.critical_batch.covers(
+        answers.critical_batch.estimate
+    )
+    row["verify_batch_inside"] = prediction.recommended_batch.covers(
+        answers.recommended_batch.estimate if answers.recommended_batch else math.nan
+    )
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -96,8 +123,15 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
             "refused": len(rows) - len(made),
             "median_distance": float(np.median([r["distance"] for r in made])) if made else None,
         }
-        for quantity in ("b_noise", "critical"):
-            hits = [r[f"{quantity}_covers"] for r in made if f"{quantity}_covers" in r]
+        for quantity in (
+            "b_noise",
+            "critical",
+            "verify_b_noise",
+            "verify_critical",
+            "verify_batch",
+        ):
+            key = f"{quantity}_inside" if quantity == "verify_batch" else f"{quantity}_covers"
+            hits = [r[key] for r in made if key in r]
             ratios = [r[f"{quantity}_ratio"] for r in made if f"{quantity}_ratio" in r]
             if hits:
                 share = float(np.mean(hits))
@@ -105,7 +139,7 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
                     "coverage": share,
                     "se": math.sqrt(share * (1 - share) / len(hits)),
                     "n": len(hits),
-                    "median_ratio": float(np.median(ratios)),
+                    "median_ratio": float(np.median(ratios)) if ratios else None,
                 }
         summary[str(x)] = entry
     kinds = [r["law"]["critical_batch"] for r in results]

@@ -113,9 +113,11 @@ def draw_level_truth(design: StudyDesign, rng: np.random.Generator) -> LevelTrut
 
 
 def simulate_level_table(
-    truth: LevelTruth, design: StudyDesign, rng: np.random.Generator
+    truth: LevelTruth, design: StudyDesign, rng: np.random.Generator, stop: float = E_TARGET
 ) -> pd.DataFrame:
-    """The study's measurement table (see the module): one row per evaluation."""
+    """The study's measurement table (see the module): one row per evaluation; its trials
+    stop at the error ``stop`` (default the study's target; a smaller one: a study run to a
+    harder target, with the budget ``budget * S_stop(B)``)."""
     errors = np.linspace(1.0 - START - 0.05, 0.02, 200)  # easiest first
     b0 = min(design.batch_sizes)
     frames, trial = [], 0
@@ -126,14 +128,14 @@ def simulate_level_table(
         log_lr = centre + rng.uniform(-design.lr_window, design.lr_window, n) * math.log(10.0)
         ratio = log_lr - log_best
         factor = np.exp(design.lr_sensitivity * ratio**2 + design.noise * rng.normal(size=n))
-        budget = max(1, math.ceil(design.budget * float(truth.steps(E_TARGET, b))))
+        budget = max(1, math.ceil(design.budget * float(truth.steps(stop, b))))
         grid = evaluation_steps(budget, design.eval_ratio)
         curve = truth.steps(errors, b)
         for k in range(n):
             crossings = curve * factor[k]
             accuracy = _accuracy(grid, crossings, errors)
             diverged = ratio[k] > math.log(design.diverge_above)
-            hit = np.nonzero(accuracy >= 1.0 - E_TARGET)[0]
+            hit = np.nonzero(accuracy >= 1.0 - stop)[0]
             if diverged:
                 steps, accuracy, state = grid[:4], np.r_[accuracy[:1], [math.nan] * 3], "diverged"
                 accuracy = accuracy[: steps.size]
