@@ -103,6 +103,10 @@ def _verify(row: dict[str, Any], truth: Any, x: float, prediction: Any, seed: in
     if not answers.ok:
         return
     row["verify_b_noise_covers"] = prediction.b_noise.covers(answers.b_noise.estimate)
+    b = prediction.b_noise  # the verifying estimate in half-widths of the interval
+    row["verify_b_noise_log_z"] = math.log(answers.b_noise.estimate / b.estimate) / max(
+        math.log(b.high / b.estimate), 1e-12
+    )
     row["verify_critical_covers"] = prediction.critical_batch.covers(
         answers.critical_batch.estimate
     )

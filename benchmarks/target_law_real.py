@@ -129,7 +129,8 @@ def main() -> None:
                 + f"; harder: {_line(row['harder'])}; held out: {_line(row['held_out'])}; "
                 f"measured B_noise {row['measured'].get('b_noise', {}).get('estimate')}, "
                 f"covered: B_noise {row.get('b_noise_covered')}, critical "
-                f"{row.get('critical_batch_covered')}, batch {row.get('recommended_batch_covered')}",
+                f"{row.get('critical_batch_covered')}, "
+                f"batch {row.get('recommended_batch_covered')}",
                 flush=True,
             )
         covered = {

@@ -12,16 +12,19 @@ and the data choose: the power law when an F test of the nested fits,
 ``F = (RSS_constant - RSS_power) / r^2`` on (1, n - 2) degrees of freedom, rejects the constant
 at `LAW_P_VALUE` (then the exponent's interval excludes 0). The form is chosen on B_noise, the
 answer each level measures best; the critical batch size (whose intervals also carry the knee's
-uncertainty, too wide to choose by) takes the same form (`target_prediction.target_scaling`). The fit's residual scale ``r = sqrt(max(1, RSS_w / (n - k)))`` (the levels
-scatter more than their intervals say: ``r > 1``) widens every interval.
+uncertainty, too wide to choose by) takes the same form (`target_prediction.target_scaling`).
+The fit's residual scale ``r = sqrt(max(1, RSS_w / (n - k)))`` (the levels scatter more than
+their intervals say: ``r > 1``) widens every interval.
 
 A prediction at a level ``x0`` (`TargetLaw.predict`, on the power-law fit: see
-`target_prediction.predict_target`) is a prediction interval: the law's parameter uncertainty and the
-scatter of one level about the law, ``r^2 (s_near^2 + x0' (X' W X)^-1 x0)`` with ``s_near``
-the interval of the fitted level nearest to ``x0``, and Student's t with ``n - k`` degrees of
-freedom. Every level comes from the same trials, so the levels' errors move together: the
-``s_near`` term carries that common shift (the law's own terms, fitted as if the levels were
-independent, do not). The simulator of ``benchmarks/sim/levels.py`` measures the coverage.
+`target_prediction.predict_target`) is a prediction interval: the law's parameter uncertainty
+and the scatter of one level about the law, ``r^2 (s_near^2 + x0' (X' W X)^-1 x0)`` with ``s_near``
+the interval of the fitted level nearest to ``x0``, and the normal quantile while ``r`` is 1 (the
+levels' own intervals set the variance), Student's t with ``n - k`` degrees of freedom once the
+residuals do (``r > 1``). Every level comes from the same trials, so the levels' errors move
+together: the ``s_near`` term carries that common shift (the law's own terms, fitted as if the
+levels were independent, do not). ``benchmarks/target_law_coverage.py`` measures the coverage
+(simulator ``benchmarks/sim/levels.py``), against the law and against verifying studies.
 
 A prediction is refused (``ok`` False, ``reason`` one sentence) with fewer than `MIN_LEVELS`
 levels with answers, at a level whose axis is not positive, or farther than `MAX_DISTANCE`
@@ -114,8 +117,8 @@ class TargetLaw:
         cov = np.asarray(self.covariance)
         mean = design @ np.asarray(self.coefficients)
         se = np.sqrt(np.einsum("ij,jk,ik->i", design, cov, design))
-        t = stats.t.ppf(0.5 + self.confidence / 2.0, max(self.dof, 1))
-        return np.exp(mean), np.exp(mean - t * se), np.exp(mean + t * se)
+        q = self._quantile()
+        return np.exp(mean), np.exp(mean - q * se), np.exp(mean + q * se)
 
     def predict(self, x0: float) -> Answer:
         """The prediction interval at axis value ``x0`` (see the module).
@@ -134,8 +137,16 @@ class TargetLaw:
         var = self.scale**2 * self.log_sigma[nearest] ** 2 + float(
             row @ np.asarray(self.covariance) @ row
         )
-        half = stats.t.ppf(0.5 + self.confidence / 2.0, max(self.dof, 1)) * math.sqrt(var)
+        half = self._quantile() * math.sqrt(var)
         return Answer(self.name, math.exp(mean), math.exp(mean - half), math.exp(mean + half))
+
+    def _quantile(self) -> float:
+        """The interval's quantile: normal while the levels' own intervals set the variance
+        (``scale`` 1), Student's t on ``dof`` once the scatter is estimated from the residuals."""
+        tail = 0.5 + self.confidence / 2.0
+        if self.scale > 1.0:
+            return float(stats.t.ppf(tail, max(self.dof, 1)))
+        return float(stats.norm.ppf(tail))
 
 
 def fit_law(

@@ -84,8 +84,8 @@ def at_level(target: Target, threshold: float) -> Target:
 def level_grid(table: pd.DataFrame, target: Target, n: int = LEVELS) -> tuple[float, ...]:
     """``n`` levels evenly spaced in the metric, from the level `REACHED_BY` of the trials
     reached (their best value), kept between `START_SHARE` and `SPAN_SHARE` of the way from
-    their median first evaluation to the study's target, to the target, rounded to 3 significant digits (the last is the
-    target's threshold itself). Empty when no trial measured the metric.
+    their median first evaluation to the study's target, to the target, rounded to 3
+    significant digits (the last is the target's threshold itself). Empty when no trial measured the metric.
 
     Raises:
         ValueError: if ``n < 2``.

@@ -5,8 +5,9 @@ the law of B_noise across them (`fit_law`: its form chosen by the data), the cri
 in the same form, and, when asked,
 predicts both at a harder target with prediction intervals (`predict_target`: from the power
 law, whichever form the data chose to state, so the exponent's uncertainty is in them), with the
-batch size for N accelerators that follows: the largest ``N * 2^k`` up to the predicted
-critical batch size (its interval: the same rule at the interval's ends). The prediction says
+batch size for N accelerators that follows by the answers' rule: the largest ``N * 2^k`` up to
+the larger of the predicted critical batch size and the end of perfect scaling (the hardest
+level's, in proportion to the predicted B_noise); its interval: the same rule at the ends. The prediction says
 what it assumed (`TargetPrediction.assumption`: "for val_accuracy >= 0.7, extrapolated from
 0.35-0.6") and how far it reached (in fitted ranges of the law's axis); past `MAX_DISTANCE`
 of them, or without a law, it is refused with the reason.
@@ -179,7 +180,7 @@ def predict_target(
     critical = _power(sweep, law).predict(x0)
     noise = laws["b_noise"]
     b_noise = _power(sweep, noise).predict(x0) if noise.ok else None
-    batch = _batch_answer(critical, sweep.accelerators)
+    batch = _batch_answer(critical, _perfect_end(sweep, b_noise), sweep.accelerators)
     return TargetPrediction(
         ok=True,
         distance=distance,
@@ -210,9 +211,27 @@ def power_of_two_batch(limit: float, accelerators: int) -> float:
     return float(accelerators * 2 ** math.floor(math.log2(limit / accelerators) + 1e-12))
 
 
-def _batch_answer(critical: Answer, accelerators: int) -> Answer:
-    ends = [power_of_two_batch(v, accelerators) for v in (critical.estimate, critical.low,
-                                                          critical.high)]  # fmt: skip
+def _perfect_end(sweep: TargetSweep, b_noise: Answer | None) -> tuple[float, float, float]:
+    """The end of perfect scaling at the predicted target: the hardest answered level's, in
+    proportion to B_noise (the curve's shape kept), at the prediction's estimate and ends
+    (zeros when unknown)."""
+    answered = sweep.answered()
+    if b_noise is None or not answered:
+        return (0.0, 0.0, 0.0)
+    last = answered[-1].answers
+    if last.perfect_end is None or last.b_noise is None or not last.b_noise.estimate > 0:
+        return (0.0, 0.0, 0.0)
+    ratio = last.perfect_end.estimate / last.b_noise.estimate
+    return (ratio * b_noise.estimate, ratio * b_noise.low, ratio * b_noise.high)
+
+
+def _batch_answer(
+    critical: Answer, perfect_end: tuple[float, float, float], accelerators: int
+) -> Answer:
+    """The answers' rule (`study.analysis.answers`): the largest batch up to the larger of the
+    critical batch size and the end of perfect scaling, here ``accelerators * 2^k``."""
+    limits = zip((critical.estimate, critical.low, critical.high), perfect_end)
+    ends = [power_of_two_batch(max(c, p), accelerators) for c, p in limits]
     return Answer(f"batch size for {accelerators} accelerator(s)", *ends, batch=True)
 
 

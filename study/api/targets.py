@@ -4,7 +4,7 @@
 ::
 
     fits = study.load("quickstart").fit_targets(predict=0.6)
-    fits.table                    # one row per level: B_noise, critical batch size, ... with intervals
+    fits.table            # one row per level: B_noise, critical batch size, ... with intervals
     fits.levels[0.5]              # one level's answers, one row each
     fits.law.kind, fits.law.exponent
     fits.prediction.critical_batch, fits.assumption   # "for val_accuracy >= 0.6, extrapolated ..."
