@@ -47,7 +47,7 @@ OBJECTIVE_MEANING = (
 
 #: How long a stratum read serves the readers inside `StorageAccess.recent`, in seconds.
 RECENT_S = 10.0
-#: A stratum read younger than this counts as fresh (`StorageAccess._fresh`), in seconds: what
+#: A stratum read younger than this counts as fresh (`StorageAccess.fresh`), in seconds: what
 #: must be read afresh (a budget that looks spent, the open trials a waiting worker watches) is
 #: not read twice within it.
 FRESH_S = 1.0
