@@ -11,6 +11,17 @@ B_noise. Runs `study branch` in a fresh store under `nice -n 10`; writes
 `benchmarks/results/cbs.json` and prints the curve, the trend, the cost and the comparison.
 
     python benchmarks/cbs.py [--window 512] [--replicates 2] [--out benchmarks/results/cbs.json]
+
+``--defaults`` (issue 52) asks what ``branch: {}`` gives on a finished study: it runs the
+question's study first (``--grid``, ``--trials``, ``--study-steps`` shrink it to fit a small
+machine; a second run with the same ``--home`` reuses it; ``--study FILE``: that file's study,
+found in ``--home``), then ``study branch --restart`` with an empty section, so that every
+branch setting comes from that study (`study.runner.branch_defaults`), and reports the cost in
+runs of B0 to the target (the reference's own first crossing, and the best trial's) and which
+checkpoints are censored at the largest batch size tried:
+
+    python benchmarks/cbs.py --defaults --question shapes --seed 0 --home /tmp/s0 \
+        --out benchmarks/results/cbs_defaults/shapes_seed0.json
 """
 
 from __future__ import annotations
@@ -119,7 +130,20 @@ def main() -> int:
         help="keep the store here (a run again continues its branches; default: a temporary one)",
     )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "cbs.json"))
+    parser.add_argument(
+        "--defaults", action="store_true", help="run the study, then branch: {} on it"
+    )
+    parser.add_argument("--grid", default="16,32,64,128,256,512,1024", help="with --defaults")
+    parser.add_argument("--trials", type=int, default=4, help="per batch size, with --defaults")
+    parser.add_argument(
+        "--study-steps", type=int, default=21000, help="the study's steps, with --defaults"
+    )
+    parser.add_argument(
+        "--study", help="with --defaults: this study file (its branch: section as it stands)"
+    )
     args = parser.parse_args()
+    if args.defaults:
+        return defaults(args)
     head, example_path = QUESTIONS[args.question]
     example = json.loads(example_path.read_text(encoding="utf-8"))
     rows = {int(r["batch_size"]): r for r in example["batch_sizes"]}
@@ -200,6 +224,83 @@ def main() -> int:
     print(f"cost: {cost['examples']:,} examples = {cost['reference_runs_of_example']:.2f} runs of "
           f"batch 16 to the target at its best rate ({steps_16 * 16:,} examples each)")  # fmt: skip
     return 0
+
+
+def defaults(args: argparse.Namespace) -> int:
+    """The study of ``args.question`` (shrunk), then ``study branch`` with ``branch: {}``."""
+    head, _ = QUESTIONS[args.question]
+    text = head.replace("{{", "{").replace("}}", "}")
+    text = text.replace("seed: 0\n", f"seed: {args.seed}\n")
+    text = text.replace("trials_per_stratum: 8\n", f"trials_per_stratum: {args.trials}\n")
+    lines = [
+        f"  batch_size: [{args.grid}]" if line.startswith("  batch_size:") else line
+        for line in text.splitlines()
+    ]
+    text = "\n".join(lines) + (
+        f"\nallocation: {{mode: steps, steps: {args.study_steps}}}\nbranch: {{}}\n"
+    )
+    home = Path(args.home or tempfile.mkdtemp(prefix="cbs-defaults-"))
+    home.mkdir(parents=True, exist_ok=True)
+    study = Path(args.study) if args.study else home / "study.yaml"
+    if not args.study:
+        study.write_text(text, encoding="utf-8")
+    env = {**os.environ, "STUDY_HOME": str(home / "mlruns")}
+    nice = ["nice", "-n", "10", sys.executable, "-m", "study"]
+    start = time.monotonic()
+    if not (home / "mlruns" / "optuna.journal").exists():  # else: the study of an earlier run
+        ran = subprocess.run(
+            [*nice, "run", str(study), "--tuner", "optuna"], env=env, capture_output=True, text=True
+        )
+        if ran.returncode:
+            print(ran.stderr[-3000:], file=sys.stderr)
+            return ran.returncode
+    study_wall = time.monotonic() - start
+    start = time.monotonic()
+    done = subprocess.run(
+        [*nice, "branch", str(study), "--json", "--restart"],  # the study kept, branches anew
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        print(done.stderr[-3000:], file=sys.stderr)
+        return done.returncode
+    result = json.loads(done.stdout)
+    result["benchmark"] = _defaults_summary(result, args, study_wall, time.monotonic() - start)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1), encoding="utf-8")
+    summary = result["benchmark"]
+    for line in result["notes"]:
+        print(line)
+    print(
+        f"cost {summary['examples']:,} examples: {summary['runs_of_reference']:.2f} runs of the "
+        f"reference to the target, {summary['runs_of_best_trial']:.2f} of B0's best trial's; "
+        f"checkpoints censored at the largest batch size {summary['censored']} of "
+        f"{summary['checkpoints']}, open above {summary['open_above']}, bounded on both sides "
+        f"{summary['bounded']}"
+    )
+    return 0
+
+
+def _defaults_summary(result: dict, args: argparse.Namespace, study_s: float, branch_s: float):
+    """What the acceptance reads: runs of B0 to the target and censored checkpoints."""
+    cost, plan = result["cost"], result["plan"]
+    first = plan.get("first_examples")  # B0's best trial's first crossing: the plan's unit
+    curve = result["curve"]
+    b0 = int(plan["b0"])
+    return {
+        "args": vars(args),
+        "study_seconds": study_s,
+        "branch_seconds": branch_s,
+        "examples": cost["examples"],
+        "runs_of_reference": cost["reference_runs"],
+        "best_trial_first_crossing": first,
+        "runs_of_best_trial": cost["examples"] / first if first else None,
+        "checkpoints": len(curve),
+        "censored": sum(bool(r["censored"]) for r in curve),  # at the largest batch size
+        "open_above": sum(r["cbs_high"] is None for r in curve),
+        "bounded": sum(r["cbs_high"] is not None and (r["cbs_low"] or 0) > b0 for r in curve),
+    }
 
 
 def _number(value: float | None) -> float:

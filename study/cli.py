@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 from study.commands.flags import add_storage as _add_storage
 from study.commands.flags import storage_access, storage_retry
 from study.commands.serve_storage import add_access_flags
+from study.commands.target_flags import add_target_flags
 from study.commands.trial_flags import add_measurement_flags, add_schedule_flags, add_trial_flags
 from study.config.trial import PILOT_NOISE_EVERY
 from study.errors import ExitCode, StorageUnavailable, UsageError, one_line
@@ -237,6 +238,7 @@ def _add_report(sub: Any) -> None:
         metavar="SHARE",
         help="the critical batch size is where steps run this share above perfect scaling, e.g. 0.1 (default: the study file's overhead, else 0.2)",
     )
+    add_target_flags(p)
     p.add_argument(
         "--no-mlflow", action="store_true", help="do not attach the report to the MLflow parent run"
     )

@@ -28,6 +28,15 @@ def matching_lines(files: list[Path], pattern: re.Pattern[str]) -> list[str]:
     ]
 
 
+#: Optuna's private names the ledger uses, behind one door (`tests/test_private_names.py`).
+OPTUNA_DOOR = PACKAGE / "adapters" / "optuna_internals.py"
+
+
+def outside_the_ledger() -> list[Path]:
+    """The modules outside study/ledger and its Optuna adapter."""
+    return [f for f in sources(exclude="ledger") if f != OPTUNA_DOOR]
+
+
 def test_only_the_ledger_touches_stored_attributes_and_optuna_internals() -> None:
     # Built from pieces, so that grepping the repository for them finds only real uses.
     names = (
@@ -37,7 +46,7 @@ def test_only_the_ledger_touches_stored_attributes_and_optuna_internals() -> Non
         "user_attrs" + r"\.get\(",
     )
     pattern = re.compile("|".join(names))
-    assert matching_lines(sources(exclude="ledger"), pattern) == []
+    assert matching_lines(outside_the_ledger(), pattern) == []
 
 
 def test_only_the_ledger_touches_its_optuna_storage() -> None:
@@ -55,7 +64,7 @@ def test_only_the_ledger_touches_its_optuna_storage() -> None:
         r"set_(study|trial)_\w*_?" + "attr",
     )
     pattern = re.compile("|".join(names))
-    assert matching_lines(sources(exclude="ledger"), pattern) == []
+    assert matching_lines(outside_the_ledger(), pattern) == []
 
 
 def test_nothing_imports_the_cli() -> None:

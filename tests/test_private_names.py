@@ -17,10 +17,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "study"
 THIRD = ("optuna", "keras", "tensorflow", "keras_tuner", "multiprocessing", "mlflow")
 #: Private-looking names of the standard library that are its public API.
 PUBLIC = {"_exit", "_asdict", "_replace", "_fields", "_make"}
-#: Where a private name is still allowed: the adapters, and (Optuna only) the ledger.
-# Follow-up (issue 53, item 4): the ledger's Optuna internals move into an Optuna adapter once
-# the ledger's rewrite lands; then this allowance goes.
-OPTUNA_STILL_IN = "ledger"
 
 
 def _private_path(module: str) -> bool:
@@ -88,9 +84,7 @@ def offenders() -> list[str]:
         parts = f.relative_to(PACKAGE).parts
         if parts[0] == "adapters":
             continue
-        for package, what in private_sites(f, own):
-            if parts[0] == OPTUNA_STILL_IN and package in ("optuna", None):
-                continue  # the ledger's Optuna internals (see OPTUNA_STILL_IN)
+        for _, what in private_sites(f, own):
             found.append(f"study/{'/'.join(parts)}:{what}")
     return found
 

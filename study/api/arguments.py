@@ -22,10 +22,13 @@ from study.errors import FieldError, UsageError
 #: The keyword argument of `study.train` that sets each data-model field whose name differs
 #: from it (``optimizer.learning_rate``: ``learning_rate``): the fields of `TrialDefinition`.
 ARGUMENTS: dict[str, str] = {
-    path: item.name
-    for item in fields(TrialDefinition)
-    for path in field_paths(item)
-    if path != item.name
+    **{
+        path: item.name
+        for item in fields(TrialDefinition)
+        for path in field_paths(item)
+        if path != item.name
+    },
+    "targets": "levels",
 }
 _OPTIONS = "workload_options."
 _FIELD = re.compile(r"^([A-Za-z_][\w.\[\]]*)(: | )(.*)$", re.DOTALL)

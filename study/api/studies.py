@@ -7,16 +7,18 @@ Each method reads the ledger again, so a `Study` of a running study shows its la
     s.trials()                # one row per trial
     fit = s.fit()             # the report's analysis for the study's target (`Fit`)
     s.fit("val_accuracy>=0.7").b_noise
+    s.fit_targets(predict=0.6).prediction   # the answer at a target not reached, by a law
     s.plot.steps()            # steps to result against batch size, into a matplotlib Axes
     s.report("reports/quickstart", formats=("html", "json"))
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from study.api.arguments import in_arguments, level, positive_int, text
 from study.api.plots import Plots
@@ -27,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from study.analysis.schedule_rules import DerivedSchedule
     from study.api.fit import Fit
+    from study.api.targets import TargetFit
     from study.config.target import Target
     from study.ledger import Ledger
 
@@ -188,6 +191,41 @@ class Study:
             raise in_arguments(exc) from None
         return Fit(report)
 
+    def fit_targets(
+        self,
+        levels: Sequence[float] | str = "auto",
+        predict: float | None = None,
+        *,
+        target: str | Target | None = None,
+        confidence: float = 0.95,
+        accelerators: int | None = None,
+    ) -> TargetFit:
+        """The answers at several levels of the target's metric (``levels``: thresholds, or
+        ``"auto"``: from the level nearly every trial reached to ``target``, default the study
+        file's), the law of B_noise and the critical batch size across them and, with
+        ``predict`` (a level the study did not reach), the answers there with prediction
+        intervals (`TargetFit`; a prediction past the law's support comes back refused, with
+        its ``reason``). As ``study report --targets LEVELS --predict-target LEVEL``.
+
+        Raises:
+            UsageError: a bad argument, named (``levels``, ``predict``, ``target``).
+        """
+        from study.api.targets import TargetFit
+        from study.report.stored import stored_targets
+
+        try:
+            scaling = stored_targets(
+                self.ledger,
+                target=_target(target),
+                levels=_levels(levels),
+                predict=_predict(predict),
+                accelerators=positive_int("accelerators", accelerators, optional=True),
+                confidence=level("confidence", confidence),
+            )
+        except UsageError as exc:
+            raise in_arguments(exc) from None
+        return TargetFit.of(scaling)
+
     def report(
         self,
         out: str | os.PathLike[str],
@@ -253,6 +291,30 @@ def _target(target: str | Target | None) -> Target | None:
     if not isinstance(target, str):
         raise FieldError("target", "must be a string such as 'val_accuracy>=0.9'", target)
     return Target.parse(target, option="target")
+
+
+def _levels(levels: Sequence[float] | str) -> Sequence[float] | Literal["auto"]:
+    """``levels`` checked: ``"auto"`` or a non-empty sequence of finite numbers."""
+    if levels == "auto":
+        return "auto"
+    rule = "must be 'auto' or a non-empty sequence of levels of the target's metric"
+    if isinstance(levels, str) or not isinstance(levels, Sequence) or not levels:
+        raise FieldError("levels", rule, levels)
+    if not all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in levels
+    ):
+        raise FieldError("levels", rule, levels)
+    return [float(x) for x in levels]
+
+
+def _predict(predict: float | None) -> float | None:
+    if predict is None:
+        return None
+    if isinstance(predict, bool) or not isinstance(predict, (int, float)):
+        raise FieldError("predict", "must be a level of the target's metric, e.g. 0.7", predict)
+    if not math.isfinite(predict):
+        raise FieldError("predict", "must be a finite level of the target's metric", predict)
+    return float(predict)
 
 
 def _quiet_tqdm() -> None:

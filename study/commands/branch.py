@@ -13,6 +13,7 @@ from typing import Any
 from study.commands.records import from_flags
 from study.config.study import StudyConfig
 from study.errors import ExitCode
+from study.runner.branch_defaults import StudyEvidence
 
 
 def main(args: argparse.Namespace) -> int:
@@ -22,9 +23,9 @@ def main(args: argparse.Namespace) -> int:
 
     config = load_study_file(args.file, check=check_study)
     options = from_flags(BranchOptions, args)
-    alpha, rate = fitted_rule(config, args.storage)
+    alpha, rate, evidence = fitted_rule(config, args.storage)
     say = (lambda _line: None) if args.json else print
-    run_branches(config, options, fitted_alpha=alpha, best_rate=rate, say=say)
+    run_branches(config, options, fitted_alpha=alpha, best_rate=rate, evidence=evidence, say=say)
     from study.ledger.branches import BranchLedger
 
     ledger = BranchLedger.open(args.storage, config.name)
@@ -55,14 +56,17 @@ def main(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def fitted_rule(config: StudyConfig, storage: str | None) -> tuple[float | None, float | None]:
-    """The study's fitted alpha and its best rate at ``B0`` (None each when it has none)."""
+def fitted_rule(
+    config: StudyConfig, storage: str | None
+) -> tuple[float | None, float | None, StudyEvidence | None]:
+    """The study's fitted alpha, its best rate at ``B0`` (None each when it has none) and what
+    the branch defaults take from it (None before the study has a record)."""
     from study.ledger import Ledger, best_of
     from study.report.stored import stored_answers
 
     ledger = Ledger.open(storage, config.name, create=False)
     if ledger.record() is None:
-        return None, None
+        return None, None, None
     answers = stored_answers(ledger)
     alpha = answers.alpha.estimate if answers is not None and answers.alpha is not None else None
     b0 = (config.branch.batch_size if config.branch else None) or min(config.space.batch_sizes)
@@ -70,11 +74,50 @@ def fitted_rule(config: StudyConfig, storage: str | None) -> tuple[float | None,
     for stratum in ledger.strata():
         if stratum.batch_size == b0:
             best = best_of(ledger.trials(stratum)) or best
-    return alpha, (best.learning_rate if best is not None else None)
+    evidence = StudyEvidence(
+        b0=b0,
+        examples_to_target=best.result.examples_to_target if best and best.result else None,
+        trial=f"{best.stratum}#{best.number}" if best is not None else "",
+        examples_to_first=_first_crossing(best, config),
+        b_noise=_triple(answers.b_noise if answers is not None else None),
+        critical=_triple(answers.critical_batch if answers is not None else None),
+        largest=max(config.space.batch_sizes),
+        target=str(config.target),
+        curve=_loss_curve(best),
+        alpha=_triple(answers.alpha if answers is not None else None),
+        optimizer=config.optimizer,
+    )
+    return alpha, (best.learning_rate if best is not None else None), evidence
+
+
+def _triple(answer: Any) -> tuple[float, float, float] | None:
+    if answer is None:
+        return None
+    return float(answer.estimate), float(answer.low), float(answer.high)
+
+
+def _first_crossing(trial: Any, config: StudyConfig) -> int | None:
+    """The examples at which a trial's curve first met the target (None: never)."""
+    if trial is None or trial.result is None:
+        return None
+    met = (m.examples for m in trial.result.curve if config.target.met_by(m.metrics))
+    return next(met, None)
+
+
+def _loss_curve(trial: Any) -> tuple[tuple[float, float], ...]:
+    """A trial's (examples, val_loss) on its evaluation cadence (none: empty)."""
+    if trial is None or trial.result is None:
+        return ()
+    return tuple(
+        (float(m.examples), float(m.metrics["val_loss"]))
+        for m in trial.result.curve
+        if "val_loss" in m.metrics and not m.fine
+    )
 
 
 def study_cbs(config: StudyConfig, storage: str | None) -> Any:
-    """The study's `CbsReport` with its trials' cost and fitted B_noise when it has them."""
+    """The study's `CbsReport` with its trials' cost, fitted B_noise and critical batch size
+    when it has them."""
     import pandas as pd
 
     from study.ledger import Ledger
@@ -82,7 +125,7 @@ def study_cbs(config: StudyConfig, storage: str | None) -> Any:
     from study.report.stored import stored_answers
 
     ledger = Ledger.open(storage, config.name, create=False)
-    trials, b_noise = None, None
+    trials, b_noise, critical = None, None, None
     if ledger.record() is not None:
         rows = [
             {"steps_run": t.result.steps_run, "examples_run": t.result.examples_run}
@@ -92,10 +135,10 @@ def study_cbs(config: StudyConfig, storage: str | None) -> Any:
         ]
         trials = pd.DataFrame(rows, columns=["steps_run", "examples_run"])
         answers = stored_answers(ledger)
-        if answers is not None and answers.b_noise is not None:
-            a = answers.b_noise
-            b_noise = (a.estimate, a.low, a.high)
-    return stored_cbs(config, storage, study_trials=trials, b_noise=b_noise)
+        if answers is not None:
+            b_noise = _triple(answers.b_noise)
+            critical = _triple(answers.critical_batch)
+    return stored_cbs(config, storage, study_trials=trials, b_noise=b_noise, critical=critical)
 
 
 def _log(report: Any, config: StudyConfig, uri: str | None) -> None:

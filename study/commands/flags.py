@@ -47,6 +47,7 @@ FLAGS: dict[str, str] = {
         for item in fields(TrialDefinition)
         for path in field_paths(item)
     },
+    "targets": "--targets",
     "storage": "--storage",
     "tuner": "--tuner",
 }

@@ -27,6 +27,7 @@ _EXPORT_SUFFIXES = (".csv", ".parquet", ".pq")
 def main(args: argparse.Namespace) -> int:
     """Write the report of study ``args.name``; return the exit status."""
     from study.commands.flags import in_flags
+    from study.commands.target_flags import parse_levels, parse_predict
     from study.config.target import Target
     from study.ledger import Ledger
     from study.report import FORMATS, summary_lines, write_report
@@ -50,6 +51,8 @@ def main(args: argparse.Namespace) -> int:
         check_answers(remote, "--tracking-uri" if args.tracking_uri else "MLFLOW_TRACKING_URI")
     ledger = Ledger.open(args.storage, args.name, create=False)
     target = Target.parse(args.target, option="--target") if args.target else None
+    levels = parse_levels(args.targets)
+    predict = parse_predict(args.predict_target, target or _own_target(ledger))
     try:
         report = stored_report(
             ledger,
@@ -59,9 +62,14 @@ def main(args: argparse.Namespace) -> int:
             overhead=args.overhead,
             command=_command(args, target or _own_target(ledger)),
             context=_context(args),
+            targets=levels,
+            predict=predict,
         )
     except FieldError as err:
         raise in_flags(err) from None
+    prediction = report.targets.prediction if report.targets is not None else None
+    if prediction is not None and not prediction.ok:  # refused before anything is written
+        raise UsageError(f"--predict-target: {prediction.line()}")
     formats = list(dict.fromkeys(args.format or FORMATS))
     out_dir = Path(args.out) if args.out else Path("reports") / args.name
     paths = write_report(report, out_dir, formats)
@@ -72,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
         print(line)
     if not args.no_mlflow:
         attached = attach_to_parent_run(
-            args.name, list(paths.values()), args.tracking_uri, report.answers
+            args.name, list(paths.values()), args.tracking_uri, report.answers, prediction
         )
         if attached:
             print(f"attached to MLflow run {attached} under report/")
@@ -121,6 +129,10 @@ def _command(args: argparse.Namespace, target: Any) -> str:
         parts += ["--confidence", f"{args.confidence:g}"]
     if args.overhead is not None:
         parts += ["--overhead", f"{args.overhead:g}"]
+    if getattr(args, "targets", None):
+        parts += ["--targets", args.targets]
+    if getattr(args, "predict_target", None):
+        parts += ["--predict-target", args.predict_target]
     if args.storage:
         parts += ["--storage", _storage(args)]
     return shlex.join(parts)
@@ -140,9 +152,14 @@ def _storage(args: argparse.Namespace) -> str:
 
 
 def attach_to_parent_run(
-    study: str, files: list[Path], uri_option: str | None, answers: Any = None
+    study: str,
+    files: list[Path],
+    uri_option: str | None,
+    answers: Any = None,
+    prediction: Any = None,
 ) -> str | None:
-    """`attach_report` with the answers (`Answers`) as metrics and their one line."""
+    """`attach_report` with the answers (`Answers`) as metrics and their one line, and a
+    prediction at another target (`TargetPrediction`) as the ``study.prediction`` tag."""
     from study.report.answer_prose import answer_line
     from study.tracking.report_run import attach_report
 
@@ -152,4 +169,16 @@ def attach_to_parent_run(
         uri_option,
         metrics=answers.to_metrics() if answers is not None else None,
         answer=answer_line(answers) if answers is not None else None,
+        tags=prediction_tags(prediction),
     )
+
+
+def prediction_tags(prediction: Any) -> dict[str, str]:
+    """The parent run's tags for a prediction at another target: ``study.prediction`` (its
+    line, which says what it assumed) and ``study.prediction_target``; none without one."""
+    if prediction is None:
+        return {}
+    return {
+        "study.prediction": prediction.line(),
+        "study.prediction_target": str(prediction.target),
+    }

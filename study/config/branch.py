@@ -7,7 +7,11 @@ critical batch size at that checkpoint is the largest batch whose branch ends wi
 tolerance of the ``B0`` branch's loss (and metric) after the same examples (Merrill et al.
 2025, "Critical Batch Size Revisited"). `study.analysis.cbs` reads it off the branches.
 
-The study-file section (`read_branch` reads it)::
+The study-file section (`read_branch` reads it). On a finished study, every key it leaves
+out of ``examples``, ``checkpoints``, ``multipliers``, ``window``, ``max_replicates`` and
+``max_examples`` comes from that study (`study.runner.branch_defaults`: a reference just past
+the target, batch sizes past its B_noise interval, within 3 runs of ``B0`` to the target); the
+defaults below hold before the study has trials::
 
     branch:
       batch_size: 16               # B0 (default: the search space's smallest batch size)
@@ -43,7 +47,7 @@ import enum
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from study.config.rules import FieldError, check
@@ -131,6 +135,9 @@ class BranchConfig:
     #: training examples (`study.trainer.branch.recalibrate_batchnorm`), so that batch sizes
     #: that took fewer steps in the window are not read with staler moving averages.
     recalibrate_batchnorm: bool = True
+    #: The keys the section named (`read_branch`); the others may take the finished study's
+    #: values (`study.runner.branch_defaults`).
+    given: frozenset[str] = field(default=frozenset(), compare=False)
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "examples", "window"):
@@ -250,6 +257,7 @@ def read_branch(r: Reader, value: Any, path: str = SECTION) -> BranchConfig | No
                 None if metric is None else float(r.number(metric, f"{path}.tolerance.metric")),
                 r.choice(basis, f"{path}.tolerance.basis", BASES),
             )
+    args["given"] = frozenset(k for k, v in data.items() if v is not None)
     with r.naming(lambda field: f"{path}.{field}"):
         return BranchConfig(**args)
 

@@ -28,6 +28,9 @@ class ReferenceJob:
     #: Train on to this step (evaluating on the cadence) after the last checkpoint; None: stop
     #: there.
     end_step: int | None = None
+    #: Past ``end_step``, train on until the target is first met, up to this step (None: stop
+    #: at ``end_step``): the reference then reaches the target, the unit of its cost.
+    until_target: int | None = None
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
-from optuna.study.study import _SYSTEM_ATTR_METRIC_NAMES as _METRIC_NAMES
 from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
+from study.adapters.optuna_internals import (
+    METRIC_NAMES_KEY,
+    id_of_study,
+    id_of_trial,
+    trial_id_or_none,
+)
 from study.config.space import Stratum
 from study.ledger import batch, records
 from study.ledger.batch import TrialWrites
@@ -42,7 +47,7 @@ OBJECTIVE_MEANING = (
 
 #: How long a stratum read serves the readers inside `StorageAccess.recent`, in seconds.
 RECENT_S = 10.0
-#: A stratum read younger than this counts as fresh (`StorageAccess._fresh`), in seconds: what
+#: A stratum read younger than this counts as fresh (`StorageAccess.fresh`), in seconds: what
 #: must be read afresh (a budget that looks spent, the open trials a waiting worker watches) is
 #: not read twice within it.
 FRESH_S = 1.0
@@ -130,7 +135,7 @@ class StorageAccess:
         if not getattr(self.local, "recent", 0):
             return None
         loaded = list(self.studies.items())
-        return next((s for s, study in loaded if study._study_id == study_id), None)
+        return next((s for s, study in loaded if id_of_study(study) == study_id), None)
 
     def setting_up(self, trial_id: int) -> bool:
         """Whether this thread is setting up the trial ``trial_id``, which this process claimed
@@ -149,7 +154,7 @@ class StorageAccess:
         stratum = self.strata_of.get(trial_id)
         last = self.reads.get(stratum) if stratum is not None else None
         if stratum is not None and last is not None:
-            trials = [now if t._trial_id == trial_id else t for t in last[1]]
+            trials = [now if id_of_trial(t) == trial_id else t for t in last[1]]
             self.reads[stratum] = (last[0], trials)
 
     def stratum_name(self, stratum: Stratum) -> str:
@@ -185,11 +190,11 @@ class StorageAccess:
                         "strategy": stratum.strategy,
                         records.OBJECTIVE: OBJECTIVE_MEANING,
                     }
-                    names = {_METRIC_NAMES: [METRIC_NAME]}  # as `Study.set_metric_names`
-                    batch.write_study(self.storage, study._study_id, attrs, names)  # one write
+                    names = {METRIC_NAMES_KEY: [METRIC_NAME]}  # as `Study.set_metric_names`
+                    batch.write_study(self.storage, id_of_study(study), attrs, names)  # one write
                 self._labelled.add(name)
                 self.studies[stratum] = study
-                self.ids[name] = study._study_id  # (re)loaded: e.g. made again after a delete
+                self.ids[name] = id_of_study(study)  # (re)loaded: e.g. made again after a delete
                 self.reads.pop(stratum, None)
             return study
 
@@ -220,7 +225,7 @@ class StorageAccess:
         for study in studies:
             name = study.study_name
             if name == self.name or name.startswith(f"{self.name}/"):
-                self.ids.setdefault(name, study._study_id)
+                self.ids.setdefault(name, id_of_study(study))
                 if "batch_size" in study.user_attrs:
                     self._labelled.add(name)
         return studies
@@ -306,7 +311,7 @@ class StorageAccess:
             if not self._pending:
                 return trials
             held = dict(self._pending)
-        return [held[t._trial_id].applied_to(t) if t._trial_id in held else t for t in trials]
+        return [held[id_of_trial(t)].applied_to(t) if id_of_trial(t) in held else t for t in trials]
 
     def fresh(self, stratum: Stratum) -> list[FrozenTrial] | None:
         """The stratum's trials as read less than `FRESH_S` ago (held writes applied), or
@@ -336,7 +341,7 @@ class StorageAccess:
 
     def slot_id(self, slot: Slot) -> int:
         """The storage id of the slot's trial (kept by its Optuna trial: no lookup)."""
-        trial_id = getattr(slot.trial, "_trial_id", None)
+        trial_id = trial_id_or_none(slot.trial)
         return trial_id if trial_id is not None else self.trial_id(slot.stratum, slot.number)
 
     @staticmethod
@@ -350,12 +355,12 @@ class StorageAccess:
         every trial, and decoding them all each time would cost the square of the trials."""
         closed = frozen.state.is_finished()
         if closed:
-            known = self._decoded.get(frozen._trial_id)
+            known = self._decoded.get(id_of_trial(frozen))
             if known is not None and known[0] is frozen and known[1].stratum == stratum:
                 return known[1]
         decoded = self._decode_now(stratum, frozen)
         if closed:
-            self._decoded[frozen._trial_id] = (frozen, decoded)
+            self._decoded[id_of_trial(frozen)] = (frozen, decoded)
         return decoded
 
     @staticmethod

@@ -34,6 +34,16 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
+from study.adapters.optuna_internals import (
+    cache_backend,
+    id_of_trial,
+    rdb_models,
+    rdb_session,
+    set_attr_in,
+    set_intermediate_in,
+    set_param_in,
+    set_value_in,
+)
 from study.ledger.journal_batch import append_group, journal_of
 
 #: The name `RetryingStorage` knows a group of writes by (see `study.ledger.retry`).
@@ -87,7 +97,7 @@ class TrialWrites:
             user_attrs={**frozen.user_attrs, **self.user},
             system_attrs={**frozen.system_attrs, **self.system},
             intermediate_values={**frozen.intermediate_values, **self.intermediate},
-            trial_id=frozen._trial_id,
+            trial_id=id_of_trial(frozen),
         )
 
 
@@ -101,7 +111,7 @@ def rdb_of(storage: optuna.storages.BaseStorage) -> Any | None:
     while current is not None and seen < 5:
         if isinstance(current, RDBStorage):
             return current
-        current = current.__dict__.get("inner") or current.__dict__.get("_backend")
+        current = current.__dict__.get("inner") or cache_backend(current)
         seen += 1
     return None
 
@@ -148,18 +158,16 @@ def _one_call_each(storage: optuna.storages.BaseStorage, writes: TrialWrites) ->
 def _in_one_transaction(rdb: Any, writes: TrialWrites) -> None:
     """The writes in one session of Optuna's RDB storage, with the rows its methods write
     (`RDBStorage.set_trial_state_values` and the ``_without_commit`` helpers it is built of)."""
-    from optuna.storages._rdb import models
-    from optuna.storages._rdb.storage import _create_scoped_session
-
+    models = rdb_models()
     trial_id = writes.trial_id
-    with _create_scoped_session(rdb.scoped_session) as session:
+    with rdb_session(rdb) as session:
         trial = models.TrialModel.find_or_raise_by_id(trial_id, session, for_update=True)
         rdb.check_trial_is_updatable(trial_id, trial.state)
         for name, (value, dist) in writes.params.items():
             internal = dist.to_internal_repr(value)
             found = models.TrialParamModel.find_by_trial_and_param_name(trial, name, session)
             if found is None:
-                rdb._set_trial_param_without_commit(session, trial_id, name, internal, dist)
+                set_param_in(rdb, session, trial_id, name, internal, dist)
             else:  # a retry whose first commit landed: the same value again
                 found.param_value = internal
                 found.distribution_json = optuna.distributions.distribution_to_json(dist)
@@ -168,12 +176,12 @@ def _in_one_transaction(rdb: Any, writes: TrialWrites) -> None:
             (models.TrialSystemAttributeModel, writes.system),
         ):
             for key, value in attrs.items():
-                rdb._set_trial_attr_without_commit(session, model, trial_id, key, value)
+                set_attr_in(rdb, session, model, trial_id, key, value)
         for step, value in writes.intermediate.items():
-            rdb._set_trial_intermediate_value_without_commit(session, trial_id, step, value)
+            set_intermediate_in(rdb, session, trial_id, step, value)
         if writes.state is not None:
             for objective, value in enumerate(writes.values or ()):
-                rdb._set_trial_value_without_commit(session, trial, objective, value)
+                set_value_in(rdb, session, trial, objective, value)
             trial.state = writes.state
             if writes.state.is_finished():
                 trial.datetime_complete = datetime.now()
@@ -205,10 +213,8 @@ def write_study(
         return
 
     def in_one_transaction() -> None:
-        from optuna.storages._rdb import models
-        from optuna.storages._rdb.storage import _create_scoped_session
-
-        with _create_scoped_session(rdb.scoped_session, True) as session:
+        models = rdb_models()
+        with rdb_session(rdb, True) as session:
             study = models.StudyModel.find_or_raise_by_id(study_id, session)
             for model, attrs in (
                 (models.StudyUserAttributeModel, user),

@@ -27,6 +27,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState as OptunaState
 
+from study.adapters.optuna_internals import id_of_trial
 from study.ledger.owners import Beat, owner_alive, owner_id
 from study.ledger.storage import open_storage
 
@@ -175,9 +176,9 @@ class BranchLedger:
                 continue
             try:
                 self.storage.set_trial_user_attr(
-                    t._trial_id, ERROR, "its process died; queued again"
+                    id_of_trial(t), ERROR, "its process died; queued again"
                 )
-                self.storage.set_trial_state_values(t._trial_id, OptunaState.FAIL)
+                self.storage.set_trial_state_values(id_of_trial(t), OptunaState.FAIL)
             except (RuntimeError, ValueError):  # finished meanwhile (by its owner or a peer)
                 continue
             self._optuna().enqueue_trial({}, user_attrs={TASK: raw})

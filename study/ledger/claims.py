@@ -24,6 +24,7 @@ import optuna
 from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
+from study.adapters.optuna_internals import forget_cached_trials, id_of_study, id_of_trial, trial_of
 from study.config.space import Stratum
 from study.config.target import Target
 from study.ledger import records
@@ -61,25 +62,10 @@ _QUIET_BEFORE = (
 def _twin(frozen: FrozenTrial, token: str, trial_id: int) -> bool:
     """Whether ``frozen`` is another trial created by the claim whose token is ``token``."""
     return (
-        frozen._trial_id != trial_id
+        id_of_trial(frozen) != trial_id
         and frozen.state is OptunaState.RUNNING
         and frozen.system_attrs.get(CLAIM_TOKEN) == token
     )
-
-
-class ClaimedTrial(optuna.Trial):
-    """The Optuna trial of a claim, made from the trial the claim's budget check just read
-    (what `optuna.Trial` sets up, without reading the trial once more)."""
-
-    def __init__(self, study: optuna.Study, frozen: FrozenTrial) -> None:
-        self.study = study
-        self._trial_id = frozen._trial_id
-        self.storage = study._storage
-        self._cached_frozen_trial = frozen
-        study.sampler.before_trial(study, frozen)
-        self.relative_search_space = None
-        self._relative_params = None
-        self._fixed_params = frozen.system_attrs.get("fixed_params", {})
 
 
 class Claims(StorageAccess):
@@ -115,8 +101,8 @@ class Claims(StorageAccess):
             intermediate_values={},
             trial_id=-1,
         )
-        study._thread_local.cached_all_trials = None  # as `Study.ask`: samplers read afresh
-        trial_id = self.storage.create_new_trial(study._study_id, template)
+        forget_cached_trials(study)  # as `Study.ask`: samplers read afresh
+        trial_id = self.storage.create_new_trial(id_of_study(study), template)
         self.strata_of[trial_id] = stratum
         if grace is not None:
             self.stamped[trial_id] = system[HEARTBEAT]["at"]
@@ -126,14 +112,14 @@ class Claims(StorageAccess):
         token = system[CLAIM_TOKEN]
         twins = [t for t in trials if _twin(t, token, trial_id)]
         for twin in twins:  # this claim's creation landed twice: keep one
-            self.strata_of[twin._trial_id] = stratum
+            self.strata_of[id_of_trial(twin)] = stratum
             with self.writes_lock:  # this process made it: it reads its closing
-                self.written[twin._trial_id] = twin
-            self.flush(TrialWrites(twin._trial_id, user=discarded, state=OptunaState.FAIL))
+                self.written[id_of_trial(twin)] = twin
+            self.flush(TrialWrites(id_of_trial(twin), user=discarded, state=OptunaState.FAIL))
         trials = [t for t in trials if t not in twins]
-        frozen = next((t for t in trials if t._trial_id == trial_id), None)
+        frozen = next((t for t in trials if id_of_trial(t) == trial_id), None)
         frozen = frozen or self.storage.get_trial(trial_id)
-        trial = ClaimedTrial(study, frozen)
+        trial = trial_of(study, frozen)
         if not isinstance(study.sampler, _QUIET_BEFORE):  # it may have written to the trial
             frozen = self.storage.get_trial(trial_id)
         with self.writes_lock:
@@ -206,7 +192,7 @@ class Claims(StorageAccess):
         after the stratum's sampler saw it (what `Study.tell` does, but for its rule that a
         pruned trial's value is its last intermediate value)."""
         study = self.study(slot.stratum)
-        study._thread_local.cached_all_trials = None  # as `Study.tell`
+        forget_cached_trials(study)  # as `Study.tell`
         try:
             seen = writes.applied_to(self.mine(slot))
             study.sampler.after_trial(study, seen, state, values)
@@ -228,7 +214,7 @@ class Claims(StorageAccess):
         frozen = self.storage.get_trial(self.slot_id(slot))
         if not frozen.state.is_finished():
             attrs = {records.STATUS: TrialState.FAILED.value, records.ERROR: truncate_error(error)}
-            writes = TrialWrites(frozen._trial_id, user=attrs)
+            writes = TrialWrites(id_of_trial(frozen), user=attrs)
             try:
                 return self._close(slot, writes, OptunaState.FAIL, None)
             except optuna.exceptions.UpdateFinishedTrialError:

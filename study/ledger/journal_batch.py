@@ -17,9 +17,14 @@ from typing import Any
 
 import optuna
 from optuna.distributions import distribution_to_json
-from optuna.exceptions import UpdateFinishedTrialError
-from optuna.storages.journal._storage import JournalOperation
 from optuna.trial import TrialState as OptunaState
+
+from study.adapters.optuna_internals import (
+    JournalOperation,
+    append_to_trial,
+    cache_backend,
+    journal_usable,
+)
 
 
 def journal_of(storage: optuna.storages.BaseStorage) -> Any | None:
@@ -29,11 +34,10 @@ def journal_of(storage: optuna.storages.BaseStorage) -> Any | None:
     current: Any = storage
     for _ in range(5):
         if isinstance(current, JournalStorage):
-            needed = ("_thread_lock", "_backend", "_replay_result", "_sync_with_backend")
-            return current if all(hasattr(current, n) for n in needed) else None
+            return current if journal_usable(current) else None
         if current is None:
             return None
-        current = current.__dict__.get("inner") or current.__dict__.get("_backend")
+        current = current.__dict__.get("inner") or cache_backend(current)
     return None
 
 
@@ -85,29 +89,5 @@ def append_group(journal: Any, writes: Any) -> bool:
     logs = _logs(writes)
     if not logs:
         return True
-    with journal._thread_lock:
-        journal._sync_with_backend()
-        trial = journal._replay_result._trials.get(writes.trial_id)
-        if trial is not None and trial.state.is_finished():
-            raise UpdateFinishedTrialError(
-                f"Trial#{trial.number} has already finished and can not be updated."
-            )
-        worker = journal._replay_result.worker_id
-        journal._backend.append_logs([{"op_code": op, "worker_id": worker, **f} for op, f in logs])
-        _read_back(journal)
+    append_to_trial(journal, writes.trial_id, logs)
     return True
-
-
-def _read_back(journal: Any) -> None:
-    """Read the journal up to its end; the first refusal of this worker's lines (another
-    process closed the trial in between) is raised once every line is read."""
-    refused: UpdateFinishedTrialError | None = None
-    while True:
-        try:
-            journal._sync_with_backend()
-        except UpdateFinishedTrialError as exc:  # the line is counted read: go on past it
-            refused = refused or exc
-            continue
-        break
-    if refused is not None:
-        raise refused

@@ -23,6 +23,7 @@ import optuna
 from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
+from study.adapters.optuna_internals import id_of_trial
 from study.config.space import Stratum
 from study.ledger import records
 from study.ledger.access import Slot, StorageAccess
@@ -102,7 +103,8 @@ class Liveness:
                 interrupted = {records.STATUS: TrialState.INTERRUPTED.value}
                 try:
                     write(
-                        access.storage, TrialWrites(frozen._trial_id, user=interrupted, state=FAIL)
+                        access.storage,
+                        TrialWrites(id_of_trial(frozen), user=interrupted, state=FAIL),
                     )
                 except optuna.exceptions.UpdateFinishedTrialError:
                     continue  # its owner finished it, or another process recovered it

@@ -33,7 +33,8 @@ What this relies on of Optuna beyond its public API (``optuna.storages.GrpcStora
 all in `_proxy_class`: the client's ``_setup`` (it makes ``_channel``, ``_stub``, ``_cache``;
 ours makes the channel with TLS and call credentials, `proxy_access.open_channel`), the
 generated ``api_pb2_grpc.StorageServiceStub`` and ``GrpcClientCache`` of
-``optuna.storages._grpc``; `study.ledger.proxy_server` uses its servicer.
+``optuna.storages._grpc`` (through `study.adapters.optuna_internals.grpc_stub_and_cache`);
+`study.ledger.proxy_server` uses its servicer.
 
 Example: ``start_proxy("postgresql://study:pw@db/ledger", "127.0.0.1", 13000)`` serves it at
 ``grpc://127.0.0.1:13000``; ``open_proxy("grpc://127.0.0.1:13000", 300.0)`` reaches it.
@@ -51,6 +52,7 @@ from urllib.parse import urlsplit
 
 import optuna
 
+from study.adapters.optuna_internals import grpc_stub_and_cache
 from study.errors import FieldError
 from study.ledger.proxy_access import TLS_SCHEME, ClientAccess, client_access, open_channel
 from study.ledger.retry import RetryingStorage
@@ -161,8 +163,6 @@ def _proxy_class() -> type:
     checks that a proxy restarted on the same port is found again within seconds)."""
     import grpc
     from optuna.storages import GrpcStorageProxy
-    from optuna.storages._grpc.auto_generated import api_pb2_grpc
-    from optuna.storages._grpc.client import GrpcClientCache
 
     class Proxy(GrpcStorageProxy):
         def __init__(self, *, host: str, port: int, access: ClientAccess, url: str) -> None:
@@ -176,8 +176,7 @@ def _proxy_class() -> type:
             self._channel = open_channel(
                 self._host, self._port, self._access, list(CHANNEL_OPTIONS), refused
             )
-            self._stub = api_pb2_grpc.StorageServiceStub(self._channel)
-            self._cache = GrpcClientCache(self._stub)
+            self._stub, self._cache = grpc_stub_and_cache(self._channel)
             self._write = self._channel.unary_unary(WRITE_METHOD)
             self._grouped = True
             self._once = self._channel.unary_unary(ONCE_METHOD)

@@ -6,7 +6,8 @@ interceptors and port) in front of a database opened, checked and cached as
 `study.ledger.storage.open_storage` opens it. Optuna's server takes neither credentials nor
 interceptors, so the ``grpc.server`` is built here around its servicer: this relies on
 ``optuna.storages._grpc.servicer.OptunaStorageProxyService`` and the generated
-``api_pb2_grpc.add_StorageServiceServicer_to_server`` (what ``make_server`` calls). With a
+``api_pb2_grpc.add_StorageServiceServicer_to_server`` (what ``make_server`` calls; both
+through `study.adapters.optuna_internals.add_storage_servicer`). With a
 `study.ledger.proxy_access.ServerAccess` it serves TLS (``grpcs://``; client certificates
 where it names a CA) and checks the shared token on every call (``UNAUTHENTICATED`` without
 it, before any handler runs). A call that meets a transient database fault is
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from study.adapters.optuna_internals import add_storage_servicer, cache_backend
 from study.errors import FieldError
 from study.ledger.proxy import (
     CHECK_NAME,
@@ -68,7 +70,7 @@ class ProxyServer:
         """Stop serving: calls in flight get ``grace`` seconds to finish; the database's
         connections are closed."""
         self.server.stop(grace).wait()
-        engine = getattr(getattr(self._storage, "_backend", None), "engine", None)
+        engine = getattr(cache_backend(self._storage), "engine", None)
         if engine is not None:
             engine.dispose()
 
@@ -125,8 +127,6 @@ def serve(
     """
     quiet_grpc()
     import grpc
-    from optuna.storages._grpc.auto_generated import api_pb2_grpc
-    from optuna.storages._grpc.servicer import OptunaStorageProxyService
 
     access = access or ServerAccess()
     database = _Database(where, say or _stderr)
@@ -136,7 +136,7 @@ def serve(
         interceptors=[*checks, _unavailable(database)],
         options=[("grpc.so_reuseport", 0)],  # a second proxy on the port fails, not shares it
     )
-    api_pb2_grpc.add_StorageServiceServicer_to_server(OptunaStorageProxyService(storage), server)
+    add_storage_servicer(storage, server)
     server.add_generic_rpc_handlers((_group_writes(storage), _token_writes(storage)))
     try:
         if access.tls:

@@ -48,12 +48,11 @@ from collections.abc import Callable, Container, Sequence
 from typing import Any
 
 from optuna.storages import BaseStorage
-from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.study import StudyDirection
-from optuna.study._frozen import FrozenStudy
 from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
+from study.adapters.optuna_internals import RDB_LOGGER, BaseHeartbeat, FrozenStudy
 from study.errors import StorageUnavailable
 from study.ledger import tokens
 from study.ledger.batch import rdb_of
@@ -69,7 +68,7 @@ class _QuietFallback(logging.Filter):
         return "Caught an error from sqlalchemy" not in record.getMessage()
 
 
-logging.getLogger("optuna.storages._rdb.storage").addFilter(_QuietFallback())
+logging.getLogger(RDB_LOGGER).addFilter(_QuietFallback())
 
 #: The retry window when none is given (by the command line, the study file's
 #: ``storage_retry``), in seconds.

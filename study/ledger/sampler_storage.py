@@ -52,12 +52,12 @@ class SamplerStorage(BaseStorage):
         return getattr(self._access.storage, name)
 
     def get_study_id_from_name(self, study_name: str) -> int:
-        """The id of a study, looked up once per ledger (`StorageAccess._study_id`): loading a
+        """The id of a study, looked up once per ledger (`StorageAccess.study_id`): loading a
         stratum's study asks for it, and the ledger often knows it already."""
         return self._access.study_id(study_name)
 
     def get_study_directions(self, study_id: int) -> list[StudyDirection]:
-        """Minimise: the ledger creates every stratum's study so (`StorageAccess._study`) and
+        """Minimise: the ledger creates every stratum's study so (`StorageAccess.study`) and
         only stratum studies go through this storage; loading one need not read it back."""
         return [StudyDirection.MINIMIZE]
 

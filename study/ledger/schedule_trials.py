@@ -51,7 +51,7 @@ class ScheduleLedger(Ledger):
         """The cell of ``trials`` on ``strategy``, its schedule stored with it."""
         plan = trials.schedule
         cell = ScheduleStratum(plan.first_batch_size, strategy, plan.digest())
-        study = self._study(cell)
+        study = self.study(cell)
         if SCHEDULE_ATTR not in study.user_attrs:
             study.set_user_attr(SCHEDULE_ATTR, json.dumps(trials.to_mapping()))
             study.set_user_attr("digest", cell.digest)
@@ -61,18 +61,18 @@ class ScheduleLedger(Ledger):
         """Every stored cell with its schedule, by strategy and first batch size."""
         found = []
         for s in self._schedule_studies():
-            cell = self._stratum_of(s.study_name, s.user_attrs)
+            cell = self.stratum_of(s.study_name, s.user_attrs)
             data = json.loads(s.user_attrs[SCHEDULE_ATTR])
             trials = read_schedule_trials(Reader(s.study_name), data)
             assert isinstance(cell, ScheduleStratum) and trials is not None
             found.append((cell, trials))
         return sorted(found, key=lambda item: (item[0].strategy, item[0].batch_size))
 
-    def _stratum_name(self, stratum: Stratum) -> str:
+    def stratum_name(self, stratum: Stratum) -> str:
         digest = getattr(stratum, "digest", "")
         return f"{PREFIX}{self.name}/{digest}/b{stratum.batch_size}/{stratum.strategy}"
 
-    def _stratum_of(self, study_name: str, attrs: Mapping[str, Any]) -> Stratum:
+    def stratum_of(self, study_name: str, attrs: Mapping[str, Any]) -> Stratum:
         return ScheduleStratum(int(attrs["batch_size"]), str(attrs["strategy"]), attrs["digest"])
 
     def strata(self) -> list[Stratum]:

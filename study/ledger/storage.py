@@ -34,7 +34,7 @@ from typing import Any
 import optuna
 
 from study.deps import driver_install
-from study.errors import FieldError
+from study.errors import FieldError, StoreDamaged
 from study.paths import exists, journal_path, masked
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -137,6 +137,8 @@ def open_storage(
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(CheckedJournalBackend(path))
+    except StoreDamaged:
+        raise  # its own line (`study.ledger.journal`)
     except (OSError, ValueError) as exc:  # a folder, a name the system refuses
         reason = getattr(exc, "strerror", None) or str(exc)
         raise FieldError(

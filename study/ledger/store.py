@@ -26,6 +26,7 @@ import contextlib
 
 import optuna
 
+from study.adapters.optuna_internals import id_of_study
 from study.errors import StudyNotFound
 from study.ledger import batch
 from study.ledger.access import Slot
@@ -97,7 +98,7 @@ class Ledger(Claims):
             )
             stored = study.user_attrs
             attrs = {k: v for k, v in record.to_attrs().items() if k not in stored}
-            batch.write_study(self.storage, study._study_id, attrs)  # one write
+            batch.write_study(self.storage, id_of_study(study), attrs)  # one write
         stored = self.record()
         assert stored is not None
         return stored

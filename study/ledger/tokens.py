@@ -43,6 +43,16 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
+from study.adapters.optuna_internals import (
+    DEFAULT_STUDY_NAME_PREFIX,
+    CreateTrialOnce,
+    id_of_trial,
+    rdb_models,
+    rdb_session,
+    running_template,
+    set_attr_in,
+    set_value_in,
+)
 from study.ledger.batch import WRITE_TRIAL, closed_as
 
 #: The system attribute of a study or trial naming the call that created it (its token).
@@ -68,57 +78,19 @@ def new_token() -> str:
 
 def unique_study_name() -> str:
     """A study name as Optuna makes one for a study created without a name."""
-    from optuna.storages._base import DEFAULT_STUDY_NAME_PREFIX
-
     return DEFAULT_STUDY_NAME_PREFIX + str(uuid.uuid4())
 
 
-class LedgerRDB(RDBStorage):
+class LedgerRDB(CreateTrialOnce, RDBStorage):
     """Optuna's RDB storage whose trial creation is one attempt (see the module docstring);
     the rows are the ones Optuna writes."""
-
-    def _create_new_trial(
-        self, study_id: int, template_trial: FrozenTrial | None = None
-    ) -> FrozenTrial:
-        from optuna.storages._rdb import models
-        from optuna.storages._rdb.storage import _create_scoped_session
-
-        with _create_scoped_session(self.scoped_session) as session:
-            models.StudyModel.find_or_raise_by_id(study_id, session, for_update=True)
-            trial = self._get_prepared_new_trial(study_id, template_trial, session)
-            if template_trial is None:
-                template_trial = _running_template({})
-                template_trial.state = trial.state
-            frozen = copy.deepcopy(template_trial)
-            frozen.number = trial.number
-            frozen.datetime_start = trial.datetime_start
-            frozen._trial_id = trial.trial_id
-            return frozen
-
-
-def _running_template(system_attrs: dict[str, Any]) -> FrozenTrial:
-    """The trial Optuna creates when given no template: running, started now, empty."""
-    return FrozenTrial(
-        number=-1,
-        state=OptunaState.RUNNING,
-        value=None,
-        values=None,
-        datetime_start=datetime.now(),
-        datetime_complete=None,
-        params={},
-        distributions={},
-        user_attrs={},
-        system_attrs=system_attrs,
-        intermediate_values={},
-        trial_id=-1,
-    )
 
 
 def with_token(template: FrozenTrial | None, token: str) -> FrozenTrial:
     """A copy of ``template`` (or of the trial Optuna creates without one) marked
     `CREATED_BY` ``token``."""
     if template is None:
-        return _running_template({CREATED_BY: token})
+        return running_template({CREATED_BY: token})
     marked = copy.copy(template)
     marked.system_attrs = {**template.system_attrs, CREATED_BY: token}
     return marked
@@ -135,11 +107,11 @@ def create_study(
     import json
 
     import sqlalchemy.exc
-    from optuna.storages._rdb import models
-    from optuna.storages._rdb.storage import _create_scoped_session
+
+    models = rdb_models()
 
     try:
-        with _create_scoped_session(rdb.scoped_session) as session:
+        with rdb_session(rdb) as session:
             directions_ = [
                 models.StudyDirectionModel(objective=objective, direction=d)
                 for objective, d in enumerate(directions)
@@ -174,20 +146,18 @@ def set_state(
         KeyError: no such trial.
     """
     import sqlalchemy.exc
-    from optuna.storages._rdb import models
-    from optuna.storages._rdb.storage import _create_scoped_session
+
+    models = rdb_models()
 
     try:
-        with _create_scoped_session(rdb.scoped_session) as session:
+        with rdb_session(rdb) as session:
             trial = models.TrialModel.find_or_raise_by_id(trial_id, session, for_update=True)
             rdb.check_trial_is_updatable(trial_id, trial.state)
             for objective, value in enumerate(values or ()):
-                rdb._set_trial_value_without_commit(session, trial, objective, value)
+                set_value_in(rdb, session, trial, objective, value)
             if state == OptunaState.RUNNING and trial.state != OptunaState.WAITING:
                 return False
-            rdb._set_trial_attr_without_commit(
-                session, models.TrialSystemAttributeModel, trial_id, STATE_BY, token
-            )
+            set_attr_in(rdb, session, models.TrialSystemAttributeModel, trial_id, STATE_BY, token)
             trial.state = state
             if state == OptunaState.RUNNING:
                 trial.datetime_start = datetime.now()
@@ -220,7 +190,7 @@ def trial_created(storage: BaseStorage, study_id: int, token: str) -> int | None
     (marked `CREATED_BY` ``token``), or None."""
     for trial in storage.get_all_trials(study_id, deepcopy=False):
         if trial.system_attrs.get(CREATED_BY) == token:
-            return trial._trial_id
+            return id_of_trial(trial)
     return None
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import optuna
 
+from study.adapters.optuna_internals import id_of_study
 from study.config.space import Stratum
 from study.ledger.access import Slot, StorageAccess
 from study.ledger.batch import TrialWrites, write_study
@@ -52,7 +53,7 @@ class TunerState:
             return
         study = self._access.study(stratum)
         attrs = {_WINDOW: list(window), _CENTRE: centre}
-        write_study(self._access.storage, study._study_id, attrs)
+        write_study(self._access.storage, id_of_study(study), attrs)
         self._windows[stratum] = key
 
     def set_stratum_source(self, stratum: Stratum, source: str) -> None:

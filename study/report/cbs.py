@@ -27,6 +27,7 @@ from study.analysis.cbs import (
 )
 from study.analysis.cbs import cbs_schedule as derive_schedule
 from study.config.schedule import BatchSchedule
+from study.report.cbs_agreement import agreement
 from study.report.formatting import fmt
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,7 +43,7 @@ CAPTION = (
     "within the tolerance of the reference batch size's branch after the same examples (bars: "
     "the interval from the branch-to-branch spread; an open marker: every batch size tried "
     "was within it), next to the gradient noise scale B_simple(t) measured in the reference "
-    "run and the study's fitted B_noise."
+    "run, the study's fitted B_noise and its critical batch size at its target."
 )
 
 
@@ -58,10 +59,15 @@ class CbsReport:
     cost: CbsCost
     schedule: BatchSchedule | None
     b_noise: tuple[float, float, float] | None = None
+    #: The study's critical batch size at its target (estimate, low, high; None: no fit).
+    critical: tuple[float, float, float] | None = None
+    #: The branches' loss tolerance and its basis (``progress`` or ``loss``).
+    tolerance: tuple[float, str] = (0.5, "progress")
 
     def lines(self) -> list[str]:
         """The findings in sentences."""
         out = [f"Learning rates of the branches: {self.plan.get('why', '')}."]
+        out += [f"From the finished study: {line}." for line in self.plan.get("derived", ())]
         if self.trend is not None:
             last = self.curve.iloc[-1]
             rise = "rises" if self.trend.rises else "does not rise beyond its intervals"
@@ -70,8 +76,9 @@ class CbsReport:
                 f"CBS(t) over {len(self.curve)} checkpoints {rise} ({fmt(self.curve['cbs'].iloc[0])}"
                 f" to {fmt(last['cbs'])}, x{self.trend.factor:.2g}){drop}."
             )
-            if self.b_noise is not None:
-                out.append(self._agreement(last))
+        if not self.curve.empty and (self.b_noise is not None or self.critical is not None):
+            out += agreement(self.curve.iloc[-1], self.plan, self.b_noise, self.critical,
+                             self.tolerance)  # fmt: skip
         c = self.cost
         runs = f"{c.reference_runs:.2f}" if c.reference_runs is not None else "n/a"
         of_study = f", {c.of_study:.0%} of the study's {c.study_examples:,}" if c.of_study else ""
@@ -81,18 +88,6 @@ class CbsReport:
             f"{runs} runs of batch {self.plan.get('b0')} to the target."
         )
         return out
-
-    def _agreement(self, last: pd.Series) -> str:
-        est, low, high = self.b_noise  # type: ignore[misc]
-        cbs, lo, hi = float(last["cbs"]), float(last["cbs_low"]), float(last["cbs_high"])
-        factor = est / cbs if cbs > 0 else math.nan
-        overlap = lo <= high and low <= hi
-        verdict = "agrees with" if overlap else f"differs by a factor {factor:.2g} from"
-        return (
-            f"At the last checkpoint CBS {fmt(cbs)} ({fmt(lo)} to {fmt(hi)}) {verdict} the "
-            f"study's B_noise {fmt(est)} ({fmt(low)} to {fmt(high)}); B_noise / CBS = "
-            f"{factor:.2g}."
-        )
 
     def to_dict(self) -> dict[str, Any]:
         curve = self.curve.replace({math.inf: None}).astype(object)
@@ -105,6 +100,7 @@ class CbsReport:
             "cost": self.cost.to_dict(),
             "schedule": None if self.schedule is None else self.schedule.to_mapping(),
             "b_noise": None if self.b_noise is None else list(self.b_noise),
+            "critical_batch": None if self.critical is None else list(self.critical),
             "notes": self.lines(),
         }
 
@@ -142,8 +138,10 @@ def cbs_report(
     *,
     study_trials: pd.DataFrame | None = None,
     b_noise: tuple[float, float, float] | None = None,
+    critical: tuple[float, float, float] | None = None,
 ) -> CbsReport:
-    """CBS(t) of finished branches under the study file's tolerance."""
+    """CBS(t) of finished branches under the study file's tolerance, next to the study's
+    B_noise and critical batch size (when given)."""
     branch = config.branch
     assert branch is not None
     b0 = int(plan["b0"])
@@ -177,7 +175,10 @@ def cbs_report(
         )  # fmt: skip
     empty = pd.DataFrame({"steps": [], "batch_size": []})
     cost = cbs_cost(branches if not branches.empty else empty, reference, study_trials)
-    return CbsReport(plan, reference, curve, branches, trend, cost, schedule, b_noise)
+    tolerance = (branch.tolerance.loss, basis)
+    return CbsReport(
+        plan, reference, curve, branches, trend, cost, schedule, b_noise, critical, tolerance
+    )
 
 
 def stored_cbs(
@@ -186,6 +187,7 @@ def stored_cbs(
     *,
     study_trials: pd.DataFrame | None = None,
     b_noise: tuple[float, float, float] | None = None,
+    critical: tuple[float, float, float] | None = None,
 ) -> CbsReport | None:
     """The study's CBS(t) from its ledger, or None when it has no branch trials."""
     from study.ledger.branches import BranchLedger
@@ -199,13 +201,15 @@ def stored_cbs(
     if not plan or not reference:
         return None
     return cbs_report(
-        branches, checkpoints, plan, reference, config, study_trials=study_trials, b_noise=b_noise
-    )
+        branches, checkpoints, plan, reference, config, study_trials=study_trials,
+        b_noise=b_noise, critical=critical,
+    )  # fmt: skip
 
 
 def draw_cbs(ax: Axes, cbs: CbsReport) -> Axes:
-    """CBS(t) with its interval and B_simple(t) against examples seen (log-log), and the
-    study's fitted B_noise as a dashed line."""
+    """CBS(t) with its interval and B_simple(t) against examples seen (log-log), the study's
+    fitted B_noise as a dashed line and its critical batch size (a marker with its interval
+    at the target's examples, when the plan knows them)."""
     curve = cbs.curve
     x = curve["examples"].to_numpy(float)
     mid = curve["cbs"].to_numpy(float)
@@ -230,6 +234,16 @@ def draw_cbs(ax: Axes, cbs: CbsReport) -> Axes:
         ax.plot(x, curve["b_simple"].to_numpy(float), "s--", color="C1", label="B_simple(t)")
     if cbs.b_noise is not None and math.isfinite(cbs.b_noise[0]):
         ax.axhline(cbs.b_noise[0], color="C2", ls=":", label=f"B_noise {fmt(cbs.b_noise[0])}")
+    if cbs.critical is not None and math.isfinite(cbs.critical[0]):
+        target = cbs.plan.get("target_examples")
+        label = f"critical batch size {fmt(cbs.critical[0])}"
+        if target:  # the study's answer where it holds: at its target
+            low, high = cbs.critical[1], min(cbs.critical[2], cap)
+            ax.errorbar([target], [cbs.critical[0]], yerr=[[cbs.critical[0] - low],
+                        [high - cbs.critical[0]]], fmt="D", color="C3", capsize=3,
+                        label=label)  # fmt: skip
+        else:
+            ax.axhline(cbs.critical[0], color="C3", ls="-.", label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("examples seen by the reference run")

@@ -26,6 +26,9 @@ from study.analysis.table import BATCH_SIZE
 from study.report.cbs import CAPTION as CBS_CAPTION
 from study.report.cbs import draw_cbs
 from study.report.formatting import ci_text, fmt
+from study.report.levels import CAPTION as TARGETS_CAPTION
+from study.report.levels import FIGURE as TARGETS_FIGURE
+from study.report.levels import draw_target_laws
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -37,6 +40,7 @@ CROSS_CHECK_FIGURE = "cross_check"
 
 FIGURE_CAPTIONS = {
     "cbs": CBS_CAPTION,
+    TARGETS_FIGURE: TARGETS_CAPTION,
     "steps_to_result": (
         "Steps to result against global batch size (log-log). Points: the best trial of each "
         "batch size. Dotted: perfect scaling (doubling the batch halves the steps). Solid: the "
@@ -102,6 +106,8 @@ def figure_names(report: ScalingReport) -> list[str]:
         names.append("time_to_result")
     if report.cbs is not None and not report.cbs.curve.empty:
         names.append("cbs")
+    if report.targets is not None and report.targets.sweep.answered():
+        names.append(TARGETS_FIGURE)
     return names
 
 
@@ -196,6 +202,7 @@ DRAW: dict[str, Callable[[Axes, ScalingReport], Axes]] = {
     "time_to_result": draw_time_to_result,
     CROSS_CHECK_FIGURE: draw_cross_check,
     "cbs": lambda ax, report: draw_cbs(ax, report.cbs),
+    TARGETS_FIGURE: lambda ax, report: draw_target_laws(ax, report.targets),
 }
 
 

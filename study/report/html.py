@@ -32,6 +32,8 @@ from study.report.answer_prose import batch_range
 from study.report.cross_check_prose import cross_check_sentences
 from study.report.figures import CROSS_CHECK_FIGURE, FIGURE_CAPTIONS, figure_png, make_figures
 from study.report.formatting import fmt, percent
+from study.report.levels import FIGURE as TARGETS_FIGURE
+from study.report.levels import levels_lines, levels_table
 from study.report.prose import NO_NOTES, answer, how_it_was_made, method_text
 from study.report.schedule import schedule_lines, schedule_table
 from study.report.tables import report_tables
@@ -103,11 +105,20 @@ def render_html(report: ScalingReport, pngs: Mapping[str, bytes] | None = None) 
         "cards": _cards(report),
         "notes": report.notes,
         "no_notes": NO_NOTES,
-        "figures": [f for name, f in figures.items() if name != CROSS_CHECK_FIGURE],
+        "figures": [
+            f for name, f in figures.items() if name not in (CROSS_CHECK_FIGURE, TARGETS_FIGURE)
+        ],
         "cross_check": cross_check_sentences(report),
         "cross_check_figures": [f for name, f in figures.items() if name == CROSS_CHECK_FIGURE],
         "cbs": None if cbs is None or cbs.curve.empty else cbs,
         "schedules": [(schedule_lines(c), schedule_table(c)) for c in report.schedules],
+        "targets": None
+        if report.targets is None
+        else {
+            "lines": levels_lines(report.targets),
+            "figures": [f for name, f in figures.items() if name == TARGETS_FIGURE],
+            "table": levels_table(report.targets),
+        },
         "tables": report_tables(report),
         "wide_columns": WIDE_COLUMNS,
         "how": how_it_was_made(report),

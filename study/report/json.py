@@ -22,6 +22,7 @@ from study.analysis.surrogate import PARAMS
 from study.report.about import about_dict
 from study.report.answer_prose import answer_line
 from study.report.cross_check_prose import cross_check_sentences
+from study.report.levels import levels_dict
 from study.report.noise_prose import noise_sentences
 from study.report.prose import answer, method_text
 from study.report.time_prose import time_sentences
@@ -83,6 +84,7 @@ def report_dict(report: ScalingReport) -> dict[str, Any]:
             "notes": list(report.notes),
             "cbs": report.cbs.to_dict() if report.cbs is not None else None,
             "batch_schedules": [c.to_dict() for c in report.schedules],
+            "targets": levels_dict(report.targets) if report.targets is not None else None,
         }
     )
 

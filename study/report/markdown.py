@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 from study.report.about import about_rows, headline
 from study.report.cross_check_prose import cross_check_sentences
 from study.report.figures import CROSS_CHECK_FIGURE, FIGURE_CAPTIONS
+from study.report.levels import FIGURE as TARGETS_FIGURE
+from study.report.levels import TITLE as TARGETS_TITLE
+from study.report.levels import levels_lines, levels_table
 from study.report.prose import NO_NOTES, answer, how_it_was_made, method_text
 from study.report.schedule import schedule_lines, schedule_table
 from study.report.tables import report_tables
@@ -45,10 +48,16 @@ def render_markdown(report: ScalingReport, figures: Sequence[str] = ()) -> str:
     ]
     if not figures:
         out += ["_No figures: no batch size reached the target._", ""]
-    out += _figures([name for name in figures if name != CROSS_CHECK_FIGURE])
+    out += _figures([name for name in figures if name not in (CROSS_CHECK_FIGURE, TARGETS_FIGURE)])
     out += ["## Cross-check: the best trial of each batch size", ""]
     out += [line for sentence in cross_check_sentences(report) for line in (_text(sentence), "")]
     out += _figures([name for name in figures if name == CROSS_CHECK_FIGURE])
+    if report.targets is not None:
+        out += [f"## {TARGETS_TITLE}", ""]
+        out += [f"- {_text(line)}" for line in levels_lines(report.targets)] + [""]
+        out += _figures([name for name in figures if name == TARGETS_FIGURE])
+        table = levels_table(report.targets)
+        out += [_text(table.intro), "", _table(table.headers, table.rows, table.empty), ""]
     if report.schedules:
         out += ["## Batch schedule", ""]
         for comparison in report.schedules:

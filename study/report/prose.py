@@ -136,6 +136,9 @@ def summary_lines(report: ScalingReport) -> list[str]:
             f"{fmt(rec.time_speedup)}x less wall time ({rec.time_source}) than batch "
             f"{fmt(rec.base_batch_size)} on one"
         )
+    prediction = report.targets.prediction if report.targets is not None else None
+    if prediction is not None and prediction.ok:
+        lines.append(f"prediction {prediction.line()}")
     if report.cross_check.disagreements:
         lines.append(
             f"cross-check: the best trial of each batch size disagrees with the model "

@@ -176,6 +176,9 @@ class ScalingReport:
     #: Each schedule's trials against the best fixed batch size
     #: (`study.analysis.schedule_compare.ScheduleComparison`; none: no schedule trials).
     schedules: tuple[Any, ...] = field(default=(), repr=False, compare=False)
+    #: The answer across target levels, its laws and any prediction
+    #: (`study.analysis.target_prediction.TargetScaling`; None: not asked for, ``--targets``).
+    targets: Any = field(default=None, repr=False, compare=False)
 
 
 def _fixed_or_searched(config: StudyConfig, name: str, fixed: str) -> str:

@@ -15,8 +15,8 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from study.errors import FieldError, UsageError
 
@@ -84,13 +84,17 @@ def stored_report(
     overhead: float | None = None,
     command: str = "",
     context: Mapping[str, str] | None = None,
+    targets: Sequence[float] | Literal["auto"] | None = None,
+    predict: float | None = None,
 ) -> ScalingReport:
     """The scaling report of the study in ``ledger`` for ``target`` (default: its own), at
-    ``overhead`` (default: the study file's, else 0.2).
+    ``overhead`` (default: the study file's, else 0.2); with ``targets`` (levels of the
+    target's metric, or ``"auto"``) or ``predict`` (a threshold to predict at), the answer
+    across targets too (`level_report`).
 
     Raises:
         StudyNotFound: no study of that name in the storage.
-        FieldError: on ``target`` (see `stored_target`).
+        FieldError: on ``target`` (see `stored_target`); on ``targets`` (see `level_report`).
     """
     from study.report.build import build_report
 
@@ -120,7 +124,44 @@ def stored_report(
         report,
         cbs=_branch_cbs(ledger, config, report),
         schedules=schedule_comparison(ledger, config, table, goal),
+        targets=level_report(report, targets, predict),
     )
+
+
+def level_report(
+    report: ScalingReport,
+    targets: Sequence[float] | Literal["auto"] | None,
+    predict: float | None = None,
+) -> Any:
+    """The answer across ``targets`` (`target_scaling` on the report's table, accelerators,
+    confidence and overhead; ``"auto"`` when only ``predict`` is given), None when neither
+    is asked for.
+
+    Raises:
+        FieldError: on ``targets``, when the report's metric was never measured.
+    """
+    if targets is None and predict is None:
+        return None
+    from study.analysis.target_prediction import AUTO, target_scaling
+
+    answers = report.answers
+    if report.target.metric not in report.table.columns:
+        raise FieldError(
+            "targets",
+            detail=f"the trials never measured {report.target.metric}; no levels to refit at",
+        )
+    try:
+        return target_scaling(
+            report.table,
+            report.target,
+            AUTO if targets is None else targets,
+            predict=predict,
+            accelerators=report.accelerators,
+            confidence=report.confidence,
+            overhead=answers.overhead,
+        )
+    except ValueError as exc:
+        raise FieldError("targets", detail=str(exc)) from None
 
 
 def _branch_cbs(ledger: Ledger, config: StudyConfig | None, report: ScalingReport) -> Any:
@@ -150,7 +191,14 @@ def _branch_cbs(ledger: Ledger, config: StudyConfig | None, report: ScalingRepor
     )
     fit = report.noise_scale
     b_noise = (fit.b_noise, *fit.b_noise_ci) if fit.ok else None
-    return cbs_report(*frames, config, study_trials=trials, b_noise=b_noise)
+    critical = report.answers.critical_batch if report.answers is not None else None
+    return cbs_report(
+        *frames,
+        config,
+        study_trials=trials,
+        b_noise=b_noise,
+        critical=None if critical is None else (critical.estimate, critical.low, critical.high),
+    )
 
 
 def stored_answers(ledger: Ledger) -> Answers | None:
@@ -178,6 +226,48 @@ def stored_answers(ledger: Ledger) -> Answers | None:
         accelerators=default_accelerators(flat),
         overhead=config.overhead,
     )  # as `stored_report` reads them
+
+
+def stored_targets(
+    ledger: Ledger,
+    *,
+    target: Target | None = None,
+    levels: Sequence[float] | Literal["auto"] = "auto",
+    predict: float | None = None,
+    accelerators: int | None = None,
+    confidence: float = 0.95,
+) -> Any:
+    """The answer across target levels of the study in ``ledger`` (`target_scaling`), read as
+    `stored_report` reads the study (its target and hold rule, overhead, accelerators) without
+    the rest of the report.
+
+    Raises:
+        StudyNotFound: no study of that name in the storage.
+        FieldError: on ``target`` (see `stored_target`) or ``targets`` (no levels to refit at).
+    """
+    from study.analysis.table import flatten_table
+    from study.analysis.target_prediction import target_scaling
+    from study.report.build import default_accelerators
+
+    ledger.summary()  # StudyNotFound for an unknown study
+    record = ledger.require()
+    table = flatten_table(stored_table(ledger))
+    config = stored_config(record, ledger.name)
+    goal = stored_target(record, config, table, target)
+    if goal.metric not in table.columns:
+        raise FieldError("targets", detail=f"the trials never measured {goal.metric}")
+    try:
+        return target_scaling(
+            table,
+            goal,
+            levels,
+            predict=predict,
+            accelerators=accelerators or default_accelerators(table),
+            confidence=confidence,
+            overhead=_overhead(config),
+        )
+    except ValueError as exc:
+        raise FieldError("targets", detail=str(exc)) from None
 
 
 def _overhead(config: StudyConfig | None) -> float:

@@ -2,7 +2,9 @@
 branch trials it queues (`branch_tasks`).
 
 ``B0`` defaults to the grid's smallest batch size, the reference's rate to the study's best
-there; the window is rounded up to a multiple of the largest batch; the rate rule is the
+there; on a finished study every other key the section leaves out comes from it too
+(`study.runner.branch_defaults`: the reference's length, checkpoints, batch sizes, window,
+rounds). The window is rounded up to a multiple of the largest batch; the rate rule is the
 study's fitted exponent (``lr_rule: fit``) or a small search per branch (see
 `study.runner.branching`).
 """
@@ -18,6 +20,7 @@ from study.config.branch import BranchConfig, LrRule
 from study.config.study import StudyConfig
 from study.config.trial import Budget
 from study.errors import UsageError
+from study.runner.branch_defaults import PRIOR_ALPHA, StudyEvidence, derive_defaults
 
 __all__ = ["BranchPlan", "branch_tasks", "plan_branches", "stored_plan"]
 
@@ -51,6 +54,15 @@ class BranchPlan:
     max_examples: int | None = None
     #: BatchNorm recalibrated before each branch evaluation (False in plans stored before it).
     recalibrate: bool = False
+    #: One sentence per value taken from the finished study (`study.runner.branch_defaults`).
+    derived: tuple[str, ...] = ()
+    #: The examples at which B0's best trial reached the study's target (None: not derived).
+    target_examples: int | None = None
+    #: Where it first met the target: the unit the defaults planned the runs in.
+    first_examples: int | None = None
+    #: The reference trains on past its end until it meets the target, up to these examples
+    #: (None: it stops at its end).
+    until_examples: int | None = None
 
     def rate(self, batch_size: int, factor: float = 1.0) -> float:
         return self.learning_rate * (batch_size / self.b0) ** self.alpha * factor
@@ -64,9 +76,11 @@ def plan_branches(
     *,
     fitted_alpha: float | None = None,
     best_rate: float | None = None,
+    evidence: StudyEvidence | None = None,
 ) -> BranchPlan:
     """The plan of the study file's ``branch:`` section, given what the study's fit says
-    (``fitted_alpha``, the best rate at ``B0``).
+    (``fitted_alpha``, the best rate at ``B0``) and, with ``evidence`` from the finished study,
+    each key the section left out taken from it (`derive_defaults`).
 
     Raises:
         UsageError: no ``branch:`` section, no learning rate to start from, a batch size not
@@ -86,18 +100,60 @@ def plan_branches(
             f"{config.source}: branch.learning_rate is missing and the study has no trial at "
             f"batch {b0} that reached the target; give the reference's rate"
         )
-    examples = branch.examples or _budget_examples(config.settings.budget, b0)
+    alpha, rule, why, factors = _rate_rule(branch, fitted_alpha)
+    prior = _prior_rule(branch, evidence)
+    if prior is not None:
+        alpha, rule, why, factors = prior
+    derived: tuple[str, ...] = ()
+    length = target = first = until = None
+    if evidence is not None:
+        defaults = derive_defaults(branch, evidence, rates=len(factors))
+        branch, length, derived = defaults.branch, defaults.examples, defaults.why
+        target, first = defaults.target, defaults.first
+        until = defaults.until
+        if branch.learning_rate is None and rate is not None:
+            derived = (f"reference rate {rate:.4g}: B0's best trial's", *derived)
+    if branch.examples is None and isinstance(branch.checkpoints, tuple):
+        examples = branch.checkpoints[-1]
+    else:
+        examples = branch.examples or _budget_examples(config.settings.budget, b0)
     sizes = branch.batch_sizes(b0)
     _check_replicas(config, sizes, strategy)
     window = branch.window or max(sizes[-1], examples // 8)
     window = math.ceil(window / sizes[-1]) * sizes[-1]
-    alpha, rule, why, factors = _rate_rule(branch, fitted_alpha)
     checkpoints = tuple(math.ceil(e / b0) * b0 for e in branch.checkpoint_examples(examples))
+    length = max(checkpoints[-1], math.ceil((length or 0) / b0) * b0)
     return BranchPlan(
-        b0, strategy, float(rate), checkpoints[-1], checkpoints, sizes, window, alpha, rule,
+        b0, strategy, float(rate), length, checkpoints, sizes, window, alpha, rule,
         why, factors, branch.replicates, branch.evaluations, branch.replicate_limit,
-        branch.resolve, branch.max_examples, branch.recalibrate_batchnorm,
+        branch.resolve, branch.max_examples, branch.recalibrate_batchnorm, derived, target,
+        first, until,
     )  # fmt: skip
+
+
+def _prior_rule(
+    branch: BranchConfig, evidence: StudyEvidence | None
+) -> tuple[float, str, str, tuple[float, ...]] | None:
+    """A prior exponent (`PRIOR_ALPHA` for the study's optimizer, else ``branch.alpha``), one
+    rate per branch, when the finished study's fitted exponent is undetermined and the section
+    asks for neither a search nor its factors (None otherwise)."""
+    if evidence is None or not evidence.alpha_undetermined():
+        return None
+    if branch.lr_rule is not LrRule.FIT or "search_factors" in branch.given:
+        return None
+    alpha, source = branch.alpha, "branch.alpha"
+    if "alpha" not in branch.given and evidence.optimizer in PRIOR_ALPHA:
+        alpha = PRIOR_ALPHA[evidence.optimizer]
+        source = f"{evidence.optimizer}: lr / B, the gradient noise's temperature, kept"
+    fit = "the study has no fitted alpha"
+    if evidence.alpha is not None:
+        est, low, high = evidence.alpha
+        fit = f"the study's fitted alpha {est:.3g} is undetermined ({low:.3g} to {high:.3g})"
+    why = (
+        f"{fit}: each branch runs at lr0 (B/B0)^{alpha:g} ({source}; lr_rule: search tries "
+        "several rates)"
+    )
+    return alpha, "prior", why, (1.0,)
 
 
 def _rate_rule(
@@ -170,5 +226,5 @@ def branch_tasks(
 
 def stored_plan(data: dict[str, Any]) -> BranchPlan:
     """A `BranchPlan` from its stored JSON (lists back to tuples)."""
-    tuples = ("checkpoints", "batch_sizes", "factors")
+    tuples = ("checkpoints", "batch_sizes", "factors", "derived")
     return BranchPlan(**{k: tuple(v) if k in tuples else v for k, v in data.items()})

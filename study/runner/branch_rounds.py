@@ -7,7 +7,9 @@ tolerance), so a fixed count is too many at some checkpoints and too few at othe
 round, every checkpoint whose CBS interval is wider than ``resolve`` (high / low; an interval
 open upwards counts as resolved only when its low end is the largest batch size tried) gets one
 more replicate at every batch size, the widest first, up to ``max_replicates`` per
-checkpoint and while the branches' examples stay within ``max_examples``. A checkpoint without
+checkpoint and while the branches' examples stay within ``max_examples`` (`round_cap`: with
+the finished study's defaults, also within their runs of the reference's own examples to the
+target, known once it ran). A checkpoint without
 a CBS (the reference made no progress there) gets none: more replicates cannot give it one.
 
 Any process running ``study branch`` on the storage adds a round once none is waiting or
@@ -23,9 +25,10 @@ import pandas as pd
 
 from study.config.study import StudyConfig
 from study.ledger.branches import BranchLedger
+from study.runner.branch_defaults import ROUNDS_SHARE, RUNS
 from study.runner.branch_plan import BranchPlan, branch_tasks
 
-__all__ = ["more_replicates", "unresolved"]
+__all__ = ["more_replicates", "round_cap", "unresolved"]
 
 
 def unresolved(curve: pd.DataFrame, largest: int, resolve: float) -> list[int]:
@@ -41,6 +44,17 @@ def unresolved(curve: pd.DataFrame, largest: int, resolve: float) -> list[int]:
         if high / low > resolve:
             found.append((-(high / low), float(row["examples"]), int(row["checkpoint"])))
     return [checkpoint for *_, checkpoint in sorted(found)]
+
+
+def round_cap(plan: BranchPlan, reference: dict[str, Any]) -> int | None:
+    """The branches' examples the rounds stay within: ``max_examples``, and when the plan's
+    values came from the finished study (`study.runner.branch_defaults`), what keeps the whole
+    run within its runs of the reference's own examples to the target (known once it ran)."""
+    cap = plan.max_examples
+    to_target = reference.get("examples_to_target")
+    if cap is None or plan.first_examples is None or not to_target:
+        return cap
+    return min(cap, int(RUNS * ROUNDS_SHARE * to_target) - int(reference.get("examples", 0)))
 
 
 def more_replicates(
@@ -61,12 +75,13 @@ def more_replicates(
     counts = branches.groupby("checkpoint")["replicate"].max().astype(int) + 1
     spent = int((branches["steps"].astype(int) * branches["batch_size"].astype(int)).sum())
     per_replicate = plan.window * len(plan.batch_sizes) * len(plan.factors)
+    cap = round_cap(plan, reference)
     rounds: dict[int, range] = {}
     for checkpoint in todo:
         have = int(counts.get(checkpoint, plan.replicates))
         if have >= plan.max_replicates:
             continue
-        if plan.max_examples is not None and spent + per_replicate > plan.max_examples:
+        if cap is not None and spent + per_replicate > cap:
             break
         rounds[checkpoint] = range(have, have + 1)
         spent += per_replicate

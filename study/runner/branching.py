@@ -36,6 +36,7 @@ from study.config.trial import PILOT_NOISE_EVERY, Budget
 from study.errors import UsageError
 from study.ledger.branches import BranchLedger
 from study.paths import tracking_uri
+from study.runner.branch_defaults import StudyEvidence
 from study.runner.branch_plan import BranchPlan, branch_tasks, plan_branches, stored_plan
 from study.runner.branch_rounds import more_replicates
 from study.runner.pool import WorkerPool
@@ -75,6 +76,7 @@ def run_branches(
     *,
     fitted_alpha: float | None = None,
     best_rate: float | None = None,
+    evidence: StudyEvidence | None = None,
     say: Callable[[str], None] = print,
 ) -> tuple[BranchPlan, dict[str, Any]]:
     """Run (or join, or finish) the study's branch trials; the plan and the reference's record.
@@ -83,7 +85,7 @@ def run_branches(
         UsageError: bad section (`plan_branches`), a reference run that failed, a checkpoint
             missing from the artifact store.
     """
-    plan = plan_branches(config, fitted_alpha=fitted_alpha, best_rate=best_rate)
+    plan = plan_branches(config, fitted_alpha=fitted_alpha, best_rate=best_rate, evidence=evidence)
     ledger = BranchLedger.open(options.storage, config.name, retry=config.storage_retry)
     if options.restart:
         ledger.delete()
@@ -91,10 +93,13 @@ def run_branches(
     with WorkerPool(options.workers) as pool:
         if ledger.begin():
             ledger.set_note(PLAN, plan.to_dict())
+            for line in plan.derived:
+                say(f"study branch: from the finished study: {line}")
             points = ", ".join(map(str, plan.checkpoints))
+            on = " (on until it meets the target)" if plan.until_examples else ""
             say(
                 f"study branch: reference run at batch {plan.b0}, lr {plan.learning_rate:.4g}, "
-                f"{plan.examples:,} examples, checkpoints at {points}"
+                f"{plan.examples:,} examples{on}, checkpoints at {points}"
             )
             reference = _reference(config, plan, pool, tracker)
             ledger.set_note(REFERENCE, reference)
@@ -119,12 +124,12 @@ def _reference(
     config: StudyConfig, plan: BranchPlan, pool: WorkerPool, tracker: BranchTracker
 ) -> dict[str, Any]:
     """Train the reference, store its checkpoints; its record (JSON) for the ledger. It trains
-    one window past its last checkpoint, so that the window after every checkpoint lies on its
+    one window past its last checkpoint (or to the plan's examples, when further), so that the window after every checkpoint lies on its
     curve (the progress the tolerance is a share of, `reference_progress`)."""
-    end = (plan.checkpoints[-1] + plan.window) // plan.b0
+    end = max(plan.checkpoints[-1] + plan.window, plan.examples) // plan.b0
     settings = dataclasses.replace(
         config.settings,
-        budget=Budget(max_steps=end),
+        budget=Budget(max_steps=max(end, (plan.until_examples or 0) // plan.b0)),
         noise_scale=True,
         noise_every=PILOT_NOISE_EVERY,  # one run: measure B_simple(t) as tightly as a pilot
         exact_steps=False,
@@ -142,7 +147,9 @@ def _reference(
         }
     )
     steps = tuple(e // plan.b0 for e in plan.checkpoints)
-    outcome = pool.run_job(REFERENCE, ReferenceJob(spec, steps, end))
+    until = plan.until_examples // plan.b0 if plan.until_examples else None
+    outcome = pool.run_job(REFERENCE, ReferenceJob(spec, steps, end, until))
+    end = max([end, *(int(row["step"]) for row in outcome.curve)])  # on to the target
     checkpoints = []
     for c in outcome.checkpoints:
         artifact = tracker.store_checkpoint(run_id, c.index, c.blob)

@@ -18,10 +18,12 @@ def attach_report(
     metrics: Mapping[str, float] | None = None,
     answer: str | None = None,
     who: str = "study report",
+    tags: Mapping[str, str] | None = None,
 ) -> str | None:
     """Log ``files`` (the report just written) to the study's parent run under ``report/``,
     ``metrics`` (`Answers.to_metrics`) at step 0 and ``answer`` (its one line) as the
-    ``study.answer`` tag and in the description (`set_answer`).
+    ``study.answer`` tag and in the description (`set_answer`), and ``tags`` (e.g. a prediction
+    at another target, ``study.prediction``, which says what it assumed).
 
     Only the written files are logged, not the whole output directory, so ``--out .`` does not
     upload whatever else lies there.
@@ -56,6 +58,8 @@ def attach_report(
             now = int(time.time() * 1000)
             points = [Metric(k, v, now, 0) for k, v in (metrics or {}).items()]
             client.log_batch(run_id, metrics=points, tags=[RunTag("study.answer", answer)])
+        if tags:
+            client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
         names = [path.name for path in files]
         shown = "report.html" if "report.html" in names else names[0] if names else None
         where = f"`report/{shown}` in this run's Artifacts tab" if shown else None

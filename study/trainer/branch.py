@@ -106,7 +106,8 @@ def run_job(
 
 
 def run_reference(job: ReferenceJob, session: Session) -> ReferenceOutcome:
-    """Train the reference through its last checkpoint step; save its state at each one.
+    """Train the reference through its last checkpoint step (and its end step, and on to
+    ``until_target`` while it has not met the target); save its state at each checkpoint.
 
     Evaluations: step 0, the settings' cadence and every checkpoint. The first evaluation that
     meets the target gives its steps to target (the first crossing: the reference is a
@@ -123,6 +124,7 @@ def run_reference(job: ReferenceJob, session: Session) -> ReferenceOutcome:
     curve: list[dict[str, float]] = []
     wanted = sorted(set(job.checkpoint_steps))
     last = max(wanted[-1], job.end_step or 0)
+    until = max(last, job.until_target or 0)  # past it only while the target is not met
     step, seconds, losses, since = 0, 0.0, [], []
     reached: int | None = None
     next_eval = 0
@@ -151,9 +153,10 @@ def run_reference(job: ReferenceJob, session: Session) -> ReferenceOutcome:
                 since = []
             if step == next_eval:
                 next_eval = spec.settings.cadence.next_step(step)
-        if step >= last:
+        if step >= last and (reached is not None or step >= until):
             break
-        stop = min(next_eval, last, *(w for w in wanted if w > step))
+        bound = last if step < last else until
+        stop = min(next_eval, bound, *(w for w in wanted if w > step))
         chunk, stats, elapsed = _train(session, stop - step)
         seconds += elapsed
         step = stop

@@ -180,3 +180,37 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     none = {k: v for k, v in TINY.items() if k != "branch"}
     result = study("branch", str(write(tmp_path / "none.yaml", none)), cwd=tmp_path)
     assert result.returncode == 2 and "no branch section" in result.stderr
+
+
+@pytest.mark.slow
+def test_an_empty_section_on_a_finished_study_takes_its_values(tmp_path: Path) -> None:
+    """A section that gives one key after the study ran: the plan's checkpoints, batch sizes
+    and window come from the study (and say so), the last checkpoint at most where B0's best trial reached the target,
+    the reference on until it meets the target itself, and the whole run within about 3 runs
+    of it."""
+    data = {
+        **TINY,
+        "name": "tiny-defaults",
+        "search_space": {**TINY["search_space"], "learning_rate": {"low": 0.03, "high": 0.1}},
+        "branch": {"search_factors": [1.0]},  # one rate per branch without a fit: given
+    }
+    file = write(tmp_path / "defaults.yaml", data)
+    result = study("run", str(file), "--trials", "3", "--tuner", "optuna", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    result = study("branch", str(file), "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout)
+    plan = out["plan"]
+    if plan["target_examples"] is None:  # no trial at B0 reached the target: nothing derived
+        assert "no trial at batch 8 reached" in plan["derived"][0]
+        return
+    derived = " ".join(plan["derived"])
+    assert "checkpoints at" in derived and "window" in derived and "batch sizes" in derived
+    assert plan["checkpoints"][-1] <= plan["target_examples"]
+    assert plan["window"] % plan["batch_sizes"][-1] == 0
+    assert len(plan["batch_sizes"]) == 3
+    reference = out["reference"]
+    assert reference["examples_to_target"] is not None  # it trained on until it met the target
+    assert reference["examples"] >= reference["examples_to_target"]
+    assert out["cost"]["reference_runs"] <= 3.3  # about 3 runs of its own, rounds included
+    assert any(line.startswith("From the finished study: ") for line in out["notes"])

@@ -76,7 +76,7 @@ def test_the_report_says_what_the_study_is_about(journal: Path, tmp_path: Path, 
     page = files["report.html"]
     top = page[: page.index('<section id="summary">')]
     assert '<p class="lead">mnist1d · mlp · nesterov</p>' in top
-    for fact in ("mlp (the workload&#x27;s default)", "constant", "4000 steps", "18 of 18 planned"):
+    for fact in ("mlp (the workload&#39;s default)", "constant", "4000 steps", "18 of 18 planned"):
         assert fact in top
     assert "<dd>tiny.yaml</dd>" in top
     about = json.loads(files["report.json"])["about"]

@@ -72,7 +72,8 @@ def test_sentences_say_the_trend_the_comparison_and_the_cost() -> None:
     lines = report().lines()
     assert lines[0].startswith("Learning rates of the branches: the study's fitted")
     assert "CBS(t) over 3 checkpoints rises" in lines[1]
-    assert "B_noise 150 (100 to 300)" in lines[2] and "B_noise / CBS = " in lines[2]
+    assert "B_noise 150 (100 to 300)" in lines[2] and "B_noise / CBS = 0.75" in lines[2]
+    assert lines[2].startswith("At 4,000 examples CBS 200 (200 to 200) agrees with")
     cost = lines[3]
     assert "runs of batch 16 to the target" in cost and "of the study's 64,000" in cost
     assert len(report(b_noise=None).lines()) == 3  # no fit: no comparison
@@ -90,3 +91,18 @@ def test_the_json_record_is_plain_data_with_the_schedule() -> None:
     assert [s["batch_size"] for s in stages] == sorted({s["batch_size"] for s in stages})
     assert all(s["batch_size"] <= 200 for s in stages)  # rounded down to the grid
     assert not math.isnan(back["b_noise"][0])
+
+
+def test_the_figure_marks_the_critical_batch_size_at_the_target() -> None:
+    from matplotlib.figure import Figure
+
+    base = report()
+    cbs = CbsReport(
+        {**PLAN, "target_examples": 6000}, base.reference, base.curve, base.branches,
+        base.trend, base.cost, base.schedule, base.b_noise, (180.0, 120.0, 260.0),
+    )  # fmt: skip
+    ax = draw_cbs(Figure().subplots(), cbs)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "critical batch size 180" in labels
+    assert cbs.to_dict()["critical_batch"] == [180.0, 120.0, 260.0]
+    assert any("critical batch size 180 (120 to 260)" in line for line in cbs.lines())

@@ -31,7 +31,8 @@ def test_figures_use_no_pyplot_state(evil_report) -> None:
 def test_every_figure_has_a_caption_and_a_png(evil_report) -> None:
     figures = make_figures(evil_report)
 
-    assert set(FIGURE_CAPTIONS) == NAMES | {"cbs"}  # cbs: only a study with branch trials
+    # cbs: only a study with branch trials; targets: only a report asked for them (--targets)
+    assert set(FIGURE_CAPTIONS) == NAMES | {"cbs", "targets"}
     assert figure_png(figures["best_lr"]).startswith(PNG)
 
 
