@@ -5,7 +5,9 @@ Storages (`MODES`): ``rdb`` (the RDB storage `open_database` makes, uncached), `
 Optuna's trial cache, what `open_database` returns), ``retrying`` (`RetryingStorage` around the
 uncached one), ``open_storage`` (what ``open_storage("sqlite:///...")`` returns: retried and
 cached) and ``proxy`` (the client ``--storage grpc://`` opens, `open_proxy`, talking to a proxy
-served as ``study serve-storage`` serves one, `proxy_server.serve`, on loopback in this process).
+served as ``study serve-storage`` serves one, `proxy_server.serve`, on loopback in this process)
+and ``journal`` (the default ledger, what ``open_storage(PATH)`` returns: Optuna's journal
+storage on `study.ledger.journal`'s checked file backend; plain only, as it is not retried).
 All on a SQLite file; the database's tables are made once and copied.
 
 Faults (`FAULTS`), injected at the database under every write transaction (the proxy's too),
@@ -43,14 +45,14 @@ from optuna.storages import BaseStorage
 from study.ledger.retry import RetryingStorage
 from study.ledger.tokens import LedgerRDB
 
-MODES = ("rdb", "cached", "retrying", "open_storage", "proxy")
+MODES = ("rdb", "cached", "retrying", "open_storage", "proxy", "journal")
 RETRIED = ("retrying", "open_storage", "proxy")
 FAULTS = ("plain", "lost_answer", "before_commit", "dropped")
 #: Every storage plain, every retried one under every fault: ``mode/fault``.
 SPECS = [f"{m}/plain" for m in MODES] + [f"{m}/{f}" for m in RETRIED for f in FAULTS[1:]]
 #: Optuna's heartbeat lives in its RDB storage: the proxy has none (Optuna's suite runs its
 #: heartbeat tests on its SQLite storages only, not on its gRPC proxy).
-HEARTBEAT_SPECS = [s for s in SPECS if not s.startswith("proxy/")]
+HEARTBEAT_SPECS = [s for s in SPECS if not s.startswith(("proxy/", "journal/"))]
 #: Optuna's name for its own SQLite storage in the heartbeat suite: the uncached RDB storage.
 ALIASES = {"sqlite": "rdb/plain"}
 #: Faults in a row (no write let through between them) after which the next write passes.
@@ -177,6 +179,7 @@ class StorageSupplier(AbstractContextManager):
         self.rdb: LedgerRDB | None = None
         self.server: Any = None
         self.storage: BaseStorage | None = None
+        self.journal: Path | None = None
 
     def __enter__(self) -> Any:
         self.path = _database()
@@ -199,6 +202,11 @@ class StorageSupplier(AbstractContextManager):
         elif mode in ("retrying", "open_storage"):
             inner = self.rdb if mode == "retrying" else cached
             self.storage = RetryingStorage(inner, url, 60.0, sleep=_no_wait, say=_quiet)
+        elif mode == "journal":  # the default ledger: a journal file (`study.ledger.journal`)
+            from study.ledger.storage import open_storage
+
+            self.journal = self.path.with_suffix(".journal")
+            self.storage = open_storage(str(self.journal))
         elif mode == "proxy":
             from study.ledger.proxy import open_proxy
             from study.ledger.proxy_server import serve
@@ -222,6 +230,8 @@ class StorageSupplier(AbstractContextManager):
             self.rdb.engine.dispose()
         if self.path is not None:
             self.path.unlink(missing_ok=True)
+            for leftover in self.path.parent.glob(f"{self.path.stem}.journal*"):
+                leftover.unlink(missing_ok=True)
         CURRENT.clear()
 
 

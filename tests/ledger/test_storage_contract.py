@@ -1,6 +1,6 @@
 """Optuna's own storage suite (`tests/ledger/optuna_suite`, Optuna 5.1.0) on the storages
-`study` builds on a database (`tests/ledger/contract.py`): the RDB storage uncached and cached,
-retried around each, plain, and the uncached one retried with a fault injected on every write
+`study` builds (`tests/ledger/contract.py`): the journal file of the default ledger, plain; the
+RDB storage uncached and cached, retried around each, plain, and the uncached one retried with a fault injected on every write
 (the commit's answer lost, the connection dropped at the commit, the connection dropped
 mid-call). What ``open_storage`` returns, under the same faults, is in
 `test_storage_contract_faults.py` and the proxy in `test_storage_contract_proxy.py` (three files,
