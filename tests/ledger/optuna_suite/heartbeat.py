@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
-import time
 from typing import Any
 from unittest.mock import Mock
 from unittest.mock import patch
@@ -283,7 +282,7 @@ def test_fail_stale_trials(grace_period: int | None) -> None:
         check_change_trial_state_to_fail(study)
 
 
-def run_fail_stale_trials(storage_url: str, sleep_time: int) -> None:
+def run_fail_stale_trials(storage_url: str, both_read: Any, first_done: Any, first: bool) -> None:
     heartbeat_interval = 1
     grace_period = 2
 
@@ -295,8 +294,17 @@ def run_fail_stale_trials(storage_url: str, sleep_time: int) -> None:
 
     def _set_trial_state_values(*args: Any, **kwargs: Any) -> bool:
         # The second process fails to set state due to the race condition.
-        time.sleep(sleep_time)
-        return original_set_trial_state_values(*args, **kwargs)
+        # study: was time.sleep(1) and time.sleep(2); both processes have read the stale
+        # trial before either writes, and the second writes once the first has (no fixed
+        # sleeps, which order nothing under load).
+        both_read.wait(timeout=120)
+        if not first:
+            first_done.wait(timeout=120)
+        try:
+            return original_set_trial_state_values(*args, **kwargs)
+        finally:
+            if first:
+                first_done.set()
 
     storage.set_trial_state_values = _set_trial_state_values  # type: ignore[method-assign]
 
@@ -316,9 +324,14 @@ def test_fail_stale_trials_with_race_condition() -> None:
         trial = study.ask()
         storage.record_heartbeat(trial._trial_id)
         pass_time(grace_period + 1)  # study: was time.sleep
-        p1 = multiprocessing.Process(target=run_fail_stale_trials, args=(storage.url, 1))
+        both_read, first_done = multiprocessing.Barrier(2), multiprocessing.Event()
+        p1 = multiprocessing.Process(
+            target=run_fail_stale_trials, args=(storage.url, both_read, first_done, True)
+        )
         p1.start()
-        p2 = multiprocessing.Process(target=run_fail_stale_trials, args=(storage.url, 2))
+        p2 = multiprocessing.Process(
+            target=run_fail_stale_trials, args=(storage.url, both_read, first_done, False)
+        )
         p2.start()
         p1.join()
         p2.join()
