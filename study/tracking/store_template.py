@@ -14,9 +14,11 @@ be written) leaves the store for MLflow to create as before.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -77,6 +79,7 @@ def seed_new_store(uri: str) -> bool:
     scratch = _scratch(db)
     try:
         shutil.copyfile(template_path(), scratch)
+        _write_ahead(scratch)
         os.replace(scratch, db)
     except Exception as exc:  # any failure: MLflow creates the store itself, as before
         _LOG.debug("no MLflow store template (%s); MLflow migrates the new store", exc)
@@ -84,6 +87,14 @@ def seed_new_store(uri: str) -> bool:
     finally:
         scratch.unlink(missing_ok=True)
     return True
+
+
+def _write_ahead(db: Path) -> None:
+    """Put the SQLite file ``db`` in write-ahead-log mode (kept in the file): a commit then
+    appends to the log and syncs it once, where the default rollback journal writes, syncs and
+    deletes a journal and syncs the database besides."""
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
 
 
 def _scratch(path: Path) -> Path:

@@ -217,16 +217,19 @@ _FITS_LOCK = threading.Lock()
 
 def design_model(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | None:
     """The model of every trial fitted to ``trials`` (`ledger_frame`'s columns) with its
-    recommended batch size; None when it cannot be fitted yet. A fit to the same trials, in
-    the same order, as one of the last `FITS_KEPT` is not made again (e.g. designed proposals
-    while no trial finished). The same trials in another order are fitted anew: the order of
-    the sums changes the fit in its last digits, and a study's path with it.
+    recommended batch size; None when it cannot be fitted yet. A fit to the same trials as one
+    of the last `FITS_KEPT` is not made again (an allocation round and the designed proposal
+    after it; designed proposals while no trial finished): the trials are put in one order
+    first, since the order of the sums changes the fit in its last digits.
 
     A study of more than `REFIT_ALL_BELOW` trials is not refitted at every trial (the fit's
     cost grows with the trials, so a study's would grow with their square): a kept fit to a
     subset of ``trials`` serves until the trials it did not see are `REFIT_SHARE` of those it
     saw, or `SURPRISE_SHARE` when one of them surprises it (`_surprises`). Its refit starts
     from the kept fit's parameters too (`fit_surrogate`'s ``start``)."""
+    # One order for one set of trials: the allocation's round and the designer's proposal list
+    # the same trials in different orders, and a fit's sums (its last digits) follow the order.
+    trials = trials.sort_values(list(trials.columns), kind="mergesort", ignore_index=True)
     hashes = pd.util.hash_pandas_object(trials, index=False).to_numpy()
     key = (hashes.tobytes(), accelerators)
     with _FITS_LOCK:

@@ -167,7 +167,9 @@ def test_a_damaged_mlflow_store_is_one_line_and_rebuilt_from_the_ledger(
     cwd = copy_of(started, tmp_path)
     db, journal = cwd / "mlruns" / "mlflow.db", cwd / "mlruns" / "optuna.journal"
     with open(db, "r+b") as f:
-        f.write(b"\x00" * 100)  # its header gone
+        f.write(b"\x00" * 100)  # its header gone ...
+    for log in ("mlflow.db-wal", "mlflow.db-shm"):  # ... and its write-ahead log with it
+        (cwd / "mlruns" / log).unlink(missing_ok=True)
     before, kept = digest(journal), finished(cwd)
 
     assert study("status", NAME, cwd=cwd).returncode == 0  # the ledger alone answers

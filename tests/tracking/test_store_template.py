@@ -155,3 +155,16 @@ def test_only_a_missing_local_store_is_seeded(migrations: list[str], tmp_path: P
     assert not seed_new_store("sqlite:///:memory:")
     assert not seed_new_store(f"sqlite:///{tmp_path / 'no-such-folder' / 'mlflow.db'}")
     assert not (tmp_path / "no-such-folder").exists()
+
+
+def test_a_new_store_keeps_a_write_ahead_log(migrations: list[str], tmp_path: Path) -> None:
+    """A copy is in WAL mode (one sync per commit), kept in the file for every process."""
+    store = new_store(tmp_path / "wal")
+    run = store.client.create_run(store.experiment_id("wal"))
+    store.client.log_metric(run.info.run_id, "loss", 0.25, step=1)
+    con = sqlite3.connect(tmp_path / "wal" / "mlflow.db")
+    try:
+        assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert con.execute("SELECT value FROM metrics").fetchall() == [(0.25,)]
+    finally:
+        con.close()
