@@ -7,7 +7,7 @@ step limit does not reach it), so what is timed is everything else a trial of ``
 with ``allocation: {mode: steps}`` costs the process, done by the study's own code on a
 journal storage and a SQLite MLflow store under a temporary directory:
 
-- **decision**: the allocation's round (`Allocator.next_round`: every batch size's trials
+- **decision**: the allocation's round (`RoundAllocator.next_round`: every batch size's trials
   read, the model of every trial fitted or kept, the plan, the round's claim and its state);
   **fits** the seconds of the model's fits among it (and in the designer's proposals);
 - **claim**: the slot's claim (`Ledger.claim`, inside the engine's ``recent`` block);
@@ -179,9 +179,9 @@ def measure(n: int, trials: int, warmup: int, mlflow_prefill: int, seed: int) ->
     import yaml
 
     from study.config.studyfile import parse_study
+    from study.ext.allocation.rounds import RoundAllocator
     from study.ledger import Ledger, StudyRecord
     from study.phases import PHASES, Phase
-    from study.runner.allocation import Allocator
     from study.runner.launch import fingerprint
     from study.runner.timings import timed
     from study.tracking.study_tracker import StudyTracker
@@ -212,8 +212,8 @@ def measure(n: int, trials: int, warmup: int, mlflow_prefill: int, seed: int) ->
         started = time.perf_counter()
         prefill(ledger, config, n, rng)
         out["prefill_s"] = time.perf_counter() - started
-        allocator = Allocator(config, ledger, config.total_trials, say=lambda _line: None)
-        budgets = allocator.start(lambda: math.nan)
+        allocator = RoundAllocator(config, ledger, config.total_trials, say=lambda _line: None)
+        budgets = allocator.begin(lambda: math.nan)
         lineup = build_lineup("optuna", config, ledger)
         uri = f"sqlite:///{root / 'mlflow.db'}"
         prefill_mlflow(uri, ledger, config, min(n, mlflow_prefill))

@@ -7,8 +7,14 @@ commands to the CLI's parser (`Extension.add_commands`). The core imports no ext
 `loaded` for them. Third-party packages add extensions through the ``study.extensions`` entry
 point group (each entry a module that registers its extension on import).
 
+An extension may also add allocation modes (``allocation: {mode: NAME}`` besides the core's
+``even``; `Extension.allocation_modes`): the study file's reader takes the loaded ones
+(`allocation_modes`), and names the extension of a mode that is not loaded (`provider`,
+`needs_extension`).
+
 ``STUDY_EXTENSIONS`` chooses which load: unset, all; ``none``, the core alone; or a comma list
-of names (``batch_science``). The core's tests run with ``none`` as well as with all.
+of names (``allocation``, ``batch_science``). The core's tests run with ``none`` as well as with
+all.
 
 Example::
 
@@ -28,7 +34,8 @@ import abc
 import argparse
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, ClassVar
 
@@ -44,6 +51,8 @@ __all__ = [
     "loaded",
     "register",
 ]
+# The allocation modes (the block at the end of the module):
+__all__ += ["AllocationModeSpec", "allocation_modes", "needs_extension", "provider"]
 
 ENTRY_POINTS = "study.extensions"
 """The entry point group a third-party package names its extension module in."""
@@ -51,7 +60,10 @@ ENTRY_POINTS = "study.extensions"
 EXTENSIONS_ENV = "STUDY_EXTENSIONS"
 """Which extensions load: unset (all), ``none`` or a comma list of names."""
 
-BUILTIN: dict[str, str] = {"batch_science": "study.ext.batch_science"}
+BUILTIN: dict[str, str] = {
+    "batch_science": "study.ext.batch_science",
+    "allocation": "study.ext.allocation",
+}
 """The extensions that ship with ``study``: name to module."""
 
 Handler = Callable[[argparse.Namespace], int]
@@ -69,6 +81,11 @@ class Extension(abc.ABC):
     def add_commands(self, sub: Any, lazy: Lazy) -> None:  # noqa: B027 - optional hook
         """Add this extension's subcommands to the CLI's ``sub`` (argparse subparsers); their
         handlers come from ``lazy`` so that nothing heavy is imported to parse arguments."""
+
+    # -- allocation modes (see the block at the end of the module) --------------------------
+    def allocation_modes(self) -> Mapping[str, AllocationModeSpec]:
+        """The allocation modes this extension adds (``allocation: {mode: NAME}``), by name."""
+        return {}
 
 
 _REGISTERED: dict[str, Extension] = {}
@@ -118,3 +135,64 @@ def _wanted() -> set[str] | None:
     if value.lower() == "none":
         return set()
     return {part.strip() for part in value.split(",") if part.strip()}
+
+
+# -- allocation modes: ``allocation: {mode: NAME}`` beside the core's even ------------------
+
+
+@dataclass(frozen=True)
+class AllocationModeSpec:
+    """An allocation mode an extension adds: its allocator, a subclass of
+    `study.runner.allocator.Allocator` named ``module:Class`` (imported only when a study runs
+    with it: it may be heavy, and a study file is read by every command), and whether it
+    spends a budget of training steps (``allocation.steps``: then required with it, and
+    refused by the modes that do not).
+
+    Example: ``AllocationModeSpec("my_package.allocators:Greedy", spends_steps=True)``.
+    """
+
+    allocator: str
+    spends_steps: bool = False
+
+
+def allocation_modes() -> dict[str, AllocationModeSpec]:
+    """The allocation modes of the loaded extensions, by name, in the order they load.
+
+    Raises:
+        ValueError: when two extensions add a mode of the same name.
+    """
+    modes: dict[str, AllocationModeSpec] = {}
+    owners: dict[str, str] = {}
+    for extension in loaded():
+        for name, spec in extension.allocation_modes().items():
+            if name in modes:
+                raise ValueError(
+                    f"two extensions add the allocation mode {name!r}: {owners[name]} and "
+                    f"{extension.name}"
+                )
+            modes[name], owners[name] = spec, extension.name
+    return modes
+
+
+def provider(adds: Callable[[Extension], Iterable[str]], name: str) -> str | None:
+    """The installed extension, loaded or not, that adds ``name`` (``adds``: what one extension
+    adds, e.g. ``lambda e: e.allocation_modes()``), or None. Every installed extension is
+    imported to ask (an error message's question: `loaded` still gives only those
+    `EXTENSIONS_ENV` asks for)."""
+    for module in BUILTIN.values():
+        importlib.import_module(module)
+    for entry in metadata.entry_points(group=ENTRY_POINTS):
+        importlib.import_module(entry.value)
+    return next((n for n, e in _REGISTERED.items() if name in adds(e)), None)
+
+
+def needs_extension(what: str, extension: str) -> str:
+    """The message for a feature of an extension that is not loaded.
+
+    Example: ``needs_extension("allocation.mode 'steps'", "allocation")`` is ``allocation.mode
+    'steps' needs the extension 'allocation' (unset STUDY_EXTENSIONS or add allocation to it)``.
+    """
+    return (
+        f"{what} needs the extension {extension!r} (unset {EXTENSIONS_ENV} or add {extension} "
+        "to it)"
+    )

@@ -31,9 +31,11 @@ from study.config.target import Target
 from study.config.trial import JIT_COMPILE, PRECISIONS, Budget, EvalCadence, TrialSettings
 from study.config.yaml_reader import Reader
 from study.errors import UsageError
+from study.extension import AllocationModeSpec, allocation_modes, needs_extension, provider
 
 __all__ = [
     "SETTING_KEYS",
+    "allocation_mode",
     "read_allocation",
     "read_heartbeat",
     "read_hold",
@@ -234,21 +236,41 @@ def read_heartbeat(r: Reader, value: Any) -> Heartbeat:
 
 
 def read_allocation(r: Reader, value: Any) -> Allocation:
-    """``allocation``: ``{mode: even|adaptive|steps, rounds: N, steps: S}`` (all optional but
-    ``steps``, which mode steps needs and only it takes), or null."""
+    """``allocation``: ``{mode: NAME, rounds: N, steps: S}`` (all optional but ``steps``, which
+    a mode that spends training steps needs and only such a mode takes), or null. ``mode`` is
+    ``even`` or a mode of a loaded extension (`allocation_mode`)."""
     if value is None:
         return Allocation()
     spec = r.keys(value, "allocation", ALLOCATION_KEYS, ())
-    mode = r.choice(spec.get("mode", "even"), "allocation.mode", _values(AllocationMode))
+    mode, extension = allocation_mode(r, spec.get("mode", AllocationMode.EVEN.value))
     rounds = r.integer(spec.get("rounds", 3), "allocation.rounds", rule=">= 1")
     steps = spec.get("steps")
-    if mode == AllocationMode.STEPS.value:
+    if extension is not None and extension.spends_steps:
         if steps is None:
-            r.fail("allocation.steps", "is required with mode steps: the study's training steps")
+            r.fail("allocation.steps", f"is required with mode {mode}: the study's training steps")
         steps = r.integer(steps, "allocation.steps", rule=">= 1")
     elif steps is not None:
-        r.fail("allocation.steps", f"applies to mode steps only (mode is {mode})", steps)
-    return Allocation(AllocationMode(mode), rounds, steps)
+        spending = " or ".join(n for n, m in allocation_modes().items() if m.spends_steps)
+        where = f"mode {spending}" if spending else "a mode that spends training steps"
+        r.fail("allocation.steps", f"applies to {where} only (mode is {mode})", steps)
+    return Allocation(mode, rounds, steps)
+
+
+def allocation_mode(r: Reader, value: Any) -> tuple[str, AllocationModeSpec | None]:
+    """``allocation.mode``: ``even`` (no spec: the core's) or the name of a mode a loaded
+    extension adds, with its spec.
+
+    Raises:
+        UsageError: ``FILE: allocation.mode 'steps' needs the extension 'allocation' (...)``
+            for the mode of an extension that is not loaded; else naming the modes there are.
+    """
+    modes = allocation_modes()
+    if isinstance(value, str) and value != AllocationMode.EVEN.value and value not in modes:
+        owner = provider(lambda extension: extension.allocation_modes(), value)
+        if owner is not None:
+            r.fail("allocation.mode", needs_extension(repr(value), owner))
+    mode = r.choice(value, "allocation.mode", (AllocationMode.EVEN.value, *modes))
+    return mode, modes.get(mode)
 
 
 def _values(enum_cls: type[enum.Enum]) -> tuple[str, ...]:

@@ -149,17 +149,13 @@ class Heartbeat:
 
 
 class AllocationMode(str, enum.Enum):
-    """How a study's trial budget is spread over its batch sizes."""
+    """The core's way to spread a study's trial budget over its batch sizes. The other modes
+    are names the loaded extensions add (`study.extension.allocation_modes`; the built-in
+    ``allocation`` extension adds ``adaptive`` and ``steps``), each with an allocator that gives
+    the trials in rounds."""
 
     #: Every stratum of the grid gets ``trials_per_stratum`` trials.
     EVEN = "even"
-    #: The grid is chosen around a pilot's B_simple, and trials go in rounds to the strata
-    #: where the noise-scale fit is least certain (`study.runner.allocation`).
-    ADAPTIVE = "adaptive"
-    #: Every stratum gets half its trials; the rest go one at a time where the model of every
-    #: trial expects the answer to narrow most per training step, within a budget of training
-    #: steps (`study.runner.step_plan`).
-    STEPS = "steps"
 
 
 DEFAULT_OVERHEAD = 0.2
@@ -168,55 +164,42 @@ DEFAULT_OVERHEAD = 0.2
 
 @dataclass(frozen=True)
 class Allocation:
-    """How the study's trials are allocated (``even`` by default).
+    """How the study's trials are allocated: ``even`` by default (`AllocationMode.EVEN`), or
+    in rounds by the allocator of a mode an extension adds (its name, checked against the
+    loaded extensions where the file is read: `study.config.sections.read_allocation`), with
+    the options ``rounds`` (the rounds of mode adaptive) and ``steps`` (the budget of training
+    steps of a mode that spends one, as mode steps does).
 
-    ``adaptive``: a pilot run (stored with ``study noise-scale --study NAME``, else run at the
-    start) measures B_simple; the batch sizes of ``search_space.batch_size`` within about 16x
-    of it either side (at least 6) start with half their trials each; the rest of the budget
-    (the same total as even allocation) goes out in ``rounds`` rounds, each to the strata
-    where the fit's interval of steps is widest or whose best learning rate sits at the edge
-    of its searched range, adding a batch size beyond the grid while the fit's B_noise could
-    still lie past it and never past maximal data parallelism.
-
-    ``steps``: every batch size starts with half its trials; then each trial goes to the batch
-    size where the model of every trial expects the most narrowing of the answer (B_noise and
-    the best learning rate at the recommended batch size) per training step it costs, while
-    the study's training steps stay within ``steps`` and its trials within the even total.
-
-    Example: ``Allocation(AllocationMode.ADAPTIVE, rounds=3)``; ``Allocation(AllocationMode.STEPS,
+    Example: ``Allocation()``; ``Allocation("adaptive", rounds=3)``; ``Allocation("steps",
     steps=20_000)``.
     """
 
-    mode: AllocationMode = AllocationMode.EVEN
+    mode: AllocationMode | str = AllocationMode.EVEN
     rounds: int = 3
     steps: int | None = None
 
     def __post_init__(self) -> None:
+        if self.mode == AllocationMode.EVEN:  # the name as the enum
+            object.__setattr__(self, "mode", AllocationMode.EVEN)
         if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
             raise UsageError(f"allocation.rounds must be an integer >= 1 (got {self.rounds!r})")
-        if self.mode is AllocationMode.STEPS:
-            if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
-                raise UsageError(
-                    "allocation.steps must be the study's budget of training steps, an integer "
-                    f">= 1, with mode steps (got {self.steps!r})"
-                )
-        elif self.steps is not None:
+        if self.steps is None:
+            return
+        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
             raise UsageError(
-                f"allocation.steps is the budget of mode steps, not of mode {self.mode.value} "
-                "(set mode: steps, or remove steps)"
+                "allocation.steps must be the study's budget of training steps, an integer "
+                f">= 1 (got {self.steps!r})"
+            )
+        if self.mode is AllocationMode.EVEN:
+            raise UsageError(
+                "allocation.steps is the budget of a mode that spends training steps, not of "
+                "mode even (set such a mode, or remove steps)"
             )
 
     @property
-    def adaptive(self) -> bool:
-        return self.mode is AllocationMode.ADAPTIVE
-
-    @property
-    def by_steps(self) -> bool:
-        return self.mode is AllocationMode.STEPS
-
-    @property
     def rounds_of(self) -> bool:
-        """Whether trials are given in rounds by an `study.runner.allocation.Allocator`."""
+        """Whether trials are given in rounds by an allocator (`study.runner.allocator`):
+        every mode but even."""
         return self.mode is not AllocationMode.EVEN
 
 

@@ -3,8 +3,9 @@
 A study keeps three notes that are not trials (they consume no budget and are no results):
 `Pilot`, a pilot run's gradient noise scale (``study noise-scale --study NAME``, or the pilot
 of an adaptive allocation); `ThroughputRow`, seconds per step of one (batch size, strategy)
-from ``study probe``; and `AllocationState`, an adaptive allocation's budgets and `Decision`s
-(`study.runner.allocation`). Each is a frozen dataclass with ``to_stored()`` (JSON-safe: NaN
+from ``study probe``; and `AllocationState`, the budgets and `Decision`s of an allocation in
+rounds (an extension's `study.runner.allocator.Allocator`; ``study status`` reads where it
+ended). Each is a frozen dataclass with ``to_stored()`` (JSON-safe: NaN
 and infinities as None, numpy numbers as Python ones) and ``from_stored()``, which also reads
 what older ledgers stored (missing keys take their defaults; unknown ones are kept).
 `study.ledger.study_notes` stores them. No Optuna import: analysis reads these records.

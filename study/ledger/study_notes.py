@@ -12,7 +12,7 @@ Only the latest claims are kept: a claim of round ``n`` deletes that of round ``
 (a study's rounds would otherwise add a study to the storage each, and every read of its
 studies would grow with them). A process claiming a round that old finds the allocation's
 stored state past it (its deciding process stored round ``n - 1`` before it claimed ``n``),
-and `study.runner.allocation.Allocator` takes that state instead of deciding the round.
+and the allocator (`study.runner.allocator`) takes that state instead of deciding the round.
 
 Example: the first ``ledger.notes.claim_round(2)`` is True, every later one False (until the
 claim of round ``2 + KEPT_CLAIMS`` deletes it).
@@ -76,7 +76,7 @@ class StudyNotes:
         """The probe's rows as `set_throughput` stored them (empty when none was stored)."""
         return [ThroughputRow.from_stored(row) for row in self._get(_THROUGHPUT) or ()]
 
-    # -- adaptive allocation (`study.runner.allocation`) -----------------------------------
+    # -- allocation in rounds (an extension's `study.runner.allocator.Allocator`) ----------
     def set_allocation(self, state: AllocationState) -> None:
         """Store an adaptive allocation's state, so a resumed run continues its rounds.
 

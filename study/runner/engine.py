@@ -24,10 +24,12 @@ quarter of the grace): it closes those whose owner died (on another host: no sta
 (`Liveness.recover_stale`), and claims the slots that frees. It leaves when every stratum's
 budget is spent and no trial is open anywhere, or after ``max_trials`` trials of its own.
 
-Allocation in rounds (``allocation: {mode: adaptive}`` or ``{mode: steps}``): when every
-stratum's budget is spent and no trial is open, the `Allocator` opens its next round (more
-trials for some strata, maybe a new one) and the loop goes on; it leaves once the allocator has
-no round left (by steps: once the study's training steps would not cover another trial).
+Allocation in rounds (a mode other than even, from an extension: `study.runner.allocator`):
+when every stratum's budget is spent and no trial is open, the `Allocator` opens its next round
+(more trials for some strata, maybe a new one) and the loop goes on; it leaves once the
+allocator has no round left. An allocator that `decides_in_flight` is asked while this
+process's trials run, and one that is `exhausted` (its own budget, such as training steps, is
+spent) stops the claims and takes the untaken slots back.
 
 Timing: a trial's wall time runs from handing it to the tuner backend (which hands the spec to
 a worker) to the end of recording it (ledger, tuner, tracker). `account` adds it to the
@@ -54,7 +56,7 @@ from study.ledger.records import SEED
 from study.phases import PHASES, Mark, Phase
 from study.results import WALL, TrialResult, TrialState
 from study.runner import fleet
-from study.runner.allocation import Allocator
+from study.runner.allocator import Allocator
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
 from study.runner.progress import Progress, StratumProgress
@@ -124,7 +126,7 @@ class StudyEngine:
         self._active_lock = threading.Condition()
         #: How many of this process's trials ended (`_in_flight_round` waits for the next).
         self._ended = 0
-        #: Adaptive allocation: when every budget is spent, it opens the next round.
+        #: Allocation in rounds: when every budget is spent, it opens the next round.
         self.allocator = allocator
         #: The storage stayed away past its retry window (`study.ledger.retry`): `run` raises it.
         self.storage_lost: StorageUnavailable | StoreDamaged | None = None
@@ -231,9 +233,9 @@ class StudyEngine:
     def _claim(self) -> Slot | None:
         """The next slot: in the first pass, of the first stratum (in visiting order) below its
         `first_pass` quota; then of the first stratum with budget left. None once this process
-        ran ``max_trials``, and once an allocation by steps spent the study's steps (its
-        untaken slots are then taken back: `Allocator.close`)."""
-        if self.allocator is not None and self.allocator.spends_steps and self._steps_spent():
+        ran ``max_trials``, and once the allocator is exhausted (by steps: the study's steps
+        are spent; its untaken slots are then taken back: `Allocator.close`)."""
+        if self.allocator is not None and self.allocator.exhausted():
             with self._round_lock:
                 self._grow(self.allocator.close())
             return None
@@ -256,12 +258,6 @@ class StudyEngine:
                     return slot
         return None
 
-    def _steps_spent(self) -> bool:
-        """Whether an allocation by steps has spent the study's steps (each stratum read once)."""
-        assert self.allocator is not None
-        with self.ledger.recent():
-            return self.allocator.steps_left() <= 0
-
     def _limit_reached(self) -> bool:
         return self.max_trials is not None and self._claimed >= self.max_trials
 
@@ -283,12 +279,12 @@ class StudyEngine:
             return list(self._active.values())
 
     def _in_flight_round(self, seen: int) -> bool:
-        """By steps, while this process's other trials run: the next round now, decided from
-        the trials finished so far, so every worker trains while the model decides; when it
-        has nothing to give yet, wait until another of this process's trials ends (``seen``:
-        how many had ended). False when none runs (`_wait_for_others` then waits for other
+        """An allocator that decides in flight (by steps), while this process's other trials
+        run: the next round now, decided from the trials finished so far, so every worker
+        trains while the model decides; when it has nothing to give yet, wait until another of
+        this process's trials ends (``seen``: how many had ended). False when none runs (`_wait_for_others` then waits for other
         processes' trials, and `_next_round` decides from every result)."""
-        if self.allocator is None or not self.allocator.spends_steps or not self._running():
+        if self.allocator is None or not self.allocator.decides_in_flight or not self._running():
             return False
         if self._next_round(in_flight=True):
             return True
@@ -317,7 +313,7 @@ class StudyEngine:
 
     def _grow(self, budgets: Mapping[Stratum, int]) -> None:
         """Take the allocator's new budgets (new strata visited after the others; smaller ones
-        when an allocation by steps took untaken slots back)."""
+        when an exhausted allocation took untaken slots back)."""
         state = self.progress.state
         for stratum, budget in budgets.items():
             self.budgets[stratum] = budget

@@ -7,7 +7,6 @@ marks trials of dead processes interrupted, and hands everything to the `StudyEn
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -17,19 +16,18 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from study.analysis.pilot import pilot_from_result
 from study.config.hold import DEFAULT_HOLD
 from study.config.sections import SETTING_KEYS
 from study.config.space import CategoricalParam, Stratum
 from study.config.study import StudyConfig, TrainingSeeds
-from study.config.trial import PILOT_NOISE_EVERY, TrialSettings
+from study.config.trial import TrialSettings
 from study.deps import require_tensorflow
 from study.errors import ExitCode, UsageError
 from study.host import environment_info
-from study.ledger import AllocationState, Ledger, StudyRecord
+from study.ledger import Ledger, StudyRecord
 from study.paths import masked, tracking_uri
 from study.phases import PHASES, Phase
-from study.runner.allocation import Allocator
+from study.runner.allocator import allocator_class
 from study.runner.engine import StudyEngine
 from study.runner.failures import FailurePolicy
 from study.runner.oracle_process import OracleProcess
@@ -223,6 +221,7 @@ def run_study(config: StudyConfig, options: RunOptions) -> int:
 
 
 def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -> int:
+    rounds = allocator_class(config)  # before the ledger records anything
     ledger, record = open_study(config, options)
     order = visiting_order(config)
     total = options.trials or record.trials_total or config.total_trials
@@ -231,9 +230,9 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         print(warning, file=sys.stderr, flush=True)
     plan = budgets(order, total)
     allocator = None
-    if config.allocation.rounds_of:  # adaptive, or by steps
-        allocator = Allocator(config, ledger, total, say=lambda line: print(line, flush=True))
-        plan = allocator.start(lambda: pilot_estimate(config, ledger, pool))
+    if rounds is not None:  # a mode of an extension: the trials in rounds
+        allocator = rounds(config, ledger, total, say=lambda line: print(line, flush=True))
+        plan = allocator.start(pool)
         order = list(plan)
     with ledger.recent():  # the set-up reads each stratum once (the tuners, repair, progress)
         # KerasTuner's oracle in a process of its own: the host never imports TensorFlow.
@@ -253,8 +252,7 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
             uri,
         )
         if allocator is not None:
-            allocator.track = lambda state: _log_allocation(tracker, state)
-            _log_allocation(tracker, allocator.state())
+            allocator.follow(tracker)
         stale = ledger.liveness.recover_stale(order)
         patiently(lambda: tracker.repair(ledger, config, order), masked(uri), uri)
         progress = Progress.from_ledger(ledger, plan, config.name, options.live)
@@ -342,54 +340,6 @@ def thin_budget_warning(config: StudyConfig, total: int) -> str:
         f"({'; '.join(short)}); raise trials_per_stratum or add batch sizes in "
         f"{config.source}"
     )
-
-
-def pilot_estimate(config: StudyConfig, ledger: Ledger, pool: WorkerPool) -> float:
-    """B_simple of the study's pilot: as stored (``study noise-scale --study NAME``), else
-    measured now by a pilot trial at the smallest batch size and the geometric middle of the
-    learning-rate range, and stored; NaN when the pilot gives no estimate."""
-    stored = ledger.notes.pilot()
-    if stored is not None and math.isfinite(stored.b_simple):
-        return stored.b_simple
-    strategy = config.space.strategies[0]
-    even = [b for b in config.space.batch_sizes if b % 2 == 0] or list(config.space.batch_sizes)
-    param = config.space.param("learning_rate")
-    rate = (
-        math.sqrt(min(param.choices) * max(param.choices))
-        if isinstance(param, CategoricalParam)
-        else math.sqrt(param.low * param.high)
-    )
-    spec = config.trial_spec(
-        Stratum(min(config.space.batch_sizes), strategy), {"learning_rate": rate}
-    )
-    spec = dataclasses.replace(
-        spec.with_settings(noise_scale=True, noise_every=PILOT_NOISE_EVERY), batch_size=min(even)
-    )
-    print(
-        f"pilot: batch {spec.batch_size} lr {rate:.3g} on {strategy}, measuring the gradient "
-        "noise scale B_simple to choose the batch sizes",
-        flush=True,
-    )
-    result = pool.run(spec)
-    pilot = pilot_from_result(spec, result)
-    if not pilot.measured:
-        print(f"pilot: no estimate of B_simple ({result.state.value}); the whole grid", flush=True)
-        return math.nan
-    ledger.notes.set_pilot(pilot)
-    print(
-        f"pilot: B_simple = {pilot.b_simple:.3g} at step {pilot.at_step} ({result.state.value}; "
-        f"{result.steps_run} steps, {result.train_seconds:.1f} s of training)",
-        flush=True,
-    )
-    return pilot.b_simple
-
-
-def _log_allocation(tracker: StudyTracker, state: AllocationState) -> None:
-    """The allocation's state and decisions on the study's MLflow run (``allocation.json``)."""
-    run_id = tracker.parent_run_id
-    if run_id:
-        stored = state.to_stored()
-        tracker.submit(lambda: tracker.logger.client.log_dict(run_id, stored, "allocation.json"))
 
 
 def _answers(ledger: Ledger, config: StudyConfig) -> Answers | None:

@@ -66,8 +66,9 @@ CANDIDATES = 48
 #: The answers a designed learning rate narrows: ``log B_noise`` and the log best rate at the
 #: recommended batch size.
 RATE_ANSWERS = ("b_noise", "best_lr")
-#: What a choice between batch sizes narrows (`study.runner.step_plan`): those and alpha, the
-#: best rate's slope over the batch sizes, which only trials at the ends of the grid pin.
+#: What a choice between batch sizes narrows (`study.ext.allocation.step_plan`): those and
+#: alpha, the best rate's slope over the batch sizes, which only trials at the ends of the grid
+#: pin.
 BATCH_ANSWERS = ("b_noise", "best_lr", "alpha")
 
 

@@ -93,7 +93,7 @@ def test_each_question_file_states_its_budget_and_even_allocation_is_cached_apar
     for question, file in QUESTIONS.items():
         data = yaml.safe_load(file.read_text())
         config = parse_study({**copy.deepcopy(data), **allocation_of("steps")}, "q.yaml")
-        assert config.allocation.by_steps and config.allocation.steps == budgets[question]
+        assert config.allocation.mode == "steps" and config.allocation.steps == budgets[question]
         even = parse_study({**copy.deepcopy(data), **allocation_of("even")}, "q.yaml")
         assert even.allocation.mode.value == "even"
         assert table_path(question, 0, "even") != table_path(question, 0)

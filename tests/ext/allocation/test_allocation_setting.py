@@ -1,12 +1,13 @@
 """The study file's ``allocation``: even by default, adaptive with rounds, by steps with its
-budget of training steps, valid for the schema,
-one line per bad value, and no part of the study's fingerprint (it decides how many trials, not
-what a trial is)."""
+budget of training steps (the modes this extension adds), valid for the schema, one line per bad
+value, and no part of the study's fingerprint (it decides how many trials, not what a trial
+is)."""
 
 from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
 import jsonschema
@@ -15,6 +16,7 @@ import pytest
 from study.config.study import Allocation, AllocationMode
 from study.config.studyfile import SCHEMA_PATH, parse_study
 from study.errors import UsageError
+from study.ext.allocation.rounds import RoundAllocator
 from study.runner.launch import fingerprint
 from tests.config.test_studyfile import BASE
 
@@ -27,14 +29,18 @@ def with_allocation(value: Any) -> dict[str, Any]:
 
 def test_default_is_even() -> None:
     assert parse_study(copy.deepcopy(BASE), "x.yaml").allocation == Allocation()
-    assert not parse_study(with_allocation(None), "x.yaml").allocation.adaptive
+    even = parse_study(with_allocation(None), "x.yaml").allocation
+    assert even.mode is AllocationMode.EVEN and not even.rounds_of
+    assert parse_study(with_allocation({"mode": "even"}), "x.yaml").allocation.mode is (
+        AllocationMode.EVEN
+    )
 
 
 def test_adaptive_with_rounds_is_valid_for_the_schema() -> None:
     data = with_allocation({"mode": "adaptive", "rounds": 2})
     config = parse_study(data, "x.yaml")
-    assert config.allocation == Allocation(AllocationMode.ADAPTIVE, 2)
-    assert config.allocation.adaptive
+    assert config.allocation == Allocation("adaptive", 2)
+    assert config.allocation.mode == "adaptive" and config.allocation.rounds_of
     jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
     assert parse_study(with_allocation({"mode": "adaptive"}), "x.yaml").allocation.rounds == 3
     assert fingerprint(config) == fingerprint(parse_study(copy.deepcopy(BASE), "x.yaml"))
@@ -43,15 +49,21 @@ def test_adaptive_with_rounds_is_valid_for_the_schema() -> None:
 def test_steps_with_its_budget_is_valid_for_the_schema() -> None:
     data = with_allocation({"mode": "steps", "steps": 20_000})
     config = parse_study(data, "x.yaml")
-    assert config.allocation == Allocation(AllocationMode.STEPS, steps=20_000)
-    assert config.allocation.by_steps and config.allocation.rounds_of
-    assert not config.allocation.adaptive
+    assert config.allocation == Allocation("steps", steps=20_000)
+    assert config.allocation.mode == "steps" and config.allocation.rounds_of
     jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
     assert fingerprint(config) == fingerprint(parse_study(copy.deepcopy(BASE), "x.yaml"))
+    # Built without a file: the allocator of the modes checks what is its own.
+    without = replace(config, allocation=Allocation("steps"))
     with pytest.raises(UsageError, match=r"allocation\.steps must be the study's budget"):
-        Allocation(AllocationMode.STEPS)
+        RoundAllocator(without, None, total=0)  # type: ignore[arg-type]
+    adaptive = replace(config, allocation=Allocation("adaptive", steps=10))
     with pytest.raises(UsageError, match=r"allocation\.steps is the budget of mode steps"):
+        RoundAllocator(adaptive, None, total=0)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"allocation\.steps is the budget of a mode that spe"):
         Allocation(AllocationMode.EVEN, steps=10)
+    with pytest.raises(UsageError, match=r"allocation\.steps must be the study's budget"):
+        Allocation("steps", steps=0)
 
 
 @pytest.mark.parametrize(

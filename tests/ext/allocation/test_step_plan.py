@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from study.config.space import Stratum
+from study.ext.allocation.rounds import RoundAllocator
+from study.ext.allocation.step_plan import StepView, in_flight_steps, plan_step
 from study.ledger import Ledger, open_storage
-from study.runner.allocation import Allocator
-from study.runner.step_plan import StepView, in_flight_steps, plan_step
 from study.tuners.design import BATCH_ANSWERS, best_design, design_model, ledger_frame
+from tests.ext.allocation.test_adaptive_allocation import new_ledger
 from tests.inprocess import study_here
 from tests.runner.conftest import tiny_study, write_study
-from tests.runner.test_adaptive_allocation import new_ledger
 from tests.tuners.test_design import SIZES, ledger_with
 
 BOUNDS = (1e-3, 1.0)
@@ -143,19 +143,19 @@ def test_the_allocator_starts_every_batch_size_and_keeps_its_stop_in_the_ledger(
 ) -> None:
     ledger, config = new_ledger(tmp_path, steps_study(350))
     lines: list[str] = []
-    allocator = Allocator(config, ledger, total=16, say=lines.append)
-    budgets = allocator.start(pytest.fail)  # no pilot: the whole grid
+    allocator = RoundAllocator(config, ledger, total=16, say=lines.append)
+    budgets = allocator.begin(pytest.fail)  # no pilot: the whole grid
     assert budgets == {Stratum(b, "default"): 3 for b in (128, 64, 32, 16)}
     assert "within 350 training steps" in lines[0]
     # Nothing ran: a trial's steps are guessed at its budget (400), which 350 cannot cover.
     assert allocator.next_round() is None and allocator.stopped
     assert "the study's step budget is spent" in lines[-1]
-    resumed = Allocator(config, ledger, total=16, say=lines.append)
-    assert resumed.start(pytest.fail) == budgets and resumed.next_round() is None
+    resumed = RoundAllocator(config, ledger, total=16, say=lines.append)
+    assert resumed.begin(pytest.fail) == budgets and resumed.next_round() is None
 
     ledger, config = new_ledger(tmp_path / "spent", steps_study(350))
-    allocator = Allocator(config, ledger, total=16, say=lines.append)
-    allocator.start(pytest.fail)
+    allocator = RoundAllocator(config, ledger, total=16, say=lines.append)
+    allocator.begin(pytest.fail)
     slot = ledger.claim(Stratum(128, "default"), budget=3)  # one trial running
     assert slot is not None
     allocator.spent = lambda: 351  # type: ignore[method-assign]
@@ -170,13 +170,13 @@ def test_the_allocator_starts_every_batch_size_and_keeps_its_stop_in_the_ledger(
         "(351 so far): no more trials"
     )
     assert allocator.stopped and allocator.next_round() is None
-    resumed = Allocator(config, ledger, total=16, say=lines.append)
-    assert resumed.start(pytest.fail) == closed and resumed.stopped
+    resumed = RoundAllocator(config, ledger, total=16, say=lines.append)
+    assert resumed.begin(pytest.fail) == closed and resumed.stopped
     assert resumed.close() == closed and ledger.notes.allocation().round == 1  # type: ignore[union-attr]
 
     ledger, config = new_ledger(tmp_path / "more", steps_study(10_000))
-    allocator = Allocator(config, ledger, total=16, say=lines.append)
-    allocator.start(pytest.fail)
+    allocator = RoundAllocator(config, ledger, total=16, say=lines.append)
+    allocator.begin(pytest.fail)
     grown = allocator.next_round()
     assert grown is not None and sum(grown.values()) == 13 and allocator.round == 1
     state = ledger.notes.allocation()
@@ -229,8 +229,8 @@ def test_trials_in_flight_count_their_expected_steps_and_a_stop_waits_for_them(
     # 700 steps: one trial (400 steps expected) fits, but not beside one still running.
     ledger, config = new_ledger(tmp_path, steps_study(700))
     lines: list[str] = []
-    allocator = Allocator(config, ledger, total=16, say=lines.append)
-    allocator.start(pytest.fail)
+    allocator = RoundAllocator(config, ledger, total=16, say=lines.append)
+    allocator.begin(pytest.fail)
     for stratum in allocator.budgets:  # every slot taken: one running, the rest failed
         for _ in range(allocator.budgets[stratum]):
             slot = ledger.claim(stratum, budget=allocator.budgets[stratum])
@@ -240,8 +240,8 @@ def test_trials_in_flight_count_their_expected_steps_and_a_stop_waits_for_them(
     assert allocator.next_round(in_flight=True) is None  # nothing decided: ask again later
     assert not allocator.stopped and allocator.round == 0 and len(lines) == 4
     ledger, config = new_ledger(tmp_path / "more", steps_study(10_000))
-    allocator = Allocator(config, ledger, total=16, say=lines.append)
-    allocator.start(pytest.fail)
+    allocator = RoundAllocator(config, ledger, total=16, say=lines.append)
+    allocator.begin(pytest.fail)
     assert ledger.claim(Stratum(128, "default"), budget=3) is not None
     grown = allocator.next_round(in_flight=True)
     assert grown is not None and sum(grown.values()) == 13 and allocator.round == 1

@@ -19,10 +19,7 @@ from mlflow import MlflowClient
 
 from study.config.space import Stratum
 from study.config.studyfile import parse_study
-from study.ledger import Decision, Ledger, LedgerTrial, StudyRecord, open_storage
-from study.results import TrialResult, TrialState
-from study.runner.allocation import CLAIM_WAIT, Allocator
-from study.runner.allocation_plan import (
+from study.ext.allocation.plan import (
     StratumView,
     attainable,
     fit_views,
@@ -32,6 +29,9 @@ from study.runner.allocation_plan import (
     plan_round,
     tried_range,
 )
+from study.ext.allocation.rounds import CLAIM_WAIT, RoundAllocator
+from study.ledger import Decision, Ledger, LedgerTrial, StudyRecord, open_storage
+from study.results import TrialResult, TrialState
 from tests.inprocess import study_here
 from tests.runner.conftest import tiny_study, write_study
 
@@ -278,14 +278,14 @@ def new_ledger(tmp_path: Path, data: dict) -> tuple[Ledger, object]:
 def test_allocator_keeps_its_state_in_the_ledger(tmp_path: Path) -> None:
     ledger, config = new_ledger(tmp_path, allocation_study())
     lines: list[str] = []
-    allocator = Allocator(config, ledger, total=20, say=lines.append)
+    allocator = RoundAllocator(config, ledger, total=20, say=lines.append)
     assert allocator.initial == 2  # 2 trials per stratum: all of them (at most the even share)
-    budgets = allocator.start(lambda: 4.0)
+    budgets = allocator.begin(lambda: 4.0)
     assert budgets == {Stratum(b, "default"): 2 for b in (64, 32, 16, 8, 128, 256)}
     assert len(lines) == 6 and "within 16x of the pilot's B_simple 4" in lines[0]
     # A resumed run takes the stored state, deciding nothing anew.
-    again = Allocator(config, ledger, total=20, say=lines.append)
-    assert again.start(pytest.fail) == budgets and len(lines) == 6  # no pilot asked for
+    again = RoundAllocator(config, ledger, total=20, say=lines.append)
+    assert again.begin(pytest.fail) == budgets and len(lines) == 6  # no pilot asked for
     # Rounds: no trial has run, so each round tops up the strata short of their trials.
     first = allocator.next_round()
     assert first is not None and sum(first.values()) == 12 + 4 and allocator.round == 1
@@ -302,7 +302,7 @@ def test_allocator_keeps_its_state_in_the_ledger(tmp_path: Path) -> None:
 def test_initial_trials_are_half_the_even_share_and_at_least_three() -> None:
     for per_stratum, initial in ((1, 1), (2, 2), (4, 3), (8, 4), (12, 6)):
         config = parse_study(tiny_study(trials_per_stratum=per_stratum), "tiny.yaml")
-        assert Allocator(config, None, total=0).initial == initial  # type: ignore[arg-type]
+        assert RoundAllocator(config, None, total=0).initial == initial  # type: ignore[arg-type]
 
 
 def test_only_one_of_many_writers_claims_a_round(tmp_path: Path) -> None:
@@ -351,8 +351,8 @@ def test_a_process_that_loses_the_claim_takes_the_winners_round(tmp_path: Path) 
                 replace(state, round=1, budgets=budgets, decisions=decisions)
             )
 
-    allocator = Allocator(config, ledger, total=20, say=lines.append, sleep=winner_writes)
-    allocator.start(lambda: 4.0)
+    allocator = RoundAllocator(config, ledger, total=20, say=lines.append, sleep=winner_writes)
+    allocator.begin(lambda: 4.0)
     lines.clear()
     assert ledger.notes.claim_round(1)  # the other process's claim, made first
     budgets = allocator.next_round()
@@ -364,8 +364,8 @@ def test_a_claim_whose_winner_never_writes_is_decided_after_a_wait(tmp_path: Pat
     ledger, config = new_ledger(tmp_path, allocation_study())
     lines: list[str] = []
     waited: list[float] = []
-    allocator = Allocator(config, ledger, total=20, say=lines.append, sleep=waited.append)
-    allocator.start(lambda: 4.0)
+    allocator = RoundAllocator(config, ledger, total=20, say=lines.append, sleep=waited.append)
+    allocator.begin(lambda: 4.0)
     assert ledger.notes.claim_round(1)  # claimed by a process that died before it wrote
     budgets = allocator.next_round()
     assert budgets is not None and sum(budgets.values()) == 16 and allocator.round == 1
@@ -406,14 +406,14 @@ def test_adaptive_study_runs_its_rounds_end_to_end(
 
 def test_even_allocation_stays_the_default() -> None:
     config = parse_study(tiny_study(), "tiny.yaml")
-    assert not config.allocation.adaptive and config.total_trials == 2 * 3
+    assert not config.allocation.rounds_of and config.total_trials == 2 * 3
 
 
 def test_a_claimed_round_that_is_decided_already_is_taken_not_decided(tmp_path: Path) -> None:
     ledger, config = new_ledger(tmp_path, allocation_study(rounds=3))
-    first = Allocator(config, ledger, total=30, say=lambda _: None)
-    first.start(lambda: 4.0)
-    late = Allocator(config, ledger, total=30, say=lambda _: None)
+    first = RoundAllocator(config, ledger, total=30, say=lambda _: None)
+    first.begin(lambda: 4.0)
+    late = RoundAllocator(config, ledger, total=30, say=lambda _: None)
     late._adopt_stored()  # read round 0, then another process decides rounds 1-3
     for _ in range(3):
         assert first.next_round() is not None
@@ -427,12 +427,12 @@ def test_a_claimed_round_that_is_decided_already_is_taken_not_decided(tmp_path: 
 def test_the_stored_state_keeps_the_grid_and_the_latest_decisions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from study.runner import allocation
+    from study.ext.allocation import rounds
 
-    monkeypatch.setattr(allocation, "KEPT_DECISIONS", 2)
+    monkeypatch.setattr(rounds, "KEPT_DECISIONS", 2)
     ledger, config = new_ledger(tmp_path, allocation_study(rounds=3))
-    allocator = Allocator(config, ledger, total=30, say=lambda _: None)
-    allocator.start(lambda: 4.0)
+    allocator = RoundAllocator(config, ledger, total=30, say=lambda _: None)
+    allocator.begin(lambda: 4.0)
     grid = [d for d in allocator.decisions if d.round == 0]
     for _ in range(3):
         assert allocator.next_round() is not None

@@ -1,8 +1,9 @@
-"""Allocation in rounds over a study's run. Adaptive: a grid of strata around the pilot's
-B_simple, then rounds that give the rest of the budget where it narrows B_noise's interval most
-(the plan: `study.runner.allocation_plan`). By steps: every stratum of the grid first, then one
-trial a round where the answer narrows most per training step, within the study's steps (the
-plan: `study.runner.step_plan`).
+"""Allocation in rounds over a study's run, the allocator of the modes this extension adds.
+Adaptive: a grid of strata around the pilot's B_simple (`study.ext.allocation.pilot`), then
+rounds that give the rest of the budget where it narrows B_noise's interval most (the plan:
+`study.ext.allocation.plan`). By steps: every stratum of the grid first, then one trial a round
+where the answer narrows most per training step, within the study's steps (the plan:
+`study.ext.allocation.step_plan`).
 
 Every decision says why (`Decision.reason`, with the stratum's trials so far); the engine prints
 it and the tracker logs the state (``allocation.json`` on the study's MLflow run). The state is
@@ -17,12 +18,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from study.analysis.pilot import SPAN
 from study.config.space import Stratum
 from study.config.study import StudyConfig
-from study.ledger import AllocationState, Decision, Ledger
-from study.runner.allocation_plan import (
+from study.errors import UsageError
+from study.ext.allocation import Mode
+from study.ext.allocation.plan import (
     INITIAL_SHARE,
     LEAST_TRIALS,
     StratumView,
@@ -30,9 +33,15 @@ from study.runner.allocation_plan import (
     plan_round,
     tried_range,
 )
-from study.runner.step_plan import MOST_SHARES, StepView, in_flight_steps, plan_step
+from study.ext.allocation.step_plan import MOST_SHARES, StepView, in_flight_steps, plan_step
+from study.ledger import AllocationState, Decision, Ledger
+from study.runner.allocator import Allocator
 from study.tuners.design import ledger_frame
 from study.tuners.points import lr_range
+
+if TYPE_CHECKING:  # pragma: no cover
+    from study.runner.pool import WorkerPool
+    from study.tracking.study_tracker import StudyTracker
 
 #: Seconds a process that lost a round's claim waits for the winner's decisions before it
 #: decides the round itself (the winner died between its claim and its write).
@@ -43,10 +52,15 @@ CLAIM_WAIT = 60.0
 KEPT_DECISIONS = 200
 
 
-class Allocator:
-    """An adaptive allocation over a study's run: its budgets by stratum, its rounds and their
-    decisions, kept in the ledger. ``say`` prints a decision; ``track`` logs the state;
-    ``sleep`` waits while another process decides a round."""
+class RoundAllocator(Allocator):
+    """An allocation in rounds over a study's run (mode adaptive or steps): its budgets by
+    stratum, its rounds and their decisions, kept in the ledger. ``say`` prints a decision;
+    ``track`` logs the state; ``sleep`` waits while another process decides a round.
+
+    Raises:
+        UsageError: mode steps without its budget of training steps (``allocation.steps``), or
+            that budget with mode adaptive.
+    """
 
     def __init__(
         self,
@@ -56,10 +70,19 @@ class Allocator:
         say: Callable[[str], None] = print,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.config = config
-        self.ledger = ledger
-        self.total = total
-        self.say = say
+        super().__init__(config, ledger, total, say)
+        #: By steps (mode steps), else adaptive.
+        self.by_steps = config.allocation.mode == Mode.STEPS.value
+        if self.by_steps and config.allocation.steps is None:
+            raise UsageError(
+                "allocation.steps must be the study's budget of training steps, an integer "
+                ">= 1, with mode steps (got None)"
+            )
+        if not self.by_steps and config.allocation.steps is not None:
+            raise UsageError(
+                f"allocation.steps is the budget of mode steps, not of mode "
+                f"{config.allocation.mode} (set mode: steps, or remove steps)"
+            )
         self.sleep = sleep
         self.track: Callable[[AllocationState], None] | None = None
         self.round = 0
@@ -78,13 +101,19 @@ class Allocator:
         share = math.ceil(self.config.trials_per_stratum * INITIAL_SHARE)
         return max(1, min(self.config.trials_per_stratum, max(LEAST_TRIALS, share)))
 
-    def start(self, estimate: Callable[[], float]) -> dict[Stratum, int]:
+    def start(self, pool: WorkerPool) -> dict[Stratum, int]:
+        """`begin` with the pilot's B_simple as stored, or measured on ``pool``."""
+        from study.ext.allocation.pilot import pilot_estimate
+
+        return self.begin(lambda: pilot_estimate(self.config, self.ledger, pool))
+
+    def begin(self, estimate: Callable[[], float]) -> dict[Stratum, int]:
         """The budgets to run first: as stored (a resumed run), else (adaptive) the grid around
         the pilot's B_simple (``estimate()``, asked only then: it may run the pilot) or (by
         steps) the whole grid, with `initial` trials each (round 0)."""
         if self._adopt_stored():
             return dict(self.budgets)
-        if self.config.allocation.by_steps:
+        if self.by_steps:
             b_simple = math.nan
             sizes: tuple[int, ...] = tuple(self.config.space.batch_sizes)
         else:
@@ -94,7 +123,7 @@ class Allocator:
             for size in sorted(sizes, reverse=True):
                 stratum = Stratum(size, strategy)
                 self.budgets[stratum] = self.initial
-                if self.config.allocation.by_steps:
+                if self.by_steps:
                     reason = (
                         "every batch size first (the rest go where the answer narrows most "
                         f"per step, within {self.config.allocation.steps:,} training steps)"
@@ -121,10 +150,10 @@ class Allocator:
         left = self.total - sum(self.budgets.values())
         if left <= 0 or self.stopped:
             return None
-        if not self.config.allocation.by_steps and self.round >= self.config.allocation.rounds:
+        if not self.by_steps and self.round >= self.config.allocation.rounds:
             return None
         number = self.round + 1
-        if self.config.allocation.by_steps:
+        if self.by_steps:
             with self.ledger.recent():  # the plan reads every stratum a few times
                 decision, go = self._plan_step(number)
             if in_flight and not go:
@@ -162,11 +191,28 @@ class Allocator:
     @property
     def spends_steps(self) -> bool:
         """Whether this allocation has a budget of training steps (mode steps)."""
-        return self.config.allocation.by_steps
+        return self.by_steps
+
+    @property
+    def decides_in_flight(self) -> bool:
+        """By steps: a round is decided while this process's trials run (`next_round`)."""
+        return self.by_steps
+
+    def exhausted(self) -> bool:
+        """By steps: whether the study's steps are spent (each stratum read once)."""
+        if not self.by_steps:
+            return False
+        with self.ledger.recent():
+            return self.steps_left() <= 0
+
+    def follow(self, tracker: StudyTracker) -> None:
+        """The state on the study's MLflow run (``allocation.json``), now and at every save."""
+        self.track = lambda state: log_allocation(tracker, state)
+        log_allocation(tracker, self.state())
 
     def steps_left(self) -> float:
         """By steps: the study's training steps not yet spent (inf for other modes)."""
-        if not self.config.allocation.by_steps:
+        if not self.by_steps:
             return math.inf
         return float(self.config.allocation.steps or 0) - self.spent()
 
@@ -332,3 +378,11 @@ class Allocator:
         self.ledger.notes.set_allocation(state)
         if self.track is not None:
             self.track(state)
+
+
+def log_allocation(tracker: StudyTracker, state: AllocationState) -> None:
+    """The allocation's state and decisions on the study's MLflow run (``allocation.json``)."""
+    run_id = tracker.parent_run_id
+    if run_id:
+        stored = state.to_stored()
+        tracker.submit(lambda: tracker.logger.client.log_dict(run_id, stored, "allocation.json"))

@@ -1,8 +1,8 @@
 """Allocation by training steps: each trial goes where the answer narrows most per step.
 
 With ``allocation: {mode: steps, steps: S}`` every batch size of the grid first runs half its
-even share of trials (`study.runner.allocation.Allocator.start`). Then trials are given one at
-a time (`plan_step`). The model of every trial (`study.tuners.design.design_model`) is fitted
+even share of trials (`study.ext.allocation.rounds.RoundAllocator.begin`). Then trials are
+given one at a time (`plan_step`). The model of every trial (`study.tuners.design.design_model`) is fitted
 to the finished trials, and at each batch size the designer's most informative learning rate
 gives two numbers: how much a trial there is expected to narrow the answer (B_noise, the best
 learning rate at the recommended batch size, and alpha, the best rate's slope over the batch

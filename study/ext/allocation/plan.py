@@ -5,7 +5,7 @@ Even allocation gives every stratum ``trials_per_stratum`` trials. Adaptive allo
 
 1. **Grid from a pilot.** The batch sizes of ``search_space.batch_size`` within about 16x of the
    pilot's B_simple either side (at least 6 of them; `initial_grid`) start, each with half its
-   even share of trials, and at least `LEAST_TRIALS` (`Allocator.initial`).
+   even share of trials, and at least `LEAST_TRIALS` (`RoundAllocator.initial`).
 2. **Rounds.** When those are done, the rest of the budget goes out in ``rounds`` rounds. Each
    round fits ``S(B) = S_min (1 + B_noise / B)`` with its profile intervals to the strata that
    have their initial trials (a best of fewer is mostly luck) and gives each trial
@@ -29,7 +29,7 @@ Even allocation gives every stratum ``trials_per_stratum`` trials. Adaptive allo
    grid's end, never past maximal data parallelism.
 
 Pure decision math over the strata's bests (`StratumView`); the rounds' bookkeeping (the
-budgets, the state kept in the ledger, the claim on each round) is `study.runner.allocation`.
+budgets, the state kept in the ledger, the claim on each round) is `study.ext.allocation.rounds`.
 """
 
 from __future__ import annotations
