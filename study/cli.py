@@ -14,7 +14,6 @@ from typing import Any, NoReturn
 
 from study.commands.flags import add_storage as _add_storage
 from study.commands.flags import storage_access, storage_retry
-from study.commands.serve_storage import add_access_flags
 from study.commands.target_flags import add_target_flags
 from study.commands.trial_flags import add_measurement_flags, add_schedule_flags, add_trial_flags
 from study.config.trial import PILOT_NOISE_EVERY
@@ -274,24 +273,6 @@ def _add_probe(sub: Any) -> None:
     p.set_defaults(handler=_lazy("study.commands.probe", "main"))
 
 
-def _add_serve_storage(sub: Any) -> None:
-    p = sub.add_parser(
-        "serve-storage",
-        help="serve a database storage to many workers through Optuna's gRPC proxy",
-        description="Run Optuna's gRPC storage proxy in front of a database (PostgreSQL, "
-        "MySQL): workers use --storage grpc://HOST:PORT (grpcs:// with TLS) and only the "
-        "proxy holds database connections. Any address but loopback needs TLS and a token "
-        "(or client certificates), or --insecure. Prints the address it serves; Ctrl-C or "
-        "SIGTERM stops it (exit 0).",
-    )
-    p.add_argument("--storage", metavar="URL", required=True, help="the database's URL")
-    p.add_argument("--port", type=int, required=True, help="port to serve on (0: any free one)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    p.add_argument("--threads", type=int, default=16, help="calls served at once (default: 16)")
-    add_access_flags(p)
-    p.set_defaults(handler=_lazy("study.commands.serve_storage", "main"))
-
-
 def _add_branch(sub: Any) -> None:
     p = sub.add_parser(
         "branch",
@@ -352,7 +333,7 @@ def _add_schedule(sub: Any) -> None:
 
 
 _COMMANDS = (_add_train, _add_noise_scale, _add_run, _add_inspect, _add_report, _add_probe,
-             _add_serve_storage, _add_branch, _add_schedule)  # fmt: skip
+             _add_branch, _add_schedule)  # fmt: skip
 
 
 LOG_ENV = "STUDY_LOG"

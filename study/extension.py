@@ -16,6 +16,11 @@ An extension may also add allocation modes (``allocation: {mode: NAME}`` besides
 of names (``allocation``, ``batch_science``). The core's tests run with ``none`` as well as with
 all.
 
+Storages: an extension may open storage URLs of its own schemes (`Extension.storage_schemes`;
+`study.ledger.open_storage` asks `storage_opener`) and add the flags that go with ``--storage``
+(`Extension.add_storage_flags`, their values handed on as environment variables:
+`storage_environment`).
+
 Example::
 
     @register
@@ -39,7 +44,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, ClassVar
 
-from study.errors import UsageError
+from study.errors import FieldError, UsageError
 
 __all__ = [
     "BUILTIN",
@@ -48,8 +53,12 @@ __all__ = [
     "Extension",
     "Handler",
     "Lazy",
+    "StorageOpener",
     "loaded",
     "register",
+    "storage_environment",
+    "storage_extensions",
+    "storage_opener",
 ]
 # The allocation modes (the block at the end of the module):
 __all__ += ["AllocationModeSpec", "allocation_modes", "needs_extension", "provider"]
@@ -63,12 +72,16 @@ EXTENSIONS_ENV = "STUDY_EXTENSIONS"
 BUILTIN: dict[str, str] = {
     "batch_science": "study.ext.batch_science",
     "allocation": "study.ext.allocation",
+    "storage_proxy": "study.ext.storage_proxy",
 }
 """The extensions that ship with ``study``: name to module."""
 
 Handler = Callable[[argparse.Namespace], int]
 Lazy = Callable[..., Handler]
 """``lazy(module, attr, trains=False)``: a command handler that imports ``module`` when run."""
+StorageOpener = Callable[[str, float, Callable[[], float]], Any]
+"""``opener(url, window, now)``: the Optuna storage at ``url``, retried for ``window`` seconds
+through transient faults, heartbeats judged by the clock ``now`` (`study.ledger.open_storage`)."""
 
 
 class Extension(abc.ABC):
@@ -85,6 +98,26 @@ class Extension(abc.ABC):
     # -- allocation modes (see the block at the end of the module) --------------------------
     def allocation_modes(self) -> Mapping[str, AllocationModeSpec]:
         """The allocation modes this extension adds (``allocation: {mode: NAME}``), by name."""
+        return {}
+
+    # -- storages: URL schemes, and the flags that go with --storage (storage_proxy) --------
+    storage_urls: ClassVar[str] = ""
+    """The storage URLs `storage_schemes` opens, for ``--storage``'s help (``grpc://HOST:PORT
+    ...``); empty: none."""
+
+    def storage_schemes(self) -> Mapping[str, StorageOpener]:
+        """URL schemes (lower case, no ``://``) whose storages this extension opens, each with
+        its `StorageOpener` (which imports what it needs when called)."""
+        return {}
+
+    def add_storage_flags(self, p: argparse.ArgumentParser) -> None:  # noqa: B027 - optional
+        """Add flags to a core command's parser ``p`` where the core adds its storage flags
+        (after ``--storage-retry``); `storage_environment` hands their values on."""
+
+    def storage_environment(self, args: argparse.Namespace) -> Mapping[str, str | None]:
+        """Environment variables (None: unset) the command runs with, from the flags of
+        `add_storage_flags` in ``args``: how their values reach the opener, and the command's
+        child processes."""
         return {}
 
 
@@ -196,3 +229,53 @@ def needs_extension(what: str, extension: str) -> str:
         f"{what} needs the extension {extension!r} (unset {EXTENSIONS_ENV} or add {extension} "
         "to it)"
     )
+
+
+# -- storages: the core's side of the storage hooks (`study.ledger.open_storage`, the CLI) ------
+_STORAGE_CACHE: dict[tuple[str, tuple[str, ...]], tuple[Extension, ...]] = {}
+
+
+def storage_extensions() -> tuple[Extension, ...]:
+    """`loaded`, remembered for this value of `EXTENSIONS_ENV` and these registered extensions
+    (each command's parser asks once per storage flag; `loaded` reads the entry points)."""
+    key = (os.environ.get(EXTENSIONS_ENV, ""), tuple(_REGISTERED))
+    if key not in _STORAGE_CACHE:
+        found = loaded()
+        _STORAGE_CACHE[(key[0], tuple(_REGISTERED))] = found
+        return found
+    return _STORAGE_CACHE[key]
+
+
+def storage_opener(url: str) -> StorageOpener | None:
+    """The opener a loaded extension has for ``url``'s scheme; None where no extension has one
+    (the core opens it).
+
+    Raises:
+        FieldError: on ``storage``: an extension that is not loaded opens such URLs (one line
+            naming it and how to load it).
+    """
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if not scheme:
+        return None
+    for extension in storage_extensions():
+        opener = extension.storage_schemes().get(scheme)
+        if opener is not None:
+            return opener
+    for module in BUILTIN.values():  # not loaded: which one it is, to say so
+        importlib.import_module(module)
+    for name, extension in _REGISTERED.items():
+        if scheme in extension.storage_schemes():
+            raise FieldError(
+                "storage",
+                detail=f"{url!r} needs the extension {name!r} (unset {EXTENSIONS_ENV} or add "
+                f"{name} to it)",
+            )
+    return None
+
+
+def storage_environment(args: argparse.Namespace) -> dict[str, str | None]:
+    """The environment the loaded extensions' storage flags in ``args`` ask for."""
+    values: dict[str, str | None] = {}
+    for extension in storage_extensions():
+        values.update(extension.storage_environment(args))
+    return values

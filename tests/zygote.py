@@ -58,7 +58,7 @@ PRELOAD = (
     "study.commands.report",
     "study.commands.run",
     "study.commands.schedule",
-    "study.commands.serve_storage",
+    "study.ext.storage_proxy.command",
     "study.commands.studies",
     "study.commands.train",
     "study.commands.ui",

@@ -9,10 +9,10 @@ flags of their own, every other option is ``--workload-option KEY``::
     flag_of("workload_options.path", workload="csv")    # '--csv'
     flag_of("workload_options.image_size")              # '--workload-option image_size'
 
-`add_storage` adds ``--storage`` and the flags that go with it; `storage_retry` applies
-``--storage-retry`` and `storage_access` ``--storage-ca`` and ``--storage-token-file`` to every
-storage a command opens (as the environment variables they stand for, which the command's
-child processes inherit).
+`add_storage` adds ``--storage`` and the flags that go with it (the loaded extensions' too,
+`study.extension.Extension.add_storage_flags`); `storage_retry` applies ``--storage-retry`` and
+`storage_access` the extensions' storage flags to every storage a command opens (as the
+environment variables they stand for, which the command's child processes inherit).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from dataclasses import fields
 from study.commands.trial_flags import TRIAL_FLAGS
 from study.config.definition import TrialDefinition, field_paths
 from study.errors import FieldError, UsageError
+from study.extension import storage_environment, storage_extensions
 
 __all__ = [
     "FLAGS",
@@ -99,12 +100,14 @@ def problem_in_flags(problem: str, *, workload: str | None = None) -> str:
 
 
 def add_storage(p: argparse.ArgumentParser, tracking: bool = False) -> None:
-    """``--storage`` and its options (the retry window, a proxy's CA and token), and with
-    ``tracking`` ``--tracking-uri``."""
+    """``--storage`` and its options (the retry window, and the loaded extensions' storage
+    flags), and with ``tracking`` ``--tracking-uri``."""
+    extensions = storage_extensions()
+    urls = "".join(f", {e.storage_urls}" for e in extensions if e.storage_urls)
     p.add_argument(
         "--storage",
         metavar="URL",
-        help="Optuna storage: an RDB URL (postgresql://, mysql://, sqlite:///), grpc://HOST:PORT or grpcs://HOST:PORT (a `study serve-storage` proxy, plain or TLS) or a journal file (default: optuna.journal in $STUDY_HOME, else in ./mlruns)",
+        help=f"Optuna storage: an RDB URL (postgresql://, mysql://, sqlite:///){urls} or a journal file (default: optuna.journal in $STUDY_HOME, else in ./mlruns)",
     )
     p.add_argument(
         "--storage-retry",
@@ -114,18 +117,8 @@ def add_storage(p: argparse.ArgumentParser, tracking: bool = False) -> None:
         "dropped connection) before exiting with status 75 (default: the study file's "
         "storage_retry, else $STUDY_STORAGE_RETRY, else 300)",
     )
-    p.add_argument(
-        "--storage-ca",
-        metavar="FILE",
-        help="the CA (PEM) that signed a grpcs:// proxy's certificate (default: "
-        "$STUDY_STORAGE_CA, else the system's roots)",
-    )
-    p.add_argument(
-        "--storage-token-file",
-        metavar="FILE",
-        help="a file holding the proxy's shared token (default: $STUDY_STORAGE_TOKEN_FILE, "
-        "else $STUDY_STORAGE_TOKEN)",
-    )
+    for extension in extensions:
+        extension.add_storage_flags(p)
     if tracking:
         p.add_argument(
             "--tracking-uri",
@@ -136,18 +129,10 @@ def add_storage(p: argparse.ArgumentParser, tracking: bool = False) -> None:
 
 @contextlib.contextmanager
 def storage_access(args: argparse.Namespace) -> Iterator[None]:
-    """``--storage-ca`` and ``--storage-token-file`` as ``$STUDY_STORAGE_CA`` and
-    ``$STUDY_STORAGE_TOKEN_FILE`` while the command runs (``$STUDY_STORAGE_TOKEN`` unset: the
-    file wins), as they were afterwards."""
-    from study.ledger.proxy_access import CA_ENV, TOKEN_ENV, TOKEN_FILE_ENV
-
-    ca, token_file = getattr(args, "storage_ca", None), getattr(args, "storage_token_file", None)
-    values: dict[str, str | None] = {}
-    if ca:
-        values[CA_ENV] = ca
-    if token_file:
-        values |= {TOKEN_FILE_ENV: token_file, TOKEN_ENV: None}
-    with _environment(values):
+    """The loaded extensions' storage flags in ``args`` as the environment variables they stand
+    for while the command runs (`study.extension.storage_environment`), as they were
+    afterwards."""
+    with _environment(storage_environment(args)):
         yield
 
 

@@ -6,9 +6,9 @@ at one moment (its attributes, parameters, the curve's intermediate values, and 
 `write` stores it: on an Optuna RDB storage in one transaction with Optuna's own models (the
 rows are the ones Optuna's methods write, so Optuna, optuna-dashboard and older ledgers read
 them as before); through a `study serve-storage` proxy in one call that the proxy stores the
-same way (its ``write_trial``, `study.ledger.proxy`); on a journal file in one append of the
-lines Optuna's calls write (`study.ledger.journal_batch`); on any other storage (Optuna's own
-proxy, memory) one call each, in the same order. A trial closed already (e.g. recovered as interrupted by another process)
+same way (a storage that offers ``write_trial``: the storage_proxy extension's client); on a
+journal file in one append of the lines Optuna's calls write (`study.ledger.journal_batch`); on
+any other storage (Optuna's own proxy, memory) one call each, in the same order. A trial closed already (e.g. recovered as interrupted by another process)
 refuses the whole group with `optuna.exceptions.UpdateFinishedTrialError`, as each call would.
 
 On a `study.ledger.retry.RetryingStorage` the transaction is retried through transient faults

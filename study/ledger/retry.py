@@ -2,9 +2,9 @@
 
 `RetryingStorage` wraps an Optuna storage and retries every call that fails on a transient
 fault (`is_transient`: the connection refused, reset or lost, the server shutting down or
-starting, a serialization failure or deadlock, a pool timeout, a gRPC proxy unavailable) with
-jittered exponential backoff (0.5 s doubling to 10 s, each wait drawn between half and all of
-it) for up to ``window`` seconds. The first fault of an outage prints one warning line and the
+starting, a serialization failure or deadlock, a pool timeout; and the wrapped storage's own,
+`OwnFaults`, e.g. a storage proxy unavailable) with jittered exponential backoff (0.5 s
+doubling to 10 s, each wait drawn between half and all of it) for up to ``window`` seconds. The first fault of an outage prints one warning line and the
 first call that succeeds after it one line saying the storage is back; calls from several
 threads (the engine and the heartbeat thread) share one outage. Beyond the window the call
 raises `StorageUnavailable` (exit status 75, "try again later"): the storage's records are as
@@ -92,19 +92,26 @@ TRANSIENT = frozenset(
 #: The system attribute of a trial created from a template that names the claim it made (a
 #: random token, `study.ledger.claims`).
 CLAIM_TOKEN = "study:claim"
-#: gRPC status codes that mean the proxy (or the database behind it) is away for now.
-TRANSIENT_GRPC = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED", "RESOURCE_EXHAUSTED"})
+#: A storage's own transient faults beside the drivers' (`RetryingStorage`'s ``faults``, e.g.
+#: a gRPC client's): ``faults(exc, limit)`` is ``exc`` in one line (its details cut at ``limit``
+#: characters) when it is one, else None.
+OwnFaults = Callable[[BaseException, int], "str | None"]
 
 
-def is_transient(exc: BaseException) -> bool:
+def no_own_faults(exc: BaseException, limit: int) -> str | None:
+    """The `OwnFaults` of a storage whose transient faults are all the drivers'."""
+    return None
+
+
+def is_transient(exc: BaseException, own: OwnFaults = no_own_faults) -> bool:
     """Whether ``exc`` (or an exception it was raised from) is a transient fault."""
-    return transient_cause(exc) is not None
+    return transient_cause(exc, own) is not None
 
 
-def transient_cause(exc: BaseException) -> BaseException | None:
+def transient_cause(exc: BaseException, own: OwnFaults = no_own_faults) -> BaseException | None:
     """The transient fault behind ``exc`` (itself, or one along its cause chain), or None:
     what the messages name, since Optuna's wrapper says "invalid data in the commit" whatever
-    went wrong."""
+    went wrong. ``own``: the storage's own faults besides."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -112,31 +119,20 @@ def transient_cause(exc: BaseException) -> BaseException | None:
         names = {cls.__name__ for cls in type(current).__mro__}
         if names & TRANSIENT or getattr(current, "connection_invalidated", False):
             return current
-        if "RpcError" in names and _grpc_code(current) in TRANSIENT_GRPC:
+        if own(current, 0) is not None:
             return current
         current = current.__cause__ or current.__context__
     return None
 
 
-def fault_text(exc: BaseException, limit: int = 200) -> str:
+def fault_text(exc: BaseException, limit: int = 200, own: OwnFaults = no_own_faults) -> str:
     """A fault in one short line: ``OperationalError: connection ... refused`` (SQLAlchemy's
-    link to its background page left out), ``gRPC UNAVAILABLE: failed to connect ...``."""
-    if "RpcError" in {cls.__name__ for cls in type(exc).__mro__} and _grpc_code(exc):
-        try:
-            details = str(exc.details())  # type: ignore[attr-defined]
-        except Exception:
-            details = ""
-        return f"gRPC {_grpc_code(exc)}: {' '.join(details.split())[:limit]}"
+    link to its background page left out), or as ``own`` words it."""
+    text = own(exc, limit)
+    if text is not None:
+        return text
     first = " ".join(str(exc).split()).partition(" (Background on this error")[0]
     return f"{type(exc).__name__}: {first[:limit]}"
-
-
-def _grpc_code(exc: BaseException) -> str:
-    """The name of a gRPC error's status code ("" when it has none that can be read)."""
-    try:
-        return str(getattr(exc.code(), "name", ""))  # type: ignore[attr-defined]
-    except Exception:
-        return ""
 
 
 class Outage:
@@ -167,14 +163,15 @@ class Outage:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def failed(self, exc: BaseException) -> float:
-        """Note a transient fault; return when the outage began (monotonic seconds)."""
+    def failed(self, fault: str) -> float:
+        """Note a transient fault (``fault``: it in one line, `fault_text`); return when the
+        outage began (monotonic seconds)."""
         with self._lock:
             if self.since is None:
                 self.since = self.monotonic()
                 self.say(
                     f"study: warning: the storage {self.where} is not answering "
-                    f"({fault_text(exc, 160)}); retrying for up to {self.window:.0f} s"
+                    f"({fault}); retrying for up to {self.window:.0f} s"
                 )
             return self.since
 
@@ -193,8 +190,9 @@ Check = Callable[[], "Done | None"]
 
 class RetryingStorage(BaseStorage, BaseHeartbeat):
     """An Optuna storage whose calls are retried through transient faults (see the module
-    docstring). ``sleep``, ``say``, ``monotonic`` and ``now`` are for tests (``now`` is the
-    clock heartbeats are judged by)."""
+    docstring); ``faults``: the wrapped storage's own transient faults (`OwnFaults`).
+    ``sleep``, ``say``, ``monotonic`` and ``now`` are for tests (``now`` is the clock
+    heartbeats are judged by)."""
 
     def __init__(
         self,
@@ -202,12 +200,14 @@ class RetryingStorage(BaseStorage, BaseHeartbeat):
         where: str,
         window: float = DEFAULT_WINDOW_S,
         *,
+        faults: OwnFaults = no_own_faults,
         sleep: Callable[[float], None] = time.sleep,
         say: Callable[[str], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         now: Callable[[], float] = time.time,
     ) -> None:
         self.inner = inner
+        self.faults = faults
         self.outage = Outage(where, window, say or _stderr, monotonic=monotonic, now=now)
         self._sleep = sleep
         self._random = random.Random()
@@ -248,7 +248,7 @@ class RetryingStorage(BaseStorage, BaseHeartbeat):
             return made if marked[0] else self.inner.create_new_study(directions, name)
 
         def check() -> Done | None:
-            # unmarked (a proxy without the call): a study of this name is taken for this one's
+            # unmarked (a storage without the call): a study of this name is taken for this one's
             mine = None if study_name is None or not marked[0] else token
             found = tokens.study_created(self.inner, name, mine)
             return None if found is None else Done(found)
@@ -355,7 +355,9 @@ class RetryingStorage(BaseStorage, BaseHeartbeat):
         (the result if the first attempt landed), and on a retry refused ``landed`` (default
         `study.ledger.tokens.landed_as`: the result if the refusal says the first landed)."""
         refused = landed or (
-            lambda exc: landed_as(self.inner, name, args, kwargs, exc, is_transient(exc))
+            lambda exc: landed_as(
+                self.inner, name, args, kwargs, exc, is_transient(exc, self.faults)
+            )
         )
         attempt = 0
         retried = False
@@ -369,13 +371,14 @@ class RetryingStorage(BaseStorage, BaseHeartbeat):
                 if retried and (done := refused(exc)) is not None:
                     self.outage.answered()
                     return done.value
-                cause = transient_cause(exc)
+                cause = transient_cause(exc, self.faults)
                 if cause is None:
                     raise
-                since = self.outage.failed(cause)
+                since = self.outage.failed(fault_text(cause, 160, self.faults))
                 waited = self.outage.monotonic() - since
                 if waited >= self.outage.window:
-                    raise StorageUnavailable(self.outage.where, waited, fault_text(cause)) from None
+                    fault = fault_text(cause, own=self.faults)
+                    raise StorageUnavailable(self.outage.where, waited, fault) from None
                 wait = min(LONGEST_WAIT_S, FIRST_WAIT_S * 2**attempt)
                 wait = min(wait * (0.5 + 0.5 * self._random.random()), self.outage.window - waited)
                 self._sleep(max(wait, 0.0))
@@ -393,7 +396,8 @@ _NO_ONCE = object()
 def _once(inner: BaseStorage, op: str, *args: Any) -> Any:
     """Run the token write ``op`` of `study.ledger.tokens` (``create_study``,
     ``set_state``) on ``inner``: in one transaction on an RDB storage, as one call to a
-    ``study serve-storage`` proxy (its ``once``); `_NO_ONCE` where neither exists."""
+    storage that offers it (its ``once``, e.g. a storage proxy's); `_NO_ONCE` where neither
+    exists."""
     rdb = rdb_of(inner)
     if rdb is not None:
         return getattr(tokens, op)(rdb, *args)

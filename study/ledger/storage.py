@@ -1,7 +1,7 @@
 """Opening the Optuna storage that holds the ledgers: a journal file (default
-``mlruns/optuna.journal``), any RDB URL (PostgreSQL, MySQL, SQLite), or ``grpc://HOST:PORT``
-(``grpcs://`` over TLS), Optuna's storage proxy in front of a database (`study.ledger.proxy`,
-``study serve-storage``; TLS and the token: `study.ledger.proxy_access`).
+``mlruns/optuna.journal``), any RDB URL (PostgreSQL, MySQL, SQLite), or a URL whose scheme a
+loaded extension opens (`study.extension.storage_opener`: ``grpc://HOST:PORT`` and
+``grpcs://``, the storage proxy's, ``study serve-storage``).
 
 A database server that does not answer, refuses the credentials or lacks the database fails
 in seconds (`CONNECT_TIMEOUT`) with one line that names the URL (its password masked) and the
@@ -101,8 +101,9 @@ def open_storage(
     retry: float | None = None,
     now: Callable[[], float] = time.time,
 ) -> optuna.storages.BaseStorage:
-    """The Optuna storage for a URL: an RDB URL, ``grpc://HOST:PORT`` or ``grpcs://HOST:PORT``
-    (a storage proxy, plain or TLS), or a journal file path (default under mlruns/).
+    """The Optuna storage for a URL: an RDB URL, one whose scheme an extension opens
+    (``grpc://HOST:PORT``, ``grpcs://HOST:PORT``: a storage proxy), or a journal file path
+    (default under mlruns/).
 
     With ``create=False`` (read-only commands) a journal, SQLite file or database without
     Optuna's tables is not created: the storage is empty and in memory, and nothing is written.
@@ -110,12 +111,14 @@ def open_storage(
     in seconds, `retry_window`; ``now``: the clock heartbeats are judged by).
 
     Raises:
-        FieldError: on ``storage``: the URL cannot be opened (its password masked).
+        FieldError: on ``storage``: the URL cannot be opened (its password masked), or its
+            scheme needs an extension that is not loaded.
     """
-    from study.ledger.proxy import is_proxy_url, open_proxy
+    from study.extension import storage_opener
 
-    if url and is_proxy_url(url):  # grpc:// or grpcs://: a `study.ledger.proxy` in front of one
-        return open_proxy(url, retry_window(retry), now=now)
+    opener = storage_opener(url) if url else None  # grpc://: the storage proxy's, ...
+    if opener is not None:
+        return opener(url, retry_window(retry), now)
     if url and "://" in url:
         window = retry_window(retry)
         try:

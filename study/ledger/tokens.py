@@ -20,7 +20,7 @@ attempt landed, by a token (a random hex string, one per call) written in the sa
 The tokens are Optuna system attributes, `HIDDEN` from every read through the retry wrapper
 (`hide_study`, `hide_trial`): Optuna's storage contract (what a study or trial holds) is kept.
 `create_study` and `set_state` are one transaction on an Optuna RDB storage; a
-``study serve-storage`` proxy runs them at the database (`study.ledger.proxy`). `LedgerRDB` is
+``study serve-storage`` proxy runs them at the database (its client's ``once``). `LedgerRDB` is
 Optuna's RDB storage with one change: creating a trial is one attempt (Optuna's own retries a
 failed commit up to five times, and one whose commit landed made a twin of the trial).
 

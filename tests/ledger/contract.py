@@ -4,13 +4,13 @@
 Storages (`MODES`): ``rdb`` (the RDB storage `open_database` makes, uncached), ``cached`` (it in
 Optuna's trial cache, what `open_database` returns), ``retrying`` (`RetryingStorage` around the
 uncached one), ``open_storage`` (what ``open_storage("sqlite:///...")`` returns: retried and
-cached) and ``proxy`` (the client ``--storage grpc://`` opens, `open_proxy`, talking to a proxy
-served as ``study serve-storage`` serves one, `proxy_server.serve`, on loopback in this process)
-and ``journal`` (the default ledger, what ``open_storage(PATH)`` returns: Optuna's journal
-storage on `study.ledger.journal`'s checked file backend; plain only, as it is not retried).
-All on a SQLite file; the database's tables are made once and copied.
+cached) and ``journal`` (the default ledger, what ``open_storage(PATH)`` returns: Optuna's
+journal storage on `study.ledger.journal`'s checked file backend; plain only, as it is not
+retried). All on a SQLite file; the database's tables are made once and copied. An extension's
+storage is a mode of a subclass (`StorageSupplier.open_mode`; the storage proxy's:
+`tests/ext/storage_proxy/test_storage_contract.py`).
 
-Faults (`FAULTS`), injected at the database under every write transaction (the proxy's too),
+Faults (`FAULTS`), injected at the database under every write transaction (a proxy's too),
 the first time each write (its statements and parameters, times left out) is seen:
 ``lost_answer`` (the commit lands, then the connection drops: the caller sees a transient
 error), ``before_commit`` (the connection drops at the
@@ -21,7 +21,7 @@ none let through (a retry that writes something new each time), so every call en
 `Faults.fired` counts them. Faults apply to the retried storages (`RETRIED`): on the
 others a fault is the caller's to handle.
 
-Example: ``with StorageSupplier("proxy/lost_answer") as storage: ...``.
+Example: ``with StorageSupplier("retrying/lost_answer") as storage: ...``.
 """
 
 from __future__ import annotations
@@ -45,14 +45,14 @@ from optuna.storages import BaseStorage
 from study.ledger.retry import RetryingStorage
 from study.ledger.tokens import LedgerRDB
 
-MODES = ("rdb", "cached", "retrying", "open_storage", "proxy", "journal")
-RETRIED = ("retrying", "open_storage", "proxy")
+MODES = ("rdb", "cached", "retrying", "open_storage", "journal")
+RETRIED = ("retrying", "open_storage")
 FAULTS = ("plain", "lost_answer", "before_commit", "dropped")
 #: Every storage plain, every retried one under every fault: ``mode/fault``.
 SPECS = [f"{m}/plain" for m in MODES] + [f"{m}/{f}" for m in RETRIED for f in FAULTS[1:]]
-#: Optuna's heartbeat lives in its RDB storage: the proxy has none (Optuna's suite runs its
-#: heartbeat tests on its SQLite storages only, not on its gRPC proxy).
-HEARTBEAT_SPECS = [s for s in SPECS if not s.startswith(("proxy/", "journal/"))]
+#: Optuna's heartbeat lives in its RDB storage (Optuna's suite runs its heartbeat tests on its
+#: SQLite storages only, not on its journal or its gRPC proxy).
+HEARTBEAT_SPECS = [s for s in SPECS if not s.startswith("journal/")]
 #: Optuna's name for its own SQLite storage in the heartbeat suite: the uncached RDB storage.
 ALIASES = {"sqlite": "rdb/plain"}
 #: Faults in a row (no write let through between them) after which the next write passes.
@@ -177,7 +177,6 @@ class StorageSupplier(AbstractContextManager):
         self.faults = Faults(self.fault)
         self.path: Path | None = None
         self.rdb: LedgerRDB | None = None
-        self.server: Any = None
         self.storage: BaseStorage | None = None
         self.journal: Path | None = None
 
@@ -207,25 +206,24 @@ class StorageSupplier(AbstractContextManager):
 
             self.journal = self.path.with_suffix(".journal")
             self.storage = open_storage(str(self.journal))
-        elif mode == "proxy":
-            from study.ledger.proxy import open_proxy
-            from study.ledger.proxy_server import serve
-
-            self.server = serve(cached, url, "127.0.0.1", 0, threads=4, say=_quiet)
-            self.storage = open_proxy(self.server.address, 60.0)
-            self.storage._sleep = _no_wait  # type: ignore[attr-defined]
-            self.storage.outage.say = _quiet  # type: ignore[attr-defined]
         else:
-            raise ValueError(f"no such storage mode: {mode!r}")
+            self.storage = self.open_mode(mode, cached, url)
         CURRENT[:] = [self]
         SUPPLIED.append(self.spec)
         return self.storage
 
+    def open_mode(self, mode: str, cached: BaseStorage, url: str) -> BaseStorage:
+        """The storage of a ``mode`` not in `MODES` (a subclass's), in front of ``cached`` (the
+        database at ``url``, faults attached); `close_mode` ends it."""
+        raise ValueError(f"no such storage mode: {mode!r}")
+
+    def close_mode(self) -> None:
+        """End what `open_mode` started."""
+
     def __exit__(self, *exc: Any) -> None:
         FIRED[self.spec] = FIRED.get(self.spec, 0) + self.faults.fired
-        if self.mode == "proxy":
-            self.storage.inner.close()  # type: ignore[union-attr]
-            self.server.stop(0)
+        if self.mode not in MODES:
+            self.close_mode()
         if self.rdb is not None:
             self.rdb.engine.dispose()
         if self.path is not None:

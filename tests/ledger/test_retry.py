@@ -163,14 +163,33 @@ def test_what_counts_as_transient() -> None:
     assert not is_transient(ValueError("bad"))
     assert not is_transient(KeyError("no study"))
 
-    class RpcError(Exception):
-        def __init__(self, name: str) -> None:
-            self.name = name
 
-        def code(self):
-            return type("Code", (), {"name": self.name})()
+class Busy(Exception):
+    """A storage's own transient fault (e.g. a client's "come back later")."""
 
-    assert is_transient(RpcError("UNAVAILABLE")) and not is_transient(RpcError("NOT_FOUND"))
+
+def busy_faults(exc: BaseException, limit: int) -> str | None:
+    """The `OwnFaults` of a storage that raises `Busy`."""
+    return f"busy: {str(exc)[:limit]}" if isinstance(exc, Busy) else None
+
+
+def test_a_storage_s_own_faults_are_transient_too_and_worded_its_way() -> None:
+    assert not is_transient(Busy("later")) and is_transient(Busy("later"), busy_faults)
+    try:
+        raise optuna.exceptions.StorageInternalError("wrapped") from Busy("later")
+    except optuna.exceptions.StorageInternalError as exc:
+        assert is_transient(exc, busy_faults)  # along the cause chain, as the drivers' faults
+    clock, said = FakeTime(), []
+    storage = RetryingStorage(
+        Flaky("get_all_studies", fail=3, error=lambda: Busy("the queue is full")),
+        "grpc://proxy:1", 60.0, faults=busy_faults,
+        sleep=clock.sleep, say=said.append, monotonic=clock.monotonic,
+    )  # fmt: skip
+    assert storage.get_all_studies() == [] and len(clock.slept) == 3
+    assert "(busy: the queue is full); retrying for up to 60 s" in said[0]
+    storage.inner.fail = 10_000
+    with pytest.raises(StorageUnavailable, match=r"for 6\d s \(busy: the queue is full\)"):
+        storage.get_all_studies()
 
 
 def test_unwrapped_attributes_reach_the_storage_inside() -> None:

@@ -17,10 +17,10 @@ import pytest
 
 from study.config.space import Stratum
 from study.errors import UsageError
+from study.ext.storage_proxy import client as proxy_module
+from study.ext.storage_proxy.server import ProxyServer, start_proxy
 from study.ledger import Ledger, StudyRecord, open_storage
-from study.ledger import proxy as proxy_module
 from study.ledger.owners import HOST_ENV
-from study.ledger.proxy_server import ProxyServer, start_proxy
 from study.ledger.retry import RetryingStorage
 from study.results import TrialResult, TrialState
 from tests.fakes import FakeClock

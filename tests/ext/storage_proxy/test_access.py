@@ -1,5 +1,5 @@
-"""TLS and the shared token of the storage proxy (`study.ledger.proxy_access`), with real
-certificates made in the test (`tests.tls`) and a real proxy in front of a real PostgreSQL
+"""TLS and the shared token of the storage proxy (`study.ext.storage_proxy.access`), with real
+certificates made in the test (`tests.ext.storage_proxy.tls`) and a real proxy in front of a real PostgreSQL
 server: a client that presents the token over TLS uses the ledger; a wrong token, no token, a
 CA that did not sign the proxy's certificate, a plain client of a TLS proxy and a TLS client
 of a plain one are each refused at once with one line that names what to fix, never the
@@ -16,8 +16,7 @@ import optuna
 import pytest
 
 from study.errors import FieldError, UsageError
-from study.ledger import open_storage
-from study.ledger.proxy_access import (
+from study.ext.storage_proxy.access import (
     CA_ENV,
     CERT_ENV,
     KEY_ENV,
@@ -31,8 +30,9 @@ from study.ledger.proxy_access import (
     read_pem,
     read_token,
 )
-from study.ledger.proxy_server import ProxyServer, start_proxy
-from tests.tls import Certs, make_certs, make_token
+from study.ext.storage_proxy.server import ProxyServer, start_proxy
+from study.ledger import open_storage
+from tests.ext.storage_proxy.tls import Certs, make_certs, make_token
 
 ACCESS_ENV = (CA_ENV, CERT_ENV, KEY_ENV, TOKEN_ENV, TOKEN_FILE_ENV)
 

@@ -1,10 +1,9 @@
 """Optuna's gRPC storage proxy: one server process in front of the database, many workers
 talking to it (``grpc://HOST:PORT``, or ``grpcs://HOST:PORT`` over TLS) instead of each holding
-database connections. TLS, the shared token and client certificates: `study.ledger.proxy_access`.
+database connections. TLS, the shared token and client certificates: `.access`.
 
 `open_proxy` is the client: Optuna's `GrpcStorageProxy`, wrapped in
-`study.ledger.retry.RetryingStorage` like a database storage; `study.ledger.proxy_server` is
-the server.
+`study.ledger.retry.RetryingStorage` like a database storage; `.server` is the server.
 
 Outages (see `study.ledger.retry`): the proxy does not wait for the database itself. A
 transient database fault (`is_transient`) is answered at once as gRPC ``UNAVAILABLE`` (the
@@ -12,9 +11,9 @@ proxy prints one line when the database goes away and one when it is back), and 
 that is down or restarting; each worker's own retry waits through either, with its window, its
 two lines, its exit 75 past the window and its heartbeat grace extended across the outage, the
 same as on the database directly. The gRPC codes the retry takes for transient
-(`study.ledger.retry.TRANSIENT_GRPC`): ``UNAVAILABLE`` (the proxy down or restarting, or the
-database behind it away), ``DEADLINE_EXCEEDED``, ``ABORTED``, ``RESOURCE_EXHAUSTED``; every
-other code is an answer (``NOT_FOUND``, ``ALREADY_EXISTS``, ``FAILED_PRECONDITION`` are
+(`TRANSIENT_GRPC`, by `grpc_fault`, the client's `study.ledger.retry.OwnFaults`):
+``UNAVAILABLE`` (the proxy down or restarting, or the database behind it away),
+``DEADLINE_EXCEEDED``, ``ABORTED``, ``RESOURCE_EXHAUSTED``; every other code is an answer (``NOT_FOUND``, ``ALREADY_EXISTS``, ``FAILED_PRECONDITION`` are
 Optuna's KeyError, DuplicatedStudyError, UpdateFinishedTrialError) or a fault that waiting does
 not mend (``UNKNOWN``: the proxy raised), raised at once.
 
@@ -31,10 +30,10 @@ Optuna's API, which the proxy serves whole.
 
 What this relies on of Optuna beyond its public API (``optuna.storages.GrpcStorageProxy``),
 all in `_proxy_class`: the client's ``_setup`` (it makes ``_channel``, ``_stub``, ``_cache``;
-ours makes the channel with TLS and call credentials, `proxy_access.open_channel`), the
+ours makes the channel with TLS and call credentials, `access.open_channel`), the
 generated ``api_pb2_grpc.StorageServiceStub`` and ``GrpcClientCache`` of
 ``optuna.storages._grpc`` (through `study.adapters.optuna_internals.grpc_stub_and_cache`);
-`study.ledger.proxy_server` uses its servicer.
+`study.ext.storage_proxy.server` uses its servicer.
 
 Example: ``start_proxy("postgresql://study:pw@db/ledger", "127.0.0.1", 13000)`` serves it at
 ``grpc://127.0.0.1:13000``; ``open_proxy("grpc://127.0.0.1:13000", 300.0)`` reaches it.
@@ -54,13 +53,15 @@ import optuna
 
 from study.adapters.optuna_internals import grpc_stub_and_cache
 from study.errors import FieldError
-from study.ledger.proxy_access import TLS_SCHEME, ClientAccess, client_access, open_channel
+from study.ext.storage_proxy.access import TLS_SCHEME, ClientAccess, client_access, open_channel
 from study.ledger.retry import RetryingStorage
 
 #: The URL scheme of a storage served by a proxy (`TLS_SCHEME` over TLS).
 SCHEME = "grpc"
 #: Seconds to wait for a proxy to answer when a storage is opened.
 CONNECT_TIMEOUT = 10
+#: gRPC status codes that mean the proxy (or the database behind it) is away for now.
+TRANSIENT_GRPC = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED", "RESOURCE_EXHAUSTED"})
 
 
 def is_proxy_url(url: str | None) -> bool:
@@ -94,7 +95,7 @@ def open_proxy(
     """The storage served by the proxy at ``grpc://HOST:PORT`` (or ``grpcs://``, TLS), retried
     like a database storage (``window``: seconds, see `study.ledger.retry`); what it presents
     (a CA, a token, a client certificate) comes from the environment,
-    `study.ledger.proxy_access.client_access`.
+    `study.ext.storage_proxy.access.client_access`.
 
     Raises:
         FieldError: on ``storage``: a malformed URL, a CA or token that cannot be read, nothing
@@ -110,7 +111,27 @@ def open_proxy(
     except FieldError:
         proxy.close()
         raise
-    return RetryingStorage(proxy, url, window, now=now)
+    return RetryingStorage(proxy, url, window, faults=grpc_fault, now=now)
+
+
+def grpc_fault(exc: BaseException, limit: int) -> str | None:
+    """A gRPC error with a transient status code (`TRANSIENT_GRPC`) in one line, ``gRPC
+    UNAVAILABLE: failed to connect ...`` (its details cut at ``limit`` characters); None for
+    any other exception (the client's `study.ledger.retry.OwnFaults`). Matched by the class's
+    name, as the retry matches the drivers' faults."""
+    if "RpcError" not in {cls.__name__ for cls in type(exc).__mro__}:
+        return None
+    try:
+        code = str(getattr(exc.code(), "name", ""))  # type: ignore[attr-defined]
+    except Exception:
+        return None
+    if code not in TRANSIENT_GRPC:
+        return None
+    try:
+        details = str(exc.details())  # type: ignore[attr-defined]
+    except Exception:
+        details = ""
+    return f"gRPC {code}: {' '.join(details.split())[:limit]}"
 
 
 def _check_listening(url: str, host: str, port: int) -> None:
@@ -159,8 +180,8 @@ CHANNEL_OPTIONS = (
 @functools.cache
 def _proxy_class() -> type:
     """Optuna's `GrpcStorageProxy` with `CHANNEL_OPTIONS` on its channel and the group write
-    (its ``_setup`` makes the channel, the stub and the trial cache; `tests/ledger/test_proxy.py`
-    checks that a proxy restarted on the same port is found again within seconds)."""
+    (its ``_setup`` makes the channel, the stub and the trial cache; a test checks that a
+    proxy restarted on the same port is found again within seconds)."""
     import grpc
     from optuna.storages import GrpcStorageProxy
 
@@ -341,7 +362,7 @@ def check_answer(call: Callable[..., Any], url: str, access: ClientAccess) -> No
 def _refused(url: str, access: ClientAccess, details: str) -> FieldError:
     """The one line for a call the proxy at ``url`` refused (``details``: its reason): no
     token sent, or the token from ``access.token.source`` (never the token itself)."""
-    from study.ledger.proxy_access import TOKEN_FILE_ENV
+    from study.ext.storage_proxy.access import TOKEN_FILE_ENV
 
     if access.token is None:
         text = (
@@ -372,7 +393,7 @@ def _tls_failed(url: str, access: ClientAccess, details: str) -> FieldError:
 
 
 def _closed(url: str, access: ClientAccess) -> FieldError:
-    from study.ledger.proxy_access import CERT_ENV, KEY_ENV
+    from study.ext.storage_proxy.access import CERT_ENV, KEY_ENV
 
     if not access.tls:
         hint = "a proxy served with TLS is grpcs://HOST:PORT"

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from study.ledger.proxy_access import CA_ENV, TOKEN_FILE_ENV
+from study.ext.storage_proxy.access import CA_ENV, TOKEN_FILE_ENV
+from tests.ext.storage_proxy.tls import Certs, make_certs, make_token
 from tests.runner.conftest import (
     Background,
     Store,
@@ -27,7 +28,6 @@ from tests.runner.conftest import (
     write_study,
 )
 from tests.services import free_port
-from tests.tls import Certs, make_certs, make_token
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow

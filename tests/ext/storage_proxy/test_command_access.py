@@ -2,7 +2,7 @@
 TLS and a token (or client certificates) or ``--insecure``, which warns in one line; a missing
 partner flag, an unreadable file or a token sent in the clear is one line and exit 2, before
 the database is opened; the token is never printed. (A fleet of workers over TLS:
-`tests/runner/test_proxy_tls_study.py`.)"""
+`tests/ext/storage_proxy/test_tls_study.py`.)"""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from study.ledger.proxy_access import TOKEN_ENV, TOKEN_FILE_ENV
+from study.ext.storage_proxy.access import TOKEN_ENV, TOKEN_FILE_ENV
 from tests.cli import study
+from tests.ext.storage_proxy.tls import Certs, make_certs, make_token
 from tests.services import free_port
-from tests.tls import Certs, make_certs, make_token
 
 #: A database nothing serves: each case fails before the proxy would open it.
 NOWHERE = "postgresql://u:p@127.0.0.1:1/db"

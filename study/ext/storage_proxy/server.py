@@ -1,4 +1,4 @@
-"""The storage proxy's server (``study serve-storage``; `study.ledger.proxy` is the client).
+"""The storage proxy's server (``study serve-storage``; `.client` is the client).
 
 `start_proxy` serves a database storage with Optuna's proxy (the servicer that
 `optuna.storages.run_grpc_proxy_server` runs, built as its ``make_server`` builds it, with our
@@ -8,12 +8,11 @@ interceptors, so the ``grpc.server`` is built here around its servicer: this rel
 ``optuna.storages._grpc.servicer.OptunaStorageProxyService`` and the generated
 ``api_pb2_grpc.add_StorageServiceServicer_to_server`` (what ``make_server`` calls; both
 through `study.adapters.optuna_internals.add_storage_servicer`). With a
-`study.ledger.proxy_access.ServerAccess` it serves TLS (``grpcs://``; client certificates
+`study.ext.storage_proxy.access.ServerAccess` it serves TLS (``grpcs://``; client certificates
 where it names a CA) and checks the shared token on every call (``UNAUTHENTICATED`` without
 it, before any handler runs). A call that meets a transient database fault is
-answered ``UNAVAILABLE`` at once, which the workers' retry waits through (see
-`study.ledger.proxy`); the proxy prints one line when the database stops answering and one
-when it is back.
+answered ``UNAVAILABLE`` at once, which the workers' retry waits through (see `.client`); the
+proxy prints one line when the database stops answering and one when it is back.
 """
 
 from __future__ import annotations
@@ -29,7 +28,14 @@ from typing import Any
 
 from study.adapters.optuna_internals import add_storage_servicer, cache_backend
 from study.errors import FieldError
-from study.ledger.proxy import (
+from study.ext.storage_proxy.access import (
+    TLS_SCHEME,
+    ServerAccess,
+    quiet_grpc,
+    server_credentials,
+    token_check,
+)
+from study.ext.storage_proxy.client import (
     CHECK_NAME,
     ONCE_NAME,
     SCHEME,
@@ -38,13 +44,6 @@ from study.ledger.proxy import (
     decode_once,
     decode_writes,
     is_proxy_url,
-)
-from study.ledger.proxy_access import (
-    TLS_SCHEME,
-    ServerAccess,
-    quiet_grpc,
-    server_credentials,
-    token_check,
 )
 from study.ledger.retry import is_transient
 from study.paths import masked
@@ -228,7 +227,9 @@ def _group_writes(storage: Any) -> Any:
             context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         return b""
 
-    def check(request: bytes, context: Any) -> bytes:  # `study.ledger.proxy.CHECK_METHOD`
+    def check(
+        request: bytes, context: Any
+    ) -> bytes:  # `study.ext.storage_proxy.client.CHECK_METHOD`
         return b""
 
     return grpc.method_handlers_generic_handler(

@@ -1,5 +1,6 @@
 """Who may use the storage proxy, and over what: TLS and a shared token for
-``study serve-storage`` (`study.ledger.proxy_server`) and its clients (`study.ledger.proxy`).
+``study serve-storage`` (`study.ext.storage_proxy.server`) and its clients
+(`study.ext.storage_proxy.client`).
 
 Two URL schemes: ``grpc://HOST:PORT`` is plain gRPC (a proxy on loopback, or one served as
 insecure on a trusted network); ``grpcs://HOST:PORT`` is gRPC over TLS, the proxy's

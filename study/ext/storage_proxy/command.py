@@ -1,11 +1,11 @@
 """`study serve-storage`: Optuna's gRPC storage proxy in front of a database, for fleets
-(`study.ledger.proxy`).
+(`study.ext.storage_proxy.client`).
 
 Workers then use ``--storage grpc://HOST:PORT`` (``grpcs://`` with TLS) wherever a storage URL
 goes; only the proxy holds database connections. Prints one line with the address it serves;
 SIGTERM, SIGINT (Ctrl-C) and SIGHUP stop it cleanly (calls in flight finish, exit status 0).
 
-Who may reach it (`study.ledger.proxy_access`): on a loopback address (the default,
+Who may reach it (`study.ext.storage_proxy.access`): on a loopback address (the default,
 127.0.0.1) anyone on this host, as before, unless a token is set; on any other address only
 clients over TLS (``--tls-cert``, ``--tls-key``) that present the shared token (``--token-file``,
 or ``$STUDY_STORAGE_TOKEN_FILE`` / ``$STUDY_STORAGE_TOKEN``) or a client certificate signed by
@@ -25,8 +25,28 @@ from types import FrameType
 from typing import Any
 
 from study.errors import ExitCode, FieldError, UsageError
+from study.extension import Lazy
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def add_serve_storage(sub: Any, lazy: Lazy) -> None:
+    """``study serve-storage`` on the CLI's subparsers ``sub`` (its handler from ``lazy``)."""
+    p = sub.add_parser(
+        "serve-storage",
+        help="serve a database storage to many workers through Optuna's gRPC proxy",
+        description="Run Optuna's gRPC storage proxy in front of a database (PostgreSQL, "
+        "MySQL): workers use --storage grpc://HOST:PORT (grpcs:// with TLS) and only the "
+        "proxy holds database connections. Any address but loopback needs TLS and a token "
+        "(or client certificates), or --insecure. Prints the address it serves; Ctrl-C or "
+        "SIGTERM stops it (exit 0).",
+    )
+    p.add_argument("--storage", metavar="URL", required=True, help="the database's URL")
+    p.add_argument("--port", type=int, required=True, help="port to serve on (0: any free one)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--threads", type=int, default=16, help="calls served at once (default: 16)")
+    add_access_flags(p)
+    p.set_defaults(handler=lazy("study.ext.storage_proxy.command", "main"))
 
 
 def add_access_flags(p: argparse.ArgumentParser) -> None:
@@ -65,7 +85,7 @@ def server_access(args: argparse.Namespace) -> Any:
         UsageError: a flag without its partner, a file that cannot be read, or an address
             other hosts reach without TLS and credentials (one line naming what is missing).
     """
-    from study.ledger.proxy_access import (
+    from study.ext.storage_proxy.access import (
         TOKEN_ENV,
         TOKEN_FILE_ENV,
         ServerAccess,
@@ -119,8 +139,8 @@ def server_access(args: argparse.Namespace) -> Any:
 
 
 def main(args: argparse.Namespace) -> int:
-    from study.ledger.proxy_access import is_loopback
-    from study.ledger.proxy_server import start_proxy
+    from study.ext.storage_proxy.access import is_loopback
+    from study.ext.storage_proxy.server import start_proxy
 
     access = server_access(args)
     if args.insecure and not is_loopback(args.host):
