@@ -5,6 +5,7 @@ The Python API (`study.api`)::
     import study
     s = study.run("search_spaces/quickstart.yaml")     # or study.load("quickstart")
     s.table(), s.trials(), s.fit().b_noise, s.plot.steps(), s.report("reports/quickstart")
+    study.fit_ladder(["d5k", "d10k", "d20k"]).predict(40_000)   # the answer at more data
     result = study.train("mnist1d", batch_size=64, learning_rate=0.1)
 
 Importing this package is cheap: TensorFlow, MLflow and Optuna are imported only by the
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from study.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
-    from study.api import Fit, Study, TrialDefinition, load, run, train
+    from study.api import Fit, Ladder, Study, TrialDefinition, fit_ladder, load, run, train
     from study.errors import StorageUnavailable, StudyError, StudyNotFound, UsageError
     from study.results import TrialResult, TrialState
 
@@ -30,6 +31,8 @@ _PUBLIC = {
     "train": "study.api",
     "Study": "study.api",
     "Fit": "study.api",
+    "Ladder": "study.api",
+    "fit_ladder": "study.api",
     "TrialDefinition": "study.api",
     "StudyError": "study.errors",
     "StorageUnavailable": "study.errors",
@@ -41,6 +44,7 @@ _PUBLIC = {
 
 __all__ = [
     "Fit",
+    "Ladder",
     "StorageUnavailable",
     "Study",
     "StudyError",
@@ -50,6 +54,7 @@ __all__ = [
     "TrialState",
     "UsageError",
     "__version__",
+    "fit_ladder",
     "load",
     "run",
     "train",

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 from study.commands.flags import add_storage as _add_storage
 from study.commands.flags import storage_access, storage_retry
+from study.commands.ladder import add_ladder
 from study.commands.target_flags import add_target_flags
 from study.commands.trial_flags import add_measurement_flags, add_schedule_flags, add_trial_flags
 from study.config.trial import PILOT_NOISE_EVERY
@@ -333,7 +334,7 @@ def _add_schedule(sub: Any) -> None:
 
 
 _COMMANDS = (_add_train, _add_noise_scale, _add_run, _add_inspect, _add_report, _add_probe,
-             _add_branch, _add_schedule)  # fmt: skip
+             _add_branch, _add_schedule, add_ladder)  # fmt: skip
 
 
 LOG_ENV = "STUDY_LOG"
