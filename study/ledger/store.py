@@ -80,14 +80,17 @@ class Ledger:
 
     @property
     def storage(self) -> optuna.storages.BaseStorage:
+        """The Optuna storage the ledger is on (``access.storage``)."""
         return self.access.storage
 
     @property
     def name(self) -> str:
+        """The study's name."""
         return self.access.name
 
     @property
     def clock(self) -> Clock:
+        """The clock heartbeats are stamped and judged by (``access.clock``)."""
         return self.access.clock
 
     @classmethod
