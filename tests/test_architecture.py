@@ -59,10 +59,12 @@ def test_only_the_ledger_touches_stored_attributes_and_optuna_internals() -> Non
 
 def test_only_the_ledger_touches_its_optuna_storage() -> None:
     """Outside study/ledger the storage is an opaque handle (`open_storage` to `Ledger`): no
-    attribute of the ledger's storage is read and no storage method is called (a round of an
-    adaptive allocation is claimed through ``ledger.notes.claim_round``)."""
+    attribute of the ledger's storage (nor its `StorageAccess`, ``ledger.access``) is read and
+    no storage method is called (a round of an adaptive allocation is claimed through
+    ``ledger.notes.claim_round``)."""
     names = (
         r"\bledger\.storage\b",
+        r"\bledger\.access\b",
         r"\.storage\.",
         r"optuna\.storages",
         "get_all_" + "studies",

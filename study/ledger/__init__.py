@@ -1,9 +1,12 @@
 """The study ledger: every trial of every tuner, in one Optuna storage.
 
-`Ledger` (in `store`) is the only way in or out, split by job: the study's record and its
-trials (`claims`), ``ledger.liveness`` (`liveness`: heartbeats by an injected `clock`, stale
-trials), ``ledger.tuning`` (`tuning`: samplers, windows, points) and ``ledger.notes``
-(`study_notes`: pilot, throughput probe, allocation state). Trials come out as frozen
+`Ledger` (in `store`) is the only way in or out: the study's record, and parts each given
+what it needs, one job each: ``ledger.claims`` (`claims`: claim a slot, record its trial),
+``ledger.reader`` (`reading`: trials read back; these two parts' methods are the ledger's own
+too), ``ledger.liveness`` (`liveness`: heartbeats by an injected `clock`, stale trials),
+``ledger.tuning`` (`tuning`: samplers, windows, points) and ``ledger.notes`` (`study_notes`:
+pilot, throughput probe, allocation state), all on one ``ledger.access`` (`access`: the
+storage; its strata named by a `naming.StratumNaming`). Trials come out as frozen
 `LedgerTrial` records (in `records`, with the one encoding of results; `optuna_view` is what
 Optuna readers see of them, every value in steps), the study's notes as the frozen records of
 `notes`. `storage` opens the Optuna storage, `summary` sums a study up

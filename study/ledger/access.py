@@ -1,8 +1,12 @@
 """How the ledger reaches its Optuna storage: study and trial ids, the stratum studies (with
 the sampler the Optuna backend installs), the claimed `Slot`, and decoding stored trials.
-`Ledger` and its parts (`claims`, `liveness`, `tuning`, `study_notes`) build on one
-`StorageAccess`, which also holds the clock they read; nothing outside the ledger package uses
-it."""
+Every part of a `Ledger` (`reading`, `claims`, `liveness`, `tuning`, `study_notes`) is given
+one `StorageAccess`, which also holds the clock they read and the `StratumNaming` of the
+strata; nothing outside the ledger package uses it.
+
+What this process knows beyond the storage (the writes it holds, the trials it claimed and
+wrote, its last read of each stratum, its heartbeat stamps) is kept inside `StorageAccess`
+and reached only through its methods."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import contextlib
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +32,7 @@ from study.config.space import Stratum
 from study.ledger import batch, records
 from study.ledger.batch import TrialWrites
 from study.ledger.clock import SYSTEM_CLOCK, Clock
+from study.ledger.naming import SEARCH_STRATA, StratumNaming
 from study.ledger.records import LedgerTrial, decode_trial, merge_stored
 from study.ledger.sampler_storage import SamplerStorage
 from study.results import TrialState
@@ -83,37 +88,72 @@ class Slot:
 
 
 class StorageAccess:
-    """One study's studies and trials in an Optuna storage, by stratum, and the ``clock``
-    its heartbeats are stamped and judged by."""
+    """One study's studies and trials in an Optuna storage, by stratum (named by ``naming``),
+    and the ``clock`` its heartbeats are stamped and judged by."""
 
     def __init__(
-        self, storage: optuna.storages.BaseStorage, name: str, clock: Clock = SYSTEM_CLOCK
+        self,
+        storage: optuna.storages.BaseStorage,
+        name: str,
+        clock: Clock = SYSTEM_CLOCK,
+        naming: StratumNaming = SEARCH_STRATA,
     ) -> None:
         self.storage = storage
         self.name = name
         self.clock = clock
-        self.studies: dict[Stratum, optuna.Study] = {}
-        self.sampler_for: Callable[[Stratum], Any] | None = None
+        self.naming = naming
+        self._studies: dict[Stratum, optuna.Study] = {}
+        self._sampler_for: Callable[[Stratum], Any] | None = None
         self._lock = threading.Lock()
         #: Study ids by name (a study's id never changes while it exists), shared by the
         #: ledgers of this process on one database (`_known_ids`).
-        self.ids: dict[str, int] = _known_ids(storage)
-        #: Writes held until the next write of their trial (`_hold`, `_flush`), and the trials
-        #: this process claimed as it wrote them (`_mine`: no read of its own writes back).
+        self._ids: dict[str, int] = _known_ids(storage)
+        #: Writes held until the next write of their trial (`hold`, `flush`), and the trials
+        #: this process claimed as it wrote them (`mine`: no read of its own writes back).
         self._pending: dict[int, TrialWrites] = {}
-        self.written: dict[int, FrozenTrial] = {}
-        self.writes_lock = threading.Lock()
+        self._written: dict[int, FrozenTrial] = {}
+        self._writes_lock = threading.Lock()
         #: The last read of each stratum (monotonic time, trials), for readers inside `recent`.
-        self.reads: dict[Stratum, tuple[float, list[FrozenTrial]]] = {}
-        self.strata_of: dict[int, Stratum] = {}
-        #: Strata studies known to carry their attributes (`_study` need not check them).
+        self._reads: dict[Stratum, tuple[float, list[FrozenTrial]]] = {}
+        self._strata_of: dict[int, Stratum] = {}
+        #: Strata studies known to carry their attributes (`study` need not check them).
         self._labelled: set[str] = set()
         #: When this process last stamped each of its running trials (`Liveness.beat`).
-        self.stamped: dict[int, float] = {}
-        self.local = threading.local()
-        #: Closed trials decoded, by trial id, with the stored object they came from (`_decode`).
+        self._stamped: dict[int, float] = {}
+        self._local = threading.local()
+        #: Closed trials decoded, by trial id, with the stored object they came from (`decode`).
         self._decoded: dict[int, tuple[FrozenTrial, LedgerTrial]] = {}
         self._sampler_storage = SamplerStorage(self)
+
+    def use_sampler(self, sampler_for: Callable[[Stratum], Any]) -> None:
+        """Give the stratum studies loaded from now on the sampler ``sampler_for(stratum)``."""
+        self._sampler_for = sampler_for
+
+    def forget_studies(self) -> None:
+        """Forget the studies loaded and the ids learnt (the study was deleted)."""
+        self._studies.clear()
+        self._ids.clear()
+
+    # -- what this process claimed and stamped ------------------------------------------------
+    def track(self, trial_id: int, stratum: Stratum) -> None:
+        """This process created the trial ``trial_id`` in ``stratum``: its writes keep the
+        stratum's last read up to date (`changed`, and closing it through `flush`)."""
+        self._strata_of[trial_id] = stratum
+
+    def wrote(self, frozen: FrozenTrial) -> None:
+        """This process claimed ``frozen`` and wrote it as it now is: `flush` and `mine` give
+        it without reading it back."""
+        with self._writes_lock:
+            self._written[id_of_trial(frozen)] = frozen
+
+    def stamped_at(self, trial_id: int) -> float | None:
+        """When this process last stamped the trial ``trial_id`` with a heartbeat (its clock's
+        time), or None."""
+        return self._stamped.get(trial_id)
+
+    def note_stamp(self, trial_id: int, at: float) -> None:
+        """This process stamped the trial ``trial_id`` with a heartbeat at ``at``."""
+        self._stamped[trial_id] = at
 
     @contextlib.contextmanager
     def recent(self) -> Iterator[None]:
@@ -121,55 +161,59 @@ class StorageAccess:
         read again: what a trial's set-up reads (its stratum, the other batch sizes, the
         points taken, the sampler's history through `SamplerStorage`) a few times within
         moments. The reads that must be fresh come right after a claim or a reservation of
-        this process, which drop the stratum's read (`_changed`), so they read the storage."""
-        depth = getattr(self.local, "recent", 0)
-        self.local.recent = depth + 1
+        this process, which drop the stratum's read (`changed`), so they read the storage."""
+        depth = getattr(self._local, "recent", 0)
+        self._local.recent = depth + 1
         try:
             yield
         finally:
-            self.local.recent = depth
+            self._local.recent = depth
+
+    def in_recent(self) -> bool:
+        """Whether this thread is inside `recent`."""
+        return bool(getattr(self._local, "recent", 0))
 
     def recent_stratum(self, study_id: int) -> Stratum | None:
         """The stratum of the study ``study_id`` if it is loaded and this thread is inside
         `recent` (else None)."""
-        if not getattr(self.local, "recent", 0):
+        if not self.in_recent():
             return None
-        loaded = list(self.studies.items())
+        loaded = list(self._studies.items())
         return next((s for s, study in loaded if id_of_study(study) == study_id), None)
 
     def setting_up(self, trial_id: int) -> bool:
         """Whether this thread is setting up the trial ``trial_id``, which this process claimed
         (inside `recent`): writes to it can wait for its next write."""
-        return bool(getattr(self.local, "recent", 0)) and trial_id in self.written
+        return self.in_recent() and trial_id in self._written
 
     def changed(self, trial_id: int) -> None:
         """This process wrote the trial ``trial_id``: its stratum is read afresh next time."""
-        stratum = self.strata_of.get(trial_id)
+        stratum = self._strata_of.get(trial_id)
         if stratum is not None:
-            self.reads.pop(stratum, None)
+            self.forget_read(stratum)
+
+    def forget_read(self, stratum: Stratum) -> None:
+        """Read ``stratum`` afresh next time (e.g. a slot of it was freed)."""
+        self._reads.pop(stratum, None)
 
     def _closed(self, trial_id: int, now: FrozenTrial) -> None:
         """This process closed the trial ``trial_id`` as ``now``: its stratum's last read says
         so (no read afresh: the rest of that read is as old as it was; a claim reads afresh)."""
-        stratum = self.strata_of.get(trial_id)
-        last = self.reads.get(stratum) if stratum is not None else None
+        stratum = self._strata_of.get(trial_id)
+        last = self._reads.get(stratum) if stratum is not None else None
         if stratum is not None and last is not None:
             trials = [now if id_of_trial(t) == trial_id else t for t in last[1]]
-            self.reads[stratum] = (last[0], trials)
+            self._reads[stratum] = (last[0], trials)
 
     def stratum_name(self, stratum: Stratum) -> str:
-        return f"{self.name}/{stratum}"
-
-    def stratum_of(self, study_name: str, attrs: Mapping[str, Any]) -> Stratum:
-        if "batch_size" in attrs and "strategy" in attrs:
-            return Stratum(int(attrs["batch_size"]), str(attrs["strategy"]))
-        return Stratum.parse(study_name.removeprefix(f"{self.name}/"))
+        """The Optuna study name of ``stratum`` (by the ledger's `StratumNaming`)."""
+        return self.naming.name(self.name, stratum)
 
     def study(self, stratum: Stratum) -> optuna.Study:
         with self._lock:
-            study = self.studies.get(stratum)
+            study = self._studies.get(stratum)
             if study is None:
-                sampler = self.sampler_for(stratum) if self.sampler_for else None
+                sampler = self._sampler_for(stratum) if self._sampler_for else None
                 name = self.stratum_name(stratum)
                 try:  # loading writes nothing; creating only when missing
                     study = optuna.load_study(
@@ -193,9 +237,9 @@ class StorageAccess:
                     names = {METRIC_NAMES_KEY: [METRIC_NAME]}  # as `Study.set_metric_names`
                     batch.write_study(self.storage, id_of_study(study), attrs, names)  # one write
                 self._labelled.add(name)
-                self.studies[stratum] = study
-                self.ids[name] = id_of_study(study)  # (re)loaded: e.g. made again after a delete
-                self.reads.pop(stratum, None)
+                self._studies[stratum] = study
+                self._ids[name] = id_of_study(study)  # (re)loaded: e.g. made again after a delete
+                self._reads.pop(stratum, None)
             return study
 
     def study_id(self, name: str) -> int:
@@ -205,17 +249,17 @@ class StorageAccess:
         Raises:
             KeyError: no study of that name is stored.
         """
-        known = self.ids.get(name)
+        known = self._ids.get(name)
         if known is not None:
             return known
         if name.startswith(f"{self.name}/"):  # a stratum: learn every stratum's id at once
             self.learn_studies()
-            if name not in self.ids:
+            if name not in self._ids:
                 raise KeyError(name)
-            return self.ids[name]
+            return self._ids[name]
         study_id = self.storage.get_study_id_from_name(name)
         if name == self.name:
-            self.ids[name] = study_id
+            self._ids[name] = study_id
         return study_id
 
     def learn_studies(self) -> list[optuna.study.StudySummary | Any]:
@@ -225,15 +269,15 @@ class StorageAccess:
         for study in studies:
             name = study.study_name
             if name == self.name or name.startswith(f"{self.name}/"):
-                self.ids.setdefault(name, id_of_study(study))
+                self._ids.setdefault(name, id_of_study(study))
                 if "batch_size" in study.user_attrs:
                     self._labelled.add(name)
         return studies
 
     # -- writing a trial: held writes, one transaction per group (`batch`) -------------------
     def hold(self, writes: TrialWrites) -> None:
-        """Keep ``writes`` for the next `_flush` of their trial (nothing is written now)."""
-        with self.writes_lock:
+        """Keep ``writes`` for the next `flush` of their trial (nothing is written now)."""
+        with self._writes_lock:
             held = self._pending.setdefault(writes.trial_id, TrialWrites(writes.trial_id))
             held.merge(writes)
 
@@ -245,36 +289,36 @@ class StorageAccess:
             optuna.exceptions.UpdateFinishedTrialError: the trial is closed already.
         """
         trial_id = writes.trial_id
-        with self.writes_lock:
+        with self._writes_lock:
             group = self._pending.pop(trial_id, None) or TrialWrites(trial_id)
         group.merge(writes)
         try:
             batch.write(self.storage, group)
         except BaseException:
-            with self.writes_lock:
+            with self._writes_lock:
                 if writes.state is None:
                     self._pending.setdefault(trial_id, TrialWrites(trial_id)).merge(group)
             raise
-        with self.writes_lock:
-            mine = self.written.get(trial_id)
+        with self._writes_lock:
+            mine = self._written.get(trial_id)
             if mine is None:
                 return None
             now = group.applied_to(mine)
             if now.state.is_finished():
                 self._closed(trial_id, now)  # this process reads its closed trial as closed
-                self.strata_of.pop(trial_id, None)
-                self.stamped.pop(trial_id, None)
-                del self.written[trial_id]
+                self._strata_of.pop(trial_id, None)
+                self._stamped.pop(trial_id, None)
+                del self._written[trial_id]
             else:
-                self.written[trial_id] = now
+                self._written[trial_id] = now
             return now
 
     def mine(self, slot: Slot) -> FrozenTrial:
         """The slot's trial as this process wrote it (held writes included), without a read;
         read from the storage if this process did not claim it."""
         trial_id = self.slot_id(slot)
-        with self.writes_lock:
-            mine = self.written.get(trial_id)
+        with self._writes_lock:
+            mine = self._written.get(trial_id)
             held = self._pending.get(trial_id)
         if mine is None:
             mine = self.storage.get_trial(trial_id)
@@ -282,18 +326,18 @@ class StorageAccess:
 
     def study_attrs(self, name: str) -> dict[str, Any] | None:
         for _ in range(2):
-            known = name in self.ids
+            known = name in self._ids
             try:
                 return self.storage.get_study_user_attrs(self.study_id(name))
             except KeyError:
                 if not known:
                     return None
-                self.ids.pop(name, None)  # deleted (and maybe made again) elsewhere
+                self._ids.pop(name, None)  # deleted (and maybe made again) elsewhere
         return None
 
     def frozen(self, stratum: Stratum) -> list[FrozenTrial]:
         now = time.monotonic()
-        last = self.reads.get(stratum) if getattr(self.local, "recent", 0) else None
+        last = self._reads.get(stratum) if self.in_recent() else None
         if last is not None and now - last[0] <= RECENT_S:
             return self.with_held(last[1])
         try:
@@ -301,13 +345,13 @@ class StorageAccess:
         except KeyError:
             return []
         trials = self.storage.get_all_trials(study_id, deepcopy=False)
-        self.reads[stratum] = (now, trials)
+        self._reads[stratum] = (now, trials)
         return self.with_held(trials)
 
     def with_held(self, trials: list[FrozenTrial]) -> list[FrozenTrial]:
         """``trials`` with the writes held for any of them applied (this process reads what
         it wrote)."""
-        with self.writes_lock:
+        with self._writes_lock:
             if not self._pending:
                 return trials
             held = dict(self._pending)
@@ -316,16 +360,16 @@ class StorageAccess:
     def fresh(self, stratum: Stratum) -> list[FrozenTrial] | None:
         """The stratum's trials as read less than `FRESH_S` ago (held writes applied), or
         None."""
-        last = self.reads.get(stratum)
+        last = self._reads.get(stratum)
         if last is None or time.monotonic() - last[0] > FRESH_S:
             return None
         return self.with_held(last[1])
 
     def open_frozen(self, stratum: Stratum) -> list[FrozenTrial]:
         """The stratum's trials still open in the storage (reads only those; none inside
-        `recent`, which reads the whole stratum once, nor after a `_fresh` read)."""
+        `recent`, which reads the whole stratum once, nor after a `fresh` read)."""
         known = self.fresh(stratum)
-        if known is None and getattr(self.local, "recent", 0):
+        if known is None and self.in_recent():
             known = self.frozen(stratum)
         if known is not None:
             return [t for t in known if t.state is OptunaState.RUNNING]

@@ -1,5 +1,5 @@
-"""Claims and trial records: taking a slot of a stratum's budget, recording how its trial
-went, and reading trials back as `LedgerTrial` records.
+"""Claims: taking a slot of a stratum's budget and recording how its trial went (reading
+trials back is `reading.TrialReader`'s job).
 
 Budgets are enforced through Optuna's atomic trial numbering: `Claims.claim` asks for a trial
 and keeps it only if fewer than ``budget`` counted trials have lower numbers, so any number of
@@ -33,16 +33,8 @@ from study.ledger.batch import TrialWrites
 from study.ledger.liveness import HEARTBEAT
 from study.ledger.optuna_view import intermediate_values, pruned_meaning, view_attrs
 from study.ledger.owners import Beat, owner_id
-from study.ledger.records import (
-    LedgerTrial,
-    Origin,
-    best_of,
-    decode_curve,
-    encode_result,
-    merge_stored,
-    split_stored,
-    truncate_error,
-)
+from study.ledger.reading import TrialReader
+from study.ledger.records import LedgerTrial, Origin, encode_result, split_stored, truncate_error
 from study.ledger.retry import CLAIM_TOKEN
 from study.results import TrialResult, TrialState
 
@@ -68,10 +60,14 @@ def _twin(frozen: FrozenTrial, token: str, trial_id: int) -> bool:
     )
 
 
-class Claims(StorageAccess):
-    """One study's trials: claimed, recorded and read back (see the module docstring)."""
+class Claims:
+    """One study's trials claimed and recorded through ``access``; ``reader`` reads a trial
+    back when this process did not write it (see the module docstring)."""
 
-    # -- writing trials -----------------------------------------------------------------------
+    def __init__(self, access: StorageAccess, reader: TrialReader) -> None:
+        self._access = access
+        self._reader = reader
+
     def claim(self, stratum: Stratum, budget: int, *, grace: float | None = None) -> Slot | None:
         """Atomically take the next slot of a stratum, or return None when its budget is spent.
 
@@ -83,11 +79,12 @@ class Claims(StorageAccess):
         carrying the same `CLAIM_TOKEN`: it is closed as ``discarded``, so no open trial is
         left in this process's name that no one would ever take for dead.
         """
-        study = self.study(stratum)
+        access = self._access
+        study = access.study(stratum)
         owner = owner_id()
         system: dict[str, Any] = {CLAIM_TOKEN: uuid.uuid4().hex}
         if grace is not None:
-            system[HEARTBEAT] = Beat(self.clock.now(), grace).to_stored()
+            system[HEARTBEAT] = Beat(access.clock.now(), grace).to_stored()
         template = FrozenTrial(
             number=-1,
             state=OptunaState.RUNNING,
@@ -102,31 +99,29 @@ class Claims(StorageAccess):
             trial_id=-1,
         )
         forget_cached_trials(study)  # as `Study.ask`: samplers read afresh
-        trial_id = self.storage.create_new_trial(id_of_study(study), template)
-        self.strata_of[trial_id] = stratum
+        trial_id = access.storage.create_new_trial(id_of_study(study), template)
+        access.track(trial_id, stratum)
         if grace is not None:
-            self.stamped[trial_id] = system[HEARTBEAT]["at"]
-        self.changed(trial_id)
-        trials = self.frozen(stratum)
+            access.note_stamp(trial_id, system[HEARTBEAT]["at"])
+        access.changed(trial_id)
+        trials = access.frozen(stratum)
         discarded = {records.STATUS: TrialState.DISCARDED.value}
         token = system[CLAIM_TOKEN]
         twins = [t for t in trials if _twin(t, token, trial_id)]
         for twin in twins:  # this claim's creation landed twice: keep one
-            self.strata_of[id_of_trial(twin)] = stratum
-            with self.writes_lock:  # this process made it: it reads its closing
-                self.written[id_of_trial(twin)] = twin
-            self.flush(TrialWrites(id_of_trial(twin), user=discarded, state=OptunaState.FAIL))
+            access.track(id_of_trial(twin), stratum)
+            access.wrote(twin)  # this process made it: it reads its closing
+            access.flush(TrialWrites(id_of_trial(twin), user=discarded, state=OptunaState.FAIL))
         trials = [t for t in trials if t not in twins]
         frozen = next((t for t in trials if id_of_trial(t) == trial_id), None)
-        frozen = frozen or self.storage.get_trial(trial_id)
+        frozen = frozen or access.storage.get_trial(trial_id)
         trial = trial_of(study, frozen)
         if not isinstance(study.sampler, _QUIET_BEFORE):  # it may have written to the trial
-            frozen = self.storage.get_trial(trial_id)
-        with self.writes_lock:
-            self.written[trial_id] = frozen
-        earlier = [t for t in trials if t.number < frozen.number and self.status(t).counts()]
+            frozen = access.storage.get_trial(trial_id)
+        access.wrote(frozen)
+        earlier = [t for t in trials if t.number < frozen.number and access.status(t).counts()]
         if len(earlier) >= budget:
-            self.flush(TrialWrites(trial_id, user=discarded, state=OptunaState.FAIL))
+            access.flush(TrialWrites(trial_id, user=discarded, state=OptunaState.FAIL))
             return None
         return Slot(stratum, frozen.number, owner, trial)
 
@@ -143,7 +138,7 @@ class Claims(StorageAccess):
             records.STRATEGY: slot.stratum.strategy,
             **(extras or {}),
         }
-        return self._written_back(slot, TrialWrites(self.slot_id(slot), user=attrs))
+        return self._written_back(slot, TrialWrites(self._access.slot_id(slot), user=attrs))
 
     def finish(
         self,
@@ -170,7 +165,7 @@ class Claims(StorageAccess):
             user[records.OBJECTIVE] = (
                 pruned_meaning(result.steps_run, meaning) if pruned else meaning
             )
-        writes = TrialWrites(self.slot_id(slot), user=user, system=system)
+        writes = TrialWrites(self._access.slot_id(slot), user=user, system=system)
         if target is not None:
             writes.intermediate = dict(intermediate_values(result, target, INTERMEDIATE_POINTS))
         if result.state in (TrialState.FAILED, TrialState.INFEASIBLE):
@@ -191,10 +186,10 @@ class Claims(StorageAccess):
         """Close the slot's trial in ``state`` with ``values`` and ``writes`` in one write,
         after the stratum's sampler saw it (what `Study.tell` does, but for its rule that a
         pruned trial's value is its last intermediate value)."""
-        study = self.study(slot.stratum)
+        study = self._access.study(slot.stratum)
         forget_cached_trials(study)  # as `Study.tell`
         try:
-            seen = writes.applied_to(self.mine(slot))
+            seen = writes.applied_to(self._access.mine(slot))
             study.sampler.after_trial(study, seen, state, values)
         finally:
             writes.state, writes.values = state, values
@@ -204,14 +199,14 @@ class Claims(StorageAccess):
     def _written_back(self, slot: Slot, writes: TrialWrites) -> LedgerTrial:
         """Write ``writes`` (with what is held for the trial) and return the trial as it now
         reads, without reading it back when this process claimed it."""
-        frozen = self.flush(writes)
+        frozen = self._access.flush(writes)
         if frozen is None:
-            return self.trial(slot.stratum, slot.number)
-        return self.decode(slot.stratum, frozen)
+            return self._reader.trial(slot.stratum, slot.number)
+        return self._access.decode(slot.stratum, frozen)
 
     def fail(self, slot: Slot, error: str) -> LedgerTrial:
         """Close a slot whose proposal or bookkeeping raised as ``failed`` (if still open)."""
-        frozen = self.storage.get_trial(self.slot_id(slot))
+        frozen = self._access.storage.get_trial(self._access.slot_id(slot))
         if not frozen.state.is_finished():
             attrs = {records.STATUS: TrialState.FAILED.value, records.ERROR: truncate_error(error)}
             writes = TrialWrites(id_of_trial(frozen), user=attrs)
@@ -219,12 +214,14 @@ class Claims(StorageAccess):
                 return self._close(slot, writes, OptunaState.FAIL, None)
             except optuna.exceptions.UpdateFinishedTrialError:
                 pass  # closed meanwhile by another process
-        return self.trial(slot.stratum, slot.number)
+        return self._reader.trial(slot.stratum, slot.number)
 
     def interrupt(self, slot: Slot) -> None:
         """Close a trial stopped from outside (Ctrl-C) as ``interrupted``: its slot runs again."""
         attrs = {records.STATUS: TrialState.INTERRUPTED.value}
-        self._close(slot, TrialWrites(self.slot_id(slot), user=attrs), OptunaState.FAIL, None)
+        self._close(
+            slot, TrialWrites(self._access.slot_id(slot), user=attrs), OptunaState.FAIL, None
+        )
 
     def import_trials(self, stratum: Stratum, trials: Sequence[LedgerTrial]) -> None:
         """Add trials that ran elsewhere (e.g. a published study) as finished trials.
@@ -235,7 +232,7 @@ class Claims(StorageAccess):
         if not all numbers), so Optuna can load the trials.
         """
         distributions = _observed_distributions(trials)
-        study = self.study(stratum)
+        study = self._access.study(stratum)
         for trial in trials:
             assert trial.result is not None, "imported trials are finished"
             failed = trial.result.state in (
@@ -263,76 +260,6 @@ class Claims(StorageAccess):
                     system_attrs=system,
                 )
             )
-
-    # -- reading trials -----------------------------------------------------------------------
-    def strata(self) -> list[Stratum]:
-        """The strata stored for this study, by strategy then batch size."""
-        prefix = f"{self.name}/"
-        found = [
-            self.stratum_of(s.study_name, s.user_attrs)
-            for s in self.learn_studies()  # their ids too: no lookup later
-            if s.study_name.startswith(prefix)
-        ]
-        return sorted(found, key=lambda s: (s.strategy, s.batch_size))
-
-    def trials(self, stratum: Stratum) -> list[LedgerTrial]:
-        """Every trial of a stratum, in number order (empty before the stratum exists)."""
-        return [self.decode(stratum, t) for t in self.frozen(stratum)]
-
-    def fresh_trials(self, stratum: Stratum) -> list[LedgerTrial]:
-        """`trials` as read less than `access.FRESH_S` ago (e.g. by the last claim), else read
-        now."""
-        known = self.fresh(stratum)
-        frozen = known if known is not None else self.frozen(stratum)
-        return [self.decode(stratum, t) for t in frozen]
-
-    def trial(self, stratum: Stratum, number: int) -> LedgerTrial:
-        frozen = self.storage.get_trial(self.trial_id(stratum, number))
-        return self.decode(stratum, self.with_held([frozen])[0])
-
-    def counted(self, stratum: Stratum) -> list[LedgerTrial]:
-        """Trials that consume budget: finished or running, not interrupted or discarded."""
-        return [t for t in self.trials(stratum) if t.status.counts()]
-
-    def taken(self, stratum: Stratum, budget: int) -> int:
-        """How many of the stratum's ``budget`` slots are taken (`counted`): inside `recent`
-        from a recent read, unless that says they all are (then read afresh: a slot may have
-        been freed since, e.g. a trial recovered as interrupted; a read less than `FRESH_S`
-        old is afresh already)."""
-        taken = len(self.counted(stratum))
-        if taken >= budget and getattr(self.local, "recent", 0) and not self.fresh(stratum):
-            self.reads.pop(stratum, None)
-            taken = len(self.counted(stratum))
-        return taken
-
-    def remaining(self, stratum: Stratum, budget: int) -> int:
-        return max(0, budget - len(self.counted(stratum)))
-
-    def best(self, stratum: Stratum) -> LedgerTrial | None:
-        """The stratum's best reached trial (see `records.best_of`), or None."""
-        return best_of(self.trials(stratum))
-
-    def measurement_rows(
-        self, *, include_running: bool = True
-    ) -> list[tuple[LedgerTrial, list[dict[str, Any]]]]:
-        """Every trial of the study with its stored measurement rows, in start order.
-
-        Interrupted and discarded trials are left out (they are not trials of the study);
-        running ones unless ``include_running`` is False.
-        """
-        found = []
-        for stratum in self.strata():
-            for frozen in self.frozen(stratum):
-                t = self.decode(stratum, frozen)
-                if not t.status.counts() or (
-                    t.status is TrialState.RUNNING and not include_running
-                ):
-                    continue
-                start = t.started_at if t.started_at is not None else math.inf
-                stored = merge_stored(frozen.user_attrs, frozen.system_attrs)
-                found.append((start, str(stratum), t.number, t, decode_curve(stored)))
-        found.sort(key=lambda item: item[:3])
-        return [(t, rows) for *_, t, rows in found]
 
 
 def _observed_distributions(trials: Sequence[LedgerTrial]) -> dict[str, Any]:

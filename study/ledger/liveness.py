@@ -71,14 +71,14 @@ class Liveness:
         """
         trial_id = self._access.slot_id(slot)
         now = self._access.clock.now()
-        last = self._access.stamped.get(trial_id)
+        last = self._access.stamped_at(trial_id)
         if last is not None and 0 <= now - last < grace / 4:
             return True
         try:
             stamp(self._access, trial_id, grace)
         except optuna.exceptions.UpdateFinishedTrialError:
             return False
-        self._access.stamped[trial_id] = now
+        self._access.note_stamp(trial_id, now)
         return True
 
     def recover_stale(self, strata: Sequence[Stratum]) -> list[LedgerTrial]:
@@ -108,7 +108,7 @@ class Liveness:
                     )
                 except optuna.exceptions.UpdateFinishedTrialError:
                     continue  # its owner finished it, or another process recovered it
-                access.reads.pop(stratum, None)  # its slot is free: read afresh
+                access.forget_read(stratum)  # its slot is free: read afresh
                 stale.append(t)
             self._seen_open()[stratum] = (time.monotonic(), still_open)
         return stale

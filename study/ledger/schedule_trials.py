@@ -7,10 +7,11 @@ an edited schedule gets trials of its own and never counts the old one's): not `
 no reader of the search's strata (the analysis, `study status`, the tuners) sees them, and
 ``/`` keeps them out of `list_studies`. The schedule itself is stored with its trials (the
 study's attribute ``batch_schedule``), so a report reads every schedule a study ever ran,
-whatever study file it was run from. Everything else is the search's ledger (`Ledger`): slots
-claimed atomically within a budget (one trial per seed), heartbeats, recovery of dead owners'
-trials, the one encoding of results; its cells are `ScheduleStratum`, so MLflow keys their runs
-apart from the fixed batch size of the same numbers (``NAME/schedule-1a2b3c4d-b32/default#0``).
+whatever study file it was run from. Everything else is the search's ledger (`Ledger`, given
+`SCHEDULE_STRATA` as its `StratumNaming`): slots claimed atomically within a budget (one trial
+per seed), heartbeats, recovery of dead owners' trials, the one encoding of results; its cells
+are `ScheduleStratum`, so MLflow keys their runs apart from the fixed batch size of the same
+numbers (``NAME/schedule-1a2b3c4d-b32/default#0``).
 
 Example::
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from study.config.schedule import ScheduleTrials, read_schedule_trials
@@ -31,7 +33,7 @@ from study.config.space import ScheduleStratum, Stratum
 from study.config.yaml_reader import Reader
 from study.ledger.store import Ledger
 
-__all__ = ["PREFIX", "ScheduleLedger"]
+__all__ = ["PREFIX", "SCHEDULE_STRATA", "ScheduleLedger", "ScheduleStrata"]
 
 #: What the Optuna study names of schedule trials start with (then the study's name).
 PREFIX = "schedule:"
@@ -39,19 +41,39 @@ PREFIX = "schedule:"
 SCHEDULE_ATTR = "batch_schedule"
 
 
+@dataclass(frozen=True)
+class ScheduleStrata:
+    """The cells of schedule trials as a ledger's strata (`study.ledger.naming.StratumNaming`):
+    ``schedule:NAME/{digest}/b{B0}/{strategy}``, a stored one only once its schedule is."""
+
+    def name(self, study: str, stratum: Stratum) -> str:
+        digest = getattr(stratum, "digest", "")
+        return f"{PREFIX}{study}/{digest}/b{stratum.batch_size}/{stratum.strategy}"
+
+    def of(self, study: str, study_name: str, attrs: Mapping[str, Any]) -> Stratum | None:
+        if not study_name.startswith(f"{PREFIX}{study}/") or SCHEDULE_ATTR not in attrs:
+            return None
+        return ScheduleStratum(int(attrs["batch_size"]), str(attrs["strategy"]), attrs["digest"])
+
+
+#: How a `ScheduleLedger` names its cells.
+SCHEDULE_STRATA = ScheduleStrata()
+
+
 class ScheduleLedger(Ledger):
-    """The schedule trials of one study (see the module docstring)."""
+    """The schedule trials of one study (see the module docstring): a `Ledger` whose strata
+    are named by `SCHEDULE_STRATA`, with its cells' schedules."""
 
     @classmethod
     def of(cls, ledger: Ledger) -> ScheduleLedger:
         """The schedule trials of ``ledger``'s study, on the same storage and clock."""
-        return cls(ledger.storage, ledger.name, ledger.clock)
+        return cls(ledger.storage, ledger.name, ledger.clock, SCHEDULE_STRATA)
 
     def cell(self, trials: ScheduleTrials, strategy: str) -> ScheduleStratum:
         """The cell of ``trials`` on ``strategy``, its schedule stored with it."""
         plan = trials.schedule
         cell = ScheduleStratum(plan.first_batch_size, strategy, plan.digest())
-        study = self.study(cell)
+        study = self.access.study(cell)
         if SCHEDULE_ATTR not in study.user_attrs:
             study.set_user_attr(SCHEDULE_ATTR, json.dumps(trials.to_mapping()))
             study.set_user_attr("digest", cell.digest)
@@ -61,23 +83,12 @@ class ScheduleLedger(Ledger):
         """Every stored cell with its schedule, by strategy and first batch size."""
         found = []
         for s in self._schedule_studies():
-            cell = self.stratum_of(s.study_name, s.user_attrs)
+            cell = SCHEDULE_STRATA.of(self.name, s.study_name, s.user_attrs)
             data = json.loads(s.user_attrs[SCHEDULE_ATTR])
             trials = read_schedule_trials(Reader(s.study_name), data)
             assert isinstance(cell, ScheduleStratum) and trials is not None
             found.append((cell, trials))
         return sorted(found, key=lambda item: (item[0].strategy, item[0].batch_size))
-
-    def stratum_name(self, stratum: Stratum) -> str:
-        digest = getattr(stratum, "digest", "")
-        return f"{PREFIX}{self.name}/{digest}/b{stratum.batch_size}/{stratum.strategy}"
-
-    def stratum_of(self, study_name: str, attrs: Mapping[str, Any]) -> Stratum:
-        return ScheduleStratum(int(attrs["batch_size"]), str(attrs["strategy"]), attrs["digest"])
-
-    def strata(self) -> list[Stratum]:
-        """The cells of schedule trials stored for this study."""
-        return [cell for cell, _ in self.schedules()]
 
     def _schedule_studies(self) -> list[Any]:
         prefix = f"{PREFIX}{self.name}/"

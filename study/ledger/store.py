@@ -5,56 +5,93 @@ Layout in the storage: a root Optuna study named after the study (its attributes
 ``NAME/b{batch}/{strategy}``, whose trials are the stratum's trials (attributes encoded by
 `study.ledger.records`).
 
-`Ledger` is the study's record (create, read, delete, summarise) and its trials (`claims`:
-claim a slot, record it, read trials back); its parts do the rest, each one job:
+`Ledger` is the study's record (create, read, delete, summarise); it is built from parts,
+each one job behind a public, typed interface, each given the parts it needs when it is made:
 
+- ``ledger.access`` (`access.StorageAccess`): the storage, its study and trial ids, the
+  stratum studies (named by a `naming.StratumNaming`), the writes held and the recent reads,
+  and the clock (`clock.SYSTEM_CLOCK` unless one is given: a test passes a fake); every other
+  part is given it;
+- ``ledger.reader`` (`reading.TrialReader`): the strata and their trials, read back as
+  `LedgerTrial` records;
+- ``ledger.claims`` (`claims.Claims`, given the reader): claiming a slot of a stratum's
+  budget and recording how its trial went;
 - ``ledger.liveness`` (`liveness.Liveness`): heartbeats, live owners, recovering the trials
   of processes that died;
 - ``ledger.tuning`` (`tuning.TunerState`): the sampler, learning-rate windows, params chosen
   outside the sampler, reserved points;
-- ``ledger.notes`` (`study_notes.StudyNotes`): the pilot, the throughput probe and the
-  adaptive allocation's state and round claims (typed in `notes`).
+- ``ledger.notes`` (`study_notes.StudyNotes`, given `Ledger.require`): the pilot, the
+  throughput probe and the adaptive allocation's state and round claims (typed in `notes`).
 
-The parts share one `access.StorageAccess` and its clock (`clock.SYSTEM_CLOCK` unless one is
-given: a test passes a fake). Only the ledger package touches the storage; everything else
-reads `LedgerTrial` records and the typed notes.
+The methods of the claims and the reader are also the ledger's own (``ledger.claim(...)`` is
+``ledger.claims.claim(...)``). Trials kept beside the search's, under other names, are a
+ledger given another naming (`schedule_trials.ScheduleLedger`). Only the ledger package
+touches the storage; everything else reads `LedgerTrial` records and the typed notes.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import optuna
 
 from study.adapters.optuna_internals import id_of_study
+from study.config.space import Stratum
+from study.config.target import Target
 from study.errors import StudyNotFound
 from study.ledger import batch
-from study.ledger.access import Slot
+from study.ledger.access import Slot, StorageAccess
 from study.ledger.claims import Claims
 from study.ledger.clock import SYSTEM_CLOCK, Clock
 from study.ledger.liveness import Liveness
-from study.ledger.records import StudyRecord
+from study.ledger.naming import SEARCH_STRATA, StratumNaming
+from study.ledger.reading import TrialReader
+from study.ledger.records import LedgerTrial, Origin, StudyRecord
 from study.ledger.storage import open_storage
 from study.ledger.study_notes import StudyNotes
 from study.ledger.summary import StudySummary, summarize
 from study.ledger.tuning import TunerState
+from study.results import TrialResult
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 __all__ = ["Ledger", "Slot"]
 
 
-class Ledger(Claims):
+class Ledger:
     """One study's record and trials in an Optuna storage, and its parts (see the module
-    docstring)."""
+    docstring); ``naming`` names its strata (the search's unless told otherwise)."""
 
     def __init__(
-        self, storage: optuna.storages.BaseStorage, name: str, clock: Clock = SYSTEM_CLOCK
+        self,
+        storage: optuna.storages.BaseStorage,
+        name: str,
+        clock: Clock = SYSTEM_CLOCK,
+        naming: StratumNaming = SEARCH_STRATA,
     ) -> None:
-        super().__init__(storage, name, clock)
-        self.liveness = Liveness(self)
-        self.tuning = TunerState(self)
-        self.notes = StudyNotes(self, self.require)
+        self.access = StorageAccess(storage, name, clock, naming)
+        self.reader = TrialReader(self.access)
+        self.claims = Claims(self.access, self.reader)
+        self.liveness = Liveness(self.access)
+        self.tuning = TunerState(self.access)
+        self.notes = StudyNotes(self.access, self.require)
+
+    @property
+    def storage(self) -> optuna.storages.BaseStorage:
+        """The Optuna storage the ledger is on (``access.storage``)."""
+        return self.access.storage
+
+    @property
+    def name(self) -> str:
+        """The study's name."""
+        return self.access.name
+
+    @property
+    def clock(self) -> Clock:
+        """The clock heartbeats are stamped and judged by (``access.clock``)."""
+        return self.access.clock
 
     @classmethod
     def open(
@@ -75,7 +112,7 @@ class Ledger(Claims):
 
     def record(self) -> StudyRecord | None:
         """The study's record, or None if no study of this name is stored."""
-        attrs = self.study_attrs(self.name)
+        attrs = self.access.study_attrs(self.name)
         return None if attrs is None else StudyRecord.from_attrs(self.name, attrs)
 
     def require(self) -> StudyRecord:
@@ -104,7 +141,7 @@ class Ledger(Claims):
         return stored
 
     def set_trials_total(self, total: int) -> None:
-        self.storage.set_study_user_attr(self.study_id(self.name), "trials_total", total)
+        self.storage.set_study_user_attr(self.access.study_id(self.name), "trials_total", total)
 
     def delete(self) -> None:
         """Delete the study, all its strata, its schedule trials (`schedule_trials`) and its
@@ -116,8 +153,7 @@ class Ledger(Claims):
         for name in [*strata, *claims, self.name]:
             with contextlib.suppress(KeyError):
                 optuna.delete_study(study_name=name, storage=self.storage)
-        self.studies.clear()
-        self.ids.clear()
+        self.access.forget_studies()
 
     def summary(self) -> StudySummary:
         """Trials done of total, per-stratum counts and bests, and the study's state.
@@ -128,3 +164,80 @@ class Ledger(Claims):
         record = self.require()
         trials = {stratum: self.trials(stratum) for stratum in self.strata()}
         return summarize(record, trials, self.liveness.alive, self.notes.allocation())
+
+    # -- the parts' methods, as the ledger's own --------------------------------------------
+    def recent(self) -> contextlib.AbstractContextManager[None]:
+        """See `StorageAccess.recent`."""
+        return self.access.recent()
+
+    def claim(self, stratum: Stratum, budget: int, *, grace: float | None = None) -> Slot | None:
+        """See `Claims.claim`."""
+        return self.claims.claim(stratum, budget, grace=grace)
+
+    def start(
+        self, slot: Slot, *, tuner: str, origin: Origin, extras: Mapping[str, Any] | None = None
+    ) -> LedgerTrial:
+        """See `Claims.start`."""
+        return self.claims.start(slot, tuner=tuner, origin=origin, extras=extras)
+
+    def finish(
+        self,
+        slot: Slot,
+        result: TrialResult,
+        objective: float,
+        *,
+        target: Target | None = None,
+        meaning: str | None = None,
+    ) -> LedgerTrial:
+        """See `Claims.finish`."""
+        return self.claims.finish(slot, result, objective, target=target, meaning=meaning)
+
+    def fail(self, slot: Slot, error: str) -> LedgerTrial:
+        """See `Claims.fail`."""
+        return self.claims.fail(slot, error)
+
+    def interrupt(self, slot: Slot) -> None:
+        """See `Claims.interrupt`."""
+        self.claims.interrupt(slot)
+
+    def import_trials(self, stratum: Stratum, trials: Sequence[LedgerTrial]) -> None:
+        """See `Claims.import_trials`."""
+        self.claims.import_trials(stratum, trials)
+
+    def strata(self) -> list[Stratum]:
+        """See `TrialReader.strata`."""
+        return self.reader.strata()
+
+    def trials(self, stratum: Stratum) -> list[LedgerTrial]:
+        """See `TrialReader.trials`."""
+        return self.reader.trials(stratum)
+
+    def fresh_trials(self, stratum: Stratum) -> list[LedgerTrial]:
+        """See `TrialReader.fresh_trials`."""
+        return self.reader.fresh_trials(stratum)
+
+    def trial(self, stratum: Stratum, number: int) -> LedgerTrial:
+        """See `TrialReader.trial`."""
+        return self.reader.trial(stratum, number)
+
+    def counted(self, stratum: Stratum) -> list[LedgerTrial]:
+        """See `TrialReader.counted`."""
+        return self.reader.counted(stratum)
+
+    def taken(self, stratum: Stratum, budget: int) -> int:
+        """See `TrialReader.taken`."""
+        return self.reader.taken(stratum, budget)
+
+    def remaining(self, stratum: Stratum, budget: int) -> int:
+        """See `TrialReader.remaining`."""
+        return self.reader.remaining(stratum, budget)
+
+    def best(self, stratum: Stratum) -> LedgerTrial | None:
+        """See `TrialReader.best`."""
+        return self.reader.best(stratum)
+
+    def measurement_rows(
+        self, *, include_running: bool = True
+    ) -> list[tuple[LedgerTrial, list[dict[str, Any]]]]:
+        """See `TrialReader.measurement_rows`."""
+        return self.reader.measurement_rows(include_running=include_running)

@@ -37,7 +37,7 @@ class TunerState:
     def use_sampler(self, sampler_for: Callable[[Stratum], Any]) -> None:
         """Sample the parameters of claimed trials with ``sampler_for(stratum)`` (an Optuna
         sampler; the Optuna backend installs it, so its sampler sees every ledger trial)."""
-        self._access.sampler_for = sampler_for
+        self._access.use_sampler(sampler_for)
 
     def window(self, stratum: Stratum) -> tuple[float, float] | None:
         """The learning-rate range the stratum's search is centred on (set by transfer)."""

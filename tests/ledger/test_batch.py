@@ -211,7 +211,7 @@ def test_a_landed_creation_whose_answer_was_lost_is_found_not_made_twice(
     (`study.ledger.tokens.LedgerRDB`; Optuna's own made a twin), and the retry finds the trial
     by its token: one trial, the claim's."""
     ledger = Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}", "s")
-    ledger.study(STRATUM)  # the stratum's study exists
+    ledger.access.study(STRATUM)  # the stratum's study exists
     armed = {"creates": False, "lost": 0}
     commit = sqlalchemy.engine.default.DefaultDialect.do_commit
 
@@ -240,7 +240,7 @@ def test_a_landed_creation_whose_answer_was_lost_is_found_not_made_twice(
 
 def test_a_trial_claimed_started_and_finished_costs_a_few_transactions(postgres_url: str) -> None:
     ledger = Ledger.open(postgres_url, "s")
-    ledger.study(STRATUM)  # the stratum's study exists (set up once per stratum)
+    ledger.access.study(STRATUM)  # the stratum's study exists (set up once per stratum)
     target = Target.parse("val_accuracy>=0.9")
     with Commits() as commits:
         slot = ledger.claim(STRATUM, 5, grace=60.0)  # creation, the budget read
@@ -253,6 +253,6 @@ def test_a_trial_claimed_started_and_finished_costs_a_few_transactions(postgres_
     assert commits.count == 4
     again = Ledger.open(postgres_url, "s").trial(STRATUM, slot.number)
     assert again == done
-    frozen = ledger.storage.get_trial(ledger.slot_id(slot))
+    frozen = ledger.storage.get_trial(ledger.access.slot_id(slot))
     assert frozen.state is OptunaState.COMPLETE and frozen.value == result.steps_run
     assert frozen.intermediate_values  # what optuna-dashboard plots

@@ -96,7 +96,9 @@ def test_a_dead_hosts_trial_is_recovered_after_the_grace(
     assert recovered.number == slot.number
     after = other.trials(S32)[slot.number]
     assert (after.status, after.open) == (TrialState.INTERRUPTED, False)
-    assert other.storage.get_trial(other.trial_id(S32, slot.number)).state is OptunaState.FAIL
+    assert (
+        other.storage.get_trial(other.access.trial_id(S32, slot.number)).state is OptunaState.FAIL
+    )
     assert other.liveness.running([S32]) == [] and other.liveness.recover_stale([S32]) == []
     assert other.remaining(S32, 2) == 2  # its slot runs again
 
@@ -124,7 +126,7 @@ def test_a_trial_being_set_up_is_left_alone_for_the_setup_grace(
 ) -> None:
     clock = FakeClock()
     ledger = ledger_as(storage_url, "host-a", clock, monkeypatch)
-    trial = ledger.study(S32).ask()  # open, with no owner yet (a claim in progress)
+    trial = ledger.access.study(S32).ask()  # open, with no owner yet (a claim in progress)
     assert ledger.liveness.recover_stale([S32]) == []
     clock.advance(SETUP_GRACE_S + 10)  # past it (the trial's start is Optuna's wall time)
     assert [t.number for t in ledger.liveness.recover_stale([S32])] == [trial.number]

@@ -3,6 +3,7 @@ Optuna view, recovery of trials whose process died, summaries, measurement rows,
 
 from __future__ import annotations
 
+import ast
 import threading
 from pathlib import Path
 
@@ -14,6 +15,13 @@ from study.config.space import Stratum
 from study.config.target import Target
 from study.errors import UsageError
 from study.ledger import Ledger, StudyRecord, list_studies, open_storage
+from study.ledger.access import StorageAccess
+from study.ledger.claims import Claims
+from study.ledger.liveness import Liveness
+from study.ledger.reading import TrialReader
+from study.ledger.schedule_trials import ScheduleLedger
+from study.ledger.study_notes import StudyNotes
+from study.ledger.tuning import TunerState
 from study.results import Measurement, TrialResult, TrialState
 from tests.fakes import finished_trial, rising_curve
 
@@ -258,3 +266,37 @@ def test_a_closed_trial_is_decoded_once_and_a_running_one_at_every_read(ledger: 
     assert first[1] is not second[1] and first[1].status is TrialState.RUNNING
     ledger.finish(running, result(TrialState.NOT_REACHED), 900.0)
     assert ledger.trials(stratum)[1].status is TrialState.NOT_REACHED  # closed since: read anew
+
+
+def test_the_ledger_is_its_parts_not_a_chain_of_classes(ledger: Ledger) -> None:
+    """`Ledger` and each of its parts inherit nothing; a ledger of other trials
+    (`ScheduleLedger`) overrides nothing (how it names its strata is a `StratumNaming`)."""
+    parts = (StorageAccess, TrialReader, Claims, Liveness, TunerState, StudyNotes)
+    assert [cls.__bases__ for cls in (Ledger, *parts)] == [(object,)] * 7
+    held = (ledger.access, ledger.reader, ledger.claims, ledger.liveness, ledger.tuning)
+    assert [type(part) for part in (*held, ledger.notes)] == list(parts)
+    inherited = {name for name in dir(Ledger) if not name.startswith("__")}
+    assert set(vars(ScheduleLedger)) & inherited == set()
+
+
+def test_the_parts_reach_one_another_through_public_names_only() -> None:
+    """No module of the ledger reads or writes another object's ``_name`` (its own, on
+    ``self``, are its business)."""
+    package = Path(__file__).resolve().parents[2] / "study" / "ledger"
+    reaches = [
+        f"{path.name}:{node.lineno}: {ast.unparse(node)}"
+        for path in sorted(package.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+    ]
+    assert reaches == []
+
+
+def test_a_claim_through_the_claims_part_is_read_by_the_reader(ledger: Ledger) -> None:
+    slot = ledger.claims.claim(S32, budget=1)
+    assert slot is not None and ledger.claims.claim(S32, budget=1) is None
+    assert [t.number for t in ledger.reader.counted(S32)] == [slot.number]
+    assert ledger.taken(S32, 1) == 1 and ledger.remaining(S32, 1) == 0

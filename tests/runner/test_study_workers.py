@@ -247,7 +247,7 @@ def test_a_killed_hosts_trial_runs_again_after_the_grace(cluster: Cluster, tmp_p
     assert (after.status, after.open) == (TrialState.INTERRUPTED, False)
     assert "host-1" in survivor.text() and "stopped answering" in survivor.text()
     frozen = store.storage().get_trial(
-        store.ledger(KILLED["name"]).trial_id(Stratum(128, "default"), victim.number)
+        store.ledger(KILLED["name"]).access.trial_id(Stratum(128, "default"), victim.number)
     )
     closed_after = frozen.datetime_complete.timestamp() - killed_at
     # The last stamp came at most an interval before the kill; the grace runs from there.
