@@ -22,6 +22,7 @@ lucky or unlucky trials pull the curve less. Each trial is an exact observation,
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -64,6 +65,19 @@ class Trials:
     n: int
     n_censored: int
     reason: str = ""
+
+    @functools.cached_property
+    def sizes(self) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct batch sizes, and each trial's index into them (made once: a fit
+        evaluates the likelihood a thousand times)."""
+        return np.unique(self.b, return_inverse=True)
+
+    @functools.cached_property
+    def log_rate_cap(self) -> np.ndarray:
+        """Per distinct batch size, the log of `RATE_CAP` times the highest rate tried there."""
+        return np.array([self.log_lr[self.b == s].max() for s in self.sizes[0]]) + math.log(
+            RATE_CAP
+        )
 
     @classmethod
     def of(cls, trials: pd.DataFrame) -> Trials:
@@ -157,7 +171,11 @@ def mean_log_steps(
 
 
 def _mean_log_steps(
-    thetas: np.ndarray, b: np.ndarray, log_lr: np.ndarray, b_ref: float
+    thetas: np.ndarray,
+    b: np.ndarray,
+    log_lr: np.ndarray,
+    b_ref: float,
+    sizes: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     log_c, log_slope, log_k = _columns(thetas, Param.LOG_C_LOW, Param.LOG_SLOPE_LOW, Param.LOG_K)
     u = log_lr - log_best_lr(thetas, b, b_ref)
@@ -168,13 +186,16 @@ def _mean_log_steps(
         w = slope / (2.0 * np.exp(log_c))
         below = slope * w * (np.sqrt(1.0 + (np.minimum(u, 0.0) / w) ** 2) - 1.0)
         penalty = np.where(u < 0, below, k * u * u)
-    return _log_steps_at(thetas, b) + penalty
+    return _log_steps_at(thetas, b, sizes) + penalty
 
 
-def _log_steps_at(thetas: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``log S(b_i)`` for each row of ``thetas`` and trial ``i`` (the curve per distinct size)."""
-    sizes, index = np.unique(b, return_inverse=True)
-    return log_steps_curve(thetas, sizes)[:, index]
+def _log_steps_at(
+    thetas: np.ndarray, b: np.ndarray, sizes: tuple[np.ndarray, np.ndarray] | None = None
+) -> np.ndarray:
+    """``log S(b_i)`` for each row of ``thetas`` and trial ``i`` (the curve per distinct size;
+    ``sizes``: ``np.unique(b, return_inverse=True)`` when known)."""
+    distinct, index = np.unique(b, return_inverse=True) if sizes is None else sizes
+    return log_steps_curve(thetas, distinct)[:, index]
 
 
 RATE_CAP = 2.0
@@ -192,9 +213,7 @@ _RATE_CAP_SCALE = 0.02
 def rate_cap_penalty(thetas: np.ndarray, data: Trials) -> np.ndarray:
     """For each parameter vector (row), the squared excess of ``log lr*(B)`` over `RATE_CAP`
     times the highest rate tried at each measured batch size, halved and scaled."""
-    sizes = np.unique(data.b)
-    cap = np.array([data.log_lr[data.b == s].max() for s in sizes]) + math.log(RATE_CAP)
-    over = log_best_lr(np.atleast_2d(thetas), sizes, data.b_ref) - cap[None, :]
+    over = log_best_lr(np.atleast_2d(thetas), data.sizes[0], data.b_ref) - data.log_rate_cap
     return 0.5 * np.sum(np.square(np.maximum(over, 0.0) / _RATE_CAP_SCALE), axis=1)
 
 
@@ -215,7 +234,7 @@ def trial_log_likelihoods(
     thetas: np.ndarray, data: Trials, offsets: np.ndarray | None = None
 ) -> np.ndarray:
     """The log-likelihood of each trial (rows: parameter vectors, columns: trials)."""
-    mu = _mean_log_steps(thetas, data.b, data.log_lr, data.b_ref)
+    mu = _mean_log_steps(thetas, data.b, data.log_lr, data.b_ref, data.sizes)
     if offsets is not None:
         mu = mu + offsets
     (log_sigma,), (tau,) = (c.T for c in _columns(thetas, Param.LOG_SIGMA, Param.TAIL))
