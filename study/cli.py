@@ -292,37 +292,6 @@ def _add_serve_storage(sub: Any) -> None:
     p.set_defaults(handler=_lazy("study.commands.serve_storage", "main"))
 
 
-def _add_branch(sub: Any) -> None:
-    p = sub.add_parser(
-        "branch",
-        help="the critical batch size over training, CBS(t), from branches of a reference run",
-        description="Run a study file's branch: section: a reference run at batch B0 stores "
-        "checkpoints (in the MLflow artifact store); from each, branches at k x B0 train a "
-        "window of examples, each a ledger trial any process running this command on the same "
-        "--storage and --tracking-uri can claim; CBS(t) is the largest batch within tolerance "
-        "of the B0 branch, with an interval from the branch-to-branch noise, next to B_simple(t).",
-    )
-    p.add_argument("file", help="a study file with a branch: section")
-    p.add_argument("--workers", type=int, default=1, help="branches run at once (default: 1)")
-    p.add_argument(
-        "--schedule-out",
-        metavar="FILE",
-        help="write the batch-size schedule derived from CBS(t) as a study-file snippet",
-    )
-    p.add_argument(
-        "--restart", action="store_true", help="forget earlier branches and the reference run"
-    )
-    p.add_argument(
-        "--max-branches",
-        type=int,
-        metavar="N",
-        help="leave after N branches of this process (0: only the reference run)",
-    )
-    p.add_argument("--json", action="store_true", help="print CBS(t) as JSON")
-    _add_storage(p, tracking=True)
-    p.set_defaults(handler=_lazy("study.commands.branch", "main"))
-
-
 def _add_schedule(sub: Any) -> None:
     p = sub.add_parser(
         "schedule",
@@ -352,7 +321,7 @@ def _add_schedule(sub: Any) -> None:
 
 
 _COMMANDS = (_add_train, _add_noise_scale, _add_run, _add_inspect, _add_report, _add_probe,
-             _add_serve_storage, _add_branch, _add_schedule)  # fmt: skip
+             _add_serve_storage, _add_schedule)  # fmt: skip
 
 
 LOG_ENV = "STUDY_LOG"

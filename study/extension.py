@@ -7,8 +7,14 @@ commands to the CLI's parser (`Extension.add_commands`). The core imports no ext
 `loaded` for them. Third-party packages add extensions through the ``study.extensions`` entry
 point group (each entry a module that registers its extension on import).
 
+Besides commands an extension may declare top-level study-file keys (`Extension.sections`:
+`parse_study` hands such a key to it; without the extension the key is one line and exit
+status 2 naming it), report sections (`Extension.report_sections`: report.json keys, HTML and
+Markdown sections, figures), trials a study runs besides its search (`Extension.trial_sources`)
+and methods of `study.Study` (`Extension.study_methods`).
+
 ``STUDY_EXTENSIONS`` chooses which load: unset, all; ``none``, the core alone; or a comma list
-of names (``batch_science``). The core's tests run with ``none`` as well as with all.
+of names (``batch_science``, ``branch``). The core's tests run with ``none`` as well as with all.
 
 Example::
 
@@ -26,9 +32,11 @@ from __future__ import annotations
 
 import abc
 import argparse
+import enum
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, ClassVar
 
@@ -38,11 +46,23 @@ __all__ = [
     "BUILTIN",
     "ENTRY_POINTS",
     "EXTENSIONS_ENV",
+    "Block",
     "Extension",
     "Handler",
     "Lazy",
+    "Place",
+    "ReportFigure",
+    "ReportSection",
+    "Section",
+    "TrialSource",
+    "declaring",
     "loaded",
+    "needs",
     "register",
+    "report_sections",
+    "study_method",
+    "study_sections",
+    "trial_sources",
 ]
 
 ENTRY_POINTS = "study.extensions"
@@ -51,7 +71,10 @@ ENTRY_POINTS = "study.extensions"
 EXTENSIONS_ENV = "STUDY_EXTENSIONS"
 """Which extensions load: unset (all), ``none`` or a comma list of names."""
 
-BUILTIN: dict[str, str] = {"batch_science": "study.ext.batch_science"}
+BUILTIN: dict[str, str] = {
+    "batch_science": "study.ext.batch_science",
+    "branch": "study.ext.branch",
+}
 """The extensions that ship with ``study``: name to module."""
 
 Handler = Callable[[argparse.Namespace], int]
@@ -69,6 +92,27 @@ class Extension(abc.ABC):
     def add_commands(self, sub: Any, lazy: Lazy) -> None:  # noqa: B027 - optional hook
         """Add this extension's subcommands to the CLI's ``sub`` (argparse subparsers); their
         handlers come from ``lazy`` so that nothing heavy is imported to parse arguments."""
+
+    # -- study-file sections, report sections, trial sources, Study methods -----------------
+    # (each optional: the default adds nothing; the core asks `study_sections`,
+    # `report_sections`, `trial_sources` and `study_method` below)
+
+    def sections(self) -> Sequence[Section]:
+        """The top-level study-file keys this extension reads (`Section`)."""
+        return ()
+
+    def report_sections(self) -> Sequence[ReportSection]:
+        """What this extension adds to the scaling report (`ReportSection`)."""
+        return ()
+
+    def trial_sources(self, config: Any) -> Sequence[TrialSource]:
+        """Trials this extension runs for the study ``config`` besides its search
+        (`TrialSource`; ``study run`` and ``study worker`` run them)."""
+        return ()
+
+    def study_methods(self) -> Mapping[str, Callable[..., Any]]:
+        """Methods this extension adds to `study.Study`: name to ``function(study, ...)``."""
+        return {}
 
 
 _REGISTERED: dict[str, Extension] = {}
@@ -118,3 +162,139 @@ def _wanted() -> set[str] | None:
     if value.lower() == "none":
         return set()
     return {part.strip() for part in value.split(",") if part.strip()}
+
+
+# --------------------------------------------------------------------------------------------
+# Study-file sections, report sections, trial sources and Study methods: what an extension
+# declares (`Extension.sections`, ...) and the functions the core asks (`study_sections`, ...)
+
+
+@dataclass(frozen=True)
+class Section:
+    """A top-level study-file key an extension reads.
+
+    ``read(reader, value, config)`` turns the key's YAML ``value`` (never None: a key left out
+    or null is no section) into a frozen dataclass; ``reader`` (`study.config.yaml_reader.Reader`)
+    names the file in its errors, ``config`` is the study as the core read it (`StudyConfig`,
+    without the sections). ``schema`` is the key's JSON-schema fragment: `docs/generate.py`
+    writes it into ``study/config/study.schema.json``, which documents the key.
+    """
+
+    key: str
+    read: Callable[[Any, Any, Any], Any]
+    schema: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Place(str, enum.Enum):
+    """Where a report section stands among the core's: after the cross-check (before the
+    answer across targets), or after that answer, before the tables."""
+
+    AFTER_CROSS_CHECK = "after_cross_check"
+    BEFORE_TABLES = "before_tables"
+
+
+@dataclass(frozen=True)
+class Block:
+    """One part of a report section: bullet ``lines``, ``tables`` (`study.report.tables.Table`;
+    in report.md under "Tables") and preformatted ``code`` (a snippet)."""
+
+    lines: Sequence[str] = ()
+    tables: Sequence[Any] = ()
+    code: str = ""
+
+
+@dataclass(frozen=True)
+class ReportFigure:
+    """A figure of a report section: ``name`` (its file stem, and ``fit.plot.NAME``),
+    ``caption``, ``draw(ax, value)`` into a matplotlib Axes, ``drawable(value)`` whether the
+    section's value has something to draw, and the ``size`` of a new figure (inches)."""
+
+    name: str
+    caption: str
+    draw: Callable[[Any, Any], Any]
+    drawable: Callable[[Any], bool]
+    size: tuple[float, float] = (6.8, 4.4)
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """What an extension adds to the scaling report, read from the stored study.
+
+    ``build(ledger, config, report)`` makes the section's value (None: nothing) from the
+    study's `Ledger`, its `StudyConfig` (None for an imported study) and the `ScalingReport`;
+    ``report.section(key)`` then holds it. ``to_json(value)`` is report.json's ``key`` (the
+    value may be None); ``blocks(value)`` is what report.html (and report.md, with
+    ``markdown``) shows under the heading ``title`` (none: no section), at ``place``, in an
+    HTML section with id ``anchor``; ``figures`` are drawn with the report's.
+    """
+
+    key: str
+    title: str
+    anchor: str
+    build: Callable[[Any, Any, Any], Any]
+    to_json: Callable[[Any], Any]
+    blocks: Callable[[Any], Sequence[Block]]
+    place: Place = Place.BEFORE_TABLES
+    figures: Sequence[ReportFigure] = ()
+    markdown: bool = True
+
+
+@dataclass(frozen=True)
+class TrialSource:
+    """Trials an extension runs for a study besides its search. ``check`` is a `TrialSpec`
+    the run checks before it records anything (None: none); ``run(ledger, tracker, pool,
+    workers=N, live=...)`` runs the trials still to run once the search's budget is spent and
+    returns the exit status (0: the run goes on)."""
+
+    name: str
+    check: Any
+    run: Callable[..., int]
+
+
+_SECTIONS: dict[tuple[str, tuple[Extension, ...]], tuple[Section, ...]] = {}
+
+
+def study_sections() -> tuple[Section, ...]:
+    """The study-file sections of the loaded extensions, in their order."""
+    key = (os.environ.get(EXTENSIONS_ENV, ""), tuple(_REGISTERED.values()))
+    if key not in _SECTIONS:  # loaded() reads the entry points: once per choice
+        _SECTIONS[key] = tuple(s for e in loaded() for s in e.sections())
+    return _SECTIONS[key]
+
+
+def report_sections() -> tuple[ReportSection, ...]:
+    """The report sections of the loaded extensions, in their order."""
+    return tuple(s for e in loaded() for s in e.report_sections())
+
+
+def trial_sources(config: Any) -> tuple[TrialSource, ...]:
+    """The trials the loaded extensions run for the study ``config`` besides its search."""
+    return tuple(t for e in loaded() for t in e.trial_sources(config))
+
+
+def study_method(name: str) -> Callable[..., Any] | None:
+    """The `study.Study` method ``name`` a loaded extension adds (None: none does)."""
+    return next((e.study_methods()[name] for e in loaded() if name in e.study_methods()), None)
+
+
+def declaring(*, section: str | None = None, method: str | None = None) -> str | None:
+    """The name of an extension, loaded or not, that reads the study-file key ``section`` or
+    adds the `study.Study` method ``method`` (None: none that is installed does)."""
+    for module in BUILTIN.values():
+        importlib.import_module(module)
+    for entry in metadata.entry_points(group=ENTRY_POINTS):
+        try:
+            importlib.import_module(entry.value)
+        except ImportError:  # a broken third-party package declares nothing
+            continue
+    for name, extension in _REGISTERED.items():
+        if section is not None and section in {s.key for s in extension.sections()}:
+            return name
+        if method is not None and method in extension.study_methods():
+            return name
+    return None
+
+
+def needs(what: str, name: str) -> str:
+    """The one line that says ``what`` needs the extension ``name`` and how to load it."""
+    return f"{what} needs the extension {name!r} (unset {EXTENSIONS_ENV} or add {name} to it)"

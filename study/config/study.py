@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from study.config.branch import BranchConfig
 from study.config.schedule import ScheduleTrials
 from study.config.space import FLOAT_PARAMS, INT_PARAMS, SearchSpace, Stratum
 from study.config.target import Target
@@ -277,11 +276,16 @@ class StudyConfig:
     overhead: float = DEFAULT_OVERHEAD
     #: Schedule trials run besides the search (`study.config.schedule`; None: none).
     batch_schedule: ScheduleTrials | None = None
-    #: The branch trials of ``study branch`` (`study.config.branch`; None: no section).
-    branch: BranchConfig | None = None
+    #: The extensions' study-file sections by key, as each read its own
+    #: (`study.extension.Section`; `section` reads one).
+    sections: Mapping[str, Any] = field(default_factory=dict)
     source: str = "<memory>"
     text: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)
+
+    def section(self, key: str) -> Any:
+        """The extension section ``key`` as its extension read it (None: the file has none)."""
+        return self.sections.get(key)
 
     @property
     def total_trials(self) -> int:

@@ -182,12 +182,13 @@ def derive_from_report(
         raise UsageError(f"rate must be one of {', '.join(rates)} (got {rate!r})")
     curve = None
     if rule == ScheduleRule.CBS.value:
-        if report.cbs is None or report.cbs.curve.empty:
+        cbs = report.section("cbs")  # the branch extension's (`study.extension`)
+        if cbs is None or cbs.curve.empty:
             raise UsageError(
                 f"study {report.study} has no CBS(t): run `study branch FILE` on its study file "
                 "(a branch: section) first, or use the rule double-at-half"
             )
-        curve = report.cbs.curve
+        curve = cbs.curve
     fitted = report.answers.alpha.estimate if report.answers.ok else None
     table = report.steps_by_strategy
     ran = sorted(set(table["strategy"].astype(str))) if "strategy" in table.columns else []

@@ -1,5 +1,5 @@
 """Which checkpoints get another replicate in `study branch`'s later rounds
-(`study.runner.branch_rounds.unresolved`)."""
+(`study.ext.branch.rounds.unresolved`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from study.runner.branch_rounds import unresolved
+from study.ext.branch.rounds import unresolved
 
 
 def curve(*rows: tuple[float, float, float]) -> pd.DataFrame:
@@ -37,9 +37,9 @@ def test_the_widest_comes_first_and_ties_go_to_the_earlier_checkpoint() -> None:
 
 
 def test_rounds_of_derived_plans_stay_within_the_runs_of_the_reference_itself() -> None:
-    from study.runner.branch_defaults import ROUNDS_SHARE, RUNS
-    from study.runner.branch_plan import BranchPlan
-    from study.runner.branch_rounds import round_cap
+    from study.ext.branch.defaults import ROUNDS_SHARE, RUNS
+    from study.ext.branch.plan import BranchPlan
+    from study.ext.branch.rounds import round_cap
 
     plan = BranchPlan(
         16, "default", 0.03, 25000, (3000, 6000, 12000), (16, 128, 1024), 2048, 0.9, "fit",

@@ -141,7 +141,7 @@ def test_rounds_add_replicates_where_cbs_is_unresolved_within_the_cap(tmp_path: 
     """A first round of 2 replicates, then more at checkpoints whose interval is wider than
     x1.01 (every one that is not surely at least the largest), up to 4 replicates, while the
     branches' examples stay within the first round's plus two replicates of one checkpoint."""
-    from study.ledger.branches import BranchLedger
+    from study.ext.branch.ledger import BranchLedger
 
     first_round = 3 * 3 * 2 * 256
     cap = first_round + 2 * 3 * 256

@@ -1,4 +1,4 @@
-"""CBS(t) from branch trials (`study.analysis.cbs`): the rule, its interval, the trend, the
+"""CBS(t) from branch trials (`study.ext.branch.cbs`): the rule, its interval, the trend, the
 schedule and the cost, on synthetic branches whose critical batch size is known."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study.analysis.cbs import (
+from study.ext.branch.cbs import (
     cbs_at,
     cbs_cost,
     cbs_curve,

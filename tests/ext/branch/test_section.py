@@ -1,4 +1,4 @@
-"""The study file's ``branch:`` section (`study.config.branch`): defaults, every key read, valid
+"""The study file's ``branch:`` section (`study.ext.branch.section`): defaults, every key read, valid
 for the schema, checkpoints spread geometrically, one line naming the key for each bad value,
 and no part of the study's fingerprint."""
 
@@ -11,10 +11,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-from study.config.branch import BranchConfig, LrRule, Tolerance
 from study.config.studyfile import SCHEMA_PATH, parse_study
 from study.errors import UsageError
-from study.runner.branching import plan_branches
+from study.ext.branch.branching import plan_branches
+from study.ext.branch.section import BranchConfig, LrRule, Tolerance, branch_of
 from study.runner.launch import fingerprint
 from tests.config.test_studyfile import BASE
 
@@ -47,20 +47,20 @@ def with_branch(value: Any) -> dict[str, Any]:
 
 
 def test_no_section_is_none_and_an_empty_one_takes_the_defaults() -> None:
-    assert parse_study(copy.deepcopy(BASE), "x.yaml").branch is None
-    assert parse_study(with_branch({}), "x.yaml").branch == BranchConfig()
+    assert branch_of(parse_study(copy.deepcopy(BASE), "x.yaml")) is None
+    assert branch_of(parse_study(with_branch({}), "x.yaml")) == BranchConfig()
 
 
 def test_every_key_read_and_valid_for_the_schema() -> None:
     data = with_branch(copy.deepcopy(FULL))
-    branch = parse_study(data, "x.yaml").branch
+    branch = branch_of(parse_study(data, "x.yaml"))
     assert branch == BranchConfig(
         16, 0.02, 32000, 6, 0.05, (2, 4, 8), 1000, 3, LrRule.SEARCH, 0.8, (0.5, 1.0, 2.0),
         Tolerance(0.03, 0.01, "loss"), 0.8, 2, 5, 3.0, 40000, False,
     )  # fmt: skip
     jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
     listed = with_branch({"checkpoints": [100, 400, 1600]})
-    assert parse_study(listed, "x.yaml").branch.checkpoint_examples(5000) == (100, 400, 1600)
+    assert branch_of(parse_study(listed, "x.yaml")).checkpoint_examples(5000) == (100, 400, 1600)
     jsonschema.validate(listed, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
 
 

@@ -1,8 +1,8 @@
-"""Where a branch evaluates in its window (`study.trainer.branch.evaluation_steps`)."""
+"""Where a branch evaluates in its window (`study.ext.branch.trainer.evaluation_steps`)."""
 
 from __future__ import annotations
 
-from study.trainer.branch import evaluation_steps
+from study.ext.branch.trainer import evaluation_steps
 
 
 def test_evaluations_spread_over_the_windows_last_quarter_ending_at_its_end() -> None:
@@ -20,7 +20,7 @@ def test_batchnorm_takes_fixed_examples_statistics_and_nothing_else_changes() ->
     import numpy as np
     import tensorflow as tf
 
-    from study.trainer.branch import batchnorm_layers, recalibrate_batchnorm
+    from study.ext.branch.trainer import batchnorm_layers, recalibrate_batchnorm
     from study.workloads.base import Dataset
 
     inner = keras.Sequential([keras.layers.Dense(4), keras.layers.BatchNormalization()])

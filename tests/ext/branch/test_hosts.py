@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from study.ledger.branches import BranchLedger
-from tests.commands.test_branch_cli import TINY
+from study.ext.branch.ledger import BranchLedger
+from tests.ext.branch.test_command import TINY
 from tests.inprocess import study_here
 from tests.services import mlflow_server, postgresql_server
 

@@ -1,7 +1,7 @@
 """``study branch FILE``: the reference run, its branches, and CBS(t) from them.
 
 1. The first process to open the study's branches (`BranchLedger.begin`) trains the reference
-   run at ``B0`` in a trainer worker (`study.trainer.branch.run_reference`), stores each
+   run at ``B0`` in a trainer worker (`study.ext.branch.trainer.run_reference`), stores each
    checkpoint as an artifact of the reference's MLflow run (the study's shared artifact store),
    writes the reference's record to the ledger and enqueues every branch: per checkpoint,
    batch size (``B0`` and ``k x B0``), replicate and rate factor. Other processes wait for the
@@ -10,7 +10,7 @@
    tracking server) claims branches from the ledger, loads the checkpoint from the artifact
    store, trains the branch in a worker (`run_branch`), records it in the ledger and logs it
    to MLflow as a run nested under the reference run.
-3. When no branch is left, CBS(t) is read off the ledger (`study.analysis.cbs`) and logged to
+3. When no branch is left, CBS(t) is read off the ledger (`study.ext.branch.cbs`) and logged to
    the reference run.
 
 The learning rate: the reference trains at ``branch.learning_rate`` (default: the best rate
@@ -29,18 +29,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from study.config.branch_jobs import BranchJob, ReferenceJob
 from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import PILOT_NOISE_EVERY, Budget
 from study.errors import UsageError
-from study.ledger.branches import BranchLedger
+from study.ext.branch.defaults import StudyEvidence
+from study.ext.branch.jobs import BranchJob, ReferenceJob
+from study.ext.branch.ledger import BranchLedger
+from study.ext.branch.plan import BranchPlan, branch_tasks, plan_branches, stored_plan
+from study.ext.branch.rounds import more_replicates
+from study.ext.branch.section import branch_of
+from study.ext.branch.tracking import BranchTracker
 from study.paths import tracking_uri
-from study.runner.branch_defaults import StudyEvidence
-from study.runner.branch_plan import BranchPlan, branch_tasks, plan_branches, stored_plan
-from study.runner.branch_rounds import more_replicates
 from study.runner.pool import WorkerPool
-from study.tracking.branch_runs import BranchTracker
 
 __all__ = ["BranchOptions", "BranchPlan", "plan_branches", "run_branches", "stored_plan"]
 
@@ -148,7 +149,7 @@ def _reference(
     )
     steps = tuple(e // plan.b0 for e in plan.checkpoints)
     until = plan.until_examples // plan.b0 if plan.until_examples else None
-    outcome = pool.run_job(REFERENCE, ReferenceJob(spec, steps, end, until))
+    outcome = pool.run_job(ReferenceJob(spec, steps, end, until))
     end = max([end, *(int(row["step"]) for row in outcome.curve)])  # on to the target
     checkpoints = []
     for c in outcome.checkpoints:
@@ -266,7 +267,7 @@ def _work(
 
 def _stamp(ledger: BranchLedger, trial: Any, done: threading.Event) -> None:
     """Renew a running branch's stamp until it is done (so no peer takes it for dead)."""
-    from study.ledger.branches import GRACE_S
+    from study.ext.branch.ledger import GRACE_S
 
     while not done.wait(GRACE_S / 4):
         ledger.beat(trial)
@@ -275,7 +276,7 @@ def _stamp(ledger: BranchLedger, trial: Any, done: threading.Event) -> None:
 def _one(config: StudyConfig, task: dict[str, Any], blob: bytes, pool: WorkerPool) -> dict:
     strategy = config.space.strategies[0]
     spec = config.trial_spec(
-        Stratum(config.branch.batch_size or min(config.space.batch_sizes), strategy),
+        Stratum(branch_of(config).batch_size or min(config.space.batch_sizes), strategy),
         {"learning_rate": task["learning_rate"]},
         seed=int(task["seed"]),
     )
@@ -293,7 +294,7 @@ def _one(config: StudyConfig, task: dict[str, Any], blob: bytes, pool: WorkerPoo
         evaluations=int(task.get("evaluations", 1)),
         recalibrate=bool(task.get("recalibrate", False)),
     )
-    outcome = pool.run_job("branch", job)
+    outcome = pool.run_job(job)
     metric = config.target.metric
     return {
         "val_loss": float(outcome.metrics.get("val_loss", math.nan)),

@@ -1,4 +1,4 @@
-"""The ``branch:`` defaults taken from a finished study (`study.runner.branch_defaults`), on
+"""The ``branch:`` defaults taken from a finished study (`study.ext.branch.defaults`), on
 synthetic study records: within the runs of B0 they are given, batch sizes past the study's
 B_noise interval, the last checkpoint at the target when B0 still progresses there and before
 it when it does not, every explicit key kept, and a sentence per derived value."""
@@ -12,15 +12,15 @@ import math
 import numpy as np
 import pytest
 
-from study.config.branch import BranchConfig
 from study.config.studyfile import parse_study
-from study.runner.branch_defaults import (
+from study.ext.branch.defaults import (
     RUNS,
     StudyEvidence,
     derive_defaults,
     loss_trend,
 )
-from study.runner.branch_plan import plan_branches
+from study.ext.branch.plan import plan_branches
+from study.ext.branch.section import BranchConfig, branch_of
 from tests.config.test_studyfile import BASE
 
 
@@ -131,7 +131,7 @@ def test_the_plan_takes_the_derived_values_and_says_so() -> None:
     data = copy.deepcopy(BASE)
     data["branch"] = {"window": 1024}
     config = parse_study(data, "x.yaml")
-    assert config.branch.given == frozenset({"window"})
+    assert branch_of(config).given == frozenset({"window"})
     ev = evidence(b0=min(config.space.batch_sizes))
     plan = plan_branches(config, fitted_alpha=0.8, best_rate=0.03, evidence=ev)
     assert plan.window % plan.batch_sizes[-1] == 0

@@ -7,7 +7,7 @@ B_noise)`` that is the batch size needing ``1 / (1 - tol)`` times ``B0``'s examp
 value at its target (`at_tolerance`) and its own critical batch size (at the study's overhead,
 from steps to the target). The checkpoint compared is the last one, which the branch defaults
 put at the examples where ``B0``'s best trial reached the target
-(`study.runner.branch_defaults`); the study answers at its target only, so earlier checkpoints
+(`study.ext.branch.defaults`); the study answers at its target only, so earlier checkpoints
 have nothing of the study's to compare with.
 """
 

@@ -1,4 +1,4 @@
-"""`study branch FILE`: CBS(t) from branch trials (`study.runner.branching`), printed, logged
+"""`study branch FILE`: CBS(t) from branch trials (`study.ext.branch.branching`), printed, logged
 to the reference's MLflow run, and the schedule derived from it (``--schedule-out``)."""
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from typing import Any
 from study.commands.records import from_flags
 from study.config.study import StudyConfig
 from study.errors import ExitCode
-from study.runner.branch_defaults import StudyEvidence
+from study.ext.branch.defaults import StudyEvidence
+from study.ext.branch.section import branch_of
 
 
 def main(args: argparse.Namespace) -> int:
     from study.config.studyfile import load_study_file
-    from study.runner.branching import BranchOptions, run_branches
+    from study.ext.branch.branching import BranchOptions, run_branches
     from study.workloads.resolve import check_study
 
     config = load_study_file(args.file, check=check_study)
@@ -26,7 +27,7 @@ def main(args: argparse.Namespace) -> int:
     alpha, rate, evidence = fitted_rule(config, args.storage)
     say = (lambda _line: None) if args.json else print
     run_branches(config, options, fitted_alpha=alpha, best_rate=rate, evidence=evidence, say=say)
-    from study.ledger.branches import BranchLedger
+    from study.ext.branch.ledger import BranchLedger
 
     ledger = BranchLedger.open(args.storage, config.name)
     if ledger.waiting():
@@ -69,7 +70,8 @@ def fitted_rule(
         return None, None, None
     answers = stored_answers(ledger)
     alpha = answers.alpha.estimate if answers is not None and answers.alpha is not None else None
-    b0 = (config.branch.batch_size if config.branch else None) or min(config.space.batch_sizes)
+    branch = branch_of(config)
+    b0 = (branch.batch_size if branch else None) or min(config.space.batch_sizes)
     best = None
     for stratum in ledger.strata():
         if stratum.batch_size == b0:
@@ -120,8 +122,8 @@ def study_cbs(config: StudyConfig, storage: str | None) -> Any:
     when it has them."""
     import pandas as pd
 
+    from study.ext.branch.report import stored_cbs
     from study.ledger import Ledger
-    from study.report.cbs import stored_cbs
     from study.report.stored import stored_answers
 
     ledger = Ledger.open(storage, config.name, create=False)
@@ -142,8 +144,8 @@ def study_cbs(config: StudyConfig, storage: str | None) -> Any:
 
 
 def _log(report: Any, config: StudyConfig, uri: str | None) -> None:
+    from study.ext.branch.tracking import BranchTracker
     from study.paths import tracking_uri
-    from study.tracking.branch_runs import BranchTracker
 
     tracker = BranchTracker(tracking_uri(uri), config.name)
     tracker.log_cbs(str(report.reference["run_id"]), report.curve.to_dict(orient="records"))

@@ -5,11 +5,11 @@ optimizer slots) at checkpoints spread over training, geometric in examples seen
 From each checkpoint, *branches* continue at ``k x B0`` for a fixed window of examples; the
 critical batch size at that checkpoint is the largest batch whose branch ends within a
 tolerance of the ``B0`` branch's loss (and metric) after the same examples (Merrill et al.
-2025, "Critical Batch Size Revisited"). `study.analysis.cbs` reads it off the branches.
+2025, "Critical Batch Size Revisited"). `study.ext.branch.cbs` reads it off the branches.
 
 The study-file section (`read_branch` reads it). On a finished study, every key it leaves
 out of ``examples``, ``checkpoints``, ``multipliers``, ``window``, ``max_replicates`` and
-``max_examples`` comes from that study (`study.runner.branch_defaults`: a reference just past
+``max_examples`` comes from that study (`study.ext.branch.defaults`: a reference just past
 the target, batch sizes past its B_noise interval, within 3 runs of ``B0`` to the target); the
 defaults below hold before the study has trials::
 
@@ -53,7 +53,7 @@ from typing import Any, Literal, get_args
 from study.config.rules import FieldError, check
 from study.config.yaml_reader import Reader
 
-__all__ = ["SECTION", "BranchConfig", "LrRule", "Tolerance", "read_branch"]
+__all__ = ["SECTION", "BranchConfig", "LrRule", "Tolerance", "branch_of", "read_branch"]
 
 SECTION = "branch"
 KEYS = (
@@ -132,11 +132,11 @@ class BranchConfig:
     resolve: float = DEFAULT_RESOLVE
     max_examples: int | None = None
     #: Before each evaluation a branch's BatchNorm layers take the statistics of the same
-    #: training examples (`study.trainer.branch.recalibrate_batchnorm`), so that batch sizes
+    #: training examples (`study.ext.branch.trainer.recalibrate_batchnorm`), so that batch sizes
     #: that took fewer steps in the window are not read with staler moving averages.
     recalibrate_batchnorm: bool = True
     #: The keys the section named (`read_branch`); the others may take the finished study's
-    #: values (`study.runner.branch_defaults`).
+    #: values (`study.ext.branch.defaults`).
     given: frozenset[str] = field(default=frozenset(), compare=False)
 
     def __post_init__(self) -> None:
@@ -204,6 +204,11 @@ class BranchConfig:
     def lr_factors(self, searched: bool) -> tuple[float, ...]:
         """The factors on the scaled rate each branch runs at (one, unless searched)."""
         return tuple(self.search_factors) if searched else (1.0,)
+
+
+def branch_of(config: Any) -> BranchConfig | None:
+    """The ``branch:`` section of a `StudyConfig` (None: the file has none)."""
+    return config.section(SECTION)  # type: ignore[no-any-return]
 
 
 def read_branch(r: Reader, value: Any, path: str = SECTION) -> BranchConfig | None:

@@ -1,5 +1,5 @@
-"""CBS(t) in the report (`study.report.cbs`): the figure drawn into a given Axes and registered
-in `figures.DRAW`, the JSON record, the sentences (trend, B_noise compared, cost) and the
+"""CBS(t) in the report (`study.ext.branch.report`): the figure drawn into a given Axes and
+registered as the report section's figure (`study.report.figures.draw`), the JSON record, the sentences (trend, B_noise compared, cost) and the
 derived schedule, from synthetic branches."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from study.config.studyfile import parse_study
-from study.report.cbs import CbsReport, cbs_report, draw_cbs
-from study.report.figures import DRAW, FIGURE_CAPTIONS
-from tests.analysis.test_cbs import branches, references
+from study.ext.branch.report import CbsReport, cbs_report, draw_cbs
+from study.report.figures import caption, draw
 from tests.config.test_studyfile import BASE
+from tests.ext.branch.test_cbs import branches, references
 
 matplotlib.use("Agg")
 
@@ -56,15 +56,14 @@ def test_the_figure_draws_cbs_b_simple_and_b_noise_into_a_given_axes() -> None:
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert {"CBS(t)", "B_simple(t)", "B_noise 150"} <= set(labels)
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    assert "cbs" in DRAW and "CBS(t)" in FIGURE_CAPTIONS["cbs"]
+    assert "CBS(t)" in caption("cbs")
 
-    class Holder:  # what DRAW is given: a report with a cbs
-        pass
+    class Holder:  # what `draw` is given: a report with a cbs section
+        def section(self, key: str) -> CbsReport | None:
+            return cbs if key == "cbs" else None
 
-    holder = Holder()
-    holder.cbs = cbs
     other = Figure().subplots()
-    DRAW["cbs"](other, holder)
+    draw("cbs", other, Holder())
     assert len(other.lines) == len(ax.lines)
 
 

@@ -3,10 +3,10 @@ branch trials it queues (`branch_tasks`).
 
 ``B0`` defaults to the grid's smallest batch size, the reference's rate to the study's best
 there; on a finished study every other key the section leaves out comes from it too
-(`study.runner.branch_defaults`: the reference's length, checkpoints, batch sizes, window,
+(`study.ext.branch.defaults`: the reference's length, checkpoints, batch sizes, window,
 rounds). The window is rounded up to a multiple of the largest batch; the rate rule is the
 study's fitted exponent (``lr_rule: fit``) or a small search per branch (see
-`study.runner.branching`).
+`study.ext.branch.branching`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from study.config.branch import BranchConfig, LrRule
 from study.config.study import StudyConfig
 from study.config.trial import Budget
 from study.errors import UsageError
-from study.runner.branch_defaults import PRIOR_ALPHA, StudyEvidence, derive_defaults
+from study.ext.branch.defaults import PRIOR_ALPHA, StudyEvidence, derive_defaults
+from study.ext.branch.section import BranchConfig, LrRule, branch_of
 
 __all__ = ["BranchPlan", "branch_tasks", "plan_branches", "stored_plan"]
 
@@ -47,14 +47,14 @@ class BranchPlan:
     #: plans stored before the key read).
     evaluations: int = 1
     #: More replicates, round by round, where CBS's interval is wider than ``resolve``
-    #: (`study.runner.branch_rounds`), up to this many per checkpoint, within ``max_examples``
+    #: (`study.ext.branch.rounds`), up to this many per checkpoint, within ``max_examples``
     #: of branches (None: no cap).
     max_replicates: int = 0
     resolve: float = 4.0
     max_examples: int | None = None
     #: BatchNorm recalibrated before each branch evaluation (False in plans stored before it).
     recalibrate: bool = False
-    #: One sentence per value taken from the finished study (`study.runner.branch_defaults`).
+    #: One sentence per value taken from the finished study (`study.ext.branch.defaults`).
     derived: tuple[str, ...] = ()
     #: The examples at which B0's best trial reached the study's target (None: not derived).
     target_examples: int | None = None
@@ -86,11 +86,11 @@ def plan_branches(
         UsageError: no ``branch:`` section, no learning rate to start from, a batch size not
             divisible by the strategy's replicas.
     """
-    branch = config.branch
+    branch = branch_of(config)
     if branch is None:
         raise UsageError(
             f"{config.source}: no branch section; add e.g. 'branch: {{batch_size: 16, "
-            "examples: 40000, window: 4096}' (study.config.branch lists its keys)"
+            "examples: 40000, window: 4096}' (study.ext.branch.section lists its keys)"
         )
     b0 = branch.batch_size or min(config.space.batch_sizes)
     strategy = config.space.strategies[0]

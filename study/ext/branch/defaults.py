@@ -28,7 +28,7 @@ section leaves out:
   within what is left of the runs;
 - the branches' rates: the study's fitted exponent when its interval is at most
   ``ALPHA_SPREAD`` wide, else ``PRIOR_ALPHA`` for its optimizer (``branch.alpha`` when given
-  or for another optimizer), one rate per branch (`study.runner.branch_plan`).
+  or for another optimizer), one rate per branch (`study.ext.branch.plan`).
 
 Each value comes with the sentence that says where it came from (`BranchDefaults.why`).
 """
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from study.config.branch import BranchConfig
+from study.ext.branch.section import BranchConfig
 
 __all__ = [
     "PRIOR_ALPHA",
@@ -63,7 +63,7 @@ PLAN_SHARE = 0.95
 #: itself (up to ``UNTIL x T``): its own examples to the target are the cost's unit.
 UNTIL = 1.5
 #: Rounds of more replicates stop within this share of ``RUNS`` (and of the reference's own
-#: runs once it ran: `study.runner.branch_rounds.round_cap`).
+#: runs once it ran: `study.ext.branch.rounds.round_cap`).
 ROUNDS_SHARE = 0.95
 MIN_CHECKPOINTS = 3
 MAX_CHECKPOINTS = 4

@@ -37,8 +37,8 @@ import numpy as np
 import pandas as pd
 
 from study.analysis.threads import one_blas_thread
-from study.config.branch import Basis
 from study.config.schedule import BatchSchedule, Stage
+from study.ext.branch.section import Basis
 
 __all__ = [
     "BRANCH_COLUMNS",

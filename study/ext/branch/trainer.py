@@ -22,14 +22,14 @@ import keras
 import numpy as np
 
 from study.adapters import keras_internals
-from study.config.branch_jobs import (
+from study.errors import UsageError
+from study.ext.branch.jobs import (
     BranchJob,
     BranchOutcome,
     Checkpoint,
     ReferenceJob,
     ReferenceOutcome,
 )
-from study.errors import UsageError
 from study.strategies import ResolvedStrategy, check_batch_divisible
 from study.trainer.noise import NoiseScale
 from study.trainer.optim import set_learning_rate

@@ -1,10 +1,12 @@
 """CBS(t) of a study as the report, ``study branch``, MLflow and the API show it.
 
-`stored_cbs` reads the branch trials from the ledger (`study.ledger.branches`) into the table
-`study.analysis.cbs` works on, and returns a `CbsReport`: the curve over training next to
+`stored_cbs` reads the branch trials from the ledger (`study.ext.branch.ledger`) into the table
+`study.ext.branch.cbs` works on, and returns a `CbsReport`: the curve over training next to
 B_simple(t), its trend, the schedule derived from it, what it cost against the study's own
 trials, and how its end compares with the study's fitted B_noise. `draw_cbs` draws it into an
-``Axes`` (registered in `study.report.figures.DRAW` as ``cbs``).
+``Axes``. `SECTION` is the report's section of it (`study.extension.ReportSection`: report.json's
+``cbs``, the HTML section "Critical batch size over training" and the figure ``cbs``), `study_cbs`
+the method ``Study.cbs``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from study.analysis.cbs import (
+from study.config.schedule import BatchSchedule
+from study.ext.branch.agreement import agreement
+from study.ext.branch.cbs import (
     BRANCH_COLUMNS,
     CbsCost,
     CbsTrend,
@@ -25,18 +29,29 @@ from study.analysis.cbs import (
     cbs_trend,
     reference_progress,
 )
-from study.analysis.cbs import cbs_schedule as derive_schedule
-from study.config.schedule import BatchSchedule
-from study.report.cbs_agreement import agreement
+from study.ext.branch.cbs import cbs_schedule as derive_schedule
+from study.ext.branch.section import branch_of
+from study.extension import Block, Place, ReportFigure, ReportSection
 from study.report.formatting import fmt
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
     from study.config.study import StudyConfig
-    from study.ledger.branches import BranchLedger
+    from study.ext.branch.ledger import BranchLedger
+    from study.ledger import Ledger
+    from study.report.record import ScalingReport
 
-__all__ = ["CbsReport", "branch_frames", "cbs_report", "draw_cbs", "stored_cbs"]
+__all__ = [
+    "SECTION",
+    "CbsReport",
+    "branch_frames",
+    "cbs_report",
+    "draw_cbs",
+    "report_cbs",
+    "stored_cbs",
+    "study_cbs",
+]
 
 CAPTION = (
     "CBS(t): at each checkpoint of the reference run, the largest batch size whose branch ends "
@@ -118,7 +133,7 @@ def branch_frames(ledger: BranchLedger) -> tuple[pd.DataFrame, pd.DataFrame, dic
     branches = pd.DataFrame(
         rows, columns=list(dict.fromkeys([*BRANCH_COLUMNS, *(rows[0] if rows else {})]))
     )
-    from study.ledger.branches import TASK_KEY
+    from study.ext.branch.ledger import TASK_KEY
 
     keys = [k for k in TASK_KEY if k in branches.columns]
     if keys and not branches.empty:  # a branch two processes queued at once counts once
@@ -142,7 +157,7 @@ def cbs_report(
 ) -> CbsReport:
     """CBS(t) of finished branches under the study file's tolerance, next to the study's
     B_noise and critical batch size (when given)."""
-    branch = config.branch
+    branch = branch_of(config)
     assert branch is not None
     b0 = int(plan["b0"])
     curve = pd.DataFrame()
@@ -190,9 +205,9 @@ def stored_cbs(
     critical: tuple[float, float, float] | None = None,
 ) -> CbsReport | None:
     """The study's CBS(t) from its ledger, or None when it has no branch trials."""
-    from study.ledger.branches import BranchLedger
+    from study.ext.branch.ledger import BranchLedger
 
-    if config.branch is None:
+    if branch_of(config) is None:
         return None
     ledger = BranchLedger.open(storage, config.name, retry=config.storage_retry)
     if not ledger.exists():
@@ -251,3 +266,69 @@ def draw_cbs(ax: Axes, cbs: CbsReport) -> Axes:
     ax.set_title(f"Critical batch size over training (B0 = {cbs.plan.get('b0')})")
     ax.legend(fontsize="small")
     return ax
+
+
+def report_cbs(ledger: Ledger, config: StudyConfig | None, report: ScalingReport) -> Any:
+    """The study's CBS(t) for its report, when its study file has a branch section and its
+    storage holds branch trials, with the study's trials' cost and fitted B_noise (None:
+    none)."""
+    if config is None or branch_of(config) is None:
+        return None
+    from study.ext.branch.ledger import BranchLedger
+
+    branches = BranchLedger.of(ledger)
+    if not branches.exists():
+        return None
+    frames = branch_frames(branches)
+    if not frames[2] or not frames[3]:
+        return None
+    trials = pd.DataFrame(
+        [
+            {"steps_run": t.result.steps_run, "examples_run": t.result.examples_run}
+            for s in ledger.strata()
+            for t in ledger.trials(s)
+            if t.result is not None
+        ],
+        columns=["steps_run", "examples_run"],
+    )
+    fit = report.noise_scale
+    b_noise = (fit.b_noise, *fit.b_noise_ci) if fit.ok else None
+    critical = report.answers.critical_batch if report.answers is not None else None
+    return cbs_report(
+        *frames,
+        config,
+        study_trials=trials,
+        b_noise=b_noise,
+        critical=None if critical is None else (critical.estimate, critical.low, critical.high),
+    )
+
+
+def _blocks(cbs: CbsReport) -> list[Block]:
+    if cbs.curve.empty:
+        return []
+    snippet = cbs.schedule.snippet() if cbs.schedule is not None else ""
+    return [Block(lines=tuple(cbs.lines()), code=snippet)]
+
+
+SECTION = ReportSection(
+    key="cbs",
+    title="Critical batch size over training",
+    anchor="cbs",
+    build=report_cbs,
+    to_json=lambda cbs: cbs.to_dict() if cbs is not None else None,
+    blocks=_blocks,
+    place=Place.AFTER_CROSS_CHECK,
+    figures=(ReportFigure("cbs", CAPTION, draw_cbs, lambda cbs: not cbs.curve.empty),),
+    markdown=False,  # report.md shows the figure alone
+)
+"""CBS(t) in the scaling report."""
+
+
+def study_cbs(study: Any) -> pd.DataFrame:
+    """CBS(t) from the study's branch trials (``study branch``): one row per checkpoint,
+    ``examples``, ``cbs``, ``cbs_low``, ``cbs_high``, ``censored``, ``b_simple``, ...; empty
+    when the study has none. ``fit().plot.cbs(ax)`` draws it (``Study.cbs``)."""
+    from study.report.stored import stored_report
+
+    cbs = stored_report(study.ledger).section("cbs")
+    return cbs.curve.copy() if cbs is not None else pd.DataFrame()

@@ -1,4 +1,4 @@
-"""CBS(t) next to the study's answers (`study.report.cbs_agreement`): B_noise scaled to the
+"""CBS(t) next to the study's answers (`study.ext.branch.agreement`): B_noise scaled to the
 branches' tolerance, agreement when the intervals share a point, and where they do not, the
 reason that fits (censored, an early last checkpoint, a trained state)."""
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from study.report.cbs_agreement import agreement, at_tolerance, overlap
+from study.ext.branch.agreement import agreement, at_tolerance, overlap
 
 PLAN = {"batch_sizes": [16, 128, 1024], "target_examples": 26480}
 

@@ -4,17 +4,23 @@ A `ReferenceJob` trains one run at ``B0`` and saves its whole state at each chec
 `BranchJob` loads one of those states and trains a window at another batch size. States
 travel as bytes (`Checkpoint.blob`: the model's and optimizer's variables, NumPy ``.npz``), so
 the runner can keep them in the study's shared services (the MLflow artifact store) and a
-worker on another host gets them from there; the trainer never sees a path.
+worker on another host gets them from there; the trainer never sees a path. Each job is a
+`study.runner.worker.Job`: `WorkerPool.run_job` sends it to a trainer worker, which runs it with
+`study.ext.branch.trainer.run_job` (`RUNNER`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from study.config.trial import TrialSpec
 
 __all__ = ["BranchJob", "BranchOutcome", "Checkpoint", "ReferenceJob", "ReferenceOutcome"]
+
+#: What runs a job in a trainer worker (`study.runner.worker.Job.runner`).
+RUNNER = "study.ext.branch.trainer:run_job"
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,12 @@ class ReferenceJob:
     #: Past ``end_step``, train on until the target is first met, up to this step (None: stop
     #: at ``end_step``): the reference then reaches the target, the unit of its cost.
     until_target: int | None = None
+
+    label: ClassVar[str] = "branch trials"
+    runner: ClassVar[str] = RUNNER
+
+    def failed(self, error: str) -> ReferenceOutcome:
+        return ReferenceOutcome(error=error)
 
 
 @dataclass(frozen=True)
@@ -74,6 +86,12 @@ class BranchJob:
     evaluations: int = 1
     #: Give BatchNorm layers the statistics of fixed training examples before each evaluation.
     recalibrate: bool = False
+
+    label: ClassVar[str] = "branch trials"
+    runner: ClassVar[str] = RUNNER
+
+    def failed(self, error: str) -> BranchOutcome:
+        return BranchOutcome(error=error)
 
 
 @dataclass(frozen=True)

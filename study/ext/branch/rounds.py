@@ -24,9 +24,9 @@ from typing import Any
 import pandas as pd
 
 from study.config.study import StudyConfig
-from study.ledger.branches import BranchLedger
-from study.runner.branch_defaults import ROUNDS_SHARE, RUNS
-from study.runner.branch_plan import BranchPlan, branch_tasks
+from study.ext.branch.defaults import ROUNDS_SHARE, RUNS
+from study.ext.branch.ledger import BranchLedger
+from study.ext.branch.plan import BranchPlan, branch_tasks
 
 __all__ = ["more_replicates", "round_cap", "unresolved"]
 
@@ -48,7 +48,7 @@ def unresolved(curve: pd.DataFrame, largest: int, resolve: float) -> list[int]:
 
 def round_cap(plan: BranchPlan, reference: dict[str, Any]) -> int | None:
     """The branches' examples the rounds stay within: ``max_examples``, and when the plan's
-    values came from the finished study (`study.runner.branch_defaults`), what keeps the whole
+    values came from the finished study (`study.ext.branch.defaults`), what keeps the whole
     run within its runs of the reference's own examples to the target (known once it ran)."""
     cap = plan.max_examples
     to_target = reference.get("examples_to_target")
@@ -63,7 +63,7 @@ def more_replicates(
     """Queue the next round's branches (see the module docstring); how many were queued."""
     if plan.max_replicates <= plan.replicates:
         return 0
-    from study.report.cbs import branch_frames, cbs_report
+    from study.ext.branch.report import branch_frames, cbs_report
 
     branches, checkpoints, frame_plan, frame_reference = branch_frames(ledger)
     if branches.empty:

@@ -1,4 +1,4 @@
-"""The branch queue in the ledger (`study.ledger.branches`): one creator runs the reference,
+"""The branch queue in the ledger (`study.ext.branch.ledger`): one creator runs the reference,
 notes are JSON, every queued branch is claimed exactly once by threads racing for it, outcomes
 are read back, and a branch whose process died is queued again once."""
 
@@ -8,7 +8,7 @@ import socket
 import threading
 from pathlib import Path
 
-from study.ledger.branches import OWNER, BranchLedger
+from study.ext.branch.ledger import OWNER, BranchLedger
 
 
 def ledger(tmp_path: Path, name: str = "s") -> BranchLedger:

@@ -127,7 +127,7 @@ class BranchLedger:
     def enqueue_new(self, tasks: list[Mapping[str, Any]], key: tuple[str, ...] = TASK_KEY) -> int:
         """Queue the ``tasks`` that no waiting, running or finished branch holds already (the
         same ``key`` fields); how many. Two processes adding the same round at once may both
-        queue a task; the analysis counts one (`study.report.cbs.branch_frames`)."""
+        queue a task; the analysis counts one (`study.ext.branch.report.branch_frames`)."""
         live = (OptunaState.WAITING, OptunaState.RUNNING, OptunaState.COMPLETE)
         held = set()
         for t in self._frozen(live):
