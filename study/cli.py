@@ -292,36 +292,8 @@ def _add_serve_storage(sub: Any) -> None:
     p.set_defaults(handler=_lazy("study.commands.serve_storage", "main"))
 
 
-def _add_schedule(sub: Any) -> None:
-    p = sub.add_parser(
-        "schedule",
-        help="derive a batch-size schedule from a finished study, as a batch_schedule: snippet",
-        description="Start at the study's best fixed batch size B* (the fewest steps within "
-        "1.1x the fewest examples) at its best rate, and grow the batch by a rule: "
-        "double-at-half (2 B* from half the examples B* needed) or cbs (CBS(t) of `study "
-        "branch`, floored at B*). Prints the snippet and why; --out writes it.",
-    )
-    p.add_argument("name", help="a study name (see `study ls`)")
-    p.add_argument("--rule", choices=("double-at-half", "cbs"), default="double-at-half")
-    p.add_argument(
-        "--rate",
-        choices=("keep", "local", "fit"),
-        default="keep",
-        help="later stages' rate: B*'s (keep), the power law through the study's best rates at "
-        "the schedule's batch sizes (local), or the study's fitted exponent (fit)",
-    )
-    p.add_argument("--stage-warmup", type=int, default=0, metavar="N", help="ramp over N steps")
-    p.add_argument("--seeds", type=int, default=3, help="schedule trials a study runs (default 3)")
-    p.add_argument("--strategy", help="the strategy (default: the study's first)")
-    p.add_argument("--target", help="another target, e.g. 'val_accuracy>=0.7'")
-    p.add_argument("--out", metavar="FILE", help="write the snippet to FILE")
-    p.add_argument("--json", action="store_true", help="the schedule and why as JSON")
-    _add_storage(p)
-    p.set_defaults(handler=_lazy("study.commands.schedule", "main"))
-
-
 _COMMANDS = (_add_train, _add_noise_scale, _add_run, _add_inspect, _add_report, _add_probe,
-             _add_serve_storage, _add_schedule)  # fmt: skip
+             _add_serve_storage)  # fmt: skip
 
 
 LOG_ENV = "STUDY_LOG"

@@ -14,7 +14,8 @@ Markdown sections, figures), trials a study runs besides its search (`Extension.
 and methods of `study.Study` (`Extension.study_methods`).
 
 ``STUDY_EXTENSIONS`` chooses which load: unset, all; ``none``, the core alone; or a comma list
-of names (``batch_science``, ``branch``). The core's tests run with ``none`` as well as with all.
+of names (``batch_science``, ``branch``, ``schedules``). The core's tests run with ``none`` as
+well as with all.
 
 Example::
 
@@ -74,6 +75,7 @@ EXTENSIONS_ENV = "STUDY_EXTENSIONS"
 BUILTIN: dict[str, str] = {
     "batch_science": "study.ext.batch_science",
     "branch": "study.ext.branch",
+    "schedules": "study.ext.schedules",
 }
 """The extensions that ship with ``study``: name to module."""
 
@@ -132,7 +134,8 @@ def register(cls: type[Extension]) -> type[Extension]:
 
 
 def loaded() -> tuple[Extension, ...]:
-    """The extensions `EXTENSIONS_ENV` asks for, built-in and entry-point ones, imported.
+    """The extensions `EXTENSIONS_ENV` asks for, built-in and entry-point ones, imported, in
+    that order (`BUILTIN`'s, then the entry points').
 
     Raises:
         UsageError: naming the known extensions, for a name in `EXTENSIONS_ENV` no extension
@@ -142,7 +145,8 @@ def loaded() -> tuple[Extension, ...]:
     for name, module in BUILTIN.items():
         if wanted is None or name in wanted:
             importlib.import_module(module)
-    for entry in metadata.entry_points(group=ENTRY_POINTS):
+    entries = metadata.entry_points(group=ENTRY_POINTS)
+    for entry in entries:
         if wanted is None or entry.name in wanted:
             importlib.import_module(entry.value)
     unknown = sorted(set(wanted or ()) - set(_REGISTERED))
@@ -152,7 +156,11 @@ def loaded() -> tuple[Extension, ...]:
             f"{EXTENSIONS_ENV}: no extension named {', '.join(unknown)} (known: {known}); "
             "use none, or a comma list of known names"
         )
-    return tuple(e for n, e in _REGISTERED.items() if wanted is None or n in wanted)
+    chosen = [e for n, e in _REGISTERED.items() if wanted is None or n in wanted]
+    order = [*BUILTIN, *(entry.name for entry in entries)]  # not the order they were imported in
+    return tuple(
+        sorted(chosen, key=lambda e: order.index(e.name) if e.name in order else len(order))
+    )
 
 
 def _wanted() -> set[str] | None:

@@ -56,6 +56,8 @@ def test_every_builtin_extension_loads_and_adds_its_commands(monkeypatch) -> Non
     monkeypatch.delenv(EXTENSIONS_ENV, raising=False)
     names = {e.name for e in loaded()}
     assert set(BUILTIN) <= names
+    # in BUILTIN's order (commands, keys, report sections), whatever imported them first
+    assert [e.name for e in loaded() if e.name in BUILTIN] == list(BUILTIN)
     assert "import-batch-science" in commands(build_parser())
 
 
@@ -245,7 +247,14 @@ def test_without_the_extension_its_sections_and_methods_are_absent(toy, monkeypa
 
 @pytest.mark.parametrize(
     ("key", "value", "extension"),
-    [("branch", {"batch_size": 16}, "branch")],
+    [
+        ("branch", {"batch_size": 16}, "branch"),
+        (
+            "batch_schedule",
+            {"learning_rate": 0.01, "stages": [{"from_examples": 0, "batch_size": 8}]},
+            "schedules",
+        ),
+    ],
 )
 def test_a_section_of_an_extension_not_loaded_is_one_line_and_exit_2(
     monkeypatch, capsys, tmp_path, key: str, value: Any, extension: str
@@ -264,15 +273,34 @@ def test_a_section_of_an_extension_not_loaded_is_one_line_and_exit_2(
     assert list(tmp_path.iterdir()) == [path]  # nothing recorded
 
 
-def test_the_branch_command_is_absent_without_its_extension(monkeypatch, capsys) -> None:
+@pytest.mark.parametrize(
+    ("command", "extension"), [("branch", "branch"), ("schedule", "schedules")]
+)
+def test_a_command_is_absent_without_its_extension(
+    monkeypatch, capsys, command: str, extension: str
+) -> None:
     monkeypatch.setenv(EXTENSIONS_ENV, "none")
-    assert "branch" not in commands(build_parser())
+    assert command not in commands(build_parser())
     with pytest.raises(SystemExit) as stop:
-        main(["branch", "x.yaml"])
+        main([command, "x"])
     assert stop.value.code == 2
-    assert "invalid choice: 'branch'" in capsys.readouterr().err
-    monkeypatch.setenv(EXTENSIONS_ENV, "branch")
-    assert "branch" in commands(build_parser())
+    assert f"invalid choice: '{command}'" in capsys.readouterr().err
+    monkeypatch.setenv(EXTENSIONS_ENV, extension)
+    assert command in commands(build_parser())
+
+
+def test_without_extensions_the_report_has_none_of_their_keys(monkeypatch, tmp_path) -> None:
+    journal = tmp_path / "j.journal"
+    write_tiny_ledger(journal)
+    monkeypatch.setenv(EXTENSIONS_ENV, "none")
+    report = stored_report(Ledger.open(str(journal), TINY, create=False))
+    data = report_dict(report)
+    assert "cbs" not in data and "batch_schedules" not in data and report.sections == {}
+    with pytest.raises(AttributeError, match=r"Study\.schedule needs the extension 'schedules'"):
+        api.load(TINY, storage=journal).schedule()
+    monkeypatch.delenv(EXTENSIONS_ENV)
+    data = report_dict(stored_report(Ledger.open(str(journal), TINY, create=False)))
+    assert data["cbs"] is None and data["batch_schedules"] == []  # as before the extensions
 
 
 def test_no_extension_imports_another() -> None:

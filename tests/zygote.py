@@ -57,7 +57,7 @@ PRELOAD = (
     "study.commands.records",
     "study.commands.report",
     "study.commands.run",
-    "study.commands.schedule",
+    "study.ext.schedules.command",
     "study.commands.serve_storage",
     "study.commands.studies",
     "study.commands.train",

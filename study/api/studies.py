@@ -10,6 +10,7 @@ Each method reads the ledger again, so a `Study` of a running study shows its la
     s.fit_targets(predict=0.6).prediction   # the answer at a target not reached, by a law
     s.plot.steps()            # steps to result against batch size, into a matplotlib Axes
     s.cbs()                   # an extension's method (`study.extension`): CBS(t)
+    s.schedule("double-at-half")   # another: a batch schedule derived from the study
     s.report("reports/quickstart", formats=("html", "json"))
 """
 
@@ -29,7 +30,6 @@ from study.errors import FieldError, UsageError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from study.analysis.schedule_rules import DerivedSchedule
     from study.api.fit import Fit
     from study.api.targets import TargetFit
     from study.config.target import Target
@@ -123,55 +123,6 @@ class Study:
         return study_runs(self.name, self.tracking_uri)
 
     # -- analysis -------------------------------------------------------------------------
-    def schedules(self) -> list[dict[str, Any]]:
-        """Each batch schedule the study trained (``batch_schedule:``) against its best fixed
-        batch size, as the report's JSON has it: ``schedule``, ``verdict``, ``wins``, the
-        ``runs`` per seed, the medians with their range (``steps``, ``examples``,
-        ``seconds``), ``best`` and every ``fixed`` batch size; empty when it trained none."""
-        from study.report.stored import stored_report
-
-        return [c.to_dict() for c in stored_report(self.ledger).schedules]
-
-    def schedule(
-        self,
-        rule: str = "double-at-half",
-        rate: str = "keep",
-        *,
-        target: str | Target | None = None,
-        stage_warmup_steps: int = 0,
-        strategy: str | None = None,
-    ) -> DerivedSchedule:
-        """A batch-size schedule derived from the study by a stated rule, as ``study schedule``
-        derives it (`study.analysis.schedule_rules`): ``rule`` ``double-at-half`` or ``cbs``,
-        ``rate`` ``keep``, ``local`` or ``fit``. ``.schedule`` is the `BatchSchedule` (for
-        ``study.train(batch_schedule=...)``; ``.schedule.snippet()`` is the study-file section)
-        and ``.why`` says how each part was chosen.
-
-        Raises:
-            UsageError: a bad argument, named; no batch size that reached the target; ``cbs``
-                without branch trials.
-        """
-        from study.report.schedule import derive_from_report
-        from study.report.stored import stored_report
-
-        steps = int(stage_warmup_steps) if not isinstance(stage_warmup_steps, bool) else -1
-        if steps < 0 or steps != stage_warmup_steps:
-            raise UsageError(
-                f"stage_warmup_steps must be an integer >= 0 (got {stage_warmup_steps!r})"
-            )
-        try:
-            report = stored_report(self.ledger, target=_target(target))
-            derived, _strategy = derive_from_report(
-                report,
-                rule=text("rule", rule) or "",
-                rate=text("rate", rate) or "",
-                stage_warmup_steps=steps,
-                strategy=text("strategy", strategy, optional=True),
-            )
-        except UsageError as exc:
-            raise in_arguments(exc) from None
-        return derived
-
     def fit(
         self,
         target: str | Target | None = None,

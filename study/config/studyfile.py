@@ -116,7 +116,6 @@ from typing import Any
 import yaml
 
 from study.config.rules import FieldError
-from study.config.schedule import ScheduleTrials, read_schedule_trials
 from study.config.sections import (
     SETTING_KEYS,
     read_allocation,
@@ -133,7 +132,6 @@ from study.config.yaml_reader import Reader, kind, load_yaml_file
 from study.errors import UsageError
 from study.extension import declaring, needs, study_sections
 from study.paths import STUDY_NAME, STUDY_NAME_RULE, is_file
-from study.strategies import StrategySpec
 
 __all__ = ["SCHEMA_PATH", "load_study_file", "parse_study", "study_keys"]
 
@@ -159,7 +157,6 @@ TOP_LEVEL_KEYS = (
     "training_seeds",
     "storage_retry",
     "overhead",
-    "batch_schedule",
 )
 
 
@@ -267,10 +264,7 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
     read = {
         s.key: s.read(r, mapping[s.key], config) for s in sections if mapping.get(s.key) is not None
     }
-    if read:
-        config = replace(config, sections=read)
-    schedule = _batch_schedule(r, mapping.get("batch_schedule"), config.space.strategies)
-    return config if schedule is None else replace(config, batch_schedule=schedule)
+    return replace(config, sections=read) if read else config
 
 
 def _needs_extension(r: Reader, mapping: Mapping[str, Any], known: tuple[str, ...]) -> None:
@@ -302,31 +296,6 @@ def _seconds(r: Reader, value: Any, path: str) -> float | None:
     if seconds < 0:
         r.fail(path, "must be a number of seconds >= 0", value)
     return float(seconds)
-
-
-def _batch_schedule(r: Reader, value: Any, strategies: tuple[str, ...]) -> ScheduleTrials | None:
-    """``batch_schedule``: its strategy one of the study's, every stage's batch divisible by
-    that strategy's replicas."""
-    trials = read_schedule_trials(r, value)
-    if trials is None:
-        return None
-    strategy = trials.strategy or strategies[0]
-    if trials.strategy is not None:
-        try:
-            strategy = str(StrategySpec.parse(trials.strategy))
-        except FieldError as err:
-            r.fail("batch_schedule.strategy", err.rule, trials.strategy)
-        if strategy not in strategies:
-            r.fail(
-                "batch_schedule.strategy",
-                f"must be one of the study's strategies ({', '.join(strategies)})",
-                trials.strategy,
-            )
-    replicas = StrategySpec.parse(strategy).static_replicas
-    if replicas:
-        with r.naming(lambda field: f"batch_schedule.{field}"):
-            trials.schedule.check_replicas(replicas, strategy)
-    return ScheduleTrials(trials.schedule, trials.seeds, strategy)
 
 
 def _or_default(value: Any, default: Any) -> Any:

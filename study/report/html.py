@@ -35,7 +35,6 @@ from study.report.formatting import fmt, percent
 from study.report.levels import FIGURE as TARGETS_FIGURE
 from study.report.levels import levels_lines, levels_table
 from study.report.prose import NO_NOTES, answer, how_it_was_made, method_text
-from study.report.schedule import schedule_lines, schedule_table
 from study.report.sections import shown_sections
 from study.report.tables import report_tables
 
@@ -111,7 +110,6 @@ def render_html(report: ScalingReport, pngs: Mapping[str, bytes] | None = None) 
         "cross_check": cross_check_sentences(report),
         "cross_check_figures": [f for name, f in figures.items() if name == CROSS_CHECK_FIGURE],
         "sections": shown_sections(report),
-        "schedules": [(schedule_lines(c), schedule_table(c)) for c in report.schedules],
         "targets": None
         if report.targets is None
         else {

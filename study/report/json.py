@@ -84,7 +84,6 @@ def report_dict(report: ScalingReport) -> dict[str, Any]:
             },
             "notes": list(report.notes),
             **sections_json(report),  # the extensions' (cbs, ...)
-            "batch_schedules": [c.to_dict() for c in report.schedules],
             "targets": levels_dict(report.targets) if report.targets is not None else None,
         }
     )

@@ -18,7 +18,6 @@ from study.report.levels import FIGURE as TARGETS_FIGURE
 from study.report.levels import TITLE as TARGETS_TITLE
 from study.report.levels import levels_lines, levels_table
 from study.report.prose import NO_NOTES, answer, how_it_was_made, method_text
-from study.report.schedule import schedule_lines, schedule_table
 from study.report.sections import Shown, shown_sections
 from study.report.tables import report_tables
 
@@ -62,15 +61,10 @@ def render_markdown(report: ScalingReport, figures: Sequence[str] = ()) -> str:
         out += _figures([name for name in figures if name == TARGETS_FIGURE])
         table = levels_table(report.targets)
         out += [_text(table.intro), "", _table(table.headers, table.rows, table.empty), ""]
-    if report.schedules:
-        out += ["## Batch schedule", ""]
-        for comparison in report.schedules:
-            out += [f"- {_text(line)}" for line in schedule_lines(comparison)] + [""]
     out += _sections([s for s in shown if s.place == Place.BEFORE_TABLES.value])
     out += ["## Tables", ""]
-    schedules = [t for c in report.schedules for t in schedule_table(c)]
     extra = [t for section in shown for block in section.blocks for t in block.tables]
-    for table in [*report_tables(report), *schedules, *extra]:
+    for table in [*report_tables(report), *extra]:
         out += [f"### {table.title}", ""] + ([_text(table.intro), ""] if table.intro else [])
         out += [_table(table.headers, table.rows, table.empty), ""]
     out += ["## Notes", ""]

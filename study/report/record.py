@@ -175,9 +175,6 @@ class ScalingReport:
     #: The extensions' report sections by key (`study.extension.ReportSection`; `section`
     #: reads one), e.g. ``cbs``.
     sections: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    #: Each schedule's trials against the best fixed batch size
-    #: (`study.analysis.schedule_compare.ScheduleComparison`; none: no schedule trials).
-    schedules: tuple[Any, ...] = field(default=(), repr=False, compare=False)
     #: The answer across target levels, its laws and any prediction
     #: (`study.analysis.target_prediction.TargetScaling`; None: not asked for, ``--targets``).
     targets: Any = field(default=None, repr=False, compare=False)

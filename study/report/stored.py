@@ -119,12 +119,10 @@ def stored_report(
         probe=[row.to_stored() for row in ledger.notes.throughput()],
     )
     from study.extension import report_sections
-    from study.report.schedule import schedule_comparison
 
     return dataclasses.replace(
         report,
         sections={s.key: s.build(ledger, config, report) for s in report_sections()},
-        schedules=schedule_comparison(ledger, config, table, goal),
         targets=level_report(report, targets, predict),
     )
 

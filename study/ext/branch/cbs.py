@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from study.analysis.threads import one_blas_thread
-from study.config.schedule import BatchSchedule, Stage
+from study.config.schedule import BatchSchedule, schedule_under
 from study.ext.branch.section import Basis
 
 __all__ = [
@@ -253,19 +253,12 @@ def cbs_schedule(
     alpha: float,
     column: str = "cbs",
 ) -> BatchSchedule:
-    """A batch-size schedule from CBS(t): from each checkpoint's examples on, the largest batch
-    size of ``grid`` not above its CBS (``column``: ``cbs``, or ``cbs_low`` to be safe), never
-    below ``B0`` and never falling (a running maximum); ``B0`` before the first checkpoint; the
-    rate ``learning_rate x (B / B0) ** alpha``."""
-    sizes = sorted({int(b) for b in grid if b >= b0} | {b0})
-    stages = [Stage(0, b0)]
-    for examples, value in zip(curve["examples"], curve[column], strict=True):
-        fits = [b for b in sizes if b <= value] or [b0]
-        batch = max(fits[-1], stages[-1].batch_size)
-        if batch > stages[-1].batch_size:
-            start = max(int(examples), stages[-1].from_examples + 1)
-            stages.append(Stage(start, batch))
-    return BatchSchedule(tuple(stages), learning_rate=learning_rate, alpha=alpha)
+    """A batch-size schedule from CBS(t) (`schedule_under` its ``column``: ``cbs``, or
+    ``cbs_low`` to be safe): from each checkpoint's examples on, the largest batch size of
+    ``grid`` not above its CBS, never below ``B0`` and never falling (a running maximum);
+    ``B0`` before the first checkpoint; the rate ``learning_rate x (B / B0) ** alpha``."""
+    limits = zip(curve["examples"], curve[column], strict=True)
+    return schedule_under(limits, b0=b0, grid=grid, learning_rate=learning_rate, alpha=alpha)
 
 
 @dataclass(frozen=True)

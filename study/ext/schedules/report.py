@@ -1,31 +1,40 @@
 """The report's batch-schedule section: the schedule trials against the best fixed batch size.
 
-`schedule_comparison` reads the study's schedule trials (`study.ledger.schedule_trials`: every
+`schedule_comparison` reads the study's schedule trials (`study.ext.schedules.ledger`: every
 schedule it ran, each with its stored section) and their curves, finds when each met the report's target by the same rule as every trial
 (`trial_steps_to_target`: the hold rule, read off the evaluations), and compares them with the
 fixed batch sizes of the same study on the schedule's strategy (`compare_schedule`). The
 report shows its verdict first (plainly "does not win" when it does not), the schedule's
-median and spread over its seeds, and one table row per fixed batch size.
+median and spread over its seeds, and one table row per fixed batch size: `SECTION`, the
+report's section (`study.extension.ReportSection`: report.json's ``batch_schedules``, the
+"Batch schedule" section of report.html and report.md).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from study.analysis.schedule_compare import ScheduleComparison, Spread, compare_schedule
+from study.ext.schedules.compare import ScheduleComparison, Spread, compare_schedule
+from study.extension import Block, Place, ReportSection
 from study.report.tables import Table
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from study.analysis.schedule_rules import DerivedSchedule
     from study.config.study import StudyConfig
     from study.config.target import Target
+    from study.ext.schedules.rules import DerivedSchedule
     from study.ledger import Ledger
     from study.report.record import ScalingReport
 
-__all__ = ["derive_from_report", "schedule_comparison", "schedule_lines", "schedule_table"]
+__all__ = [
+    "SECTION",
+    "derive_from_report",
+    "schedule_comparison",
+    "schedule_lines",
+    "schedule_table",
+]
 
 
 def schedule_comparison(
@@ -35,9 +44,9 @@ def schedule_comparison(
     whatever study file ran it; none: empty). ``config`` gives the study's base seed."""
     from study.analysis.load import ledger_table
     from study.analysis.measures import steps_to_result, trial_steps_to_target
-    from study.analysis.schedule_compare import ScheduleRun
     from study.config.schedule import format_stages
-    from study.ledger.schedule_trials import ScheduleLedger
+    from study.ext.schedules.compare import ScheduleRun
+    from study.ext.schedules.ledger import ScheduleLedger
 
     schedules = ScheduleLedger.of(ledger)
     stored = schedules.schedules()
@@ -164,7 +173,7 @@ def derive_from_report(
     stage_warmup_steps: int = 0,
     strategy: str | None = None,
 ) -> tuple[DerivedSchedule, str | None]:
-    """The schedule `study.analysis.schedule_rules` derives from a study's report (its fixed
+    """The schedule `study.ext.schedules.rules` derives from a study's report (its fixed
     batch sizes on ``strategy``, default the study file's first; its CBS(t) for ``rule: cbs``;
     its fitted exponent for ``rate: fit``), and the strategy it is for.
 
@@ -172,8 +181,8 @@ def derive_from_report(
         UsageError: an unknown rule or rate, ``cbs`` without branch trials, no batch size that
             reached the target, ``fit`` without a fitted exponent.
     """
-    from study.analysis.schedule_rules import RateRule, ScheduleRule, derive_schedule
     from study.errors import UsageError
+    from study.ext.schedules.rules import RateRule, ScheduleRule, derive_schedule
 
     rules, rates = [r.value for r in ScheduleRule], [r.value for r in RateRule]
     if rule not in rules:
@@ -182,7 +191,7 @@ def derive_from_report(
         raise UsageError(f"rate must be one of {', '.join(rates)} (got {rate!r})")
     curve = None
     if rule == ScheduleRule.CBS.value:
-        cbs = report.section("cbs")  # the branch extension's (`study.extension`)
+        cbs = report.section("cbs")  # the branch extension's CBS(t), when it is loaded
         if cbs is None or cbs.curve.empty:
             raise UsageError(
                 f"study {report.study} has no CBS(t): run `study branch FILE` on its study file "
@@ -209,3 +218,23 @@ def derive_from_report(
     except ValueError as err:
         raise UsageError(f"study {report.study}: {err}") from None
     return derived, strategy
+
+
+def _build(ledger: Ledger, config: StudyConfig | None, report: ScalingReport) -> Any:
+    return schedule_comparison(ledger, config, report.table, report.target)
+
+
+def _blocks(comparisons: tuple[ScheduleComparison, ...]) -> list[Block]:
+    return [Block(tuple(schedule_lines(c)), tuple(schedule_table(c))) for c in comparisons]
+
+
+SECTION = ReportSection(
+    key="batch_schedules",
+    title="Batch schedule",
+    anchor="schedule",
+    build=_build,
+    to_json=lambda comparisons: [c.to_dict() for c in comparisons or ()],
+    blocks=_blocks,
+    place=Place.BEFORE_TABLES,
+)
+"""Each schedule's trials against the best fixed batch size, in the scaling report."""

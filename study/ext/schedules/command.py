@@ -1,5 +1,5 @@
 """`study schedule NAME`: a batch-size schedule derived from a finished study by a stated rule
-(`study.analysis.schedule_rules`), printed or written as a ``batch_schedule:`` snippet that a
+(`study.ext.schedules.rules`), printed or written as a ``batch_schedule:`` snippet that a
 study file (its schedule trials) or ``study train --batch-schedule FILE`` runs."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ def main(args: argparse.Namespace) -> int:
     """Derive the schedule of study ``args.name``; return the exit status."""
     from study.commands.flags import in_flags
     from study.config.target import Target
+    from study.ext.schedules.report import derive_from_report
     from study.ledger import Ledger
-    from study.report.schedule import derive_from_report
     from study.report.stored import stored_report
 
     if args.stage_warmup < 0:

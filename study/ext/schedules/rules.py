@@ -1,7 +1,7 @@
 """A batch-size schedule derived from a finished study by a stated rule (pure pandas/numpy).
 
 A schedule is worth trying only against the study's best fixed batch size ``B*``
-(`study.analysis.schedule_compare.best_fixed`: the fewest steps within 1.1x the fewest
+(`study.ext.schedules.compare.best_fixed`: the fewest steps within 1.1x the fewest
 examples), so every rule here starts at ``B*`` at its best learning rate (the study's best
 point there) and never trains below it:
 
@@ -10,7 +10,7 @@ point there) and never trains below it:
   et al.; CBS(t) of `study branch`), so by half-way it is past ``2 B*`` on the workloads
   measured; one doubling keeps the examples near ``B*``'s.
 - ``cbs`` (`ScheduleRule.CBS`): the CBS(t) schedule of the study's branch trials
-  (`schedule_under` its CBS) with every stage raised to at least ``B*``.
+  (`study.config.schedule.schedule_under` its CBS) with every stage raised to at least ``B*``.
 
 Later stages' learning rate (`RateRule`): ``keep`` holds ``B*``'s rate (alpha 0: the larger
 batch only cuts the gradient noise, as a rate decay would, Smith et al. 2017); ``local`` scales
@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from study.analysis.schedule_compare import best_fixed, fixed_batches
-from study.config.schedule import BatchSchedule, Stage
+from study.config.schedule import BatchSchedule, Stage, schedule_under
+from study.ext.schedules.compare import best_fixed, fixed_batches
 
 __all__ = ["DerivedSchedule", "RateRule", "ScheduleRule", "derive_schedule", "local_alpha"]
 
@@ -138,34 +137,6 @@ def derive_schedule(
         tuple(stages), lr0, alpha, warmup_steps=0, stage_warmup_steps=stage_warmup_steps
     )
     return DerivedSchedule(schedule, best.batch_size, lr0, best.examples, tuple(why))
-
-
-def schedule_under(
-    limits: Iterable[tuple[float, float]],
-    *,
-    b0: int,
-    grid: Sequence[int],
-    learning_rate: float,
-    alpha: float,
-) -> BatchSchedule:
-    """A schedule under a curve of batch-size limits over training (``(examples, limit)``
-    pairs, in order; CBS(t) of ``study branch`` is one): from each point's examples on, the
-    largest batch size of ``grid`` not above its limit, never below ``b0`` and never falling (a
-    running maximum); ``b0`` before the first point; the rate ``learning_rate x (B / b0) **
-    alpha``.
-
-    Example: limits (1000, 70), (5000, 300) over grid 16, 64, 256 from b0 16 -> stages
-    (0, 16), (1000, 64), (5000, 256).
-    """
-    sizes = sorted({int(b) for b in grid if b >= b0} | {b0})
-    stages = [Stage(0, b0)]
-    for examples, value in limits:
-        fits = [b for b in sizes if b <= value] or [b0]
-        batch = max(fits[-1], stages[-1].batch_size)
-        if batch > stages[-1].batch_size:
-            start = max(int(examples), stages[-1].from_examples + 1)
-            stages.append(Stage(start, batch))
-    return BatchSchedule(tuple(stages), learning_rate=learning_rate, alpha=alpha)
 
 
 def _alpha(

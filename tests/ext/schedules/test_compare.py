@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from study.analysis.schedule_compare import (
+from study.ext.schedules.compare import (
     FixedBatch,
     ScheduleRun,
     Spread,

@@ -1,6 +1,6 @@
 """A study's schedule trials in its Optuna storage: a ledger of their own, beside the search's.
 
-Schedule trials (`study.config.schedule`) train with a batch size that grows; they are no
+Schedule trials (`study.ext.schedules`) train with a batch size that grows; they are no
 stratum of the search, so they live in an Optuna study of their own per schedule and
 strategy, ``schedule:NAME/{digest}/b{B0}/{strategy}`` (``digest``: `BatchSchedule.digest`, so
 an edited schedule gets trials of its own and never counts the old one's): not ``NAME/...``, so
@@ -24,19 +24,34 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from study.config.schedule import ScheduleTrials, read_schedule_trials
-from study.config.space import ScheduleStratum, Stratum
+from study.config.space import Stratum
 from study.config.yaml_reader import Reader
+from study.ext.schedules.section import ScheduleTrials, read_schedule_trials
 from study.ledger.store import Ledger
 
-__all__ = ["PREFIX", "ScheduleLedger"]
+__all__ = ["PREFIX", "ScheduleLedger", "ScheduleStratum"]
 
 #: What the Optuna study names of schedule trials start with (then the study's name).
 PREFIX = "schedule:"
 #: The study attribute that holds a cell's schedule (its section's mapping, as JSON).
 SCHEDULE_ATTR = "batch_schedule"
+
+
+@dataclass(frozen=True)
+class ScheduleStratum(Stratum):
+    """The cell of a study's schedule trials (`study.ext.schedules`): their first batch size,
+    strategy and the schedule's ``digest`` (`BatchSchedule.digest`: another schedule is another
+    cell). Never equal to the `Stratum` of the same numbers (a schedule is not a fixed batch
+    size); ``str()`` gives ``schedule-1a2b3c4d-b32/default``.
+    """
+
+    digest: str = ""
+
+    def __str__(self) -> str:
+        return f"schedule-{self.digest}-b{self.batch_size}/{self.strategy}"
 
 
 class ScheduleLedger(Ledger):

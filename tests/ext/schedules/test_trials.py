@@ -12,10 +12,10 @@ import pytest
 
 import study as api
 from study.config.schedule import SECTION, BatchSchedule
-from study.config.space import ScheduleStratum, Stratum
+from study.config.space import Stratum
+from study.ext.schedules.ledger import ScheduleLedger, ScheduleStratum
 from study.ledger import list_studies
 from study.ledger.records import SEED
-from study.ledger.schedule_trials import ScheduleLedger
 from study.results import TrialState
 from tests.inprocess import study_here
 from tests.runner.conftest import Store, tiny_study, write_study

@@ -8,9 +8,9 @@ import math
 import pandas as pd
 import pytest
 
-from study.analysis.schedule_rules import derive_schedule, local_alpha
 from study.config.schedule import Stage
-from tests.analysis.test_schedule_compare import fixed_table
+from study.ext.schedules.rules import derive_schedule, local_alpha
+from tests.ext.schedules.test_compare import fixed_table
 
 #: Perfect scaling to 128 (25,600 examples), then diminishing returns (test_schedule_compare's
 #: curve); the best rate grows as B^0.5 to 128 and flattens above it.
