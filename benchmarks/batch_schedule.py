@@ -17,7 +17,7 @@ so every fixed batch size's steps are a median over 3 seeds. In one fresh store:
 4. with ``--cbs FILE`` (a `study branch` result, e.g. ``benchmarks/results/cbs.json``, or a
    YAML snippet), the CBS(t)-derived schedule the same way, under its own cell;
 5. ``study report`` compares each schedule with the best fixed batch size
-   (`study.analysis.schedule_compare`): steps, examples and training seconds to the target.
+   (`study.ext.schedules.compare`): steps, examples and training seconds to the target.
 
 With ``--rules``, two schedules derived from the finished search by stated rules instead of
 hand-written ones, both starting at the study's best fixed batch size B* at its best rate
@@ -138,7 +138,7 @@ def best_fixed_point(report_data: dict[str, Any]) -> tuple[int, float, float]:
     learning rate and its examples to the target."""
     import pandas as pd
 
-    from study.analysis.schedule_compare import best_fixed, fixed_batches
+    from study.ext.schedules.compare import best_fixed, fixed_batches
 
     table = pd.DataFrame(report_data["batch_sizes"])
     best = best_fixed(fixed_batches(table))

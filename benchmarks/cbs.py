@@ -16,7 +16,7 @@ B_noise. Runs `study branch` in a fresh store under `nice -n 10`; writes
 question's study first (``--grid``, ``--trials``, ``--study-steps`` shrink it to fit a small
 machine; a second run with the same ``--home`` reuses it; ``--study FILE``: that file's study,
 found in ``--home``), then ``study branch --restart`` with an empty section, so that every
-branch setting comes from that study (`study.runner.branch_defaults`), and reports the cost in
+branch setting comes from that study (`study.ext.branch.defaults`), and reports the cost in
 runs of B0 to the target (the reference's own first crossing, and the best trial's) and which
 checkpoints are censored at the largest batch size tried:
 

@@ -2,7 +2,9 @@
 
 - ``docs/reference/cli.md`` from the argument parser (`study.cli.build_parser`);
 - ``docs/reference/study-file.md`` from the study file's JSON schema
-  (``study/config/study.schema.json``).
+  (``study/config/study.schema.json``);
+- in that schema, the keys the extensions read, from their fragments
+  (`study.extension.Section.schema`; the core's keys are written by hand).
 
 Run ``python docs/generate.py`` after changing a command's flags or the schema, and commit the
 pages; ``python docs/generate.py --check`` exits 1 when a committed page differs from what the
@@ -254,7 +256,19 @@ def schema_markdown() -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-PAGES = {CLI_PAGE: cli_markdown, SCHEMA_PAGE: schema_markdown}
+def schema_json() -> str:
+    """``study/config/study.schema.json``: the core's keys as they are written, and each key a
+    loaded extension reads as its fragment states it (`study.extension.Section.schema`)."""
+    from study.extension import study_sections
+
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    for section in study_sections():
+        schema["properties"][section.key] = section.schema
+    return json.dumps(schema, indent=2) + "\n"
+
+
+#: Each generated file and what makes it (the schema first: the study-file page reads it).
+PAGES = {SCHEMA: schema_json, CLI_PAGE: cli_markdown, SCHEMA_PAGE: schema_markdown}
 
 
 def stale() -> list[Path]:

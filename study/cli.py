@@ -274,67 +274,8 @@ def _add_probe(sub: Any) -> None:
     p.set_defaults(handler=_lazy("study.commands.probe", "main"))
 
 
-def _add_branch(sub: Any) -> None:
-    p = sub.add_parser(
-        "branch",
-        help="the critical batch size over training, CBS(t), from branches of a reference run",
-        description="Run a study file's branch: section: a reference run at batch B0 stores "
-        "checkpoints (in the MLflow artifact store); from each, branches at k x B0 train a "
-        "window of examples, each a ledger trial any process running this command on the same "
-        "--storage and --tracking-uri can claim; CBS(t) is the largest batch within tolerance "
-        "of the B0 branch, with an interval from the branch-to-branch noise, next to B_simple(t).",
-    )
-    p.add_argument("file", help="a study file with a branch: section")
-    p.add_argument("--workers", type=int, default=1, help="branches run at once (default: 1)")
-    p.add_argument(
-        "--schedule-out",
-        metavar="FILE",
-        help="write the batch-size schedule derived from CBS(t) as a study-file snippet",
-    )
-    p.add_argument(
-        "--restart", action="store_true", help="forget earlier branches and the reference run"
-    )
-    p.add_argument(
-        "--max-branches",
-        type=int,
-        metavar="N",
-        help="leave after N branches of this process (0: only the reference run)",
-    )
-    p.add_argument("--json", action="store_true", help="print CBS(t) as JSON")
-    _add_storage(p, tracking=True)
-    p.set_defaults(handler=_lazy("study.commands.branch", "main"))
-
-
-def _add_schedule(sub: Any) -> None:
-    p = sub.add_parser(
-        "schedule",
-        help="derive a batch-size schedule from a finished study, as a batch_schedule: snippet",
-        description="Start at the study's best fixed batch size B* (the fewest steps within "
-        "1.1x the fewest examples) at its best rate, and grow the batch by a rule: "
-        "double-at-half (2 B* from half the examples B* needed) or cbs (CBS(t) of `study "
-        "branch`, floored at B*). Prints the snippet and why; --out writes it.",
-    )
-    p.add_argument("name", help="a study name (see `study ls`)")
-    p.add_argument("--rule", choices=("double-at-half", "cbs"), default="double-at-half")
-    p.add_argument(
-        "--rate",
-        choices=("keep", "local", "fit"),
-        default="keep",
-        help="later stages' rate: B*'s (keep), the power law through the study's best rates at "
-        "the schedule's batch sizes (local), or the study's fitted exponent (fit)",
-    )
-    p.add_argument("--stage-warmup", type=int, default=0, metavar="N", help="ramp over N steps")
-    p.add_argument("--seeds", type=int, default=3, help="schedule trials a study runs (default 3)")
-    p.add_argument("--strategy", help="the strategy (default: the study's first)")
-    p.add_argument("--target", help="another target, e.g. 'val_accuracy>=0.7'")
-    p.add_argument("--out", metavar="FILE", help="write the snippet to FILE")
-    p.add_argument("--json", action="store_true", help="the schedule and why as JSON")
-    _add_storage(p)
-    p.set_defaults(handler=_lazy("study.commands.schedule", "main"))
-
-
 _COMMANDS = (_add_train, _add_noise_scale, _add_run, _add_inspect, _add_report, _add_probe,
-             _add_branch, _add_schedule, add_ladder)  # fmt: skip
+             add_ladder)  # fmt: skip
 
 
 LOG_ENV = "STUDY_LOG"

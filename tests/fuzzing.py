@@ -79,7 +79,7 @@ BOUNDARIES: tuple[tuple[str, str], ...] = (
     ("study.deps", "require_tensorflow"),  # train, noise-scale, probe: after every check
     ("study.commands.run", "run_config"),  # run, resume, worker: the study file is valid
     ("study.trainer.check", "_load"),  # check-workload: built and validated, data next
-    ("study.runner.branching", "run_branches"),  # branch: the file and flags are valid
+    ("study.ext.branch.branching", "run_branches"),  # branch: the file and flags are valid
     ("study.ext.storage_proxy.server", "_check_free"),  # serve-storage: before binding the port
     ("study.commands.ui", "_Server"),  # ui: before starting mlflow server
 )

@@ -1,6 +1,7 @@
 """The import graph of `study/`: no circles between modules, none between rooms, short modules.
 
-A *room* is a subpackage of `study` (``study.ledger``) or a top-level module (``study.paths``).
+A *room* is a subpackage of `study` (``study.ledger``), a top-level module (``study.paths``) or
+an extension (``study.ext.branch``).
 Every import counts: at the top of a module, inside a function, or under ``TYPE_CHECKING``
 (a type-only import still says that one module needs to know the other). With no circle between
 rooms, the rooms stack into floors and every arrow points down: nothing imports upward.
@@ -52,8 +53,10 @@ def graph() -> dict[str, set[str]]:
 
 
 def room(name: str) -> str:
+    """``study.ledger`` for ``study.ledger.store``; an extension is a room of its own
+    (``study.ext.branch``)."""
     parts = name.split(".")
-    return ".".join(parts[:2])
+    return ".".join(parts[:3] if parts[1:2] == ["ext"] and len(parts) > 2 else parts[:2])
 
 
 def circles(edges: Mapping[str, set[str]]) -> list[list[str]]:

@@ -49,7 +49,7 @@ from typing import Any
 #: tracking and report, and what they import lazily (MLflow's and Optuna's stores, Alembic).
 PRELOAD = (
     "study.cli",
-    "study.commands.branch",
+    "study.ext.branch.command",
     "study.ext.batch_science.command",
     "study.commands.check_workload",
     "study.commands.noise_scale",
@@ -57,7 +57,7 @@ PRELOAD = (
     "study.commands.records",
     "study.commands.report",
     "study.commands.run",
-    "study.commands.schedule",
+    "study.ext.schedules.command",
     "study.ext.storage_proxy.command",
     "study.commands.studies",
     "study.commands.train",

@@ -1,5 +1,6 @@
 """The report's figures from Python: each drawn into a matplotlib `Axes` (the report's own
-drawing functions, `study.report.figures.DRAW`), a new figure when none is given.
+drawing functions, `study.report.figures.draw`), a new figure when none is given. A loaded
+extension's figures are methods too (``fit.plot.cbs(ax)``: `study.extension.ReportFigure`).
 
 Example::
 
@@ -10,6 +11,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -27,7 +29,6 @@ _FIGURES = {
     "best_lr": ("best_lr", (6.8, 4.4)),
     "trials": ("feasible_region", (7.4, 4.4)),
     "time": ("time_to_result", (6.8, 4.4)),
-    "cbs": ("cbs", (6.8, 4.4)),
 }
 
 
@@ -57,15 +58,22 @@ class Plots:
         """Time to result per strategy (needs measured seconds per step)."""
         return self._draw("time", ax)
 
-    def cbs(self, ax: Axes | None = None) -> Axes:
-        """CBS(t) from the study's branch trials, with B_simple(t) and B_noise (needs
-        ``study branch``)."""
-        return self._draw("cbs", ax)
+    def __getattr__(self, method: str) -> Callable[..., Axes]:
+        """A loaded extension's figure, by its name (`study.extension.ReportFigure`: ``cbs``
+        draws CBS(t) of ``study branch``)."""
+        from study.report.figures import extension_figures
 
-    def _draw(self, method: str, ax: Axes | None) -> Axes:
-        from study.report.figures import DRAW, figure_names
+        if method.startswith("_") or method not in extension_figures():
+            raise AttributeError(f"'Plots' object has no attribute {method!r}")
+        return functools.partial(self._draw, method)
 
-        name, size = _FIGURES[method]
+    def _draw(self, method: str, ax: Axes | None = None) -> Axes:
+        from study.report.figures import draw, extension_figures, figure_names
+
+        if method in _FIGURES:
+            name, size = _FIGURES[method]
+        else:
+            name, size = method, extension_figures()[method][1].size
         report = self._report_of()
         if name not in figure_names(report):
             raise UsageError(
@@ -76,8 +84,12 @@ class Plots:
             import matplotlib.pyplot as plt
 
             _, ax = plt.subplots(figsize=size, layout="constrained")
-        return DRAW[name](ax, report)
+        return draw(name, ax, report)
 
 
 def _methods(names: list[str]) -> list[str]:
-    return [method for method, (name, _) in _FIGURES.items() if name in names]
+    """The methods that draw figures ``names`` (an extension's figure is its own method)."""
+    from study.report.figures import extension_figures
+
+    core = {name: method for method, (name, _) in _FIGURES.items()}
+    return [core.get(name, name) for name in names if name in core or name in extension_figures()]

@@ -9,11 +9,14 @@ Each method reads the ledger again, so a `Study` of a running study shows its la
     s.fit("val_accuracy>=0.7").b_noise
     s.fit_targets(predict=0.6).prediction   # the answer at a target not reached, by a law
     s.plot.steps()            # steps to result against batch size, into a matplotlib Axes
+    s.cbs()                   # an extension's method (`study.extension`): CBS(t)
+    s.schedule("double-at-half")   # another: a batch schedule derived from the study
     s.report("reports/quickstart", formats=("html", "json"))
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Sequence
@@ -27,7 +30,6 @@ from study.errors import FieldError, UsageError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from study.analysis.schedule_rules import DerivedSchedule
     from study.api.fit import Fit
     from study.api.targets import TargetFit
     from study.config.target import Target
@@ -72,6 +74,20 @@ class Study:
         self.tracking_uri = text("tracking_uri", tracking_uri, optional=True)
         self.ledger: Ledger = Ledger.open(self.storage, name, create=False)
 
+    def __getattr__(self, name: str) -> Any:
+        """A method a loaded extension adds (`study.extension.Extension.study_methods`), e.g.
+        ``cbs()`` of the branch extension: CBS(t) of ``study branch``."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        from study.extension import declaring, needs, study_method
+
+        method = study_method(name)
+        if method is not None:
+            return functools.partial(method, self)
+        owner = declaring(method=name)
+        hint = f" ({needs(f'Study.{name}', owner)})" if owner is not None else ""
+        raise AttributeError(f"'Study' object has no attribute {name!r}{hint}")
+
     # -- what the ledger holds ----------------------------------------------------------
     def summary(self) -> dict[str, Any]:
         """Trials done of total, the state and per-stratum counts and bests, as
@@ -107,66 +123,6 @@ class Study:
         return study_runs(self.name, self.tracking_uri)
 
     # -- analysis -------------------------------------------------------------------------
-    def cbs(self) -> pd.DataFrame:
-        """CBS(t) from the study's branch trials (``study branch``): one row per checkpoint,
-        ``examples``, ``cbs``, ``cbs_low``, ``cbs_high``, ``censored``, ``b_simple``, ...;
-        empty when the study has none. ``fit().plot.cbs(ax)`` draws it."""
-        import pandas as pd
-
-        from study.report.stored import stored_report
-
-        report = stored_report(self.ledger)
-        return report.cbs.curve.copy() if report.cbs is not None else pd.DataFrame()
-
-    def schedules(self) -> list[dict[str, Any]]:
-        """Each batch schedule the study trained (``batch_schedule:``) against its best fixed
-        batch size, as the report's JSON has it: ``schedule``, ``verdict``, ``wins``, the
-        ``runs`` per seed, the medians with their range (``steps``, ``examples``,
-        ``seconds``), ``best`` and every ``fixed`` batch size; empty when it trained none."""
-        from study.report.stored import stored_report
-
-        return [c.to_dict() for c in stored_report(self.ledger).schedules]
-
-    def schedule(
-        self,
-        rule: str = "double-at-half",
-        rate: str = "keep",
-        *,
-        target: str | Target | None = None,
-        stage_warmup_steps: int = 0,
-        strategy: str | None = None,
-    ) -> DerivedSchedule:
-        """A batch-size schedule derived from the study by a stated rule, as ``study schedule``
-        derives it (`study.analysis.schedule_rules`): ``rule`` ``double-at-half`` or ``cbs``,
-        ``rate`` ``keep``, ``local`` or ``fit``. ``.schedule`` is the `BatchSchedule` (for
-        ``study.train(batch_schedule=...)``; ``.schedule.snippet()`` is the study-file section)
-        and ``.why`` says how each part was chosen.
-
-        Raises:
-            UsageError: a bad argument, named; no batch size that reached the target; ``cbs``
-                without branch trials.
-        """
-        from study.report.schedule import derive_from_report
-        from study.report.stored import stored_report
-
-        steps = int(stage_warmup_steps) if not isinstance(stage_warmup_steps, bool) else -1
-        if steps < 0 or steps != stage_warmup_steps:
-            raise UsageError(
-                f"stage_warmup_steps must be an integer >= 0 (got {stage_warmup_steps!r})"
-            )
-        try:
-            report = stored_report(self.ledger, target=_target(target))
-            derived, _strategy = derive_from_report(
-                report,
-                rule=text("rule", rule) or "",
-                rate=text("rate", rate) or "",
-                stage_warmup_steps=steps,
-                strategy=text("strategy", strategy, optional=True),
-            )
-        except UsageError as exc:
-            raise in_arguments(exc) from None
-        return derived
-
     def fit(
         self,
         target: str | Target | None = None,

@@ -25,8 +25,9 @@ The study-file section (`from_mapping` reads it, `to_mapping` / `snippet` write 
       seeds: 3                   # optional (a study's schedule trials; default 3)
       strategy: default          # optional (default: the study's first strategy)
 
-``seeds`` and ``strategy`` say how a study runs the schedule (`ScheduleTrials`); the schedule
-itself is the rest. Example::
+``seeds`` and ``strategy`` say how a study runs the schedule (its schedule trials, the extension
+`study.ext.schedules`); the schedule itself is the rest (`read_section` reads both; ``study
+train --batch-schedule FILE`` takes the schedule). Example::
 
     s = BatchSchedule((Stage(0, 32), Stage(40960, 128)), learning_rate=0.01, alpha=0.5)
     s.batch_size_at(40959), s.batch_size_at(40960)   # 32, 128
@@ -39,7 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,18 +59,19 @@ __all__ = [
     "SCHEDULE_KEYS",
     "SECTION",
     "BatchSchedule",
-    "ScheduleTrials",
     "Stage",
+    "format_stages",
     "load_schedule",
     "parse_stages",
-    "read_schedule_trials",
+    "read_section",
+    "schedule_under",
 ]
 
 #: The study-file key of the section.
 SECTION = "batch_schedule"
 #: The square-root rule unless the section says otherwise.
 DEFAULT_ALPHA = 0.5
-#: Schedule trials a study runs unless ``seeds`` says otherwise.
+#: Schedule trials a study runs unless ``seeds`` says otherwise (`study.ext.schedules`).
 DEFAULT_SEEDS = 3
 SCHEDULE_KEYS = ("learning_rate", "lr_scaling", "warmup_steps", "stage_warmup_steps", "stages")
 TRIAL_KEYS = ("seeds", "strategy")
@@ -291,42 +293,23 @@ class BatchSchedule:
         return "\n".join([lines[0] + note, *lines[1:]]) + "\n"
 
 
-@dataclass(frozen=True)
-class ScheduleTrials:
-    """A study's schedule trials: ``seeds`` trials (the study's seed, +1, ...) with
-    ``schedule`` on ``strategy`` (None: the study's first strategy)."""
+def read_section(
+    r: Reader, value: Any, path: str = SECTION
+) -> tuple[BatchSchedule, int, str | None]:
+    """A ``batch_schedule`` section (a study file's, or a snippet `BatchSchedule.snippet`
+    wrote): its schedule, and the keys that say how a study runs it, ``seeds`` (default
+    `DEFAULT_SEEDS`) and ``strategy`` (None: the study's first).
 
-    schedule: BatchSchedule
-    seeds: int = DEFAULT_SEEDS
-    strategy: str | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int):
-            raise FieldError("seeds", "must be an integer", self.seeds)
-        check("seeds", self.seeds, ">= 1")
-
-    def seed_values(self, base: int) -> tuple[int, ...]:
-        """The training seeds: ``base``, ``base + 1``, ... (``seeds`` of them)."""
-        return tuple(base + k for k in range(self.seeds))
-
-    def to_mapping(self) -> dict[str, Any]:
-        data = {**self.schedule.to_mapping(), "seeds": self.seeds}
-        if self.strategy is not None:
-            data["strategy"] = self.strategy
-        return data
-
-
-def read_schedule_trials(r: Reader, value: Any, path: str = SECTION) -> ScheduleTrials | None:
-    """The study file's ``batch_schedule`` section (null or left out: None)."""
-    if value is None:
-        return None
+    Raises:
+        UsageError: one line, ``SOURCE: batch_schedule.KEY RULE (got VALUE)``.
+    """
     data = r.keys(value, path, (*SCHEDULE_KEYS, *TRIAL_KEYS), ("learning_rate", "stages"))
     schedule = _read(r, {k: v for k, v in data.items() if k in SCHEDULE_KEYS}, path)
     seeds = r.integer(data.get("seeds", DEFAULT_SEEDS), f"{path}.seeds", rule=">= 1")
     strategy = data.get("strategy")
     if strategy is not None:
         strategy = r.string(strategy, f"{path}.strategy")
-    return ScheduleTrials(schedule, seeds, strategy)
+    return schedule, seeds, strategy
 
 
 def load_schedule(
@@ -374,9 +357,8 @@ def load_schedule(
 def _section_of(data: Any, source: str) -> BatchSchedule:
     r = Reader(source)
     if isinstance(data, Mapping) and SECTION in data:
-        trials = read_schedule_trials(r, data[SECTION])
-        assert trials is not None
-        return trials.schedule
+        schedule, _seeds, _strategy = read_section(r, data[SECTION])
+        return schedule
     if not isinstance(data, Mapping):
         r.fail("", f"must be a mapping with a {SECTION}: section or its keys", data)
     return BatchSchedule.from_mapping(
@@ -406,6 +388,34 @@ def parse_stages(text: str) -> tuple[Stage, ...]:
             raise FieldError("stages", f"stage {i + 1} needs @EXAMPLES (e.g. 128@40960)", text)
         stages.append(stage)
     return tuple(stages)
+
+
+def schedule_under(
+    limits: Iterable[tuple[float, float]],
+    *,
+    b0: int,
+    grid: Sequence[int],
+    learning_rate: float,
+    alpha: float,
+) -> BatchSchedule:
+    """A schedule under a curve of batch-size limits over training (``(examples, limit)``
+    pairs, in order; CBS(t) of ``study branch`` is one): from each point's examples on, the
+    largest batch size of ``grid`` not above its limit, never below ``b0`` and never falling (a
+    running maximum); ``b0`` before the first point; the rate ``learning_rate x (B / b0) **
+    alpha``.
+
+    Example: limits (1000, 70), (5000, 300) over grid 16, 64, 256 from b0 16 -> stages
+    (0, 16), (1000, 64), (5000, 256).
+    """
+    sizes = sorted({int(b) for b in grid if b >= b0} | {b0})
+    stages = [Stage(0, b0)]
+    for examples, value in limits:
+        fits = [b for b in sizes if b <= value] or [b0]
+        batch = max(fits[-1], stages[-1].batch_size)
+        if batch > stages[-1].batch_size:
+            start = max(int(examples), stages[-1].from_examples + 1)
+            stages.append(Stage(start, batch))
+    return BatchSchedule(tuple(stages), learning_rate=learning_rate, alpha=alpha)
 
 
 def format_stages(stages: Sequence[Stage]) -> str:

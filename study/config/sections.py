@@ -31,7 +31,7 @@ from study.config.target import Target
 from study.config.trial import JIT_COMPILE, PRECISIONS, Budget, EvalCadence, TrialSettings
 from study.config.yaml_reader import Reader
 from study.errors import UsageError
-from study.extension import AllocationModeSpec, allocation_modes, needs_extension, provider
+from study.extension import AllocationModeSpec, allocation_modes, needs, provider
 
 __all__ = [
     "SETTING_KEYS",
@@ -268,7 +268,7 @@ def allocation_mode(r: Reader, value: Any) -> tuple[str, AllocationModeSpec | No
     if isinstance(value, str) and value != AllocationMode.EVEN.value and value not in modes:
         owner = provider(lambda extension: extension.allocation_modes(), value)
         if owner is not None:
-            r.fail("allocation.mode", needs_extension(repr(value), owner))
+            r.fail("allocation.mode", needs(repr(value), owner))
     mode = r.choice(value, "allocation.mode", (AllocationMode.EVEN.value, *modes))
     return mode, modes.get(mode)
 

@@ -76,20 +76,6 @@ class Stratum:
 
 
 @dataclass(frozen=True)
-class ScheduleStratum(Stratum):
-    """The cell of a study's schedule trials (`study.config.schedule`): their first batch size,
-    strategy and the schedule's ``digest`` (`BatchSchedule.digest`: another schedule is another
-    cell). Never equal to the `Stratum` of the same numbers (a schedule is not a fixed batch
-    size); ``str()`` gives ``schedule-1a2b3c4d-b32/default``.
-    """
-
-    digest: str = ""
-
-    def __str__(self) -> str:
-        return f"schedule-{self.digest}-b{self.batch_size}/{self.strategy}"
-
-
-@dataclass(frozen=True)
 class RangeParam:
     """A number in ``[low, high]`` (both included), uniform or (``log=True``) log-uniform.
 

@@ -14,8 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from study.config.branch import BranchConfig
-from study.config.schedule import ScheduleTrials
 from study.config.space import FLOAT_PARAMS, INT_PARAMS, SearchSpace, Stratum
 from study.config.target import Target
 from study.config.trial import (
@@ -258,30 +256,22 @@ class StudyConfig:
     storage_retry: float | None = None
     #: The critical batch size's overhead over perfect scaling the answers use (0.2: 20%).
     overhead: float = DEFAULT_OVERHEAD
-    #: Schedule trials run besides the search (`study.config.schedule`; None: none).
-    batch_schedule: ScheduleTrials | None = None
-    #: The branch trials of ``study branch`` (`study.config.branch`; None: no section).
-    branch: BranchConfig | None = None
+    #: The extensions' study-file sections by key, as each read its own
+    #: (`study.extension.Section`; `section` reads one).
+    sections: Mapping[str, Any] = field(default_factory=dict)
     source: str = "<memory>"
     text: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)
+
+    def section(self, key: str) -> Any:
+        """The extension section ``key`` as its extension read it (None: the file has none)."""
+        return self.sections.get(key)
 
     @property
     def total_trials(self) -> int:
         """Number of strata times the trials of each: ``trials_per_stratum`` plus its
         confirmation trials (`Confirmation.trials`)."""
         return len(self.strata) * (self.trials_per_stratum + self.tuner.confirm.trials)
-
-    @property
-    def schedule_trials(self) -> int:
-        """Schedule trials the study runs besides ``total_trials`` (`ScheduleTrials.seeds`)."""
-        return self.batch_schedule.seeds if self.batch_schedule is not None else 0
-
-    @property
-    def schedule_strategy(self) -> str:
-        """The strategy schedule trials train on: the section's, else the first strategy."""
-        chosen = self.batch_schedule.strategy if self.batch_schedule is not None else None
-        return chosen or self.space.strategies[0]
 
     @property
     def tuner_seed(self) -> int:

@@ -79,7 +79,7 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
       seeds: 3                         #   default 3; strategy: default the first strategy
     branch: {batch_size: 16, examples: 40000, window: 4096}   # optional; `study branch FILE`:
                                        #   CBS(t) from checkpoints of a reference run at B0
-                                       #   (study.config.branch has every key)
+                                       #   (study.ext.branch.section has every key)
 
 Further metaparameters are the ones `TrialSpec` understands: ``momentum``, ``beta1``, ``beta2``,
 ``epsilon``, ``weight_decay``, ``end_factor`` (floats), ``warmup_steps``, ``decay_steps``
@@ -115,9 +115,7 @@ from typing import Any
 
 import yaml
 
-from study.config.branch import read_branch
 from study.config.rules import FieldError
-from study.config.schedule import ScheduleTrials, read_schedule_trials
 from study.config.sections import (
     SETTING_KEYS,
     read_allocation,
@@ -132,10 +130,10 @@ from study.config.study import DEFAULT_OVERHEAD, StudyConfig, TrainingSeeds
 from study.config.trial import OPTIMIZERS, SCHEDULES, default_of
 from study.config.yaml_reader import Reader, kind, load_yaml_file
 from study.errors import UsageError
+from study.extension import declaring, needs, study_sections
 from study.paths import STUDY_NAME, STUDY_NAME_RULE, is_file
-from study.strategies import StrategySpec
 
-__all__ = ["SCHEMA_PATH", "load_study_file", "parse_study"]
+__all__ = ["SCHEMA_PATH", "load_study_file", "parse_study", "study_keys"]
 
 SCHEMA_PATH = Path(__file__).with_name("study.schema.json")
 """JSON Schema (draft 2020-12) of the format, for editors; the loader checks a few rules more."""
@@ -159,9 +157,15 @@ TOP_LEVEL_KEYS = (
     "training_seeds",
     "storage_retry",
     "overhead",
-    "batch_schedule",
-    "branch",
 )
+
+
+def study_keys() -> tuple[str, ...]:
+    """Every top-level key a study file may have here: the core's (`TOP_LEVEL_KEYS`) and the
+    loaded extensions' (`study.extension.Section`: ``branch``, ...)."""
+    return (*TOP_LEVEL_KEYS, *(section.key for section in study_sections()))
+
+
 REQUIRED_KEYS = ("name", "workload", "target", "budget", "trials_per_stratum", "search_space")
 _WORKLOAD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
 
@@ -214,7 +218,10 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
             "",
             f"the top level must be a mapping of keys (name, workload, ...), got {kind(mapping)}",
         )
-    r.keys(mapping, "", TOP_LEVEL_KEYS, REQUIRED_KEYS)
+    sections = study_sections()  # the loaded extensions' keys (`study.extension.Section`)
+    known = study_keys()
+    _needs_extension(r, mapping, known)
+    r.keys(mapping, "", known, REQUIRED_KEYS)
     raw = copy.deepcopy(dict(mapping))
     config = StudyConfig(  # keyword arguments are checked in file order
         name=r.string(mapping["name"], "name", pattern=STUDY_NAME, rule=STUDY_NAME_RULE),
@@ -250,13 +257,23 @@ def parse_study(mapping: Any, source: str, *, text: str | None = None) -> StudyC
         ),
         storage_retry=_seconds(r, mapping.get("storage_retry"), "storage_retry"),
         overhead=_overhead(r, mapping.get("overhead")),
-        branch=read_branch(r, mapping.get("branch")),
         source=source,
         text=yaml.safe_dump(raw, sort_keys=False) if text is None else text,
         raw=raw,
     )
-    schedule = _batch_schedule(r, mapping.get("batch_schedule"), config.space.strategies)
-    return config if schedule is None else replace(config, batch_schedule=schedule)
+    read = {
+        s.key: s.read(r, mapping[s.key], config) for s in sections if mapping.get(s.key) is not None
+    }
+    return replace(config, sections=read) if read else config
+
+
+def _needs_extension(r: Reader, mapping: Mapping[str, Any], known: tuple[str, ...]) -> None:
+    """The file's first unknown key, when an extension that is not loaded reads it: one line
+    naming the extension (any other unknown key `Reader.keys` names)."""
+    key = next((k for k in mapping if k not in known), None)
+    owner = declaring(section=key) if isinstance(key, str) else None
+    if owner is not None:
+        raise UsageError(f"{r.source}: {needs(f'key {key!r}', owner)}")
 
 
 def _overhead(r: Reader, value: Any) -> float:
@@ -279,31 +296,6 @@ def _seconds(r: Reader, value: Any, path: str) -> float | None:
     if seconds < 0:
         r.fail(path, "must be a number of seconds >= 0", value)
     return float(seconds)
-
-
-def _batch_schedule(r: Reader, value: Any, strategies: tuple[str, ...]) -> ScheduleTrials | None:
-    """``batch_schedule``: its strategy one of the study's, every stage's batch divisible by
-    that strategy's replicas."""
-    trials = read_schedule_trials(r, value)
-    if trials is None:
-        return None
-    strategy = trials.strategy or strategies[0]
-    if trials.strategy is not None:
-        try:
-            strategy = str(StrategySpec.parse(trials.strategy))
-        except FieldError as err:
-            r.fail("batch_schedule.strategy", err.rule, trials.strategy)
-        if strategy not in strategies:
-            r.fail(
-                "batch_schedule.strategy",
-                f"must be one of the study's strategies ({', '.join(strategies)})",
-                trials.strategy,
-            )
-    replicas = StrategySpec.parse(strategy).static_replicas
-    if replicas:
-        with r.naming(lambda field: f"batch_schedule.{field}"):
-            trials.schedule.check_replicas(replicas, strategy)
-    return ScheduleTrials(trials.schedule, trials.seeds, strategy)
 
 
 def _or_default(value: Any, default: Any) -> Any:

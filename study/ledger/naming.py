@@ -2,7 +2,7 @@
 
 The search's strata are ``NAME/b{batch}/{strategy}`` (`SEARCH_STRATA`, what a `Ledger` uses
 unless told otherwise); trials kept beside the search's, such as a study's schedule trials,
-name theirs otherwise (`study.ledger.schedule_trials.SCHEDULE_STRATA`) and are handed to a
+name theirs otherwise (`study.ext.schedules.ledger.SCHEDULE_STRATA`) and are handed to a
 `Ledger` as its ``naming``, so no reader of the search's strata sees them.
 
 Example: ``SEARCH_STRATA.name("mnist", Stratum(128, "default"))`` is ``"mnist/b128/default"``,
@@ -21,7 +21,7 @@ from study.config.space import Stratum
 class StratumNaming(Protocol):
     """How a ledger's strata are named in the storage: the search's (`SEARCH_STRATA`,
     ``NAME/b128/default``) or those of other trials kept beside them, e.g. schedule trials
-    (`study.ledger.schedule_trials.SCHEDULE_STRATA`, ``schedule:NAME/{digest}/b32/default``)."""
+    (`study.ext.schedules.ledger.SCHEDULE_STRATA`, ``schedule:NAME/{digest}/b32/default``)."""
 
     def name(self, study: str, stratum: Stratum) -> str:
         """The Optuna study name of ``stratum`` of the study named ``study``."""

@@ -146,7 +146,8 @@ class Ledger:
     def delete(self) -> None:
         """Delete the study, all its strata, its schedule trials (`schedule_trials`) and its
         adaptive allocation's round claims (`StudyNotes.claim_round`)."""
-        prefix, scheduled = f"{self.name}/", f"schedule:{self.name}/"  # schedule_trials.PREFIX
+        # schedule trials (`study.ext.schedules.ledger.PREFIX`) go with the study, loaded or not
+        prefix, scheduled = f"{self.name}/", f"schedule:{self.name}/"
         claims = self.notes.round_claims()
         names = [s.study_name for s in self.storage.get_all_studies()]
         strata = sorted((n for n in names if n.startswith((prefix, scheduled))), reverse=True)

@@ -4,7 +4,8 @@ marked, the y axis kept near the data, plain tick labels, fitted numbers in the 
 as the text writes them), their captions and their PNG bytes.
 
 Each figure has a function that draws it into a given `Axes` (`DRAW`: ``draw_steps_to_result``
-and the others), which the report and the Python API (``Study.plot``) share.
+and the others; `draw` also draws the loaded extensions' figures,
+`study.extension.ReportFigure`), which the report and the Python API (``Study.plot``) share.
 
 Example::
 
@@ -23,8 +24,6 @@ import pandas as pd
 
 from study.analysis.model_views import model_lr
 from study.analysis.table import BATCH_SIZE
-from study.report.cbs import CAPTION as CBS_CAPTION
-from study.report.cbs import draw_cbs
 from study.report.formatting import ci_text, fmt
 from study.report.levels import CAPTION as TARGETS_CAPTION
 from study.report.levels import FIGURE as TARGETS_FIGURE
@@ -33,13 +32,13 @@ from study.report.levels import draw_target_laws
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
+    from study.extension import ReportFigure
     from study.report.record import ScalingReport
 
 CROSS_CHECK_FIGURE = "cross_check"
 """The cross-check's figure (the best trial of each batch size, fitted alone)."""
 
 FIGURE_CAPTIONS = {
-    "cbs": CBS_CAPTION,
     TARGETS_FIGURE: TARGETS_CAPTION,
     "steps_to_result": (
         "Steps to result against global batch size (log-log). Points: the best trial of each "
@@ -82,7 +81,7 @@ def make_figures(report: ScalingReport) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     for name in figure_names(report):
         fig, ax = _figure(width=7.4 if name == "feasible_region" else 6.8)
-        DRAW[name](ax, report)
+        draw(name, ax, report)
         figures[name] = fig
     return figures
 
@@ -104,8 +103,10 @@ def figure_names(report: ScalingReport) -> list[str]:
         names.append("feasible_region")
     if np.isfinite(throughput["time_to_result"].to_numpy(dtype=float)).any():
         names.append("time_to_result")
-    if report.cbs is not None and not report.cbs.curve.empty:
-        names.append("cbs")
+    for name, (key, figure) in extension_figures().items():  # e.g. cbs
+        value = report.section(key)
+        if value is not None and figure.drawable(value):
+            names.append(name)
     if report.targets is not None and report.targets.sweep.answered():
         names.append(TARGETS_FIGURE)
     return names
@@ -201,9 +202,31 @@ DRAW: dict[str, Callable[[Axes, ScalingReport], Axes]] = {
     "feasible_region": draw_feasible_region,
     "time_to_result": draw_time_to_result,
     CROSS_CHECK_FIGURE: draw_cross_check,
-    "cbs": lambda ax, report: draw_cbs(ax, report.cbs),
     TARGETS_FIGURE: lambda ax, report: draw_target_laws(ax, report.targets),
 }
+
+
+def extension_figures() -> dict[str, tuple[str, ReportFigure]]:
+    """The loaded extensions' figures by name, each with its report section's key."""
+    from study.extension import report_sections
+
+    return {f.name: (s.key, f) for s in report_sections() for f in s.figures}
+
+
+def draw(name: str, ax: Axes, report: ScalingReport) -> Axes:
+    """Draw figure ``name`` (`DRAW`'s, or a loaded extension's) of ``report`` into ``ax``."""
+    if name in DRAW:
+        return DRAW[name](ax, report)
+    key, figure = extension_figures()[name]
+    return figure.draw(ax, report.section(key))  # type: ignore[no-any-return]
+
+
+def caption(name: str) -> str:
+    """Figure ``name``'s caption (its name when it has none)."""
+    if name in FIGURE_CAPTIONS:
+        return FIGURE_CAPTIONS[name]
+    found = extension_figures().get(name)
+    return found[1].caption if found is not None else name
 
 
 def _positive_rates(report: ScalingReport) -> np.ndarray:

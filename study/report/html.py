@@ -30,12 +30,12 @@ import jinja2
 from study.report.about import about_rows, headline
 from study.report.answer_prose import batch_range
 from study.report.cross_check_prose import cross_check_sentences
-from study.report.figures import CROSS_CHECK_FIGURE, FIGURE_CAPTIONS, figure_png, make_figures
+from study.report.figures import CROSS_CHECK_FIGURE, caption, figure_png, make_figures
 from study.report.formatting import fmt, percent
 from study.report.levels import FIGURE as TARGETS_FIGURE
 from study.report.levels import levels_lines, levels_table
 from study.report.prose import NO_NOTES, answer, how_it_was_made, method_text
-from study.report.schedule import schedule_lines, schedule_table
+from study.report.sections import shown_sections
 from study.report.tables import report_tables
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,7 +69,7 @@ class Figure:
     @classmethod
     def of(cls, name: str, data: bytes) -> Figure:
         uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
-        return cls(uri, name.replace("_", " "), FIGURE_CAPTIONS.get(name, name))
+        return cls(uri, name.replace("_", " "), caption(name))
 
 
 @functools.cache
@@ -92,7 +92,6 @@ def render_html(report: ScalingReport, pngs: Mapping[str, bytes] | None = None) 
     if pngs is None:
         pngs = {name: figure_png(fig) for name, fig in make_figures(report).items()}
     figures = {name: Figure.of(name, data) for name, data in pngs.items()}
-    cbs = report.cbs
     page = {
         "study": report.study,
         "about": headline(report),
@@ -110,8 +109,7 @@ def render_html(report: ScalingReport, pngs: Mapping[str, bytes] | None = None) 
         ],
         "cross_check": cross_check_sentences(report),
         "cross_check_figures": [f for name, f in figures.items() if name == CROSS_CHECK_FIGURE],
-        "cbs": None if cbs is None or cbs.curve.empty else cbs,
-        "schedules": [(schedule_lines(c), schedule_table(c)) for c in report.schedules],
+        "sections": shown_sections(report),
         "targets": None
         if report.targets is None
         else {

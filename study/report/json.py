@@ -25,6 +25,7 @@ from study.report.cross_check_prose import cross_check_sentences
 from study.report.levels import levels_dict
 from study.report.noise_prose import noise_sentences
 from study.report.prose import answer, method_text
+from study.report.sections import sections_json
 from study.report.time_prose import time_sentences
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,8 +83,7 @@ def report_dict(report: ScalingReport) -> dict[str, Any]:
                 "factor": report.seed_noise.factor,
             },
             "notes": list(report.notes),
-            "cbs": report.cbs.to_dict() if report.cbs is not None else None,
-            "batch_schedules": [c.to_dict() for c in report.schedules],
+            **sections_json(report),  # the extensions' (cbs, ...)
             "targets": levels_dict(report.targets) if report.targets is not None else None,
         }
     )

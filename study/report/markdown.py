@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from study.extension import Place
 from study.report.about import about_rows, headline
 from study.report.cross_check_prose import cross_check_sentences
-from study.report.figures import CROSS_CHECK_FIGURE, FIGURE_CAPTIONS
+from study.report.figures import CROSS_CHECK_FIGURE, caption
 from study.report.levels import FIGURE as TARGETS_FIGURE
 from study.report.levels import TITLE as TARGETS_TITLE
 from study.report.levels import levels_lines, levels_table
 from study.report.prose import NO_NOTES, answer, how_it_was_made, method_text
-from study.report.schedule import schedule_lines, schedule_table
+from study.report.sections import Shown, shown_sections
 from study.report.tables import report_tables
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,19 +53,18 @@ def render_markdown(report: ScalingReport, figures: Sequence[str] = ()) -> str:
     out += ["## Cross-check: the best trial of each batch size", ""]
     out += [line for sentence in cross_check_sentences(report) for line in (_text(sentence), "")]
     out += _figures([name for name in figures if name == CROSS_CHECK_FIGURE])
+    shown = [section for section in shown_sections(report) if section.markdown]
+    out += _sections([s for s in shown if s.place == Place.AFTER_CROSS_CHECK.value])
     if report.targets is not None:
         out += [f"## {TARGETS_TITLE}", ""]
         out += [f"- {_text(line)}" for line in levels_lines(report.targets)] + [""]
         out += _figures([name for name in figures if name == TARGETS_FIGURE])
         table = levels_table(report.targets)
         out += [_text(table.intro), "", _table(table.headers, table.rows, table.empty), ""]
-    if report.schedules:
-        out += ["## Batch schedule", ""]
-        for comparison in report.schedules:
-            out += [f"- {_text(line)}" for line in schedule_lines(comparison)] + [""]
+    out += _sections([s for s in shown if s.place == Place.BEFORE_TABLES.value])
     out += ["## Tables", ""]
-    schedules = [t for c in report.schedules for t in schedule_table(c)]
-    for table in [*report_tables(report), *schedules]:
+    extra = [t for section in shown for block in section.blocks for t in block.tables]
+    for table in [*report_tables(report), *extra]:
         out += [f"### {table.title}", ""] + ([_text(table.intro), ""] if table.intro else [])
         out += [_table(table.headers, table.rows, table.empty), ""]
     out += ["## Notes", ""]
@@ -75,11 +75,24 @@ def render_markdown(report: ScalingReport, figures: Sequence[str] = ()) -> str:
     return "\n".join(out)
 
 
+def _sections(shown: Sequence[Shown]) -> list[str]:
+    """Extension sections: a heading, each block's bullets and snippet (their tables go under
+    "Tables")."""
+    out = []
+    for section in shown:
+        out += [f"## {section.title}", ""]
+        for block in section.blocks:
+            out += [f"- {_text(line)}" for line in block.lines] + [""]
+            if block.code:
+                out += ["```", block.code.rstrip("\n"), "```", ""]
+    return out
+
+
 def _figures(names: Sequence[str]) -> list[str]:
     out = []
     for name in names:
-        caption = _text(FIGURE_CAPTIONS.get(name, name))
-        out += [f"![{name.replace('_', ' ')}]({name}.png)", "", f"_{caption}_", ""]
+        words = _text(caption(name))
+        out += [f"![{name.replace('_', ' ')}]({name}.png)", "", f"_{words}_", ""]
     return out
 
 

@@ -136,7 +136,8 @@ class ScalingReport:
     about thin data. ``state``: the study's state when the report was made (``complete``,
     ``running``, ``incomplete``, ``imported``). ``facts``: what the study trained and how it
     searched (`StudyFacts`: study file, packages), shown at the top of the report. ``command``
-    and ``context`` say how the report was made.
+    and ``context`` say how the report was made. ``sections``: what the loaded extensions
+    add (`study.extension.ReportSection`), by key.
     """
 
     study: str
@@ -171,14 +172,16 @@ class ScalingReport:
     )
     #: How much steps to target move between training seeds at one point (`seed_noise`).
     seed_noise: SeedNoise = field(default_factory=lambda: SeedNoise(math.nan, 0, 0), repr=False)
-    #: CBS(t) from the study's branch trials (`study.report.cbs.CbsReport`; None: none).
-    cbs: Any = field(default=None, repr=False, compare=False)
-    #: Each schedule's trials against the best fixed batch size
-    #: (`study.analysis.schedule_compare.ScheduleComparison`; none: no schedule trials).
-    schedules: tuple[Any, ...] = field(default=(), repr=False, compare=False)
+    #: The extensions' report sections by key (`study.extension.ReportSection`; `section`
+    #: reads one), e.g. ``cbs``.
+    sections: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     #: The answer across target levels, its laws and any prediction
     #: (`study.analysis.target_prediction.TargetScaling`; None: not asked for, ``--targets``).
     targets: Any = field(default=None, repr=False, compare=False)
+
+    def section(self, key: str) -> Any:
+        """The extension report section ``key`` (None: none was made)."""
+        return self.sections.get(key)
 
 
 def _fixed_or_searched(config: StudyConfig, name: str, fixed: str) -> str:

@@ -118,12 +118,11 @@ def stored_report(
         pilot=pilot.to_stored() if pilot is not None else None,
         probe=[row.to_stored() for row in ledger.notes.throughput()],
     )
-    from study.report.schedule import schedule_comparison
+    from study.extension import report_sections
 
     return dataclasses.replace(
         report,
-        cbs=_branch_cbs(ledger, config, report),
-        schedules=schedule_comparison(ledger, config, table, goal),
+        sections={s.key: s.build(ledger, config, report) for s in report_sections()},
         targets=level_report(report, targets, predict),
     )
 
@@ -162,43 +161,6 @@ def level_report(
         )
     except ValueError as exc:
         raise FieldError("targets", detail=str(exc)) from None
-
-
-def _branch_cbs(ledger: Ledger, config: StudyConfig | None, report: ScalingReport) -> Any:
-    """The study's CBS(t) (`study.report.cbs`) when its study file has a branch section and
-    its storage holds branch trials, with the study's trials' cost and fitted B_noise."""
-    if config is None or config.branch is None:
-        return None
-    import pandas as pd
-
-    from study.ledger.branches import BranchLedger
-    from study.report.cbs import branch_frames, cbs_report
-
-    branches = BranchLedger.of(ledger)
-    if not branches.exists():
-        return None
-    frames = branch_frames(branches)
-    if not frames[2] or not frames[3]:
-        return None
-    trials = pd.DataFrame(
-        [
-            {"steps_run": t.result.steps_run, "examples_run": t.result.examples_run}
-            for s in ledger.strata()
-            for t in ledger.trials(s)
-            if t.result is not None
-        ],
-        columns=["steps_run", "examples_run"],
-    )
-    fit = report.noise_scale
-    b_noise = (fit.b_noise, *fit.b_noise_ci) if fit.ok else None
-    critical = report.answers.critical_batch if report.answers is not None else None
-    return cbs_report(
-        *frames,
-        config,
-        study_trials=trials,
-        b_noise=b_noise,
-        critical=None if critical is None else (critical.estimate, critical.low, critical.high),
-    )
 
 
 def stored_answers(ledger: Ledger) -> Answers | None:

@@ -23,6 +23,7 @@ from study.config.study import StudyConfig, TrainingSeeds
 from study.config.trial import TrialSettings
 from study.deps import require_tensorflow
 from study.errors import ExitCode, UsageError
+from study.extension import trial_sources
 from study.host import environment_info
 from study.ledger import Ledger, StudyRecord
 from study.paths import masked, tracking_uri
@@ -33,7 +34,6 @@ from study.runner.failures import FailurePolicy
 from study.runner.oracle_process import OracleProcess
 from study.runner.pool import WorkerPool
 from study.runner.progress import Progress, summarize
-from study.runner.schedule import run_schedule_trials, schedule_spec
 from study.tracking.descriptions import question_note
 from study.tracking.jobs import CLOSE_WAIT_S, patiently
 from study.tracking.mlflow_logger import study_timing_metrics
@@ -197,8 +197,9 @@ def preflight(config: StudyConfig, pool: WorkerPool) -> None:
     param = config.space.param("learning_rate")
     rate = param.choices[0] if isinstance(param, CategoricalParam) else param.low
     problem = pool.check(config.trial_spec(stratum, {"learning_rate": rate}))
-    if problem is None and config.batch_schedule is not None:  # its data in memory, ...
-        problem = pool.check(schedule_spec(config, config.settings.seed))
+    for source in trial_sources(config):  # an extension's trials (schedule trials, ...)
+        if problem is None and source.check is not None:
+            problem = pool.check(source.check)
     if problem is not None:
         raise UsageError(f"{config.source}: {problem}")
 
@@ -275,10 +276,10 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
     try:
         status = engine.run(options.workers)
         finished = status == 0 and engine.complete()
-        if finished:  # the schedule's trials
-            status, _ = run_schedule_trials(
-                config, ledger, tracker, pool, workers=options.workers, live=options.live
-            )
+        for source in trial_sources(config) if finished else ():  # schedule trials, ...
+            status = source.run(ledger, tracker, pool, workers=options.workers, live=options.live)
+            if status != 0:
+                break
     finally:
         pool.close()
         lineup.close()

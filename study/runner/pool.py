@@ -19,13 +19,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from study.config.trial import TrialSpec
 from study.results import Measurement, TrialResult, TrialState
 from study.runner import spawning
 from study.runner.cluster import GroupError, WorkerGroup
 from study.strategies import StrategySpec, device_key
+
+if TYPE_CHECKING:  # pragma: no cover
+    from study.runner.worker import Job
 
 _START_TIMEOUT_S = 300.0
 
@@ -65,11 +68,11 @@ class _Worker:
             code = self.process.exitcode
             return f"trainer worker died while checking the trial (exit code {code})", False
 
-    def job(self, kind: str, job: Any) -> tuple[Any, bool]:
-        """Run a branch-trial job (``reference`` or ``branch``); a death returns the worker's
-        exit code (None if unknown) and False."""
+    def job(self, job: Job) -> tuple[Any, bool]:
+        """Run an extension's `Job`; a death returns the worker's exit code (None if unknown)
+        and False."""
         try:
-            self.conn.send((kind, job))
+            self.conn.send(("job", job))
             _kind, outcome = self.conn.recv()
             return outcome, True
         except (EOFError, OSError, BrokenPipeError):
@@ -254,26 +257,23 @@ class WorkerPool:
         finally:
             self._release(worker, healthy)
 
-    def run_job(self, kind: str, job: Any) -> Any:
-        """Run a branch-trial job (`study.config.branch_jobs`: ``reference`` or ``branch``) in
-        a worker of its strategy; its outcome, or None when the worker could not start or died
-        (``error`` says which)."""
-        from study.config.branch_jobs import BranchOutcome, ReferenceOutcome
-
-        empty = ReferenceOutcome if kind == "reference" else BranchOutcome
+    def run_job(self, job: Job) -> Any:
+        """Run an extension's `Job` (e.g. a branch trial, `study.ext.branch.jobs`) in a worker
+        of its strategy; its outcome, or its failed outcome (`Job.failed`) when the worker
+        could not start or died."""
         try:
             worker = self._acquire(job.spec.strategy)
         except WorkerError as exc:
-            return empty(error=str(exc))
+            return job.failed(str(exc))
         if isinstance(worker, WorkerGroup):
             self._release(worker, True)
-            return empty(error="branch trials run on one process; use a single-host strategy")
+            return job.failed(f"{job.label} run on one process; use a single-host strategy")
         healthy = False
         try:
-            outcome, healthy = worker.job(kind, job)
+            outcome, healthy = worker.job(job)
             if healthy:
                 return outcome
-            return empty(error=f"trainer worker died (exit code {outcome})")
+            return job.failed(f"trainer worker died (exit code {outcome})")
         finally:
             self._release(worker, healthy)
 

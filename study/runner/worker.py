@@ -14,7 +14,7 @@ It also keeps the last trial's model, optimizer and compiled functions (a
 strategy and optimizer re-initialises them instead of building and tracing anew.
 
 Protocol over a `multiprocessing` pipe (parent -> worker: ``("trial", spec)``, ``("check",
-spec)``, ``("reference" | "branch", job)`` (branch trials, `study.trainer.branch`),
+spec)``, ``("job", job)`` (work an extension sends besides trials, a `Job`),
 ``("prune", bool)``, ``("exit", None)``; worker -> parent: ``("ready", info)``,
 ``("measurement", m)``, ``("result", result)``, ``("checked", None | "one-line error")``).
 A check loads the data and builds the model once without training: it finds a target the
@@ -29,13 +29,30 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from study.config.trial import TrialSpec
 from study.deps import quiet_stderr, without_keras_extras
 from study.errors import InfeasibleError, UsageError, summary_line
 from study.results import DataDescription, ErrorKind, TrialResult, TrialState
 from study.strategies import StrategyKind
+
+
+class Job(Protocol):
+    """Work besides a trial that an extension sends a worker (`WorkerPool.run_job`; it travels
+    pickled), e.g. a branch trial's reference run or branch (`study.ext.branch.jobs`). The
+    worker imports ``runner`` (``module:function``) and calls ``function(job, data, build,
+    strategy, resolved, task=..., cache=...)`` with ``spec``'s data, model builder, strategy,
+    its resolution and the workload's task, and its session cache; the outcome goes back."""
+
+    spec: TrialSpec
+    #: What such jobs are, in an error ("branch trials").
+    label: ClassVar[str]
+    #: The function that runs it in a worker, ``module:function``.
+    runner: ClassVar[str]
+
+    def failed(self, error: str) -> Any:
+        """The outcome of the job that failed with ``error``."""
 
 
 def _die_with_parent() -> None:
@@ -130,12 +147,14 @@ class _Runtime:
             spec, data, build, strategy, resolved, hook=hook, task=task, cache=self.sessions
         )
 
-    def branch_job(self, job: Any) -> Any:
-        """Run a branch-trial job (`study.config.branch_jobs`): a reference or a branch."""
-        from study.trainer.branch import run_job
+    def job(self, job: Job) -> Any:
+        """Run an extension's `Job` (its ``runner``) on its spec's data, model and strategy."""
+        import importlib
 
+        module, _, name = job.runner.partition(":")
+        run = getattr(importlib.import_module(module), name)
         data, build, strategy, resolved, task = self._trained_on(job.spec)
-        return run_job(job, data, build, strategy, resolved, task=task, cache=self.sessions)
+        return run(job, data, build, strategy, resolved, task=task, cache=self.sessions)
 
     def _trained_on(self, spec: TrialSpec) -> tuple[Any, Callable[[], Any], Any, Any, Any]:
         """What ``spec`` trains on here: its data, its model's builder, the strategy and its
@@ -206,17 +225,14 @@ def run_trial_safely(runtime: _Runtime, spec: TrialSpec, hook: Any) -> TrialResu
         )
 
 
-def branch_job_safely(runtime: _Runtime, kind: str, job: Any) -> Any:
-    """Run a branch-trial job; never raise: an error becomes the outcome's ``error``."""
-    from study.config.branch_jobs import BranchOutcome, ReferenceOutcome
-
-    empty = ReferenceOutcome if kind == "reference" else BranchOutcome
+def job_safely(runtime: _Runtime, job: Job) -> Any:
+    """Run an extension's job; never raise: an error becomes its failed outcome."""
     try:
-        return runtime.branch_job(job)
+        return runtime.job(job)
     except UsageError as exc:
-        return empty(error=str(exc))
+        return job.failed(str(exc))
     except Exception:
-        return empty(error=traceback.format_exc())
+        return job.failed(traceback.format_exc())
 
 
 def check_safely(runtime: _Runtime, spec: TrialSpec) -> str | None:
@@ -283,8 +299,8 @@ def worker_main(
         if kind == "check":
             conn.send(("checked", check_safely(runtime, payload)))
             continue
-        if kind in ("reference", "branch"):
-            conn.send(("result", branch_job_safely(runtime, kind, payload)))
+        if kind == "job":
+            conn.send(("result", job_safely(runtime, payload)))
             continue
         result = run_trial_safely(runtime, payload, hook)
         conn.send(("result", result))

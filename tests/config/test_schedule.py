@@ -1,27 +1,27 @@
-"""The batch-size schedule: stages by examples seen, the learning rate per batch size, the
-study-file section (read, written back, valid for the schema) and one line per bad value."""
+"""The batch-size schedule: stages by examples seen, the learning rate per batch size, inline
+stages, a schedule under a curve of limits, and the section's keys read without the schedules
+extension (`study train --batch-schedule FILE`). The study file's section as schedule trials is
+`tests/ext/schedules/test_section.py`'s."""
 
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
-import jsonschema
 import pytest
-import yaml
 
 from study.config.schedule import (
+    DEFAULT_SEEDS,
     BatchSchedule,
-    ScheduleTrials,
     Stage,
     format_stages,
     load_schedule,
     parse_stages,
+    read_section,
+    schedule_under,
 )
-from study.config.studyfile import SCHEMA_PATH, parse_study
+from study.config.yaml_reader import Reader
 from study.errors import FieldError, UsageError
-from study.runner.launch import fingerprint
 from tests.config.test_studyfile import BASE
 
 SECTION: dict[str, Any] = {
@@ -59,30 +59,6 @@ def test_a_boundary_inside_a_step_starts_the_stage_at_the_next_step() -> None:
     assert [s.batch_size_at(s.examples_after(k)) for k in range(6)] == [32, 32, 32, 32, 128, 128]
 
 
-def test_section_reads_back_and_the_snippet_parses_as_a_study_file_section() -> None:
-    config = parse_study(with_schedule(SECTION), "x.yaml")
-    trials = config.batch_schedule
-    assert trials == ScheduleTrials(
-        BatchSchedule((Stage(0, 32), Stage(40960, 128)), 0.01, 0.5), seeds=3, strategy="default"
-    )
-    assert config.schedule_trials == 3 and config.schedule_strategy == "default"
-    snippet = trials.schedule.snippet(seeds=4)
-    assert snippet.startswith("batch_schedule:")
-    assert "- {from_examples: 40960, batch_size: 128}" in snippet
-    section = yaml.safe_load(snippet)["batch_schedule"]
-    again = parse_study(with_schedule(section), "y.yaml").batch_schedule
-    assert again is not None and again.schedule == trials.schedule and again.seeds == 4
-    assert BatchSchedule.from_mapping(trials.schedule.to_mapping()) == trials.schedule
-    jsonschema.validate(with_schedule(section), json.loads(SCHEMA_PATH.read_text("utf-8")))
-
-
-def test_no_section_no_schedule_trials_and_the_same_fingerprint() -> None:
-    plain = parse_study(copy.deepcopy(BASE), "x.yaml")
-    assert plain.batch_schedule is None and plain.schedule_trials == 0
-    # the schedule trials come on top of the search: the search's trials are the same
-    assert fingerprint(parse_study(with_schedule(SECTION), "x.yaml")) == fingerprint(plain)
-
-
 def test_inline_stages() -> None:
     stages = parse_stages("32, 128@40960,512@200_000")
     assert stages == (Stage(0, 32), Stage(40960, 128), Stage(200000, 512))
@@ -96,68 +72,6 @@ def _stages(*pairs: tuple[int, int]) -> list[dict[str, int]]:
     return [{"from_examples": e, "batch_size": b} for e, b in pairs]
 
 
-@pytest.mark.parametrize(
-    ("change", "space", "message"),
-    [
-        (
-            {"stages": _stages((0, 64), (100, 32))},
-            {},
-            "x.yaml: batch_schedule.stages[1].batch_size must be greater than "
-            "stages[0].batch_size (64): a schedule increases (got 32)",
-        ),
-        (
-            {"stages": _stages((0, 32), (0, 64))},
-            {},
-            "x.yaml: batch_schedule.stages[1].from_examples must be greater than "
-            "stages[0].from_examples (0): a schedule increases (got 0)",
-        ),
-        (
-            {"stages": _stages((10, 32))},
-            {},
-            "x.yaml: batch_schedule.stages[0].from_examples must be 0 "
-            "(the first stage starts training) (got 10)",
-        ),
-        ({"learning_rate": 0}, {}, "x.yaml: batch_schedule.learning_rate must be > 0 (got 0)"),
-        (
-            {"lr_scaling": {"alpha": "half"}},
-            {},
-            "x.yaml: batch_schedule.lr_scaling.alpha must be a number (got 'half')",
-        ),
-        ({"seeds": 0}, {}, "x.yaml: batch_schedule.seeds must be >= 1 (got 0)"),
-        (
-            {"stage_warmup_steps": -1},
-            {},
-            "x.yaml: batch_schedule.stage_warmup_steps must be >= 0 (got -1)",
-        ),
-        (
-            {"stages": []},
-            {},
-            "x.yaml: batch_schedule.stages must be a list of {from_examples: N, batch_size: B} "
-            "(got [])",
-        ),
-        (
-            {"stages": _stages((0, 30), (100, 64))},
-            {"strategy": ["mirrored:4"]},
-            "x.yaml: batch_schedule.stages[0].batch_size must be divisible by the 4 replicas "
-            "on mirrored:4 (got 30)",
-        ),
-        (
-            {"strategy": "mirrored:2"},
-            {},
-            "x.yaml: batch_schedule.strategy must be one of the study's strategies (default) "
-            "(got 'mirrored:2')",
-        ),
-        ({"batch": 3}, {}, "x.yaml: unknown key 'batch' in batch_schedule"),
-    ],
-)
-def test_bad_input_is_one_line(change: dict[str, Any], space: dict, message: str) -> None:
-    section = {**copy.deepcopy(SECTION), **change}
-    with pytest.raises(UsageError) as info:
-        parse_study(with_schedule(section, **space), "x.yaml")
-    assert str(info.value).startswith(message)
-    assert "\n" not in str(info.value)
-
-
 def test_replicas_named_on_the_schedule() -> None:
     schedule = BatchSchedule((Stage(0, 32), Stage(64, 48)), 0.1)
     schedule.check_replicas(2)
@@ -165,21 +79,24 @@ def test_replicas_named_on_the_schedule() -> None:
         schedule.check_replicas(32)
 
 
-def test_a_stage_warmup_reads_back_and_names_its_own_cell() -> None:
-    """``stage_warmup_steps`` goes through the section, the snippet, the params and the schema;
-    a schedule without it keeps the mapping (and so the digest) it had before the key existed."""
-    section = {**copy.deepcopy(SECTION), "stage_warmup_steps": 30}
-    trials = parse_study(with_schedule(section), "x.yaml").batch_schedule
-    assert trials is not None and trials.schedule.stage_warmup_steps == 30
-    again = yaml.safe_load(trials.schedule.snippet())["batch_schedule"]
-    assert again["stage_warmup_steps"] == 30
-    assert BatchSchedule.from_mapping(again) == trials.schedule
-    assert trials.schedule.to_params()["batch_schedule.stage_warmup_steps"] == 30
-    jsonschema.validate(with_schedule(section), json.loads(SCHEMA_PATH.read_text("utf-8")))
-    plain = BatchSchedule.from_mapping(SECTION)
-    assert "stage_warmup_steps" not in plain.to_mapping()
-    assert plain.digest() != trials.schedule.digest()
-    inline = load_schedule("32,128@40960", learning_rate=0.01, stage_warmup_steps=5)
-    assert inline.stage_warmup_steps == 5
-    with pytest.raises(FieldError, match="stage_warmup_steps must be >= 0"):
-        BatchSchedule((Stage(0, 32),), 0.01, stage_warmup_steps=-2)
+def test_the_section_and_a_snippet_read_without_the_extension(monkeypatch) -> None:
+    monkeypatch.setenv("STUDY_EXTENSIONS", "none")
+    snippet = {"batch_schedule": {**copy.deepcopy(SECTION), "seeds": 4, "strategy": "default"}}
+    plan = load_schedule(snippet, learning_rate=1.0, source="s.yaml")
+    assert plan == BatchSchedule((Stage(0, 32), Stage(40960, 128)), 0.01, 0.5)
+    schedule, seeds, strategy = read_section(Reader("s.yaml"), snippet["batch_schedule"])
+    assert (schedule, seeds, strategy) == (plan, 4, "default")
+    assert read_section(Reader("s.yaml"), SECTION)[1:] == (DEFAULT_SEEDS, None)
+    bad = {"batch_schedule": {**copy.deepcopy(SECTION), "seeds": 0}}
+    with pytest.raises(UsageError, match=r"^s\.yaml: batch_schedule\.seeds must be >= 1 \(got 0\)"):
+        load_schedule(bad, learning_rate=1.0, source="s.yaml")
+
+
+def test_a_schedule_under_a_curve_of_limits() -> None:
+    plan = schedule_under([(1000, 70), (5000, 300), (9000, 100)], b0=16, grid=[8, 16, 64, 256],
+                          learning_rate=0.1, alpha=0.5)  # fmt: skip
+    assert plan.stages == (Stage(0, 16), Stage(1000, 64), Stage(5000, 256))  # never falls
+    assert plan.learning_rate_for(64) == pytest.approx(0.2)
+    assert schedule_under([(10, 4)], b0=16, grid=[8], learning_rate=0.1, alpha=0).stages == (
+        Stage(0, 16),
+    )  # never below b0

@@ -23,6 +23,7 @@ from study.config.studyfile import SCHEMA_PATH, load_study_file, parse_study
 from study.config.target import Target
 from study.config.trial import Budget, EvalCadence
 from study.errors import UsageError
+from study.extension import study_sections
 from study.workloads.resolve import check_study
 
 REPO = Path(__file__).resolve().parents[2]
@@ -325,7 +326,9 @@ def test_schema_is_valid_draft_2020_12(schema: dict[str, Any]) -> None:
 
 def test_schema_keys_match_loader(schema: dict[str, Any]) -> None:
     props = schema["properties"]
-    assert set(props) == set(studyfile.TOP_LEVEL_KEYS)
+    assert set(props) == set(studyfile.study_keys())  # the core's and the extensions'
+    for section in study_sections():  # an extension's key as its fragment states it
+        assert props[section.key] == section.schema, section.key
     assert set(schema["required"]) == set(studyfile.REQUIRED_KEYS)
     assert set(props["search_space"]["properties"]) == set(space_reader.SPACE_KEYS)
     assert set(props["budget"]["properties"]) == set(sections.BUDGET_KEYS)

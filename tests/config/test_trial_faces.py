@@ -24,7 +24,7 @@ from study.config.schedule import SCHEDULE_KEYS, BatchSchedule
 from study.config.sections import BUDGET_KEYS, SETTING_KEYS
 from study.config.space import Stratum
 from study.config.space_reader import SPACE_KEYS
-from study.config.studyfile import SCHEMA_PATH, TOP_LEVEL_KEYS, parse_study
+from study.config.studyfile import SCHEMA_PATH, parse_study, study_keys
 from study.config.trial import (
     Budget,
     OptimizerSpec,
@@ -151,12 +151,12 @@ def test_every_field_is_a_study_file_key_and_every_trial_key_a_field() -> None:
     sections = {"search_space": SPACE_KEYS, "budget": BUDGET_KEYS, "batch_schedule": SCHEDULE_KEYS}
     for name, key in keys.items():
         head, _, rest = key.partition(".")
-        assert head in TOP_LEVEL_KEYS, name
+        assert head in study_keys(), name
         if rest:
             assert rest.split(".")[0] in sections[head], name
         assert _schema_property(schema, key) is not None, name
     top = {key.partition(".")[0] for key in keys.values()}
-    assert set(TOP_LEVEL_KEYS) - STUDY_ONLY == top - {"search_space"}
+    assert set(study_keys()) - STUDY_ONLY == top - {"search_space"}
     assert {f"search_space.{k}" for k in SPACE_KEYS} <= set(keys.values()) | {
         "search_space.optimizer",  # sampled instead of the fixed optimizer and schedule
         "search_space.schedule",

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from study.config.space import ScheduleStratum, Stratum
+from study.config.space import Stratum
+from study.ext.schedules.ledger import SCHEDULE_ATTR, SCHEDULE_STRATA, ScheduleStratum
 from study.ledger import Ledger, StudyRecord
 from study.ledger.naming import SEARCH_STRATA, StratumNaming
-from study.ledger.schedule_trials import SCHEDULE_ATTR, SCHEDULE_STRATA
 
 #: Each naming with a stratum of its own and the attributes its stratum study carries.
 NAMINGS: dict[str, tuple[StratumNaming, Stratum, dict[str, Any]]] = {

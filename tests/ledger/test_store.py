@@ -14,12 +14,12 @@ from optuna.trial import TrialState as OptunaState
 from study.config.space import Stratum
 from study.config.target import Target
 from study.errors import UsageError
+from study.ext.schedules.ledger import ScheduleLedger
 from study.ledger import Ledger, StudyRecord, list_studies, open_storage
 from study.ledger.access import StorageAccess
 from study.ledger.claims import Claims
 from study.ledger.liveness import Liveness
 from study.ledger.reading import TrialReader
-from study.ledger.schedule_trials import ScheduleLedger
 from study.ledger.study_notes import StudyNotes
 from study.ledger.tuning import TunerState
 from study.results import Measurement, TrialResult, TrialState

@@ -17,8 +17,8 @@ from optuna.storages._heartbeat import is_heartbeat_enabled
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
+from study.ext.branch.ledger import BranchLedger
 from study.ledger import Ledger, StudyRecord, open_storage
-from study.ledger.branches import BranchLedger
 from study.ledger.retry import RetryingStorage
 from study.ledger.tokens import CREATED_BY, HIDDEN, STATE_BY, LedgerRDB
 from tests.ledger.contract import FAULTS, Faults, StorageSupplier

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 
 from study.report import make_figures
-from study.report.figures import FIGURE_CAPTIONS, figure_png
+from study.report.figures import FIGURE_CAPTIONS, caption, extension_figures, figure_png
 
 PNG = b"\x89PNG\r\n\x1a\n"
 NAMES = {
@@ -31,8 +31,10 @@ def test_figures_use_no_pyplot_state(evil_report) -> None:
 def test_every_figure_has_a_caption_and_a_png(evil_report) -> None:
     figures = make_figures(evil_report)
 
-    # cbs: only a study with branch trials; targets: only a report asked for them (--targets)
-    assert set(FIGURE_CAPTIONS) == NAMES | {"cbs", "targets"}
+    # targets: only a report asked for them (--targets); an extension's figures (cbs: only a
+    # study with branch trials) have their own captions
+    assert set(FIGURE_CAPTIONS) == NAMES | {"targets"}
+    assert all(caption(name) != name for name in extension_figures())
     assert figure_png(figures["best_lr"]).startswith(PNG)
 
 
