@@ -1,0 +1,294 @@
+"""The data ladder checked by the expensive study, on real studies: does the answer `study
+ladder` predicts at a larger training set hold what a study trained on that set finds?
+
+The question is `benchmarks/mnist1d_compute.yaml` (the MNIST-1D MLP, Nesterov, 7 batch sizes
+16-1024) with ``allocation: {mode: even}``, its target replaced by ``--target`` for every study
+(default ``val_accuracy>=0.55``: at 2,000 training examples the MLP's validation accuracy
+tops out near 0.6, so the question's own 0.6 is reached by too few trials there). For each
+seed ``k`` (the study's ``seed`` and ``tuner.seed``), three studies of that file, one after
+another with ``--workers 1``, each a user's ``study run`` in a process of its own
+(`study_bench.run_study`), all in one ledger under ``--workdir`` (named
+``ladder-s<k>-n<samples>-t<trials>``, the target's digits after it when not the default):
+
+- **the rungs** at ``workload_options.samples`` of ``--rungs`` (default 2,500 and 5,000:
+  2,000 and 4,000 training examples, the 80/20 split), ``--rung-trials`` trials per batch
+  size (default 8, the question's; ``--rung-trials 4`` halves the rungs' trials);
+- **the verifying study** at ``--verify`` samples (default 10,000: 8,000 training examples),
+  with the question's 8 trials per batch size.
+
+Then, per seed: ``study.fit_ladder(rungs)`` (sizes as the trials recorded them,
+``dataset.train_rows``) predicts the answers at the verifying study's training-set size, and
+the verifying study's own answers (``Study.fit``, 8 accelerators) are checked against the
+prediction: is its B_noise, its critical batch size inside the 95% prediction interval; is the
+predicted batch size for 8 accelerators its own, or is its own inside the predicted interval.
+The compute: the rungs' training steps (every trial's ``steps_run``, pruned and unreached
+trials too) against the verifying study's.
+
+Every finished study's wall time and steps are written to ``results/data_ladder_real.json``
+(``studies``) as it finishes (a rerun skips the finished ones), each seed's reading after its
+three studies, under ``variants`` (one entry per design: rungs, trials, verifying size and
+target; the verifying study is shared by designs that differ only in the rungs), with the
+acceptance's counts (``totals``). One study takes about 1-1.5 minutes on a shared 2-core
+machine.
+
+Usage: python benchmarks/data_ladder_real.py [--seeds 0 1 2] [--rungs 2500 5000]
+    [--verify 10000] [--rung-trials 8] [--verify-trials 8] [--target val_accuracy>=0.55]
+    [--workdir /tmp/data-ladder-real] [--only report]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import re  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import yaml  # noqa: E402
+from study_bench import EVEN, run_study  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+QUESTION = HERE / "mnist1d_compute.yaml"
+OUT = HERE / "results" / "data_ladder_real.json"
+ACCELERATORS = 8
+TARGET = "val_accuracy>=0.55"
+"""The default target of every study (see the module)."""
+CHECKED = ("b_noise", "critical_batch", "recommended_batch")
+"""The answers checked against the verifying study's."""
+
+
+def study_name(seed: int, samples: int, trials: int, target: str) -> str:
+    """``ladder-s0-n2500-t8``, with the target's digits after it when it is not `TARGET`
+    (``ladder-s0-n5000-t8-06`` for ``val_accuracy>=0.6``)."""
+    tag = "" if target == TARGET else "-" + re.sub(r"[^0-9]", "", target)
+    return f"ladder-s{seed}-n{samples}-t{trials}{tag}"
+
+
+def write_file(workdir: Path, seed: int, samples: int, trials: int, target: str) -> Path:
+    """The question's study file at ``samples`` for ``seed``, even allocation, ``trials`` per
+    batch size, ``target``."""
+    config = yaml.safe_load(QUESTION.read_text())
+    config.pop("allocation", None)
+    config.update(
+        name=study_name(seed, samples, trials, target),
+        workload_options={**config.get("workload_options", {}), "samples": samples},
+        target=target,
+        seed=seed,
+        trials_per_stratum=trials,
+        tuner={**config["tuner"], "seed": seed},
+        allocation=EVEN,
+    )
+    path = workdir / f"{config['name']}.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def journal(workdir: Path) -> str:
+    return str(workdir / "mlruns" / "optuna.journal")
+
+
+def is_complete(workdir: Path, name: str) -> bool:
+    from study.errors import StudyNotFound
+    from study.ledger import Ledger
+
+    if not (workdir / "mlruns" / "optuna.journal").exists():
+        return False
+    try:
+        return Ledger.open(journal(workdir), name, create=False).summary().state == "complete"
+    except StudyNotFound:
+        return False
+
+
+def study_cost(workdir: Path, name: str) -> dict[str, Any]:
+    """The study's trials, training steps (every trial's ``steps_run``) and trials that
+    reached the target."""
+    from study.ledger import Ledger
+
+    ledger = Ledger.open(journal(workdir), name, create=False)
+    done = [t for s in ledger.strata() for t in ledger.trials(s) if t.result is not None]
+    return {
+        "trials": len(done),
+        "steps": int(sum(t.result.steps_run for t in done)),
+        "reached": sum(1 for t in done if t.result.steps_to_target),
+    }
+
+
+def run_all(args: argparse.Namespace, results: dict[str, Any]) -> None:
+    """Every seed's rungs and verifying study, one after another; each seed read when its
+    studies are done."""
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    runs = results.setdefault("studies", {})
+    for seed in args.seeds:
+        plan = [(n, args.rung_trials) for n in args.rungs] + [(args.verify, args.verify_trials)]
+        for samples, trials in plan:
+            name = study_name(seed, samples, trials, args.target)
+            if name in runs and is_complete(args.workdir, name):
+                continue
+            file = write_file(args.workdir, seed, samples, trials, args.target)
+            started = time.perf_counter()
+            run_study(file, args.workdir, "--workers", "1")
+            wall = time.perf_counter() - started
+            runs[name] = {
+                "seed": seed,
+                "samples": samples,
+                "trials_per_stratum": trials,
+                "target": args.target,
+                "wall_seconds": round(wall, 1),
+                **study_cost(args.workdir, name),
+            }
+            print(f"{name}: {json.dumps(runs[name])}", flush=True)
+            save(results)
+        variant(results, args)["ladders"][str(seed)] = read_seed(args, seed)
+        save(results)
+
+
+def read_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    """One seed's ladder: the prediction at the verifying study's size against its answers."""
+    import study
+
+    storage = journal(args.workdir)
+    rungs = [study_name(seed, n, args.rung_trials, args.target) for n in args.rungs]
+    verify = study_name(seed, args.verify, args.verify_trials, args.target)
+    ladder = study.fit_ladder(rungs, storage=storage, accelerators=ACCELERATORS)
+    size = float(study.fit_ladder([*rungs, verify], storage=storage).rungs["data_size"].iloc[-1])
+    predicted = ladder.predict(size)
+    measured = study.Study(verify, storage=storage).fit(accelerators=ACCELERATORS).answers
+    costs = {name: study_cost(args.workdir, name) for name in [*rungs, verify]}
+    cheap = sum(costs[name]["steps"] for name in rungs)
+    out: dict[str, Any] = {
+        "rungs": ladder.rungs.to_dict(orient="records"),
+        "laws": {q: law.text() for q, law in ladder.laws.items()},
+        "predicted": predicted.to_dict(),
+        "verifying": {
+            "study": verify,
+            "data_size": size,
+            "ok": measured.ok,
+            "reason": measured.reason,
+            **{
+                q: getattr(measured, q).to_dict()
+                for q in CHECKED
+                if getattr(measured, q) is not None
+            },
+        },
+        "steps": {name: cost["steps"] for name, cost in costs.items()},
+        "cheap_steps": cheap,
+        "verifying_steps": costs[verify]["steps"],
+        "cheap_over_verifying": cheap / costs[verify]["steps"],
+    }
+    if predicted.ok and measured.ok:
+        for q in CHECKED:
+            guess, actual = getattr(predicted, q), getattr(measured, q)
+            if guess is None or actual is None:
+                continue
+            out[f"{q}_covered"] = guess.covers(actual.estimate)
+            out[f"{q}_ratio"] = guess.estimate / actual.estimate
+        if predicted.recommended_batch is not None and measured.recommended_batch is not None:
+            out["recommended_batch_equal"] = (
+                predicted.recommended_batch.estimate == measured.recommended_batch.estimate
+            )
+    print(f"seed {seed}: {predicted.line()}", flush=True)
+    print(f"seed {seed}: verifying {summary_line(out)}", flush=True)
+    return clean(out)
+
+
+def summary_line(row: dict[str, Any]) -> str:
+    v = row["verifying"]
+    shown = ", ".join(
+        f"{q} {v[q]['estimate']:.3g} ({v[q]['low']:.3g}-{v[q]['high']:.3g}) "
+        f"covered {row.get(q + '_covered')}"
+        for q in CHECKED
+        if q in v
+    )
+    return f"{shown}; cheap/verifying steps {row['cheap_over_verifying']:.2f}"
+
+
+def clean(value: Any) -> Any:
+    """JSON without NaN or infinities (None instead)."""
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item"):  # numpy scalars
+        return clean(value.item())
+    return value
+
+
+def variant(results: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The readings of this design (its rungs' sizes and trials, the verifying study's)."""
+    key = (
+        f"rungs {'+'.join(map(str, args.rungs))} x{args.rung_trials}, "
+        f"verify {args.verify} x{args.verify_trials}, {args.target}"
+    )
+    out = results.setdefault("variants", {}).setdefault(key, {"ladders": {}})
+    out["setup"] = {
+        "target": args.target,
+        "rungs_samples": args.rungs,
+        "verify_samples": args.verify,
+        "rung_trials_per_stratum": args.rung_trials,
+        "verify_trials_per_stratum": args.verify_trials,
+    }
+    return out
+
+
+def totals(ladders: list[dict[str, Any]]) -> dict[str, Any]:
+    """The acceptance's counts over the seeds read."""
+    return {
+        "seeds": len(ladders),
+        "b_noise_covered": sum(bool(r.get("b_noise_covered")) for r in ladders),
+        "critical_batch_covered": sum(bool(r.get("critical_batch_covered")) for r in ladders),
+        "batch_equal": sum(bool(r.get("recommended_batch_equal")) for r in ladders),
+        "batch_equal_or_inside": sum(
+            bool(r.get("recommended_batch_equal") or r.get("recommended_batch_covered"))
+            for r in ladders
+        ),
+        "cheap_over_verifying": [round(r["cheap_over_verifying"], 3) for r in ladders],
+    }
+
+
+def save(results: dict[str, Any]) -> None:
+    for entry in results.get("variants", {}).values():
+        entry["totals"] = totals(list(entry["ladders"].values()))
+    results["wall_seconds"] = round(
+        sum(s["wall_seconds"] for s in results.get("studies", {}).values()), 1
+    )
+    OUT.write_text(json.dumps(clean(results), indent=1, allow_nan=False) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--rungs", type=int, nargs="+", default=[2500, 5000])
+    parser.add_argument("--verify", type=int, default=10_000)
+    parser.add_argument("--rung-trials", type=int, default=8)
+    parser.add_argument("--verify-trials", type=int, default=8)
+    parser.add_argument("--target", default=TARGET)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/data-ladder-real"))
+    parser.add_argument("--only", choices=("report",), help="read the stored studies only")
+    args = parser.parse_args()
+    results: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() else {}
+    results["setup"] = {
+        "question": QUESTION.name,
+        "allocation": "even",
+        "workers": 1,
+        "accelerators": ACCELERATORS,
+    }
+    if args.only != "report":
+        run_all(args, results)
+    else:
+        entry = variant(results, args)
+        entry["ladders"] = {str(s): read_seed(args, s) for s in args.seeds}
+    save(results)
+    print(json.dumps({k: v["totals"] for k, v in results["variants"].items()}))
+
+
+if __name__ == "__main__":
+    main()
