@@ -376,10 +376,12 @@ class RetryingStorage(BaseStorage, BaseHeartbeat):
                     raise
                 since = self.outage.failed(fault_text(cause, 160, self.faults))
                 waited = self.outage.monotonic() - since
-                if waited >= self.outage.window:
+                # (a millisecond short counts as out: the last wait ends at the window's end, and
+                # rounding could leave a sliver no sleep can cross)
+                if waited >= self.outage.window - 1e-3:
                     fault = fault_text(cause, own=self.faults)
                     raise StorageUnavailable(self.outage.where, waited, fault) from None
-                wait = min(LONGEST_WAIT_S, FIRST_WAIT_S * 2**attempt)
+                wait = min(LONGEST_WAIT_S, FIRST_WAIT_S * 2.0 ** min(attempt, 32))
                 wait = min(wait * (0.5 + 0.5 * self._random.random()), self.outage.window - waited)
                 self._sleep(max(wait, 0.0))
                 attempt += 1

@@ -210,3 +210,24 @@ def test_optunas_fallback_warning_is_left_to_the_retry_line(caplog) -> None:
         logger.warning("Caught an error from sqlalchemy: gone. Falling back to a slower one.")
         logger.warning("something else")
     assert [r.getMessage() for r in caplog.records] == ["something else"]
+
+
+def test_an_outage_ends_at_its_window_whatever_the_clock_s_rounding() -> None:
+    """A clock that lands each wait a sliver short, and cannot move by less than a microsecond
+    (a float's rounding at a large reading), still ends the outage at its window: no endless
+    retries of nothing, no overflow of the backoff."""
+
+    class Coarse(FakeTime):
+        def sleep(self, seconds: float) -> None:
+            self.slept.append(seconds)
+            self.now += seconds - 1e-7 if seconds > 1e-6 else 0.0
+
+    clock = Coarse()
+    storage = RetryingStorage(
+        Flaky("get_all_studies", fail=10**9, error=lambda: Busy("the queue is full")),
+        "grpc://proxy:1", 60.0, faults=busy_faults,
+        sleep=clock.sleep, say=lambda _: None, monotonic=clock.monotonic,
+    )  # fmt: skip
+    with pytest.raises(StorageUnavailable):
+        storage.get_all_studies()
+    assert len(clock.slept) < 100
