@@ -51,10 +51,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(EXTENSION_TESTS):
             item.add_marker(pytest.mark.extension(item.path.relative_to(EXTENSION_TESTS).parts[0]))
-        for needed in {n for mark in item.iter_markers("extension") for n in mark.args} - names:
+        needed = {n for mark in item.iter_markers("extension") for n in mark.args} - names
+        if needed:
             given = os.environ.get(EXTENSIONS_ENV)
             why = f"{EXTENSIONS_ENV}={given}" if given else "not installed"
-            item.add_marker(pytest.mark.skip(reason=f"needs the extension {needed!r} ({why})"))
+            plural = "s" if len(needed) > 1 else ""
+            listed = ", ".join(repr(n) for n in sorted(needed))
+            reason = f"needs the extension{plural} {listed} ({why})"
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session")
