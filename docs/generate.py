@@ -1,6 +1,8 @@
 """Write the reference pages that are generated from the code, so they cannot drift from it.
 
-- ``docs/reference/cli.md`` from the argument parser (`study.cli.build_parser`);
+- ``docs/reference/cli.md`` from the argument parser (`study.cli.build_parser`), with every
+  built-in extension's commands and flags whatever ``STUDY_EXTENSIONS`` says (the page is
+  ``study`` as it ships);
 - ``docs/reference/study-file.md`` from the study file's JSON schema
   (``study/config/study.schema.json``);
 - in that schema, the keys the extensions read, from their fragments
@@ -18,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -118,10 +122,12 @@ def _options_table(actions: list[argparse.Action], prog: str) -> list[str]:
 
 
 def cli_markdown() -> str:
-    """The CLI reference page, from `study.cli.build_parser`."""
+    """The CLI reference page, from `study.cli.build_parser` with the built-in extensions."""
     from study.cli import build_parser
+    from study.extension import BUILTIN, EXTENSIONS_ENV
 
-    parser = build_parser()
+    with mock.patch.dict(os.environ, {EXTENSIONS_ENV: ",".join(BUILTIN)}):
+        parser = build_parser()
     commands = list(_subcommands(parser))
     lines = [
         GENERATED.format(source="study.cli.build_parser()"),

@@ -13,6 +13,10 @@ The session caches generated data and the MLflow store template (`study.tracking
 in a folder of its own (``STUDY_CACHE_DIR``, unless set), never in the user's ``~/.cache``.
 The session pins ``STUDY_CODE_VERSION`` (`study.version`) to the code version it started with,
 so the ``study`` processes it starts agree even when the sources are edited during the run.
+
+A test that uses an extension's feature says so, ``@pytest.mark.extension("allocation")``
+(every test under ``tests/ext/<name>/`` is marked with ``<name>``), and is skipped where that
+extension is not loaded (``STUDY_EXTENSIONS=none`` runs the core's tests alone).
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from study.extension import EXTENSIONS_ENV, loaded
 from study.version import PIN, code_version
 from tests.services import PostgresServer, postgresql_server
 from tests.services import mlflow_server as start_mlflow_server
@@ -34,6 +40,25 @@ os.environ[PIN] = code_version()
 if not os.environ.get("STUDY_CACHE_DIR"):
     os.environ["STUDY_CACHE_DIR"] = _CACHE = tempfile.mkdtemp(prefix="study-tests-cache-")
     atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+
+EXTENSION_TESTS = Path(__file__).parent / "ext"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests under ``tests/ext/<name>/`` with their extension, and skip each test whose
+    extension is not loaded."""
+    names = {extension.name for extension in loaded()}
+    for item in items:
+        if item.path.is_relative_to(EXTENSION_TESTS):
+            item.add_marker(pytest.mark.extension(item.path.relative_to(EXTENSION_TESTS).parts[0]))
+        needed = {n for mark in item.iter_markers("extension") for n in mark.args} - names
+        if needed:
+            given = os.environ.get(EXTENSIONS_ENV)
+            why = f"{EXTENSIONS_ENV}={given}" if given else "not installed"
+            plural = "s" if len(needed) > 1 else ""
+            listed = ", ".join(repr(n) for n in sorted(needed))
+            reason = f"needs the extension{plural} {listed} ({why})"
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,8 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
+from study.extension import allocation_modes
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Every study file the project ships.
@@ -29,7 +31,8 @@ SHIPPED = tuple(
     )
 )  # fmt: skip
 
-#: Optional sections with good values, added to a file so their readers are fuzzed too.
+#: Optional sections with good values, added to a file so their readers are fuzzed too (the
+#: allocation extension's steps where it is loaded, the core's even where not).
 SECTIONS: dict[str, Any] = {
     "branch": {"batch_size": 16, "examples": 40000, "window": 4096},
     "batch_schedule": {
@@ -41,7 +44,9 @@ SECTIONS: dict[str, Any] = {
         ],
         "seeds": 3,
     },
-    "allocation": {"mode": "steps", "steps": 20000},
+    "allocation": (
+        {"mode": "steps", "steps": 20000} if "steps" in allocation_modes() else {"mode": "even"}
+    ),
     "heartbeat": {"interval": 10, "grace": 60},
     "target_hold": {"fraction": 0.05, "min_steps": 5},
     "tuner": {"sampler": "grid", "confirm": {"top": 2, "seeds": 2}, "design": False},

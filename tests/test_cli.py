@@ -19,7 +19,10 @@ COMMANDS = (
     ("worker", "{name}"),
     ("export", "{name}", "--out", "x.csv"),
     ("probe", "{name}"),
-    ("import-batch-science", "data", "--name", "{name}"),
+    pytest.param(
+        ("import-batch-science", "data", "--name", "{name}"),
+        marks=pytest.mark.extension("batch_science"),
+    ),
     ("init", "{name}"),
 )
 

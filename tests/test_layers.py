@@ -1,7 +1,8 @@
 """The import graph of `study/`: no circles between modules, none between rooms, short modules.
 
-A *room* is a subpackage of `study` (``study.ledger``), a top-level module (``study.paths``) or
-an extension (``study.ext.branch``).
+A *room* is a subpackage of `study` (``study.ledger``) or a top-level module (``study.paths``);
+each extension is a room of its own (``study.ext.allocation``): it may import the core, never
+another extension.
 Every import counts: at the top of a module, inside a function, or under ``TYPE_CHECKING``
 (a type-only import still says that one module needs to know the other). With no circle between
 rooms, the rooms stack into floors and every arrow points down: nothing imports upward.
@@ -53,10 +54,25 @@ def graph() -> dict[str, set[str]]:
 
 
 def room(name: str) -> str:
-    """``study.ledger`` for ``study.ledger.store``; an extension is a room of its own
-    (``study.ext.branch``)."""
+    """``study.ledger`` for ``study.ledger.store``; ``study.ext.NAME`` for an extension's module."""
     parts = name.split(".")
-    return ".".join(parts[:3] if parts[1:2] == ["ext"] and len(parts) > 2 else parts[:2])
+    return ".".join(parts[:3] if parts[1:2] == ["ext"] else parts[:2])
+
+
+def between_extensions(edges: Mapping[str, set[str]]) -> list[str]:
+    """``A -> B`` for each import of a module of one extension from another extension's."""
+    return sorted(
+        f"{name} -> {target}"
+        for name, targets in edges.items()
+        for target in targets
+        if _extension(name) and _extension(target) and room(name) != room(target)
+    )
+
+
+def _extension(name: str) -> str | None:
+    """The extension whose room ``name`` is in, or None for the core (and ``study.ext``)."""
+    parts = room(name).split(".")
+    return parts[2] if len(parts) == 3 else None
 
 
 def circles(edges: Mapping[str, set[str]]) -> list[list[str]]:
@@ -127,6 +143,20 @@ def test_no_circles_between_rooms_so_nothing_imports_upward() -> None:
             room(t) for t in targets if room(t) != room(name) and room(t) != "study"
         )
     assert circles(rooms) == []
+
+
+def test_each_extension_is_a_room_that_imports_the_core_and_no_other_extension() -> None:
+    assert room("study.ext.allocation.plan") == room("study.ext.allocation") != room("study.ext")
+    assert room("study.ledger.store") == "study.ledger" and room("study.paths") == "study.paths"
+    drawn = {
+        "study.ext.a.command": {"study.ext.a", "study.ledger.store", "study.ext.b.server"},
+        "study.ext.b": {"study.ext", "study.errors"},
+    }
+    assert between_extensions(drawn) == ["study.ext.a.command -> study.ext.b.server"]
+    edges = graph()
+    extensions = {_extension(name) for name in edges} - {None}
+    assert {"allocation", "batch_science", "branch", "schedules", "storage_proxy"} <= extensions
+    assert between_extensions(edges) == []
 
 
 def test_no_module_is_longer_than_the_house_allows() -> None:

@@ -10,7 +10,10 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 import yaml
+
+from study.extension import BUILTIN
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -25,6 +28,7 @@ def generator() -> ModuleType:
     return module
 
 
+@pytest.mark.extension(*BUILTIN)  # the page documents every built-in extension's commands
 def test_the_cli_reference_is_what_the_parser_generates() -> None:
     generate = generator()
     assert generate.CLI_PAGE.read_text(encoding="utf-8") == generate.cli_markdown(), (
@@ -41,6 +45,7 @@ def test_the_study_file_reference_is_what_the_schema_generates() -> None:
     )
 
 
+@pytest.mark.extension(*BUILTIN)
 def test_the_cli_reference_has_every_command_and_flag() -> None:
     from study.cli import build_parser
 

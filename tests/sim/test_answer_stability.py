@@ -81,6 +81,7 @@ def test_stop_slower_cuts_a_trial_that_fell_behind_the_best_and_only_that() -> N
     assert stop_slower(curves(), target, 2.5).equals(curves())  # 2x behind is within 2.5x
 
 
+@pytest.mark.extension("allocation")  # the question files spend a budget: allocation.mode steps
 def test_each_question_file_states_its_budget_and_even_allocation_is_cached_apart() -> None:
     import copy
 
