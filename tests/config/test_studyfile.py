@@ -324,6 +324,7 @@ def test_schema_is_valid_draft_2020_12(schema: dict[str, Any]) -> None:
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
 
 
+@pytest.mark.extension("branch", "schedules")  # the schema and keys of study as shipped
 def test_schema_keys_match_loader(schema: dict[str, Any]) -> None:
     props = schema["properties"]
     assert set(props) == set(studyfile.study_keys())  # the core's and the extensions'

@@ -145,6 +145,7 @@ def test_a_name_that_is_no_field_is_named_with_the_nearest() -> None:
         study.train("tabular", workload="digits")
 
 
+@pytest.mark.extension("branch", "schedules")  # the schema and keys of study as shipped
 def test_every_field_is_a_study_file_key_and_every_trial_key_a_field() -> None:
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     keys = {name: study_file_key(item) for name, item in _fields().items()}

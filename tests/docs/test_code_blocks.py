@@ -255,7 +255,18 @@ def run_page(page: Path, folder: Path) -> Iterator[Block]:
             python.close()
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+#: The pages whose runnable blocks use an extension's feature (skipped without it).
+NEEDS = {"docs/how-to/batch-schedules.md": ("schedules",)}
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param(p, marks=pytest.mark.extension(*NEEDS.get(str(p.relative_to(ROOT)), ())))
+        for p in PAGES
+    ],
+    ids=[str(p.relative_to(ROOT)) for p in PAGES],
+)
 def test_the_page_s_code_blocks_run(page: Path, tmp_path: Path) -> None:
     list(run_page(page, tmp_path / "page"))
 
