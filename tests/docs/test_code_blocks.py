@@ -255,8 +255,12 @@ def run_page(page: Path, folder: Path) -> Iterator[Block]:
             python.close()
 
 
-#: The pages whose runnable blocks use an extension's feature (skipped without it).
-NEEDS = {"docs/how-to/batch-schedules.md": ("schedules",)}
+#: The pages whose runnable blocks use an extension's feature (skipped without it); the
+#: extensions page loads extensions (and registers one), which STUDY_EXTENSIONS=none forbids.
+NEEDS = {
+    "docs/how-to/batch-schedules.md": ("schedules",),
+    "docs/how-to/extensions.md": ("allocation", "batch_science", "storage_proxy"),
+}
 
 
 @pytest.mark.parametrize(
