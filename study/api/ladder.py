@@ -98,7 +98,7 @@ def fit_ladder(
         UsageError: a bad argument, named (``studies``: fewer than two, one unfinished, two
             at one size; ``data_sizes``; ``target``).
     """
-    from study.api.studies import Study, _target
+    from study.api.studies import Study, as_target
     from study.report.ladder import stored_ladder
 
     if isinstance(studies, str) or not isinstance(studies, Sequence):
@@ -110,7 +110,7 @@ def fit_ladder(
         ladder = stored_ladder(
             [s.ledger for s in opened],
             data_sizes=sizes,
-            target=_target(target),
+            target=as_target(target),
             accelerators=positive_int("accelerators", accelerators, optional=True),
             confidence=level("confidence", confidence),
         )

@@ -139,7 +139,7 @@ class Study:
         try:
             report = stored_report(
                 self.ledger,
-                target=_target(target),
+                target=as_target(target),
                 accelerators=positive_int("accelerators", accelerators, optional=True),
                 confidence=level("confidence", confidence),
             )
@@ -172,7 +172,7 @@ class Study:
         try:
             scaling = stored_targets(
                 self.ledger,
-                target=_target(target),
+                target=as_target(target),
                 levels=_levels(levels),
                 predict=_predict(predict),
                 accelerators=positive_int("accelerators", accelerators, optional=True),
@@ -239,7 +239,8 @@ class Study:
         return study_html(self.name, self.summary())
 
 
-def _target(target: str | Target | None) -> Target | None:
+def as_target(target: str | Target | None) -> Target | None:
+    """``target`` as a `Target` (a string such as ``val_accuracy>=0.9`` parsed; None kept)."""
     from study.config.target import Target
 
     if target is None or isinstance(target, Target):
