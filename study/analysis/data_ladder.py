@@ -51,7 +51,7 @@ from scipy import stats
 
 from study.analysis.answers import Answer, Answers
 from study.analysis.fitting import CONFIDENCE
-from study.analysis.target_law import MAX_DISTANCE
+from study.analysis.target_law import MAX_DISTANCE, law_band, law_interval
 from study.analysis.target_prediction import power_of_two_batch
 from study.config.target import Target
 
@@ -166,13 +166,7 @@ class DataLaw:
 
     def curve(self, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The law at ``sizes`` with its confidence band (the law's uncertainty alone)."""
-        lx = np.log(np.asarray(sizes, dtype=float))
-        design = np.column_stack([np.ones_like(lx), lx])
-        cov = np.asarray(self.covariance)
-        mean = design @ np.asarray(self.coefficients)
-        se = np.sqrt(np.einsum("ij,jk,ik->i", design, cov, design))
-        q = self._quantile()
-        return np.exp(mean), np.exp(mean - q * se), np.exp(mean + q * se)
+        return law_band(self.coefficients, self.covariance, sizes, self._quantile())
 
     def predict(self, size: float) -> Answer:
         """The prediction interval at data size ``size`` (see the module).
@@ -184,18 +178,11 @@ class DataLaw:
             raise ValueError(f"no law to predict with: {self.reason}")
         if not size > 0:
             raise ValueError(f"the data size must be positive (got {size})")
-        lx = math.log(size)
-        row = np.array([1.0, lx])
-        mean = float(row @ np.asarray(self.coefficients))
-        nearest = int(np.argmin(np.abs(np.log(self.sizes) - lx)))
-        var = self.scale**2 * self.log_sigma[nearest] ** 2 + float(
-            row @ np.asarray(self.covariance) @ row
-        )
-        half = self._quantile() * math.sqrt(var)
-        batch = self.quantity == "recommended_batch"
-        return Answer(
-            self.name, math.exp(mean), math.exp(mean - half), math.exp(mean + half), batch
-        )
+        value, low, high = law_interval(
+            self.coefficients, self.covariance, self.sizes, self.scale * np.asarray(self.log_sigma),
+            size, self._quantile(),
+        )  # fmt: skip
+        return Answer(self.name, value, low, high, self.quantity == "recommended_batch")
 
     def _quantile(self) -> float:
         """Normal while the rungs' own intervals set the variance (``scale`` 1), Student's t on

@@ -40,8 +40,9 @@ Example::
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from scipy import stats
@@ -112,13 +113,7 @@ class TargetLaw:
 
     def curve(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The law at ``x`` with its confidence band (the law's uncertainty alone)."""
-        lx = np.log(np.asarray(x, dtype=float))
-        design = np.column_stack([np.ones_like(lx), lx])
-        cov = np.asarray(self.covariance)
-        mean = design @ np.asarray(self.coefficients)
-        se = np.sqrt(np.einsum("ij,jk,ik->i", design, cov, design))
-        q = self._quantile()
-        return np.exp(mean), np.exp(mean - q * se), np.exp(mean + q * se)
+        return law_band(self.coefficients, self.covariance, x, self._quantile())
 
     def predict(self, x0: float) -> Answer:
         """The prediction interval at axis value ``x0`` (see the module).
@@ -130,15 +125,11 @@ class TargetLaw:
             raise ValueError(f"no law to predict with: {self.reason}")
         if not x0 > 0:
             raise ValueError(f"the axis value must be positive (got {x0})")
-        lx = math.log(x0)
-        row = np.array([1.0, lx])
-        mean = float(row @ np.asarray(self.coefficients))
-        nearest = int(np.argmin(np.abs(np.log(self.x) - lx)))
-        var = self.scale**2 * self.log_sigma[nearest] ** 2 + float(
-            row @ np.asarray(self.covariance) @ row
-        )
-        half = self._quantile() * math.sqrt(var)
-        return Answer(self.name, math.exp(mean), math.exp(mean - half), math.exp(mean + half))
+        value, low, high = law_interval(
+            self.coefficients, self.covariance, self.x, self.scale * np.asarray(self.log_sigma),
+            x0, self._quantile(),
+        )  # fmt: skip
+        return Answer(self.name, value, low, high)
 
     def _quantile(self) -> float:
         """The interval's quantile: normal while the levels' own intervals set the variance
@@ -234,3 +225,34 @@ def _wls(design: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, 
     coef = inv @ (xtw @ y)
     resid = y - design @ coef
     return coef, float(np.sum(w * resid**2)), inv
+
+
+def law_band(
+    coefficients: Sequence[float], covariance: Any, x: Any, quantile: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A law ``log y = a + b log x`` at ``x`` with its band of ``quantile`` standard errors
+    (the law's uncertainty alone)."""
+    lx = np.log(np.asarray(x, dtype=float))
+    design = np.column_stack([np.ones_like(lx), lx])
+    mean = design @ np.asarray(coefficients)
+    se = np.sqrt(np.einsum("ij,jk,ik->i", design, np.asarray(covariance), design))
+    return np.exp(mean), np.exp(mean - quantile * se), np.exp(mean + quantile * se)
+
+
+def law_interval(
+    coefficients: Sequence[float],
+    covariance: Any,
+    x_fitted: Any,
+    log_scatter: Any,
+    x0: float,
+    quantile: float,
+) -> tuple[float, float, float]:
+    """The law's prediction at ``x0`` and its interval: the law's uncertainty plus the scatter
+    (log units) of the fitted point nearest ``x0``."""
+    lx = math.log(x0)
+    row = np.array([1.0, lx])
+    mean = float(row @ np.asarray(coefficients))
+    nearest = int(np.argmin(np.abs(np.log(np.asarray(x_fitted, dtype=float)) - lx)))
+    var = float(np.asarray(log_scatter)[nearest]) ** 2 + float(row @ np.asarray(covariance) @ row)
+    half = quantile * math.sqrt(var)
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)

@@ -294,9 +294,9 @@ def run_fail_stale_trials(storage_url: str, both_read: Any, first_done: Any, fir
 
     def _set_trial_state_values(*args: Any, **kwargs: Any) -> bool:
         # The second process fails to set state due to the race condition.
-        # study: was time.sleep(1) and time.sleep(2); both processes have read the stale
-        # trial before either writes, and the second writes once the first has (no fixed
-        # sleeps, which order nothing under load).
+        # study: Optuna orders this race with two fixed waits (1 s and 2 s); here both processes
+        # have read the stale trial before either writes, and the second writes once the first
+        # has (a barrier and an event, which hold under load).
         both_read.wait(timeout=120)
         if not first:
             first_done.wait(timeout=120)
