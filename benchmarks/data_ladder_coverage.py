@@ -1,5 +1,5 @@
 """Coverage of the prediction at the next rung of a data ladder, by simulation: does the
-interval `study ladder --predict` prints hold the next study's answer at the asked-for coverage?
+interval `study ladder --predict` prints hold the answer at that size at the asked-for coverage?
 
 Each synthetic ladder has rungs at training-set sizes ``D0 * 2^k`` (k = 0 .. rungs - 1). Its
 truth follows power laws in the data size with exponents drawn per ladder::
@@ -12,12 +12,15 @@ and each rung is a synthetic study of `sim.simulate` (`DESIGN`: 8 batch sizes x 
 jagged learning-rate response of a real seed) read with the model of every trial
 (`fit_surrogate`, `scaling_answers`, 8 accelerators). The ladder's laws (`fit_ladder`) predict
 the rung at ``2x`` and ``4x`` the largest (0.33 and 0.67 fitted ranges beyond four rungs), and
-a verifying study is simulated there (new trials, same design): each 95% prediction interval
-of B_noise and of the critical batch size (20% overhead; the truth is ``0.2 * B_noise`` at the
-knee ``q = 1``) is checked against the verifying study's estimate and against the law's true
-value; the predicted batch size for 8 accelerators against the verifying study's (inside the
-interval). Every ladder is also read at 80% intervals, to check the calibration away from
-the tails. The exponent of B_noise's law is checked against ``p`` (its interval covers it?).
+a verifying study is simulated there (new trials, same design). Each 95% interval of B_noise
+and of the critical batch size (20% overhead; the truth is ``0.2 * B_noise`` at the knee
+``q = 1``) is checked against the law's true value (``*_covers_truth``: what the printed
+interval is for) and against the verifying study: whether its estimate agrees with the
+prediction, the two intervals combined (``*_agrees_verify``, `agrees`: that study has its own
+estimation noise), and whether it falls inside the printed interval itself
+(``*_covers_verify``: below 95% by that noise); the predicted batch size for 8 accelerators
+against the verifying study's (inside the interval). Every ladder is also read at 80%
+intervals, to check the calibration away from the tails. The exponent of B_noise's law is checked against ``p`` (its interval covers it?).
 Ladders of 2, 3 and 4 rungs are drawn in turn.
 
 A ladder costs about 0.5 s of one core per study (rungs and verifying studies).
@@ -47,6 +50,7 @@ from sim.simulate import StudyDesign, StudyTruth, simulate_trials  # noqa: E402
 from study.analysis.answers import Answers, scaling_answers  # noqa: E402
 from study.analysis.data_ladder import Rung, fit_ladder  # noqa: E402
 from study.analysis.surrogate import fit_surrogate  # noqa: E402
+from study.analysis.target_law import agrees  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 D0 = 10_000
@@ -144,6 +148,8 @@ def one_ladder(seed: int) -> dict[str, Any]:
         if verify.ok:
             assert verify.b_noise is not None and verify.critical_batch is not None
             row["b_noise_covers_verify"] = b.covers(verify.b_noise.estimate)
+            row["b_noise_agrees_verify"] = agrees(b, verify.b_noise)
+            row["critical_agrees_verify"] = agrees(c, verify.critical_batch)
             row["b_noise_z_verify"] = _z(b, verify.b_noise.estimate)
             row["b_noise_z_truth"] = _z(b, truth.b_noise)
             row["critical_covers_verify"] = c.covers(verify.critical_batch.estimate)
@@ -161,6 +167,7 @@ def one_ladder(seed: int) -> dict[str, Any]:
                 verify.critical_batch.estimate
             )
             row["b_noise_covers_truth_80"] = low.b_noise.covers(truth.b_noise)
+            row["critical_covers_truth_80"] = low.critical_batch.covers(OVERHEAD * truth.b_noise)
         out["predictions"][str(factor)] = row
     return out
 
@@ -181,6 +188,8 @@ def _z(answer: Any, value: float) -> float:
 
 
 KEYS = (
+    "b_noise_agrees_verify",
+    "critical_agrees_verify",
     "b_noise_covers_verify",
     "critical_covers_verify",
     "b_noise_covers_truth",
@@ -190,6 +199,7 @@ KEYS = (
     "b_noise_covers_verify_80",
     "critical_covers_verify_80",
     "b_noise_covers_truth_80",
+    "critical_covers_truth_80",
 )
 
 

@@ -13,16 +13,22 @@ of `QUANTITIES` is fitted against ``D`` by weighted least squares in log-log, as
 
 each rung weighted by its interval (``s_i``: the half-width in log units over the normal
 quantile). The rungs are separate studies, so their errors are independent, as the weights
-assume. Two rungs fit the law exactly: the rungs' own intervals set its uncertainty (normal
-quantiles). With three or more the residual scale ``r = sqrt(max(1, RSS_w / (n - 2)))`` widens
-every interval when the rungs scatter more than their intervals say, and the quantiles become
-Student's t on ``n - 2`` degrees of freedom. The best batch size is read on a grid of powers
-of two, so its ``s_i`` also carries the grid's rounding (`GRID_SIGMA`).
+assume, and their intervals are known variances: the normal quantile throughout. Rungs that
+scatter about the law more than their intervals say have a scatter of their own, ``tau^2``,
+added to every rung's variance as in a random-effects meta-regression (DerSimonian and Laird
+1986, method of moments)::
 
-`DataLadder.predict` gives the answers at a data size no rung trained on, each a prediction
-interval for what that rung's own study would find: the law's uncertainty and one rung's
-scatter, ``r^2 s_near^2 + x0' Cov x0`` (``s_near`` the interval of the rung nearest in ``D``).
-The batch size for N accelerators follows the answers' rule from the predicted critical batch
+    tau^2 = max(0, (RSS_w - (n - 2)) / tr(P)),   P = W - W X (X' W X)^-1 X' W
+
+(0 with two rungs, which fit the law exactly), and the law is refitted with the weights
+``1 / (s_i^2 + tau^2)``. The best batch size is read on a grid of powers of two, so its
+``s_i`` also carries the grid's rounding (`GRID_SIGMA`).
+
+`DataLadder.predict` gives the answers at a data size no rung trained on, each an interval for
+the answer at that size itself (a rung's true answer there): the law's uncertainty and the
+rungs' own scatter, ``x0' Cov x0 + tau^2``. A study run at that size measures it with its own
+estimation noise on top (`study.analysis.target_law.agrees` compares such a measurement with
+the prediction). The batch size for N accelerators follows the answers' rule from the predicted critical batch
 size and the end of perfect scaling (the largest rung's, in proportion to B_noise), as
 `study.analysis.target_prediction` predicts it across targets; the best rate (at the
 recommended batch size) comes from its own law. A prediction farther than
@@ -51,7 +57,7 @@ from scipy import stats
 
 from study.analysis.answers import Answer, Answers
 from study.analysis.fitting import CONFIDENCE
-from study.analysis.target_law import MAX_DISTANCE, law_band, law_interval
+from study.analysis.target_law import MAX_DISTANCE, law_band, weighted_least_squares
 from study.analysis.target_prediction import power_of_two_batch
 from study.config.target import Target
 
@@ -110,8 +116,11 @@ def _spread(answer: Answer | None, z: float, batch: bool) -> tuple[float, float]
 @dataclass(frozen=True)
 class DataLaw:
     """A power law of ``quantity`` in the data size (see the module): ``ok``/``reason``;
-    ``coefficients`` (``a``, ``b``: ``log y = a + b log D``) and their ``covariance`` (scaled
-    by ``scale**2``); ``scale`` (the residual scale, at least 1); ``dof``; ``sizes`` and
+    ``coefficients`` (``a``, ``b``: ``log y = a + b log D``) and their ``covariance`` (with the
+    weights ``1 / (s_i^2 + tau^2)``); ``scale`` (the residual scale of the fit on the rungs'
+    own intervals, at least 1: how much more they scatter than those say); ``tau`` (the rungs'
+    scatter of their own, log units; 0 when they scatter no more than their intervals say);
+    ``dof``; ``sizes`` and
     ``log_sigma`` (the fitted rungs' data sizes and log-interval widths); ``exponent`` (an
     `Answer` for ``b``); ``confidence``."""
 
@@ -124,6 +133,7 @@ class DataLaw:
         (math.nan, math.nan),
     )
     scale: float = math.nan
+    tau: float = 0.0
     dof: int = 0
     sizes: tuple[float, ...] = ()
     log_sigma: tuple[float, ...] = ()
@@ -165,11 +175,11 @@ class DataLaw:
         return "no trend resolved (the interval holds 0)"
 
     def curve(self, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The law at ``sizes`` with its confidence band (the law's uncertainty alone)."""
-        return law_band(self.coefficients, self.covariance, sizes, self._quantile())
+        """The law at ``sizes`` with the interval of its value there (as `predict`)."""
+        return law_band(self.coefficients, self.covariance, sizes, self._quantile(), self.tau**2)
 
     def predict(self, size: float) -> Answer:
-        """The prediction interval at data size ``size`` (see the module).
+        """The interval of the answer at data size ``size`` (see the module).
 
         Raises:
             ValueError: if the law is not ok or ``size`` is not positive.
@@ -178,19 +188,12 @@ class DataLaw:
             raise ValueError(f"no law to predict with: {self.reason}")
         if not size > 0:
             raise ValueError(f"the data size must be positive (got {size})")
-        value, low, high = law_interval(
-            self.coefficients, self.covariance, self.sizes, self.scale * np.asarray(self.log_sigma),
-            size, self._quantile(),
-        )  # fmt: skip
+        value, low, high = (float(v[0]) for v in self.curve(np.array([size], dtype=float)))
         return Answer(self.name, value, low, high, self.quantity == "recommended_batch")
 
     def _quantile(self) -> float:
-        """Normal while the rungs' own intervals set the variance (``scale`` 1), Student's t on
-        ``dof`` once the residuals do."""
-        tail = 0.5 + self.confidence / 2.0
-        if self.scale > 1.0 and self.dof > 0:
-            return float(stats.t.ppf(tail, self.dof))
-        return float(stats.norm.ppf(tail))
+        """The normal quantile of the confidence: the rungs' intervals are known variances."""
+        return float(stats.norm.ppf(0.5 + self.confidence / 2.0))
 
 
 def fit_data_law(
@@ -213,21 +216,26 @@ def fit_data_law(
             confidence=confidence,
         )
     x, y, s = (np.array(column) for column in zip(*points))
-    w = 1.0 / s**2
     design = np.column_stack([np.ones(x.size), np.log(x)])
-    xtw = design.T * w
-    inv = np.linalg.inv(xtw @ design)
-    coef = inv @ (xtw @ y)
-    rss = float(np.sum(w * (y - design @ coef) ** 2))
+    coef, rss, inv = weighted_least_squares(design, y, 1.0 / s**2)
     dof = x.size - 2
+    tau2 = 0.0
+    if dof > 0:
+        w = 1.0 / s**2
+        weighted = design.T * w
+        trace = float(np.sum(w) - np.trace(inv @ (weighted @ (design * w[:, None]))))
+        tau2 = max(0.0, (rss - dof) / trace)
+        if tau2 > 0:
+            coef, _, inv = weighted_least_squares(design, y, 1.0 / (s**2 + tau2))
     scale = math.sqrt(max(1.0, rss / dof)) if dof > 0 else 1.0
-    cov = inv * scale**2
+    cov = inv
     law = DataLaw(
         quantity,
         ok=True,
         coefficients=(float(coef[0]), float(coef[1])),
         covariance=((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1]))),
         scale=scale,
+        tau=math.sqrt(tau2),
         dof=dof,
         sizes=tuple(float(v) for v in x),
         log_sigma=tuple(float(v) for v in s),
@@ -244,7 +252,7 @@ class LadderPrediction:
     ``distance`` (fitted ranges of ``log D`` beyond the rungs; 0 inside them); ``fitted``
     (the rungs' sizes, ``"5,000-20,000"``); ``largest`` (the largest rung's size);
     ``b_noise``, ``critical_batch``, ``recommended_batch``, ``recommended_lr`` (`Answer`,
-    prediction intervals; None when refused or without a law); ``accelerators``."""
+    intervals for the answer at that size itself; None when refused or without a law); ``accelerators``."""
 
     data_size: float
     ok: bool

@@ -17,14 +17,24 @@ The fit's residual scale ``r = sqrt(max(1, RSS_w / (n - k)))`` (the levels scatt
 their intervals say: ``r > 1``) widens every interval.
 
 A prediction at a level ``x0`` (`TargetLaw.predict`, on the power-law fit: see
-`target_prediction.predict_target`) is a prediction interval: the law's parameter uncertainty
-and the scatter of one level about the law, ``r^2 (s_near^2 + x0' (X' W X)^-1 x0)`` with ``s_near``
-the interval of the fitted level nearest to ``x0``, and the normal quantile while ``r`` is 1 (the
-levels' own intervals set the variance), Student's t with ``n - k`` degrees of freedom once the
-residuals do (``r > 1``). Every level comes from the same trials, so the levels' errors move
-together: the ``s_near`` term carries that common shift (the law's own terms, fitted as if the
-levels were independent, do not). ``benchmarks/target_law_coverage.py`` measures the coverage
-(simulator ``benchmarks/sim/levels.py``), against the law and against verifying studies.
+`target_prediction.predict_target`) is an interval for the answer at that target itself (the
+law's value there), not for what a study run to it would measure: that study adds its own
+estimation noise (`agrees` compares a measured answer with a prediction). Every level comes from
+the same trials, so each level's error (variance ``s_i^2``) has a part the levels share, which
+moves them together and is invisible in their scatter about the law, and a part of their own,
+which the scatter measures: its share ``phi = RSS_w / (n - k)`` (not floored at 1). The shared
+part passes to the prediction as the error of the level it rests on, the nearest; the own part
+through the regression::
+
+    var(x0) = max(0, 1 - phi) s_near^2 + phi x0' (X' W X)^-1 x0
+
+with Student's t on the Welch-Satterthwaite degrees of freedom of the estimated part (``n - k``
+when ``phi >= 1``, the normal quantile as ``phi`` goes to 0). The drawn band (`TargetLaw.curve`)
+is the same interval along the axis. The exponent's interval treats the levels as independent
+(the covariance ``r^2 (X' W X)^-1``, Student's t): their shared error also tilts the law, which
+the scatter cannot separate, so it is the wider, safe reading. ``benchmarks/target_law_coverage.py``
+measures the coverage (simulator ``benchmarks/sim/levels.py``), against the law and against
+verifying studies.
 
 A prediction is refused (``ok`` False, ``reason`` one sentence) with fewer than `MIN_LEVELS`
 levels with answers, at a level whose axis is not positive, or farther than `MAX_DISTANCE`
@@ -74,10 +84,11 @@ class TargetLaw:
 
     ``ok``/``reason``; ``kind`` (``power`` or ``constant``, chosen by `SELECTION`);
     ``coefficients`` (``a``, ``b``: ``log y = a + b log x``; ``b`` 0 for a constant) and their
-    ``covariance`` (scaled by ``scale**2``); ``scale`` (the residual scale ``r``, at least 1);
-    ``dof``; ``p_value`` (the F test's); ``x`` and ``log_sigma`` (the fitted levels' axis
-    values and log-interval widths); ``exponent``: an `Answer` for ``b`` (None for a
-    constant); ``confidence``.
+    ``covariance`` (scaled by ``scale**2``: the levels taken as independent); ``scale`` (the
+    residual scale ``r``, at least 1); ``own_share`` (``phi``: the levels' own share of their
+    variance, from their scatter); ``dof``; ``p_value`` (the F test's); ``x`` and ``log_sigma``
+    (the fitted levels' axis values and log-interval widths); ``exponent``: an `Answer` for
+    ``b`` (None for a constant); ``confidence``.
     """
 
     quantity: Quantity
@@ -87,6 +98,7 @@ class TargetLaw:
     coefficients: tuple[float, float] = (math.nan, 0.0)
     covariance: tuple[tuple[float, float], tuple[float, float]] = ((math.nan, 0.0), (0.0, 0.0))
     scale: float = math.nan
+    own_share: float = math.nan
     dof: int = 0
     p_value: float = math.nan
     x: tuple[float, ...] = ()
@@ -112,11 +124,37 @@ class TargetLaw:
         return max(0.0, low - lx, lx - high) / span
 
     def curve(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The law at ``x`` with its confidence band (the law's uncertainty alone)."""
-        return law_band(self.coefficients, self.covariance, x, self._quantile())
+        """The law at ``x`` with the interval of its value there (`interval`)."""
+        return self.interval(np.asarray(x, dtype=float))
+
+    def interval(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The law's value at each of ``x`` and its interval (see the module: the levels'
+        shared error as the nearest level's, their own through the regression)."""
+        lx = np.log(np.asarray(x, dtype=float))
+        design = np.column_stack([np.ones_like(lx), lx])
+        mean = design @ np.asarray(self.coefficients)
+        inverse = np.asarray(self.covariance) / self.scale**2
+        h2 = np.einsum("ij,jk,ik->i", design, inverse, design)
+        fitted = np.log(np.asarray(self.x))
+        near = np.asarray(self.log_sigma)[np.argmin(np.abs(lx[:, None] - fitted), axis=1)] ** 2
+        phi = self.own_share
+        if phi < 1.0:
+            var, estimated = (1.0 - phi) * near + phi * h2, phi * np.abs(h2 - near)
+        else:
+            var = estimated = phi * h2
+        with np.errstate(divide="ignore"):
+            nu = np.where(
+                estimated > 0, self.dof * var**2 / np.maximum(estimated, 1e-300) ** 2, np.inf
+            )
+        tail = 0.5 + self.confidence / 2.0
+        quantile = np.where(
+            np.isfinite(nu), stats.t.ppf(tail, np.minimum(nu, 1e9)), stats.norm.ppf(tail)
+        )
+        half = quantile * np.sqrt(var)
+        return np.exp(mean), np.exp(mean - half), np.exp(mean + half)
 
     def predict(self, x0: float) -> Answer:
-        """The prediction interval at axis value ``x0`` (see the module).
+        """The interval of the law's value at axis value ``x0`` (see the module).
 
         Raises:
             ValueError: if the law is not ok or ``x0`` is not positive.
@@ -125,19 +163,8 @@ class TargetLaw:
             raise ValueError(f"no law to predict with: {self.reason}")
         if not x0 > 0:
             raise ValueError(f"the axis value must be positive (got {x0})")
-        value, low, high = law_interval(
-            self.coefficients, self.covariance, self.x, self.scale * np.asarray(self.log_sigma),
-            x0, self._quantile(),
-        )  # fmt: skip
+        value, low, high = (float(v[0]) for v in self.interval(np.array([x0])))
         return Answer(self.name, value, low, high)
-
-    def _quantile(self) -> float:
-        """The interval's quantile: normal while the levels' own intervals set the variance
-        (``scale`` 1), Student's t on ``dof`` once the scatter is estimated from the residuals."""
-        tail = 0.5 + self.confidence / 2.0
-        if self.scale > 1.0:
-            return float(stats.t.ppf(tail, max(self.dof, 1)))
-        return float(stats.norm.ppf(tail))
 
 
 def fit_law(
@@ -182,8 +209,8 @@ def _fit(
     n = x.size
     w = 1.0 / s**2
     design = np.column_stack([np.ones(n), np.log(x)])
-    power, rss_power, inv_power = _wls(design, y, w)
-    const, rss_const, inv_const = _wls(design[:, :1], y, w)
+    power, rss_power, inv_power = weighted_least_squares(design, y, w)
+    const, rss_const, inv_const = weighted_least_squares(design[:, :1], y, w)
     # The residual scale is never below the levels' own intervals: F = b^2 / var(b).
     f = (rss_const - rss_power) / max(1.0, rss_power / (n - 2))
     p_value = float(stats.f.sf(f, 1, n - 2))
@@ -195,7 +222,8 @@ def _fit(
         rss, k = rss_const, 1
         inv = np.array([[inv_const[0, 0], 0.0], [0.0, 0.0]])
     dof = n - k
-    scale = math.sqrt(max(1.0, rss / dof))
+    own = rss / dof
+    scale = math.sqrt(max(1.0, own))
     cov = inv * scale**2
     exponent = None
     if kind == "power":
@@ -209,6 +237,7 @@ def _fit(
         coefficients=(float(coef[0]), float(coef[1])),
         covariance=((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1]))),
         scale=scale,
+        own_share=own,
         dof=dof,
         p_value=p_value,
         x=tuple(float(v) for v in x),
@@ -218,7 +247,9 @@ def _fit(
     )
 
 
-def _wls(design: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
+def weighted_least_squares(
+    design: np.ndarray, y: np.ndarray, w: np.ndarray
+) -> tuple[np.ndarray, float, np.ndarray]:
     """Weighted least squares: coefficients, weighted residual sum of squares, (X'WX)^-1."""
     xtw = design.T * w
     inv = np.linalg.inv(xtw @ design)
@@ -228,31 +259,36 @@ def _wls(design: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, 
 
 
 def law_band(
-    coefficients: Sequence[float], covariance: Any, x: Any, quantile: float
+    coefficients: Sequence[float],
+    covariance: Any,
+    x: Any,
+    quantile: float,
+    extra: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A law ``log y = a + b log x`` at ``x`` with its band of ``quantile`` standard errors
-    (the law's uncertainty alone)."""
+    """A law ``log y = a + b log x`` at ``x`` with its band of ``quantile`` standard errors:
+    the coefficients' uncertainty, plus ``extra`` (a variance in log units) at every ``x``."""
     lx = np.log(np.asarray(x, dtype=float))
     design = np.column_stack([np.ones_like(lx), lx])
     mean = design @ np.asarray(coefficients)
-    se = np.sqrt(np.einsum("ij,jk,ik->i", design, np.asarray(covariance), design))
-    return np.exp(mean), np.exp(mean - quantile * se), np.exp(mean + quantile * se)
+    var = np.einsum("ij,jk,ik->i", design, np.asarray(covariance), design) + extra
+    half = quantile * np.sqrt(var)
+    return np.exp(mean), np.exp(mean - half), np.exp(mean + half)
 
 
-def law_interval(
-    coefficients: Sequence[float],
-    covariance: Any,
-    x_fitted: Any,
-    log_scatter: Any,
-    x0: float,
-    quantile: float,
-) -> tuple[float, float, float]:
-    """The law's prediction at ``x0`` and its interval: the law's uncertainty plus the scatter
-    (log units) of the fitted point nearest ``x0``."""
-    lx = math.log(x0)
-    row = np.array([1.0, lx])
-    mean = float(row @ np.asarray(coefficients))
-    nearest = int(np.argmin(np.abs(np.log(np.asarray(x_fitted, dtype=float)) - lx)))
-    var = float(np.asarray(log_scatter)[nearest]) ** 2 + float(row @ np.asarray(covariance) @ row)
-    half = quantile * math.sqrt(var)
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+def agrees(predicted: Answer, measured: Answer) -> bool:
+    """Whether a study's ``measured`` answer agrees with a ``predicted`` one at their common
+    confidence: their log distance within the two intervals' half-widths (each on the side
+    facing the other) added in quadrature, as the difference of two independent estimates.
+
+    Example: ``agrees(Answer("b", 100, 80, 125), Answer("b", 130, 110, 154))`` is True: the
+    distance log 1.3 = 0.26 is within hypot(log 1.25, log(130 / 110)) = 0.28.
+    """
+    ends = (predicted.estimate, predicted.low, predicted.high, measured.estimate)
+    ends += (measured.low, measured.high)
+    if not all(math.isfinite(v) and v > 0 for v in ends):
+        return False
+    gap = math.log(measured.estimate / predicted.estimate)
+    mine = predicted.high if gap >= 0 else predicted.low
+    theirs = measured.low if gap >= 0 else measured.high
+    reach = math.hypot(math.log(mine / predicted.estimate), math.log(theirs / measured.estimate))
+    return abs(gap) <= reach

@@ -3,7 +3,7 @@
 `target_scaling` refits the model of every trial at a grid of levels (`sweep_levels`), fits
 the law of B_noise across them (`fit_law`: its form chosen by the data), the critical batch size
 in the same form, and, when asked,
-predicts both at a harder target with prediction intervals (`predict_target`: from the power
+predicts both at a harder target with intervals for the answer there (`predict_target`: from the power
 law, whichever form the data chose to state, so the exponent's uncertainty is in them), with the
 batch size for N accelerators that follows by the answers' rule: the largest ``N * 2^k`` up to
 the larger of the predicted critical batch size and the end of perfect scaling (the hardest
@@ -52,7 +52,8 @@ class TargetPrediction:
     """The answer at ``target`` from the laws (see the module): ``ok``/``reason``;
     ``distance`` (fitted ranges beyond the levels; 0 inside them); ``fitted`` (the levels'
     thresholds, ``"0.35-0.6"``); ``b_noise``, ``critical_batch`` and ``recommended_batch``
-    (`Answer`, prediction intervals; None when refused); ``accelerators``."""
+    (`Answer`, intervals for the answer at ``target`` itself: `TargetLaw.predict`; None when
+    refused); ``accelerators``."""
 
     target: Target
     ok: bool

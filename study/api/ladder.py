@@ -6,7 +6,7 @@ laws of the answers in the data size, and the answer at a data size no rung trai
     ladder.rungs              # one row per rung: data_size, b_noise, critical_batch, ... with intervals
     ladder.laws["b_noise"].text()          # "B_noise ~ D^0.52 (0.31 to 0.73)"
     ladder.law_table          # one row per quantity: the exponent and its interval
-    ladder.predict(40_000).critical_batch  # a prediction interval; refused past the laws' support
+    ladder.predict(40_000).critical_batch  # an interval for the answer there; refused past the laws' support
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class Ladder:
                 "exponent_low": law.exponent.low if law.exponent else float("nan"),
                 "exponent_high": law.exponent.high if law.exponent else float("nan"),
                 "scale": law.scale,
+                "tau": law.tau,
                 "rungs": len(law.sizes),
                 "text": law.text(),
             }
@@ -61,7 +62,7 @@ class Ladder:
         return cls(ladder, ladder.frame(), dict(ladder.laws), pd.DataFrame(rows))
 
     def predict(self, data_size: float) -> LadderPrediction:
-        """The answers at ``data_size`` training examples with prediction intervals; past the
+        """The answers at ``data_size`` training examples with intervals for the answer there; past the
         laws' support ``ok`` is False and ``reason`` says why.
 
         Raises:

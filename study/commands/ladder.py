@@ -40,7 +40,8 @@ def add_ladder(sub: Any) -> None:
         "Prints per rung B_noise, the critical batch size, the batch size for N accelerators "
         "and the best rate with their intervals; the power law of each in the data size D "
         "(weighted least squares in log-log, the exponent with its interval); and with "
-        "--predict the answers at another data size with prediction intervals, refused past "
+        "--predict the answers at another data size, each with an interval for the answer "
+        "there (a study run there adds its own noise), refused past "
         "one fitted range of log D beyond the rungs.",
     )
     p.add_argument("studies", nargs="+", metavar="STUDY", help="finished studies (see `study ls`)")

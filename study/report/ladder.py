@@ -197,12 +197,15 @@ def rung_rows(ladder: DataLadder) -> list[list[str]]:
 
 
 def law_line(ladder: DataLadder, quantity: str) -> str:
-    """``"B_noise ~ D^0.41 (0.22 to 0.60): rises with the data (3 rungs, residual scale 1)"``,
-    or why there is no law."""
+    """``"B_noise ~ D^0.41 (0.22 to 0.60): rises with the data (3 rungs, residual scale 1, own
+    scatter 0)"``, or why there is no law."""
     law = ladder.laws[quantity]
     if not law.ok:
         return law.text()
-    return f"{law.text()}: {law.words()} ({len(law.sizes)} rungs, residual scale {law.scale:.2g})"
+    return (
+        f"{law.text()}: {law.words()} ({len(law.sizes)} rungs, residual scale {law.scale:.2g}, "
+        f"own scatter {law.tau:.2g})"
+    )
 
 
 def ladder_lines(ladder: DataLadder, predictions: Sequence[LadderPrediction] = ()) -> list[str]:
@@ -221,8 +224,9 @@ def ladder_lines(ladder: DataLadder, predictions: Sequence[LadderPrediction] = (
     if predictions:
         lines += [
             "",
-            f"Predictions ({level} prediction intervals: the laws' uncertainty and one rung's "
-            f"scatter; trusted up to {MAX_DISTANCE:g} fitted range of log D beyond the rungs):",
+            f"Predictions ({level} intervals for the answer at that size itself: the laws' "
+            "uncertainty and the rungs' own scatter; a study run there measures it with its own "
+            f"noise on top; trusted up to {MAX_DISTANCE:g} fitted range of log D beyond the rungs):",
         ]
         lines += [f"  {p.line()}" for p in predictions]
     return lines
@@ -230,7 +234,7 @@ def ladder_lines(ladder: DataLadder, predictions: Sequence[LadderPrediction] = (
 
 def ladder_dict(ladder: DataLadder, predictions: Sequence[LadderPrediction] = ()) -> dict[str, Any]:
     """The ladder as JSON: ``rungs`` (one object each), ``laws`` (by quantity: ``ok``,
-    ``reason``, ``exponent``, ``scale``, ``rungs``, ``text``) and ``predictions``."""
+    ``reason``, ``exponent``, ``scale``, ``tau``, ``rungs``, ``text``) and ``predictions``."""
     frame = ladder.frame()
     rungs = [
         {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
@@ -248,6 +252,7 @@ def ladder_dict(ladder: DataLadder, predictions: Sequence[LadderPrediction] = ()
             "exponent": None if law.exponent is None else law.exponent.to_dict(),
             "coefficients": list(law.coefficients) if law.ok else None,
             "scale": law.scale if law.ok else None,
+            "tau": law.tau if law.ok else None,
             "rungs": len(law.sizes),
         }
     return {

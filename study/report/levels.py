@@ -33,8 +33,8 @@ FIGURE = "targets"
 CAPTION = (
     "B_noise and the critical batch size against the distance still to go to each target "
     "level (log-log; harder targets to the right), each level's answer with its interval, the "
-    "law fitted across levels by weighted least squares with its confidence band, and the "
-    "prediction at a target the study did not reach with its prediction interval (open marker)."
+    "law fitted across levels by weighted least squares with the interval of its value, and the "
+    "prediction at a target the study did not reach with that interval (open marker)."
 )
 
 TITLE = "The answer across targets"
@@ -76,9 +76,10 @@ def levels_lines(scaling: TargetScaling) -> list[str]:
     if prediction is not None:
         if prediction.ok:
             lines.append(
-                f"Prediction {prediction.line()} ({percent(sweep.confidence)} prediction "
-                f"intervals: the law's uncertainty and one level's scatter; trusted up to "
-                f"{MAX_DISTANCE:g} fitted range beyond the levels)."
+                f"Prediction {prediction.line()} ({percent(sweep.confidence)} intervals for the "
+                f"answer at that target itself: the law's uncertainty with the levels' shared "
+                f"error; a study run to it measures it with its own noise on top; trusted up "
+                f"to {MAX_DISTANCE:g} fitted range beyond the levels)."
             )
         else:
             lines.append(f"No prediction: {prediction.reason}.")

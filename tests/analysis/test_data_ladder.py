@@ -18,7 +18,7 @@ from study.analysis.data_ladder import (
     fit_data_law,
     fit_ladder,
 )
-from study.analysis.target_law import MAX_DISTANCE
+from study.analysis.target_law import MAX_DISTANCE, agrees
 
 Z95 = float(stats.norm.ppf(0.975))
 
@@ -98,23 +98,55 @@ def test_rungs_that_scatter_more_than_their_intervals_widen_the_law() -> None:
     tight = fit_data_law([Rung(f"{d}", d, answers_of(b, 0.05)) for d, b in zip(sizes, zigzag)],
                          "b_noise")  # fmt: skip
     assert tight.scale > 3
+    # equal intervals s: the method of moments gives tau^2 = s^2 (RSS_w / (n - 2) - 1)
+    assert tight.tau == pytest.approx(0.05 * math.sqrt(tight.scale**2 - 1), rel=1e-9)
+    assert tight.exponent is not None and tight.exponent.high - tight.exponent.low > 0.3
+    prediction = tight.predict(32000)
+    x0 = np.array([1.0, math.log(32000)])
+    var = float(x0 @ np.array(tight.covariance) @ x0) + tight.tau**2  # the rungs' own scatter
+    assert math.log(prediction.high / prediction.estimate) == pytest.approx(Z95 * math.sqrt(var))
     wide = fit_data_law(
         [Rung(f"{d}", d, answers_of(b, 0.6)) for d, b in zip(sizes, zigzag)], "b_noise"
     )
-    assert wide.scale == 1
+    assert wide.scale == 1 and wide.tau == 0
 
 
-def test_the_prediction_holds_the_next_rungs_answer_at_about_its_level() -> None:
+def test_the_interval_has_no_jump_where_the_rungs_start_to_scatter() -> None:
+    """Three rungs just inside and just past their intervals' scatter: the normal quantile
+    throughout and ``tau`` from 0, so the interval barely moves (a t quantile on one degree of
+    freedom once the scatter showed made it 6 times wider)."""
+
+    def width(offset: float) -> float:
+        rungs = [
+            Rung(f"{d}", d, answers_of(100 * (d / 1000) ** 0.5 * math.exp(e), 0.1))
+            for d, e in zip((1000.0, 2000.0, 4000.0), (0.0, offset, 0.0))
+        ]
+        answer = fit_data_law(rungs, "b_noise").predict(8000)
+        return math.log(answer.high / answer.low)
+
+    # RSS_w = (2/3) (offset / 0.1)^2: 1 (one degree of freedom) at offset 0.1225
+    inside, past = width(0.12), width(0.125)
+    assert past >= inside
+    assert past == pytest.approx(inside, rel=0.05)
+
+
+def test_the_prediction_holds_the_answer_there_at_about_its_level() -> None:
     rng = np.random.default_rng(1)
     sizes = [1000.0, 2000.0, 4000.0]
-    hits = []
+    truth, agree, inside = [], [], []
     for _ in range(400):
         ladder = fit_ladder(law_ladder(sizes, 0.4, 0.15, rng))
         prediction = ladder.predict(8000)
-        next_rung = 100 * 8**0.4 * math.exp(0.15 * rng.standard_normal())
-        assert prediction.ok and prediction.b_noise is not None
-        hits.append(prediction.b_noise.covers(next_rung))
-    assert 0.92 <= np.mean(hits) <= 0.985
+        law = 100 * 8**0.4
+        next_rung = answers_of(law * math.exp(0.15 * rng.standard_normal()), 0.15).b_noise
+        assert prediction.ok and prediction.b_noise is not None and next_rung is not None
+        truth.append(prediction.b_noise.covers(law))
+        agree.append(agrees(prediction.b_noise, next_rung))
+        inside.append(prediction.b_noise.covers(next_rung.estimate))
+    assert 0.92 <= np.mean(truth) <= 0.98
+    assert 0.92 <= np.mean(agree) <= 0.98
+    # the next study's own noise is not in the interval for the answer: it falls outside more
+    assert np.mean(inside) < np.mean(truth)
 
 
 def test_the_batch_follows_the_predicted_critical_batch_on_powers_of_two() -> None:

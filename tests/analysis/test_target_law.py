@@ -6,9 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from study.analysis.answers import Answer, Answers
-from study.analysis.target_law import MAX_DISTANCE, fit_law
+from study.analysis.target_law import MAX_DISTANCE, agrees, fit_law
 from study.analysis.target_levels import Level, TargetSweep, axis_value
 from study.analysis.target_prediction import power_of_two_batch, predict_target
 from study.config.target import Target
@@ -72,7 +73,7 @@ def test_fewer_than_three_levels_with_answers_give_no_law() -> None:
     assert not prediction.ok and prediction.reason == law.reason
 
 
-def test_the_prediction_interval_holds_the_law_and_widens_with_distance() -> None:
+def test_the_prediction_interval_holds_the_law_and_widens_with_own_scatter() -> None:
     sweep = power_law_sweep(-2.0)
     laws = {q: fit_law(sweep, q) for q in ("b_noise", "critical_batch")}
     near, far = predict_target(sweep, laws, 0.62), predict_target(sweep, laws, 0.7)
@@ -80,16 +81,89 @@ def test_the_prediction_interval_holds_the_law_and_widens_with_distance() -> Non
     assert far.ok and far.b_noise is not None and far.b_noise.covers(truth)
     assert far.b_noise.estimate == pytest.approx(truth, rel=1e-9)
     assert near.b_noise is not None
+    # on the law exactly, the levels' error is all shared: the nearest level's interval
+    assert laws["b_noise"].own_share == pytest.approx(0.0, abs=1e-12)
+    for answer in (near.b_noise, far.b_noise):
+        assert answer.high / answer.estimate == pytest.approx(1.2)
+    # levels scattering about the law have errors of their own, which grow with the distance
+    jagged = power_law_sweep(-2.0, jitter=0.05)
+    laws = {q: fit_law(jagged, q) for q in ("b_noise", "critical_batch")}
+    assert 0 < laws["b_noise"].own_share < 1
+    near, far = predict_target(jagged, laws, 0.62), predict_target(jagged, laws, 0.7)
+    assert near.b_noise is not None and far.b_noise is not None
     assert far.b_noise.high / far.b_noise.low > near.b_noise.high / near.b_noise.low
-    # the interval holds one level's scatter: wider than that level's own interval
-    assert far.b_noise.high / far.b_noise.estimate > 1.2
     assert far.distance == pytest.approx(math.log(0.4 / 0.3) / math.log(0.6 / 0.4))
     assert far.assumption == "for val_accuracy >= 0.7, extrapolated from 0.4-0.6"
     # the critical batch size, a fifth of B_noise: 35.6; 8 x 2^k up to it: 32
+    far = predict_target(sweep, {q: fit_law(sweep, q) for q in laws}, 0.7)
     assert far.critical_batch is not None
     assert far.critical_batch.estimate == pytest.approx(truth / 5)
     assert far.recommended_batch is not None and far.recommended_batch.estimate == 32
     assert far.recommended_batch.low <= 32 <= far.recommended_batch.high
+
+
+def _by_hand(x: np.ndarray, y: np.ndarray, s: np.ndarray, x0: float) -> tuple[float, float]:
+    """The module's interval at ``x0``, computed here: (log estimate, half-width)."""
+    n, w = x.size, 1 / s**2
+    design = np.column_stack([np.ones(n), np.log(x)])
+    inverse = np.linalg.inv((design.T * w) @ design)
+    coef = inverse @ (design.T * w) @ y
+    phi = float(np.sum(w * (y - design @ coef) ** 2)) / (n - 2)
+    row = np.array([1.0, math.log(x0)])
+    h2, near = float(row @ inverse @ row), float(s[np.argmin(abs(np.log(x) - math.log(x0)))]) ** 2
+    if phi < 1:
+        var, estimated = (1 - phi) * near + phi * h2, phi * abs(h2 - near)
+    else:
+        var = estimated = phi * h2
+    nu = (n - 2) * var**2 / estimated**2  # Welch-Satterthwaite
+    return float(row @ coef), float(stats.t.ppf(0.975, nu)) * math.sqrt(var)
+
+
+@pytest.mark.parametrize("jitter", [0.05, 0.6])  # own share below 1, and above it
+def test_the_interval_follows_the_stated_formula(jitter: float) -> None:
+    sweep = power_law_sweep(-1.5, width=1.3, jitter=jitter)
+    law = fit_law(sweep, "b_noise", "power")
+    x = np.array([1 - lv.threshold for lv in sweep.levels])
+    y = np.log([lv.answers.b_noise.estimate for lv in sweep.levels])
+    s = np.full(x.size, math.log(1.3) / stats.norm.ppf(0.975))
+    assert (law.own_share < 1) == (jitter < 0.1)
+    mean, half = _by_hand(x, y, s, 0.3)
+    answer = law.predict(0.3)
+    assert math.log(answer.estimate) == pytest.approx(mean)
+    assert math.log(answer.high / answer.estimate) == pytest.approx(half, rel=1e-6)
+    assert math.log(answer.estimate / answer.low) == pytest.approx(half, rel=1e-6)
+    _, low, high = law.curve(np.array([0.3]))  # the drawn band is the same interval
+    assert (low[0], high[0]) == pytest.approx((answer.low, answer.high))
+
+
+def test_levels_sharing_their_error_are_covered_at_about_the_level() -> None:
+    """Levels whose errors are part shared (one draw for all) and part their own, as levels
+    refitted on the same trials are: the interval holds the law's value about 95% of the
+    time, and the shared part is not counted twice (the old interval held it 99-100%)."""
+    rng = np.random.default_rng(3)
+    sigma, thresholds = 0.15, (0.4, 0.45, 0.5, 0.55, 0.6)
+    hits = []
+    for _ in range(400):
+        shared = math.sqrt(0.8) * sigma * rng.standard_normal()
+        own = math.sqrt(0.2) * sigma * rng.standard_normal(len(thresholds))
+        half = math.exp(stats.norm.ppf(0.975) * sigma)
+        levels = {}
+        for t, e in zip(thresholds, shared + own):
+            mid = 100 * ((1 - t) / 0.4) ** -2.0 * math.exp(e)
+            levels[t] = (mid, mid / half, mid * half)
+        law = fit_law(sweep_of(levels), "b_noise", "power")
+        hits.append(law.predict(0.3).covers(100 * (0.3 / 0.4) ** -2.0))
+    assert 0.92 <= np.mean(hits) <= 0.98
+
+
+def test_a_measurement_agrees_with_a_prediction_by_both_intervals() -> None:
+    predicted = Answer("B_noise", 100.0, 80.0, 125.0)
+    # outside the predicted interval, yet within both intervals' noise combined
+    assert agrees(predicted, Answer("B_noise", 130.0, 110.0, 154.0))
+    assert not predicted.covers(130.0)
+    assert not agrees(predicted, Answer("B_noise", 130.0, 125.0, 135.0))  # a precise one: no
+    assert agrees(predicted, Answer("B_noise", 70.0, 50.0, 98.0))  # the facing sides count
+    assert not agrees(predicted, Answer("B_noise", 0.0, 0.0, 1.0))
 
 
 def test_a_prediction_past_the_laws_support_is_refused_with_the_reason() -> None:
