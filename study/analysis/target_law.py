@@ -34,7 +34,8 @@ is the same interval along the axis. The exponent's interval treats the levels a
 (the covariance ``r^2 (X' W X)^-1``, Student's t): their shared error also tilts the law, which
 the scatter cannot separate, so it is the wider, safe reading. ``benchmarks/target_law_coverage.py``
 measures the coverage (simulator ``benchmarks/sim/levels.py``), against the law and against
-verifying studies.
+verifying studies: the 95% interval held the law's value in 93.8-97.5% of 240 studies (80%:
+80.4-85.0%).
 
 A prediction is refused (``ok`` False, ``reason`` one sentence) with fewer than `MIN_LEVELS`
 levels with answers, at a level whose axis is not positive, or farther than `MAX_DISTANCE`
