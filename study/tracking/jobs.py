@@ -2,10 +2,11 @@
 
 `BackgroundJobs` runs jobs one at a time, in submission order, on a low-priority daemon thread,
 so training never waits for the tracking store. A failing job prints one warning (once per
-distinct message) and the next one runs. With ``linger`` the thread, woken by a job, waits that
-many seconds (not when `flush` or `close` waits) so that the jobs submitted meanwhile run
-together: the tracker writes a trial that ended meanwhile in one transaction, and a job with a
-key (`BackgroundJobs.submit`) that a newer one of the same key follows is dropped.
+distinct message) and the next one runs. With ``linger`` each job runs that many seconds after
+it was submitted at the earliest (at once while `flush` or `close` waits), so what follows it
+meanwhile is known when it runs: the tracker writes a trial that ended within it whole, with
+the others ended by then, in one transaction, and a job with a key (`BackgroundJobs.submit`)
+that a newer one of the same key follows is dropped.
 
 A job that finds the tracking server unreachable (`is_unreachable`) pauses the queue instead:
 one warning line, then the server is probed (`probe`) with jittered exponential backoff (1 s
@@ -131,7 +132,8 @@ class BackgroundJobs:
         self._submitted = 0
         self._give_up_at = 0.0
         self._random = random.Random()
-        self._queue: queue.Queue[Job | None] = queue.Queue()
+        #: Each job (None: stop) with when it was submitted (`time.monotonic`).
+        self._queue: queue.Queue[tuple[float, Job | None]] = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name="mlflow-tracker", daemon=True)
         self._thread.start()
 
@@ -139,12 +141,13 @@ class BackgroundJobs:
         with contextlib.suppress(AttributeError, OSError):  # Linux: lower this thread's priority
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         while True:
-            job = self._queue.get()
+            submitted, job = self._queue.get()
             if job is None:
                 self._queue.task_done()
                 return
-            if self.linger > 0 and self._queue.empty():
-                self._hurry.wait(self.linger)  # let what follows gather (the module's text)
+            wait = submitted + self.linger - time.monotonic()
+            if wait > 0:
+                self._hurry.wait(wait)  # let what follows gather (the module's text)
             try:
                 if self.offline:
                     self.dropped += 1
@@ -232,7 +235,7 @@ class BackgroundJobs:
                 if self._newest.get(key) == serial:
                     inner()
 
-        self._queue.put(job)
+        self._queue.put((time.monotonic(), job))
 
     def flush(self) -> None:
         """Wait until every queued job has run (none lingers meanwhile)."""
@@ -253,7 +256,7 @@ class BackgroundJobs:
         self._give_up_at = time.monotonic() + wait
         self._closing.set()
         self.flush()
-        self._queue.put(None)
+        self._queue.put((0.0, None))
         self._thread.join(timeout=30)
 
 

@@ -14,6 +14,7 @@ and the caller logs with ``log_batch``.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -61,20 +62,24 @@ def metric_rows(
     rows: dict[tuple[str, int, int, float, bool], dict[str, Any]] = {}
     latest: dict[str, dict[str, Any]] = {}
     for m in metrics:
-        is_nan, value = store.sanitize_metric_value(m.value)
-        step, stamp = int(m.step), int(m.timestamp)
-        row = rows.setdefault(
-            (m.key, stamp, step, value, is_nan),
-            {
+        value = m.value
+        if math.isfinite(value):
+            is_nan = False
+        else:  # NaN and infinities as the store keeps them
+            is_nan, value = store.sanitize_metric_value(value)
+        key, step, stamp = m.key, int(m.step), int(m.timestamp)
+        point = (key, stamp, step, value, is_nan)
+        row = rows.get(point)
+        if row is None:
+            row = rows[point] = {
                 "run_uuid": run_id,
-                "key": m.key,
+                "key": key,
                 "value": value,
                 "timestamp": stamp,
                 "step": step,
                 "is_nan": is_nan,
-            },
-        )
-        last = latest.get(m.key)
+            }
+        last = latest.get(key)
         if last is None or (step, stamp, value) > (last["step"], last["timestamp"], last["value"]):
-            latest[m.key] = row
+            latest[key] = row
     return list(rows.values()), list(latest.values())

@@ -21,7 +21,9 @@ last:
   trial's wall time went (`TrialResult.timings`, those measured), one point each at the last step.
 
 The environment becomes tags (``reused``: ``true`` when the trial reused a previous trial's
-model and compiled functions). Everything goes in one ``log_batch`` call when it fits. The data
+model and compiled functions). Everything goes in one ``log_batch`` call when it fits (the
+metric points in one insert on a SQL store, `study.tracking.metric_rows`); a trial whose run is
+not open yet is created whole on a SQL store (`MlflowLogger.create_trials`). The data
 the trial trained on (`TrialResult.dataset`) is the run's dataset input
 (`study.tracking.dataset_input`).
 

@@ -1,7 +1,11 @@
 """MLflow for a whole study: one experiment, a parent run, a nested run per trial.
 
 All MLflow calls run on one background thread in submission order (`BackgroundJobs`), so
-training never waits for the tracking store; `flush` waits for them. MLflow is a mirror of the
+training never waits for the tracking store; `flush` waits for them. Each job runs
+`LINGER_S` after its submission at the earliest: on a SQL store a trial that ends within it
+after it starts is written whole, with the others ended by then, in one transaction
+(`study.tracking.run_rows`; its run shows when it ends, not RUNNING from its start); a longer
+trial's run is opened RUNNING and logged when it ends. MLflow is a mirror of the
 ledger: `repair` mends it (runs of interrupted trials left RUNNING are closed as KILLED,
 finished trials that never reached MLflow are logged from the ledger) when a run starts, after
 a crash, and in the same run when a tracking server that stopped answering answers again
@@ -58,8 +62,8 @@ from study.tracking.trial_runs import (
 from study.tracking.views import view_tag, view_value
 
 PARENT_ROLE = "parent"
-#: How long the background thread lets jobs gather before it runs them, in seconds: a trial
-#: that ends within it is written whole, in one transaction with the others ended by then.
+#: How long after its submission a background job runs at the earliest, in seconds: a trial
+#: that ends within it after it starts is written whole, with the others ended by then.
 LINGER_S = 1.0
 
 
