@@ -68,7 +68,9 @@ def replay(
         tracker.flush()
         if profile is not None:
             submit = tracker.submit
-            tracker.submit = lambda job: submit(lambda: profile.runcall(job))  # type: ignore[method-assign]
+            tracker.submit = lambda job, key=None: submit(  # type: ignore[method-assign]
+                lambda: profile.runcall(job), key
+            )
         cpu0, busy0 = tracker.cpu_seconds, tracker.busy_seconds
         start = time.perf_counter()
         for trial in trials:
