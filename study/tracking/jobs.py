@@ -2,7 +2,11 @@
 
 `BackgroundJobs` runs jobs one at a time, in submission order, on a low-priority daemon thread,
 so training never waits for the tracking store. A failing job prints one warning (once per
-distinct message) and the next one runs.
+distinct message) and the next one runs. With ``linger`` each job runs that many seconds after
+it was submitted at the earliest (at once while `flush` or `close` waits), so what follows it
+meanwhile is known when it runs: the tracker writes a trial that ended within it whole, with
+the others ended by then, in one transaction, and a job with a key (`BackgroundJobs.submit`)
+that a newer one of the same key follows is dropped.
 
 A job that finds the tracking server unreachable (`is_unreachable`) pauses the queue instead:
 one warning line, then the server is probed (`probe`) with jittered exponential backoff (1 s
@@ -103,8 +107,10 @@ class BackgroundJobs:
         *,
         catch_up: Job | None = None,
         answers: Callable[[], bool] | None = None,
+        linger: float = 0.0,
     ) -> None:
         self.where, self.uri = where, uri or where
+        self.linger = linger
         self.catch_up = catch_up
         self._answers = answers or (lambda: probe(uri or where) is None)
         self.busy_seconds = 0.0
@@ -117,9 +123,17 @@ class BackgroundJobs:
         self.offline = False
         self.dropped = 0
         self._closing = threading.Event()
+        #: Set while a `flush` waits: jobs run at once instead of lingering.
+        self._hurry = threading.Event()
+        self._flushes = 0
+        self._flush_lock = threading.Lock()
+        #: The newest submission of each job key (`submit`).
+        self._newest: dict[str, int] = {}
+        self._submitted = 0
         self._give_up_at = 0.0
         self._random = random.Random()
-        self._queue: queue.Queue[Job | None] = queue.Queue()
+        #: Each job (None: stop) with when it was submitted (`time.monotonic`).
+        self._queue: queue.Queue[tuple[float, Job | None]] = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name="mlflow-tracker", daemon=True)
         self._thread.start()
 
@@ -127,10 +141,13 @@ class BackgroundJobs:
         with contextlib.suppress(AttributeError, OSError):  # Linux: lower this thread's priority
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         while True:
-            job = self._queue.get()
+            submitted, job = self._queue.get()
             if job is None:
                 self._queue.task_done()
                 return
+            wait = submitted + self.linger - time.monotonic()
+            if wait > 0:
+                self._hurry.wait(wait)  # let what follows gather (the module's text)
             try:
                 if self.offline:
                     self.dropped += 1
@@ -205,11 +222,33 @@ class BackgroundJobs:
             self.errors.append(message)
             _say(f"study: warning: {message}")
 
-    def submit(self, job: Job) -> None:
-        self._queue.put(job)
+    def submit(self, job: Job, key: str | None = None) -> None:
+        """Queue ``job``; one with a ``key`` is dropped when a newer job of the same key is
+        queued before it runs (e.g. a state written whole each time: only the newest counts)."""
+        if key is not None:
+            with self._flush_lock:
+                self._submitted += 1
+                serial = self._newest[key] = self._submitted
+            inner = job
+
+            def job() -> None:
+                if self._newest.get(key) == serial:
+                    inner()
+
+        self._queue.put((time.monotonic(), job))
 
     def flush(self) -> None:
-        self._queue.join()
+        """Wait until every queued job has run (none lingers meanwhile)."""
+        with self._flush_lock:
+            self._flushes += 1
+            self._hurry.set()
+        try:
+            self._queue.join()
+        finally:
+            with self._flush_lock:
+                self._flushes -= 1
+                if not self._flushes:
+                    self._hurry.clear()
 
     def close(self, wait: float = 0.0) -> None:
         """Run what is queued and stop; with the server away, probe it for up to ``wait``
@@ -217,7 +256,7 @@ class BackgroundJobs:
         self._give_up_at = time.monotonic() + wait
         self._closing.set()
         self.flush()
-        self._queue.put(None)
+        self._queue.put((0.0, None))
         self._thread.join(timeout=30)
 
 

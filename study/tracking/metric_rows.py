@@ -14,6 +14,7 @@ and the caller logs with ``log_batch``.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ from study.adapters import mlflow_internals
 LOG = logging.getLogger(__name__)
 
 
-def _sql_store(client: MlflowClient) -> Any | None:
+def sql_store(client: MlflowClient) -> Any | None:
     """The client's store when it is MLflow's SQL store (None otherwise)."""
     try:
         return mlflow_internals.sql_tracking_store(client)
@@ -36,37 +37,49 @@ def _sql_store(client: MlflowClient) -> Any | None:
 def insert_metrics(client: MlflowClient, run_id: str, metrics: Sequence[Metric]) -> bool:
     """Write ``metrics`` (no model ids) into run ``run_id`` with one insert; whether it did
     (False: nothing was written, log them with ``log_batch``)."""
-    store = _sql_store(client)
+    store = sql_store(client)
     if store is None or not metrics or any(m.model_id for m in metrics):
         return False
     try:
         from mlflow.store.tracking.dbmodels.models import SqlMetric
 
-        rows: dict[tuple[str, int, int, float, bool], dict[str, Any]] = {}
-        latest: dict[str, tuple[int, int, float, bool]] = {}
-        for m in metrics:
-            is_nan, value = store.sanitize_metric_value(m.value)
-            step, stamp = int(m.step), int(m.timestamp)
-            rows.setdefault(
-                (m.key, stamp, step, value, is_nan),
-                {
-                    "run_uuid": run_id,
-                    "key": m.key,
-                    "value": value,
-                    "timestamp": stamp,
-                    "step": step,
-                    "is_nan": is_nan,
-                },
-            )
-            point = (step, stamp, value, is_nan)
-            if m.key not in latest or point[:3] > latest[m.key][:3]:
-                latest[m.key] = point
-        newest = [
-            SqlMetric(run_uuid=run_id, key=k, value=v, timestamp=t, step=s, is_nan=n)
-            for k, (s, t, v, n) in latest.items()
-        ]
-        mlflow_internals.insert_metric_rows(store, run_id, list(rows.values()), newest)
+        rows, latest = metric_rows(store, run_id, metrics)
+        newest = [SqlMetric(**row) for row in latest]
+        mlflow_internals.insert_metric_rows(store, run_id, rows, newest)
     except Exception as exc:  # e.g. points of an earlier attempt: log_batch skips those
         LOG.debug("metrics of run %s by log_batch instead (%s)", run_id, exc)
         return False
     return True
+
+
+def metric_rows(
+    store: Any, run_id: str, metrics: Sequence[Metric]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows of the metrics table ``log_batch`` writes for ``metrics`` into run ``run_id``
+    (duplicates dropped; NaN and infinities as the SQL ``store`` keeps them), and each key's
+    latest point (MLflow's rule: the greatest step, then timestamp, then value) as a row of
+    its latest values."""
+    rows: dict[tuple[str, int, int, float, bool], dict[str, Any]] = {}
+    latest: dict[str, dict[str, Any]] = {}
+    for m in metrics:
+        value = m.value
+        if math.isfinite(value):
+            is_nan = False
+        else:  # NaN and infinities as the store keeps them
+            is_nan, value = store.sanitize_metric_value(value)
+        key, step, stamp = m.key, int(m.step), int(m.timestamp)
+        point = (key, stamp, step, value, is_nan)
+        row = rows.get(point)
+        if row is None:
+            row = rows[point] = {
+                "run_uuid": run_id,
+                "key": key,
+                "value": value,
+                "timestamp": stamp,
+                "step": step,
+                "is_nan": is_nan,
+            }
+        last = latest.get(key)
+        if last is None or (step, stamp, value) > (last["step"], last["timestamp"], last["value"]):
+            latest[key] = row
+    return list(rows.values()), list(latest.values())

@@ -21,7 +21,9 @@ last:
   trial's wall time went (`TrialResult.timings`, those measured), one point each at the last step.
 
 The environment becomes tags (``reused``: ``true`` when the trial reused a previous trial's
-model and compiled functions). Everything goes in one ``log_batch`` call when it fits. The data
+model and compiled functions). Everything goes in one ``log_batch`` call when it fits (the
+metric points in one insert on a SQL store, `study.tracking.metric_rows`); a trial whose run is
+not open yet is created whole on a SQL store (`MlflowLogger.create_trials`). The data
 the trial trained on (`TrialResult.dataset`) is the run's dataset input
 (`study.tracking.dataset_input`).
 
@@ -39,6 +41,7 @@ import logging
 import math
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from mlflow.entities import Metric, Param, RunTag
@@ -50,7 +53,8 @@ from study.ledger.records import TIMING_KEYS, TimingSummary
 from study.paths import artifact_root, sqlite_file
 from study.results import FINE, NOISE, TrialResult, TrialState
 from study.tracking.dataset_input import dataset_input, log_dataset
-from study.tracking.metric_rows import insert_metrics
+from study.tracking.metric_rows import insert_metrics, sql_store
+from study.tracking.run_rows import NewRun, insert_runs
 from study.tracking.server import EXPERIMENT_KIND, MODEL_TRAINING
 from study.tracking.store_template import seed_new_store
 
@@ -90,6 +94,8 @@ class MlflowLogger:
         with _store_lock(uri):  # a new local store is made here (`store_template`)
             seed_new_store(uri)
             self.client = MlflowClient(tracking_uri=uri)
+        #: Whether the store takes whole runs in one transaction (`create_trials`).
+        self.whole_runs = sql_store(self.client) is not None
 
     def experiment_id(self, name: str) -> str:
         """The id of experiment ``name``, created (with artifacts under ``mlruns/``) if missing."""
@@ -160,18 +166,10 @@ class MlflowLogger:
         tags: Mapping[str, str] | None = None,
     ) -> None:
         """Log one finished trial into ``run_id`` (params, curve, summary, status) and end it."""
-        params = spec.to_params()
-        env = dict(result.environment)
-        replicas = env.get("replicas")
-        params["replicas"] = replicas
-        params["per_replica_batch"] = spec.batch_size // replicas if replicas else None
-        params["strategy_resolved"] = env.get("strategy")
-        params.update(extra_params or {})
-        all_tags = {"status": result.state.value, **{k: _tag_value(v) for k, v in env.items()}}
-        all_tags.update(tags or {})
-        param_items = [Param(k, _param_value(v)) for k, v in params.items() if v is not None]
-        tag_items = [RunTag(k, str(v)) for k, v in all_tags.items()]
-        metrics = curve_metrics(result) + timing_metrics(result)
+        content = trial_content(spec, result, extra_params=extra_params, tags=tags)
+        param_items = list(content.params)
+        tag_items = [RunTag(k, v) for k, v in content.tags.items()]
+        metrics = list(content.metrics)
         room = _MAX_METRICS_PER_BATCH - len(param_items) - len(tag_items)
         fits = len(param_items) <= _MAX_PARAMS_PER_BATCH and len(tag_items) <= _MAX_PARAMS_PER_BATCH
         if fits and insert_metrics(self.client, run_id, metrics):
@@ -182,14 +180,69 @@ class MlflowLogger:
             )
             self.log_metrics(run_id, metrics[room:])
         else:
-            self.log_params(run_id, params)
+            for i in range(0, len(param_items), _MAX_PARAMS_PER_BATCH):
+                self.client.log_batch(run_id, params=param_items[i : i + _MAX_PARAMS_PER_BATCH])
             self.client.log_batch(run_id, tags=tag_items)
             self.log_metrics(run_id, metrics)
+        self._after_trial(run_id, result)
+        self.client.set_terminated(run_id, status=content.status)
+
+    def create_trials(
+        self, experiment_id: str, runs: list[tuple[NewRun, TrialResult]]
+    ) -> list[str] | None:
+        """Create whole finished trial runs (`study.tracking.run_rows`; ``runs``: each with its
+        trial's result) in one transaction; their ids, or None when the store takes no such
+        write (nothing was written)."""
+        ids = insert_runs(self.client, experiment_id, [run for run, _ in runs])
+        if ids is not None:
+            for run_id, (_, result) in zip(ids, runs, strict=True):
+                self._after_trial(run_id, result, dataset=False)
+        return ids
+
+    def _after_trial(self, run_id: str, result: TrialResult, *, dataset: bool = True) -> None:
+        """A trial's error text (``error.txt``) and, with ``dataset``, its data as an input."""
         if result.error:
             self.client.log_text(run_id, result.error, "error.txt")
-        if result.dataset is not None:
+        if dataset and result.dataset is not None:
             log_dataset(self.client, run_id, dataset_input(result.dataset))
-        self.client.set_terminated(run_id, status=RUN_STATUS.get(result.state, "FINISHED"))
+
+
+@dataclass(frozen=True)
+class TrialContent:
+    """What a finished trial's run holds besides what its creation gave it: params, tags
+    (``status`` and the environment's), metric points, and the MLflow run status."""
+
+    params: tuple[Param, ...]
+    tags: Mapping[str, str]
+    metrics: tuple[Metric, ...]
+    status: str
+
+
+def trial_content(
+    spec: TrialSpec,
+    result: TrialResult,
+    *,
+    extra_params: Mapping[str, Any] | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> TrialContent:
+    """The params (every metaparameter, batch per replica, strategy, replicas, workload and
+    ``extra_params``), tags (``status``, the environment and ``tags``) and metrics (the curve,
+    summary and timing) of a finished trial."""
+    params = spec.to_params()
+    env = dict(result.environment)
+    replicas = env.get("replicas")
+    params["replicas"] = replicas
+    params["per_replica_batch"] = spec.batch_size // replicas if replicas else None
+    params["strategy_resolved"] = env.get("strategy")
+    params.update(extra_params or {})
+    all_tags = {"status": result.state.value, **{k: _tag_value(v) for k, v in env.items()}}
+    all_tags.update({k: str(v) for k, v in (tags or {}).items()})
+    return TrialContent(
+        params=tuple(Param(k, _param_value(v)) for k, v in params.items() if v is not None),
+        tags=all_tags,
+        metrics=tuple(curve_metrics(result) + timing_metrics(result)),
+        status=RUN_STATUS.get(result.state, "FINISHED"),
+    )
 
 
 def metric_key(name: str) -> str:
@@ -249,6 +302,20 @@ def study_timing_metrics(timings: TimingSummary) -> dict[str, float]:
     if timings.train_share is not None:
         out[f"{TIMING}/train_share"] = timings.train_share
     return out
+
+
+def summary_points(summary: Mapping[str, Any]) -> list[Metric]:
+    """MLflow metrics of `StudyTracker.end_parent`'s ``summary`` (non-finite values left out)."""
+    now = int(time.time() * 1000)
+    points: list[Metric] = []
+    for key, value in summary.items():
+        steps = value if isinstance(value, Mapping) else {0: value}
+        points += [
+            Metric(key, float(v), now, int(step))
+            for step, v in steps.items()
+            if v is not None and math.isfinite(v)
+        ]
+    return points
 
 
 @contextlib.contextmanager

@@ -1,7 +1,11 @@
 """MLflow for a whole study: one experiment, a parent run, a nested run per trial.
 
 All MLflow calls run on one background thread in submission order (`BackgroundJobs`), so
-training never waits for the tracking store; `flush` waits for them. MLflow is a mirror of the
+training never waits for the tracking store; `flush` waits for them. Each job runs
+`LINGER_S` after its submission at the earliest: on a SQL store a trial that ends within it
+after it starts is written whole, with the others ended by then, in one transaction
+(`study.tracking.run_rows`; its run shows when it ends, not RUNNING from its start); a longer
+trial's run is opened RUNNING and logged when it ends. MLflow is a mirror of the
 ledger: `repair` mends it (runs of interrupted trials left RUNNING are closed as KILLED,
 finished trials that never reached MLflow are logged from the ledger) when a run starts, after
 a crash, and in the same run when a tracking server that stopped answering answers again
@@ -25,12 +29,11 @@ so each is one chart against batch size; with several strategies one chart each,
 from __future__ import annotations
 
 import dataclasses
-import math
-import time
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mlflow.entities import Metric, RunTag
+from mlflow.entities import RunTag
 from mlflow.tracking import MlflowClient
 
 from study.config.space import Stratum
@@ -42,13 +45,26 @@ from study.ledger.records import SEED
 from study.paths import masked
 from study.results import TrialResult, TrialState
 from study.tracking.dataset_input import dataset_input, log_dataset
-from study.tracking.descriptions import NOTE, trial_run_name, with_answer, with_question
+from study.tracking.descriptions import NOTE, with_answer, with_question
 from study.tracking.jobs import BackgroundJobs, Job
-from study.tracking.mlflow_logger import RUN_STATUS, MlflowLogger
+from study.tracking.mlflow_logger import RUN_STATUS, MlflowLogger, summary_points
+from study.tracking.trial_runs import (
+    NAME_TAG,
+    TRIAL_ROLE,
+    Finish,
+    Pending,
+    now_ms,
+    trial_key,
+    trial_params,
+    trial_tags,
+    whole_run,
+)
 from study.tracking.views import view_tag, view_value
 
 PARENT_ROLE = "parent"
-TRIAL_ROLE = "trial"
+#: How long after its submission a background job runs at the earliest, in seconds: a trial
+#: that ends within it after it starts is written whole, with the others ended by then.
+LINGER_S = 1.0
 
 
 def parent_runs(client: MlflowClient, experiment_id: str) -> list[Any]:
@@ -57,33 +73,6 @@ def parent_runs(client: MlflowClient, experiment_id: str) -> list[Any]:
         [experiment_id], filter_string=f"tags.`study.role` = '{PARENT_ROLE}'", max_results=50
     )
     return sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id))
-
-
-def trial_key(study: str, trial: LedgerTrial) -> str:
-    """The key of a trial's run (tag ``study.trial``), e.g. ``quickstart/b128/default#3``."""
-    return f"{study}/{trial.stratum}#{trial.number}"
-
-
-def trial_params(trial: LedgerTrial) -> dict[str, Any]:
-    """The study bookkeeping logged with a trial, and its proposed values as ``hp.*``."""
-    return {
-        "tuner": trial.tuner,
-        "origin": trial.origin,
-        "trial_number": trial.number,
-        "stratum": str(trial.stratum),
-        **{f"hp.{k}": v for k, v in trial.params.items()},
-    }
-
-
-def trial_tags(trial: LedgerTrial, result: TrialResult | None = None) -> dict[str, str]:
-    """A trial run's tags; its name (`trial_run_name`) says how ``result`` ended (running
-    without one)."""
-    return {
-        "mlflow.runName": trial_run_name(trial, result),
-        "tuner": str(trial.tuner),
-        "stratum": str(trial.stratum),
-        "study.owner": str(trial.owner),
-    }
 
 
 def study_params(
@@ -122,7 +111,11 @@ class StudyTracker:
         self._logged: set[str] = set()
         #: The (name, digest) of each dataset the parent run has as an input.
         self._parent_data: set[tuple[str, str]] = set()
-        self._jobs = BackgroundJobs(masked(uri), uri)
+        #: Trials started and not logged yet, by key (what `start_trial` and `finish_trial`
+        #: were given; read by the background thread).
+        self._pending: dict[str, Pending] = {}
+        self._lock = threading.Lock()
+        self._jobs = BackgroundJobs(masked(uri), uri, linger=LINGER_S)
 
     @property
     def busy_seconds(self) -> float:
@@ -151,8 +144,10 @@ class StudyTracker:
         tracking server answers again after it stopped answering."""
         self._jobs.catch_up = lambda: self.repair(ledger, config, strata())
 
-    def submit(self, job: Job) -> None:
-        self._jobs.submit(job)
+    def submit(self, job: Job, key: str | None = None) -> None:
+        """Run ``job`` in the background; with a ``key``, only the newest queued job of that
+        key runs (`BackgroundJobs.submit`)."""
+        self._jobs.submit(job, key)
 
     def flush(self) -> None:
         self._jobs.flush()
@@ -229,36 +224,46 @@ class StudyTracker:
 
         def job() -> None:
             if summary:
-                self.logger.log_metrics(run_id, _summary_points(summary))
+                self.logger.log_metrics(run_id, summary_points(summary))
             self.logger.client.set_terminated(run_id, status=status)
 
         self.submit(job)
 
     # -- trial runs -----------------------------------------------------------------------
     def start_trial(self, trial: LedgerTrial) -> None:
-        """Open a nested run for a running trial (status RUNNING) in the background."""
+        """Open a nested run for a running trial (status RUNNING) in the background; on a SQL
+        store, a trial that has finished by the time the job runs (`LINGER_S`) is written whole
+        by `finish_trial`'s job instead."""
         key, tags = trial_key(self.study, trial), trial_tags(trial)
-
+        all_tags = {"study.role": TRIAL_ROLE, "study.trial": key, "status": "running", **tags}
+        with self._lock:
+            self._pending[key] = Pending(all_tags, now_ms())
         attempts = []
 
         def job() -> None:
             if key in self._logged or key in self._runs:
                 return  # a catch-up logged it, or this job runs again after an outage
+            if self.logger.whole_runs and self._finished(key):
+                return  # `finish_trial`'s job writes the whole run
             attempts.append(1)
             if len(attempts) > 1:  # again after an outage: the first attempt may have landed
                 runs = self._runs_of(key)
                 if runs:
                     self._runs[key] = str(runs[0].info.run_id)
                     return
-            all_tags = {"study.role": TRIAL_ROLE, "study.trial": key, "status": "running", **tags}
-            self._runs[key] = self.logger.start_run(
-                self.experiment_id,
-                tags["mlflow.runName"],
-                parent_run_id=self.parent_run_id,
-                tags=all_tags,
-            )
+            self._runs[key] = self._open(key, all_tags)
 
         self.submit(job)
+
+    def _open(self, key: str, tags: Mapping[str, str]) -> str:
+        return self.logger.start_run(
+            self.experiment_id, tags[NAME_TAG], parent_run_id=self.parent_run_id, tags=tags
+        )
+
+    def _finished(self, key: str) -> bool:
+        with self._lock:
+            pending = self._pending.get(key)
+            return pending is not None and pending.finish is not None
 
     def finish_trial(
         self,
@@ -271,25 +276,63 @@ class StudyTracker:
 
         ``result`` defaults to the one recorded in the ledger; an interrupted trial is logged
         with status ``interrupted`` (run KILLED). The run is the one `start_trial` opened, else
-        ``run_id`` (a run left open by a process that died), else a new one.
+        ``run_id`` (a run left open by a process that died), else a new one. A trial whose
+        run `start_trial`'s job left unopened is written whole, with the others so finished by
+        then, in one transaction (`MlflowLogger.create_trials`).
         """
         key, params = trial_key(self.study, trial), trial_params(trial)
         result = result or trial.result or TrialResult(state=TrialState.FAILED)
         if trial.status is TrialState.INTERRUPTED:
             result = dataclasses.replace(result, state=TrialState.INTERRUPTED)
         tags = trial_tags(trial, result)
+        with self._lock:
+            pending = self._pending.get(key)
+            if pending is not None and run_id is None:
+                finish = Finish(spec, result, params, tags, now_ms())
+                self._pending[key] = dataclasses.replace(pending, finish=finish)
 
         def job() -> None:
             if key in self._logged:
                 return  # logged already (by a catch-up, or before this job ran again)
-            target = self._runs.pop(key, None) or run_id or self._run_of(key, tags)
+            target = self._runs.pop(key, None) or run_id
+            if target is None and self._write_whole(key):
+                return
+            if target is None and pending is not None:  # started here, its run never opened
+                target = self._open(key, pending.tags)
+            target = target or self._run_of(key, tags)
             if target is not None:
                 self.logger.log_trial(target, spec, result, extra_params=params, tags=tags)
                 if result.dataset is not None:
                     self._log_parent_dataset(result)
-            self._logged.add(key)
+            self._done(key)
 
         self.submit(job)
+
+    def _write_whole(self, key: str) -> bool:
+        """Write trial ``key``'s whole run, with those of the other finished trials started
+        here whose runs were never opened, in one transaction; whether it did (False: ``key``
+        is none of them, or the store takes no such write)."""
+        with self._lock:
+            ready = [
+                (k, p)
+                for k, p in self._pending.items()
+                if p.finish is not None and k not in self._runs and k not in self._logged
+            ]
+        if not self.logger.whole_runs or key not in dict(ready):
+            return False
+        runs = [(whole_run(p, self.parent_run_id), p.finish.result) for _, p in ready if p.finish]
+        if self.logger.create_trials(self.experiment_id, runs) is None:
+            return False
+        for (k, _), (_, result) in zip(ready, runs, strict=True):
+            if result.dataset is not None:
+                self._log_parent_dataset(result)
+            self._done(k)
+        return True
+
+    def _done(self, key: str) -> None:
+        self._logged.add(key)
+        with self._lock:
+            self._pending.pop(key, None)
 
     def _run_of(self, key: str, tags: Mapping[str, str]) -> str | None:
         """The run to log trial ``key`` into when this tracker opened none: one left RUNNING,
@@ -402,17 +445,3 @@ def set_answer(client: MlflowClient, run_id: str, answer: str | None, report: st
     """Rewrite the answer section of run ``run_id``'s description (`with_answer`)."""
     note = client.get_run(run_id).data.tags.get(NOTE)
     client.set_tag(run_id, NOTE, with_answer(note, answer, report))
-
-
-def _summary_points(summary: Mapping[str, Any]) -> list[Metric]:
-    """MLflow metrics of `StudyTracker.end_parent`'s ``summary`` (non-finite values left out)."""
-    now = int(time.time() * 1000)
-    points: list[Metric] = []
-    for key, value in summary.items():
-        steps = value if isinstance(value, Mapping) else {0: value}
-        points += [
-            Metric(key, float(v), now, int(step))
-            for step, v in steps.items()
-            if v is not None and math.isfinite(v)
-        ]
-    return points

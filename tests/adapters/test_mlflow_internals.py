@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
+import pytest
 import sqlalchemy
 from mlflow.store.db import utils as db_utils
 
@@ -57,3 +58,40 @@ def test_a_store_that_is_not_sql_is_none() -> None:
     from mlflow.tracking import MlflowClient
 
     assert mlflow_internals.sql_tracking_store(MlflowClient("http://127.0.0.1:9")) is None
+
+
+def test_batch_validation_cuts_values_and_refuses_bad_keys() -> None:
+    from mlflow.entities import Param, RunTag
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils import validation
+
+    assert list(inspect.signature(validation._validate_batch_log_data).parameters) == [
+        "metrics",
+        "params",
+        "tags",
+    ]
+    params, tags = mlflow_internals.validated([Param("p", "x" * 9000)], [RunTag("t", "y" * 9000)])
+    assert (len(params[0].value), len(tags[0].value)) == (6000, 8000)
+    with pytest.raises(MlflowException):
+        mlflow_internals.validated([Param("bad key!", "1")], [])
+
+
+def test_the_models_have_the_columns_whole_runs_fill() -> None:
+    from mlflow.store.tracking.dbmodels import models
+
+    columns = {
+        models.SqlRun: {"run_uuid", "name", "artifact_uri", "experiment_id", "source_type"}
+        | {"source_name", "entry_point_name", "user_id", "status", "start_time", "end_time"}
+        | {"deleted_time", "source_version", "lifecycle_stage"},
+        models.SqlTag: {"run_uuid", "key", "value"},
+        models.SqlParam: {"run_uuid", "key", "value"},
+        models.SqlLatestMetric: {"run_uuid", "key", "value", "timestamp", "step", "is_nan"},
+        models.SqlDataset: {"dataset_uuid", "experiment_id", "name", "digest"}
+        | {"dataset_source_type", "dataset_source", "dataset_schema", "dataset_profile"},
+        models.SqlInput: {"input_uuid", "source_type", "source_id"}
+        | {"destination_type", "destination_id"},
+        models.SqlInputTag: {"input_uuid", "name", "value"},
+        models.SqlExperiment: {"experiment_id", "lifecycle_stage", "artifact_location"},
+    }
+    for model, used in columns.items():
+        assert used <= set(model.__table__.columns.keys()), model

@@ -6,6 +6,7 @@ back within its wait, and one still away after it drops what is queued with one 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 import requests
@@ -159,3 +160,30 @@ def test_background_jobs_go_on_after_other_errors(capsys) -> None:
     assert capsys.readouterr().err == (
         "study: warning: MLflow logging failed: ValueError: bad value\n"
     )
+
+
+def test_jobs_linger_so_that_what_follows_runs_with_them_and_a_flush_does_not_wait() -> None:
+    jobs = BackgroundJobs("sqlite:///x.db", linger=30.0)
+    ran: list[tuple[str, float]] = []
+    start = time.monotonic()
+    jobs.submit(lambda: ran.append(("a", time.monotonic())))
+    time.sleep(0.2)
+    assert ran == []  # lingering: the job waits for others
+    jobs.submit(lambda: ran.append(("b", time.monotonic())))
+    jobs.flush()  # a flush hurries it: no 30 s wait
+    assert [name for name, _ in ran] == ["a", "b"]
+    assert time.monotonic() - start < 10
+    jobs.close()
+
+
+def test_a_keyed_job_runs_only_when_no_newer_one_of_its_key_is_queued() -> None:
+    jobs = BackgroundJobs("sqlite:///x.db", linger=30.0)
+    done: list[str] = []
+    for name in ("state 1", "state 2", "state 3"):
+        jobs.submit(lambda name=name: done.append(name), key="allocation.json")
+        jobs.submit(lambda name=name: done.append(f"trial after {name}"))
+    jobs.flush()
+    assert done == ["trial after state 1", "trial after state 2", "state 3", "trial after state 3"]
+    jobs.submit(lambda: done.append("state 4"), key="allocation.json")
+    jobs.close()
+    assert done[-1] == "state 4"

@@ -385,4 +385,7 @@ def log_allocation(tracker: StudyTracker, state: AllocationState) -> None:
     run_id = tracker.parent_run_id
     if run_id:
         stored = state.to_stored()
-        tracker.submit(lambda: tracker.logger.client.log_dict(run_id, stored, "allocation.json"))
+        tracker.submit(
+            lambda: tracker.logger.client.log_dict(run_id, stored, "allocation.json"),
+            key=f"{run_id}/allocation.json",  # a newer state queued meanwhile replaces it
+        )
