@@ -47,6 +47,7 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 
+from study.analysis.threads import one_blas_thread_everywhere
 from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import Budget, TrialSpec, default_of
@@ -160,8 +161,8 @@ class StudyEngine:
         )
         heart.start()
         status = 0
-        try:
-            with self.progress.display:
+        try:  # the fits of worker and background threads on one BLAS thread (see threads)
+            with one_blas_thread_everywhere(), self.progress.display:
                 for t in threads:
                     t.start()
                 while any(t.is_alive() for t in threads):

@@ -1,0 +1,122 @@
+"""The model of every trial fitted ahead, off the worker's path: decisions lag one trial.
+
+An allocation round by steps (`study.ext.allocation.step_plan`) and a designed proposal
+(`study.tuners.designer.Designer`) each need the model of every trial (`design_model`), and a fit
+takes about as long as one of the MNIST-1D question's trials. Fitted when a decision needs it,
+it sat on the worker's path: the trainer idled while the model was fitted.
+
+Here a decision uses the model of the trials finished *before the latest one* (`behind`: lag
+one), whose fit was started in a background thread (`ahead`) when the previous decision was
+made, and so ran while the latest trial trained; the fit of every finished trial starts in turn
+for the next decision. Each decision still sees every finished trial in its other inputs (the
+steps spent, the batch sizes' best steps and trial counts); only the model lags, as it already
+did for a study with two workers, whose decisions are made while the other trial trains.
+
+Decisions stay reproducible: which trials a decision's model is fitted to depends only on the
+ledger (the latest-finished trial by its stored finish time, `behind`), never on whether a fit
+happened to be done, and every fit runs in the one background thread, in the order it was asked
+for (a kept fit to a subset of the trials, `design_model`'s rule beyond 100 trials, is then the
+same at every run). A decision waits for its fit when that fit is still running (its seconds:
+`Phase.FIT_WAIT`); a resumed run asks for the same fits, fitted anew. A decision that needs no
+model (the steps are spent, every batch size has its most trials) starts no fit.
+
+Example: after trial 12 finishes, the round that gives trial 13 uses the model of trials 1-11
+(fitted while trial 12 trained) and starts fitting trials 1-12 while trial 13 trains.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import pandas as pd
+
+from study.ledger import LedgerTrial
+from study.phases import PHASES, Phase
+from study.results import TrialState
+from study.tuners.design import DesignModel, design_model, fit_key, ledger_frame
+
+#: The fits asked for that are kept (their futures), the latest by when they were asked for.
+KEPT = 8
+
+_executor: ThreadPoolExecutor | None = None
+_futures: OrderedDict[tuple[bytes, int], Future[DesignModel | None]] = OrderedDict()
+_lock = threading.Lock()
+
+
+def counts(trial: LedgerTrial) -> bool:
+    """Whether ``trial`` is one the model reads (`ledger_frame`'s rows: finished, counted,
+    not failed)."""
+    return (
+        trial.result is not None
+        and trial.status.counts()
+        and trial.status is not (TrialState.FAILED)
+    )
+
+
+def behind(trials: Sequence[LedgerTrial]) -> list[LedgerTrial]:
+    """``trials`` less the latest-finished one the model reads (by the ledger's finish time;
+    ties by batch size, strategy and number): the trials a decision's model is fitted to.
+
+    Example: trials finished at times 1, 3 and 2 give those finished at 1 and 2.
+    """
+    read = [t for t in trials if counts(t)]
+    if not read:
+        return list(trials)
+    latest = max(read, key=_finished)
+    return [t for t in trials if t is not latest]
+
+
+def _finished(trial: LedgerTrial) -> tuple[float, int, str, int]:
+    stamp = trial.finished_at if trial.finished_at is not None else float("-inf")
+    return (stamp, trial.stratum.batch_size, trial.stratum.strategy, trial.number)
+
+
+def ahead(trials: pd.DataFrame, accelerators: int = 8) -> Future[DesignModel | None]:
+    """The fit of ``trials`` (`ledger_frame`'s columns) in the background thread: started now,
+    unless it was asked for already (then that one)."""
+    return _submit(trials, accelerators)[0]
+
+
+def _submit(trials: pd.DataFrame, accelerators: int) -> tuple[Future[DesignModel | None], bool]:
+    """`ahead`, and whether the fit was asked for already."""
+    global _executor
+    _, _, key = fit_key(trials, accelerators)
+    with _lock:
+        future = _futures.get(key)
+        if future is not None:
+            _futures.move_to_end(key)
+            return future, True
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="study-fit")
+        future = _executor.submit(design_model, trials, accelerators)
+        _futures[key] = future
+        while len(_futures) > KEPT:
+            _futures.popitem(last=False)
+    return future, False
+
+
+def model_for(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | None:
+    """The model fitted to ``trials``: its background fit (`ahead`; one asked for already
+    counts as kept, `Phase.FITS_KEPT`), waited for if it still runs (`Phase.FIT_WAIT`)."""
+    future, asked = _submit(trials, accelerators)
+    if asked:
+        PHASES.add(Phase.FITS_KEPT, 0.0)
+    if future.done():
+        return future.result()
+    with PHASES.timing(Phase.FIT_WAIT):
+        return future.result()
+
+
+def lagged_frame(trials: Sequence[LedgerTrial]) -> pd.DataFrame:
+    """The trials a decision's model is fitted to (`behind`), as the model reads them."""
+    return ledger_frame(behind(trials))
+
+
+def fit_next(trials: Sequence[LedgerTrial], accelerators: int = 8) -> None:
+    """Start the fit the next decision needs: of every trial of ``trials`` the model reads."""
+    frame = ledger_frame(trials)
+    if len(frame):
+        ahead(frame, accelerators)

@@ -1,0 +1,148 @@
+"""The model of every trial fitted ahead: a decision uses the fit of the trials before the latest
+one, made in the background while that trained, and never waits for the fit of the trial that
+just finished; the decisions do not depend on when a fit is done."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from study.config.space import Stratum
+from study.ext.allocation.rounds import RoundAllocator
+from study.ledger import Ledger
+from study.phases import PHASES, Phase
+from study.results import TrialState
+from study.tuners import design, fit_ahead
+from study.tuners.design import DesignModel, design_model
+from study.tuners.fit_ahead import behind, lagged_frame, model_for
+from tests.ext.allocation.test_adaptive_allocation import new_ledger
+from tests.ext.allocation.test_step_plan import steps_study
+from tests.fakes import finished_trial, rising_curve
+from tests.tuners.test_design import TARGET, steps
+
+SIZES = (16, 32, 64, 128)
+
+
+def finished(ledger: Ledger, stratum: Stratum, lr: float) -> None:
+    """One trial of ``stratum`` at ``lr`` claimed, started and finished as the engine does."""
+    slot = ledger.claim(stratum, budget=100)
+    assert slot is not None
+    ledger.start(slot, tuner="optuna", origin="sampler", extras={"learning_rate": lr})
+    made = finished_trial(
+        stratum,
+        slot.number,
+        lr,
+        rising_curve(stratum.batch_size, steps(stratum.batch_size, lr)),
+        TARGET,
+    )
+    assert made.result is not None
+    ledger.finish(slot, made.result, float(made.result.steps_run), target=TARGET)
+
+
+def study_with_trials(tmp_path: Path) -> tuple[Ledger, RoundAllocator, list[str]]:
+    """A study by steps whose 4 batch sizes ran 4 trials each."""
+    data = steps_study(100_000)
+    data["search_space"] = {**data["search_space"], "learning_rate": {"low": 1e-3, "high": 1.0}}
+    data["target"] = str(TARGET)
+    data["budget"] = {"max_steps": 5000}
+    ledger, config = new_ledger(tmp_path, data)
+    lines: list[str] = []
+    allocator = RoundAllocator(config, ledger, total=16, say=lines.append)
+    allocator.begin(pytest.fail)
+    for b in SIZES:
+        for factor in (0.5, 1.0, 2.0, 0.3):
+            finished(ledger, Stratum(b, "default"), 0.01 * (b / 16) ** 0.7 * factor)
+    return ledger, allocator, lines
+
+
+@pytest.fixture(autouse=True)
+def fresh_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No fit asked for or kept by another test (or another fake) is at hand."""
+    forget_fits(monkeypatch)
+
+
+def forget_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fit_ahead, "_futures", OrderedDict())
+    monkeypatch.setattr(design, "_FITS", OrderedDict())
+
+
+def all_trials(ledger: Ledger) -> list:
+    return [t for b in SIZES for t in ledger.trials(Stratum(b, "default"))]
+
+
+def test_the_trials_behind_leave_out_the_latest_finished_one_the_model_reads() -> None:
+    stratum = Stratum(64, "default")
+    made = finished_trial(stratum, 0, 0.1, rising_curve(64, 100), TARGET)
+    trials = [replace(made, number=n, finished_at=at) for n, at in enumerate((1.0, 3.0, 2.0))]
+    failed = replace(made, number=3, status=TrialState.FAILED, finished_at=4.0)
+    running = replace(made, number=4, result=None, status=TrialState.RUNNING, finished_at=None)
+    kept = behind([*trials, failed, running])
+    assert [t.number for t in kept] == [0, 2, 3, 4]  # the latest the model reads: number 1
+    assert behind([failed, running]) == [failed, running]  # none the model reads
+
+
+def test_a_round_decides_with_the_fit_behind_while_the_latest_trials_fit_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger, allocator, lines = study_with_trials(tmp_path)
+    trials = all_trials(ledger)
+    everything = len(lagged_frame(trials)) + 1
+    release, asked = threading.Event(), []
+
+    def slow_fit(frame: pd.DataFrame, accelerators: int = 8) -> DesignModel | None:
+        asked.append(len(frame))
+        if len(frame) == everything:  # the fit of the trial that just finished: slow
+            assert release.wait(30)
+        return design_model(frame, accelerators)
+
+    monkeypatch.setattr(fit_ahead, "design_model", slow_fit)
+    started = time.perf_counter()
+    budgets = allocator.next_round()
+    took = time.perf_counter() - started
+    try:
+        # Decided from the 15 trials before the latest; the fit of all 16 is still running.
+        assert budgets is not None and allocator.round == 1
+        assert asked == [everything - 1, everything]
+        assert fit_ahead.ahead(lagged_frame(trials)).done()
+        assert not fit_ahead.ahead(fit_ahead.ledger_frame(trials)).done()
+        assert took < 30
+        assert "a trial here narrows the answer's variance" in lines[-1]
+    finally:
+        release.set()
+    # The same decision as a resumed run makes (the fit of those 15 trials made anew).
+    assert fit_ahead.ahead(fit_ahead.ledger_frame(trials)).result(30) is not None
+    again = RoundAllocator(allocator.config, ledger, total=16, say=lines.append)
+    again.begin(pytest.fail)
+    forget_fits(monkeypatch)
+    decision, go = again._plan_step(1)
+    assert go and decision.line() == lines[-1]
+
+
+def test_a_decision_is_the_same_whether_its_fit_was_done_or_still_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger, _, _ = study_with_trials(tmp_path)
+    trials = all_trials(ledger)
+    frame = lagged_frame(trials)
+    quick = model_for(frame)  # fitted, then done when asked
+    forget_fits(monkeypatch)
+
+    def slow_fit(frame: pd.DataFrame, accelerators: int = 8) -> DesignModel | None:
+        time.sleep(0.3)  # still running when the decision asks for it: waited for
+        return design_model(frame, accelerators)
+
+    monkeypatch.setattr(fit_ahead, "design_model", slow_fit)
+    waited = PHASES.snapshot()["seconds"].get(Phase.FIT_WAIT.value, 0.0)
+    slow = model_for(frame)
+    assert PHASES.snapshot()["seconds"][Phase.FIT_WAIT.value] - waited >= 0.2
+    assert quick is not None and slow is not None
+    assert (slow.surrogate.theta == quick.surrogate.theta).all()
+    assert slow is not quick and slow.recommended == quick.recommended
+    assert math.isfinite(slow.recommended)
