@@ -81,6 +81,9 @@ def breakdown(file: Path, workers: int) -> dict[str, Any]:
         "mlflow_cpu": cpu,
         "mlflow_share": cpu / trials if trials else float("nan"),
         "steps_seen": sum(int(s) for s in steps),
+        "answer_line": next(
+            (line.strip() for line in (done.stdout or "").splitlines() if "B_noise" in line), ""
+        ),
     }
 
 

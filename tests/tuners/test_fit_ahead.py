@@ -46,7 +46,7 @@ def finished(ledger: Ledger, stratum: Stratum, lr: float) -> None:
     ledger.finish(slot, made.result, float(made.result.steps_run), target=TARGET)
 
 
-def study_with_trials(tmp_path: Path) -> tuple[Ledger, RoundAllocator, list[str]]:
+def study_with_trials(tmp_path: Path, total: int = 16) -> tuple[Ledger, RoundAllocator, list[str]]:
     """A study by steps whose 4 batch sizes ran 4 trials each."""
     data = steps_study(100_000)
     data["search_space"] = {**data["search_space"], "learning_rate": {"low": 1e-3, "high": 1.0}}
@@ -54,7 +54,7 @@ def study_with_trials(tmp_path: Path) -> tuple[Ledger, RoundAllocator, list[str]
     data["budget"] = {"max_steps": 5000}
     ledger, config = new_ledger(tmp_path, data)
     lines: list[str] = []
-    allocator = RoundAllocator(config, ledger, total=16, say=lines.append)
+    allocator = RoundAllocator(config, ledger, total=total, say=lines.append)
     allocator.begin(pytest.fail)
     for b in SIZES:
         for factor in (0.5, 1.0, 2.0, 0.3):
@@ -146,3 +146,37 @@ def test_a_decision_is_the_same_whether_its_fit_was_done_or_still_ran(
     assert (slow.surrogate.theta == quick.surrogate.theta).all()
     assert slow is not quick and slow.recommended == quick.recommended
     assert math.isfinite(slow.recommended)
+
+
+def rounds_of(tmp_path: Path, delays: list[float], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Six rounds of a study by steps, each trial finished as decided (a deterministic result at
+    a rate set by its batch size and number), with every fit slowed by the next of ``delays``
+    seconds: the decisions printed."""
+    forget_fits(monkeypatch)
+    ledger, allocator, lines = study_with_trials(tmp_path, total=32)
+    pauses = iter(delays)
+
+    def slowed(frame: pd.DataFrame, accelerators: int = 8) -> DesignModel | None:
+        time.sleep(next(pauses, 0.0))
+        return design_model(frame, accelerators)
+
+    monkeypatch.setattr(fit_ahead, "design_model", slowed)
+    for _ in range(6):
+        before = dict(allocator.budgets)
+        budgets = allocator.next_round()
+        assert budgets is not None
+        (grown,) = [s for s in budgets if budgets[s] > before.get(s, 0)]
+        count = len(ledger.trials(grown))
+        finished(ledger, grown, 0.01 * (grown.batch_size / 16) ** 0.7 * (0.6 + 0.2 * count))
+    fit_ahead.ahead(fit_ahead.ledger_frame(all_trials(ledger))).result(30)
+    return [line for line in lines if line.startswith("allocation round ") and " 0:" not in line]
+
+
+@pytest.mark.slow
+def test_the_decisions_do_not_depend_on_how_long_the_fits_take(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quick = rounds_of(tmp_path / "quick", [], monkeypatch)
+    slow = rounds_of(tmp_path / "slow", [0.0, 0.5, 0.0, 0.4, 0.3, 0.0, 0.6, 0.2], monkeypatch)
+    assert len(quick) == 6 and all("narrows the answer's variance" in line for line in quick)
+    assert slow == quick
