@@ -65,6 +65,7 @@ from study.runner.pruning import Pruning, trial_hook
 from study.runner.stopping import exit_status
 from study.runner.timings import timed
 from study.tracking.study_tracker import StudyTracker
+from study.tuners import fit_ahead
 from study.tuners.base import Outcome, Proposal
 from study.tuners.confirm import search_budget
 from study.tuners.history import read_history
@@ -355,6 +356,7 @@ class StudyEngine:
 
         def run() -> Outcome:
             PHASES.mark(Mark.FIRST_TRIAL)
+            fit_ahead.release()  # the fit the next decision needs, made while this one trains
             begun = time.perf_counter()
             try:
                 result = self.pool.run(spec, hook)

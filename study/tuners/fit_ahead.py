@@ -6,9 +6,10 @@ takes about as long as one of the MNIST-1D question's trials. Fitted when a deci
 it sat on the worker's path: the trainer idled while the model was fitted.
 
 Here a decision uses the model of the trials finished *before the latest one* (`behind`: lag
-one), whose fit was started in a background thread (`ahead`) when the previous decision was
-made, and so ran while the latest trial trained; the fit of every finished trial starts in turn
-for the next decision. Each decision still sees every finished trial in its other inputs (the
+one), whose fit ran in a background thread while the latest trial trained: a decision asks for
+the fit of every finished trial (`fit_next`), and it starts (`release`) when the engine hands the
+trial decided to its trainer, so it slows neither the rest of the decision nor a study that
+ends there. Each decision still sees every finished trial in its other inputs (the
 steps spent, the batch sizes' best steps and trial counts); only the model lags, as it already
 did for a study with two workers, whose decisions are made while the other trial trains.
 
@@ -43,6 +44,8 @@ KEPT = 8
 
 _executor: ThreadPoolExecutor | None = None
 _futures: OrderedDict[tuple[bytes, int], Future[DesignModel | None]] = OrderedDict()
+#: Fits `fit_next` asked for, not started yet (`release`).
+_deferred: list[tuple[pd.DataFrame, int]] = []
 _lock = threading.Lock()
 
 
@@ -81,8 +84,11 @@ def ahead(trials: pd.DataFrame, accelerators: int = 8) -> Future[DesignModel | N
 
 
 def _submit(trials: pd.DataFrame, accelerators: int) -> tuple[Future[DesignModel | None], bool]:
-    """`ahead`, and whether the fit was asked for already."""
+    """`ahead`, and whether the fit was asked for already. The fits `fit_next` asked for start
+    first: every fit starts in the order it was asked for."""
     global _executor
+    if _deferred:
+        release()
     _, _, key = fit_key(trials, accelerators)
     with _lock:
         future = _futures.get(key)
@@ -116,7 +122,20 @@ def lagged_frame(trials: Sequence[LedgerTrial]) -> pd.DataFrame:
 
 
 def fit_next(trials: Sequence[LedgerTrial], accelerators: int = 8) -> None:
-    """Start the fit the next decision needs: of every trial of ``trials`` the model reads."""
+    """Ask for the fit the next decision needs, of every trial of ``trials`` the model reads:
+    started by `release` when the trial being decided starts training (so it does not slow the
+    rest of the decision), or by the next decision that asks for a fit, if that comes first."""
     frame = ledger_frame(trials)
     if len(frame):
-        ahead(frame, accelerators)
+        with _lock:
+            _deferred.append((frame, accelerators))
+
+
+def release() -> None:
+    """Start the fits asked for by `fit_next`, in the order asked (the engine calls it as it
+    hands a trial to its trainer)."""
+    with _lock:
+        asked = list(_deferred)
+        _deferred.clear()
+    for frame, accelerators in asked:
+        _submit(frame, accelerators)

@@ -70,6 +70,7 @@ def fresh_fits(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def forget_fits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fit_ahead, "_futures", OrderedDict())
+    monkeypatch.setattr(fit_ahead, "_deferred", [])
     monkeypatch.setattr(design, "_FITS", OrderedDict())
 
 
@@ -94,28 +95,31 @@ def test_a_round_decides_with_the_fit_behind_while_the_latest_trials_fit_runs(
     ledger, allocator, lines = study_with_trials(tmp_path)
     trials = all_trials(ledger)
     everything = len(lagged_frame(trials)) + 1
-    release, asked = threading.Event(), []
+    began, go, asked = threading.Event(), threading.Event(), []
 
     def slow_fit(frame: pd.DataFrame, accelerators: int = 8) -> DesignModel | None:
         asked.append(len(frame))
         if len(frame) == everything:  # the fit of the trial that just finished: slow
-            assert release.wait(30)
+            began.set()
+            assert go.wait(30)
         return design_model(frame, accelerators)
 
     monkeypatch.setattr(fit_ahead, "design_model", slow_fit)
     started = time.perf_counter()
     budgets = allocator.next_round()
     took = time.perf_counter() - started
+    assert asked == [everything - 1]  # the fit of all 16 waits for the trial to start
+    fit_ahead.release()  # as the engine does when the trial decided starts training
     try:
         # Decided from the 15 trials before the latest; the fit of all 16 is still running.
-        assert budgets is not None and allocator.round == 1
+        assert began.wait(30) and budgets is not None and allocator.round == 1
         assert asked == [everything - 1, everything]
         assert fit_ahead.ahead(lagged_frame(trials)).done()
         assert not fit_ahead.ahead(fit_ahead.ledger_frame(trials)).done()
         assert took < 30
         assert "a trial here narrows the answer's variance" in lines[-1]
     finally:
-        release.set()
+        go.set()
     # The same decision as a resumed run makes (the fit of those 15 trials made anew).
     assert fit_ahead.ahead(fit_ahead.ledger_frame(trials)).result(30) is not None
     again = RoundAllocator(allocator.config, ledger, total=16, say=lines.append)
