@@ -14,7 +14,7 @@ from study.config.space import Stratum
 from study.ledger import LedgerTrial, Slot
 from study.tuners.base import History, Proposal, TunerBackend, clean_params
 from study.tuners.design import DESIGN, GAIN, design_rate, designed
-from study.tuners.fit_ahead import fit_next, lagged_frame, model_for
+from study.tuners.fit_ahead import fit_next, lagged_fit, lagged_frame
 from study.tuners.points import lr_range, settle
 
 
@@ -48,7 +48,11 @@ class Designer(TunerBackend):
             best = [t.steps_to_target for t in history.trials if t.steps_to_target is not None]
             budget = min([budget, *map(float, best)])
         design = design_rate(
-            frame, slot.stratum.batch_size, lr_range(self.config), budget=budget, fit=model_for
+            frame,
+            slot.stratum.batch_size,
+            lr_range(self.config),
+            budget=budget,
+            fit=lagged_fit(trials),
         )
         fit_next(trials)  # the model the next decision needs, fitted while this trial trains
         if design is None:

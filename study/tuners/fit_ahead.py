@@ -11,7 +11,10 @@ the fit of every finished trial (`fit_next`), and it starts (`release`) when the
 trial decided to its trainer, so it slows neither the rest of the decision nor a study that
 ends there. Each decision still sees every finished trial in its other inputs (the
 steps spent, the batch sizes' best steps and trial counts); only the model lags, as it already
-did for a study with two workers, whose decisions are made while the other trial trains.
+did for a study with two workers, whose decisions are made while the other trial trains. Where
+the latest trial ran is known even though its outcome is not in the fit: the model's covariance
+counts it as seen (`seen`, exact under the model's normal approximation), so a decision does not
+send the next trial where the latest one already looked.
 
 Decisions stay reproducible: which trials a decision's model is fitted to depends only on the
 ledger (the latest-finished trial by its stored finish time, `behind`), never on whether a fit
@@ -29,11 +32,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 
+from study.analysis.surrogate import mean_log_steps
 from study.ledger import LedgerTrial
 from study.phases import PHASES, Phase
 from study.results import TrialState
@@ -114,6 +120,47 @@ def model_for(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | None
         return future.result()
     with PHASES.timing(Phase.FIT_WAIT):
         return future.result()
+
+
+def lagged_fit(trials: Sequence[LedgerTrial]) -> Callable[[pd.DataFrame, int], DesignModel | None]:
+    """The fit a decision among ``trials`` uses (`plan_step`'s and `design_rate`'s ``fit``): the
+    model of `lagged_frame` (`model_for`) that has seen where the latest trial ran (`seen`)."""
+    read = [t for t in trials if counts(t)]
+    latest = max(read, key=_finished) if read else None
+    return lambda frame, accelerators: seen(model_for(frame, accelerators), latest)
+
+
+def seen(model: DesignModel | None, latest: LedgerTrial | None) -> DesignModel | None:
+    """``model`` with its parameters' covariance narrowed by the ``latest`` trial it was not
+    fitted to, when that one reached the target. Under the model's normal approximation an
+    observation of log steps at a batch size and rate narrows the covariance by ``S g g' S /
+    (sigma**2 + g' S g)`` (``g = d mu / d theta`` there) whatever its value, so a decision's
+    gains count the latest trial as seen even though its outcome is not in the fit yet: trial
+    after trial does not go where the latest one already looked."""
+    if model is None or latest is None or latest.steps_to_target is None:
+        return model
+    surrogate = model.surrogate
+    theta, cov = surrogate.theta, surrogate.covariance
+    b = np.array([float(latest.stratum.batch_size)])
+    log_lr = np.log([latest.learning_rate])
+    if not np.all(np.isfinite(log_lr)):
+        return model
+    grad = np.zeros(theta.size)
+    for i in np.flatnonzero(np.diag(cov) > 0):  # as `information_gain` differentiates
+        h = 1e-4 * max(1.0, abs(theta[i]))
+        up, down = theta.copy(), theta.copy()
+        up[i] += h
+        down[i] -= h
+        grad[i] = float(
+            (
+                mean_log_steps(up, b, log_lr, surrogate.b_ref)
+                - mean_log_steps(down, b, log_lr, surrogate.b_ref)
+            )[0]
+        ) / (2 * h)
+    spread = cov @ grad
+    narrowed = cov - np.outer(spread, spread) / (surrogate.sigma**2 + float(grad @ spread))
+    narrowed = (narrowed + narrowed.T) / 2
+    return replace(model, surrogate=replace(surrogate, covariance=narrowed))
 
 
 def lagged_frame(trials: Sequence[LedgerTrial]) -> pd.DataFrame:

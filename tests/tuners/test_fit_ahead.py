@@ -11,6 +11,7 @@ from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -20,8 +21,8 @@ from study.ledger import Ledger
 from study.phases import PHASES, Phase
 from study.results import TrialState
 from study.tuners import design, fit_ahead
-from study.tuners.design import DesignModel, design_model
-from study.tuners.fit_ahead import behind, lagged_frame, model_for
+from study.tuners.design import BATCH_ANSWERS, DesignModel, best_design, design_model
+from study.tuners.fit_ahead import behind, lagged_fit, lagged_frame, model_for, seen
 from tests.ext.allocation.test_adaptive_allocation import new_ledger
 from tests.ext.allocation.test_step_plan import steps_study
 from tests.fakes import finished_trial, rising_curve
@@ -184,3 +185,24 @@ def test_the_decisions_do_not_depend_on_how_long_the_fits_take(
     slow = rounds_of(tmp_path / "slow", [0.0, 0.5, 0.0, 0.4, 0.3, 0.0, 0.6, 0.2], monkeypatch)
     assert len(quick) == 6 and all("narrows the answer's variance" in line for line in quick)
     assert slow == quick
+
+
+def test_the_model_behind_counts_the_latest_reached_trial_as_seen(tmp_path: Path) -> None:
+    ledger, _, _ = study_with_trials(tmp_path)
+    trials = all_trials(ledger)
+    latest = max(trials, key=lambda t: t.finished_at or 0.0)
+    assert latest.steps_to_target is not None and latest.stratum.batch_size == 128
+    model = model_for(lagged_frame(trials))
+    assert model is not None
+    narrowed = lagged_fit(trials)(lagged_frame(trials), 8)
+    assert narrowed is not None and narrowed is not model
+    assert (narrowed.surrogate.theta == model.surrogate.theta).all()  # its outcome is not known
+    # What a next trial where the latest one ran would teach shrinks; the covariance shrinks.
+    args = {"budget": 5000.0, "answers": BATCH_ANSWERS}
+    before = best_design(model, 128, (1e-3, 1.0), **args)
+    after = best_design(narrowed, 128, (1e-3, 1.0), **args)
+    assert before is not None and after is not None and after.gain < before.gain
+    shrink = np.linalg.eigvalsh(model.surrogate.covariance - narrowed.surrogate.covariance)
+    assert shrink.min() > -1e-9 and shrink.max() > 0
+    missed = replace(latest, status=TrialState.PRUNED)  # a trial that did not reach: no change
+    assert seen(model, missed) is model and seen(None, latest) is None

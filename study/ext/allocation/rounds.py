@@ -36,7 +36,7 @@ from study.ext.allocation.plan import (
 from study.ext.allocation.step_plan import MOST_SHARES, StepView, in_flight_steps, plan_step
 from study.ledger import AllocationState, Decision, Ledger
 from study.runner.allocator import Allocator
-from study.tuners.fit_ahead import fit_next, lagged_frame, model_for
+from study.tuners.fit_ahead import fit_next, lagged_fit, lagged_frame
 from study.tuners.points import lr_range
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -294,7 +294,7 @@ class RoundAllocator(Allocator):
             number=number,
             bounds=lr_range(config),
             pruning=pruning,
-            fit=model_for,
+            fit=lagged_fit(finished),
         )
         if go:
             fit_next(finished)  # the next round's model, fitted while this trial trains
