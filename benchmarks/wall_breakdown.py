@@ -9,10 +9,10 @@ a fresh store, ``STUDY_LOG=debug``) and reads the run's own breakdown (`study.ph
 - **trials**: the worker threads' seconds inside trials (summed over workers: with 2 workers it
   may exceed the wall time between the first trial and the engine's end);
 - **decisions**: the worker threads' seconds between trials (claims, allocation rounds,
-  proposals, recording), **fits** the model's fits for decisions (made in a background thread
-  since `study.tuners.fit_ahead`: off the workers' path), how many fits were made and kept (a
+  proposals, recording), **fits** the model's fits for decisions (with ``tuner.fit_ahead``
+  made in a background thread: `study.tuners.fit_ahead`), how many fits were made and kept (a
   fit to the same trials reused), and **fit waits** the worker threads' seconds waiting for a
-  fit still running (the fits' part of decisions);
+  background fit still running (then the fits' part of decisions);
 - **closing**: the engine's end until the process exits (the closing fit and its answer line,
   MLflow's queue, the exit); **answer** the closing fit and answer among it;
 - **MLflow**: its background thread's wall and CPU seconds, and its CPU as a share of the

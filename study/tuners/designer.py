@@ -24,7 +24,10 @@ class Designer(TunerBackend):
     name = DESIGN
 
     def propose(self, slot: Slot, history: History) -> Proposal | None:
-        if not self.config.tuner.design or not (designed(slot.number) or designed(slot.number + 1)):
+        ahead = self.config.tuner.fit_ahead  # the model lags one trial (`study.tuners.fit_ahead`)
+        if not self.config.tuner.design or not (
+            designed(slot.number) or (ahead and designed(slot.number + 1))
+        ):
             return None
         strategy = slot.stratum.strategy
         trials = [
@@ -32,12 +35,12 @@ class Designer(TunerBackend):
             for batch in self.config.space.batch_sizes
             for t in self.ledger.trials(Stratum(batch, strategy))
         ]
-        frame = lagged_frame(trials)  # the model lags one trial (`study.tuners.fit_ahead`)
+        frame = lagged_frame(trials, ahead=ahead)
         reached = frame.loc[np.isfinite(frame["steps_to_target"]), BATCH_SIZE].nunique()
         if reached < 3:
             return None
         if not designed(slot.number):
-            fit_next(trials)  # the model the stratum's next (designed) trial needs, made ahead
+            fit_next(trials, ahead=ahead)  # what the stratum's next (designed) trial needs
             return None
         others = self._other_params(history)
         if others is None:
@@ -52,9 +55,9 @@ class Designer(TunerBackend):
             slot.stratum.batch_size,
             lr_range(self.config),
             budget=budget,
-            fit=lagged_fit(trials),
+            fit=lagged_fit(trials, ahead=ahead),
         )
-        fit_next(trials)  # the model the next decision needs, fitted while this trial trains
+        fit_next(trials, ahead=ahead)  # the next decision's model, fitted while this trains
         if design is None:
             return None
         params = settle(

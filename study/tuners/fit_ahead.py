@@ -1,4 +1,5 @@
-"""The model of every trial fitted ahead, off the worker's path: decisions lag one trial.
+"""The model of every trial fitted ahead, off the worker's path: decisions lag one trial
+(``tuner: {fit_ahead: true}``; off by default, see the last paragraph).
 
 An allocation round by steps (`study.ext.allocation.step_plan`) and a designed proposal
 (`study.tuners.designer.Designer`) each need the model of every trial (`design_model`), and a fit
@@ -23,6 +24,11 @@ for (a kept fit to a subset of the trials, `design_model`'s rule beyond 100 tria
 same at every run). A decision waits for its fit when that fit is still running (its seconds:
 `Phase.FIT_WAIT`); a resumed run asks for the same fits, fitted anew. A decision that needs no
 model (the steps are spent, every batch size has its most trials) starts no fit.
+
+Off by default: on a 2-core machine TensorFlow's trainer uses both cores, so a fit beside it
+takes its CPU from the trial and the wall did not move (docs/benchmarks/speed.md), and on the
+MNIST-1D MLP question's twelve stability runs the lag cost some accuracy (alpha within 0.15 of
+the truth in 7 runs against 10). Off, every decision fits every finished trial first, as before.
 
 Example: after trial 12 finishes, the round that gives trial 13 uses the model of trials 1-11
 (fitted while trial 12 trained) and starts fitting trials 1-12 while trial 13 trains.
@@ -122,9 +128,14 @@ def model_for(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | None
         return future.result()
 
 
-def lagged_fit(trials: Sequence[LedgerTrial]) -> Callable[[pd.DataFrame, int], DesignModel | None]:
+def lagged_fit(
+    trials: Sequence[LedgerTrial], *, ahead: bool = True
+) -> Callable[[pd.DataFrame, int], DesignModel | None]:
     """The fit a decision among ``trials`` uses (`plan_step`'s and `design_rate`'s ``fit``): the
-    model of `lagged_frame` (`model_for`) that has seen where the latest trial ran (`seen`)."""
+    model of `lagged_frame` (`model_for`) that has seen where the latest trial ran (`seen`);
+    without ``ahead`` (``tuner.fit_ahead`` off), `design_model` fitted on the spot."""
+    if not ahead:
+        return design_model
     read = [t for t in trials if counts(t)]
     latest = max(read, key=_finished) if read else None
     return lambda frame, accelerators: seen(model_for(frame, accelerators), latest)
@@ -163,15 +174,18 @@ def seen(model: DesignModel | None, latest: LedgerTrial | None) -> DesignModel |
     return replace(model, surrogate=replace(surrogate, covariance=narrowed))
 
 
-def lagged_frame(trials: Sequence[LedgerTrial]) -> pd.DataFrame:
-    """The trials a decision's model is fitted to (`behind`), as the model reads them."""
-    return ledger_frame(behind(trials))
+def lagged_frame(trials: Sequence[LedgerTrial], *, ahead: bool = True) -> pd.DataFrame:
+    """The trials a decision's model is fitted to (`behind`; without ``ahead``, all of them), as
+    the model reads them."""
+    return ledger_frame(behind(trials) if ahead else trials)
 
 
-def fit_next(trials: Sequence[LedgerTrial], accelerators: int = 8) -> None:
+def fit_next(trials: Sequence[LedgerTrial], accelerators: int = 8, *, ahead: bool = True) -> None:
     """Ask for the fit the next decision needs, of every trial of ``trials`` the model reads:
     started by `release` when the trial being decided starts training (so it does not slow the
     rest of the decision), or by the next decision that asks for a fit, if that comes first."""
+    if not ahead:
+        return
     frame = ledger_frame(trials)
     if len(frame):
         with _lock:

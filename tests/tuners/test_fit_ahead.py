@@ -47,12 +47,15 @@ def finished(ledger: Ledger, stratum: Stratum, lr: float) -> None:
     ledger.finish(slot, made.result, float(made.result.steps_run), target=TARGET)
 
 
-def study_with_trials(tmp_path: Path, total: int = 16) -> tuple[Ledger, RoundAllocator, list[str]]:
-    """A study by steps whose 4 batch sizes ran 4 trials each."""
+def study_with_trials(
+    tmp_path: Path, total: int = 16, *, ahead: bool = True
+) -> tuple[Ledger, RoundAllocator, list[str]]:
+    """A study by steps whose 4 batch sizes ran 4 trials each (``tuner.fit_ahead``: ``ahead``)."""
     data = steps_study(100_000)
     data["search_space"] = {**data["search_space"], "learning_rate": {"low": 1e-3, "high": 1.0}}
     data["target"] = str(TARGET)
     data["budget"] = {"max_steps": 5000}
+    data["tuner"] = {**data.get("tuner", {}), "fit_ahead": ahead}
     ledger, config = new_ledger(tmp_path, data)
     lines: list[str] = []
     allocator = RoundAllocator(config, ledger, total=total, say=lines.append)
@@ -206,3 +209,21 @@ def test_the_model_behind_counts_the_latest_reached_trial_as_seen(tmp_path: Path
     assert shrink.min() > -1e-9 and shrink.max() > 0
     missed = replace(latest, status=TrialState.PRUNED)  # a trial that did not reach: no change
     assert seen(model, missed) is model and seen(None, latest) is None
+
+
+def test_without_fit_ahead_a_round_fits_every_finished_trial_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger, allocator, lines = study_with_trials(tmp_path, ahead=False)
+    assert not allocator.config.tuner.fit_ahead
+    asked: list[int] = []
+
+    def counted(frame: pd.DataFrame, accelerators: int = 8) -> DesignModel | None:
+        asked.append(len(frame))
+        return design_model(frame, accelerators)
+
+    monkeypatch.setattr(fit_ahead, "design_model", counted)
+    assert allocator.next_round() is not None
+    fit_ahead.release()
+    assert asked == [len(all_trials(ledger))] and not fit_ahead._futures  # on the spot, no lag
+    assert "a trial here narrows the answer's variance" in lines[-1]

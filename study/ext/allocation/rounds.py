@@ -287,17 +287,18 @@ class RoundAllocator(Allocator):
         if spare <= 0:
             return Decision(number, str(views[-1].stratum), 0, self._spent_reason()), False
         finished = [t for s in self.budgets for t in self.ledger.trials(s)]
+        ahead = config.tuner.fit_ahead  # the model lags one trial: its fit ran while that trained
         decision, go = plan_step(
             views,
-            lagged_frame(finished),  # the model lags one trial: its fit ran while that trained
+            lagged_frame(finished, ahead=ahead),
             left=left,
             number=number,
             bounds=lr_range(config),
             pruning=pruning,
-            fit=lagged_fit(finished),
+            fit=lagged_fit(finished, ahead=ahead),
         )
         if go:
-            fit_next(finished)  # the next round's model, fitted while this trial trains
+            fit_next(finished, ahead=ahead)  # the next round's model, fitted while this trains
         return decision, go
 
     def _apply_step(self, decision: Decision, go: bool) -> dict[Stratum, int] | None:
