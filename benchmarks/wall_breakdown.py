@@ -9,8 +9,10 @@ a fresh store, ``STUDY_LOG=debug``) and reads the run's own breakdown (`study.ph
 - **trials**: the worker threads' seconds inside trials (summed over workers: with 2 workers it
   may exceed the wall time between the first trial and the engine's end);
 - **decisions**: the worker threads' seconds between trials (claims, allocation rounds,
-  proposals, recording), **fits** the model's fits for decisions among them, and how many fits
-  were made and kept (a fit to the same trials reused);
+  proposals, recording), **fits** the model's fits for decisions (with ``tuner.fit_ahead``
+  made in a background thread: `study.tuners.fit_ahead`), how many fits were made and kept (a
+  fit to the same trials reused), and **fit waits** the worker threads' seconds waiting for a
+  background fit still running (then the fits' part of decisions);
 - **closing**: the engine's end until the process exits (the closing fit and its answer line,
   MLflow's queue, the exit); **answer** the closing fit and answer among it;
 - **MLflow**: its background thread's wall and CPU seconds, and its CPU as a share of the
@@ -70,6 +72,7 @@ def breakdown(file: Path, workers: int) -> dict[str, Any]:
         "trial_count": int(counts.get("trials", 0)),
         "decisions": seconds.get("decisions", 0.0),
         "fits": seconds.get("fits", 0.0),
+        "fit_wait": seconds.get("fit_wait", 0.0),
         "fit_count": int(counts.get("fits", 0)),
         "fits_kept": int(counts.get("fits_kept", 0)),
         "closing": ended - marks.get("engine_end", ended),
@@ -78,14 +81,18 @@ def breakdown(file: Path, workers: int) -> dict[str, Any]:
         "mlflow_cpu": cpu,
         "mlflow_share": cpu / trials if trials else float("nan"),
         "steps_seen": sum(int(s) for s in steps),
+        "answer_line": next(
+            (line.strip() for line in (done.stdout or "").splitlines() if "B_noise" in line), ""
+        ),
     }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| study | workers | load | wall | start-up | trials (n) | decisions | fits (made/kept) "
+        "| fit waits "
         "| closing (answer) | MLflow wall / CPU (CPU / trials) |\n"
-        "|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|"
     )
     lines = [head]
     for r in rows:
@@ -93,6 +100,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {r['file']} | {r['workers']} | {r['load']:.1f} | {r['wall']:.1f} s | "
             f"{r['startup']:.1f} s | {r['trials']:.1f} s ({r['trial_count']}) | "
             f"{r['decisions']:.1f} s | {r['fits']:.1f} s ({r['fit_count']}/{r['fits_kept']}) | "
+            f"{r.get('fit_wait', 0.0):.1f} s | "
             f"{r['closing']:.1f} s ({r['answer']:.1f} s) | {r['mlflow_busy']:.1f} / "
             f"{r['mlflow_cpu']:.2f} s ({100 * r['mlflow_share']:.1f}%) |"
         )

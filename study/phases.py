@@ -34,6 +34,9 @@ class Phase(str, enum.Enum):
     FITS = "fits"
     #: A fit that was not made: the model fitted to the same trials was at hand.
     FITS_KEPT = "fits_kept"
+    #: Worker threads waiting for a fit made in the background (`study.tuners.fit_ahead`): the
+    #: part of the fits on a worker's path.
+    FIT_WAIT = "fit_wait"
     #: The finished study's answers (the closing fit and its answer line).
     ANSWER = "answer"
     #: Waiting at the end for MLflow's queue to be logged.

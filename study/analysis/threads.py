@@ -10,9 +10,10 @@ afterwards, so a notebook's own NumPy keeps its threads.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import ParamSpec, TypeVar
 
 import threadpoolctl
@@ -43,3 +44,14 @@ def one_blas_thread(func: Callable[P, R]) -> Callable[P, R]:
             return func(*args, **kwargs)
 
     return limited
+
+
+@contextlib.contextmanager
+def one_blas_thread_everywhere() -> Iterator[None]:
+    """BLAS limited to one thread for every thread of the process while the block runs; call
+    it from the main thread. Measured here (OpenBLAS 0.3.30, pthreads): once the main thread
+    has set BLAS's threads, a limit that another thread sets (`one_blas_thread`) does not hold
+    there, and a fit of the model in a worker or background thread took 2-6 s instead of 0.3 s
+    (`study.runner.engine` runs its threads inside this)."""
+    with _blas().limit(limits=1, user_api="blas"):
+        yield

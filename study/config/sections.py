@@ -58,6 +58,7 @@ TUNER_KEYS = (
     "seed",
     "transfer",
     "design",
+    "fit_ahead",
     "confirm",
 )
 CONFIRM_KEYS = ("top", "seeds")
@@ -195,8 +196,13 @@ def read_tuner(r: Reader, value: Any) -> TunerSettings:
         return TunerSettings()
     tuner = r.keys(value, "tuner", TUNER_KEYS, ())
     flags = {}
-    for key in ("pruning", "transfer", "design"):
-        flags[key] = tuner.get(key, True)
+    for key, default in (
+        ("pruning", True),
+        ("transfer", True),
+        ("design", True),
+        ("fit_ahead", False),
+    ):
+        flags[key] = tuner.get(key, default)
         if not isinstance(flags[key], bool):
             r.fail(f"tuner.{key}", "must be true or false", flags[key])
     seed = tuner.get("seed")

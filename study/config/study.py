@@ -102,7 +102,9 @@ class TunerSettings:
     sizes found (off: every batch size is searched on its own, over the whole range);
     ``design`` lets the model of every trial propose every other trial of a stratum from its
     fourth on, at the learning rate whose outcome narrows the answer most
-    (`study.tuners.design`); ``confirm`` adds confirmation trials (`Confirmation`).
+    (`study.tuners.design`); ``fit_ahead`` fits that model in the background while a trial
+    trains, and decides from the trials finished before the latest one (`study.tuners.fit_ahead`);
+    ``confirm`` adds confirmation trials (`Confirmation`).
     """
 
     sampler: Sampler = Sampler.TPE
@@ -112,6 +114,7 @@ class TunerSettings:
     seed: int | None = None
     transfer: bool = True
     design: bool = True
+    fit_ahead: bool = False
     confirm: Confirmation = field(default_factory=Confirmation)
 
 

@@ -47,6 +47,7 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 
+from study.analysis.threads import one_blas_thread_everywhere
 from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.config.trial import Budget, TrialSpec, default_of
@@ -64,6 +65,7 @@ from study.runner.pruning import Pruning, trial_hook
 from study.runner.stopping import exit_status
 from study.runner.timings import timed
 from study.tracking.study_tracker import StudyTracker
+from study.tuners import fit_ahead
 from study.tuners.base import Outcome, Proposal
 from study.tuners.confirm import search_budget
 from study.tuners.history import read_history
@@ -160,8 +162,8 @@ class StudyEngine:
         )
         heart.start()
         status = 0
-        try:
-            with self.progress.display:
+        try:  # the fits of worker and background threads on one BLAS thread (see threads)
+            with one_blas_thread_everywhere(), self.progress.display:
                 for t in threads:
                     t.start()
                 while any(t.is_alive() for t in threads):
@@ -354,6 +356,7 @@ class StudyEngine:
 
         def run() -> Outcome:
             PHASES.mark(Mark.FIRST_TRIAL)
+            fit_ahead.release()  # the fit the next decision needs, made while this one trains
             begun = time.perf_counter()
             try:
                 result = self.pool.run(spec, hook)

@@ -1,10 +1,11 @@
 """Proposals from the model of every trial: the learning rate whose outcome narrows the answer most.
 
 With ``tuner.design`` (on by default), half the trials of a stratum from its third on (numbers
-2, 3, 6, 7, 10, 11, ...: as many in each backend's turn) are proposed by the `Designer` instead
-of the stratum's sampler, once at least three batch sizes of its strategy reached the target
-(the model needs them). It fits the
-model of every trial (`study.analysis.surrogate`) to the study's finished trials and, over
+2, 3, 6, 7, 10, 11, ...: as many in each backend's turn) are proposed by the designer
+(`study.tuners.designer.Designer`) instead of the stratum's sampler, once at least three batch
+sizes of its strategy reached the target (the model needs them). It takes the model of every
+trial (`study.analysis.surrogate`) fitted to the study's finished trials but the latest (fitted
+ahead, while that trained: `study.tuners.fit_ahead`) and, over
 learning rates around the model's best rate at the stratum's batch size, picks the one whose
 outcome is expected to shrink, per training step it costs, the variances of the two
 quantities the answer rests on: ``log B_noise`` (the regimes, the critical batch size and the
@@ -27,7 +28,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,13 +46,10 @@ from study.analysis.surrogate import (
 )
 from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE
 from study.analysis.threads import one_blas_thread
-from study.config.space import Stratum
-from study.ledger import LedgerTrial, Slot
+from study.ledger import LedgerTrial
 from study.ledger.records import Origin
 from study.phases import PHASES, Phase
 from study.results import TrialState
-from study.tuners.base import History, Proposal, TunerBackend, clean_params
-from study.tuners.points import lr_range, settle
 
 #: The origin of a trial the designer proposed.
 DESIGN: Origin = "design"
@@ -228,11 +226,7 @@ def design_model(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | N
     subset of ``trials`` serves until the trials it did not see are `REFIT_SHARE` of those it
     saw, or `SURPRISE_SHARE` when one of them surprises it (`_surprises`). Its refit starts
     from the kept fit's parameters too (`fit_surrogate`'s ``start``)."""
-    # One order for one set of trials: the allocation's round and the designer's proposal list
-    # the same trials in different orders, and a fit's sums (its last digits) follow the order.
-    trials = trials.sort_values(list(trials.columns), kind="mergesort", ignore_index=True)
-    hashes = pd.util.hash_pandas_object(trials, index=False).to_numpy()
-    key = (hashes.tobytes(), accelerators)
+    trials, hashes, key = fit_key(trials, accelerators)
     with _FITS_LOCK:
         kept = _FITS.get(key)
         older = None if kept is not None else _older(trials, hashes, accelerators)
@@ -247,6 +241,17 @@ def design_model(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | N
         while len(_FITS) > FITS_KEPT:
             _FITS.popitem(last=False)
     return model
+
+
+def fit_key(
+    trials: pd.DataFrame, accelerators: int = 8
+) -> tuple[pd.DataFrame, np.ndarray, tuple[bytes, int]]:
+    """``trials`` in one order, their row hashes and the key of their fit: the allocation's
+    round and the designer's proposal list the same trials in different orders, and a fit's
+    sums (its last digits) follow the order."""
+    trials = trials.sort_values(list(trials.columns), kind="mergesort", ignore_index=True)
+    hashes = pd.util.hash_pandas_object(trials, index=False).to_numpy()
+    return trials, hashes, (hashes.tobytes(), accelerators)
 
 
 def _older(trials: pd.DataFrame, hashes: np.ndarray, accelerators: int) -> _Kept | None:
@@ -344,66 +349,14 @@ def design_rate(
     *,
     budget: float,
     accelerators: int = 8,
+    fit: Callable[[pd.DataFrame, int], DesignModel | None] = design_model,
 ) -> Design | None:
     """The most informative learning rate at ``batch_size`` within ``bounds`` (None when the
-    model cannot be fitted yet)."""
-    model = design_model(trials, accelerators)
+    model cannot be fitted yet); the model is ``fit``'s (`design_model`, or one made ahead)."""
+    model = fit(trials, accelerators)
     return None if model is None else best_design(model, batch_size, bounds, budget=budget)
 
 
 def designed(number: int) -> bool:
     """Whether trial ``number`` of a stratum is the designer's: 2, 3, 6, 7, 10, 11, ..."""
     return number >= FIRST and number % 4 in (2, 3)
-
-
-class Designer(TunerBackend):
-    """Proposes the designed trials of a stratum (see the module); None for the others."""
-
-    name = DESIGN
-
-    def propose(self, slot: Slot, history: History) -> Proposal | None:
-        if not self.config.tuner.design or not designed(slot.number):
-            return None
-        strategy = slot.stratum.strategy
-        trials = [
-            t
-            for batch in self.config.space.batch_sizes
-            for t in self.ledger.trials(Stratum(batch, strategy))
-        ]
-        frame = ledger_frame(trials)
-        reached = frame.loc[np.isfinite(frame["steps_to_target"]), BATCH_SIZE].nunique()
-        if reached < 3:
-            return None
-        others = self._other_params(history)
-        if others is None:
-            return None
-        limit = self.config.settings.budget.step_limit(slot.stratum.batch_size)
-        budget = float(limit) if limit else math.inf
-        if self.config.tuner.pruning:  # stopped once it takes the stratum's best steps so far
-            best = [t.steps_to_target for t in history.trials if t.steps_to_target is not None]
-            budget = min([budget, *map(float, best)])
-        design = design_rate(frame, slot.stratum.batch_size, lr_range(self.config), budget=budget)
-        if design is None:
-            return None
-        params = settle(
-            self.ledger,
-            slot,
-            {**others, "learning_rate": design.learning_rate},
-            None,
-            lr_range(self.config),
-        )
-        return Proposal(tuner=self.name, params=params, origin=DESIGN, extras={GAIN: design.gain})
-
-    def _other_params(self, history: History) -> dict[str, object] | None:
-        """The stratum's best trial's values of every parameter but the learning rate ({} when
-        the space has no others; None when it has others and no trial reached the target)."""
-        names = [p for p in self.config.space.param_names if p not in ("learning_rate",)]
-        names = [n for n in names if n not in ("batch_size", "strategy")]
-        if not names:
-            return {}
-        reached = [t for t in history.trials if t.steps_to_target is not None]
-        if not reached:
-            return None
-        best = min(reached, key=LedgerTrial.rank)
-        params = clean_params(best.params)
-        return {n: params[n] for n in names if n in params}

@@ -105,7 +105,7 @@ def build_lineup(
     if choice not in TUNERS:
         raise _unknown(choice)
     from study.tuners.confirm import Confirmer
-    from study.tuners.design import Designer
+    from study.tuners.designer import Designer
 
     confirmer = Confirmer(config, ledger) if config.tuner.confirm.enabled else None
     designer = Designer(config, ledger) if config.tuner.design else None

@@ -68,3 +68,18 @@ def test_the_surrogate_fit_runs_on_one_blas_thread(monkeypatch: pytest.MonkeyPat
         result = fit_surrogate(pd.DataFrame(rows))
         assert blas_threads() == {2}
     assert result.ok and seen and all(s == {1} for s in seen)
+
+
+def test_the_limit_set_from_the_main_thread_holds_in_every_thread() -> None:
+    import threading
+
+    from study.analysis.threads import one_blas_thread_everywhere
+
+    seen: list[set[int]] = []
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        with one_blas_thread_everywhere():
+            worker = threading.Thread(target=lambda: seen.append(blas_threads()))
+            worker.start()
+            worker.join(10)
+        assert blas_threads() == {2}
+    assert seen == [{1}]

@@ -295,6 +295,12 @@ def test_tuner_settings() -> None:
     config = parse_study(data, "m")
     assert config.tuner.sampler is Sampler.GRID and config.tuner.oracle is Oracle.HYPERBAND
     assert config.tuner.pruning is False and config.tuner.max_consecutive_failures == 5
+    assert config.tuner.fit_ahead is False  # off unless asked for
+    data["tuner"] = {"fit_ahead": True}
+    assert parse_study(data, "m").tuner.fit_ahead is True
+    data["tuner"] = {"fit_ahead": "yes"}
+    with pytest.raises(UsageError, match=r"tuner\.fit_ahead.*true or false"):
+        parse_study(data, "m")
 
 
 def test_tuner_seed_transfer_and_confirmation() -> None:

@@ -22,13 +22,13 @@ from study.tuners.design import (
     DESIGN,
     GAIN,
     RATE_ANSWERS,
-    Designer,
     answer_gradients,
     design_rate,
     designed,
     information_gain,
     ledger_frame,
 )
+from study.tuners.designer import Designer
 from study.tuners.registry import build_lineup
 from tests.fakes import finished_trial, rising_curve, write_ledger
 

@@ -36,7 +36,7 @@ from study.ext.allocation.plan import (
 from study.ext.allocation.step_plan import MOST_SHARES, StepView, in_flight_steps, plan_step
 from study.ledger import AllocationState, Decision, Ledger
 from study.runner.allocator import Allocator
-from study.tuners.design import ledger_frame
+from study.tuners.fit_ahead import fit_next, lagged_fit, lagged_frame
 from study.tuners.points import lr_range
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -286,14 +286,20 @@ class RoundAllocator(Allocator):
         left = spare - in_flight_steps(views, running, pruning)
         if spare <= 0:
             return Decision(number, str(views[-1].stratum), 0, self._spent_reason()), False
-        return plan_step(
+        finished = [t for s in self.budgets for t in self.ledger.trials(s)]
+        ahead = config.tuner.fit_ahead  # the model lags one trial: its fit ran while that trained
+        decision, go = plan_step(
             views,
-            ledger_frame([t for s in self.budgets for t in self.ledger.trials(s)]),
+            lagged_frame(finished, ahead=ahead),
             left=left,
             number=number,
             bounds=lr_range(config),
             pruning=pruning,
+            fit=lagged_fit(finished, ahead=ahead),
         )
+        if go:
+            fit_next(finished, ahead=ahead)  # the next round's model, fitted while this trains
+        return decision, go
 
     def _apply_step(self, decision: Decision, go: bool) -> dict[Stratum, int] | None:
         """Take a round's decision (`_plan_step`): the budgets, or None when it stops."""

@@ -3,7 +3,8 @@
 With ``allocation: {mode: steps, steps: S}`` every batch size of the grid first runs half its
 even share of trials (`study.ext.allocation.rounds.RoundAllocator.begin`). Then trials are
 given one at a time (`plan_step`). The model of every trial (`study.tuners.design.design_model`) is fitted
-to the finished trials, and at each batch size the designer's most informative learning rate
+to the finished trials but the latest (in the background, while that one trained:
+`study.tuners.fit_ahead`), and at each batch size the designer's most informative learning rate
 gives two numbers: how much a trial there is expected to narrow the answer (B_noise, the best
 learning rate at the recommended batch size, and alpha, the best rate's slope over the batch
 sizes: `study.tuners.design.BATCH_ANSWERS`) per 1,000 steps, and its expected steps (its steps
@@ -30,7 +31,7 @@ three batch sizes reached the target). Every decision says why.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,10 +120,13 @@ def plan_step(
     bounds: tuple[float, float],
     pruning: bool,
     accelerators: int = 8,
+    fit: Callable[[pd.DataFrame, int], DesignModel | None] = design_model,
 ) -> tuple[Decision, bool]:
     """The next trial's batch size as a decision of round ``number``, and whether it is one
-    (False: the study stops, and the decision says why). ``trials``: the finished trials
-    (`study.tuners.design.ledger_frame`); ``left``: the training steps left of the budget.
+    (False: the study stops, and the decision says why). ``trials``: the finished trials the
+    model is fitted to (`study.tuners.design.ledger_frame`), by ``fit`` (`design_model`, or the
+    fit made ahead: `study.tuners.fit_ahead.model_for`), asked only when the decision can use
+    it; ``left``: the training steps left of the budget.
 
     Example: two batch sizes equally informative per step, one of which costs more steps than
     are left: the other gets the trial.
@@ -131,7 +135,7 @@ def plan_step(
     if not open_:
         last = max(views, key=lambda v: v.stratum.batch_size)
         return Decision(number, str(last.stratum), 0, "every batch size has its most trials"), False
-    model = design_model(trials, accelerators) if len(trials) else None
+    model = fit(trials, accelerators) if len(trials) else None
     unmeasured = sorted(
         (
             (v.trials, _first_cost(v, model, pruning), -v.stratum.batch_size, v)
