@@ -58,13 +58,17 @@ side, `Surrogate.draws`). Held at q = 1 with no variance, a fit at the quickstar
 truth of q = 3 gave step speed-ups whose interval held the truth in 57% of the 18% of fits that
 read q = 1."""
 
-DOF_FLOOR = 3.0
+DOF_FLOOR = 1.5
 """The fewest degrees of freedom `sample` gives its Student-t (the fit's residual degrees of
 freedom, `residual_dof`, are often 0 to 2 at the quickstart's size, 4 batch sizes x 6 trials
-with half of them pruned): a t of 3 degrees of freedom has a variance, and its 95% interval is
-1.6 times a normal's. In simulation at that size (`benchmarks/answer_coverage.py`, conditions
-Q, Q1 and R) a floor of 2 widened the intervals of B_noise, E_min and the best rate to up to
-98.6% coverage, a floor of 4 narrowed alpha's and the best rate's to 92-94%."""
+with half of them pruned): a t of 1.5 degrees of freedom has 95% of its mass within 3 times a
+normal's 95% interval. The Student-t carries the small-sample uncertainty of the noise alone: the
+covariance it scales is the likelihood's curvature with no ``n / (n - p)`` factor on top, which
+had counted it twice (at the benchmark's size, 7 batch sizes x 8 trials, every interval of
+`benchmarks/answer_coverage.py` held the truth 96-98.5% of the time with the factor, 94.5-96.8%
+without). In simulation at the quickstart's size (conditions Q, Q1 and R) a floor of 3 then
+left E_min, alpha, sigma and the critical batch size at 90-93%, a floor of 2 sigma and the
+critical batch size at 92.6-92.9%; 1.5 puts every answer of Q inside 93-97%."""
 
 _SIGMA = Param.LOG_SIGMA
 """The variance of ``log sigma`` is ``(kurtosis - 1) / (4 n)`` for the trials' scatter: the
@@ -83,10 +87,10 @@ def parameter_covariance(
     ``(low, high)`` per parameter, `PARAMS` order), and the number of free parameters (those
     held, or at a bound that is not a cap of `CAPPED` (`is_free`), get zero variance).
 
-    The model-based covariance (the inverse of the negative log-likelihood's Hessian, with the
-    small-sample correction ``n / (n - p)``), each parameter's standard deviation widened to the
-    sandwich covariance's ``H^-1 J H^-1`` (``J`` the trials' scores' outer products) where that
-    is wider: the two agree when the model holds, and where it misfits (steps that follow S(B)
+    The model-based covariance (the inverse of the negative log-likelihood's Hessian: the
+    small-sample uncertainty is `sample`'s Student-t, `DOF_FLOOR`), each parameter's standard
+    deviation widened to the sandwich covariance's ``H^-1 J H^-1`` (``J`` the trials' scores'
+    outer products) where that is wider: the two agree when the model holds, and where it misfits (steps that follow S(B)
     or the learning-rate response only roughly) the sandwich is the one that stays honest.
     The noise's spread ``log_sigma`` takes the mean of the two variances instead, narrower or
     wider (`_SIGMA`).
@@ -100,10 +104,9 @@ def parameter_covariance(
     values, vectors = np.linalg.eigh(curvature)
     values = np.maximum(values, 1e-6 * max(float(values.max()), 1e-12))
     inverse = (vectors / values) @ vectors.T
-    n, p = data.n, len(free)
-    model = inverse * n / max(n - p, 1)
+    model = inverse
     scores = _scores(data, theta, free)
-    sandwich = inverse @ (scores @ scores.T) @ inverse * n / max(n - p, 1)
+    sandwich = inverse @ (scores @ scores.T) @ inverse
     ratio = np.diag(sandwich) / np.diag(model)
     widen = np.sqrt(np.maximum(1.0, ratio))
     floor = np.ones(len(free))  # the model-based covariance the batch effects are added to

@@ -39,8 +39,9 @@ def test_intervals_are_never_narrower_than_the_models_and_widen_where_it_misfits
         cov, _ = parameter_covariance(data, fit.theta, surrogate._bounds(data, options))
         free = [i for i in range(len(PARAMS)) if cov[i, i] > 0]
         inverse = np.linalg.inv(hessian(lambda p: -log_likelihoods(p, data), fit.theta, free))
-        correction = data.n / (data.n - len(free))
-        return np.sqrt(np.diag(cov)[free]), np.sqrt(np.diag(inverse) * correction), free
+        # The model's covariance is the curvature's inverse (no n / (n - p) factor: the draws'
+        # Student-t carries the small-sample uncertainty).
+        return np.sqrt(np.diag(cov)[free]), np.sqrt(np.diag(inverse)), free
 
     robust, model, _ = widths(trials_of(np.random.default_rng(1)))
     assert np.all(robust >= model * 0.999)

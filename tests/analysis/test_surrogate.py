@@ -10,9 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import sim.simulate as sim_simulate
+from scipy import stats
 from sim.simulate import StudyDesign, draw_truth, log_best_lr, simulate_trials
 
 from study.analysis.answers import scaling_answers
+from study.analysis.covariance import DOF_FLOOR
 from study.analysis.surrogate import (
     LAST_STEP,
     PARAMS,
@@ -298,7 +300,8 @@ def test_few_degrees_of_freedom_widen_the_draws_tails():
 
     spread = [np.subtract(*np.quantile(s.draws(40_000, 4)[:, b_noise], [0.975, 0.025]))
               for s in (many, few)]  # fmt: skip
-    assert spread[1] / spread[0] == pytest.approx(3.182 / 1.960, rel=0.08)  # t(3) over normal
+    t_quantile = stats.t.ppf(0.975, DOF_FLOOR)
+    assert spread[1] / spread[0] == pytest.approx(t_quantile / 1.960, rel=0.08)  # t over normal
 
 
 def test_the_best_rate_stays_near_the_rates_tried_where_they_stop_below_it():
