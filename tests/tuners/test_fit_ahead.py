@@ -93,6 +93,7 @@ def test_the_trials_behind_leave_out_the_latest_finished_one_the_model_reads() -
     assert behind([failed, running]) == [failed, running]  # none the model reads
 
 
+@pytest.mark.extension("allocation")  # rounds by steps
 def test_a_round_decides_with_the_fit_behind_while_the_latest_trials_fit_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -133,6 +134,7 @@ def test_a_round_decides_with_the_fit_behind_while_the_latest_trials_fit_runs(
     assert go and decision.line() == lines[-1]
 
 
+@pytest.mark.extension("allocation")  # rounds by steps
 def test_a_decision_is_the_same_whether_its_fit_was_done_or_still_ran(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -181,6 +183,7 @@ def rounds_of(tmp_path: Path, delays: list[float], monkeypatch: pytest.MonkeyPat
 
 
 @pytest.mark.slow
+@pytest.mark.extension("allocation")  # rounds by steps
 def test_the_decisions_do_not_depend_on_how_long_the_fits_take(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -190,6 +193,7 @@ def test_the_decisions_do_not_depend_on_how_long_the_fits_take(
     assert slow == quick
 
 
+@pytest.mark.extension("allocation")  # rounds by steps
 def test_the_model_behind_counts_the_latest_reached_trial_as_seen(tmp_path: Path) -> None:
     ledger, _, _ = study_with_trials(tmp_path)
     trials = all_trials(ledger)
@@ -211,6 +215,7 @@ def test_the_model_behind_counts_the_latest_reached_trial_as_seen(tmp_path: Path
     assert seen(model, missed) is model and seen(None, latest) is None
 
 
+@pytest.mark.extension("allocation")  # rounds by steps
 def test_without_fit_ahead_a_round_fits_every_finished_trial_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
