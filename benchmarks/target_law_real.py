@@ -30,6 +30,7 @@ for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import json  # noqa: E402
+import math  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pandas as pd  # noqa: E402
@@ -157,7 +158,8 @@ def _line(prediction: dict[str, Any] | None) -> str:
 def _num(answer: dict[str, Any] | None) -> str:
     if answer is None:
         return "none"
-    return f"{answer['estimate']:.3g} ({answer['low']:.3g}-{answer['high']:.3g})"
+    low, high = (math.inf if answer[k] is None else answer[k] for k in ("low", "high"))
+    return f"{answer['estimate']:.3g} ({low:.3g}-{high:.3g})"
 
 
 if __name__ == "__main__":
