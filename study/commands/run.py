@@ -78,6 +78,9 @@ def run_config(config: StudyConfig, args: argparse.Namespace, *, tuner: str) -> 
     """Run ``config`` with the options of ``args`` (``--trials`` where the command has it),
     SIGTERM stopping it as Ctrl-C does; return the exit status."""
     from study.paths import where
+    from study.runner import spawning
+
+    spawning.warm()  # TensorFlow's import in the worker server overlaps the host's imports
     from study.runner.launch import RunOptions, run_study
     from study.runner.stopping import sigterm_interrupts
 

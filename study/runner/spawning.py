@@ -78,12 +78,37 @@ def process(target: Callable[..., Any], args: tuple[Any, ...], name: str) -> Any
 def start(process: Any) -> None:
     """``process.start()`` (a `multiprocessing` process) on the process-wide spawner thread;
     its exception, if any, is raised here."""
+    _spawner().submit(process.start).result()
+
+
+def warm() -> None:
+    """Start the forkserver now, without waiting for it: it imports TensorFlow (`PRELOAD`, 2-5
+    CPU-seconds) while the caller goes on importing and opening what a run needs, so the first
+    worker forks from a ready server. A no-op process is started and reaped on the spawner
+    thread (the server starts with the first process it is asked for); under ``spawn`` there is
+    no server to warm and nothing is done."""
+    if context().get_start_method() != "forkserver":
+        return
+    warm_up = context().Process(target=_noop, daemon=True, name="study-warm")
+    _spawner().submit(_start_and_reap, warm_up)
+
+
+def _spawner() -> ThreadPoolExecutor:
+    """The process-wide spawner thread (started on first use)."""
     global _SPAWNER
     with _LOCK:
         if _SPAWNER is None:
             _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="study-spawner")
-        spawner = _SPAWNER
-    spawner.submit(process.start).result()
+        return _SPAWNER
+
+
+def _start_and_reap(process: Any) -> None:
+    process.start()
+    process.join()
+
+
+def _noop() -> None:
+    """What the warm-up process runs (nothing: starting it started the server)."""
 
 
 class _Streams:

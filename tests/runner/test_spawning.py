@@ -5,6 +5,7 @@ that a signal to the process group leaves alone, and a choice of start method.""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import sys
@@ -101,3 +102,11 @@ def test_the_start_method_is_chosen_by_the_environment(monkeypatch: pytest.Monke
     assert spawning.start_method() == "spawn"
     monkeypatch.setenv(spawning.START_METHOD_ENV, "")
     assert spawning.start_method() == ("forkserver" if sys.platform == "linux" else "spawn")
+
+
+def test_warming_starts_the_server_and_a_worker_then_forks_from_it(tmp_path: Path) -> None:
+    spawning.warm()  # returns at once; the spawner thread starts the server and reaps a no-op
+    spawning.warm()  # a second warm-up (a server already up) is a cheap no-op fork
+    lines = started(tmp_path / "after-warm")  # queued behind the warm-ups on the one thread
+    assert lines[1] == "True"  # forked from the server that imported TensorFlow
+    assert not [p for p in multiprocessing.active_children() if p.name == "study-warm"]
