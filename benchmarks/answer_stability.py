@@ -256,12 +256,13 @@ def allocation_of(allocation: str) -> dict[str, Any]:
 
 
 def run_studies(
-    question: str, runs: int, workdir: Path, allocation: str = "steps"
+    question: str, runs: int, workdir: Path, allocation: str = "steps", first: int = 0
 ) -> dict[str, Any]:
-    """``runs`` runs of the question's study file (run k: ``seed: k``, ``tuner.seed: k``, and
-    the keys of `allocation_of`); each run's measurement table is cached (`table_path`) with
-    its wall time and training steps, so the answers are read again by the report phase with
-    the analysis of the day."""
+    """Runs ``first`` to ``runs - 1`` of the question's study file (run k: ``seed: k``,
+    ``tuner.seed: k``, and the keys of `allocation_of`); each run's measurement table is cached
+    (`table_path`) with its wall time and training steps, so the answers are read again by the
+    report phase with the analysis of the day. Two processes may run disjoint runs of one
+    question at once (``--first``): each adds its own runs to the cache as it writes it."""
     import yaml
     from study_bench import run_variant
 
@@ -269,7 +270,7 @@ def run_studies(
     done: dict[str, Any] = json.loads(cache.read_text()) if cache.exists() else {}
     file = QUESTIONS[question]
     base = yaml.safe_load(file.read_text())
-    for k in range(runs):
+    for k in range(first, runs):
         table = table_path(question, k, allocation)
         if str(k) in done and table.exists():
             continue
@@ -287,7 +288,8 @@ def run_studies(
             done[str(k)] = {"wall_seconds": time.perf_counter() - started}
         done[str(k)]["training_steps"] = save_run(workdir, name, table)
         cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps(done, indent=1))
+        others = json.loads(cache.read_text()) if cache.exists() else {}
+        cache.write_text(json.dumps({**others, str(k): done[str(k)]}, indent=1))
         print(f"  {question} run {k}: {done[str(k)]['wall_seconds']:.0f} s", flush=True)
     return done
 
@@ -481,6 +483,9 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=("grid", "runs", "report"))
     parser.add_argument("--questions", nargs="+", choices=tuple(QUESTIONS), default=list(QUESTIONS))
     parser.add_argument("--runs", type=int, default=6)
+    parser.add_argument(
+        "--first", type=int, default=0, help="runs: start at run K (another process runs the rest)"
+    )
     parser.add_argument("--rates", type=int, default=24)
     parser.add_argument("--grid-seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--workdir", type=Path, default=None)
@@ -517,7 +522,7 @@ def main() -> None:
         if "grid" in phases:
             run_grid(question, args.rates, args.grid_seeds)
         if "runs" in phases:
-            run_studies(question, args.runs, workdir, args.allocation)
+            run_studies(question, args.runs, workdir, args.allocation, args.first)
         if "report" in phases:
             grid = json.loads(grid_path(question).read_text())
             meta = json.loads(runs_path(question, args.allocation).read_text())

@@ -100,9 +100,9 @@ class TunerSettings:
     ``seed`` seeds the samplers and oracles (None: the study's ``seed``, which also seeds the
     training); ``transfer`` centres each stratum's learning-rate search on what the other batch
     sizes found (off: every batch size is searched on its own, over the whole range);
-    ``design`` lets the model of every trial propose every other trial of a stratum from its
-    fourth on, at the learning rate whose outcome narrows the answer most
-    (`study.tuners.design`); ``fit_ahead`` fits that model in the background while a trial
+    ``design`` lets the model of every trial propose two trials in four of a stratum from its
+    third on, bracketing the stratum's best rate first, then at the learning rate whose outcome
+    narrows the answer most (`study.tuners.design`); ``fit_ahead`` fits that model in the background while a trial
     trains, and decides from the trials finished before the latest one (`study.tuners.fit_ahead`);
     ``confirm`` adds confirmation trials (`Confirmation`).
     """

@@ -52,8 +52,9 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
       seed: null                       # optional; seeds the samplers and oracles (default: seed)
       transfer: true                   # default true; centre each batch size's learning-rate
                                        #   search on what the other batch sizes found
-      design: true                     # default true; every other trial from a stratum's 4th
-                                       #   goes where it narrows B_noise and the recommendation
+      design: true                     # default true; 2 trials in 4 from a stratum's 3rd first
+                                       #   bracket its best rate, then go where they narrow
+                                       #   B_noise and the recommendation
       confirm: {top: 2, seeds: 2}      # optional; re-run each stratum's 2 best points under 2
                                        #   other seeds (+top*seeds trials per stratum; default off)
     heartbeat: {interval: 10, grace: 60}   # optional; seconds: running trials are stamped every

@@ -16,13 +16,10 @@ from study.config.space import Stratum
 from study.ledger import Ledger
 from study.results import Measurement
 from study.tuners.base import History, Proposal
-from study.tuners.history import step_bound
+from study.tuners.history import SCALING_SLACK, step_bound
 
 #: How long a stratum's best read from the ledger is trusted before it is read again.
 REFRESH_SECONDS = 5.0
-#: Before a stratum has a best to prune against, a trial stops after this many times the steps
-#: the other batch sizes' results allow it (`study.tuners.history.step_bound`).
-SCALING_SLACK = 2.0
 
 
 class Pruning:

@@ -14,6 +14,18 @@ recommended batch size (`information_gain`). A trial there is seen only when it 
 target before it is stopped (its budget, or the pruning at the stratum's best steps so far), so
 the gain is weighted by the model's chance of that.
 
+The model is trusted at a stratum only once its trials bracket the stratum's best (`bracket_rate`):
+before that, a designed trial goes halfway (in log) from the best to the nearest rate tried
+more than `BRACKET` times away, or, while the stratum's best is slower than the other batch
+sizes allow (none reached the target, or only at rates far from its optimum), to the middle of
+the widest gap between the rates tried. A model fitted while a batch size has seen only rates
+far below its optimum reads those slow trials as its curve, and a design from it puts every
+later trial there too: on the MNIST-1D MLP question (tuner seed 7) the fit after 28 trials read
+a best rate falling with the batch size (alpha -0.68) and B_noise 159, every later trial at batch
+1024 went below 0.03 (its optimum is near 0.6), and the study read B_noise 332. Bracketing
+first, twelve runs of the question read B_noise within 1.35 times of each other, against 1.80
+without (`benchmarks/answer_truth.py`; docs/answers.md).
+
 The gain of one observation ``y = mu(x) + sigma z`` for a quantity with gradient ``c`` is the
 reduction of its variance under the model's normal approximation, ``(c' S g)**2 / (sigma**2 +
 g' S g)`` with ``g = d mu / d theta`` and ``S`` the parameters' covariance. Learning-rate
@@ -25,6 +37,7 @@ Other metaparameters of the space keep the values of the stratum's best trial.
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from collections import OrderedDict
@@ -55,6 +68,9 @@ from study.results import TrialState
 DESIGN: Origin = "design"
 #: The ledger extra holding a designed trial's expected gain.
 GAIN = "design_gain"
+#: The ledger extra of a designed trial placed to bracket its stratum's best (``"bracket"``) or
+#: in the widest gap of a stratum whose optimum is not found yet (``"gap"``), not by the model.
+PROBE = "design_probe"
 #: The first trial number of a stratum the designer may propose (the sampler's start comes first).
 FIRST = 2
 #: Candidate rates span this factor below and above the model's best rate.
@@ -355,6 +371,41 @@ def design_rate(
     model cannot be fitted yet); the model is ``fit``'s (`design_model`, or one made ahead)."""
     model = fit(trials, accelerators)
     return None if model is None else best_design(model, batch_size, bounds, budget=budget)
+
+
+#: A designed trial first brackets its stratum's best: while the nearest rate tried above (or
+#: below) the best reached trial is more than this factor away, it goes halfway there (in log);
+#: without a best to trust, while a gap between the rates tried spans this factor squared.
+BRACKET = 4.0
+
+
+def bracket_rate(
+    best: float | None,
+    tried: Sequence[float],
+    bounds: tuple[float, float],
+    factor: float = BRACKET,
+) -> float | None:
+    """Where a designed trial goes before the model is trusted, or None once it may be.
+
+    With a ``best`` rate (the stratum's best trial, when it is as fast as the other batch sizes
+    say it can be): halfway (in log) to the nearest rate ``tried`` on the side where that is
+    farthest, when it is more than ``factor`` away (the search range's end stands in where none
+    was tried). Without one (no trial reached the target, or the best is slower than the other
+    batch sizes allow: the stratum's optimum is not found yet): the middle of the widest gap
+    between the rates tried and the range's ends, when that spans more than ``factor ** 2``.
+
+    Example: the best at 0.5 with 0.3 and 0.9 tried: None; with 0.3 and 3.0 tried: 1.22. No
+    best, with 0.0012, 0.0027, 0.026 and 2.04 tried in 0.001 to 3: 0.23.
+    """
+    if best is None:
+        edges = sorted({bounds[0], bounds[1], *(r for r in tried if bounds[0] < r < bounds[1])})
+        ratio, low, high = max((b / a, a, b) for a, b in itertools.pairwise(edges))
+        return math.sqrt(low * high) if ratio > factor**2 else None
+    above = [r for r in tried if r > best * (1.0 + 1e-9)]
+    below = [r for r in tried if r < best / (1.0 + 1e-9)]
+    up, down = min(above, default=bounds[1]), max(below, default=bounds[0])
+    ratio, edge = max((up / best, up), (best / down, down))
+    return math.sqrt(best * edge) if ratio > factor else None
 
 
 def designed(number: int) -> bool:

@@ -1,5 +1,6 @@
 """The designer: the backend that proposes a stratum's designed trials (`study.tuners.design`:
-the learning rate whose outcome narrows the answer most), from the model of every trial fitted
+the rate that brackets the stratum's best while the model is not trusted there, else the
+learning rate whose outcome narrows the answer most), from the model of every trial fitted
 ahead (`study.tuners.fit_ahead`: the fit of the trials before the latest one, made while that
 trained)."""
 
@@ -13,8 +14,9 @@ from study.analysis.table import BATCH_SIZE
 from study.config.space import Stratum
 from study.ledger import LedgerTrial, Slot
 from study.tuners.base import History, Proposal, TunerBackend, clean_params
-from study.tuners.design import DESIGN, GAIN, design_rate, designed
+from study.tuners.design import DESIGN, GAIN, PROBE, bracket_rate, design_rate, designed
 from study.tuners.fit_ahead import fit_next, lagged_fit, lagged_frame
+from study.tuners.history import SCALING_SLACK, step_bound
 from study.tuners.points import lr_range, settle
 
 
@@ -50,6 +52,13 @@ class Designer(TunerBackend):
         if self.config.tuner.pruning:  # stopped once it takes the stratum's best steps so far
             best = [t.steps_to_target for t in history.trials if t.steps_to_target is not None]
             budget = min([budget, *map(float, best)])
+        probe, kind = self._bracket(history)
+        if probe is not None:  # the model is not trusted here yet (`study.tuners.design`)
+            fit_next(trials, ahead=ahead)
+            params = settle(
+                self.ledger, slot, {**others, "learning_rate": probe}, None, lr_range(self.config)
+            )
+            return Proposal(tuner=self.name, params=params, origin=DESIGN, extras={PROBE: kind})
         design = design_rate(
             frame,
             slot.stratum.batch_size,
@@ -68,6 +77,20 @@ class Designer(TunerBackend):
             lr_range(self.config),
         )
         return Proposal(tuner=self.name, params=params, origin=DESIGN, extras={GAIN: design.gain})
+
+    def _bracket(self, history: History) -> tuple[float | None, str]:
+        """`bracket_rate` at the stratum's best trial when it is as fast as the other batch
+        sizes allow (`step_bound`, with the pruning's slack; ``"bracket"``), else over the
+        whole range (``"gap"``)."""
+        reached = [t for t in history.trials if t.steps_to_target is not None]
+        best = min(reached, key=LedgerTrial.rank) if reached else None
+        bound = step_bound(history.stratum.batch_size, history.neighbour_steps, SCALING_SLACK)
+        if best is not None and best.steps_to_target > bound:
+            best = None  # slower than its batch size can be: its optimum is not found yet
+        tried = [t.learning_rate for t in history.trials]
+        rate = None if best is None else best.learning_rate
+        kind = "gap" if best is None else "bracket"
+        return bracket_rate(rate, tried, lr_range(self.config)), kind
 
     def _other_params(self, history: History) -> dict[str, object] | None:
         """The stratum's best trial's values of every parameter but the learning rate ({} when

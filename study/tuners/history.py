@@ -84,6 +84,12 @@ def neighbours(ledger: Ledger, config: StudyConfig, stratum: Stratum) -> list[Be
     return found
 
 
+#: Before a stratum has a best to prune against, a trial stops after this many times the steps
+#: the other batch sizes' results allow it (`step_bound`); a best slower than that is not its
+#: batch size's optimum yet (`study.tuners.designer`).
+SCALING_SLACK = 2.0
+
+
 def step_bound(batch_size: int, others: Sequence[tuple[int, float]], factor: float) -> float:
     """The most steps a good trial at ``batch_size`` should need, from the steps to target
     ``(batch size, steps)`` of other batch sizes, times ``factor``: at most the steps of a

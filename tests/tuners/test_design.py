@@ -19,10 +19,13 @@ from study.ledger import Ledger, StudyRecord
 from study.tuners.base import History
 from study.tuners.design import (
     BATCH_ANSWERS,
+    BRACKET,
     DESIGN,
     GAIN,
+    PROBE,
     RATE_ANSWERS,
     answer_gradients,
+    bracket_rate,
     design_rate,
     designed,
     information_gain,
@@ -90,6 +93,36 @@ def test_the_designer_proposes_its_trials_at_an_informative_rate(tmp_path):
     slot = ledger.claim(stratum, budget=8)  # number 4: the sampler's
     assert slot.number == 4
     assert designer.propose(slot, History(stratum, tuple(ledger.trials(stratum)))) is None
+
+
+def test_a_designed_trial_first_brackets_the_best_rate():
+    bounds = (1e-3, 3.0)
+    assert bracket_rate(0.5, [0.3, 0.5, 0.9], bounds) is None  # bracketed on both sides
+    assert bracket_rate(0.5, [0.3, 0.5, 3.0], bounds) == pytest.approx(math.sqrt(1.5))
+    assert bracket_rate(0.5, [0.5, 0.9], bounds) == pytest.approx(math.sqrt(5e-4))  # range's end
+    assert bracket_rate(2.0, [0.6, 2.0], bounds) is None  # within BRACKET of the range's end
+    # No best to trust (none reached, or slower than the other batch sizes allow): the middle
+    # of the widest gap, until no gap spans BRACKET ** 2.
+    tried = [0.0012, 0.0013, 0.0027, 0.0059, 0.026, 2.04]
+    assert bracket_rate(None, tried, bounds) == pytest.approx(math.sqrt(0.026 * 2.04))
+    dense = list(np.geomspace(1e-3, 3.0, 8))
+    assert bracket_rate(None, dense, bounds) is None
+    assert BRACKET == 4.0
+
+
+def test_the_designer_probes_past_a_best_slower_than_the_other_batch_sizes_allow(tmp_path):
+    config = parse_study(STUDY, "design.yaml")
+    ledger = ledger_with(tmp_path)
+    stratum = Stratum(256, "default")
+    slot = ledger.claim(stratum, budget=8)
+    slow = [  # only rates far below the best were tried at 256: its best is slow
+        finished_trial(stratum, n, lr, rising_curve(256, steps(256, lr)), TARGET)
+        for n, lr in enumerate((0.0012, 0.003))
+    ]
+    history = History(stratum, tuple(slow), neighbour_steps=((128, steps(128, 0.063)),))
+    proposal = Designer(config, ledger).propose(slot, history)
+    assert proposal is not None and proposal.origin == DESIGN and proposal.extras[PROBE] == "gap"
+    assert proposal.params["learning_rate"] == pytest.approx(math.sqrt(0.003 * 1.0))
 
 
 def test_no_design_without_three_batch_sizes_or_when_switched_off(tmp_path):
