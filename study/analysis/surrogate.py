@@ -344,7 +344,8 @@ def _knee_held(
     A few batch sizes seldom pin the knee: with McCandlish's curve as the truth, 7 batch sizes
     read q above 1.2 in 14% of the studies, whose critical batch sizes held the truth 14-73% of
     the time (91% of all studies); mixed with the held fit, 97% (`benchmarks/answer_coverage.py`,
-    condition A; the step speed-up 91% and 97%).
+    condition A; the step speed-up 91% and 97%). Its covariance's sandwich leaves out the
+    curvature's flat directions (`parameter_covariance`'s ``pinned``).
     """
     if not options.knee or chosen.x[Param.LOG_KNEE] <= 1e-6:
         return None
@@ -353,7 +354,7 @@ def _knee_held(
     start[Param.LOG_KNEE] = 0.0
     held = _fit(data, held_options, start=start)
     bounds = _bounds(data, held_options)
-    covariance, _ = parameter_covariance(data, held.x, bounds)
+    covariance, _ = parameter_covariance(data, held.x, bounds, pinned=True)
     _, dof = residual_dof(data, held.x, _free(held.x, bounds))
     ratio = max(0.0, 2.0 * (held.fun - chosen.fun))
     weight = 1.0 / (1.0 + math.exp(min(ratio / 2.0 - 1.0, 700.0)))

@@ -5,6 +5,7 @@ only; the residual degrees of freedom, the small-sample test and the Student-t d
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,7 @@ import pytest
 from scipy import stats
 
 from study.analysis import surrogate
+from study.analysis.answers import scaling_answers
 from study.analysis.covariance import (
     CAPPED,
     DOF_FLOOR,
@@ -85,6 +87,38 @@ def test_a_parameter_on_a_bound_has_a_variance_only_on_a_cap_or_a_floor():
     assert is_free(k, math.log(30.0), -6.9, math.log(30.0))  # a cliff above the best rate
     assert not is_free(k, -6.9, -6.9, math.log(30.0))  # its floor is not one
     assert not is_free(slope, math.log(20.0), math.log(0.05), math.log(20.0))
+
+
+FLAT_HELD_FIT = Path(__file__).with_name("data") / "cnn_adam_flat_held_fit.csv"
+"""A real study's trials (run 9 of the CNN with Adam of `benchmarks/answer_truth.py`): its q = 1
+fit puts the smooth bottom's curvature on its cap, and the curvature along it is flat."""
+
+
+def test_the_held_fits_sandwich_leaves_its_flat_directions_out():
+    trials = pd.read_csv(FLAT_HELD_FIT)
+    fit = fit_surrogate(trials)
+    held = fit.knee_held
+    assert held is not None and 0.2 < held.weight < 0.9
+    data = Trials.of(trials)
+    options = surrogate._Options(
+        bend=fit.shape == "bends", knee=False, heavy_tails=False, smooth=fit.bottom == "smooth"
+    )
+    bounds = surrogate._bounds(data, options)
+    low, high = bounds[Param.LOG_C_LOW]
+    assert held.theta[Param.LOG_C_LOW] == pytest.approx(high)  # the bottom on its cap
+    whole, _ = parameter_covariance(data, held.theta, bounds)
+    pinned, _ = parameter_covariance(data, held.theta, bounds, pinned=True)
+    b = Param.LOG_B_NOISE
+    # The whole sandwich multiplies the flat direction's floor variance into B_noise.
+    assert math.sqrt(whole[b, b]) > 2.0 and math.sqrt(pinned[b, b]) < 0.5
+    np.testing.assert_allclose(held.covariance, pinned)  # the fit reads the held one pinned
+    # the held fit's curvature has a flat direction (its smallest eigenvalue about 0)
+    free = [i for i in range(len(PARAMS)) if pinned[i, i] > 0]
+    curvature = hessian(lambda p: -log_likelihoods(p, data), held.theta, free)
+    values = np.linalg.eigvalsh(curvature)
+    assert values.min() < 1e-4 * values.max() and low < high  # flat
+    answers = scaling_answers(fit, accelerators=8)
+    assert 50.0 < answers.b_noise.low < answers.b_noise.high < 1000.0  # was 0.28 to 128,000
 
 
 def test_residual_dof_counts_exact_trials_fully_and_censored_ones_by_what_they_say():

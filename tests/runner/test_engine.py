@@ -481,7 +481,7 @@ def test_a_study_of_four_batch_sizes_designs_trials_and_states_its_answers(
 ) -> None:
     data = tiny_study(
         name="tiny-design",
-        trials_per_stratum=6,
+        trials_per_stratum=8,  # designed: 2, 3, 6, 7 (bracketing first, then the model's)
         search_space={"batch_size": [32, 64, 128, 256]},
     )
     run = run_engine(tmp_path, data, "both", pool)
@@ -490,9 +490,11 @@ def test_a_study_of_four_batch_sizes_designs_trials_and_states_its_answers(
     assert run.exit_status == 0
     trials = all_trials(run)
     designed = [t for t in trials if t.origin == "design"]
-    assert designed and all(t.number in (2, 3) for t in designed)
+    assert designed and all(t.number in (2, 3, 6, 7) for t in designed)
     assert {t.tuner for t in designed} <= {"optuna", "keras-tuner"}
-    assert all("design_gain" in t.extras for t in designed)
+    # placed by the model (its expected gain), or bracketing its batch size's best first
+    assert all("design_gain" in t.extras or "design_probe" in t.extras for t in designed)
+    assert {t.extras.get("design_probe") for t in designed} <= {None, "bracket", "gap"}
     line = next(x for x in out.splitlines() if x.startswith("answer: "))
     assert line.startswith("answer: B_noise ") and "(95% intervals, " in line
     parent = next(
