@@ -333,27 +333,25 @@ def _test(data: Trials, larger: np.ndarray, options: _Options, gain: float) -> f
     return ratio_p_value(2.0 * gain, n_eff, dof)
 
 
-def _knee_held(
-    data: Trials, chosen: optimize.OptimizeResult, options: _Options
-) -> Component | None:
+def _knee_held(data: Trials, chosen: optimize.OptimizeResult, opts: _Options) -> Component | None:
     """McCandlish et al.'s curve (the fit with the knee held at q = 1) as a `Component` whose
     weight is its Akaike weight against the fit, ``1 / (1 + exp(ratio / 2 - 1))`` for the
     likelihood ratio ``ratio`` of the knee (0.73 when the data cannot tell them apart, 0.27 at
-    a ratio of 4, 0.03 at 9); None when the fit read q = 1 or held the knee.
+    a ratio of 4, 0.03 at 9); None when the fit read q = 1 or held the knee. Its covariance's
+    sandwich leaves out the curvature's flat directions (`parameter_covariance`'s ``pinned``).
 
     A few batch sizes seldom pin the knee: with McCandlish's curve as the truth, 7 batch sizes
     read q above 1.2 in 14% of the studies, whose critical batch sizes held the truth 14-73% of
     the time (91% of all studies); mixed with the held fit, 97% (`benchmarks/answer_coverage.py`,
-    condition A; the step speed-up 91% and 97%). Its covariance's sandwich leaves out the
-    curvature's flat directions (`parameter_covariance`'s ``pinned``).
+    condition A; the step speed-up 91% and 97%).
     """
-    if not options.knee or chosen.x[Param.LOG_KNEE] <= 1e-6:
+    if not opts.knee or chosen.x[Param.LOG_KNEE] <= 1e-6:
         return None
-    held_options = dataclasses.replace(options, knee=False)
+    held_opts = dataclasses.replace(opts, knee=False)
     start = chosen.x.copy()
     start[Param.LOG_KNEE] = 0.0
-    held = _fit(data, held_options, start=start)
-    bounds = _bounds(data, held_options)
+    held = _fit(data, held_opts, start=start)
+    bounds = _bounds(data, held_opts)
     covariance, _ = parameter_covariance(data, held.x, bounds, pinned=True)
     _, dof = residual_dof(data, held.x, _free(held.x, bounds))
     ratio = max(0.0, 2.0 * (held.fun - chosen.fun))
