@@ -177,9 +177,13 @@ def _open_database(url: str, tables: bool) -> optuna.storages.BaseStorage:
             rdb = LedgerRDB(url, engine_kwargs=engine_kwargs(url), skip_table_creation=tables)
             break
         except Exception as exc:  # any driver or URL error is bad input
-            if tables or attempt == _CREATE_ATTEMPTS - 1 or not _created_meanwhile(exc):
+            # Another process creates them: look again. Also when the tables are known to exist
+            # (``tables``): Optuna stamps its schema version (alembic) on every open that finds
+            # none, and a process that opens while the creator has not committed its stamp yet
+            # creates the same table.
+            if attempt == _CREATE_ATTEMPTS - 1 or not _created_meanwhile(exc):
                 raise FieldError("storage", detail=storage_problem(url, exc)) from None
-            time.sleep(0.1 * 2**attempt)  # another process creates them: look again
+            time.sleep(0.1 * 2**attempt)
     if engine_kwargs(url):  # a database server (not SQLite)
         from study.ledger.pings import ping_when_idle
 

@@ -165,6 +165,35 @@ def test_processes_that_open_a_new_database_at_once_all_open_it(postgres_url: st
     assert problems == []
 
 
+def test_an_open_that_finds_the_tables_meets_the_creators_version_stamp_and_looks_again(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader finds the creator's tables before the creator committed Optuna's version stamp
+    (alembic), and stamps it too: the duplicate table is a race, not bad input."""
+    import sqlalchemy.exc
+
+    from study.ledger import storage, tokens
+
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    storage._open_database(url, tables=False)  # the creator's tables and stamp
+    real, calls = tokens.LedgerRDB, []
+
+    def stamped_meanwhile(*args, **kwargs):
+        calls.append(kwargs["skip_table_creation"])
+        if len(calls) == 1:
+            raise sqlalchemy.exc.IntegrityError(
+                "CREATE TABLE alembic_version", {}, Exception("duplicate key value violates ...")
+            )
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tokens, "LedgerRDB", stamped_meanwhile)
+    opened = storage._open_database(url, tables=True)
+    assert calls == [True, True] and opened.get_all_studies() == []
+    monkeypatch.setattr(tokens, "LedgerRDB", lambda *a, **k: (_ for _ in ()).throw(ValueError()))
+    with pytest.raises(FieldError):  # any other error is bad input, at once
+        storage._open_database(url, tables=True)
+
+
 @pytest.mark.parametrize("create", [True, False])
 def test_a_folder_as_the_journal_file_is_one_field_error(tmp_path, create: bool) -> None:
     with pytest.raises(FieldError, match=r"cannot open the journal file .*Is a directory"):
