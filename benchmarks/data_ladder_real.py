@@ -31,7 +31,10 @@ target; the verifying study is shared by designs that differ only in the rungs),
 acceptance's counts (``totals``). One study takes about 1-1.5 minutes on a shared 2-core
 machine.
 
-Usage: python benchmarks/data_ladder_real.py [--seeds 0 1 2] [--rungs 2500 5000]
+``--question cnn`` runs the same design on `benchmarks/mnist1d_cnn_adam.yaml` (studies named
+``ladder-cnn-...``, its variants keyed ``cnn: ...``).
+
+Usage: python benchmarks/data_ladder_real.py [--question mlp|cnn] [--seeds 0 1 2] [--rungs 2500 5000]
     [--verify 10000] [--rung-trials 8] [--verify-trials 8] [--target val_accuracy>=0.55]
     [--workdir /tmp/data-ladder-real] [--only report]
 """
@@ -55,7 +58,9 @@ import yaml  # noqa: E402
 from study_bench import EVEN, run_study  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-QUESTION = HERE / "mnist1d_compute.yaml"
+QUESTIONS = {"mlp": HERE / "mnist1d_compute.yaml", "cnn": HERE / "mnist1d_cnn_adam.yaml"}
+"""``--question``: the MNIST-1D MLP (Nesterov, to the ``--target``) or the CNN with Adam (its
+file's 80% is reached at 4,000 training examples; at 2,000 batch 512 never reached it)."""
 OUT = HERE / "results" / "data_ladder_real.json"
 ACCELERATORS = 8
 TARGET = "val_accuracy>=0.55"
@@ -64,20 +69,23 @@ CHECKED = ("b_noise", "critical_batch", "recommended_batch")
 """The answers checked against the verifying study's."""
 
 
-def study_name(seed: int, samples: int, trials: int, target: str) -> str:
+def study_name(seed: int, samples: int, trials: int, target: str, question: str = "mlp") -> str:
     """``ladder-s0-n2500-t8``, with the target's digits after it when it is not `TARGET`
-    (``ladder-s0-n5000-t8-06`` for ``val_accuracy>=0.6``)."""
+    (``ladder-s0-n5000-t8-06`` for ``val_accuracy>=0.6``), ``ladder-cnn-...`` for the CNN."""
     tag = "" if target == TARGET else "-" + re.sub(r"[^0-9]", "", target)
-    return f"ladder-s{seed}-n{samples}-t{trials}{tag}"
+    prefix = "ladder" if question == "mlp" else f"ladder-{question}"
+    return f"{prefix}-s{seed}-n{samples}-t{trials}{tag}"
 
 
-def write_file(workdir: Path, seed: int, samples: int, trials: int, target: str) -> Path:
+def write_file(
+    workdir: Path, seed: int, samples: int, trials: int, target: str, question: str = "mlp"
+) -> Path:
     """The question's study file at ``samples`` for ``seed``, even allocation, ``trials`` per
     batch size, ``target``."""
-    config = yaml.safe_load(QUESTION.read_text())
+    config = yaml.safe_load(QUESTIONS[question].read_text())
     config.pop("allocation", None)
     config.update(
-        name=study_name(seed, samples, trials, target),
+        name=study_name(seed, samples, trials, target, question),
         workload_options={**config.get("workload_options", {}), "samples": samples},
         target=target,
         seed=seed,
@@ -128,10 +136,10 @@ def run_all(args: argparse.Namespace, results: dict[str, Any]) -> None:
     for seed in args.seeds:
         plan = [(n, args.rung_trials) for n in args.rungs] + [(args.verify, args.verify_trials)]
         for samples, trials in plan:
-            name = study_name(seed, samples, trials, args.target)
+            name = study_name(seed, samples, trials, args.target, args.question)
             if name in runs and is_complete(args.workdir, name):
                 continue
-            file = write_file(args.workdir, seed, samples, trials, args.target)
+            file = write_file(args.workdir, seed, samples, trials, args.target, args.question)
             started = time.perf_counter()
             run_study(file, args.workdir, "--workers", "1")
             wall = time.perf_counter() - started
@@ -154,8 +162,8 @@ def read_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     import study
 
     storage = journal(args.workdir)
-    rungs = [study_name(seed, n, args.rung_trials, args.target) for n in args.rungs]
-    verify = study_name(seed, args.verify, args.verify_trials, args.target)
+    rungs = [study_name(seed, n, args.rung_trials, args.target, args.question) for n in args.rungs]
+    verify = study_name(seed, args.verify, args.verify_trials, args.target, args.question)
     ladder = study.fit_ladder(rungs, storage=storage, accelerators=ACCELERATORS)
     size = float(study.fit_ladder([*rungs, verify], storage=storage).rungs["data_size"].iloc[-1])
     predicted = ladder.predict(size)
@@ -224,12 +232,13 @@ def clean(value: Any) -> Any:
 
 def variant(results: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """The readings of this design (its rungs' sizes and trials, the verifying study's)."""
-    key = (
+    key = ("" if args.question == "mlp" else f"{args.question}: ") + (
         f"rungs {'+'.join(map(str, args.rungs))} x{args.rung_trials}, "
         f"verify {args.verify} x{args.verify_trials}, {args.target}"
     )
     out = results.setdefault("variants", {}).setdefault(key, {"ladders": {}})
     out["setup"] = {
+        "question": QUESTIONS[args.question].name,
         "target": args.target,
         "rungs_samples": args.rungs,
         "verify_samples": args.verify,
@@ -265,6 +274,7 @@ def save(results: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--question", choices=sorted(QUESTIONS), default="mlp")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--rungs", type=int, nargs="+", default=[2500, 5000])
     parser.add_argument("--verify", type=int, default=10_000)
@@ -276,7 +286,7 @@ def main() -> None:
     args = parser.parse_args()
     results: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() else {}
     results["setup"] = {
-        "question": QUESTION.name,
+        "questions": {name: path.name for name, path in QUESTIONS.items()},
         "allocation": "even",
         "workers": 1,
         "accelerators": ACCELERATORS,

@@ -11,7 +11,10 @@ the study file's target and hold rule), two readings:
   (``HELD_OUT``: 0.55 and 0.75), predicting the study's real target, whose answer the run
   measured: does the prediction interval of B_noise and of the critical batch size hold the
   run's own estimate there, and is the predicted batch for 8 accelerators the run's (or inside
-  the interval)?
+  the interval)? And the **compute**: the training steps the study would have cost had it stopped
+  each trial at the easier target (the step its target held, plus the hold's window; a trial
+  that never reached the easier target at the steps it ran: all of them, so pruning at the
+  easier target's pace, sooner, would only cut more), against the steps every trial ran.
 
 The same readings of the shipped quickstart (``examples/quickstart``, as ``study run --example
 quickstart`` makes it: to 50%; held out 0.45, harder 0.55). Writes
@@ -37,6 +40,8 @@ import pandas as pd  # noqa: E402
 from answer_stability import QUESTIONS, RESULTS, table_path  # noqa: E402
 
 from study.analysis.answers import study_answers  # noqa: E402
+from study.analysis.crossings import trial_crossings  # noqa: E402
+from study.analysis.surrogate import LAST_STEP, censored_trials  # noqa: E402
 from study.analysis.target_prediction import target_scaling  # noqa: E402
 from study.config.studyfile import load_study_file  # noqa: E402
 
@@ -64,6 +69,7 @@ def read_run(question: str, k: int) -> dict[str, Any]:
         table, easier, predict=target.threshold, accelerators=ACCELERATORS,
         overhead=config.overhead,
     )  # fmt: skip
+    cheap, full_steps = steps_to(table, easier), steps_to(table, target)
     measured = study_answers(table, target, accelerators=ACCELERATORS, overhead=config.overhead)
     noise, critical = full.laws["b_noise"], full.laws["critical_batch"]
     out: dict[str, Any] = {
@@ -75,6 +81,7 @@ def read_run(question: str, k: int) -> dict[str, Any]:
         "harder": full.prediction.to_dict() if full.prediction else None,
         "held_out": held.prediction.to_dict() if held.prediction else None,
         "held_out_law": held.laws["b_noise"].kind if held.laws["b_noise"].ok else None,
+        "steps": {"held_out": cheap, "study": full_steps, "ratio": cheap / full_steps},
         "measured": {
             name: getattr(measured, name).to_dict()
             for name in ("b_noise", "critical_batch", "recommended_batch")
@@ -93,6 +100,20 @@ def read_run(question: str, k: int) -> dict[str, Any]:
                 out[f"{name}_covered"] = predicted.covers(actual.estimate)
                 out[f"{name}_ratio"] = predicted.estimate / actual.estimate
     return out
+
+
+def steps_to(table: pd.DataFrame, target: Any) -> int:
+    """The training steps of every trial of ``table`` had each stopped at ``target`` (with its
+    hold rule): where its target held plus the hold's window, at most the steps it ran."""
+    trials = censored_trials(trial_crossings(table, target), table)
+    ran = trials[LAST_STEP].to_numpy(float)
+    reached = trials["steps_to_target"].to_numpy(float)
+    hold = target.hold
+    stop = [
+        r + (hold.window(int(r)) if hold.active else 0) if math.isfinite(r) else math.inf
+        for r in reached
+    ]
+    return int(sum(min(a, b) for a, b in zip(ran, stop, strict=True)))
 
 
 def quickstart() -> tuple[pd.DataFrame, Any]:
@@ -138,6 +159,11 @@ def main() -> None:
             name: sum(bool(r.get(f"{name}_covered")) for r in rows)
             for name in ("b_noise", "critical_batch", "recommended_batch")
         }
+        ratios = [r["steps"]["ratio"] for r in rows]
+        print(
+            f"{question}: held-out study's steps / the study's: "
+            + ", ".join(f"{x:.2f}" for x in ratios)
+        )
         results[question] = {"runs": rows, "held_out_covered_of": len(rows), **covered}
     OUT.write_text(json.dumps(results, indent=1, allow_nan=False) + "\n")
     print(json.dumps({q: {k: v for k, v in r.items() if k != "runs"} for q, r in results.items()}))
