@@ -256,6 +256,8 @@ def trial_log_likelihoods(
 def _log_density(z: np.ndarray, tau: np.ndarray) -> np.ndarray:
     """The log density of a Student-t with ``1 / tau`` degrees of freedom (normal at 0),
     smooth in ``tau`` down to 0."""
+    if not np.any(tau):  # the normal (most fits): the expression below at tau = 0, exactly
+        return -_LOG_SQRT_2PI - 0.5 * z * z
     x = z * z * tau
     small = x < 1e-8
     ratio = np.where(
@@ -268,6 +270,8 @@ def _log_norm(tau: np.ndarray) -> np.ndarray:
     """``lgamma((nu + 1) / 2) - lgamma(nu / 2) - log(nu / 2) / 2`` for ``nu = 1 / tau``: 0 for
     the normal, its series below ``tau = 1e-3`` (where the exact form loses its digits)."""
     small = tau < 1e-3
+    if small.all():
+        return -tau / 4.0 + tau**3 / 96.0
     nu = 1.0 / np.where(small, 1.0, tau)
     exact = special.gammaln((nu + 1.0) / 2.0) - special.gammaln(nu / 2.0) - 0.5 * np.log(nu / 2.0)
     return np.where(small, -tau / 4.0 + tau**3 / 96.0, exact)
@@ -278,6 +282,8 @@ def _log_cdf(z: np.ndarray, tau: np.ndarray) -> np.ndarray:
     tau = np.broadcast_to(tau, z.shape)
     normal = special.log_ndtr(z)
     heavy = tau > 1e-7
+    if not heavy.any():  # the normal fits (most): no Student-t to evaluate
+        return normal
     df = 1.0 / np.where(heavy, tau, 1.0)
     t = np.log(np.maximum(special.stdtr(df, z), 1e-300))
     return np.where(heavy, t, normal)

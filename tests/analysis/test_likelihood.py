@@ -70,6 +70,17 @@ def test_student_t_density_and_tail_match_scipy_and_reach_the_normal():
     )
 
 
+def test_rows_of_normal_and_student_t_noise_each_get_their_own_density():
+    # The all-normal shortcut must not apply when only some rows are normal.
+    z = np.linspace(-4.0, 4.0, 9)[None, :].repeat(2, axis=0)
+    tau = np.array([[0.0], [0.25]])
+    density, tail = likelihood._log_density(z, tau), likelihood._log_cdf(z, tau)
+    assert density[0] == pytest.approx(stats.norm.logpdf(z[0]), abs=1e-12)
+    assert density[1] == pytest.approx(stats.t.logpdf(z[1], df=4.0), abs=1e-9)
+    assert tail[0] == pytest.approx(stats.norm.logcdf(z[0]), abs=1e-12)
+    assert tail[1] == pytest.approx(stats.t.logcdf(z[1], df=4.0), abs=1e-9)
+
+
 def test_one_lucky_trial_moves_the_normal_fit_and_not_the_student_t_one():
     clean = trials_of(np.random.default_rng(7), sigma=0.08)
     lucky = trials_of(np.random.default_rng(7), sigma=0.08, outlier=1.2)
