@@ -47,6 +47,7 @@ from typing import Any  # noqa: E402
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 from answer_stability import QUESTIONS, RESULTS, runs_path, save_run, table_path  # noqa: E402
+from data_ladder_real import clean  # noqa: E402
 from study_bench import EVEN, run_variant  # noqa: E402
 
 from study.analysis.answers import study_answers  # noqa: E402
@@ -182,7 +183,7 @@ def main() -> None:
             "of": len(rows), **counts, "steps_ratio": ratios,
         }  # fmt: skip
         print(f"{name}: {json.dumps(counts)}; cheap / verifying steps {ratios}", flush=True)
-    OUT.write_text(json.dumps(_clean(results), indent=1, allow_nan=False) + "\n")
+    OUT.write_text(json.dumps(clean(results), indent=1, allow_nan=False) + "\n")
 
 
 def _line(row: dict[str, Any]) -> str:
@@ -203,16 +204,6 @@ def _line(row: dict[str, Any]) -> str:
 def _num(answer: dict[str, Any]) -> str:
     low, high = (math.inf if answer[k] is None else answer[k] for k in ("low", "high"))
     return f"{answer['estimate']:.3g} ({low:.3g}-{high:.3g})"
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 if __name__ == "__main__":
