@@ -257,7 +257,8 @@ def _log_density(z: np.ndarray, tau: np.ndarray) -> np.ndarray:
     """The log density of a Student-t with ``1 / tau`` degrees of freedom (normal at 0),
     smooth in ``tau`` down to 0."""
     if not np.any(tau):  # the normal (most fits): the expression below at tau = 0, exactly
-        return -_LOG_SQRT_2PI - 0.5 * z * z
+        normal = -_LOG_SQRT_2PI - 0.5 * z * z
+        return np.broadcast_to(normal, np.broadcast_shapes(normal.shape, np.shape(tau)))
     x = z * z * tau
     small = x < 1e-8
     ratio = np.where(
