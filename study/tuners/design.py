@@ -101,24 +101,34 @@ class Design:
 
 def ledger_frame(trials: Sequence[LedgerTrial]) -> pd.DataFrame:
     """Finished trials as the model reads them (`fit_surrogate`'s columns)."""
-    rows = []
-    for t in trials:
-        if t.result is None or not t.status.counts() or t.status is TrialState.FAILED:
-            continue
-        reached = t.status is TrialState.REACHED and t.result.steps_to_target is not None
-        rows.append(
-            {
-                BATCH_SIZE: t.stratum.batch_size,
-                LEARNING_RATE: t.learning_rate,
-                STATE: t.status.value,
-                "steps_to_target": float(t.result.steps_to_target) if reached else math.inf,
-                LAST_STEP: float(t.result.steps_run),
-            }
-        )
-    columns = [BATCH_SIZE, LEARNING_RATE, STATE, "steps_to_target", LAST_STEP]
-    numbers = {BATCH_SIZE: float, LEARNING_RATE: float, "steps_to_target": float, LAST_STEP: float}
+    rows = [row for row in map(_frame_row, trials) if row is not None]
+    numbers = np.array([row[1:] for row in rows], dtype=float).reshape(len(rows), 4)
+    states = [row[0] for row in rows]
     # Typed even with no rows (parallel workers claim a designed slot before any trial ends).
-    return pd.DataFrame(rows, columns=columns).astype(numbers)
+    return pd.DataFrame(
+        {
+            BATCH_SIZE: numbers[:, 0],
+            LEARNING_RATE: numbers[:, 1],
+            STATE: pd.Series(states, dtype=None if states else object),
+            "steps_to_target": numbers[:, 2],
+            LAST_STEP: numbers[:, 3],
+        }
+    )
+
+
+def _frame_row(t: LedgerTrial) -> tuple[str, float, float, float, float] | None:
+    """``(state, batch size, rate, steps to target, steps run)`` of a trial the model reads."""
+    if t.result is None or not t.status.counts() or t.status is TrialState.FAILED:
+        return None
+    reached = t.status is TrialState.REACHED and t.result.steps_to_target is not None
+    steps = float(t.result.steps_to_target) if reached else math.inf  # type: ignore[arg-type]
+    return (
+        t.status.value,
+        float(t.stratum.batch_size),
+        float(t.learning_rate),
+        steps,
+        float(t.result.steps_run),
+    )
 
 
 def information_gain(
