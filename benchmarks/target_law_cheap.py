@@ -23,7 +23,7 @@ Each cheap study's measurement table is cached
 the day. About 40 s (MLP) and 70 s (CNN) a study on a 2-core machine.
 
 ``--easier`` (one threshold per question) and ``--trials`` (the cheap study's trials per batch
-size) make other cheap designs, cached and reported apart (``mlp-nesterov easy55_t6``).
+size) make other cheap designs, cached and reported apart (``mlp-nesterov easy055_t6``).
 
 Usage: python benchmarks/target_law_cheap.py [--questions mlp-nesterov cnn-adam] [--runs 6]
     [--easier 0.55 0.75] [--trials 8] [--workdir /tmp/target-law-cheap] [--only report]
@@ -72,7 +72,7 @@ class Design:
 
     @property
     def tag(self) -> str:
-        """``easy55`` (8 trials per batch size), ``easy55_t6`` (6)."""
+        """``easy055`` (0.55, 8 trials per batch size), ``easy055_t6`` (6 trials)."""
         digits = re.sub(r"[^0-9]", "", f"{self.easier:g}")
         return f"easy{digits}" + ("" if self.trials == TRIALS else f"_t{self.trials}")
 
