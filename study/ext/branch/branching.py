@@ -149,7 +149,7 @@ def _reference(
     )
     steps = tuple(e // plan.b0 for e in plan.checkpoints)
     until = plan.until_examples // plan.b0 if plan.until_examples else None
-    outcome = pool.run_job(ReferenceJob(spec, steps, end, until))
+    outcome = pool.run_job(ReferenceJob(spec, steps, end, until, recalibrate=plan.recalibrate))
     end = max([end, *(int(row["step"]) for row in outcome.curve)])  # on to the target
     checkpoints = []
     for c in outcome.checkpoints:

@@ -37,6 +37,10 @@ class ReferenceJob:
     #: Past ``end_step``, train on until the target is first met, up to this step (None: stop
     #: at ``end_step``): the reference then reaches the target, the unit of its cost.
     until_target: int | None = None
+    #: Give BatchNorm layers the statistics of fixed training examples before each evaluation,
+    #: as the branches do (`BranchJob.recalibrate`): the progress a branch's tolerance is a share
+    #: of is then read the way the branches are.
+    recalibrate: bool = False
 
     label: ClassVar[str] = "branch trials"
     runner: ClassVar[str] = RUNNER

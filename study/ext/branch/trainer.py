@@ -109,7 +109,9 @@ def run_reference(job: ReferenceJob, session: Session) -> ReferenceOutcome:
     """Train the reference through its last checkpoint step (and its end step, and on to
     ``until_target`` while it has not met the target); save its state at each checkpoint.
 
-    Evaluations: step 0, the settings' cadence and every checkpoint. The first evaluation that
+    Evaluations: step 0, the settings' cadence and every checkpoint, each after BatchNorm's
+    recalibration when ``job.recalibrate`` (as the branches'; it sets only the layers' moving
+    statistics, which training in training mode does not read). The first evaluation that
     meets the target gives its steps to target (the first crossing: the reference is a
     yardstick for the cost, not a result of the study).
     """
@@ -130,6 +132,8 @@ def run_reference(job: ReferenceJob, session: Session) -> ReferenceOutcome:
     next_eval = 0
     while True:
         if step == next_eval or step in wanted:
+            if job.recalibrate:
+                recalibrate_batchnorm(session)
             metrics = session.evaluate()
             loss = float(np.mean(losses)) if losses else math.nan
             curve.append({"step": step, "examples": step * spec.batch_size, "train_loss": loss})

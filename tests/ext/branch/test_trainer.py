@@ -46,3 +46,50 @@ def test_batchnorm_takes_fixed_examples_statistics_and_nothing_else_changes() ->
     plain = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     session.model = plain
     assert recalibrate_batchnorm(session) == 0
+
+
+def test_the_reference_is_evaluated_as_the_branches_are(monkeypatch) -> None:
+    """With ``recalibrate`` every evaluation of the reference follows BatchNorm's recalibration
+    (the branches' evaluations do), so its progress over a window is read the same way."""
+    import types
+
+    from study.ext.branch import trainer
+    from study.ext.branch.jobs import ReferenceJob
+
+    calls: list[str] = []
+
+    class Session:
+        strategy = types.SimpleNamespace(num_replicas_in_sync=1)
+
+        def start(self, seed: int, batch_size: int) -> None:
+            calls.append("start")
+
+        def evaluate(self) -> dict[str, float]:
+            calls.append("evaluate")
+            return {"val_loss": 1.0, "val_accuracy": 0.5}
+
+        def snapshot(self) -> tuple[list, int]:
+            return [], 0
+
+    def train(session: Session, steps: int) -> tuple[list[float], None, float]:
+        calls.append(f"train {steps}")
+        return [1.0] * steps, None, 0.0
+
+    monkeypatch.setattr(trainer, "_train", train)
+    monkeypatch.setattr(trainer, "recalibrate_batchnorm", lambda s: calls.append("recalibrate"))
+    cadence = types.SimpleNamespace(next_step=lambda step: step + 2)
+    settings = types.SimpleNamespace(seed=0, cadence=cadence, noise_scale=False)
+    never = types.SimpleNamespace(met_by=lambda metrics: False)
+    spec = types.SimpleNamespace(settings=settings, batch_size=16, target=never)
+    for recalibrate in (True, False):
+        calls.clear()
+        outcome = trainer.run_reference(
+            ReferenceJob(spec, (2, 4), recalibrate=recalibrate), Session()
+        )
+        assert [c["step"] for c in outcome.curve] == [0, 2, 4]
+        evaluations = [i for i, c in enumerate(calls) if c == "evaluate"]
+        assert len(evaluations) == 3
+        if recalibrate:
+            assert all(calls[i - 1] == "recalibrate" for i in evaluations), calls
+        else:
+            assert "recalibrate" not in calls
