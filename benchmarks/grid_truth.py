@@ -36,6 +36,9 @@ from study.analysis.model_free import ModelFree, model_free_readings
 WINDOW = 4
 """Rates either side of the best point in each batch size's fit (9 rates of a 1.35-1.42x grid:
 about a decade). 3 and 5 move the CNN grid's 20% point to 63 and 67, the MLP's to 507 and 482."""
+MIN_RATES = 4
+"""Fewer rates that reached around the best than this (a batch size that reached at one to three
+rates): its fewest median stands, without an interval."""
 DRAWS = 1000
 CONFIDENCE = 0.95
 ACCELERATORS = 8
@@ -71,6 +74,12 @@ def smoothed_grid(
         best = int(np.searchsorted(rates, finite.idxmin()))
         chosen = rates[max(0, best - window) : best + window + 1]
         keep = np.isin(x, chosen) & np.isfinite(y)
+        if chosen.size < MIN_RATES:  # too few rates for a curve: the fewest median, no spread
+            sizes.append(float(batch))
+            central.append(math.exp(float(finite.min())))
+            sampled.append(np.full(draws, central[-1]))
+            points.append(int(keep.sum()))
+            continue
         design = np.column_stack([x[keep] ** 2, x[keep], np.ones(keep.sum())])
         coef, *_ = np.linalg.lstsq(design, y[keep], rcond=None)
         residual = y[keep] - design @ coef

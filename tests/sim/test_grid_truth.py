@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import pytest
 from grid_truth import smoothed_grid, truth_readings
 
 SIZES = (16, 32, 64, 128, 256, 512, 1024)
@@ -70,3 +71,16 @@ def test_each_reading_has_an_interval_around_its_central_value() -> None:
     assert critical.covers(44.8) and 32 < critical.estimate < 64, critical
     assert critical.high < 128
     assert answers["recommended_batch"].estimate % 8 == 0
+
+
+def test_a_batch_size_reached_at_too_few_rates_keeps_its_fewest_median() -> None:
+    trials = grid(0.0)
+    narrow = trials["batch_size"] == 1024
+    bowl = np.abs(np.log(trials["learning_rate"] / (0.01 * 1024 / 16)))
+    far = narrow & (bowl > 0.35)  # only the two rates nearest its best reach
+    trials.loc[far, "steps_to_target"] = math.inf
+    smoothed = smoothed_grid(trials, draws=10)
+    reached = trials[narrow & np.isfinite(trials["steps_to_target"])]
+    assert 1 <= reached["learning_rate"].nunique() < 4
+    assert smoothed.steps[-1] == pytest.approx(reached["steps_to_target"].min())
+    assert np.all(smoothed.draws[:, -1] == smoothed.steps[-1])
