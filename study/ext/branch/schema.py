@@ -46,7 +46,7 @@ SCHEMA: dict[str, Any] = {
         "recalibrate_batchnorm": {
             "type": "boolean",
             "default": True,
-            "description": "before each evaluation, a branch's BatchNorm layers take the statistics of the same 2,048 training examples (default true)",
+            "description": "before each evaluation, the BatchNorm layers of every branch and of the reference take the statistics of the same 2,048 training examples (default true)",
         },
         "lr_rule": {"enum": ["fit", "search"], "default": "fit"},
         "alpha": {"type": "number"},
