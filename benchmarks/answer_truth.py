@@ -37,8 +37,12 @@ one block of six is one draw of the acceptance, and the tuner seeds are not name
 ``results/answer_truth.json`` (``null`` for infinite or missing values) and prints a table per
 question.
 
+``--allocation steps`` reads the runs of the question files as they are (allocation by training
+steps, ``answer_stability.py --allocation steps``) instead, into ``results/answer_truth_steps.json``.
+
 Usage: python benchmarks/answer_truth.py [--questions mlp-nesterov cnn-adam] [--runs N]
-(default: every run cached, ``--runs 12`` in ``answer_stability.py`` makes twelve)
+[--allocation even|steps] (default: every run cached, ``--runs 12`` in ``answer_stability.py``
+makes twelve)
 """
 
 from __future__ import annotations
@@ -95,10 +99,12 @@ def grid_readings(question: str) -> dict[str, Any]:
     }
 
 
-def run_readings(question: str, k: int) -> tuple[dict[str, Answer], ModelFree]:
+def run_readings(
+    question: str, k: int, allocation: str = "even"
+) -> tuple[dict[str, Answer], ModelFree]:
     """Run k's model answers and its own model-free reading."""
     target = load_study_file(QUESTIONS[question]).target
-    table = pd.read_csv(table_path(question, k, "even"))
+    table = pd.read_csv(table_path(question, k, allocation))
     answers = study_answers(table, target, accelerators=ACCELERATORS)
     if not answers.ok:
         raise SystemExit(f"{question} run {k}: no answers ({answers.reason})")
@@ -140,12 +146,12 @@ def judge(model: dict[str, Answer], grid: dict[str, Any]) -> dict[str, bool]:
     return out
 
 
-def compare(question: str, runs: int) -> dict[str, Any]:
+def compare(question: str, runs: int, allocation: str = "even") -> dict[str, Any]:
     """The grid's readings, each run's answers and readings, and the acceptance counts."""
     grid = grid_readings(question)
     rows = []
     for k in range(runs):
-        model, own = run_readings(question, k)
+        model, own = run_readings(question, k, allocation)
         rows.append(
             {
                 "run": k,
@@ -309,15 +315,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", nargs="+", choices=tuple(QUESTIONS), default=list(QUESTIONS))
     parser.add_argument("--runs", type=int, default=None, help="default: every cached run")
+    parser.add_argument(
+        "--allocation",
+        choices=("even", "steps"),
+        default="even",
+        help="the runs read: the question file with allocation: {mode: even} (the acceptance's "
+        "default), or as it is (its budget of training steps); steps writes "
+        "results/answer_truth_steps.json",
+    )
     args = parser.parse_args()
     summary = {}
     for question in args.questions:
-        cached = json.loads(runs_path(question, "even").read_text())
-        result = compare(question, args.runs or len(cached))
+        cached = json.loads(runs_path(question, args.allocation).read_text())
+        result = compare(question, args.runs or len(cached), args.allocation)
         show(question, result)
         summary[question] = as_json(result)
-    OUT.write_text(json.dumps(summary, indent=1) + "\n")
-    print(f"\nwrote {OUT.relative_to(RESULTS.parent.parent)}")
+    out = (
+        OUT if args.allocation == "even" else OUT.with_name(f"answer_truth_{args.allocation}.json")
+    )
+    out.write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"\nwrote {out.relative_to(RESULTS.parent.parent)}")
 
 
 if __name__ == "__main__":
