@@ -61,7 +61,7 @@ from study.runner.allocator import Allocator
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
 from study.runner.progress import Progress, StratumProgress
-from study.runner.pruning import Pruning, trial_hook
+from study.runner.pruning import Pruning, trial_hook, unbounded_cap
 from study.runner.stopping import exit_status
 from study.runner.timings import timed
 from study.tracking.study_tracker import StudyTracker
@@ -115,6 +115,7 @@ class StudyEngine:
         self.progress = progress
         self.failures = failures
         self.pruning = Pruning(ledger) if config.tuner.pruning else None
+        self.unbounded_cap = unbounded_cap(config)
         self.max_trials = max_trials
         self.heartbeat = config.heartbeat
         self.trial_seconds: list[float] = []
@@ -351,7 +352,7 @@ class StudyEngine:
         spec = self._spec(slot, proposal)
         self.tracker.start_trial(trial)
         self.progress.running(slot.stratum, +1)
-        hook = trial_hook(self.pruning, slot.stratum, proposal, history)
+        hook = trial_hook(self.pruning, slot.stratum, proposal, history, self.unbounded_cap)
         limit = spec.settings.budget.step_limit(spec.batch_size) or DEFAULT_STEP_LIMIT
 
         def run() -> Outcome:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
 
 from study.config.space import Stratum
+from study.config.study import Allocation
 from study.config.studyfile import parse_study
 from study.ledger import Ledger, StudyRecord
 from study.results import Measurement, TrialResult, TrialState
 from study.runner.failures import FailurePolicy
 from study.runner.launch import budgets, visiting_order
-from study.runner.pruning import Pruning
+from study.runner.pruning import Pruning, trial_hook, unbounded_cap
 
 FAILED = TrialResult(state=TrialState.FAILED, error="Traceback\nValueError: boom")
 REACHED = TrialResult(state=TrialState.REACHED, steps_to_target=10)
@@ -36,6 +39,32 @@ def test_pruning_compares_with_the_best_known(tmp_path: Path) -> None:
     assert hook(Measurement(119, 0, 0.0, 1.0)) and not hook(Measurement(120, 0, 0.0, 1.0))
     pruning.note(stratum, 200)  # a worse result does not raise the bar
     assert pruning.best(stratum) == 120
+
+
+def test_a_trial_nothing_bounds_stops_at_its_share_of_a_steps_budget(tmp_path: Path) -> None:
+    from study.tuners.base import History, Proposal
+
+    ledger = Ledger.open(str(tmp_path / "j.journal"), "p")
+    ledger.create(StudyRecord("p", config_text="x"))
+    big, small = Stratum(1024, "default"), Stratum(16, "default")
+    plain = parse_study(STUDY, "order.yaml")
+    config = dataclasses.replace(plain, allocation=Allocation("steps", steps=6000))
+    cap = unbounded_cap(config)
+    assert cap == 0.5 * 6000 / 6  # half of each of the 6 strata's part
+    assert unbounded_cap(plain) == math.inf  # even allocation: no budget of steps
+    pruning = Pruning(ledger, refresh=0.0)
+    proposal = Proposal(tuner="optuna", params={"learning_rate": 0.1})
+    hook = trial_hook(pruning, big, proposal, History(big), cap)
+    assert hook(Measurement(499, 0, 0.0, 1.0)) and not hook(Measurement(500, 0, 0.0, 1.0))
+    pruning.note(big, 900)  # once the stratum has a best, that is the bar
+    assert hook(Measurement(899, 0, 0.0, 1.0)) and not hook(Measurement(900, 0, 0.0, 1.0))
+    bounded = History(small, neighbour_steps=((1024, 45.0),))  # 45 x 64 x slack
+    hook = trial_hook(pruning, small, proposal, bounded, cap)
+    assert hook(Measurement(2000, 0, 0.0, 1.0))  # other batch sizes bound it, not the cap
+    assert (
+        trial_hook(pruning, big, proposal, History(big))(Measurement(10_000, 0, 0.0, 1.0)) is False
+    )
+    assert trial_hook(pruning, small, proposal, History(small))(Measurement(10_000, 0, 0.0, 1.0))
 
 
 STUDY = {
