@@ -127,8 +127,7 @@ def judge(model: dict[str, Answer], grid: dict[str, Any]) -> dict[str, bool]:
     truth: dict[str, Answer] = grid["truth"]
     pooled: ModelFree = grid["pooled"]
     low, high = pooled.bracket or (math.nan, math.nan)
-    raw = {
-        "critical_batch": math.nan,
+    raw = {  # the critical batch size is judged against the raw bracket instead
         "perfect_end": pooled.perfect_end,
         "max_parallel_start": pooled.max_parallel_start,
         "recommended_batch": grid["batch_for_8"],
