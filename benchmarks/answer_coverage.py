@@ -18,7 +18,7 @@ A study costs about 0.3 s of one core to simulate, fit and read (0.25-0.35 s at 
 400 studies of the 7 conditions take about 15 minutes on one worker.
 
 Usage: python benchmarks/answer_coverage.py [--studies 300] [--workers 2] [--seed 0]
-    [--conditions A B C D Q Q1 R] [--out benchmarks/results/answer_coverage.json]
+    [--conditions A B C D Q Q1 R P] [--out benchmarks/results/answer_coverage.json]
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ from pathlib import Path  # noqa: E402
 import pandas as pd  # noqa: E402
 from sim.answer_coverage import ANSWERS, answer_coverage  # noqa: E402
 from sim.simulate import QUICKSTART, StudyDesign  # noqa: E402
+
+from study.config.study import PRUNE_SLACK  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SIZES = (16, 32, 64, 128, 256, 512, 1024)
@@ -70,6 +72,18 @@ CONDITIONS: dict[str, StudyDesign] = {
     "Q1: as Q, knee q = 1": dataclasses.replace(QUICKSTART, knee_range=None, knee=1.0),
     "R: as Q, read on the geometric:1.1 grid": dataclasses.replace(
         QUICKSTART, fine=False, eval_ratio=1.1
+    ),
+    # P: the benchmark's size as its study files run it, with pruning at the default slack
+    # (`tuner.prune_slack`), knee q drawn from 1 to 8 (the fit's range; the MLP question's grids
+    # read 3.8). Last, so the conditions before it keep their seeds.
+    "P: as A, pruning, knee q 1-8": StudyDesign(
+        batch_sizes=SIZES,
+        trials_per_batch=8,
+        noise=0.10,
+        jagged=0.15,
+        pruning=True,
+        prune_slack=PRUNE_SLACK,
+        knee_range=(1.0, 8.0),
     ),
 }
 

@@ -57,6 +57,7 @@ from study.analysis.table import (
     TRIAL,
     TUNER,
 )
+from study.config.study import PRUNE_SLACK
 from study.config.trial import EvalCadence
 
 TARGET = "val_accuracy>=0.6"
@@ -89,7 +90,8 @@ class StudyDesign:
     ``max_steps``, tight at small batch sizes and loose at large ones); ``fine`` (every step is
     evaluated, as the study runner does once a trial nears the target, so a reached trial's
     bracket is one step wide); ``pruning`` (see the
-    module); ``b_noise_range`` (the range `draw_truth` draws ``b_noise`` from; None: between
+    module) and ``prune_slack`` (a trial is stopped at this many times its batch size's best so
+    far, as ``tuner.prune_slack``); ``b_noise_range`` (the range `draw_truth` draws ``b_noise`` from; None: between
     the second smallest and the second largest batch size); ``knee_range`` (the range
     `draw_truth` draws the knee's ``q`` from, log-uniformly; None: ``knee`` in every study).
 
@@ -113,6 +115,7 @@ class StudyDesign:
     budget_at_smallest: bool = False
     fine: bool = False
     pruning: bool = False
+    prune_slack: float = 1.0
     b_noise_range: tuple[float, float] | None = None
     knee_range: tuple[float, float] | None = None
 
@@ -233,7 +236,11 @@ def simulate_trials(
         reached = (~diverged) & (index < grid.size)
         first = np.where(reached, grid[np.minimum(index, grid.size - 1)], math.inf)
         previous = np.where(reached, grid[np.maximum(index - 1, 0)], math.nan)
-        stop = _pruned_at(first, diverged, grid) if design.pruning else np.full(first.size, np.inf)
+        stop = (
+            _pruned_at(first, diverged, grid, design.prune_slack)
+            if design.pruning
+            else np.full(first.size, np.inf)
+        )
         pruned = np.isfinite(stop)
         reached &= ~pruned
         first = np.where(pruned, math.inf, first)
@@ -360,20 +367,24 @@ def _search(
     return log_lr, s_b * np.exp(log_factor), log_ratio > math.log(design.diverge_above)
 
 
-def _pruned_at(first: np.ndarray, diverged: np.ndarray, grid: np.ndarray) -> np.ndarray:
+def _pruned_at(
+    first: np.ndarray, diverged: np.ndarray, grid: np.ndarray, slack: float = 1.0
+) -> np.ndarray:
     """Per trial, in the order they run: the evaluation step at which pruning stops it (the
-    first at or past the fewest steps an earlier trial reached the target in; it goes on while
-    its step is below that best), ``inf`` where it runs on (it reaches the target no later than
-    that evaluation, or no earlier trial reached it).
+    first at or past ``slack`` times the fewest steps an earlier trial reached the target in; it
+    goes on while its step is below that), ``inf`` where it runs on (it reaches the target no
+    later than that evaluation, or no earlier trial reached it).
 
     Example: first hits ``[50, inf, 40, 45]`` on the grid ``0, 10, ..., 100`` stop the second
-    trial at 50 and the fourth at 40, and let the third win with 40.
+    trial at 50 and the fourth at 40, and let the third win with 40; with ``slack=1.2`` the
+    fourth reaches the target too (it would be stopped at 50, the first evaluation at or past
+    48).
     """
     stop = np.full(first.size, np.inf)
     best = math.inf
     for k in range(first.size):
         if math.isfinite(best) and not diverged[k]:
-            at = grid[min(int(np.searchsorted(grid, best, side="left")), grid.size - 1)]
+            at = grid[min(int(np.searchsorted(grid, slack * best, side="left")), grid.size - 1)]
             if first[k] > at:
                 stop[k] = at
                 continue
@@ -408,9 +419,10 @@ QUICKSTART = StudyDesign(
     budget=1.6,
     budget_at_smallest=True,
     pruning=True,
+    prune_slack=PRUNE_SLACK,
     b_noise_range=(100.0, 1000.0),
     knee_range=(1.0, 4.0),
 )
 """The quickstart's design (`search_spaces/quickstart.yaml`: 4 batch sizes x 6 trials, a budget
-tight at batch size 8, pruning, B_noise and the knee drawn per study); condition Q of
+tight at batch size 8, pruning at the default slack, B_noise and the knee drawn per study); condition Q of
 `benchmarks/answer_coverage.py`."""

@@ -19,6 +19,7 @@ from typing import Any
 from study.config.hold import DEFAULT_HOLD, Hold
 from study.config.rules import FieldError
 from study.config.study import (
+    PRUNE_SLACK,
     Allocation,
     AllocationMode,
     Confirmation,
@@ -54,6 +55,7 @@ TUNER_KEYS = (
     "sampler",
     "oracle",
     "pruning",
+    "prune_slack",
     "max_consecutive_failures",
     "seed",
     "transfer",
@@ -213,9 +215,22 @@ def read_tuner(r: Reader, value: Any) -> TunerSettings:
             tuner.get("max_consecutive_failures", 5), "tuner.max_consecutive_failures", rule=">= 1"
         ),
         seed=None if seed is None else r.integer(seed, "tuner.seed", rule=">= 0"),
+        prune_slack=_prune_slack(r, tuner.get("prune_slack", PRUNE_SLACK)),
         confirm=_confirm(r, tuner.get("confirm")),
         **flags,
     )
+
+
+def _prune_slack(r: Reader, value: Any) -> float:
+    """``tuner.prune_slack``: a number >= 1."""
+    slack = r.number(value, "tuner.prune_slack")
+    if slack < 1:
+        r.fail(
+            "tuner.prune_slack",
+            "must be >= 1 (1 stops a trial at its batch size's best steps)",
+            value,
+        )
+    return float(slack)
 
 
 def _confirm(r: Reader, value: Any) -> Confirmation:

@@ -330,6 +330,9 @@ class StudyRecord:
     fingerprint: str | None = None
     #: The target's hold rule (`Hold.to_param`); None: a study from before it (first crossing).
     hold: str | None = None
+    #: ``tuner.prune_slack`` as the study ran; None: a study from before it (a trial was stopped
+    #: at its batch size's best steps itself, a slack of 1).
+    prune_slack: float | None = None
     tuner: str | None = None
     trials_total: int = 0
     created: float | None = None
@@ -342,6 +345,11 @@ class StudyRecord:
     @property
     def imported(self) -> bool:
         return self.kind == "imported"
+
+    @property
+    def pruned_at(self) -> float:
+        """The slack its pruning ran with (`prune_slack`; 1 for studies from before it)."""
+        return 1.0 if self.prune_slack is None else float(self.prune_slack)
 
     @property
     def hold_rule(self) -> Hold:

@@ -39,7 +39,9 @@ def stored_table(ledger: Ledger) -> pd.DataFrame:
 
 
 def stored_config(record: StudyRecord, name: str) -> StudyConfig | None:
-    """The study file stored in the ledger, parsed (None for an imported study)."""
+    """The study file stored in the ledger, parsed (None for an imported study), with the
+    pruning's slack the study ran with (`StudyRecord.pruned_at`: a default that changed since
+    does not rewrite how its trials were stopped)."""
     if not record.config_text:
         return None
     import yaml
@@ -48,7 +50,9 @@ def stored_config(record: StudyRecord, name: str) -> StudyConfig | None:
 
     text = record.config_text
     source = record.config_source or f"<study {name}>"
-    return parse_study(yaml.safe_load(text), source, text=text)
+    config = parse_study(yaml.safe_load(text), source, text=text)
+    tuner = dataclasses.replace(config.tuner, prune_slack=record.pruned_at)
+    return dataclasses.replace(config, tuner=tuner)
 
 
 def stored_target(

@@ -1,5 +1,8 @@
-"""Pruning: a trial still short of the target after as many steps as its stratum's best so far
-can never win its stratum, so it is stopped (``pruned``).
+"""Pruning: a trial still short of the target after ``tuner.prune_slack`` times its stratum's
+best steps so far is stopped (``pruned``). At 1 it is stopped as soon as it can no longer win its
+stratum; above 1 the trials near the best finish too, and their exact crossings are what the
+model of every trial reads S(B) from at the largest batch sizes (a pruned trial only says "more
+than N steps").
 
 The best is read from the ledger (so trials of other processes count) at most every few
 seconds, and lowered at once by trials this process finishes.
@@ -31,9 +34,12 @@ UNBOUNDED_SHARE = 0.5
 class Pruning:
     """The stratum bests that measurement hooks compare against."""
 
-    def __init__(self, ledger: Ledger, refresh: float = REFRESH_SECONDS) -> None:
+    def __init__(
+        self, ledger: Ledger, refresh: float = REFRESH_SECONDS, slack: float = 1.0
+    ) -> None:
         self.ledger = ledger
         self.refresh = refresh
+        self.slack = slack
         self._best: dict[Stratum, tuple[float, float]] = {}  # stratum -> (steps, read at)
         self._lock = threading.Lock()
 
@@ -58,8 +64,9 @@ class Pruning:
             self._best[stratum] = (min(old, steps), at)
 
     def hook(self, stratum: Stratum) -> Callable[[Measurement], bool]:
-        """The trainer's measurement hook: go on while the step is below the stratum's best."""
-        return lambda m: m.step < self.best(stratum)
+        """The trainer's measurement hook: go on while the step is below ``slack`` times the
+        stratum's best."""
+        return lambda m: m.step < self.slack * self.best(stratum)
 
 
 def unbounded_cap(config: StudyConfig) -> float:
@@ -87,8 +94,8 @@ def trial_hook(
     history: History,
     cap: float = math.inf,
 ) -> Callable[[Measurement], bool] | None:
-    """The pruning hook of a trial: stop it once it has taken as many steps as its stratum's
-    best (`Pruning`), or, before the stratum has one, `SCALING_SLACK` times the most the other
+    """The pruning hook of a trial: stop it once it has taken its slack times its stratum's
+    best steps (`Pruning`), or, before the stratum has one, `SCALING_SLACK` times the most the other
     batch sizes' results allow (`step_bound`), or, before any batch size has one, at ``cap``
     steps (`unbounded_cap`). None without pruning, and for a trial under another seed (a
     confirmation is not racing the stratum's best)."""

@@ -49,9 +49,10 @@ class Designer(TunerBackend):
             return None
         limit = self.config.settings.budget.step_limit(slot.stratum.batch_size)
         budget = float(limit) if limit else math.inf
-        if self.config.tuner.pruning:  # stopped once it takes the stratum's best steps so far
+        if self.config.tuner.pruning:  # stopped at its slack times the stratum's best so far
             best = [t.steps_to_target for t in history.trials if t.steps_to_target is not None]
-            budget = min([budget, *map(float, best)])
+            slack = self.config.tuner.prune_slack
+            budget = min([budget, *(slack * float(b) for b in best)])
         probe, kind = self._bracket(history)
         if probe is not None:  # the model is not trusted here yet (`study.tuners.design`)
             fit_next(trials, ahead=ahead)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -301,6 +302,26 @@ def test_tuner_settings() -> None:
     data["tuner"] = {"fit_ahead": "yes"}
     with pytest.raises(UsageError, match=r"tuner\.fit_ahead.*true or false"):
         parse_study(data, "m")
+
+
+def test_prune_slack() -> None:
+    data = space()
+    assert parse_study(data, "m").tuner.prune_slack == 1.5  # the default
+    assert parse_study(data, "m").tuner.prune_factor == 1.5
+    data["tuner"] = {"prune_slack": 1}
+    assert parse_study(data, "m").tuner.prune_slack == 1.0
+    data["tuner"] = {"prune_slack": 2.0, "pruning": False}
+    assert parse_study(data, "m").tuner.prune_factor == math.inf  # no pruning: never stopped
+    for bad, rule in (
+        (0.5, r"must be >= 1"),
+        ("1.5", r"must be a number"),
+        (True, "must be a number"),
+    ):
+        data["tuner"] = {"prune_slack": bad}
+        with pytest.raises(UsageError, match=rf"m: tuner\.prune_slack {rule}"):
+            parse_study(data, "m")
+    with pytest.raises(UsageError, match=r"tuner\.prune_slack must be a number >= 1"):
+        TunerSettings(prune_slack=0.9)
 
 
 def test_tuner_seed_transfer_and_confirmation() -> None:

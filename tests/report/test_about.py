@@ -40,7 +40,7 @@ def test_a_study_file_says_what_was_trained_and_searched(facts_report) -> None:
     assert rows["learning rates searched"] == "0.001 to 1, log scale"
     assert rows["also searched"] == "momentum 0.9"
     assert rows["strategies"] == "default, mirrored:2"
-    assert rows["tuners"] == "optuna (tpe sampler); pruning on"
+    assert rows["tuners"] == "optuna (tpe sampler); pruning at 1.5x each batch size's best steps"
     assert rows["trials"] == "48 of 48 planned: 48 reached the target"
     assert rows["seed"] == "3" and rows["study file"] == "search_spaces/synthetic.yaml"
     assert rows["trials ran with"] == "tensorflow 2.21.0, keras 3.15.1"
@@ -166,3 +166,17 @@ def test_no_number_shows_more_than_three_significant_digits(facts_report, fmt_na
     assert decimals
     too_long = [d for d in decimals if len(d.replace(".", "").lstrip("0")) > 3]
     assert too_long == []
+
+
+def test_a_stored_study_is_described_with_the_pruning_slack_it_ran_with() -> None:
+    from pathlib import Path
+
+    from study.ledger import StudyRecord
+    from study.report.stored import stored_config
+
+    text = (Path(__file__).resolve().parents[2] / "search_spaces" / "quickstart.yaml").read_text()
+    before = stored_config(StudyRecord("quickstart", config_text=text), "quickstart")
+    assert before is not None and before.tuner.prune_slack == 1.0  # from before the slack
+    now = stored_config(StudyRecord("quickstart", config_text=text, prune_slack=1.5), "q")
+    assert now is not None and now.tuner.prune_slack == 1.5
+    assert now.tuner.pruning and now.name == before.name == "quickstart"

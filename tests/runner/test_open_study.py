@@ -55,3 +55,13 @@ def test_the_code_version_written_last_is_still_checked(tmp_path, monkeypatch) -
     with pytest.raises(UsageError, match=r"created by study 0\.0\.1\+0000000000"):
         open_study(config, RunOptions(storage=str(tmp_path / "j.journal")))
     assert len(sleeps) == 1
+
+
+def test_a_new_study_records_the_slack_its_trials_are_pruned_with(tmp_path) -> None:
+    data = tiny_study(name="slack")
+    data["tuner"] = {**data.get("tuner", {}), "prune_slack": 1.25}
+    config = load_study_file(write_study(tmp_path, data))
+    _, record = open_study(config, RunOptions(storage=str(tmp_path / "j.journal")))
+    assert record.prune_slack == 1.25 and record.pruned_at == 1.25
+    stored = Ledger.open(str(tmp_path / "j.journal"), "slack", create=False).record()
+    assert stored is not None and stored.prune_slack == 1.25

@@ -41,6 +41,16 @@ def test_pruning_compares_with_the_best_known(tmp_path: Path) -> None:
     assert pruning.best(stratum) == 120
 
 
+def test_pruning_with_slack_lets_the_trials_near_the_best_finish(tmp_path: Path) -> None:
+    ledger = Ledger.open(str(tmp_path / "j.journal"), "p")
+    ledger.create(StudyRecord("p", config_text="x"))
+    stratum = Stratum(1024, "default")
+    pruning = Pruning(ledger, refresh=0.0, slack=1.5)
+    hook = pruning.hook(stratum)
+    pruning.note(stratum, 60)
+    assert hook(Measurement(89, 0, 0.0, 1.0)) and not hook(Measurement(90, 0, 0.0, 1.0))
+
+
 def test_a_trial_nothing_bounds_stops_at_its_share_of_a_steps_budget(tmp_path: Path) -> None:
     from study.tuners.base import History, Proposal
 

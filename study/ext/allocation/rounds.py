@@ -281,9 +281,9 @@ class RoundAllocator(Allocator):
                 )
             )
             running.append(sum(t.result is None and t.status.counts() for t in trials))
-        pruning = config.tuner.pruning
+        prune_at = config.tuner.prune_factor
         spare = self.steps_left()
-        left = spare - in_flight_steps(views, running, pruning)
+        left = spare - in_flight_steps(views, running, prune_at)
         if spare <= 0:
             return Decision(number, str(views[-1].stratum), 0, self._spent_reason()), False
         finished = [t for s in self.budgets for t in self.ledger.trials(s)]
@@ -294,7 +294,7 @@ class RoundAllocator(Allocator):
             left=left,
             number=number,
             bounds=lr_range(config),
-            pruning=pruning,
+            prune_at=prune_at,
             fit=lagged_fit(finished, ahead=ahead),
         )
         if go:

@@ -9,7 +9,7 @@ gives two numbers: how much a trial there is expected to narrow the answer (B_no
 learning rate at the recommended batch size, and alpha, the best rate's slope over the batch
 sizes: `study.tuners.design.BATCH_ANSWERS`) per 1,000 steps, and its expected steps (its steps
 to the target if it reaches it, else where it is stopped: its budget, or with pruning the batch
-size's best so far).
+size's best so far times the pruning's slack).
 
 The study has two budgets: its ``S`` steps and the even total of trials (the trials the even
 allocation would run). A trial uses a share of each, its expected steps over the steps left
@@ -71,44 +71,45 @@ class StepView:
         """No trial reached the target yet, and it has fewer than its even share."""
         return not math.isfinite(self.best_steps) and self.trials < self.share
 
-    def stop_at(self, pruning: bool) -> float:
-        """Where a new trial is stopped at the latest: its limit, or with pruning the best so
-        far."""
-        return min(self.limit, self.best_steps) if pruning else self.limit
+    def stop_at(self, prune_at: float) -> float:
+        """Where a new trial is stopped at the latest: its limit, or ``prune_at`` times the
+        best so far (`study.config.study.TunerSettings.prune_factor`: ``inf`` without
+        pruning)."""
+        return min(self.limit, prune_at * self.best_steps)
 
 
-def _guess_cost(view: StepView, pruning: bool) -> float:
+def _guess_cost(view: StepView, prune_at: float) -> float:
     """A trial's steps without a model: its stop, else the most its batch size's trials ran."""
-    stop = view.stop_at(pruning)
+    stop = view.stop_at(prune_at)
     if math.isfinite(stop):
         return stop
     return view.most_steps if view.most_steps > 0 else math.inf
 
 
-def in_flight_steps(views: Sequence[StepView], running: Sequence[int], pruning: bool) -> float:
+def in_flight_steps(views: Sequence[StepView], running: Sequence[int], prune_at: float) -> float:
     """The steps the trials still running are expected to take: per batch size, its running
     trials (``running``, in the order of ``views``) times where one is stopped at the latest
     (`_guess_cost`; none when that is unknown).
 
     Example: two trials running at a batch size whose best so far took 87 steps, with
-    pruning: 174.
+    ``prune_at`` 1: 174.
     """
     out = 0.0
     for view, count in zip(views, running, strict=True):
-        cost = _guess_cost(view, pruning) if count else 0.0
+        cost = _guess_cost(view, prune_at) if count else 0.0
         out += count * cost if math.isfinite(cost) else 0.0
     return out
 
 
-def _first_cost(view: StepView, model: DesignModel | None, pruning: bool) -> float:
+def _first_cost(view: StepView, model: DesignModel | None, prune_at: float) -> float:
     """An unmeasured batch size's next trial's expected steps: at the model's best rate there
     (its steps, or its stop when it misses), else `_guess_cost`."""
     if model is None:
-        return _guess_cost(view, pruning)
+        return _guess_cost(view, prune_at)
     surrogate = model.surrogate
     median = surrogate.steps(view.stratum.batch_size)
-    _, cost = expected_cost(np.log(median), surrogate.sigma, view.stop_at(pruning))
-    return float(cost[0]) if np.isfinite(cost[0]) else _guess_cost(view, pruning)
+    _, cost = expected_cost(np.log(median), surrogate.sigma, view.stop_at(prune_at))
+    return float(cost[0]) if np.isfinite(cost[0]) else _guess_cost(view, prune_at)
 
 
 def plan_step(
@@ -118,7 +119,7 @@ def plan_step(
     left: float,
     number: int,
     bounds: tuple[float, float],
-    pruning: bool,
+    prune_at: float,
     accelerators: int = 8,
     fit: Callable[[pd.DataFrame, int], DesignModel | None] = design_model,
 ) -> tuple[Decision, bool]:
@@ -138,7 +139,7 @@ def plan_step(
     model = fit(trials, accelerators) if len(trials) else None
     unmeasured = sorted(
         (
-            (v.trials, _first_cost(v, model, pruning), -v.stratum.batch_size, v)
+            (v.trials, _first_cost(v, model, prune_at), -v.stratum.batch_size, v)
             for v in open_
             if v.unmeasured
         ),
@@ -160,11 +161,11 @@ def plan_step(
                 model,
                 view.stratum.batch_size,
                 bounds,
-                budget=view.stop_at(pruning),
+                budget=view.stop_at(prune_at),
                 answers=BATCH_ANSWERS,
             )
         if design is None:
-            cost = _guess_cost(view, pruning)
+            cost = _guess_cost(view, prune_at)
             value = -float(view.trials)  # the fewest trials first, then the cheapest
             why = f"the fewest trials ({view.trials}) while the model cannot be fitted yet"
         else:

@@ -30,13 +30,13 @@ def view(batch: int, trials: int = 3, best: float = math.inf, most: float = 0.0)
 def test_without_a_model_the_fewest_trials_go_first_then_the_cheapest() -> None:
     views = [view(16, 2, best=900), view(64, 2, best=300), view(256, 3, best=80)]
     empty = ledger_frame([])
-    decision, go = plan_step(views, empty, left=10_000, number=1, bounds=BOUNDS, pruning=True)
+    decision, go = plan_step(views, empty, left=10_000, number=1, bounds=BOUNDS, prune_at=1.0)
     assert go and (decision.stratum, decision.trials) == ("b64/default", 1)
     assert "the fewest trials (2)" in decision.reason and "10,000 steps left" in decision.reason
     # 300 steps do not fit in 200 left; 900 neither: the one with more trials (80 steps) does.
-    decision, go = plan_step(views, empty, left=200, number=2, bounds=BOUNDS, pruning=True)
+    decision, go = plan_step(views, empty, left=200, number=2, bounds=BOUNDS, prune_at=1.0)
     assert go and decision.stratum == "b256/default"
-    decision, go = plan_step(views, empty, left=50, number=3, bounds=BOUNDS, pruning=True)
+    decision, go = plan_step(views, empty, left=50, number=3, bounds=BOUNDS, prune_at=1.0)
     assert not go and decision.trials == 0 and decision.round == 3
     assert "exceed the 50 training steps left: the study's step budget is spent" in decision.reason
 
@@ -44,11 +44,11 @@ def test_without_a_model_the_fewest_trials_go_first_then_the_cheapest() -> None:
 def test_a_batch_size_at_its_most_trials_gets_none() -> None:
     full = [view(64, 16), view(256, 16)]
     decision, go = plan_step(
-        full, ledger_frame([]), left=1e9, number=4, bounds=BOUNDS, pruning=True
+        full, ledger_frame([]), left=1e9, number=4, bounds=BOUNDS, prune_at=1.0
     )
     assert not go and "every batch size has its most trials" in decision.reason
     decision, go = plan_step(
-        [*full, view(32, 15)], ledger_frame([]), left=1e9, number=4, bounds=BOUNDS, pruning=True
+        [*full, view(32, 15)], ledger_frame([]), left=1e9, number=4, bounds=BOUNDS, prune_at=1.0
     )
     assert go and decision.stratum == "b32/default"
 
@@ -81,7 +81,7 @@ def test_with_a_model_the_most_narrowing_for_its_share_of_steps_and_trials_gets_
     per_trial = sorted(designs, key=lambda b: -designs[b].gain * designs[b].cost)  # type: ignore[union-attr]
     assert per_step[0] != per_trial[0]  # the data make the two budgets disagree
     # Steps to spare (the trials are the scarce budget): the most narrowing per trial.
-    decision, go = plan_step(views, frame, left=1e9, number=1, bounds=BOUNDS, pruning=True)
+    decision, go = plan_step(views, frame, left=1e9, number=1, bounds=BOUNDS, prune_at=1.0)
     assert go and decision.stratum == f"b{per_trial[0]}/default"
     left = len(sizes) * (8 - 3)  # each batch size's share of 8, 3 run
     assert f"the most for its share of the steps and of the {left} trials left" in decision.reason
@@ -92,10 +92,10 @@ def test_with_a_model_the_most_narrowing_for_its_share_of_steps_and_trials_gets_
     many = [
         StepView(v.stratum, v.trials, v.best_steps, 0.0, v.limit, 10_000, 20_000) for v in views
     ]
-    decision, go = plan_step(many, frame, left=left, number=2, bounds=BOUNDS, pruning=True)
+    decision, go = plan_step(many, frame, left=left, number=2, bounds=BOUNDS, prune_at=1.0)
     assert go and decision.stratum == f"b{fits[0]}/default"
     left = min(d.cost for d in designs.values()) * 0.99  # type: ignore[union-attr]
-    decision, go = plan_step(views, frame, left=left, number=3, bounds=BOUNDS, pruning=True)
+    decision, go = plan_step(views, frame, left=left, number=3, bounds=BOUNDS, prune_at=1.0)
     assert not go and "the study's step budget is spent" in decision.reason
 
 
@@ -108,7 +108,7 @@ def test_a_batch_size_none_of_whose_trials_reached_the_target_comes_first(
     # Batch 16's four trials all missed: up to its even share (8) it gets the next trial,
     # whatever the model's gain elsewhere, while its trial fits the steps left.
     decision, go = plan_step(
-        [view(16, 4), *measured], frame, left=10_000, number=1, bounds=BOUNDS, pruning=True
+        [view(16, 4), *measured], frame, left=10_000, number=1, bounds=BOUNDS, prune_at=1.0
     )
     assert go and decision.stratum == "b16/default"
     assert "none of its 4 trials reached the target yet (its even share is 8;" in decision.reason
@@ -123,7 +123,7 @@ def test_a_batch_size_none_of_whose_trials_reached_the_target_comes_first(
         ([view(16, 8), *measured], 10_000),
         ([view(16, 4), *measured], 0.9 * expected),
     ):
-        decision, go = plan_step(views, frame, left=left, number=2, bounds=BOUNDS, pruning=True)
+        decision, go = plan_step(views, frame, left=left, number=2, bounds=BOUNDS, prune_at=1.0)
         assert go and decision.stratum != "b16/default"
         assert "the most for its share of the steps" in decision.reason
 
@@ -222,10 +222,10 @@ def test_trials_in_flight_count_their_expected_steps_and_a_stop_waits_for_them(
 ) -> None:
     # The steps a running trial is expected to take: where it is stopped at the latest.
     views = [view(128, best=87.0), view(64), view(32)]
-    assert in_flight_steps(views, [2, 1, 0], pruning=True) == 2 * 87 + 5000  # best, or limit
+    assert in_flight_steps(views, [2, 1, 0], prune_at=1.0) == 2 * 87 + 5000  # best, or limit
     unbounded = StepView(Stratum(16, "default"), 3, math.inf, 300.0, math.inf, share=8, cap=16)
-    assert in_flight_steps([unbounded], [1], pruning=True) == 300  # the most its trials ran
-    assert in_flight_steps([replace(unbounded, most_steps=0.0)], [1], pruning=True) == 0
+    assert in_flight_steps([unbounded], [1], prune_at=1.0) == 300  # the most its trials ran
+    assert in_flight_steps([replace(unbounded, most_steps=0.0)], [1], prune_at=1.0) == 0
     # 700 steps: one trial (400 steps expected) fits, but not beside one still running.
     ledger, config = new_ledger(tmp_path, steps_study(700))
     lines: list[str] = []
