@@ -19,7 +19,6 @@ from typing import Any
 from study.config.hold import DEFAULT_HOLD, Hold
 from study.config.rules import FieldError
 from study.config.study import (
-    PRUNE_SLACK,
     Allocation,
     AllocationMode,
     Confirmation,
@@ -215,14 +214,16 @@ def read_tuner(r: Reader, value: Any) -> TunerSettings:
             tuner.get("max_consecutive_failures", 5), "tuner.max_consecutive_failures", rule=">= 1"
         ),
         seed=None if seed is None else r.integer(seed, "tuner.seed", rule=">= 0"),
-        prune_slack=_prune_slack(r, tuner.get("prune_slack", PRUNE_SLACK)),
+        prune_slack=_prune_slack(r, tuner.get("prune_slack")),
         confirm=_confirm(r, tuner.get("confirm")),
         **flags,
     )
 
 
-def _prune_slack(r: Reader, value: Any) -> float:
-    """``tuner.prune_slack``: a number >= 1."""
+def _prune_slack(r: Reader, value: Any) -> float | None:
+    """``tuner.prune_slack``: a number >= 1 (None: the allocation's default)."""
+    if value is None:
+        return None
     slack = r.number(value, "tuner.prune_slack")
     if slack < 1:
         r.fail(

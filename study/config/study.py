@@ -28,10 +28,15 @@ from study.config.trial import (
 )
 from study.errors import UsageError
 
-#: The default ``tuner.prune_slack``: on simulated studies of the MNIST-1D MLP question's shape
-#: (7 batch sizes x 8 trials), stopping at 1.5x the best instead of 1x cut the run-to-run spread
-#: of log B_noise by about a third for about a fifth more training steps.
+#: The default ``tuner.prune_slack`` where a study's trials are counted (even allocation): on
+#: simulated studies of the MNIST-1D MLP question's shape (7 batch sizes x 8 trials), stopping
+#: at 1.5x the best instead of 1x cut the run-to-run spread of log B_noise by about a third for
+#: about a fifth more training steps. Where the allocation spends a budget of training steps it
+#: is 1 (`STEPS_PRUNE_SLACK`): that allocation buys the large batch sizes' information with more
+#: trials there, and a slack spends the budget on the small batch sizes' long trials first.
 PRUNE_SLACK = 1.5
+#: The default ``tuner.prune_slack`` of an allocation that spends a budget of training steps.
+STEPS_PRUNE_SLACK = 1.0
 
 __all__ = [
     "Allocation",
@@ -114,13 +119,14 @@ class TunerSettings:
     of the target after ``prune_slack`` times its stratum's best steps so far is stopped: 1 stops
     it at the best itself, which leaves the largest batch sizes (a few dozen steps, a jagged
     response to the rate) one or two exact crossings each and B_noise to them; 1.5 lets the
-    trials near the best finish (`study.runner.pruning`).
+    trials near the best finish (`study.runner.pruning`). None: the allocation's default
+    (`StudyConfig.prune_slack`).
     """
 
     sampler: Sampler = Sampler.TPE
     oracle: Oracle = Oracle.BAYESIAN
     pruning: bool = True
-    prune_slack: float = PRUNE_SLACK
+    prune_slack: float | None = None
     max_consecutive_failures: int = 5
     seed: int | None = None
     transfer: bool = True
@@ -130,17 +136,13 @@ class TunerSettings:
 
     def __post_init__(self) -> None:
         slack = self.prune_slack
+        if slack is None:
+            return
         if isinstance(slack, bool) or not isinstance(slack, (int, float)) or not slack >= 1:
             raise UsageError(
                 f"tuner.prune_slack must be a number >= 1: a trial stops after that many times "
                 f"its batch size's best steps (got {slack!r})"
             )
-
-    @property
-    def prune_factor(self) -> float:
-        """Times the stratum's best steps a trial may run before it is stopped: ``inf``
-        without pruning."""
-        return float(self.prune_slack) if self.pruning else math.inf
 
 
 @dataclass(frozen=True)
@@ -300,6 +302,20 @@ class StudyConfig:
         """Number of strata times the trials of each: ``trials_per_stratum`` plus its
         confirmation trials (`Confirmation.trials`)."""
         return len(self.strata) * (self.trials_per_stratum + self.tuner.confirm.trials)
+
+    @property
+    def prune_slack(self) -> float:
+        """How many times its stratum's best steps a trial runs before pruning stops it:
+        ``tuner.prune_slack``, else `PRUNE_SLACK` where trials are counted and
+        `STEPS_PRUNE_SLACK` where the allocation spends a budget of training steps."""
+        if self.tuner.prune_slack is not None:
+            return float(self.tuner.prune_slack)
+        return STEPS_PRUNE_SLACK if self.allocation.steps is not None else PRUNE_SLACK
+
+    @property
+    def prune_factor(self) -> float:
+        """`prune_slack` with pruning on, ``inf`` without (a trial is never stopped)."""
+        return self.prune_slack if self.tuner.pruning else math.inf
 
     @property
     def tuner_seed(self) -> int:

@@ -48,8 +48,9 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
       sampler: tpe                     # Optuna: tpe | random | qmc | grid (default tpe)
       oracle: bayesian                 # KerasTuner: random | bayesian | hyperband (default bayesian)
       pruning: true                    # default true
-      prune_slack: 1.5                 # default 1.5; >= 1: a trial stops after this many times
-                                       #   its batch size's best steps so far
+      prune_slack: 1.5                 # >= 1: a trial stops after this many times its batch
+                                       #   size's best steps so far (default 1.5; 1 with a
+                                       #   budget of training steps: allocation.steps)
       max_consecutive_failures: 5      # default 5; >= 1
       seed: null                       # optional; seeds the samplers and oracles (default: seed)
       transfer: true                   # default true; centre each batch size's learning-rate

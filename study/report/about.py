@@ -245,7 +245,7 @@ def _tuners(report: ScalingReport) -> str:
         "keras-tuner": f"keras-tuner ({settings.oracle.value} oracle)",
     }
     text = join_words([detail.get(n, n) for n in names])
-    slack = "" if settings.prune_slack == 1 else f"{settings.prune_slack:g}x "
+    slack = "" if config.prune_slack == 1 else f"{config.prune_slack:g}x "
     pruning = (
         f"pruning at {slack}each batch size's best steps" if settings.pruning else "pruning off"
     )

@@ -51,7 +51,7 @@ def stored_config(record: StudyRecord, name: str) -> StudyConfig | None:
     text = record.config_text
     source = record.config_source or f"<study {name}>"
     config = parse_study(yaml.safe_load(text), source, text=text)
-    tuner = dataclasses.replace(config.tuner, prune_slack=record.pruned_at)
+    tuner = dataclasses.replace(config.tuner, prune_slack=record.pruned_at)  # as it ran
     return dataclasses.replace(config, tuner=tuner)
 
 

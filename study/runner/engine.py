@@ -114,9 +114,7 @@ class StudyEngine:
         self.budgets = dict(budgets)
         self.progress = progress
         self.failures = failures
-        self.pruning = (
-            Pruning(ledger, slack=config.tuner.prune_slack) if config.tuner.pruning else None
-        )
+        self.pruning = Pruning(ledger, slack=config.prune_slack) if config.tuner.pruning else None
         self.unbounded_cap = unbounded_cap(config)
         self.max_trials = max_trials
         self.heartbeat = config.heartbeat

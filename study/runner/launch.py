@@ -148,7 +148,7 @@ def open_study(config: StudyConfig, options: RunOptions) -> tuple[Ledger, StudyR
             config_source=str(config.source),
             fingerprint=fingerprint(config),
             hold=config.target.hold.to_param(),
-            prune_slack=config.tuner.prune_slack,
+            prune_slack=config.prune_slack,
             tuner=options.tuner,
             trials_total=options.trials or config.total_trials,
             created=time.time(),

@@ -95,7 +95,7 @@ def study_params(
         "sampler": config.tuner.sampler.value,
         "oracle": config.tuner.oracle.value,
         "pruning": config.tuner.pruning,
-        "prune_slack": config.tuner.prune_slack,
+        "prune_slack": config.prune_slack,
     }
 
 

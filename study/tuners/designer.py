@@ -51,7 +51,7 @@ class Designer(TunerBackend):
         budget = float(limit) if limit else math.inf
         if self.config.tuner.pruning:  # stopped at its slack times the stratum's best so far
             best = [t.steps_to_target for t in history.trials if t.steps_to_target is not None]
-            slack = self.config.tuner.prune_slack
+            slack = self.config.prune_slack
             budget = min([budget, *(slack * float(b) for b in best)])
         probe, kind = self._bracket(history)
         if probe is not None:  # the model is not trusted here yet (`study.tuners.design`)

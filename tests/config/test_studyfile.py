@@ -19,7 +19,14 @@ from study.config import sections, space_reader, studyfile
 from study.config.hold import DEFAULT_HOLD
 from study.config.rules import FieldError
 from study.config.space import CategoricalParam, FloatParam, IntParam, Stratum
-from study.config.study import Confirmation, Oracle, Sampler, StudyConfig, TunerSettings
+from study.config.study import (
+    Allocation,
+    Confirmation,
+    Oracle,
+    Sampler,
+    StudyConfig,
+    TunerSettings,
+)
 from study.config.studyfile import SCHEMA_PATH, load_study_file, parse_study
 from study.config.target import Target
 from study.config.trial import Budget, EvalCadence
@@ -306,12 +313,18 @@ def test_tuner_settings() -> None:
 
 def test_prune_slack() -> None:
     data = space()
-    assert parse_study(data, "m").tuner.prune_slack == 1.5  # the default
-    assert parse_study(data, "m").tuner.prune_factor == 1.5
+    config = parse_study(data, "m")
+    assert config.tuner.prune_slack is None  # the allocation's default:
+    assert config.prune_slack == config.prune_factor == 1.5  # trials counted (even)
+    steps = Allocation("steps", steps=20_000)  # a mode of the allocation extension
+    assert dataclasses.replace(config, allocation=steps).prune_slack == 1.0  # a steps budget
+    data["tuner"] = {"prune_slack": 2}
+    own = dataclasses.replace(parse_study(data, "m"), allocation=steps)
+    assert own.prune_slack == 2.0  # the file's own, whatever the mode
     data["tuner"] = {"prune_slack": 1}
-    assert parse_study(data, "m").tuner.prune_slack == 1.0
+    assert parse_study(data, "m").prune_slack == 1.0
     data["tuner"] = {"prune_slack": 2.0, "pruning": False}
-    assert parse_study(data, "m").tuner.prune_factor == math.inf  # no pruning: never stopped
+    assert parse_study(data, "m").prune_factor == math.inf  # no pruning: never stopped
     for bad, rule in (
         (0.5, r"must be >= 1"),
         ("1.5", r"must be a number"),

@@ -176,7 +176,7 @@ def test_a_stored_study_is_described_with_the_pruning_slack_it_ran_with() -> Non
 
     text = (Path(__file__).resolve().parents[2] / "search_spaces" / "quickstart.yaml").read_text()
     before = stored_config(StudyRecord("quickstart", config_text=text), "quickstart")
-    assert before is not None and before.tuner.prune_slack == 1.0  # from before the slack
+    assert before is not None and before.prune_slack == 1.0  # from before the slack
     now = stored_config(StudyRecord("quickstart", config_text=text, prune_slack=1.5), "q")
-    assert now is not None and now.tuner.prune_slack == 1.5
+    assert now is not None and now.prune_slack == 1.5
     assert now.tuner.pruning and now.name == before.name == "quickstart"

@@ -206,7 +206,7 @@ def test_pruning_stops_only_trials_that_can_no_longer_win(
     pruned = [t for t in all_trials(run) if status(t) == "pruned"]
     assert pruned, "a stratum with several trials should prune some"
     optuna_view = run.store.optuna_trials(run.config)
-    slack = parse_study(run.config, "tiny.yaml").tuner.prune_slack
+    slack = parse_study(run.config, "tiny.yaml").prune_slack
     for stratum, trials in run.trials.items():
         for t in trials:
             best = slack * best_before(trials, t)

@@ -281,7 +281,7 @@ class RoundAllocator(Allocator):
                 )
             )
             running.append(sum(t.result is None and t.status.counts() for t in trials))
-        prune_at = config.tuner.prune_factor
+        prune_at = config.prune_factor
         spare = self.steps_left()
         left = spare - in_flight_steps(views, running, prune_at)
         if spare <= 0:

@@ -73,7 +73,7 @@ class StepView:
 
     def stop_at(self, prune_at: float) -> float:
         """Where a new trial is stopped at the latest: its limit, or ``prune_at`` times the
-        best so far (`study.config.study.TunerSettings.prune_factor`: ``inf`` without
+        best so far (`study.config.study.StudyConfig.prune_factor`: ``inf`` without
         pruning)."""
         return min(self.limit, prune_at * self.best_steps)
 
