@@ -48,9 +48,10 @@ OVERHEAD = DEFAULT_OVERHEAD
 much above perfect scaling's, ``S(B) = (1 + overhead) E_min / B`` (`overhead_batch_size`)."""
 
 ANSWER_MODEL = (
-    "7: knee q, overhead under the knee, batch up to the critical batch size, Student-t draws "
+    "8: knee q, overhead under the knee, batch up to the critical batch size, Student-t draws "
     "(at least 1.5 degrees of freedom, no n/(n-p) factor) mixed with q = 1 (its sandwich "
-    "without flat directions), best rate capped at twice the highest rate tried"
+    "without flat directions), sandwich through each trial's leverage (HC2), best rate "
+    "capped at twice the highest rate tried"
 )
 """The version of the answers' model and rules, stamped in every report.json
 (``about.answer_model``): raise it whenever a change moves an answer, so that a report made by

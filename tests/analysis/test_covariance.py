@@ -18,9 +18,11 @@ from study.analysis.covariance import (
     CAPPED,
     DOF_FLOOR,
     FLOORED,
+    LEVERAGE_MAX,
     Component,
     at_least,
     is_free,
+    leverages,
     parameter_covariance,
     ratio_p_value,
     residual_dof,
@@ -138,6 +140,47 @@ def test_residual_dof_counts_exact_trials_fully_and_censored_ones_by_what_they_s
         cut = trials.assign(steps_to_target=math.inf, last_step=np.ceil(mean * factor))
         n_both, _ = residual_dof(Trials.of(pd.concat([trials, cut])), fit.theta, free)
         assert (n_both - n_eff) / len(cut) == pytest.approx(share, abs=0.02)
+
+
+def test_leverages_sum_to_the_means_parameters_and_a_lone_trial_pins_its_own():
+    trials = trials_of(np.random.default_rng(1), budget=1e9)  # every trial exact
+    fit = fit_surrogate(trials)
+    data = Trials.of(trials)
+    free = [i for i in range(len(PARAMS)) if fit.covariance[i, i] > 0]
+    inverse = np.linalg.inv(hessian(lambda p: -log_likelihoods(p, data), fit.theta, free))
+    h = leverages(data, fit.theta, free, inverse)
+    assert np.all((h >= 0.0) & (h <= LEVERAGE_MAX))
+    # As a linear model's hat matrix: the trace is the number of the mean's parameters.
+    assert h.sum() == pytest.approx(len(free) - 1, rel=0.05)  # log_sigma is not the mean's
+    # Many trials share each batch size's curve: none of them pins it alone.
+    assert h.max() < 0.8 * LEVERAGE_MAX
+
+    # One lone trial at a batch size far above the rest pins S(B) there by itself.
+    lone = trials.iloc[[0]].assign(batch_size=4 * SIZES[-1])
+    grown = pd.concat([trials, lone], ignore_index=True)
+    fit = fit_surrogate(grown)
+    data = Trials.of(grown)
+    free = [i for i in range(len(PARAMS)) if fit.covariance[i, i] > 0]
+    inverse = np.linalg.inv(hessian(lambda p: -log_likelihoods(p, data), fit.theta, free))
+    h = leverages(data, fit.theta, free, inverse)
+    assert h[-1] == LEVERAGE_MAX  # read at the cap
+
+
+def test_the_sandwich_reads_each_trial_through_its_leverage(monkeypatch):
+    trials = trials_of(np.random.default_rng(1), budget=1e9)
+    lone = trials.iloc[[0]].assign(batch_size=4 * SIZES[-1])
+    grown = pd.concat([trials, lone], ignore_index=True)
+    fit = fit_surrogate(grown)
+    data = Trials.of(grown)
+    options = surrogate._Options(bend=fit.shape == "bends", knee=True, heavy_tails=False)
+    bounds = surrogate._bounds(data, options)
+    with_leverage, _ = parameter_covariance(data, fit.theta, bounds)
+    monkeypatch.setattr("study.analysis.covariance.leverages", lambda data, *_: np.zeros(data.n))
+    raw, _ = parameter_covariance(data, fit.theta, bounds)
+    # HC2 raises the sandwich (the batch effects, raised to after it, may take back a little),
+    # and most where a lone trial pins the curve.
+    assert np.all(np.diag(with_leverage) >= np.diag(raw) * 0.98)
+    assert np.max(np.diag(with_leverage) / np.maximum(np.diag(raw), 1e-300)) > 1.2
 
 
 def test_a_likelihood_ratio_with_few_degrees_of_freedom_left_says_less():
