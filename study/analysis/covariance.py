@@ -2,11 +2,12 @@
 answer's interval is drawn (`study.analysis.answers`).
 
 The likelihood's curvature (model-based), widened per parameter to the misfit-robust sandwich
-(each trial read through its leverage, `leverages`), raised by what the spread of the best rate and of S(B) between batch sizes adds
-(`study.analysis.batch_effects`); parameters on a bound have no variance unless the bound is a
-cap (`CAPPED`, `FLOORED`). `residual_dof` says how many trials are left to measure the noise
-once the curve is fitted: with few (a quickstart-size study leaves 0 to 6) the noise's estimate
-is itself uncertain, and `sample` reads the covariance as a Student-t's scale.
+(each trial read through its leverage, `leverages`), raised by what the spread of the best rate
+and of S(B) between batch sizes adds (`study.analysis.batch_effects`); parameters on a bound
+have no variance unless the bound is a cap (`CAPPED`, `FLOORED`). `residual_dof` says how many
+trials are left to measure the noise once the curve is fitted: with few (a quickstart-size study
+leaves 0 to 6) the noise's estimate is itself uncertain, and `sample` reads the covariance as a
+Student-t's scale.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ three trials at the cap of 0.9, and that cap widened B_noise's interval from 247
 150-992 and moved the recommended rate at batch 256 from 0.198 to 0.0743 (the measured best
 there: 0.449); at 0.5, 215-635 and 0.199. At the quickstart's size (400 simulated studies of
 condition Q) 0.5 covers alpha, the best rate, the critical batch size and the speed-up
-93.8-94.5%, 0.9 94.5-95.5%, like MacKinnon and White's caps on the correction (HC4, HC5)."""
+93.8-94.5%, 0.9 94.5-95.5%. Cribari-Neto's HC4 and HC5 cap their corrections likewise."""
 
 _FLAT = 1e-4
 """A direction of the curvature is flat when its eigenvalue is below this share of the largest
