@@ -24,7 +24,7 @@ from study.analysis.fitting import hessian
 from study.analysis.likelihood import (
     Trials,
     capped_log_likelihoods,
-    mean_log_steps,
+    mean_log_steps_gradient,
     trial_log_likelihoods,
 )
 from study.analysis.parameters import PARAMS, Param
@@ -190,13 +190,8 @@ def leverages(data: Trials, theta: np.ndarray, free: list[int], inverse: np.ndar
     rows = [j for j, i in enumerate(free) if i not in _NOISE]
     if not rows:
         return np.zeros(data.n)
-    h = np.array([1e-5 * max(1.0, abs(theta[free[j]])) for j in rows])
-    points = np.repeat(theta[None, :], 2 * len(rows), axis=0)
-    for k, j in enumerate(rows):
-        points[2 * k, free[j]] += h[k]
-        points[2 * k + 1, free[j]] -= h[k]
-    means = mean_log_steps(points, data.b, data.log_lr, data.b_ref)
-    gradient = (means[0::2] - means[1::2]) / (2.0 * h[:, None])  # parameters x trials
+    params = [free[j] for j in rows]
+    gradient = mean_log_steps_gradient(theta, params, data.b, data.log_lr, data.b_ref, 1e-5)
     weights = _information_weights(data, theta) * math.exp(-2.0 * theta[_SIGMA])
     block = inverse[np.ix_(rows, rows)]
     values = weights * np.einsum("it,ij,jt->t", gradient, block, gradient)

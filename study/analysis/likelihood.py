@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -168,6 +169,27 @@ def mean_log_steps(
     theta = np.asarray(theta, dtype=float)
     out = _mean_log_steps(np.atleast_2d(theta), np.asarray(b, float), log_lr, b_ref)
     return out[0] if theta.ndim == 1 else out
+
+
+def mean_log_steps_gradient(
+    theta: np.ndarray,
+    params: Sequence[int],
+    b: np.ndarray,
+    log_lr: np.ndarray,
+    b_ref: float,
+    step: float = 1e-4,
+) -> np.ndarray:
+    """The gradient of the model's mean log steps at each (batch size, log learning rate) in
+    the parameters ``params`` of the vector ``theta``, by central differences of relative size
+    ``step`` (rows: parameters, columns: points)."""
+    theta = np.asarray(theta, dtype=float)
+    h = np.array([step * max(1.0, abs(theta[i])) for i in params])
+    points = np.repeat(theta[None, :], 2 * len(params), axis=0)
+    for k, i in enumerate(params):
+        points[2 * k, i] += h[k]
+        points[2 * k + 1, i] -= h[k]
+    means = _mean_log_steps(points, np.asarray(b, float), np.asarray(log_lr, float), b_ref)
+    return (means[0::2] - means[1::2]) / (2.0 * h[:, None])
 
 
 def _mean_log_steps(

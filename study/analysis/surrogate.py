@@ -71,6 +71,7 @@ from study.analysis.likelihood import (
     log_best_lr,
     log_likelihoods,
     mean_log_steps,
+    mean_log_steps_gradient,
     steps_curve,
 )
 from study.analysis.parameters import DECLARED, PARAMS, Param, declared, start_vector
@@ -79,7 +80,7 @@ from study.analysis.threads import one_blas_thread
 __all__ = [
     "LAST_STEP", "MIN_REACHED", "NOISES", "PARAMS", "SHAPES", "SMOOTH_C_LOW", "Bottom",
     "Component", "Noise", "Param", "Shape", "ShapeChoice", "Surrogate", "censored_trials",
-    "fit_surrogate", "log_best_lr", "mean_log_steps", "steps_curve",
+    "fit_surrogate", "log_best_lr", "mean_log_steps", "mean_log_steps_gradient", "steps_curve",
 ]  # fmt: skip
 
 Noise = Literal["normal", "student-t"]

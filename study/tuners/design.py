@@ -56,6 +56,7 @@ from study.analysis.surrogate import (
     Surrogate,
     fit_surrogate,
     mean_log_steps,
+    mean_log_steps_gradient,
 )
 from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE
 from study.analysis.threads import one_blas_thread
@@ -149,15 +150,7 @@ def information_gain(
     mu = mean_log_steps(theta, b, log_lr, surrogate.b_ref)
     free = np.flatnonzero(np.diag(cov) > 0)
     grad = np.zeros((rates.size, theta.size))
-    for i in free:
-        h = 1e-4 * max(1.0, abs(theta[i]))
-        up, down = theta.copy(), theta.copy()
-        up[i] += h
-        down[i] -= h
-        grad[:, i] = (
-            mean_log_steps(up, b, log_lr, surrogate.b_ref)
-            - mean_log_steps(down, b, log_lr, surrogate.b_ref)
-        ) / (2 * h)
+    grad[:, free] = mean_log_steps_gradient(theta, free, b, log_lr, surrogate.b_ref).T
     targets = answer_gradients(surrogate, recommended, answers)
     spread = np.einsum("ij,jk,ik->i", grad, cov, grad)
     gain = np.zeros(rates.size)

@@ -45,7 +45,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from study.analysis.surrogate import mean_log_steps
+from study.analysis.surrogate import mean_log_steps_gradient
 from study.ledger import LedgerTrial
 from study.phases import PHASES, Phase
 from study.results import TrialState
@@ -157,17 +157,8 @@ def seen(model: DesignModel | None, latest: LedgerTrial | None) -> DesignModel |
     if not np.all(np.isfinite(log_lr)):
         return model
     grad = np.zeros(theta.size)
-    for i in np.flatnonzero(np.diag(cov) > 0):  # as `information_gain` differentiates
-        h = 1e-4 * max(1.0, abs(theta[i]))
-        up, down = theta.copy(), theta.copy()
-        up[i] += h
-        down[i] -= h
-        grad[i] = float(
-            (
-                mean_log_steps(up, b, log_lr, surrogate.b_ref)
-                - mean_log_steps(down, b, log_lr, surrogate.b_ref)
-            )[0]
-        ) / (2 * h)
+    free = np.flatnonzero(np.diag(cov) > 0)  # as `information_gain` differentiates
+    grad[free] = mean_log_steps_gradient(theta, free, b, log_lr, surrogate.b_ref)[:, 0]
     spread = cov @ grad
     narrowed = cov - np.outer(spread, spread) / (surrogate.sigma**2 + float(grad @ spread))
     narrowed = (narrowed + narrowed.T) / 2
