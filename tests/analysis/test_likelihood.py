@@ -99,3 +99,21 @@ def test_one_lucky_trial_moves_the_normal_fit_and_not_the_student_t_one():
 def test_an_unknown_noise_is_refused():
     with pytest.raises(ValueError, match="noise must be one of normal, student-t"):
         fit_surrogate(trials_of(np.random.default_rng(0)), noise="cauchy")
+
+
+def test_the_mean_log_steps_gradient_is_one_in_log_s_min_and_matches_a_step():
+    fit = fit_surrogate(trials_of(np.random.default_rng(1)))
+    b = np.array([16.0, 64.0, 256.0, 1024.0])
+    log_lr = np.log(fit.best_lr(b)) + np.array([-0.5, 0.0, 0.3, 0.1])
+    params = [PARAMS.index("log_s_min"), PARAMS.index("log_b_noise"), PARAMS.index("lr_level")]
+    grad = likelihood.mean_log_steps_gradient(fit.theta, params, b, log_lr, fit.b_ref)
+    assert grad.shape == (3, b.size)
+    assert grad[0] == pytest.approx(np.ones(b.size))  # log S_min shifts every mean by itself
+    # A small step in log B_noise moves the means by about the gradient times the step.
+    moved = fit.theta.copy()
+    moved[params[1]] += 1e-3
+    change = likelihood.mean_log_steps(moved, b, log_lr, fit.b_ref) - likelihood.mean_log_steps(
+        fit.theta, b, log_lr, fit.b_ref
+    )
+    assert change == pytest.approx(1e-3 * grad[1], rel=1e-2, abs=1e-9)
+    assert np.all(grad[1] > 0)  # a larger B_noise: more steps at every batch size
