@@ -63,7 +63,8 @@ def slowest(trials: Sequence[LedgerTrial], trial: LedgerTrial) -> float:
 
 
 class Confirmer(TunerBackend):
-    """Proposes the confirmation trials of a stratum whose search budget is spent (else None)."""
+    """Proposes the confirmation trials of a stratum whose search budget is spent, at most
+    `Confirmation.trials` of them however the best points move (else None)."""
 
     name = CONFIRM
 
@@ -77,6 +78,13 @@ class Confirmer(TunerBackend):
             if t.number != slot.number and t.status.counts() and SEED not in t.extras
         ]
         if len(searched) < search_budget(history.budget, settings):
+            return None
+        confirming = [
+            t
+            for t in history.trials
+            if t.number != slot.number and t.status.counts() and SEED in t.extras
+        ]
+        if len(confirming) >= settings.trials:  # two processes' confirmations, one budget
             return None
         best = top_points(history.trials, settings.top)
         for _ in range(ROUNDS):

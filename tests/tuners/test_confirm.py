@@ -101,6 +101,29 @@ def test_the_confirmer_waits_for_the_search_then_takes_each_pair_once(tmp_path: 
     assert reserved == [point_of(p.params, p.seed) for p in proposals]
 
 
+def test_a_new_best_after_the_confirmations_gets_none_of_its_own(tmp_path: Path):
+    # Another process's last search trial finished after this stratum's confirmations were
+    # handed out, and its point is now among the best two: the budget is still top x seeds.
+    config = parse_study(STUDY, "confirm.yaml")
+    ledger = Ledger.open(str(tmp_path / "j.journal"), "confirm")
+    trials = [
+        trial(0, 0.1, 300),
+        trial(1, 0.2, 200),
+        trial(2, 0.4, None),
+        *(
+            trial(3 + k, lr, 250, seed=seed)
+            for k, (lr, seed) in enumerate([(0.2, 11), (0.2, 12), (0.1, 11), (0.1, 12)])
+        ),
+        trial(7, 0.05, 100),  # the late search trial: now the best point
+    ]
+    write_ledger(ledger, StudyRecord(name="confirm"), trials)
+    confirmer = Confirmer(config, ledger)
+    slot = ledger.claim(S, budget=9)  # a claim past the 8 of the budget (4 searched, 4 confirmed)
+    history = History(S, tuple(ledger.trials(S)), budget=8)
+    assert [t.number for t in top_points(history.trials, 2)] == [7, 1]  # (0.05, 11) is free
+    assert confirmer.propose(slot, history) is None
+
+
 def test_without_confirm_the_confirmer_never_proposes(tmp_path: Path):
     config = parse_study({**STUDY, "tuner": {}}, "confirm.yaml")
     ledger = Ledger.open(str(tmp_path / "j.journal"), "confirm")
