@@ -12,7 +12,8 @@ count as censored; B_noise near the largest batch size, as its real run read). E
 study is fitted with `fit_surrogate` on all its trials and read with `scaling_answers`
 (`sim.answer_coverage`). Prints, per condition and answer, the share of intervals that held the
 truth, its Monte Carlo standard error and, for the batch-size answers, how often the estimate was
-the true batch size; writes the same to ``--out`` (JSON).
+the true batch size, and how often a continuous answer was printed open (an end of its interval
+the model's search range: "at least 66") and held; writes the same to ``--out`` (JSON).
 
 A study costs about 0.3 s of one core to simulate, fit and read (0.25-0.35 s at either size):
 400 studies of the 7 conditions take about 15 minutes on one worker.
@@ -39,15 +40,13 @@ from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pandas as pd  # noqa: E402
-from sim.answer_coverage import ANSWERS, answer_coverage  # noqa: E402
+from sim.answer_coverage import ANSWERS, BATCH_ANSWERS, answer_coverage  # noqa: E402
 from sim.simulate import QUICKSTART, StudyDesign  # noqa: E402
 
 from study.config.study import PRUNE_SLACK  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SIZES = (16, 32, 64, 128, 256, 512, 1024)
-BATCH_ANSWERS = ("perfect_end", "max_parallel_start", "recommended_batch")
-"""The answers read on the measured batch sizes (discrete: their share exact is shown too)."""
 CONDITIONS: dict[str, StudyDesign] = {
     "A: noise 0.10, jagged 0.15": StudyDesign(
         batch_sizes=SIZES, trials_per_batch=8, noise=0.10, jagged=0.15
@@ -94,12 +93,16 @@ def run(args: tuple[str, StudyDesign, int, int]) -> pd.DataFrame:
 
 
 def cell(row: pd.Series) -> str:
-    """``"94.7% (1.0)"``, with ``[62% exact]`` for a batch-size answer."""
+    """``"94.7% (1.0)"``, with ``[62% exact]`` for a batch-size answer and ``[16% open, 100%
+    held]`` for a continuous one printed open in some studies."""
     if not row["studies"]:
         return "-"
     text = f"{100 * row['coverage']:.1f}% ({100 * row['se']:.1f})"
     if row["answer"] in BATCH_ANSWERS:
         text += f" [{100 * row['exact']:.0f}% exact]"
+    elif row["open"] > 0:
+        share = f"{100 * row['open']:.0f}" if row["open"] >= 0.01 else f"{100 * row['open']:.1f}"
+        text += f" [{share}% open, {100 * row['open_held']:.0f}% held]"
     return text
 
 
@@ -129,6 +132,8 @@ def result(
                         "coverage": plain(float(row["coverage"])),
                         "se": plain(float(row["se"])),
                         "exact": plain(float(row["exact"])),
+                        "open": plain(float(row["open"])),
+                        "open_held": plain(float(row["open_held"])),
                     }
                     for _, row in table.iterrows()
                 },
@@ -166,7 +171,11 @@ def main() -> None:
         tables = list(pool.map(run, jobs))
     elapsed = time.perf_counter() - start
     short = [name.split(":")[0] for name in chosen]
-    print("Coverage of the 95% intervals (Monte Carlo se); batch sizes: share exact in brackets\n")
+    print(
+        "Coverage of the printed two-sided 95% intervals (Monte Carlo se); batch sizes: share "
+        "exact in brackets; an interval printed open (an end the search range's, \"at least "
+        '66"): share open and share of those that held\n'
+    )
     print("| answer | " + " | ".join(short) + " |")
     print("|---|" + "---|" * len(short))
     for answer in ANSWERS:

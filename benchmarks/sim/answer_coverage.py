@@ -16,7 +16,9 @@ response and the bend of the design), fits `fit_surrogate` to all of its trials,
   ones there (the speed-up only where that batch size is not the smallest itself: a speed-up of
   exactly 1 over itself holds the truth whatever the draws).
 
-`answer_coverage` repeats that over many studies.
+`answer_coverage` repeats that over many studies. An interval of the S(B) curve whose end is
+the model's search range is printed open ("at least 66", `scaling_answers`): its coverage is
+counted apart from the printed two-sided intervals'.
 """
 
 from __future__ import annotations
@@ -107,9 +109,11 @@ def answer_outcomes(
 def answer_coverage(
     design: StudyDesign, studies: int, *, seed: int = 0, accelerators: int = 8
 ) -> pd.DataFrame:
-    """Per answer: ``studies`` counted, ``coverage`` (share of intervals holding the truth) and
-    its Monte Carlo ``se``, and ``exact`` (share of estimates equal to the truth, for the
-    batch-size answers)."""
+    """Per answer: ``studies`` counted, ``coverage`` (share of its printed intervals holding the
+    truth) and its Monte Carlo ``se``, ``exact`` (share of estimates equal to the truth, for
+    the batch-size answers), and for a continuous answer the share printed ``open`` (an end
+    infinite: "at least 66") and the share of those that held (``open_held``); ``studies``,
+    ``coverage`` and ``se`` count the two-sided intervals alone."""
     rng = np.random.default_rng(seed)
     outcomes = [
         o for _ in range(studies) for o in answer_outcomes(design, rng, accelerators=accelerators)
@@ -118,5 +122,24 @@ def answer_coverage(
     for name in ANSWERS:
         mine = [o for o in outcomes if o.parameter == name]
         exact = float(np.mean([o.estimate == o.truth for o in mine])) if mine else math.nan
-        rows.append({"answer": name, **coverage_share(mine), "exact": exact})
+        batch = name in BATCH_ANSWERS
+        opened = [o for o in mine if not batch and not _two_sided(o)]
+        shown = [o for o in mine if batch or _two_sided(o)]
+        rows.append(
+            {
+                "answer": name,
+                **coverage_share(shown),
+                "exact": exact,
+                "open": len(opened) / len(mine) if mine else math.nan,
+                "open_held": float(np.mean([o.covered for o in opened])) if opened else math.nan,
+            }
+        )
     return pd.DataFrame(rows)
+
+
+BATCH_ANSWERS = ("perfect_end", "max_parallel_start", "recommended_batch")
+"""The answers read on the measured batch sizes (an infinite end: "beyond the measured sizes")."""
+
+
+def _two_sided(outcome: Outcome) -> bool:
+    return math.isfinite(outcome.low) and math.isfinite(outcome.high)

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from study.analysis.fitting import CONFIDENCE, as_number
+from study.analysis.fitting import CONFIDENCE, as_number, open_range_words
 from study.analysis.likelihood import LOG_STEPS_MAX, log_steps_curve
 from study.analysis.regimes import TOLERANCE, regime_bounds
 from study.analysis.surrogate import (
@@ -48,10 +48,11 @@ OVERHEAD = DEFAULT_OVERHEAD
 much above perfect scaling's, ``S(B) = (1 + overhead) E_min / B`` (`overhead_batch_size`)."""
 
 ANSWER_MODEL = (
-    "8: knee q, overhead under the knee, batch up to the critical batch size, Student-t draws "
+    "9: knee q, overhead under the knee, batch up to the critical batch size, Student-t draws "
     "(at least 1.5 degrees of freedom, no n/(n-p) factor) mixed with q = 1 (its sandwich "
     "without flat directions), sandwich through each trial's leverage (HC2), best rate "
-    "capped at twice the highest rate tried"
+    "capped at twice the highest rate tried, S(B)'s intervals open where B_noise's draws "
+    "reach its search range"
 )
 """The version of the answers' model and rules, stamped in every report.json
 (``about.answer_model``): raise it whenever a change moves an answer, so that a report made by
@@ -66,8 +67,11 @@ DEFAULT_ACCELERATORS = 8
 
 @dataclass(frozen=True)
 class Answer:
-    """One answer: ``estimate`` with its interval ``low``-``high`` (``inf`` for "beyond the
-    measured batch sizes"); ``batch`` when it is read on the measured batch sizes."""
+    """One answer: ``estimate`` with its interval ``low``-``high``; ``batch`` when it is read on
+    the measured batch sizes. An infinite end says the trials do not bound the answer on that
+    side: a batch answer's ``inf`` is "beyond the measured batch sizes"; an answer of the
+    S(B) curve whose end is the model's search range, not a bound the trials give, has ``-inf``
+    or ``inf`` there (`scaling_answers`: "at least 66")."""
 
     name: str
     estimate: float
@@ -78,19 +82,32 @@ class Answer:
     def covers(self, value: float) -> bool:
         return bool(self.low <= value <= self.high)
 
+    @property
+    def bounded(self) -> bool:
+        """Whether both ends are numbers the trials give (not infinite)."""
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
     def text(self, digits: int = 3) -> str:
-        """``"512 (256-512)"``; a batch answer whose interval is the estimate alone: ``"512"``."""
+        """``"512 (256-512)"``; a batch answer whose interval is the estimate alone: ``"512"``;
+        an open end: ``"589 (at least 66)"``, ``"8590 (not bounded by the trials)"``."""
         show = _batch_text if self.batch else (lambda x: _number(x, digits))
         if self.batch and self.low == self.high == self.estimate:
             return show(self.estimate)
-        return f"{show(self.estimate)} ({show(self.low)}-{show(self.high)})"
+        return f"{show(self.estimate)} ({self.range_text(digits)})"
 
-    def range_text(self) -> str:
-        """The interval alone: ``"128-256"`` (``"256"`` when it is one value)."""
-        show = _batch_text if self.batch else _number
+    def range_text(self, digits: int = 3) -> str:
+        """The interval alone: ``"128-256"`` (``"256"`` when it is one value); a continuous
+        answer's open end as words: ``"at least 66"``, ``"at most 300"``, ``"not bounded by
+        the trials"``."""
+        show = _batch_text if self.batch else (lambda x: _number(x, digits))
+        if not self.batch:
+            words = open_range_words(self.low, self.high, show)
+            if words is not None:
+                return words
         return show(self.low) if self.low == self.high else f"{show(self.low)}-{show(self.high)}"
 
     def to_dict(self) -> dict[str, float | None]:
+        """``estimate``, ``low`` and ``high``; an open end is None."""
         return {
             "estimate": _plain(self.estimate),
             "low": _plain(self.low),
@@ -206,14 +223,20 @@ def scaling_answers(
         return Answers(ok=False, reason=surrogate.reason, surrogate=surrogate, **settings)
     theta = np.vstack([surrogate.theta, surrogate.draws(draws, seed)])
     tail = (1.0 - confidence) / 2.0
+    edge = _at_search_edge(surrogate, theta[1:])
 
-    def answer(name: str, values: np.ndarray, *, batch: bool = False) -> Answer:
+    def answer(
+        name: str, values: np.ndarray, *, batch: bool = False, curve: bool = False
+    ) -> Answer:
         rest = values[1:]
-        rest = rest[~np.isnan(rest)]
+        known = ~np.isnan(rest)
+        rest = rest[known]
         if batch:
             low, high = _discrete_quantiles(rest, tail)
         else:
             low, high = _continuous_quantiles(rest, tail)
+        if curve:
+            low, high = _open_ends(rest, edge[known], low, high)
         return Answer(name, float(values[0]), low, high, batch)
 
     measured = np.asarray(surrogate.batch_sizes, dtype=float)
@@ -232,14 +255,17 @@ def scaling_answers(
     x = np.log(measured / surrogate.b_ref)
     alpha = _slope(log_best_lr(theta, measured, surrogate.b_ref), x)
     out = {
-        "b_noise": answer("B_noise", b_noise),
-        "s_min": answer("S_min", s_min),
-        "e_min": answer("E_min", np.exp(np.minimum(log_s_min + log_b_noise, LOG_STEPS_MAX))),
+        "b_noise": answer("B_noise", b_noise, curve=True),
+        "s_min": answer("S_min", s_min, curve=True),
+        "e_min": answer(
+            "E_min", np.exp(np.minimum(log_s_min + log_b_noise, LOG_STEPS_MAX)), curve=True
+        ),
         "alpha": answer("alpha", alpha),
         "sigma": answer("sigma", _unbiased(surrogate) * np.exp(theta[:, Param.LOG_SIGMA])),
         "critical_batch": answer(
             f"critical batch size ({overhead:.0%} overhead)",
             critical,
+            curve=True,
         ),
         "perfect_end": answer("perfect scaling ends at", perfect_end, batch=True),
         "max_parallel_start": answer("maximal data parallelism from", max_start, batch=True),
@@ -260,7 +286,9 @@ def scaling_answers(
         safest = _safest_rate(surrogate, theta, pick, rate)
         out["recommended_lr"] = dataclasses.replace(rate, estimate=safest)
         out["step_speedup"] = answer(
-            f"speed-up in steps, batch {as_number(pick)} over {as_number(base)}", speedup
+            f"speed-up in steps, batch {as_number(pick)} over {as_number(base)}",
+            speedup,
+            curve=True,
         )
     return Answers(ok=True, surrogate=surrogate, **settings, **out)
 
@@ -331,6 +359,42 @@ def _slope(y: np.ndarray, x: np.ndarray) -> np.ndarray:
     model's best rates over the measured batch sizes)."""
     xc = x - x.mean()
     return (y - y.mean(axis=1, keepdims=True)) @ xc / float(xc @ xc)
+
+
+def _at_search_edge(surrogate: Surrogate, draws: np.ndarray) -> np.ndarray:
+    """Per draw: whether its B_noise sits on an end of the range the model searches
+    (`study.analysis.surrogate`: a factor of 1,000 beyond the measured batch sizes), where
+    `Surrogate.draws` clips the tail of a B_noise the trials do not pin."""
+    if not surrogate.bounds:
+        return np.zeros(draws.shape[0], dtype=bool)
+    low, high = surrogate.bounds[Param.LOG_B_NOISE]
+    log_b_noise = draws[:, Param.LOG_B_NOISE]
+    return (log_b_noise <= low) | (log_b_noise >= high)
+
+
+def _open_ends(
+    values: np.ndarray, edge: np.ndarray, low: float, high: float
+) -> tuple[float, float]:
+    """``(low, high)`` with an end made infinite where the trials do not set it: where the
+    draws beyond it are mostly draws whose B_noise sits on the end of the model's search range
+    (`_at_search_edge`), at least halfway from their share of all draws to all of them. Such an
+    end is the search range's, not a bound the trials give.
+
+    Example: when 3% of the draws put B_noise on the range's upper end and every draw above
+    ``high`` is one of them, ``high`` is ``inf`` ("at least ``low``").
+    """
+    share = float(np.mean(edge)) if edge.size else 0.0
+    if share == 0.0:
+        return low, high
+    needed = max(0.5, share + 0.5 * (1.0 - share))
+
+    def set_by_edge(beyond: np.ndarray) -> bool:
+        return bool(beyond.any()) and float(np.mean(edge[beyond])) >= needed
+
+    return (
+        -math.inf if set_by_edge(values <= low) else low,
+        math.inf if set_by_edge(values >= high) else high,
+    )
 
 
 def _continuous_quantiles(values: np.ndarray, tail: float) -> tuple[float, float]:

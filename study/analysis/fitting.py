@@ -1,6 +1,6 @@
 """What the fits share: their minimum of batch sizes, the default confidence, percentile
 intervals of bootstrap replicates (the optional case bootstrap of `fit_lr_power_law`), batch
-sizes as plain numbers, and finite differences that evaluate every point in one vectorised
+sizes as plain numbers, an interval with an open end in words, and finite differences that evaluate every point in one vectorised
 call (the gradient and Hessian of `study.analysis.surrogate`'s likelihood).
 
 The fits themselves live in one module per model: `study.analysis.noise_scale` (McCandlish et
@@ -11,6 +11,7 @@ into a decision.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -85,3 +86,16 @@ def hessian(
     for (a, c), total in zip(pairs, values, strict=True):
         out[a, c] = out[c, a] = total / (4.0 * h[a] * h[c])
     return out
+
+
+def open_range_words(low: float, high: float, show: Callable[[float], str]) -> str | None:
+    """A continuous interval with an infinite end in words (``"at least 66"``, ``"at most
+    300"``, ``"not bounded by the trials"``), each number written by ``show``; None when both
+    ends are finite."""
+    if math.isfinite(low) and math.isfinite(high):
+        return None
+    if math.isfinite(low):
+        return f"at least {show(low)}"
+    if math.isfinite(high):
+        return f"at most {show(high)}"
+    return "not bounded by the trials"

@@ -78,7 +78,7 @@ from study.analysis.parameters import DECLARED, PARAMS, Param, declared, start_v
 from study.analysis.threads import one_blas_thread
 
 __all__ = [
-    "LAST_STEP", "MIN_REACHED", "NOISES", "PARAMS", "SHAPES", "SMOOTH_C_LOW", "Bottom",
+    "B_NOISE_RANGE", "LAST_STEP", "MIN_REACHED", "NOISES", "PARAMS", "SHAPES", "SMOOTH_C_LOW", "Bottom",
     "Component", "Noise", "Param", "Shape", "ShapeChoice", "Surrogate", "censored_trials",
     "fit_surrogate", "log_best_lr", "mean_log_steps", "mean_log_steps_gradient", "steps_curve",
 ]  # fmt: skip
@@ -112,7 +112,7 @@ this p-value."""
 MISFIT_P_VALUE = 0.01
 """S(B) misfits when a model with free steps per batch size beats it at this p-value."""
 
-_B_NOISE_RANGE = 1e3
+B_NOISE_RANGE = 1e3
 """B_noise is searched within this factor below the smallest and above the largest batch size."""
 
 _C_LOW_MAX = math.exp(declared(Param.LOG_C_LOW).bounds[1])  # type: ignore[index]
@@ -370,7 +370,7 @@ def _bounds(data: Trials, options: _Options) -> list[tuple[float, float]]:
     spread = float(np.max(lr) - np.min(lr)) + 5.0
     out = {d.param: d.bounds for d in DECLARED if d.bounds is not None}
     out[Param.LOG_S_MIN] = (float(np.min(high)) - 5.0, float(np.max(high)) + 1.0)
-    b = (math.log(data.b.min() / _B_NOISE_RANGE), math.log(data.b.max() * _B_NOISE_RANGE))
+    b = (math.log(data.b.min() / B_NOISE_RANGE), math.log(data.b.max() * B_NOISE_RANGE))
     out[Param.LOG_B_NOISE] = b
     out[Param.LR_LEVEL] = (float(np.min(lr)) - spread, float(np.max(lr)) + spread)
     if options.smooth:

@@ -12,11 +12,11 @@ import math
 from typing import TYPE_CHECKING
 
 from study.analysis.answers import ANSWER_NAMES, Answer, Answers
-from study.analysis.fitting import MIN_BATCH_SIZES
+from study.analysis.fitting import MIN_BATCH_SIZES, open_range_words
 from study.analysis.likelihood import MIN_REACHED, MIN_TRIALS
 from study.analysis.model_free import ModelFree
 from study.analysis.surrogate import SMOOTH_C_LOW
-from study.report.formatting import fmt, percent
+from study.report.formatting import fmt, percent, span_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from study.report.record import CrossCheck
@@ -37,8 +37,9 @@ def batch_range(answer: Answer) -> str:
 
 
 def interval(answer: Answer) -> str:
-    """``"734 (454-1339)"``."""
-    return f"{fmt(answer.estimate)} ({fmt(answer.low)}-{fmt(answer.high)})"
+    """``"734 (454-1339)"``; an open end in words: ``"734 (at least 454)"``."""
+    words = open_range_words(answer.low, answer.high, fmt)
+    return f"{fmt(answer.estimate)} ({words or f'{fmt(answer.low)}-{fmt(answer.high)}'})"
 
 
 def recommendation_text(answer: Answer) -> str:
@@ -161,7 +162,7 @@ def answer_rows(answers: Answers, free: ModelFree | None = None) -> list[tuple[s
     for name, answer in zip(ANSWER_NAMES, (getattr(answers, n) for n in ANSWER_NAMES)):
         if answer is None:
             continue
-        span = batch_range(answer) if answer.batch else f"{fmt(answer.low)} to {fmt(answer.high)}"
+        span = batch_range(answer) if answer.batch else span_text(answer.low, answer.high)
         rows.append((answer.name, fmt(answer.estimate), span, measured.get(name, "")))
     model = answers.surrogate
     rows.append(

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from study.analysis.fitting import as_number
+from study.analysis.fitting import as_number, open_range_words
 from study.paths import masked
 
 DIGITS = 3
@@ -75,12 +75,18 @@ def ci_text(ci: Sequence[float] | None, confidence: float) -> str:
     """
     if ci is None:
         return ""
-    return f" ({percent(confidence)} CI {fmt(ci[0])} to {fmt(ci[1])})"
+    return f" ({percent(confidence)} CI {span_text(ci[0], ci[1])})"
 
 
 def interval_text(interval: Sequence[float] | None) -> str:
     """An interval for a table cell: ``"75 to 601"``, or ``"-"`` without one."""
-    return "-" if interval is None else f"{fmt(interval[0])} to {fmt(interval[1])}"
+    return "-" if interval is None else span_text(interval[0], interval[1])
+
+
+def span_text(low: float, high: float) -> str:
+    """A continuous interval as the tables and sentences write it: ``"75 to 601"``; an open
+    end in words (``"at least 75"``, `study.analysis.fitting.open_range_words`)."""
+    return open_range_words(low, high, fmt) or f"{fmt(low)} to {fmt(high)}"
 
 
 def r_squared_text(r_squared: float) -> str:

@@ -180,7 +180,7 @@ def draw_target_laws(ax: Axes, scaling: TargetScaling) -> Axes:
             low = np.array([a.low for _, a in points])
             high = np.array([a.high for _, a in points])
             label = "B_noise" if name == "b_noise" else "critical batch size"
-            yerr = [np.maximum(mid - low, 0.0), np.maximum(np.nan_to_num(high - mid), 0.0)]
+            yerr = [_arm(mid - low), _arm(high - mid)]
             ax.errorbar(xs, mid, yerr=yerr, fmt="o", color=color, capsize=3, label=label)
         if law.ok:
             grid = axis_grid(law, x0)
@@ -226,8 +226,15 @@ def _near_estimates(ax: Any, scaling: TargetScaling) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
+def _arm(length: np.ndarray) -> np.ndarray:
+    """An error bar's arm: an open end of the interval (infinite) or a negative one drawn as
+    none (the table beside it says "at least ...")."""
+    length = np.asarray(length, dtype=float)
+    return np.where(np.isfinite(length), np.maximum(length, 0.0), 0.0)
+
+
 def _predicted(ax: Any, x0: float, answer: Answer, color: str) -> None:
-    yerr = [[answer.estimate - answer.low], [answer.high - answer.estimate]]
+    yerr = [_arm([answer.estimate - answer.low]), _arm([answer.high - answer.estimate])]
     ax.errorbar([x0], [answer.estimate], yerr=yerr, fmt="D", mfc="white", color=color,
                 capsize=4, ms=7)  # fmt: skip
 

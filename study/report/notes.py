@@ -29,6 +29,7 @@ from study.analysis.likelihood import MIN_REACHED, MIN_TRIALS, RATE_CAP
 from study.analysis.measures import FELL_BACK
 from study.analysis.recommend import Recommendation
 from study.analysis.seeds import SeedNoise
+from study.analysis.surrogate import B_NOISE_RANGE
 from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE, metric_columns
 from study.config.target import Target
 from study.ledger.summary import StudyState
@@ -229,18 +230,33 @@ _ON_CAP = 0.95
 
 
 def _open_interval_notes(answers: Answers) -> list[str]:
-    """Say so when the interval of B_noise runs far past the measured batch sizes."""
+    """Say so when the interval of B_noise runs far past the measured batch sizes, or to the end
+    of the range the model searches (an open end: the trials do not bound it there)."""
     sizes = answers.surrogate.batch_sizes
     low, high = answers.b_noise.low, answers.b_noise.high
     level = percent(answers.confidence)
     notes = []
-    if high >= OPEN_FACTOR * max(sizes):
+    if math.isinf(high):
+        notes.append(
+            f"The {level} interval of B_noise has no upper end (its draws reach the end of the "
+            f"range the model searches, {B_NOISE_RANGE:,.0f} x the largest batch size "
+            f"({fmt(max(sizes))})): the data do not bound B_noise from above; measure larger "
+            "batch sizes."
+        )
+    elif high >= OPEN_FACTOR * max(sizes):
         notes.append(
             f"The {level} interval of B_noise reaches {fmt(high)}, over {OPEN_FACTOR:g} x the "
             f"largest batch size ({fmt(max(sizes))}): the data do not bound B_noise from above; "
             "measure larger batch sizes."
         )
-    if low <= min(sizes) / OPEN_FACTOR:
+    if math.isinf(low):
+        notes.append(
+            f"The {level} interval of B_noise has no lower end (its draws reach the end of the "
+            f"range the model searches, 1/{B_NOISE_RANGE:,.0f} of the smallest batch size "
+            f"({fmt(min(sizes))})): the data do not bound B_noise from below; measure smaller "
+            "batch sizes."
+        )
+    elif low <= min(sizes) / OPEN_FACTOR:
         notes.append(
             f"The {level} interval of B_noise reaches down to {fmt(low)}, under 1/"
             f"{OPEN_FACTOR:g} of the smallest batch size ({fmt(min(sizes))}): the data do not "

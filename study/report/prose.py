@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from study.analysis.answers import DRAWS
+from study.analysis.answers import DRAWS, Answers
 from study.analysis.fitting import as_number
+from study.analysis.surrogate import B_NOISE_RANGE
 from study.analysis.table import BATCH_SIZE, SEED, STRATEGY
 from study.report.answer_prose import (
     MODEL,
@@ -26,7 +27,7 @@ from study.report.answer_prose import (
     recommendation_text,
     speedup_text,
 )
-from study.report.formatting import fmt, percent
+from study.report.formatting import fmt, join_words, percent
 from study.report.noise_prose import (
     agreement_sentence,
     agreement_word,
@@ -221,10 +222,22 @@ def method_text(report: ScalingReport) -> str:
         "parameters from their estimated covariance (curvature, widened to a sandwich where "
         "trials scatter more than the model says, each trial read through its leverage, and "
         "to a random effect per batch size), as a Student-t on the fit's residual degrees of "
-        f"freedom, so the trial-to-trial noise is in each. {seed_text}"
+        f"freedom, so the trial-to-trial noise is in each. {_open_text(answers)}{seed_text}"
         "The cross-check reads each batch size's best trial alone: McCandlish et al.'s S(B) = "
         "S_min (1 + B_noise/B) by least squares with profile-likelihood intervals, the regimes "
         "from measured steps, the overhead point by interpolation between measured batch sizes. "
         "Time to result is steps to result times the measured seconds per step (the throughput "
         "probe where it ran, else the trials' own training times)."
+    )
+
+
+def _open_text(answers: Answers) -> str:
+    """The sentence on intervals printed open, naming this study's; empty when none is."""
+    names = [a.name for a in answers.items() if not a.batch and not a.bounded] if answers.ok else []
+    if not names:
+        return ""
+    return (
+        f"Where the draws reach the range searched for B_noise ({B_NOISE_RANGE:,.0f} times "
+        "beyond the measured batch sizes), an interval's end is that range's, not one the "
+        f"trials give, and is printed open ({join_words(names, last=' and ')} here). "
     )

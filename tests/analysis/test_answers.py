@@ -182,3 +182,67 @@ def test_parameter_draws_keep_the_knee_within_the_fit_bounds(surrogate):
     knee = surrogate.draws(2000, 1)[:, PARAMS.index("log_knee")]
     assert knee.min() >= 0.0
     assert knee.max() <= math.log(8.0) + 1e-12
+
+
+# ------------------------------------------------------------------- ends the trials do not set
+
+
+@pytest.fixture(scope="module")
+def unpinned():
+    """A study that scales perfectly over every measured batch size: B_noise far above them."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_surrogate import trials_of
+
+    return fit_surrogate(trials_of(np.random.default_rng(1), b_noise=1e6, per_batch=6))
+
+
+def test_an_end_set_by_the_search_range_is_printed_open(unpinned):
+    answers = scaling_answers(unpinned, accelerators=8)
+    b_noise = answers.b_noise
+    _low, high = unpinned.bounds[PARAMS.index("log_b_noise")]
+    draws = unpinned.draws(DRAWS, 0)[:, PARAMS.index("log_b_noise")]
+    # Over 2.5% of the draws sit on the range's upper end: the 97.5% quantile would be that end.
+    assert np.mean(draws >= high) > 0.025
+    assert math.isinf(b_noise.high) and 0 < b_noise.low < max(unpinned.batch_sizes)
+    assert b_noise.text().endswith(f"(at least {b_noise.low:.3g})")
+    assert b_noise.to_dict()["high"] is None and not b_noise.bounded
+    assert "answer/b_noise_high" not in answers.to_metrics()
+    assert answers.to_metrics()["answer/b_noise_low"] == b_noise.low
+    # The learning rate's answers are not read from S(B): their ends stay numbers.
+    for answer in (answers.alpha, answers.sigma, answers.recommended_lr):
+        assert answer.bounded, answer
+
+
+def test_a_pinned_study_prints_every_interval_two_sided(surrogate):
+    answers = scaling_answers(surrogate, accelerators=8)
+    assert all(a.bounded for a in answers.items() if not a.batch)
+
+
+def test_open_ends_need_the_draws_beyond_them_to_be_mostly_on_the_range_end():
+    from study.analysis.answers import _open_ends
+
+    values = np.arange(1000.0)
+    edge = values >= 980  # 20 of the 25 draws above the 97.5% quantile sit on the range's end
+    low, high = _continuous_quantiles(values, 0.025)
+    assert _open_ends(values, edge, low, high) == (low, math.inf)
+    # 10 of them: the end is still one the other draws set.
+    assert _open_ends(values, values >= 990, low, high) == (low, high)
+    # Edge draws spread evenly (a parameter that does not follow B_noise): no end opens.
+    spread = np.zeros(1000, dtype=bool)
+    spread[::3] = True
+    assert _open_ends(values, spread, low, high) == (low, high)
+    assert _open_ends(values, np.zeros(1000, dtype=bool), low, high) == (low, high)
+    both = (values < 30) | (values >= 970)
+    assert _open_ends(values, both, low, high) == (-math.inf, math.inf)
+
+
+def test_open_ends_in_words():
+    assert Answer("B_noise", 589.0, 66.0, math.inf).text() == "589 (at least 66)"
+    assert Answer("B_noise", 12.0, -math.inf, 300.0).text() == "12 (at most 300)"
+    assert Answer("B_noise", 8585.0, -math.inf, math.inf).range_text() == (
+        "not bounded by the trials"
+    )
+    assert Answer("x", 2.0, -math.inf, 3.0).to_dict() == {"estimate": 2.0, "low": None, "high": 3.0}

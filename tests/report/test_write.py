@@ -61,7 +61,7 @@ def test_a_non_default_confidence_changes_every_label(make_report, make_table, t
     for written in (text, markdown):
         assert "90% interval" in written  # the tables' header
         assert "(90% CI " in written  # the cross-check's profile intervals
-        assert "The 90% interval of B_noise reaches" in written
+        assert re.search(r"The 90% interval of B_noise (reaches|has no upper end)", written)
 
 
 @pytest.fixture(scope="module")

@@ -23,3 +23,20 @@ def test_intervals_hold_the_truth_most_of_the_time():
     for name in ("b_noise", "alpha", "s_min", "perfect_end"):
         assert table.loc[name, "studies"] >= 14
         assert table.loc[name, "coverage"] >= 0.8, table
+
+
+def test_intervals_printed_open_are_counted_apart():
+    # The quickstart's size with B_noise far above its largest batch size: S(B) scales
+    # perfectly over the measured range, so some intervals end on the search range.
+    import dataclasses
+
+    from sim.simulate import QUICKSTART
+
+    design = dataclasses.replace(QUICKSTART, b_noise_range=(20_000.0, 50_000.0))
+    table = answer_coverage(design, 8, seed=0).set_index("answer")
+    assert table.loc["b_noise", "open"] > 0
+    assert table.loc["b_noise", "open_held"] == 1.0  # "at least ..." holds the truth
+    # `studies` and `coverage` count the two-sided intervals alone.
+    total = table.loc["b_noise", "studies"] / (1.0 - table.loc["b_noise", "open"])
+    assert 1 <= round(total) <= 8
+    assert table.loc["alpha", "open"] == 0.0

@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from study.report.formatting import fmt
+from study.report.formatting import fmt, span_text
 
 __all__ = ["agreement", "at_tolerance", "overlap"]
 
@@ -113,5 +113,4 @@ def agreement(
 
 
 def _text(value: Triple) -> str:
-    high = "inf" if not math.isfinite(value[2]) else fmt(value[2])
-    return f"{fmt(value[0])} ({fmt(value[1])} to {high})"
+    return f"{fmt(value[0])} ({span_text(value[1], value[2])})"

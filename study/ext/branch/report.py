@@ -114,8 +114,8 @@ class CbsReport:
             "trend": None if self.trend is None else vars(self.trend),
             "cost": self.cost.to_dict(),
             "schedule": None if self.schedule is None else self.schedule.to_mapping(),
-            "b_noise": None if self.b_noise is None else list(self.b_noise),
-            "critical_batch": None if self.critical is None else list(self.critical),
+            "b_noise": _finite(self.b_noise),
+            "critical_batch": _finite(self.critical),
             "notes": self.lines(),
         }
 
@@ -332,3 +332,10 @@ def study_cbs(study: Any) -> pd.DataFrame:
 
     cbs = stored_report(study.ledger).section("cbs")
     return cbs.curve.copy() if cbs is not None else pd.DataFrame()
+
+
+def _finite(triple: tuple[float, float, float] | None) -> list[float | None] | None:
+    """An (estimate, low, high) for JSON: an open end (infinite) is None."""
+    if triple is None:
+        return None
+    return [float(v) if math.isfinite(v) else None for v in triple]
