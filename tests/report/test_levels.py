@@ -61,3 +61,12 @@ def test_every_format_shows_the_section_only_when_asked_for(
     assert json.loads(plain["report.json"].read_text())["targets"] is None
     assert TITLE not in plain["report.md"].read_text()
     assert 'id="targets"' not in plain["report.html"].read_text()
+
+
+def test_an_open_interval_end_draws_no_error_bar_arm():
+    import math
+
+    from study.report.levels import _arm
+
+    # An answer printed open ("at least 66") has an infinite arm: the figure draws none there.
+    assert list(_arm([2.0, -1.0, math.inf, math.nan])) == [2.0, 0.0, 0.0, 0.0]

@@ -57,3 +57,11 @@ def test_a_larger_cbs_at_the_target_points_at_the_trained_state() -> None:
     lines = agreement(row(2000, 1500, 3000), PLAN, (497, 432, 568), None, (0.5, "progress"))
     assert lines[1].startswith("Why the branches say more: they continue a trained state")
     assert agreement(row(math.nan, math.nan, math.nan), PLAN, None, None, (0.5, "progress"))
+
+
+def test_a_study_b_noise_printed_open_is_compared_as_at_least() -> None:
+    # The study's trials bound B_noise from below only (its interval's end is the search range).
+    lines = agreement(row(450, 300, 700), PLAN, (900, 400, math.inf), None, (0.5, "progress"))
+    assert "agrees with the study's B_noise 900 (at least 400)" in lines[0]
+    lines = agreement(row(200, 150, 260), PLAN, (900, 400, math.inf), None, (0.5, "progress"))
+    assert "from the study's B_noise 900 (at least 400)" in lines[0]
