@@ -102,7 +102,16 @@ def answer_outcomes(
     for name in ANSWERS:
         answer = getattr(answers, name)
         if answer is not None and name in truths:
-            out.append(Outcome(name, truths[name], answer.estimate, answer.low, answer.high))
+            out.append(
+                Outcome(
+                    name,
+                    truths[name],
+                    answer.estimate,
+                    answer.low,
+                    answer.high,
+                    open=not answer.bounded,
+                )
+            )
     return out
 
 
@@ -142,4 +151,4 @@ BATCH_ANSWERS = ("perfect_end", "max_parallel_start", "recommended_batch")
 
 
 def _two_sided(outcome: Outcome) -> bool:
-    return math.isfinite(outcome.low) and math.isfinite(outcome.high)
+    return not outcome.open

@@ -62,6 +62,8 @@ class Outcome:
     estimate: float
     low: float
     high: float
+    open: bool = False
+    """An end of the interval is printed open ("at least 66"; `Answer.bounded`)."""
 
     @property
     def covered(self) -> bool:

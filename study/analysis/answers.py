@@ -68,24 +68,26 @@ DEFAULT_ACCELERATORS = 8
 @dataclass(frozen=True)
 class Answer:
     """One answer: ``estimate`` with its interval ``low``-``high``; ``batch`` when it is read on
-    the measured batch sizes. An infinite end says the trials do not bound the answer on that
-    side: a batch answer's ``inf`` is "beyond the measured batch sizes"; an answer of the
-    S(B) curve whose end is the model's search range, not a bound the trials give, has ``-inf``
-    or ``inf`` there (`scaling_answers`: "at least 66")."""
+    the measured batch sizes (an infinite ``high``: "beyond the measured batch sizes").
+    ``open_low`` / ``open_high`` mark an end of an answer of the S(B) curve that is the end of
+    B_noise's search range, not a bound the trials give (`scaling_answers`): the number stays
+    (every surface states the same one), and the answer is written "at least 66"."""
 
     name: str
     estimate: float
     low: float
     high: float
     batch: bool = False
+    open_low: bool = False
+    open_high: bool = False
 
     def covers(self, value: float) -> bool:
         return bool(self.low <= value <= self.high)
 
     @property
     def bounded(self) -> bool:
-        """Whether both ends are numbers the trials give (not infinite)."""
-        return math.isfinite(self.low) and math.isfinite(self.high)
+        """Whether the trials bound the answer on both sides (no open end)."""
+        return not (self.open_low or self.open_high)
 
     def text(self, digits: int = 3) -> str:
         """``"512 (256-512)"``; a batch answer whose interval is the estimate alone: ``"512"``;
@@ -96,23 +98,29 @@ class Answer:
         return f"{show(self.estimate)} ({self.range_text(digits)})"
 
     def range_text(self, digits: int = 3) -> str:
-        """The interval alone: ``"128-256"`` (``"256"`` when it is one value); a continuous
-        answer's open end as words: ``"at least 66"``, ``"at most 300"``, ``"not bounded by
-        the trials"``."""
+        """The interval alone: ``"128-256"`` (``"256"`` when it is one value); an open end in
+        words: ``"at least 66"``, ``"at most 300"``, ``"not bounded by the trials"``."""
         show = _batch_text if self.batch else (lambda x: _number(x, digits))
         if not self.batch:
-            words = open_range_words(self.low, self.high, show)
+            words = open_range_words(self.low, self.high, show, self.open_low, self.open_high)
             if words is not None:
                 return words
         return show(self.low) if self.low == self.high else f"{show(self.low)}-{show(self.high)}"
 
-    def to_dict(self) -> dict[str, float | None]:
-        """``estimate``, ``low`` and ``high``; an open end is None."""
-        return {
+    def to_dict(self) -> dict[str, float | str | None]:
+        """``estimate``, ``low`` and ``high`` (an infinite end is None), and ``open`` (``"low"``,
+        ``"high"`` or ``"both"``) where an end is open."""
+        out: dict[str, float | str | None] = {
             "estimate": _plain(self.estimate),
             "low": _plain(self.low),
             "high": _plain(self.high),
         }
+        if not self.bounded:
+            out["open"] = _OPEN[(self.open_low, self.open_high)]
+        return out
+
+
+_OPEN = {(True, False): "low", (False, True): "high", (True, True): "both"}
 
 
 @dataclass(frozen=True)
@@ -235,9 +243,8 @@ def scaling_answers(
             low, high = _discrete_quantiles(rest, tail)
         else:
             low, high = _continuous_quantiles(rest, tail)
-        if curve:
-            low, high = _open_ends(rest, edge[known], low, high)
-        return Answer(name, float(values[0]), low, high, batch)
+        open_low, open_high = _open_ends(rest, edge[known], low, high) if curve else (False, False)
+        return Answer(name, float(values[0]), low, high, batch, open_low, open_high)
 
     measured = np.asarray(surrogate.batch_sizes, dtype=float)
     reached = np.asarray(surrogate.reached_batch_sizes, dtype=float)
@@ -372,29 +379,24 @@ def _at_search_edge(surrogate: Surrogate, draws: np.ndarray) -> np.ndarray:
     return (log_b_noise <= low) | (log_b_noise >= high)
 
 
-def _open_ends(
-    values: np.ndarray, edge: np.ndarray, low: float, high: float
-) -> tuple[float, float]:
-    """``(low, high)`` with an end made infinite where the trials do not set it: where the
-    draws beyond it are mostly draws whose B_noise sits on the end of the model's search range
+def _open_ends(values: np.ndarray, edge: np.ndarray, low: float, high: float) -> tuple[bool, bool]:
+    """Whether ``low`` and ``high`` are ends the trials do not set: the draws beyond such an end
+    are mostly draws whose B_noise sits on the end of the model's search range
     (`_at_search_edge`), at least halfway from their share of all draws to all of them. Such an
     end is the search range's, not a bound the trials give.
 
     Example: when 3% of the draws put B_noise on the range's upper end and every draw above
-    ``high`` is one of them, ``high`` is ``inf`` ("at least ``low``").
+    ``high`` is one of them, ``high`` is open ("at least ``low``").
     """
     share = float(np.mean(edge)) if edge.size else 0.0
     if share == 0.0:
-        return low, high
+        return False, False
     needed = max(0.5, share + 0.5 * (1.0 - share))
 
     def set_by_edge(beyond: np.ndarray) -> bool:
         return bool(beyond.any()) and float(np.mean(edge[beyond])) >= needed
 
-    return (
-        -math.inf if set_by_edge(values <= low) else low,
-        math.inf if set_by_edge(values >= high) else high,
-    )
+    return set_by_edge(values <= low), set_by_edge(values >= high)
 
 
 def _continuous_quantiles(values: np.ndarray, tail: float) -> tuple[float, float]:

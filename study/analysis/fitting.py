@@ -88,14 +88,22 @@ def hessian(
     return out
 
 
-def open_range_words(low: float, high: float, show: Callable[[float], str]) -> str | None:
-    """A continuous interval with an infinite end in words (``"at least 66"``, ``"at most
-    300"``, ``"not bounded by the trials"``), each number written by ``show``; None when both
-    ends are finite."""
-    if math.isfinite(low) and math.isfinite(high):
-        return None
-    if math.isfinite(low):
+def open_range_words(
+    low: float,
+    high: float,
+    show: Callable[[float], str],
+    open_low: bool = False,
+    open_high: bool = False,
+) -> str | None:
+    """An interval with an open end in words (``"at least 66"``, ``"at most 300"``, ``"not
+    bounded by the trials"``), each number written by ``show``; an end is open when flagged or
+    infinite; None when neither is."""
+    open_low = open_low or math.isinf(low)
+    open_high = open_high or math.isinf(high)
+    if open_low and open_high:
+        return "not bounded by the trials"
+    if open_high:
         return f"at least {show(low)}"
-    if math.isfinite(high):
+    if open_low:
         return f"at most {show(high)}"
-    return "not bounded by the trials"
+    return None

@@ -16,7 +16,7 @@ from study.analysis.fitting import MIN_BATCH_SIZES, open_range_words
 from study.analysis.likelihood import MIN_REACHED, MIN_TRIALS
 from study.analysis.model_free import ModelFree
 from study.analysis.surrogate import SMOOTH_C_LOW
-from study.report.formatting import fmt, percent, span_text
+from study.report.formatting import fmt, percent
 
 if TYPE_CHECKING:  # pragma: no cover
     from study.report.record import CrossCheck
@@ -38,8 +38,15 @@ def batch_range(answer: Answer) -> str:
 
 def interval(answer: Answer) -> str:
     """``"734 (454-1339)"``; an open end in words: ``"734 (at least 454)"``."""
-    words = open_range_words(answer.low, answer.high, fmt)
+    words = open_range_words(answer.low, answer.high, fmt, answer.open_low, answer.open_high)
     return f"{fmt(answer.estimate)} ({words or f'{fmt(answer.low)}-{fmt(answer.high)}'})"
+
+
+def answer_span(answer: Answer) -> str:
+    """A continuous answer's interval as the tables write it: ``"55.8 to 1980"``; an open end
+    in words: ``"at least 55.8"``."""
+    words = open_range_words(answer.low, answer.high, fmt, answer.open_low, answer.open_high)
+    return words or f"{fmt(answer.low)} to {fmt(answer.high)}"
 
 
 def recommendation_text(answer: Answer) -> str:
@@ -162,7 +169,7 @@ def answer_rows(answers: Answers, free: ModelFree | None = None) -> list[tuple[s
     for name, answer in zip(ANSWER_NAMES, (getattr(answers, n) for n in ANSWER_NAMES)):
         if answer is None:
             continue
-        span = batch_range(answer) if answer.batch else span_text(answer.low, answer.high)
+        span = batch_range(answer) if answer.batch else answer_span(answer)
         rows.append((answer.name, fmt(answer.estimate), span, measured.get(name, "")))
     model = answers.surrogate
     rows.append(

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 import jinja2
 
 from study.report.about import about_rows, headline
-from study.report.answer_prose import batch_range
+from study.report.answer_prose import answer_span, batch_range
 from study.report.cross_check_prose import cross_check_sentences
 from study.report.figures import CROSS_CHECK_FIGURE, caption, figure_png, make_figures
-from study.report.formatting import fmt, percent, span_text
+from study.report.formatting import fmt, percent
 from study.report.levels import FIGURE as TARGETS_FIGURE
 from study.report.levels import levels_lines, levels_table
 from study.report.prose import NO_NOTES, answer, how_it_was_made, method_text
@@ -196,4 +196,4 @@ def _cards(report: ScalingReport) -> list[Card]:
 
 def _span(answer: Answer) -> str:
     """``"55.8 to 1980"``: a continuous answer's interval as the tables write it."""
-    return span_text(answer.low, answer.high)
+    return answer_span(answer)

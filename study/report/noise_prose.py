@@ -20,7 +20,8 @@ import pandas as pd
 
 from study.analysis.predicted_noise import ORDER_OF_MAGNITUDE, PILOT, PredictedNoise
 from study.analysis.table import BATCH_SIZE, STRATEGY
-from study.report.formatting import ci_text, fmt
+from study.report.answer_prose import answer_span
+from study.report.formatting import ci_text, fmt, percent
 
 if TYPE_CHECKING:  # pragma: no cover
     from study.report.record import ScalingReport
@@ -123,7 +124,7 @@ def agreement_sentence(report: ScalingReport) -> str:
     both = (
         f"The predicted B_simple = {fmt(predicted.b_simple)} (from "
         f"{'the pilot run' if predicted.source == PILOT else 'the trials'}) and the "
-        f"model's B_noise = {fmt(fit.b_noise)}{ci_text(fit.b_noise_ci, fit.confidence)}"
+        f"model's B_noise = {fmt(fit.b_noise)}{_model_ci(report)}"
     )
     times = ratio_text(agreement.ratio)
     if agreement_word(report) == "agrees loosely":
@@ -147,3 +148,11 @@ def agreement_sentence(report: ScalingReport) -> str:
         "size and length, and the fit's notes."
     )
     return verdict + order
+
+
+def _model_ci(report: ScalingReport) -> str:
+    """The model's B_noise interval for a sentence (an open end in words)."""
+    fit, answers = report.noise_scale, report.answers
+    if answers is not None and answers.ok:
+        return f" ({percent(fit.confidence)} CI {answer_span(answers.b_noise)})"
+    return ci_text(fit.b_noise_ci, fit.confidence)

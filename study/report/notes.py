@@ -236,7 +236,7 @@ def _open_interval_notes(answers: Answers) -> list[str]:
     low, high = answers.b_noise.low, answers.b_noise.high
     level = percent(answers.confidence)
     notes = []
-    if math.isinf(high):
+    if answers.b_noise.open_high:
         notes.append(
             f"The {level} interval of B_noise has no upper end (its draws reach the end of the "
             f"range the model searches, {B_NOISE_RANGE:,.0f} x the largest batch size "
@@ -249,7 +249,7 @@ def _open_interval_notes(answers: Answers) -> list[str]:
             f"largest batch size ({fmt(max(sizes))}): the data do not bound B_noise from above; "
             "measure larger batch sizes."
         )
-    if math.isinf(low):
+    if answers.b_noise.open_low:
         notes.append(
             f"The {level} interval of B_noise has no lower end (its draws reach the end of the "
             f"range the model searches, 1/{B_NOISE_RANGE:,.0f} of the smallest batch size "

@@ -19,7 +19,7 @@ from study.analysis.noise_scale import NoiseScaleFit
 from study.analysis.predicted_noise import PILOT
 from study.analysis.regimes import Regimes
 from study.analysis.table import BATCH_SIZE
-from study.report.answer_prose import MODEL, answer_rows, no_answer_sentence
+from study.report.answer_prose import MODEL, answer_rows, answer_span, no_answer_sentence
 from study.report.cross_check_prose import INTRO as CROSS_CHECK_INTRO
 from study.report.formatting import fmt, interval_text, percent, r_squared_text
 from study.report.noise_prose import noise_sentences, predicted_source
@@ -264,7 +264,7 @@ def noise_table(report: ScalingReport) -> Table:
             [
                 "B_noise (model of every trial)",
                 fmt(fit.b_noise),
-                interval_text(fit.b_noise_ci),
+                _model_span(report),
                 f"{percent(fit.confidence)} interval",
             ]
         )
@@ -421,3 +421,11 @@ def _recommendation_rows(report: ScalingReport) -> list[Row]:
             f"{time_basis}; with the measured steps {fmt(rec.measured_time_speedup)}x",
         ),
     ]
+
+
+def _model_span(report: ScalingReport) -> str:
+    """The model's B_noise interval as the answers table writes it (an open end in words)."""
+    answers = report.answers
+    if answers is not None and answers.ok:
+        return answer_span(answers.b_noise)
+    return interval_text(report.noise_scale.b_noise_ci)

@@ -206,11 +206,13 @@ def test_an_end_set_by_the_search_range_is_printed_open(unpinned):
     draws = unpinned.draws(DRAWS, 0)[:, PARAMS.index("log_b_noise")]
     # Over 2.5% of the draws sit on the range's upper end: the 97.5% quantile would be that end.
     assert np.mean(draws >= high) > 0.025
-    assert math.isinf(b_noise.high) and 0 < b_noise.low < max(unpinned.batch_sizes)
+    assert b_noise.open_high and not b_noise.open_low and not b_noise.bounded
+    assert 0 < b_noise.low < max(unpinned.batch_sizes)
+    # The number stays (every surface states the same one); the words say it is no bound.
+    assert b_noise.high == pytest.approx(math.exp(high))
     assert b_noise.text().endswith(f"(at least {b_noise.low:.3g})")
-    assert b_noise.to_dict()["high"] is None and not b_noise.bounded
-    assert "answer/b_noise_high" not in answers.to_metrics()
-    assert answers.to_metrics()["answer/b_noise_low"] == b_noise.low
+    assert b_noise.to_dict()["open"] == "high" and b_noise.to_dict()["high"] == b_noise.high
+    assert answers.to_metrics()["answer/b_noise_high"] == b_noise.high
     # The learning rate's answers are not read from S(B): their ends stay numbers.
     for answer in (answers.alpha, answers.sigma, answers.recommended_lr):
         assert answer.bounded, answer
@@ -218,7 +220,8 @@ def test_an_end_set_by_the_search_range_is_printed_open(unpinned):
 
 def test_a_pinned_study_prints_every_interval_two_sided(surrogate):
     answers = scaling_answers(surrogate, accelerators=8)
-    assert all(a.bounded for a in answers.items() if not a.batch)
+    assert all(a.bounded for a in answers.items())
+    assert all("open" not in a.to_dict() for a in answers.items())
 
 
 def test_open_ends_need_the_draws_beyond_them_to_be_mostly_on_the_range_end():
@@ -227,22 +230,25 @@ def test_open_ends_need_the_draws_beyond_them_to_be_mostly_on_the_range_end():
     values = np.arange(1000.0)
     edge = values >= 980  # 20 of the 25 draws above the 97.5% quantile sit on the range's end
     low, high = _continuous_quantiles(values, 0.025)
-    assert _open_ends(values, edge, low, high) == (low, math.inf)
+    assert _open_ends(values, edge, low, high) == (False, True)
     # 10 of them: the end is still one the other draws set.
-    assert _open_ends(values, values >= 990, low, high) == (low, high)
+    assert _open_ends(values, values >= 990, low, high) == (False, False)
     # Edge draws spread evenly (a parameter that does not follow B_noise): no end opens.
     spread = np.zeros(1000, dtype=bool)
     spread[::3] = True
-    assert _open_ends(values, spread, low, high) == (low, high)
-    assert _open_ends(values, np.zeros(1000, dtype=bool), low, high) == (low, high)
+    assert _open_ends(values, spread, low, high) == (False, False)
+    assert _open_ends(values, np.zeros(1000, dtype=bool), low, high) == (False, False)
     both = (values < 30) | (values >= 970)
-    assert _open_ends(values, both, low, high) == (-math.inf, math.inf)
+    assert _open_ends(values, both, low, high) == (True, True)
 
 
 def test_open_ends_in_words():
-    assert Answer("B_noise", 589.0, 66.0, math.inf).text() == "589 (at least 66)"
-    assert Answer("B_noise", 12.0, -math.inf, 300.0).text() == "12 (at most 300)"
-    assert Answer("B_noise", 8585.0, -math.inf, math.inf).range_text() == (
-        "not bounded by the trials"
+    assert Answer("B_noise", 589.0, 66.0, 5e5, open_high=True).text() == "589 (at least 66)"
+    assert Answer("B_noise", 12.0, 0.008, 300.0, open_low=True).text() == "12 (at most 300)"
+    both = Answer("B_noise", 8585.0, 0.008, 5e5, open_low=True, open_high=True)
+    assert both.range_text() == "not bounded by the trials"
+    assert both.to_dict() == {"estimate": 8585.0, "low": 0.008, "high": 5e5, "open": "both"}
+    # A batch answer's infinite end keeps its own words.
+    assert Answer("b", 512.0, 512.0, math.inf, batch=True).text() == (
+        "512 (512-beyond the measured sizes)"
     )
-    assert Answer("x", 2.0, -math.inf, 3.0).to_dict() == {"estimate": 2.0, "low": None, "high": 3.0}

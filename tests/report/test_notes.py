@@ -110,15 +110,15 @@ def test_an_unbounded_noise_scale_is_said_at_its_confidence(
     assert report.noise_scale.ok
     (note,) = [n for n in report.notes if "do not bound B_noise from above" in n]
     b_noise = report.answers.b_noise
-    assert math.isfinite(b_noise.low)
-    if math.isinf(b_noise.high):  # its draws reach the end of the search range: printed open
+    assert not b_noise.open_low
+    if b_noise.open_high:  # its draws reach the end of the search range: printed open
         assert note.startswith(f"The {level} interval of B_noise has no upper end ")
         assert "1,000 x the largest batch size (64)" in note
         assert b_noise.range_text() == f"at least {b_noise.low:.3g}"
     else:
         assert note.startswith(f"The {level} interval of B_noise reaches ")
         assert "over 10 x the largest batch size (64)" in note
-    assert math.isinf(b_noise.high) == (confidence == 0.95)
+    assert b_noise.open_high == (confidence == 0.95)
 
 
 def test_each_kind_of_note_on_its_own() -> None:

@@ -15,13 +15,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from study.report.formatting import fmt, span_text
 
-__all__ = ["agreement", "at_tolerance", "overlap"]
+if TYPE_CHECKING:  # pragma: no cover
+    from study.analysis.answers import Answer
+
+__all__ = ["agreement", "answer_triple", "at_tolerance", "overlap"]
 
 Triple = tuple[float, float, float]
+
+
+def answer_triple(answer: Answer | None) -> Triple | None:
+    """A study's answer as ``(estimate, low, high)``; an end the trials do not set
+    (`Answer.open_low` / ``open_high``: B_noise's search range) is infinite, no bound to reach
+    past or to agree with."""
+    if answer is None:
+        return None
+    low = -math.inf if answer.open_low else float(answer.low)
+    high = math.inf if answer.open_high else float(answer.high)
+    return float(answer.estimate), low, high
 
 
 def at_tolerance(b_noise: Triple, tolerance: float) -> Triple:

@@ -13,6 +13,7 @@ from typing import Any
 from study.commands.records import from_flags
 from study.config.study import StudyConfig
 from study.errors import ExitCode
+from study.ext.branch.agreement import answer_triple
 from study.ext.branch.defaults import StudyEvidence
 from study.ext.branch.section import branch_of
 
@@ -93,9 +94,7 @@ def fitted_rule(
 
 
 def _triple(answer: Any) -> tuple[float, float, float] | None:
-    if answer is None:
-        return None
-    return float(answer.estimate), float(answer.low), float(answer.high)
+    return answer_triple(answer)
 
 
 def _first_crossing(trial: Any, config: StudyConfig) -> int | None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from study.config.schedule import BatchSchedule
-from study.ext.branch.agreement import agreement
+from study.ext.branch.agreement import agreement, answer_triple
 from study.ext.branch.cbs import (
     BRANCH_COLUMNS,
     CbsCost,
@@ -291,15 +291,13 @@ def report_cbs(ledger: Ledger, config: StudyConfig | None, report: ScalingReport
         ],
         columns=["steps_run", "examples_run"],
     )
-    fit = report.noise_scale
-    b_noise = (fit.b_noise, *fit.b_noise_ci) if fit.ok else None
-    critical = report.answers.critical_batch if report.answers is not None else None
+    answers = report.answers if report.answers is not None and report.answers.ok else None
     return cbs_report(
         *frames,
         config,
         study_trials=trials,
-        b_noise=b_noise,
-        critical=None if critical is None else (critical.estimate, critical.low, critical.high),
+        b_noise=None if answers is None else answer_triple(answers.b_noise),
+        critical=None if answers is None else answer_triple(answers.critical_batch),
     )
 
 

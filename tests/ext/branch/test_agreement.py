@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from study.ext.branch.agreement import agreement, at_tolerance, overlap
+from study.analysis.answers import Answer
+from study.ext.branch.agreement import agreement, answer_triple, at_tolerance, overlap
 
 PLAN = {"batch_sizes": [16, 128, 1024], "target_examples": 26480}
 
@@ -65,3 +66,8 @@ def test_a_study_b_noise_printed_open_is_compared_as_at_least() -> None:
     assert "agrees with the study's B_noise 900 (at least 400)" in lines[0]
     lines = agreement(row(200, 150, 260), PLAN, (900, 400, math.inf), None, (0.5, "progress"))
     assert "from the study's B_noise 900 (at least 400)" in lines[0]
+    # A study's answer with an open end reaches the branches as an infinite one.
+    answer = Answer("B_noise", 900.0, 400.0, 512_000.0, open_high=True)
+    assert answer_triple(answer) == (900.0, 400.0, math.inf)
+    assert answer_triple(Answer("B_noise", 900.0, 400.0, 1000.0)) == (900.0, 400.0, 1000.0)
+    assert answer_triple(None) is None
