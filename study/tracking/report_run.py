@@ -42,7 +42,8 @@ def attach_report(
         from mlflow.entities import Metric, RunTag
         from mlflow.tracking import MlflowClient
 
-        from study.tracking.study_tracker import parent_runs, set_answer
+        from study.tracking.parents import parent_runs
+        from study.tracking.study_tracker import set_answer
 
         client = MlflowClient(tracking_uri=uri)
         experiment = client.get_experiment_by_name(study)

@@ -48,6 +48,7 @@ from study.tracking.dataset_input import dataset_input, log_dataset
 from study.tracking.descriptions import NOTE, with_answer, with_question
 from study.tracking.jobs import BackgroundJobs, Job
 from study.tracking.mlflow_logger import RUN_STATUS, MlflowLogger, summary_points
+from study.tracking.parents import PARENT_ROLE, parent_runs, settled_parent
 from study.tracking.trial_runs import (
     NAME_TAG,
     TRIAL_ROLE,
@@ -61,18 +62,9 @@ from study.tracking.trial_runs import (
 )
 from study.tracking.views import view_tag, view_value
 
-PARENT_ROLE = "parent"
 #: How long after its submission a background job runs at the earliest, in seconds: a trial
 #: that ends within it after it starts is written whole, with the others ended by then.
 LINGER_S = 1.0
-
-
-def parent_runs(client: MlflowClient, experiment_id: str) -> list[Any]:
-    """The parent runs of a study's experiment, oldest first (normally exactly one)."""
-    runs = client.search_runs(
-        [experiment_id], filter_string=f"tags.`study.role` = '{PARENT_ROLE}'", max_results=50
-    )
-    return sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id))
 
 
 def study_params(
@@ -107,6 +99,8 @@ class StudyTracker:
         self.study = study
         self.experiment_id = self.logger.experiment_id(study)
         self.parent_run_id: str | None = None
+        #: The parent run this process created, until `settled_parent` has confirmed it.
+        self._unsettled: str | None = None
         self._runs: dict[str, str] = {}
         #: Keys of the trials this tracker logged (or found logged): each is logged once.
         self._logged: set[str] = set()
@@ -146,9 +140,17 @@ class StudyTracker:
         self._jobs.catch_up = lambda: self.repair(ledger, config, strata())
 
     def submit(self, job: Job, key: str | None = None) -> None:
-        """Run ``job`` in the background; with a ``key``, only the newest queued job of that
-        key runs (`BackgroundJobs.submit`)."""
-        self._jobs.submit(job, key)
+        """Run ``job`` in the background, after settling a parent run this process created
+        (`settled_parent`); with a ``key``, only the newest queued job of that key runs
+        (`BackgroundJobs.submit`)."""
+
+        def settled() -> None:
+            mine, self._unsettled = self._unsettled, None
+            if mine is not None:
+                self.parent_run_id = settled_parent(self.logger.client, self.experiment_id, mine)
+            job()
+
+        self._jobs.submit(settled, key)
 
     def flush(self) -> None:
         self._jobs.flush()
@@ -179,6 +181,7 @@ class StudyTracker:
             if keep != run_id:
                 client.delete_run(run_id)
             else:
+                self._unsettled = run_id
                 self.logger.log_params(run_id, params)
                 for path, text in artifacts.items():
                     client.log_text(run_id, text, path)
@@ -206,9 +209,8 @@ class StudyTracker:
     def describe_answer(self, answer: str | None, report: str | None = None) -> None:
         """Write ``answer`` (the terminal's answer line; None: no answer) and where the report
         is into the answer section of the parent run's description, in the background."""
-        run_id = self.parent_run_id
-        if run_id:
-            self.submit(lambda: set_answer(self.logger.client, run_id, answer, report))
+        if self.parent_run_id:
+            self.submit(lambda: set_answer(self.logger.client, self.parent_run_id, answer, report))
 
     def _parents(self) -> list[Any]:
         return parent_runs(self.logger.client, self.experiment_id)
@@ -219,11 +221,11 @@ class StudyTracker:
         ``summary`` maps a metric key to a number (logged at step 0) or to ``{step: number}``
         (e.g. ``{"best_steps": {32: 180.0, 128: 100.0}}``: a chart against batch size).
         """
-        run_id = self.parent_run_id
-        if not run_id:
+        if not self.parent_run_id:
             return
 
         def job() -> None:
+            run_id = str(self.parent_run_id)
             if summary:
                 self.logger.log_metrics(run_id, summary_points(summary))
             self.logger.client.set_terminated(run_id, status=status)

@@ -101,3 +101,43 @@ def test_the_data_reach_every_trial_and_the_parent_once_even_when_resumed(
         )
     view = client.get_experiment(first.experiment_id).tags[view_tag()]
     assert json.loads(json.loads(view)["state"])["runsExpanded"] == {parent: True}
+
+
+def test_a_parent_run_another_process_created_in_the_same_moment_is_adopted(tmp_path) -> None:
+    # Two processes searched at once and found no parent; this one kept its own run, the other
+    # process's run (older) landed just after this one's search. Before logging anything
+    # under its parent, this tracker adopts the oldest and deletes its own.
+    uri = f"sqlite:///{tmp_path / 'race.db'}"
+    name = "race"
+    tracker = StudyTracker(uri, name)
+    mine = tracker.ensure_parent({"study": name}, {})
+    client = MlflowClient(uri)
+    started = client.get_run(mine).info.start_time
+    other = client.create_run(
+        tracker.experiment_id,
+        start_time=started - 1000,
+        tags={"study.role": "parent", "study.name": name},
+    ).info.run_id
+    tracker.finish_trial(finished(0), tabular_spec(batch_size=64))
+    tracker.end_parent("FINISHED")
+    tracker.close()
+
+    assert tracker.parent_run_id == other
+    assert client.get_run(mine).info.lifecycle_stage == "deleted"
+    (trial,) = [
+        r
+        for r in client.search_runs([tracker.experiment_id])
+        if r.data.tags.get("study.role") != "parent"
+    ]
+    assert trial.data.tags["mlflow.parentRunId"] == other
+    assert client.get_run(other).info.status == "FINISHED"
+
+
+def test_a_parent_run_no_other_process_raced_is_kept(tmp_path) -> None:
+    uri = f"sqlite:///{tmp_path / 'alone.db'}"
+    tracker = StudyTracker(uri, "alone")
+    mine = tracker.ensure_parent({"study": "alone"}, {})
+    tracker.finish_trial(finished(0), tabular_spec(batch_size=64))
+    tracker.close()
+    assert tracker.parent_run_id == mine
+    assert MlflowClient(uri).get_run(mine).info.lifecycle_stage == "active"

@@ -25,7 +25,7 @@ from mlflow.entities import Metric, Param
 
 from study.errors import UsageError
 from study.tracking.mlflow_logger import MlflowLogger
-from study.tracking.study_tracker import parent_runs
+from study.tracking.parents import parent_runs
 
 __all__ = ["REFERENCE_ROLE", "BranchTracker"]
 
