@@ -141,13 +141,14 @@ class StudyTracker:
 
     def submit(self, job: Job, key: str | None = None) -> None:
         """Run ``job`` in the background, after settling a parent run this process created
-        (`settled_parent`); with a ``key``, only the newest queued job of that key runs
-        (`BackgroundJobs.submit`)."""
+        (`settled_parent`); with a ``key``, only the newest queued job of that key runs."""
 
         def settled() -> None:
             mine, self._unsettled = self._unsettled, None
-            if mine is not None:
-                self.parent_run_id = settled_parent(self.logger.client, self.experiment_id, mine)
+            parent = mine and settled_parent(self.logger.client, self.experiment_id, mine)
+            if parent and parent != mine:
+                self.parent_run_id = parent
+                self._ensure_view(parent)
             job()
 
         self._jobs.submit(settled, key)
@@ -199,8 +200,7 @@ class StudyTracker:
         return run_id
 
     def _ensure_view(self, run_id: str) -> None:
-        """Give the experiment the study's saved view of its trials (`study.tracking.views`)
-        unless it has one that unfolds this parent run already."""
+        """Give the experiment the study's saved view unfolding this parent run (`views`)."""
         client = self.logger.client
         current = client.get_experiment(self.experiment_id).tags.get(view_tag(), "")
         if run_id not in current:

@@ -131,6 +131,8 @@ def test_a_parent_run_another_process_created_in_the_same_moment_is_adopted(tmp_
     ]
     assert trial.data.tags["mlflow.parentRunId"] == other
     assert client.get_run(other).info.status == "FINISHED"
+    # The experiment's saved view unfolds the parent that stays.
+    assert other in client.get_experiment(tracker.experiment_id).tags[view_tag()]
 
 
 def test_a_parent_run_no_other_process_raced_is_kept(tmp_path) -> None:
