@@ -177,8 +177,9 @@ def draw_target_laws(ax: Axes, scaling: TargetScaling) -> Axes:
         if points:
             xs = np.array([x for x, _ in points])
             mid = np.array([a.estimate for _, a in points])
-            low = np.array([a.low for _, a in points])
-            high = np.array([a.high for _, a in points])
+            # An open end (the search range's, "at least ...") draws no arm.
+            low = np.array([a.estimate if a.open_low else a.low for _, a in points])
+            high = np.array([a.estimate if a.open_high else a.high for _, a in points])
             label = "B_noise" if name == "b_noise" else "critical batch size"
             yerr = [_arm(mid - low), _arm(high - mid)]
             ax.errorbar(xs, mid, yerr=yerr, fmt="o", color=color, capsize=3, label=label)
@@ -227,8 +228,7 @@ def _near_estimates(ax: Any, scaling: TargetScaling) -> None:
 
 
 def _arm(length: np.ndarray) -> np.ndarray:
-    """An error bar's arm: an open end of the interval (infinite) or a negative one drawn as
-    none (the table beside it says "at least ...")."""
+    """An error bar's arm: an infinite or negative one drawn as none."""
     length = np.asarray(length, dtype=float)
     return np.where(np.isfinite(length), np.maximum(length, 0.0), 0.0)
 
