@@ -239,6 +239,7 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
     with ledger.recent():  # the set-up reads each stratum once (the tuners, repair, progress)
         # KerasTuner's oracle in a process of its own: the host never imports TensorFlow.
         lineup = build_lineup(options.tuner, config, ledger, oracle=OracleProcess)
+        lineup.warm()  # KerasTuner's oracle process starts while the set-up and first trials run
         # A tracking server that goes away while the run starts is waited for, like the storage.
         tracker = patiently(lambda: StudyTracker(uri, config.name), masked(uri), uri)
         patiently(

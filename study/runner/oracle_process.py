@@ -5,14 +5,17 @@ a host, which only proposes and records, would pay on top of its trainer workers
 `OracleProcess` (a `study.tuners.keras_tuner_backend.OracleClient`) runs a
 `study.tuners.keras_tuner_oracle.OracleWorker` in a worker process started like the trainer
 workers (`study.runner.spawning`: on Linux forked from the server that imported TensorFlow
-already, so it is ready in a fraction of a second). It starts on the first KerasTuner proposal
-and ends with the run (or with the host: its end of the pipe closes). A call whose process died
+already, so it is ready in a fraction of a second). A run starts it in the background as its
+trials begin (`warm`: KerasTuner's import, about a second, then overlaps the first trials instead
+of holding up the first KerasTuner proposal); otherwise the first call starts it. It ends with
+the run (or with the host: its end of the pipe closes). A call whose process died
 (killed with the host's process group, say) starts another and is asked once more; a redraw,
 which needs the draw the dead process held, fails naming the process's end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from typing import Any
@@ -25,13 +28,15 @@ _STOP_TIMEOUT_S = 5.0
 
 
 class OracleProcess:
-    """The oracle of ``config``'s study in a process of its own, started on the first call."""
+    """The oracle of ``config``'s study in a process of its own, started by `warm` or on the
+    first call."""
 
     def __init__(self, config: StudyConfig) -> None:
         self.config = config
         self._lock = threading.Lock()
         self._conn: Any = None
         self._process: Any = None
+        self._closed = False
 
     def call(self, method: str, *args: Any) -> Any:
         """``OracleWorker.<method>(*args)`` in the oracle process.
@@ -60,9 +65,21 @@ class OracleProcess:
                 return value
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def warm(self) -> None:
+        """Start the process now, from a thread of its own, without waiting for it: the first
+        call then finds it ready (or waits for the start under way). A start that fails here is
+        made again by the first call, which says why."""
+        threading.Thread(target=self._warm, name="study-oracle-warm", daemon=True).start()
+
+    def _warm(self) -> None:
+        with self._lock, contextlib.suppress(Exception):
+            if not self._closed:  # a run that ended before this thread got the lock
+                self._started()
+
     def close(self) -> None:
         """End the oracle process (if it was started)."""
         with self._lock:
+            self._closed = True
             self._stop()
 
     @property

@@ -101,6 +101,9 @@ class TunerBackend(abc.ABC):
     def adopt(self, slot: Slot, proposal: Proposal) -> None:  # noqa: B027
         """Hear that another backend's ``proposal`` took ``slot``."""
 
+    def warm(self) -> None:  # noqa: B027
+        """Start, in the background, what the first proposal needs (a process, say)."""
+
     def close(self) -> None:  # noqa: B027
         """Release resources (files, locks)."""
 

@@ -60,9 +60,12 @@ __all__ = ["HYPERBAND", "KT_TRIAL", "LR_WINDOW", "KerasTunerBackend", "OracleCli
 
 class OracleClient(Protocol):
     """Where the oracle runs: ``call("draw", request)`` and ``call("redraw", attempt)`` on an
-    `study.tuners.keras_tuner_oracle.OracleWorker` for the study; `close` releases it."""
+    `study.tuners.keras_tuner_oracle.OracleWorker` for the study; `warm` starts what the first
+    call needs without waiting for it; `close` releases it."""
 
     def call(self, method: str, *args: Any) -> Any: ...
+
+    def warm(self) -> None: ...
 
     def close(self) -> None: ...
 
@@ -145,6 +148,17 @@ class KerasTunerBackend(TunerBackend):
         return out
 
     # -- the backend contract -------------------------------------------------------------
+    def warm(self) -> None:
+        """Make the oracle's client and have it start its process in the background (the run's
+        `study.runner.oracle_process.OracleProcess` imports KerasTuner there while the first
+        trials train). The client comes from ``oracle``: `local_oracle` imports KerasTuner
+        here."""
+        with self._lock:
+            if self._oracle is None:
+                self._oracle = self._make_oracle(self.config)
+            oracle = self._oracle
+        oracle.warm()
+
     def propose(self, slot: Slot, history: History) -> Proposal | None:
         stratum = slot.stratum
         trials = self.ledger.trials(stratum)

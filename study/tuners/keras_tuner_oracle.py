@@ -184,6 +184,9 @@ class LocalOracle:
     def call(self, method: str, *args: Any) -> Any:
         return getattr(self.worker, method)(*args)
 
+    def warm(self) -> None:
+        """Nothing to start: the oracle is this process's."""
+
     def close(self) -> None:
         """Nothing to release."""
 

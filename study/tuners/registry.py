@@ -88,6 +88,11 @@ class Lineup:
                     return backend, proposal
         raise RuntimeError(f"no tuner proposed a trial for {slot.stratum}#{slot.number}")
 
+    def warm(self) -> None:
+        """Have every backend start what its first proposal needs (`TunerBackend.warm`)."""
+        for backend in self.backends:
+            backend.warm()
+
     def close(self) -> None:
         for backend in self.backends:
             backend.close()

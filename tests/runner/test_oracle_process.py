@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,6 +108,49 @@ def test_close_ends_the_process(oracle: OracleProcess) -> None:
     assert oracle.pid is None
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_warm_starts_the_process_without_a_call(oracle: OracleProcess) -> None:
+    oracle.warm()
+    deadline = time.monotonic() + 60
+    while oracle.pid is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = oracle.pid
+    assert pid is not None and pid != os.getpid()
+
+    assert oracle.call("draw", DrawRequest(STRATUM, None, 0, ())) is not None
+    assert oracle.pid == pid  # the first call used the process warm started
+
+
+def test_warm_after_close_starts_nothing() -> None:
+    oracle = OracleProcess(parse_study(STUDY, "oracle.yaml"))
+    oracle.close()
+    oracle.warm()
+    time.sleep(0.5)
+    assert oracle.pid is None
+
+
+def test_a_lineup_warms_its_keras_tuner_oracle(tmp_path: Path) -> None:
+    from study.tuners.registry import build_lineup
+
+    config = parse_study(STUDY, "oracle.yaml")
+    made: list[OracleProcess] = []
+
+    def oracle(c: object) -> OracleProcess:
+        made.append(OracleProcess(config))
+        return made[-1]
+
+    lineup = build_lineup("both", config, Ledger.open(str(tmp_path / "j"), "oracle"), oracle)
+    try:
+        lineup.warm()
+        assert len(made) == 1
+        deadline = time.monotonic() + 60
+        while made[0].pid is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert made[0].pid is not None
+    finally:
+        lineup.close()
+    assert made[0].pid is None
 
 
 HOST = """
