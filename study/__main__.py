@@ -1,3 +1,3 @@
-from study.cli import main
+from study.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -69,3 +69,24 @@ def test_a_study_file_named_dots_is_refused_at_load(
     assert out == "" and err.count("\n") == 1
     assert err.startswith("study run: error: q.yaml: name must be ") and "(got '..')" in err
     assert [p.name for p in files_under(work.parent.parent)] == ["inner", "work", "q.yaml"]
+
+
+def test_the_command_exits_with_mains_status_and_freezes_the_heap_last(
+    work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import atexit
+    import gc
+    import sys
+
+    from study import cli as module
+
+    registered: list[object] = []
+    monkeypatch.setattr(atexit, "register", registered.append)
+    monkeypatch.setattr(sys, "argv", ["study", "status", "."])
+
+    with pytest.raises(SystemExit) as exited:
+        module.entry()
+
+    assert exited.value.code == 2  # `main`'s status for a study named "."
+    assert "not dots alone" in capsys.readouterr().err
+    assert registered == [gc.freeze]  # the first exit handler, so the last to run
