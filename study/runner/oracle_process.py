@@ -37,6 +37,7 @@ class OracleProcess:
         self._conn: Any = None
         self._process: Any = None
         self._closed = False
+        self._answered = False  # the process has answered a call
 
     def call(self, method: str, *args: Any) -> Any:
         """``OracleWorker.<method>(*args)`` in the oracle process.
@@ -53,6 +54,7 @@ class OracleProcess:
                     conn = self._started()
                     conn.send((method, args))
                     ok, value = conn.recv()
+                    self._answered = True
                 except (EOFError, OSError) as exc:
                     self._stop()
                     if attempt == attempts - 1:
@@ -97,10 +99,16 @@ class OracleProcess:
         return self._conn
 
     def _stop(self) -> None:
-        conn, process = self._conn, self._process
+        """End the process: once it has answered, by closing its pipe and waiting for it; one
+        that never answered (started by `warm`, maybe still importing KerasTuner) holds nothing
+        and is killed at once, so a run with nothing to propose does not wait for its import."""
+        conn, process, answered = self._conn, self._process, self._answered
         self._conn = self._process = None
+        self._answered = False
         if conn is not None:
             conn.close()  # the process sees the end of its pipe and returns
+        if process is not None and not answered and process.is_alive():
+            process.kill()
         if process is not None:
             process.join(_STOP_TIMEOUT_S)
             if process.is_alive():

@@ -186,3 +186,21 @@ def test_a_host_proposing_for_keras_tuner_imports_no_tensorflow(tmp_path: Path) 
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[-2] == "['optuna', 'keras-tuner'] False False False"
+
+
+def test_closing_a_warmed_process_that_never_answered_does_not_wait_for_it() -> None:
+    oracle = OracleProcess(parse_study(STUDY, "oracle.yaml"))
+    oracle.warm()
+    deadline = time.monotonic() + 60
+    while oracle.pid is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    pid = oracle.pid
+    assert pid is not None
+
+    began = time.monotonic()
+    oracle.close()
+
+    assert time.monotonic() - began < 2.0
+    assert oracle.pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
