@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,7 +127,9 @@ def test_warm_after_close_starts_nothing() -> None:
     oracle = OracleProcess(parse_study(STUDY, "oracle.yaml"))
     oracle.close()
     oracle.warm()
-    time.sleep(0.5)
+    for thread in threading.enumerate():
+        if thread.name == "study-oracle-warm":
+            thread.join(60)  # the warm thread has done what it was going to do
     assert oracle.pid is None
 
 
