@@ -59,6 +59,14 @@ def proposals(backend: KerasTunerBackend, ledger: Ledger, count: int) -> list[fl
     return rates
 
 
+def started_pid(oracle: OracleProcess, timeout: float = 60.0) -> int | None:
+    """The oracle's process id once `OracleProcess.warm` has started it (None at ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while oracle.pid is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # polled: the warm thread sets it
+    return oracle.pid
+
+
 def test_it_proposes_what_the_oracle_proposes_in_this_process(
     tmp_path: Path, oracle: OracleProcess
 ) -> None:
@@ -113,10 +121,7 @@ def test_close_ends_the_process(oracle: OracleProcess) -> None:
 
 def test_warm_starts_the_process_without_a_call(oracle: OracleProcess) -> None:
     oracle.warm()
-    deadline = time.monotonic() + 60
-    while oracle.pid is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    pid = oracle.pid
+    pid = started_pid(oracle)
     assert pid is not None and pid != os.getpid()
 
     assert oracle.call("draw", DrawRequest(STRATUM, None, 0, ())) is not None
@@ -147,10 +152,7 @@ def test_a_lineup_warms_its_keras_tuner_oracle(tmp_path: Path) -> None:
     try:
         lineup.warm()
         assert len(made) == 1
-        deadline = time.monotonic() + 60
-        while made[0].pid is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert made[0].pid is not None
+        assert started_pid(made[0]) is not None
     finally:
         lineup.close()
     assert made[0].pid is None
@@ -194,10 +196,7 @@ def test_a_host_proposing_for_keras_tuner_imports_no_tensorflow(tmp_path: Path) 
 def test_closing_a_warmed_process_that_never_answered_does_not_wait_for_it() -> None:
     oracle = OracleProcess(parse_study(STUDY, "oracle.yaml"))
     oracle.warm()
-    deadline = time.monotonic() + 60
-    while oracle.pid is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    pid = oracle.pid
+    pid = started_pid(oracle)
     assert pid is not None
 
     began = time.monotonic()
