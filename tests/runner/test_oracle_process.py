@@ -60,10 +60,10 @@ def proposals(backend: KerasTunerBackend, ledger: Ledger, count: int) -> list[fl
 
 
 def started_pid(oracle: OracleProcess, timeout: float = 60.0) -> int | None:
-    """The oracle's process id once `OracleProcess.warm` has started it (None at ``timeout``)."""
-    deadline = time.monotonic() + timeout
-    while oracle.pid is None and time.monotonic() < deadline:
-        time.sleep(0.01)  # polled: the warm thread sets it
+    """The oracle's process id once `OracleProcess.warm`'s thread has done its work."""
+    for thread in threading.enumerate():
+        if thread.name == "study-oracle-warm":
+            thread.join(timeout)
     return oracle.pid
 
 
@@ -132,10 +132,7 @@ def test_warm_after_close_starts_nothing() -> None:
     oracle = OracleProcess(parse_study(STUDY, "oracle.yaml"))
     oracle.close()
     oracle.warm()
-    for thread in threading.enumerate():
-        if thread.name == "study-oracle-warm":
-            thread.join(60)  # the warm thread has done what it was going to do
-    assert oracle.pid is None
+    assert started_pid(oracle) is None  # the warm thread has done what it was going to do
 
 
 def test_a_lineup_warms_its_keras_tuner_oracle(tmp_path: Path) -> None:
