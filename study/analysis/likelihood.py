@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import special
+from scipy import optimize, special, stats
 
 from study.analysis.crossings import PREVIOUS_STEP
-from study.analysis.fitting import MIN_BATCH_SIZES
+from study.analysis.fitting import MIN_BATCH_SIZES, value_and_gradient
 from study.analysis.parameters import PARAMS, Param
 from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE
 
@@ -318,3 +318,26 @@ def _log_between(a: np.ndarray, b: np.ndarray, tau: np.ndarray) -> np.ndarray:
     hi = np.where(upper, _log_cdf(-a, tau), _log_cdf(b, tau))
     lo = np.where(upper, _log_cdf(-b, tau), _log_cdf(a, tau))
     return hi + np.log1p(-np.exp(np.minimum(lo - hi, -1e-12)))
+
+
+def misfit_p_value(data: Trials, theta: np.ndarray, fun: float, levels: int) -> float:
+    """p-value of S(B) against free log steps per batch size: offsets on every batch size that
+    reached the target (``n`` levels against S(B)'s ``levels``, two or three with the knee:
+    ``n - levels`` degrees of freedom), the learning-rate model and the noise held at the fit
+    ``theta``, whose negative log-likelihood is ``fun``."""
+    sizes = np.unique(data.b[data.kind != CENSORED])
+    if sizes.size < levels + 1:
+        return math.nan
+    index = np.searchsorted(sizes, data.b)
+    known = np.isin(data.b, sizes)
+    safe = np.minimum(index, sizes.size - 1)
+
+    def nll(deltas: np.ndarray) -> np.ndarray:
+        thetas = np.repeat(theta[None, :], len(deltas), axis=0)
+        return -log_likelihoods(thetas, data, np.where(known, deltas[:, safe], 0.0))
+
+    result = optimize.minimize(
+        lambda d: value_and_gradient(nll, d), np.zeros(sizes.size), jac=True, method="L-BFGS-B"
+    )
+    gain = max(0.0, 2.0 * (fun - result.fun))
+    return float(stats.chi2.sf(gain, df=sizes.size - levels))

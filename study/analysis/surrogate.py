@@ -35,9 +35,9 @@ the trials scatter more than the model says, and to a random effect per batch si
 batch sizes scatter about the best-rate curve or S(B) more than their trials say
 (`study.analysis.covariance`); `Surrogate.draws` samples parameters from it for the intervals
 of every answer derived from the model (`study.analysis.answers`): a Student-t of the fit's
-residual degrees of freedom (few trials leave few to measure the noise with), mixed with
-McCandlish et al.'s curve (the knee held at q = 1) by its Akaike weight. The tests of a bend and
-of a sharp bottom read their likelihood ratios on the same degrees of freedom.
+residual degrees of freedom (few trials leave few to measure the noise with), mixed with the
+fits whose knee is held at either end of its range (`SOFT_PENALTY`, `SHARP_PENALTY`). The tests
+of a bend and of a sharp bottom read their likelihood ratios on the same degrees of freedom.
 
 Thin data never raises: the result has ``ok=False`` and a ``reason``.
 """
@@ -51,9 +51,11 @@ from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, stats
+from scipy import optimize
 
 from study.analysis.covariance import (
+    SHARP_PENALTY,
+    SOFT_PENALTY,
     Component,
     is_free,
     parameter_covariance,
@@ -69,9 +71,9 @@ from study.analysis.likelihood import (
     Trials,
     capped_log_likelihoods,
     log_best_lr,
-    log_likelihoods,
     mean_log_steps,
     mean_log_steps_gradient,
+    misfit_p_value,
     steps_curve,
 )
 from study.analysis.parameters import DECLARED, PARAMS, Param, declared, start_vector
@@ -142,8 +144,9 @@ class Surrogate:
     ``effective_trials`` and ``dof`` (the trials' information in exact observations and what is
     left of it to measure the noise, `study.analysis.covariance.residual_dof`); ``bounds``
     (each parameter's ``(low, high)`` in the fit; draws stay within them); ``knee_held``
-    (McCandlish et al.'s curve, the fit with the knee held at q = 1, and its Akaike weight; None
-    when the fit read q = 1 itself or the knee was held).
+    (McCandlish et al.'s curve, the fit with the knee held at q = 1) and ``knee_sharp`` (held
+    at q = 8), with their weights (`SOFT_PENALTY`, `SHARP_PENALTY`); None when the fit read
+    q = 1 itself or held the knee, ``knee_sharp`` also when it read q = 8.
     Properties give the parameters by name.
     """
 
@@ -169,6 +172,7 @@ class Surrogate:
     dof: float = math.inf
     bounds: tuple[tuple[float, float], ...] = ()
     knee_held: Component | None = None
+    knee_sharp: Component | None = None
 
     def value(self, name: str | Param) -> float:
         """The estimate of one parameter, by `Param` or name (``"log_b_noise"``)."""
@@ -213,14 +217,15 @@ class Surrogate:
 
     def draws(self, n: int, rng: np.random.Generator | int = 0) -> np.ndarray:
         """``n`` parameter vectors (rows, `PARAMS`): `study.analysis.covariance.sample`'s
-        Student-t around the estimate, mixed with `knee_held` in its weight's share of the
-        draws, within `bounds` (the knee's q from McCandlish et al.'s 1 to a corner: beyond
-        them is the approximation's tail, not a curve)."""
+        Student-t around the estimate, mixed with `knee_held` and `knee_sharp` in their weights'
+        share of the draws, within `bounds` (the knee's q from McCandlish et al.'s 1 to a
+        corner: beyond them is the approximation's tail, not a curve)."""
         rng = np.random.default_rng(rng)
         parts = [Component(1.0, self.theta, self.covariance, self.dof)]
-        if self.knee_held is not None:
-            parts = [dataclasses.replace(parts[0], weight=1.0 - self.knee_held.weight)]
-            parts.append(self.knee_held)
+        held = [c for c in (self.knee_held, self.knee_sharp) if c is not None]
+        if held:
+            parts = [dataclasses.replace(parts[0], weight=1.0 - sum(c.weight for c in held))]
+            parts.extend(held)
         bounds = np.array(self.bounds or [(-math.inf, math.inf)] * len(PARAMS))
         bounds[Param.LOG_KNEE] = np.clip(bounds[Param.LOG_KNEE], *_KNEE_BOUNDS)
         counts = rng.multinomial(n, [p.weight for p in parts])
@@ -247,6 +252,7 @@ class _Options:
     knee: bool
     heavy_tails: bool
     smooth: bool = False
+    knee_at: float = 0.0  # with ``knee=False``: where the knee is held (log q)
 
 
 @one_blas_thread
@@ -319,7 +325,7 @@ def fit_surrogate(
         effective_trials=n_eff,
         dof=dof,
         bounds=tuple(bounds),
-        knee_held=_knee_held(data, chosen, options),
+        **_knee_readings(data, chosen, options),
     )
 
 
@@ -334,30 +340,38 @@ def _test(data: Trials, larger: np.ndarray, options: _Options, gain: float) -> f
     return ratio_p_value(2.0 * gain, n_eff, dof)
 
 
-def _knee_held(data: Trials, chosen: optimize.OptimizeResult, opts: _Options) -> Component | None:
-    """McCandlish et al.'s curve (the fit with the knee held at q = 1) as a `Component` whose
-    weight is its Akaike weight against the fit, ``1 / (1 + exp(ratio / 2 - 1))`` for the
-    likelihood ratio ``ratio`` of the knee (0.73 when the data cannot tell them apart, 0.27 at
-    a ratio of 4, 0.03 at 9); None when the fit read q = 1 or held the knee. Its covariance's
-    sandwich leaves out the curvature's flat directions (`parameter_covariance`'s ``pinned``).
-
-    A few batch sizes seldom pin the knee: with McCandlish's curve as the truth, 7 batch sizes
-    read q above 1.2 in 14% of the studies, whose critical batch sizes held the truth 14-73% of
-    the time (91% of all studies); mixed with the held fit, 97% (`benchmarks/answer_coverage.py`,
-    condition A; the step speed-up 91% and 97%).
+def _knee_readings(
+    data: Trials, chosen: optimize.OptimizeResult, opts: _Options
+) -> dict[str, Component | None]:
+    """The fit with the knee held at each end of its range, McCandlish et al.'s q = 1
+    (``knee_held``) and the sharp end, q = 8 (``knee_sharp``), as `Component` s whose weights
+    are their likelihoods relative to the fit's, the soft end's times ``exp(-SOFT_PENALTY)``,
+    shared with the fit (`KNEE_READINGS`). None when the fit read q = 1 (its draws stay on
+    the bound's side, `FLOORED`) or held the knee; no sharp reading when the fit read q = 8.
+    Each covariance's sandwich leaves out the curvature's flat directions
+    (`parameter_covariance`'s ``pinned``).
     """
     if not opts.knee or chosen.x[Param.LOG_KNEE] <= 1e-6:
-        return None
-    held_opts = dataclasses.replace(opts, knee=False)
-    start = chosen.x.copy()
-    start[Param.LOG_KNEE] = 0.0
-    held = _fit(data, held_opts, start=start)
-    bounds = _bounds(data, held_opts)
-    covariance, _ = parameter_covariance(data, held.x, bounds, pinned=True)
-    _, dof = residual_dof(data, held.x, _free(held.x, bounds))
-    ratio = max(0.0, 2.0 * (held.fun - chosen.fun))
-    weight = 1.0 / (1.0 + math.exp(min(ratio / 2.0 - 1.0, 700.0)))
-    return Component(weight, held.x, covariance, dof)
+        return {}
+    ends = {
+        "knee_held": (_KNEE_BOUNDS[0], SOFT_PENALTY),
+        "knee_sharp": (_KNEE_BOUNDS[1], SHARP_PENALTY),
+    }
+    if chosen.x[Param.LOG_KNEE] >= _KNEE_BOUNDS[1] - 1e-6:
+        del ends["knee_sharp"]
+    readings = {}
+    for name, (log_q, penalty) in ends.items():
+        held_opts = dataclasses.replace(opts, knee=False, knee_at=log_q)
+        start = chosen.x.copy()
+        start[Param.LOG_KNEE] = log_q
+        held = _fit(data, held_opts, start=start)
+        bounds = _bounds(data, held_opts)
+        covariance, _ = parameter_covariance(data, held.x, bounds, pinned=True)
+        _, dof = residual_dof(data, held.x, _free(held.x, bounds))
+        gain = min(max(0.0, held.fun - chosen.fun) + penalty, 700.0)
+        readings[name] = Component(math.exp(-gain), held.x, covariance, dof)
+    total = 1.0 + sum(c.weight for c in readings.values())
+    return {k: dataclasses.replace(c, weight=c.weight / total) for k, c in readings.items()}
 
 
 # ------------------------------------------------------------------------------------ pieces
@@ -377,6 +391,8 @@ def _bounds(data: Trials, options: _Options) -> list[tuple[float, float]]:
         out[Param.LOG_C_LOW] = (out[Param.LOG_C_LOW][0], math.log(SMOOTH_C_LOW))
     for held, free in ((Param.BETA, options.bend), (Param.LOG_KNEE, options.knee)):
         out[held] = out[held] if free else (0.0, 0.0)
+    if not options.knee:
+        out[Param.LOG_KNEE] = (options.knee_at, options.knee_at)
     out[Param.TAIL] = out[Param.TAIL] if options.heavy_tails else (0.0, 0.0)
     return [tuple(map(float, out[p])) for p in Param]
 
@@ -428,23 +444,4 @@ def _fit(
 
 
 def _misfit(data: Trials, fit: optimize.OptimizeResult, options: _Options) -> float:
-    """p-value of S(B) against free log steps per batch size: offsets on every batch size that
-    reached the target (``n`` levels against S(B)'s two, three with the knee: ``n - 2`` or
-    ``n - 3`` degrees of freedom), the learning-rate model and the noise held at the fit."""
-    levels = 3 if options.knee else 2
-    sizes = np.unique(data.b[data.kind != CENSORED])
-    if sizes.size < levels + 1:
-        return math.nan
-    index = np.searchsorted(sizes, data.b)
-    known = np.isin(data.b, sizes)
-    safe = np.minimum(index, sizes.size - 1)
-
-    def nll(deltas: np.ndarray) -> np.ndarray:
-        thetas = np.repeat(fit.x[None, :], len(deltas), axis=0)
-        return -log_likelihoods(thetas, data, np.where(known, deltas[:, safe], 0.0))
-
-    result = optimize.minimize(
-        lambda d: value_and_gradient(nll, d), np.zeros(sizes.size), jac=True, method="L-BFGS-B"
-    )
-    gain = max(0.0, 2.0 * (fit.fun - result.fun))
-    return float(stats.chi2.sf(gain, df=sizes.size - levels))
+    return misfit_p_value(data, fit.x, float(fit.fun), 3 if options.knee else 2)

@@ -222,12 +222,34 @@ def method_text(report: ScalingReport) -> str:
         "parameters from their estimated covariance (curvature, widened to a sandwich where "
         "trials scatter more than the model says, each trial read through its leverage, and "
         "to a random effect per batch size), as a Student-t on the fit's residual degrees of "
-        f"freedom, so the trial-to-trial noise is in each. {_open_text(answers)}{seed_text}"
+        f"freedom, so the trial-to-trial noise is in each. {_knee_text(answers)}"
+        f"{_open_text(answers)}{seed_text}"
         "The cross-check reads each batch size's best trial alone: McCandlish et al.'s S(B) = "
         "S_min (1 + B_noise/B) by least squares with profile-likelihood intervals, the regimes "
         "from measured steps, the overhead point by interpolation between measured batch sizes. "
         "Time to result is steps to result times the measured seconds per step (the throughput "
         "probe where it ran, else the trials' own training times)."
+    )
+
+
+def _knee_text(answers: Answers) -> str:
+    """The sentence on the fits with the knee held at its ends that this study's draws mix in
+    (`study.analysis.surrogate.Surrogate.knee_held`, ``knee_sharp``); empty when none is."""
+    model = answers.surrogate if answers.ok else None
+    held = (
+        []
+        if model is None
+        else [(q, c) for q, c in ((1, model.knee_held), (8, model.knee_sharp)) if c]
+    )
+    if not held:
+        return ""
+    shares = [
+        f"q = {q} ({'under 0.1%' if c.weight < 1e-3 else f'{100 * c.weight:.1f}%'} of the draws)"
+        for q, c in held
+    ]
+    return (
+        f"The draws mix in the fit with the knee held at {join_words(shares, last=' and at ')}, "
+        "each weighed by its likelihood relative to the fit's (q = 1's times exp(-1)). "
     )
 
 

@@ -14,7 +14,8 @@ from scipy import stats
 from sim.simulate import StudyDesign, draw_truth, log_best_lr, simulate_trials
 
 from study.analysis.answers import scaling_answers
-from study.analysis.covariance import DOF_FLOOR
+from study.analysis.covariance import DOF_FLOOR, SHARP_PENALTY, SOFT_PENALTY
+from study.analysis.likelihood import Trials, capped_log_likelihoods
 from study.analysis.surrogate import (
     LAST_STEP,
     PARAMS,
@@ -262,32 +263,42 @@ def test_a_small_study_reads_its_likelihood_ratios_on_the_degrees_of_freedom_lef
     assert fit.shape == "power law" and fit.bend_p_value > 0.3
 
 
-def test_the_draws_mix_mccandlishs_curve_by_its_akaike_weight():
+def test_the_draws_mix_the_knee_held_at_both_ends_by_their_likelihoods():
     trials = quickstart_trials(9)
     fit = fit_surrogate(trials, misfit_test=False)
-    held = fit_surrogate(trials, knee=False, misfit_test=False)
+    soft = fit_surrogate(trials, knee=False, misfit_test=False)
     knee = PARAMS.index("log_knee")
+    q_max = math.log(8.0)
 
-    assert fit.knee > 1.2 and fit.knee_held is not None
-    ratio = 2.0 * (fit.log_likelihood - held.log_likelihood)
-    assert fit.knee_held.weight == pytest.approx(1.0 / (1.0 + math.exp(ratio / 2.0 - 1.0)))
-    assert 0.2 < fit.knee_held.weight < 0.8
-    assert fit.knee_held.theta[knee] == 0.0
-    assert fit.knee_held.theta == pytest.approx(held.theta, abs=0.05)
+    assert 1.2 < fit.knee < 8.0 and fit.knee_held is not None and fit.knee_sharp is not None
+    assert fit.knee_held.theta[knee] == 0.0 and fit.knee_sharp.theta[knee] == q_max
+    assert fit.knee_held.theta == pytest.approx(soft.theta, abs=0.05)
+    # Each reading's weight is its likelihood relative to the fit's, the soft one's times
+    # exp(-SOFT_PENALTY), shared with the fit (weight 1 before sharing).
+    sharp_ll = float(capped_log_likelihoods(fit.knee_sharp.theta[None, :], Trials.of(trials))[0])
+    raw = [
+        1.0,
+        math.exp(soft.log_likelihood - fit.log_likelihood - SOFT_PENALTY),
+        math.exp(sharp_ll - fit.log_likelihood - SHARP_PENALTY),
+    ]
+    expected = np.array(raw) / sum(raw)
+    assert [fit.knee_held.weight, fit.knee_sharp.weight] == pytest.approx(expected[1:], rel=1e-6)
+    assert fit.log_likelihood >= max(soft.log_likelihood, sharp_ll) - 1e-6
     draws = fit.draws(20_000, 1)
-    # The held curve's share of draws sits on q = 1, and so do the fit's draws below it.
-    on_mccandlish = np.mean(draws[:, knee] == 0.0)
-    assert on_mccandlish > fit.knee_held.weight
+    # The held curves' shares of the draws sit on their ends, and so do the fit's beyond them.
+    assert np.mean(draws[:, knee] == 0.0) > fit.knee_held.weight
+    assert np.mean(draws[:, knee] == q_max) > fit.knee_sharp.weight
     low, high = np.array(fit.bounds).T
     assert np.all((draws >= low) & (draws <= high))
-    assert not fit_surrogate(trials, knee=False).knee_held  # nothing to mix with
+    held = fit_surrogate(trials, knee=False)
+    assert held.knee_held is None and held.knee_sharp is None  # nothing to mix with
 
 
 def test_a_knee_on_mccandlishs_bound_keeps_a_variance_and_its_draws_stay_above_it():
     fit = fit_surrogate(quickstart_trials(0), misfit_test=False)
     knee = PARAMS.index("log_knee")
 
-    assert fit.knee == 1.0 and fit.knee_held is None
+    assert fit.knee == 1.0 and fit.knee_held is None and fit.knee_sharp is None
     # "No softer than McCandlish's curve": how much sharper the data allow stays in the draws.
     assert fit.covariance[knee, knee] > 0.01
     draws = fit.draws(4000, 2)[:, knee]
@@ -297,7 +308,7 @@ def test_a_knee_on_mccandlishs_bound_keeps_a_variance_and_its_draws_stay_above_i
 def test_few_degrees_of_freedom_widen_the_draws_tails():
     fit = fit_surrogate(quickstart_trials(3), misfit_test=False)
     b_noise = PARAMS.index("log_b_noise")
-    many = dataclasses.replace(fit, dof=math.inf, knee_held=None, bounds=())
+    many = dataclasses.replace(fit, dof=math.inf, knee_held=None, knee_sharp=None, bounds=())
     few = dataclasses.replace(many, dof=1.0)  # read as DOF_FLOOR
 
     spread = [np.subtract(*np.quantile(s.draws(40_000, 4)[:, b_noise], [0.975, 0.025]))

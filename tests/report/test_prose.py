@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from study.analysis.covariance import Component
 from study.report import answer, summary_lines
-from study.report.prose import how_it_was_made
+from study.report.prose import how_it_was_made, method_text
 
 
 def test_the_answer_states_the_question_and_the_fitted_numbers(report) -> None:
@@ -52,3 +55,24 @@ def test_how_it_was_made(make_report, table) -> None:
     assert rows["command"] == "study report synthetic --target 'val_accuracy>=0.6'"
     assert rows["intervals"] == "95%, from the model's parameter draws"
     assert rows["trials"] == "0" and rows["storage"] == "x.journal"
+
+
+def test_the_method_names_the_knee_readings_its_draws_mix_in(report) -> None:
+    model = report.answers.surrogate
+
+    def with_readings(held: Component | None, sharp: Component | None) -> str:
+        surrogate = dataclasses.replace(model, knee_held=held, knee_sharp=sharp)
+        answers = dataclasses.replace(report.answers, surrogate=surrogate)
+        return method_text(dataclasses.replace(report, answers=answers))
+
+    both = with_readings(
+        Component(0.125, model.theta, model.covariance),
+        Component(0.25, model.theta, model.covariance),
+    )
+    assert (
+        "the knee held at q = 1 (12.5% of the draws) and at q = 8 (25.0% of the draws), "
+        "each weighed by its likelihood" in both
+    )
+    soft = with_readings(Component(1e-10, model.theta, model.covariance), None)
+    assert "q = 1 (under 0.1% of the draws)" in soft and "q = 8" not in soft
+    assert "knee held" not in with_readings(None, None)
