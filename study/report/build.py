@@ -55,6 +55,7 @@ from study.report.notes import (
     edge_notes,
     extrapolation_notes,
     fit_notes,
+    knee_notes,
     seed_notes,
     thin_notes,
 )
@@ -151,6 +152,7 @@ def build_report(
         *thin_notes(steps, target),
         *edge_notes(steps, _lr_range(facts)),
         *extrapolation_notes(answers, steps),
+        *knee_notes(answers),
         *fit_notes(recommendation, steps, timed),
         *misfit_notes(answers),
     ]

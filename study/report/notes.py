@@ -6,7 +6,8 @@ Each function returns the notes of one kind (none when there is nothing to say):
 `crossing_notes` (the hold rule, crossings that fell back), `answer_notes` (why the model of every trial has no answer, and what
 would let it answer), `seed_notes` (the spread of steps over training seeds at one point),
 `thin_notes` (batch sizes that never reached the target), `edge_notes` (best learning rates on
-the edge of the searched range) and `fit_notes` (the recommendation's own notes).
+the edge of the searched range), `knee_notes` (a knee the trials do not pin) and `fit_notes`
+(the recommendation's own notes).
 
 Example::
 
@@ -22,11 +23,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from study.analysis.answers import Answers
+from study.analysis.covariance import SHARP_PENALTY, SOFT_PENALTY
 from study.analysis.fitting import MIN_BATCH_SIZES, as_number
 from study.analysis.likelihood import MIN_REACHED, MIN_TRIALS, RATE_CAP
 from study.analysis.measures import FELL_BACK
+from study.analysis.parameters import Param
 from study.analysis.recommend import Recommendation
 from study.analysis.seeds import SeedNoise
 from study.analysis.surrogate import B_NOISE_RANGE
@@ -227,6 +231,42 @@ EXTRAPOLATION = 3.0
 
 _ON_CAP = 0.95
 """A best rate within this share of its cap (`RATE_CAP`) is read as on it."""
+
+
+def knee_notes(answers: Answers) -> list[str]:
+    """Say so when the trials do not pin the knee's sharpness q: the fit with q held at 1 or at
+    8 is within the likelihood ratio's bound of the fit at the answers' confidence (chi-square
+    on one degree of freedom: 3.84 at 95%, a likelihood at least 0.147 of the fit's). Those
+    readings are in the intervals' draws (`study.analysis.surrogate.Surrogate.knee_held`,
+    ``knee_sharp``); the note names their B_noise and what would pin the knee."""
+    model = answers.surrogate if answers.ok else None
+    if model is None:
+        return []
+    bound = math.exp(-0.5 * float(stats.chi2.ppf(answers.confidence, df=1)))
+    readings = [(1, model.knee_held, SOFT_PENALTY), (8, model.knee_sharp, SHARP_PENALTY)]
+    rest = 1.0 - sum(c.weight for _, c, _ in readings if c is not None)
+    close = [
+        f"q = {q} (B_noise {fmt(math.exp(c.theta[Param.LOG_B_NOISE]))})"
+        for q, c, penalty in readings
+        if c is not None and rest > 0 and c.weight / rest * math.exp(penalty) >= bound
+    ]
+    if not close:
+        return []
+    low, high = answers.b_noise.low, answers.b_noise.high
+    inside = [b for b in model.batch_sizes if low / 2 <= b <= 2 * high]
+    advice = (
+        f"more trials at batch sizes {_listed([as_number(b) for b in inside])} would pin it"
+        if len(inside) >= 3
+        else f"batch sizes between {fmt(low)} and {fmt(high)}, where the curve bends, would pin it"
+    )
+    return [
+        f"The trials do not pin the knee's sharpness: the fit reads q = {fmt(model.knee)} "
+        f"(B_noise {fmt(answers.b_noise.estimate)}), and the curve held at "
+        f"{join_words(close, last=' or at ')} fits them within the likelihood's "
+        f"{percent(answers.confidence)} bound. "
+        "The intervals of B_noise, the critical batch size and the speed-up include those "
+        f"readings; {advice}."
+    ]
 
 
 def _open_interval_notes(answers: Answers) -> list[str]:

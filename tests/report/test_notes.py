@@ -189,3 +189,30 @@ def test_a_best_rate_the_model_puts_far_past_the_rates_tried_is_named(make_repor
     wide = steps.assign(lr_max=steps["lr_max"] * 100.0, lr_min=steps["lr_min"] * 100.0)
     (note,) = extrapolation_notes(report.answers, wide)
     assert note.startswith("The model's best learning rate lies far below the lowest rate")
+
+
+def test_a_knee_the_trials_do_not_pin_is_said_with_what_would_pin_it(report) -> None:
+    from study.analysis.covariance import Component
+    from study.analysis.parameters import Param
+    from study.report.notes import knee_notes
+
+    model = report.answers.surrogate
+    theta = model.theta.copy()
+    theta[Param.LOG_B_NOISE] = math.log(500.0)
+
+    def notes(held: float | None, sharp: float | None) -> list[str]:
+        readings = [None if w is None else Component(w, theta, model.covariance)
+                    for w in (held, sharp)]  # fmt: skip
+        surrogate = replace(model, knee_held=readings[0], knee_sharp=readings[1])
+        return knee_notes(replace(report.answers, surrogate=surrogate))
+
+    # The q = 1 reading at 0.3 of the draws beside the fit's 0.7: its likelihood is
+    # 0.3 / 0.7 * e of the fit's, well within the 95% bound (0.147).
+    (note,) = notes(0.3, None)
+    assert note.startswith("The trials do not pin the knee's sharpness: the fit reads q = ")
+    assert "held at q = 1 (B_noise 500) fits them within the likelihood's 95% bound" in note
+    assert "would pin it." in note
+    (both,) = notes(0.3, 0.3)
+    assert "q = 1 (B_noise 500) or at q = 8 (B_noise 500)" in both
+    assert notes(0.01, 0.05) == []  # 0.01 / 0.94 * e and 0.05 / 0.94: outside the bound
+    assert notes(None, None) == []
