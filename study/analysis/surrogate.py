@@ -344,12 +344,12 @@ def _knee_readings(
     data: Trials, chosen: optimize.OptimizeResult, opts: _Options
 ) -> dict[str, Component | None]:
     """The fit with the knee held at each end of its range, McCandlish et al.'s q = 1
-    (``knee_held``) and the sharp end, q = 8 (``knee_sharp``), as `Component` s whose weights
-    are their likelihoods relative to the fit's, the soft end's times ``exp(-SOFT_PENALTY)``,
-    shared with the fit (`KNEE_READINGS`). None when the fit read q = 1 (its draws stay on
-    the bound's side, `FLOORED`) or held the knee; no sharp reading when the fit read q = 8.
-    Each covariance's sandwich leaves out the curvature's flat directions
-    (`parameter_covariance`'s ``pinned``).
+    (``knee_held``) and the sharp end, q = 8 (``knee_sharp``), as components whose weights are
+    their likelihoods relative to the fit's times ``exp(-SOFT_PENALTY)`` and
+    ``exp(-SHARP_PENALTY)``, shared with the fit (which weighs 1). None when the fit read
+    q = 1 (its draws stay on the bound's side, `FLOORED`) or held the knee; no sharp reading
+    when the fit read q = 8. Each covariance's sandwich leaves out the curvature's flat
+    directions (`parameter_covariance`'s ``pinned``).
     """
     if not opts.knee or chosen.x[Param.LOG_KNEE] <= 1e-6:
         return {}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from study.analysis.answers import DRAWS, Answers
+from study.analysis.covariance import SHARP_PENALTY, SOFT_PENALTY
 from study.analysis.fitting import as_number
 from study.analysis.surrogate import B_NOISE_RANGE
 from study.analysis.table import BATCH_SIZE, SEED, STRATEGY
@@ -249,8 +250,16 @@ def _knee_text(answers: Answers) -> str:
     ]
     return (
         f"The draws mix in the fit with the knee held at {join_words(shares, last=' and at ')}, "
-        "each weighed by its likelihood relative to the fit's (q = 1's times exp(-1)). "
+        f"each weighed by its likelihood relative to the fit's{_penalty_text()}. "
     )
+
+
+def _penalty_text() -> str:
+    """`SOFT_PENALTY` and `SHARP_PENALTY` in words: `` (q = 1's times exp(-1))``."""
+    factors = [
+        f"q = {q}'s times exp(-{p:g})" for q, p in ((1, SOFT_PENALTY), (8, SHARP_PENALTY)) if p
+    ]
+    return f" ({join_words(factors, last=' and ')})" if factors else ""
 
 
 def _open_text(answers: Answers) -> str:
