@@ -264,6 +264,7 @@ def fit_surrogate(
     knee: bool = True,
     noise: Noise = "normal",
     start: np.ndarray | None = None,
+    readings: bool = True,
 ) -> Surrogate:
     """Fit the model to every trial of ``trials`` (one row per trial, as `censored_trials`).
 
@@ -273,7 +274,8 @@ def fit_surrogate(
     ``misfit_test=False`` skips the test of S(B) against free steps per batch size (NaN);
     ``knee=False`` holds S(B) at McCandlish et al.'s ``q = 1``; ``noise`` is one of `NOISES`.
     ``start`` (e.g. an earlier fit's ``theta``) is tried besides the usual starting points, so
-    the fit can only be as good or better.
+    the fit can only be as good or better. ``readings=False`` mixes no held knee into the draws
+    (for a caller that reads only the estimate and its covariance: the designer).
 
     Example: trials of a study whose steps follow ``S(B) = 100 (1 + 256 / B)`` near a best rate
     ``0.01 (B / 32) ** 0.5`` give ``b_noise`` near 256 and ``alpha`` near 0.5.
@@ -325,7 +327,7 @@ def fit_surrogate(
         effective_trials=n_eff,
         dof=dof,
         bounds=tuple(bounds),
-        **_knee_readings(data, chosen, options),
+        **(_knee_readings(data, chosen, options) if readings else {}),
     )
 
 

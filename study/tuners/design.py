@@ -320,7 +320,7 @@ def _surprises(model: DesignModel | None, trials: pd.DataFrame) -> bool:
 def _fit_design_model(
     trials: pd.DataFrame, accelerators: int, start: np.ndarray | None = None
 ) -> DesignModel | None:
-    surrogate = fit_surrogate(trials, misfit_test=False, start=start)
+    surrogate = fit_surrogate(trials, misfit_test=False, start=start, readings=False)
     if not surrogate.ok:
         return None
     answers = scaling_answers(surrogate, accelerators=accelerators, draws=200)

@@ -337,3 +337,14 @@ def test_the_best_rate_stays_near_the_rates_tried_where_they_stop_below_it():
     # S(B) at the largest size no lower than the truth's at the capped rate could give.
     measured = kept.loc[kept[BATCH_SIZE] == 1024, "steps_to_target"].min()
     assert fit.steps(1024)[0] > measured / 3.0
+
+
+def test_a_fit_without_readings_has_the_same_estimate_and_covariance():
+    trials = quickstart_trials(9)
+    fit = fit_surrogate(trials, misfit_test=False)
+    bare = fit_surrogate(trials, misfit_test=False, readings=False)
+
+    assert fit.knee_held is not None and fit.knee_sharp is not None
+    assert bare.knee_held is None and bare.knee_sharp is None
+    np.testing.assert_array_equal(bare.theta, fit.theta)
+    np.testing.assert_array_equal(bare.covariance, fit.covariance)
