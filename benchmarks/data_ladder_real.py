@@ -69,23 +69,35 @@ CHECKED = ("b_noise", "critical_batch", "recommended_batch")
 """The answers checked against the verifying study's."""
 
 
-def study_name(seed: int, samples: int, trials: int, target: str, question: str = "mlp") -> str:
+def study_name(
+    seed: int, samples: int, trials: int, target: str, question: str = "mlp", min_batch: int = 0
+) -> str:
     """``ladder-s0-n2500-t8``, with the target's digits after it when it is not `TARGET`
-    (``ladder-s0-n5000-t8-06`` for ``val_accuracy>=0.6``), ``ladder-cnn-...`` for the CNN."""
+    (``ladder-s0-n5000-t8-06`` for ``val_accuracy>=0.6``), ``ladder-cnn-...`` for the CNN,
+    ``-b64`` when the batch sizes below 64 were left out."""
     tag = "" if target == TARGET else "-" + re.sub(r"[^0-9]", "", target)
     prefix = "ladder" if question == "mlp" else f"ladder-{question}"
-    return f"{prefix}-s{seed}-n{samples}-t{trials}{tag}"
+    floor = f"-b{min_batch}" if min_batch else ""
+    return f"{prefix}-s{seed}-n{samples}-t{trials}{tag}{floor}"
 
 
 def write_file(
-    workdir: Path, seed: int, samples: int, trials: int, target: str, question: str = "mlp"
+    workdir: Path,
+    seed: int,
+    samples: int,
+    trials: int,
+    target: str,
+    question: str = "mlp",
+    min_batch: int = 0,
 ) -> Path:
     """The question's study file at ``samples`` for ``seed``, even allocation, ``trials`` per
-    batch size, ``target``."""
+    batch size, ``target``, its batch sizes from ``min_batch`` up."""
     config = yaml.safe_load(QUESTIONS[question].read_text())
     config.pop("allocation", None)
+    space = config["search_space"]
+    space["batch_size"] = [b for b in space["batch_size"] if b >= min_batch]
     config.update(
-        name=study_name(seed, samples, trials, target, question),
+        name=study_name(seed, samples, trials, target, question, min_batch),
         workload_options={**config.get("workload_options", {}), "samples": samples},
         target=target,
         seed=seed,
@@ -115,16 +127,19 @@ def is_complete(workdir: Path, name: str) -> bool:
 
 
 def study_cost(workdir: Path, name: str) -> dict[str, Any]:
-    """The study's trials, training steps (every trial's ``steps_run``) and trials that
-    reached the target."""
+    """The study's trials, training steps (every trial's ``steps_run``), training examples
+    (steps times batch size) and trials that reached the target."""
     from study.ledger import Ledger
 
     ledger = Ledger.open(journal(workdir), name, create=False)
-    done = [t for s in ledger.strata() for t in ledger.trials(s) if t.result is not None]
+    done = [
+        (s.batch_size, t) for s in ledger.strata() for t in ledger.trials(s) if t.result is not None
+    ]
     return {
         "trials": len(done),
-        "steps": int(sum(t.result.steps_run for t in done)),
-        "reached": sum(1 for t in done if t.result.steps_to_target),
+        "steps": int(sum(t.result.steps_run for _, t in done)),
+        "examples": int(sum(b * t.result.steps_run for b, t in done)),
+        "reached": sum(1 for _, t in done if t.result.steps_to_target),
     }
 
 
@@ -134,12 +149,15 @@ def run_all(args: argparse.Namespace, results: dict[str, Any]) -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
     runs = results.setdefault("studies", {})
     for seed in args.seeds:
-        plan = [(n, args.rung_trials) for n in args.rungs] + [(args.verify, args.verify_trials)]
-        for samples, trials in plan:
-            name = study_name(seed, samples, trials, args.target, args.question)
+        plan = [(n, args.rung_trials, args.rung_min_batch) for n in args.rungs]
+        plan.append((args.verify, args.verify_trials, 0))
+        for samples, trials, floor in plan:
+            name = study_name(seed, samples, trials, args.target, args.question, floor)
             if name in runs and is_complete(args.workdir, name):
                 continue
-            file = write_file(args.workdir, seed, samples, trials, args.target, args.question)
+            file = write_file(
+                args.workdir, seed, samples, trials, args.target, args.question, floor
+            )
             started = time.perf_counter()
             run_study(file, args.workdir, "--workers", "1")
             wall = time.perf_counter() - started
@@ -147,6 +165,7 @@ def run_all(args: argparse.Namespace, results: dict[str, Any]) -> None:
                 "seed": seed,
                 "samples": samples,
                 "trials_per_stratum": trials,
+                "min_batch": floor,
                 "target": args.target,
                 "wall_seconds": round(wall, 1),
                 **study_cost(args.workdir, name),
@@ -162,7 +181,10 @@ def read_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     import study
 
     storage = journal(args.workdir)
-    rungs = [study_name(seed, n, args.rung_trials, args.target, args.question) for n in args.rungs]
+    rungs = [
+        study_name(seed, n, args.rung_trials, args.target, args.question, args.rung_min_batch)
+        for n in args.rungs
+    ]
     verify = study_name(seed, args.verify, args.verify_trials, args.target, args.question)
     ladder = study.fit_ladder(rungs, storage=storage, accelerators=ACCELERATORS)
     size = float(study.fit_ladder([*rungs, verify], storage=storage).rungs["data_size"].iloc[-1])
@@ -189,6 +211,8 @@ def read_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
         "cheap_steps": cheap,
         "verifying_steps": costs[verify]["steps"],
         "cheap_over_verifying": cheap / costs[verify]["steps"],
+        "cheap_examples_over_verifying": sum(costs[n]["examples"] for n in rungs)
+        / costs[verify]["examples"],
     }
     if predicted.ok and measured.ok:
         for q in CHECKED:
@@ -214,7 +238,10 @@ def summary_line(row: dict[str, Any]) -> str:
         for q in CHECKED
         if q in v
     )
-    return f"{shown}; cheap/verifying steps {row['cheap_over_verifying']:.2f}"
+    return (
+        f"{shown}; cheap/verifying steps {row['cheap_over_verifying']:.2f}, "
+        f"examples {row['cheap_examples_over_verifying']:.2f}"
+    )
 
 
 def clean(value: Any) -> Any:
@@ -233,7 +260,9 @@ def clean(value: Any) -> Any:
 def variant(results: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """The readings of this design (its rungs' sizes and trials, the verifying study's)."""
     key = ("" if args.question == "mlp" else f"{args.question}: ") + (
-        f"rungs {'+'.join(map(str, args.rungs))} x{args.rung_trials}, "
+        f"rungs {'+'.join(map(str, args.rungs))} x{args.rung_trials}"
+        + (f" from batch {args.rung_min_batch}" if args.rung_min_batch else "")
+        + ", "
         f"verify {args.verify} x{args.verify_trials}, {args.target}"
     )
     out = results.setdefault("variants", {}).setdefault(key, {"ladders": {}})
@@ -243,6 +272,7 @@ def variant(results: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
         "rungs_samples": args.rungs,
         "verify_samples": args.verify,
         "rung_trials_per_stratum": args.rung_trials,
+        "rung_min_batch": args.rung_min_batch,
         "verify_trials_per_stratum": args.verify_trials,
     }
     return out
@@ -260,6 +290,11 @@ def totals(ladders: list[dict[str, Any]]) -> dict[str, Any]:
             for r in ladders
         ),
         "cheap_over_verifying": [round(r["cheap_over_verifying"], 3) for r in ladders],
+        "cheap_examples_over_verifying": [
+            round(r["cheap_examples_over_verifying"], 3)
+            for r in ladders
+            if "cheap_examples_over_verifying" in r
+        ],
     }
 
 
@@ -280,6 +315,12 @@ def main() -> None:
     parser.add_argument("--verify", type=int, default=10_000)
     parser.add_argument("--rung-trials", type=int, default=8)
     parser.add_argument("--verify-trials", type=int, default=8)
+    parser.add_argument(
+        "--rung-min-batch",
+        type=int,
+        default=0,
+        help="leave the rungs' batch sizes below this out (the dearest in steps)",
+    )
     parser.add_argument("--target", default=TARGET)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/data-ladder-real"))
     parser.add_argument("--only", choices=("report",), help="read the stored studies only")

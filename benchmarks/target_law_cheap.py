@@ -69,12 +69,16 @@ class Design:
     question: str
     easier: float
     trials: int = TRIALS
+    min_batch: int = 0
+    """The question's batch sizes below it are left out (the dearest in steps)."""
 
     @property
     def tag(self) -> str:
-        """``easy055`` (0.55, 8 trials per batch size), ``easy055_t6`` (6 trials)."""
+        """``easy055`` (0.55, 8 trials per batch size), ``easy055_t6`` (6 trials),
+        ``easy07_t6_b32`` (batch sizes from 32)."""
         digits = re.sub(r"[^0-9]", "", f"{self.easier:g}")
-        return f"easy{digits}" + ("" if self.trials == TRIALS else f"_t{self.trials}")
+        trials = "" if self.trials == TRIALS else f"_t{self.trials}"
+        return f"easy{digits}{trials}" + (f"_b{self.min_batch}" if self.min_batch else "")
 
     def key(self, k: int) -> str:
         return f"{self.question}/{k}" + ("" if self.tag == self.default_tag else f"/{self.tag}")
@@ -104,6 +108,10 @@ def run_cheap(design: Design, k: int, workdir: Path, done: dict[str, Any]) -> No
         tuner={**base["tuner"], "seed": k},
         allocation=EVEN,
         trials_per_stratum=design.trials,
+        search_space={
+            **base["search_space"],
+            "batch_size": [b for b in base["search_space"]["batch_size"] if b >= design.min_batch],
+        },
     )
     done[key] = {"training_steps": save_run(workdir, name, design.path(k))}
     print(f"  {key} cheap run: {done[key]['training_steps']} steps", flush=True)
@@ -136,6 +144,7 @@ def read_run(design: Design, k: int, done: dict[str, Any]) -> dict[str, Any]:
             if getattr(measured, name) is not None
         },
         "steps": {"cheap": cheap_steps, "verifying": full_steps, "ratio": cheap_steps / full_steps},
+        "examples_ratio": _examples(cheap) / _examples(verifying),
     }
     if prediction is not None and prediction.ok and measured.ok:
         for name in CHECKED:
@@ -154,6 +163,9 @@ def main() -> None:
         "--easier", type=float, nargs="+", default=None, help="per question, in order"
     )
     parser.add_argument("--trials", type=int, default=TRIALS, help="the cheap study's, per batch")
+    parser.add_argument(
+        "--min-batch", type=int, default=0, help="leave the cheap study's batch sizes below it out"
+    )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/target-law-cheap"))
     parser.add_argument("--only", choices=("report",), help="read the cached studies only")
     args = parser.parse_args()
@@ -161,7 +173,7 @@ def main() -> None:
     done = results.setdefault("studies", {})
     easier = args.easier or [EASIER[q] for q in args.questions]
     for question, threshold in zip(args.questions, easier, strict=True):
-        design = Design(question, threshold, args.trials)
+        design = Design(question, threshold, args.trials, args.min_batch)
         if args.only != "report":
             args.workdir.mkdir(parents=True, exist_ok=True)
             for k in range(args.runs):
@@ -177,13 +189,21 @@ def main() -> None:
             bool(r.get("recommended_batch_equal")) for r in rows
         )
         ratios = [round(r["steps"]["ratio"], 3) for r in rows]
+        examples = [round(r["examples_ratio"], 3) for r in rows]
         name = question if design.tag == design.default_tag else f"{question} {design.tag}"
         results[name] = {
             "easier": threshold, "trials_per_stratum": design.trials, "runs": rows,
-            "of": len(rows), **counts, "steps_ratio": ratios,
+            "min_batch": design.min_batch, "of": len(rows), **counts, "steps_ratio": ratios,
+            "examples_ratio": examples,
         }  # fmt: skip
         print(f"{name}: {json.dumps(counts)}; cheap / verifying steps {ratios}", flush=True)
     OUT.write_text(json.dumps(clean(results), indent=1, allow_nan=False) + "\n")
+
+
+def _examples(table: pd.DataFrame) -> float:
+    """Training examples of a measurement table: each trial's last step times its batch size."""
+    last = table.groupby("trial").agg(batch=("batch_size", "first"), steps=("step", "max"))
+    return float((last["batch"] * last["steps"]).sum())
 
 
 def _line(row: dict[str, Any]) -> str:
