@@ -12,7 +12,9 @@ another with ``--workers 1``, each a user's ``study run`` in a process of its ow
 
 - **the rungs** at ``workload_options.samples`` of ``--rungs`` (default 2,500 and 5,000:
   2,000 and 4,000 training examples, the 80/20 split), ``--rung-trials`` trials per batch
-  size (default 8, the question's; ``--rung-trials 4`` halves the rungs' trials);
+  size (default 8, the question's; ``--rung-trials 4`` halves the rungs' trials), the batch
+  sizes from ``--rung-min-batch`` up (default all: the small ones take most of the steps) and
+  a trial budget of ``--rung-max-steps`` (default the file's);
 - **the verifying study** at ``--verify`` samples (default 10,000: 8,000 training examples),
   with the question's 8 trials per batch size.
 
@@ -22,7 +24,8 @@ the verifying study's own answers (``Study.fit``, 8 accelerators) are checked ag
 prediction: is its B_noise, its critical batch size inside the 95% prediction interval; is the
 predicted batch size for 8 accelerators its own, or is its own inside the predicted interval.
 The compute: the rungs' training steps (every trial's ``steps_run``, pruned and unreached
-trials too) against the verifying study's.
+trials too) against the verifying study's, and the same in training examples (steps times
+batch size).
 
 Every finished study's wall time and steps are written to ``results/data_ladder_real.json``
 (``studies``) as it finishes (a rerun skips the finished ones), each seed's reading after its
@@ -36,6 +39,7 @@ machine.
 
 Usage: python benchmarks/data_ladder_real.py [--question mlp|cnn] [--seeds 0 1 2] [--rungs 2500 5000]
     [--verify 10000] [--rung-trials 8] [--verify-trials 8] [--target val_accuracy>=0.55]
+    [--rung-min-batch 64] [--rung-max-steps 1000]
     [--workdir /tmp/data-ladder-real] [--only report]
 """
 
@@ -70,15 +74,23 @@ CHECKED = ("b_noise", "critical_batch", "recommended_batch")
 
 
 def study_name(
-    seed: int, samples: int, trials: int, target: str, question: str = "mlp", min_batch: int = 0
+    seed: int,
+    samples: int,
+    trials: int,
+    target: str,
+    question: str = "mlp",
+    min_batch: int = 0,
+    max_steps: int = 0,
 ) -> str:
     """``ladder-s0-n2500-t8``, with the target's digits after it when it is not `TARGET`
     (``ladder-s0-n5000-t8-06`` for ``val_accuracy>=0.6``), ``ladder-cnn-...`` for the CNN,
-    ``-b64`` when the batch sizes below 64 were left out."""
+    ``-b64`` when the batch sizes below 64 were left out, ``-m1000`` with a trial budget of
+    1,000 steps instead of the file's."""
     tag = "" if target == TARGET else "-" + re.sub(r"[^0-9]", "", target)
     prefix = "ladder" if question == "mlp" else f"ladder-{question}"
     floor = f"-b{min_batch}" if min_batch else ""
-    return f"{prefix}-s{seed}-n{samples}-t{trials}{tag}{floor}"
+    cap = f"-m{max_steps}" if max_steps else ""
+    return f"{prefix}-s{seed}-n{samples}-t{trials}{tag}{floor}{cap}"
 
 
 def write_file(
@@ -89,15 +101,19 @@ def write_file(
     target: str,
     question: str = "mlp",
     min_batch: int = 0,
+    max_steps: int = 0,
 ) -> Path:
     """The question's study file at ``samples`` for ``seed``, even allocation, ``trials`` per
-    batch size, ``target``, its batch sizes from ``min_batch`` up."""
+    batch size, ``target``, its batch sizes from ``min_batch`` up, its trials' budget
+    ``max_steps`` (the file's when 0)."""
     config = yaml.safe_load(QUESTIONS[question].read_text())
     config.pop("allocation", None)
     space = config["search_space"]
     space["batch_size"] = [b for b in space["batch_size"] if b >= min_batch]
+    if max_steps:
+        config["budget"] = {**config.get("budget", {}), "max_steps": max_steps}
     config.update(
-        name=study_name(seed, samples, trials, target, question, min_batch),
+        name=study_name(seed, samples, trials, target, question, min_batch, max_steps),
         workload_options={**config.get("workload_options", {}), "samples": samples},
         target=target,
         seed=seed,
@@ -149,14 +165,15 @@ def run_all(args: argparse.Namespace, results: dict[str, Any]) -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
     runs = results.setdefault("studies", {})
     for seed in args.seeds:
-        plan = [(n, args.rung_trials, args.rung_min_batch) for n in args.rungs]
-        plan.append((args.verify, args.verify_trials, 0))
-        for samples, trials, floor in plan:
-            name = study_name(seed, samples, trials, args.target, args.question, floor)
+        rung = (args.rung_min_batch, args.rung_max_steps)
+        plan = [(n, args.rung_trials, *rung) for n in args.rungs]
+        plan.append((args.verify, args.verify_trials, 0, 0))
+        for samples, trials, floor, cap in plan:
+            name = study_name(seed, samples, trials, args.target, args.question, floor, cap)
             if name in runs and is_complete(args.workdir, name):
                 continue
             file = write_file(
-                args.workdir, seed, samples, trials, args.target, args.question, floor
+                args.workdir, seed, samples, trials, args.target, args.question, floor, cap
             )
             started = time.perf_counter()
             run_study(file, args.workdir, "--workers", "1")
@@ -166,6 +183,7 @@ def run_all(args: argparse.Namespace, results: dict[str, Any]) -> None:
                 "samples": samples,
                 "trials_per_stratum": trials,
                 "min_batch": floor,
+                "max_steps": cap or None,
                 "target": args.target,
                 "wall_seconds": round(wall, 1),
                 **study_cost(args.workdir, name),
@@ -182,7 +200,15 @@ def read_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
 
     storage = journal(args.workdir)
     rungs = [
-        study_name(seed, n, args.rung_trials, args.target, args.question, args.rung_min_batch)
+        study_name(
+            seed,
+            n,
+            args.rung_trials,
+            args.target,
+            args.question,
+            args.rung_min_batch,
+            args.rung_max_steps,
+        )
         for n in args.rungs
     ]
     verify = study_name(seed, args.verify, args.verify_trials, args.target, args.question)
@@ -262,6 +288,7 @@ def variant(results: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
     key = ("" if args.question == "mlp" else f"{args.question}: ") + (
         f"rungs {'+'.join(map(str, args.rungs))} x{args.rung_trials}"
         + (f" from batch {args.rung_min_batch}" if args.rung_min_batch else "")
+        + (f" budget {args.rung_max_steps}" if args.rung_max_steps else "")
         + ", "
         f"verify {args.verify} x{args.verify_trials}, {args.target}"
     )
@@ -273,6 +300,7 @@ def variant(results: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
         "verify_samples": args.verify,
         "rung_trials_per_stratum": args.rung_trials,
         "rung_min_batch": args.rung_min_batch,
+        "rung_max_steps": args.rung_max_steps or None,
         "verify_trials_per_stratum": args.verify_trials,
     }
     return out
@@ -320,6 +348,12 @@ def main() -> None:
         type=int,
         default=0,
         help="leave the rungs' batch sizes below this out (the dearest in steps)",
+    )
+    parser.add_argument(
+        "--rung-max-steps",
+        type=int,
+        default=0,
+        help="the rungs' trial budget in steps (default: the file's `budget.max_steps`)",
     )
     parser.add_argument("--target", default=TARGET)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/data-ladder-real"))

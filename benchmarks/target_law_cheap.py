@@ -22,11 +22,14 @@ Each cheap study's measurement table is cached
 ``results/target_law_cheap.json``), so ``--only report`` reads them again with the analysis of
 the day. About 40 s (MLP) and 70 s (CNN) a study on a 2-core machine.
 
-``--easier`` (one threshold per question) and ``--trials`` (the cheap study's trials per batch
-size) make other cheap designs, cached and reported apart (``mlp-nesterov easy055_t6``).
+``--easier`` (one threshold per question), ``--trials`` (the cheap study's trials per batch
+size) and ``--min-batch`` (its batch sizes from this one up) make other cheap designs, cached
+and reported apart (``mlp-nesterov easy055_t6``, ``cnn-adam easy07_b32``). Each run also
+records the cheap study's training examples (steps times batch size) over the verifying one's.
 
 Usage: python benchmarks/target_law_cheap.py [--questions mlp-nesterov cnn-adam] [--runs 6]
-    [--easier 0.55 0.75] [--trials 8] [--workdir /tmp/target-law-cheap] [--only report]
+    [--easier 0.55 0.75] [--trials 8] [--min-batch 0] [--workdir /tmp/target-law-cheap]
+    [--only report]
 """
 
 from __future__ import annotations
