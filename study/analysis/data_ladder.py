@@ -89,12 +89,15 @@ factor of 2): added to the best batch size's interval, which is read on the grid
 
 @dataclass(frozen=True)
 class Rung:
-    """One finished study of the ladder: its ``study`` name, ``data_size`` (training examples)
-    and ``answers`` (its model of every trial)."""
+    """One finished study of the ladder: its ``study`` name, ``data_size`` (training examples),
+    ``answers`` (its model of every trial) and what it cost: ``steps`` and ``examples``, over
+    its trials, pruned ones included (None when not known)."""
 
     study: str
     data_size: float
     answers: Answers
+    steps: int | None = None
+    examples: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -330,8 +333,9 @@ class DataLadder:
         return f"{min(self.sizes):,.0f}-{max(self.sizes):,.0f}"
 
     def frame(self) -> pd.DataFrame:
-        """One row per rung: ``study``, ``data_size``, ``ok``, ``reason`` and each of
-        `QUANTITIES` with ``_low`` and ``_high`` (NaN where the model has no answer)."""
+        """One row per rung: ``study``, ``data_size``, ``ok``, ``reason``, ``training_steps``,
+        ``training_examples`` and each of `QUANTITIES` with ``_low`` and ``_high`` (NaN where
+        the model has no answer)."""
         rows = []
         for rung in self.rungs:
             row: dict[str, object] = {
@@ -339,6 +343,8 @@ class DataLadder:
                 "data_size": rung.data_size,
                 "ok": rung.ok,
                 "reason": rung.answers.reason,
+                "training_steps": rung.steps,
+                "training_examples": rung.examples,
             }
             for name in QUANTITIES:
                 answer = getattr(rung.answers, name)

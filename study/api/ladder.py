@@ -30,7 +30,8 @@ if TYPE_CHECKING:  # pragma: no cover
 @dataclass(frozen=True)
 class Ladder:
     """The ladder (see the module): ``rungs`` (one row per rung, smallest first: ``study``,
-    ``data_size``, ``ok``, ``reason`` and ``b_noise``, ``critical_batch``,
+    ``data_size``, ``ok``, ``reason``, ``training_steps``, ``training_examples`` and
+    ``b_noise``, ``critical_batch``,
     ``recommended_batch``, ``recommended_lr`` with ``_low``/``_high``), ``laws`` (the
     `DataLaw` of each, by quantity), ``law_table`` (one row per law) and ``ladder`` (all of
     it, as ``study ladder`` reads it)."""

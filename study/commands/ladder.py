@@ -37,8 +37,8 @@ def add_ladder(sub: Any) -> None:
         "the answer at the next rung",
         description="Each finished study is a rung at its training-set size (the training "
         "examples its trials recorded, or --data-size), answered by its model of every trial. "
-        "Prints per rung B_noise, the critical batch size, the batch size for N accelerators "
-        "and the best rate with their intervals; the power law of each in the data size D "
+        "Prints per rung its training steps, B_noise, the critical batch size, the batch size "
+        "for N accelerators and the best rate with their intervals; the power law of each in the data size D "
         "(weighted least squares in log-log, the exponent with its interval); and with "
         "--predict the answers at another data size, each with an interval for the answer "
         "there (a study run there adds its own noise), refused past "

@@ -46,6 +46,8 @@ class _Stored:
     target: Target
     overhead: float
     data_size: float
+    steps: int
+    examples: int
 
 
 def recorded_data_size(ledger: Ledger) -> int | None:
@@ -101,7 +103,10 @@ def _read(ledger: Ledger, target: Target | None, data_size: float | None) -> _St
             "description); give every rung's size, in the order of the studies",
         )
     overhead = DEFAULT_OVERHEAD if config is None else config.overhead
-    return _Stored(name, table, goal, overhead, float(size))
+    runs = [(s.batch_size, t.result.steps_run) for s in ledger.strata() for t in ledger.trials(s)
+            if t.result is not None]  # fmt: skip
+    steps, examples = sum(n for _, n in runs), sum(b * n for b, n in runs)
+    return _Stored(name, table, goal, overhead, float(size), steps, examples)
 
 
 def stored_ladder(
@@ -171,6 +176,8 @@ def stored_ladder(
             study_answers(
                 s.table, s.target, accelerators=count, confidence=confidence, overhead=s.overhead
             ),
+            steps=s.steps,
+            examples=s.examples,
         )
         for s in stored
     ]
@@ -180,20 +187,34 @@ def stored_ladder(
         raise FieldError("studies", detail=str(exc)) from None
 
 
-HEADERS = ("data size", "study", *(NAMES[q] for q in QUANTITIES))
+HEADERS = ("data size", "study", "training steps", *(NAMES[q] for q in QUANTITIES))
 
 
 def rung_rows(ladder: DataLadder) -> list[list[str]]:
     """One row of cells per rung (`HEADERS`), smallest first."""
     rows = []
     for rung in ladder.rungs:
-        cells = [f"{rung.data_size:,.0f}", rung.study]
+        cells = [f"{rung.data_size:,.0f}", rung.study, _count(rung.steps)]
         if not rung.ok:
-            rows.append([*cells, f"no answer: {rung.answers.reason}", "", "", ""])
+            blank = [""] * (len(QUANTITIES) - 1)
+            rows.append([*cells, f"no answer: {rung.answers.reason}", *blank])
             continue
         cells += [_cell(getattr(rung.answers, q)) for q in QUANTITIES]
         rows.append(cells)
     return rows
+
+
+def cost_line(ladder: DataLadder) -> str | None:
+    """``"The rungs trained 24,776 steps in all (9.2 million examples: steps times batch
+    size), pruned trials included."``, None when a rung's cost is not known."""
+    if any(r.steps is None or r.examples is None for r in ladder.rungs):
+        return None
+    steps = sum(r.steps or 0 for r in ladder.rungs)
+    examples = sum(r.examples or 0 for r in ladder.rungs)
+    return (
+        f"The rungs trained {steps:,} steps in all ({examples / 1e6:.3g} million examples: steps "
+        "times batch size), pruned trials included."
+    )
 
 
 def law_line(ladder: DataLadder, quantity: str) -> str:
@@ -216,6 +237,7 @@ def ladder_lines(ladder: DataLadder, predictions: Sequence[LadderPrediction] = (
         f"Ladder of {len(ladder.rungs)} studies ({target}; batch sizes for "
         f"{ladder.accelerators} accelerators; {level} intervals):",
         *_aligned([list(HEADERS), *rung_rows(ladder)]),
+        *([f"  {cost}"] if (cost := cost_line(ladder)) else []),
         "",
         "Laws in the training-set size D (weighted least squares in log-log; exponent with its "
         f"{level} interval):",
@@ -269,6 +291,10 @@ def ladder_dict(ladder: DataLadder, predictions: Sequence[LadderPrediction] = ()
 def _target_text(ladder: DataLadder) -> str:
     t = ladder.target
     return "the rungs' target" if t is None else f"{t.metric} {t.op} {t.threshold:g}"
+
+
+def _count(value: int | None) -> str:
+    return "" if value is None else f"{value:,}"
 
 
 def _cell(answer: Any) -> str:

@@ -167,6 +167,33 @@ def test_the_api_a_frozen_ladder_with_sizes_given(journal: Path) -> None:
         ladder.predict(0)
 
 
+def test_each_rung_says_what_it_cost(journal: Path, capsys) -> None:
+    """Every trial's steps, pruned ones included, and steps times batch size, per rung and in all:
+    in the table, the JSON and the API's frame."""
+    expected = {}
+    for name in SIZES:
+        ledger = Ledger.open(str(journal), name, create=False)
+        runs = [(s.batch_size, t.result.steps_run) for s in ledger.strata()
+                for t in ledger.trials(s) if t.result is not None]  # fmt: skip
+        assert len(runs) == 18 and all(n > 0 for _, n in runs)
+        expected[name] = (sum(n for _, n in runs), sum(b * n for b, n in runs))
+    ladder = study.fit_ladder(list(SIZES), storage=journal)
+    frame = ladder.rungs.set_index("study")
+    for name, (steps, examples) in expected.items():
+        assert frame.loc[name, "training_steps"] == steps
+        assert frame.loc[name, "training_examples"] == examples
+    status, out, err = run(capsys, "ladder", *SIZES, "--storage", journal)
+    assert status == 0, err
+    assert "training steps" in out.splitlines()[1]
+    row = next(line for line in out.splitlines() if line.strip().startswith("10,000"))
+    assert row.split()[2] == f"{expected['d10k'][0]:,}"
+    total = sum(v[0] for v in expected.values())
+    assert f"The rungs trained {total:,} steps in all" in out
+    status, out, err = run(capsys, "ladder", *SIZES, "--storage", journal, "--json")
+    rungs = json.loads(out)["rungs"]
+    assert [(r["training_steps"], r["training_examples"]) for r in rungs] == list(expected.values())
+
+
 def test_the_api_names_its_arguments(journal: Path) -> None:
     with pytest.raises(UsageError, match=r"^studies: a ladder needs at least 2"):
         study.fit_ladder(["d5k"], storage=journal)
