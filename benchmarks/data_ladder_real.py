@@ -51,6 +51,7 @@ for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import re  # noqa: E402
@@ -73,57 +74,63 @@ CHECKED = ("b_noise", "critical_batch", "recommended_batch")
 """The answers checked against the verifying study's."""
 
 
-def study_name(
-    seed: int,
-    samples: int,
-    trials: int,
-    target: str,
-    question: str = "mlp",
-    min_batch: int = 0,
-    max_steps: int = 0,
-) -> str:
-    """``ladder-s0-n2500-t8``, with the target's digits after it when it is not `TARGET`
-    (``ladder-s0-n5000-t8-06`` for ``val_accuracy>=0.6``), ``ladder-cnn-...`` for the CNN,
-    ``-b64`` when the batch sizes below 64 were left out, ``-m1000`` with a trial budget of
-    1,000 steps instead of the file's."""
-    tag = "" if target == TARGET else "-" + re.sub(r"[^0-9]", "", target)
-    prefix = "ladder" if question == "mlp" else f"ladder-{question}"
-    floor = f"-b{min_batch}" if min_batch else ""
-    cap = f"-m{max_steps}" if max_steps else ""
-    return f"{prefix}-s{seed}-n{samples}-t{trials}{tag}{floor}{cap}"
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """One study of a ladder: the question's file at ``samples`` for ``seed``, even allocation,
+    ``trials`` per batch size, ``target``, its batch sizes from ``min_batch`` up (all at 0) and
+    its trials' budget ``max_steps`` (the file's at 0)."""
+
+    seed: int
+    samples: int
+    trials: int
+    target: str = TARGET
+    question: str = "mlp"
+    min_batch: int = 0
+    max_steps: int = 0
+
+    @property
+    def name(self) -> str:
+        """``ladder-s0-n2500-t8``, with the target's digits after it when it is not `TARGET`
+        (``ladder-s0-n5000-t8-06`` for ``val_accuracy>=0.6``), ``ladder-cnn-...`` for the CNN,
+        ``-b64`` when the batch sizes below 64 were left out, ``-m1000`` with a trial budget of
+        1,000 steps instead of the file's."""
+        tag = "" if self.target == TARGET else "-" + re.sub(r"[^0-9]", "", self.target)
+        prefix = "ladder" if self.question == "mlp" else f"ladder-{self.question}"
+        floor = f"-b{self.min_batch}" if self.min_batch else ""
+        cap = f"-m{self.max_steps}" if self.max_steps else ""
+        return f"{prefix}-s{self.seed}-n{self.samples}-t{self.trials}{tag}{floor}{cap}"
+
+    def write(self, workdir: Path) -> Path:
+        """The study file, written into ``workdir``."""
+        config = yaml.safe_load(QUESTIONS[self.question].read_text())
+        config.pop("allocation", None)
+        space = config["search_space"]
+        space["batch_size"] = [b for b in space["batch_size"] if b >= self.min_batch]
+        if self.max_steps:
+            config["budget"] = {**config.get("budget", {}), "max_steps": self.max_steps}
+        config.update(
+            name=self.name,
+            workload_options={**config.get("workload_options", {}), "samples": self.samples},
+            target=self.target,
+            seed=self.seed,
+            trials_per_stratum=self.trials,
+            tuner={**config["tuner"], "seed": self.seed},
+            allocation=EVEN,
+        )
+        path = workdir / f"{self.name}.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        return path
 
 
-def write_file(
-    workdir: Path,
-    seed: int,
-    samples: int,
-    trials: int,
-    target: str,
-    question: str = "mlp",
-    min_batch: int = 0,
-    max_steps: int = 0,
-) -> Path:
-    """The question's study file at ``samples`` for ``seed``, even allocation, ``trials`` per
-    batch size, ``target``, its batch sizes from ``min_batch`` up, its trials' budget
-    ``max_steps`` (the file's when 0)."""
-    config = yaml.safe_load(QUESTIONS[question].read_text())
-    config.pop("allocation", None)
-    space = config["search_space"]
-    space["batch_size"] = [b for b in space["batch_size"] if b >= min_batch]
-    if max_steps:
-        config["budget"] = {**config.get("budget", {}), "max_steps": max_steps}
-    config.update(
-        name=study_name(seed, samples, trials, target, question, min_batch, max_steps),
-        workload_options={**config.get("workload_options", {}), "samples": samples},
-        target=target,
-        seed=seed,
-        trials_per_stratum=trials,
-        tuner={**config["tuner"], "seed": seed},
-        allocation=EVEN,
-    )
-    path = workdir / f"{config['name']}.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
+def plan(args: argparse.Namespace, seed: int) -> tuple[list[Spec], Spec]:
+    """One seed's rungs and its verifying study."""
+    common = {"seed": seed, "target": args.target, "question": args.question}
+    rungs = [
+        Spec(samples=n, trials=args.rung_trials, min_batch=args.rung_min_batch,
+             max_steps=args.rung_max_steps, **common)
+        for n in args.rungs
+    ]  # fmt: skip
+    return rungs, Spec(samples=args.verify, trials=args.verify_trials, **common)
 
 
 def journal(workdir: Path) -> str:
@@ -165,25 +172,21 @@ def run_all(args: argparse.Namespace, results: dict[str, Any]) -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
     runs = results.setdefault("studies", {})
     for seed in args.seeds:
-        rung = (args.rung_min_batch, args.rung_max_steps)
-        plan = [(n, args.rung_trials, *rung) for n in args.rungs]
-        plan.append((args.verify, args.verify_trials, 0, 0))
-        for samples, trials, floor, cap in plan:
-            name = study_name(seed, samples, trials, args.target, args.question, floor, cap)
+        rungs, verify = plan(args, seed)
+        for spec in [*rungs, verify]:
+            name = spec.name
             if name in runs and is_complete(args.workdir, name):
                 continue
-            file = write_file(
-                args.workdir, seed, samples, trials, args.target, args.question, floor, cap
-            )
+            file = spec.write(args.workdir)
             started = time.perf_counter()
             run_study(file, args.workdir, "--workers", "1")
             wall = time.perf_counter() - started
             runs[name] = {
                 "seed": seed,
-                "samples": samples,
-                "trials_per_stratum": trials,
-                "min_batch": floor,
-                "max_steps": cap or None,
+                "samples": spec.samples,
+                "trials_per_stratum": spec.trials,
+                "min_batch": spec.min_batch,
+                "max_steps": spec.max_steps or None,
                 "target": args.target,
                 "wall_seconds": round(wall, 1),
                 **study_cost(args.workdir, name),
@@ -199,19 +202,8 @@ def read_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     import study
 
     storage = journal(args.workdir)
-    rungs = [
-        study_name(
-            seed,
-            n,
-            args.rung_trials,
-            args.target,
-            args.question,
-            args.rung_min_batch,
-            args.rung_max_steps,
-        )
-        for n in args.rungs
-    ]
-    verify = study_name(seed, args.verify, args.verify_trials, args.target, args.question)
+    specs, verifying = plan(args, seed)
+    rungs, verify = [spec.name for spec in specs], verifying.name
     ladder = study.fit_ladder(rungs, storage=storage, accelerators=ACCELERATORS)
     size = float(study.fit_ladder([*rungs, verify], storage=storage).rungs["data_size"].iloc[-1])
     predicted = ladder.predict(size)
