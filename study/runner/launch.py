@@ -240,25 +240,33 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         # KerasTuner's oracle in a process of its own: the host never imports TensorFlow.
         lineup = build_lineup(options.tuner, config, ledger, oracle=OracleProcess)
         lineup.warm()  # KerasTuner's oracle process starts while the set-up and first trials run
-        # A tracking server that goes away while the run starts is waited for, like the storage.
-        tracker = patiently(lambda: StudyTracker(uri, config.name), masked(uri), uri)
-        patiently(
-            lambda: tracker.ensure_parent(
-                study_params(config, tuner=options.tuner, trials_total=total, strata=len(order)),
-                {
-                    "study.yaml": config.text,
-                    "environment.json": json.dumps(environment_info(), indent=2),
-                },
-                note=question_note(config, tuner=options.tuner, trials_total=total),
-            ),
-            masked(uri),
-            uri,
-        )
-        if allocator is not None:
-            allocator.follow(tracker)
-        stale = ledger.liveness.recover_stale(order)
-        patiently(lambda: tracker.repair(ledger, config, order), masked(uri), uri)
-        progress = Progress.from_ledger(ledger, plan, config.name, options.live)
+        try:
+            # A tracking server that goes away while the run starts is waited for, like the storage.
+            tracker = patiently(lambda: StudyTracker(uri, config.name), masked(uri), uri)
+            patiently(
+                lambda: tracker.ensure_parent(
+                    study_params(
+                        config, tuner=options.tuner, trials_total=total, strata=len(order)
+                    ),
+                    {
+                        "study.yaml": config.text,
+                        "environment.json": json.dumps(environment_info(), indent=2),
+                    },
+                    note=question_note(config, tuner=options.tuner, trials_total=total),
+                ),
+                masked(uri),
+                uri,
+            )
+            if allocator is not None:
+                allocator.follow(tracker)
+            stale = ledger.liveness.recover_stale(order)
+            patiently(lambda: tracker.repair(ledger, config, order), masked(uri), uri)
+            progress = Progress.from_ledger(ledger, plan, config.name, options.live)
+        except BaseException:
+            # A set-up that fails (a damaged store, Ctrl-C) ends the oracle process the warm-up
+            # may have started: left to the interpreter's exit, it could outlive the run.
+            lineup.close()
+            raise
     if stale:
         print(f"marked {len(stale)} interrupted trial(s) failed; their slots run again", flush=True)
     engine = StudyEngine(

@@ -65,3 +65,33 @@ def test_a_new_study_records_the_slack_its_trials_are_pruned_with(tmp_path) -> N
     assert record.prune_slack == 1.25 and record.pruned_at == 1.25
     stored = Ledger.open(str(tmp_path / "j.journal"), "slack", create=False).record()
     assert stored is not None and stored.prune_slack == 1.25
+
+
+class _Lineup:
+    """A tuner lineup that records its warm-up and its close."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def warm(self) -> None:
+        self.calls.append("warm")
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+
+def test_a_set_up_that_fails_closes_the_warmed_lineup(tmp_path, monkeypatch) -> None:
+    """The oracle process a run's warm-up starts ends with a set-up that fails (a damaged
+    MLflow store here): left to the interpreter's exit, it could outlive the run."""
+    config = load_study_file(write_study(tmp_path, tiny_study(name="damaged")))
+    lineup = _Lineup()
+    monkeypatch.setattr(launch, "build_lineup", lambda *args, **kwargs: lineup)
+
+    def damaged(uri: str, name: str) -> None:
+        raise UsageError("MLflow store mlruns/mlflow.db is damaged")
+
+    monkeypatch.setattr(launch, "StudyTracker", damaged)
+    options = RunOptions(storage=str(tmp_path / "j.journal"))
+    with pytest.raises(UsageError, match="is damaged"):
+        launch._run(config, options, str(tmp_path / "mlruns"), pool=None)  # type: ignore[arg-type]
+    assert lineup.calls == ["warm", "close"]
