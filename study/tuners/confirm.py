@@ -87,8 +87,8 @@ class Confirmer(TunerBackend):
         if len(confirming) >= settings.trials:  # two processes' confirmations, one budget
             return None
         best = top_points(history.trials, settings.top)
-        for _ in range(ROUNDS):
-            pair = self._free_pair(slot, best, settings)
+        for attempt in range(ROUNDS):
+            pair = self._free_pair(slot, best, settings, attempt)
             if pair is None:
                 return None
             trial, seed = pair
@@ -99,15 +99,21 @@ class Confirmer(TunerBackend):
         return None
 
     def _free_pair(
-        self, slot: Slot, best: Sequence[LedgerTrial], settings: Confirmation
+        self, slot: Slot, best: Sequence[LedgerTrial], settings: Confirmation, attempt: int = 0
     ) -> tuple[LedgerTrial, int] | None:
-        """The first (point, seed) pair no trial of the stratum runs or ran."""
+        """A (point, seed) pair no trial of the stratum runs or ran: the first, or after a
+        clash (``attempt`` > 0) the one at the slot's own place among them, so that two
+        processes that reserved the same pair at once pick different ones next."""
         taken = others(self.ledger, slot)
-        for trial in best:
-            for seed in settings.seed_values(self.config.settings.seed):
-                if not clashes(point_of(clean_params(trial.params), seed), taken):
-                    return trial, seed
-        return None
+        free = [
+            (trial, seed)
+            for trial in best
+            for seed in settings.seed_values(self.config.settings.seed)
+            if not clashes(point_of(clean_params(trial.params), seed), taken)
+        ]
+        if not free:
+            return None
+        return free[(slot.number + attempt) % len(free) if attempt else 0]
 
     def _proposal(self, slot: Slot, history: History, trial: LedgerTrial, seed: int) -> Proposal:
         fraction = 1.0

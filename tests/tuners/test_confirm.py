@@ -11,7 +11,7 @@ from study.config.space import Stratum
 from study.config.studyfile import parse_study
 from study.config.target import Target
 from study.ledger import Ledger, StudyRecord
-from study.tuners.base import History
+from study.tuners.base import History, clean_params
 from study.tuners.confirm import CAP, CONFIRM, Confirmer, search_budget, top_points
 from study.tuners.points import point_of
 from tests.fakes import finished_trial, rising_curve, write_ledger
@@ -135,3 +135,25 @@ def test_without_confirm_the_confirmer_never_proposes(tmp_path: Path):
         Confirmer(config, ledger).propose(slot, History(S, tuple(ledger.trials(S)), budget=8))
         is None
     )
+
+
+def test_two_slots_that_reserved_one_pair_at_once_pick_different_ones_next(tmp_path: Path):
+    """Two processes that reserve the same pair at the same moment both see the clash; on the
+    next attempt each picks the pair at its own slot's place, not the same first one again."""
+    config = parse_study(STUDY, "confirm.yaml")
+    ledger = Ledger.open(str(tmp_path / "j.journal"), "confirm")
+    searched = [trial(0, 0.1, 300), trial(1, 0.2, 200), trial(2, 0.4, 250), trial(3, 0.3, 350)]
+    write_ledger(ledger, StudyRecord(name="confirm"), searched)
+    confirmer = Confirmer(config, ledger)
+    best = top_points(ledger.trials(S), 2)
+    first, second = ledger.claim(S, budget=8), ledger.claim(S, budget=8)
+    settings = config.tuner.confirm
+    one = confirmer._free_pair(first, best, settings)
+    assert one == confirmer._free_pair(second, best, settings)  # the same first choice
+    trial_, seed = one
+    for slot in (first, second):  # both reserve it: each now sees the other's
+        ledger.tuning.reserve(slot, point_of(clean_params(trial_.params), seed))
+    again = [confirmer._free_pair(slot, best, settings, attempt=1) for slot in (first, second)]
+    assert again[0] is not None and again[1] is not None
+    assert again[0] != again[1]
+    assert one not in again  # the clashing pair is taken by the other slot for each of them
