@@ -14,7 +14,12 @@ another with ``--workers 1``, each a user's ``study run`` in a process of its ow
   2,000 and 4,000 training examples, the 80/20 split), ``--rung-trials`` trials per batch
   size (default 8, the question's; ``--rung-trials 4`` halves the rungs' trials), the batch
   sizes from ``--rung-min-batch`` up (default all: the small ones take most of the steps) and
-  a trial budget of ``--rung-max-steps`` (default the file's);
+  a trial budget of ``--rung-max-steps`` (default the file's); with ``--rung-steps N`` each
+  rung is allocated by training steps instead (``allocation: {mode: steps, steps: N}``: the
+  model of every trial places the trials, and the rung stops once it has trained N steps), so
+  its cost is set in advance rather than by how many of its trials miss the target; with
+  ``--rung-warm`` each rung after the first starts each batch size at the best rate the rung
+  before it found there (``tuner.warm_start``);
 - **the verifying study** at ``--verify`` samples (default 10,000: 8,000 training examples),
   with the question's 8 trials per batch size.
 
@@ -39,7 +44,7 @@ machine.
 
 Usage: python benchmarks/data_ladder_real.py [--question mlp|cnn] [--seeds 0 1 2] [--rungs 2500 5000]
     [--verify 10000] [--rung-trials 8] [--verify-trials 8] [--target val_accuracy>=0.55]
-    [--rung-min-batch 64] [--rung-max-steps 1000]
+    [--rung-min-batch 64] [--rung-max-steps 1000] [--rung-steps 3500] [--rung-warm]
     [--workdir /tmp/data-ladder-real] [--only report]
 """
 
@@ -76,9 +81,11 @@ CHECKED = ("b_noise", "critical_batch", "recommended_batch")
 
 @dataclasses.dataclass(frozen=True)
 class Spec:
-    """One study of a ladder: the question's file at ``samples`` for ``seed``, even allocation,
-    ``trials`` per batch size, ``target``, its batch sizes from ``min_batch`` up (all at 0) and
-    its trials' budget ``max_steps`` (the file's at 0)."""
+    """One study of a ladder: the question's file at ``samples`` for ``seed``, ``trials`` per
+    batch size, ``target``, its batch sizes from ``min_batch`` up (all at 0), its trials'
+    budget ``max_steps`` (the file's at 0), and even allocation, or allocation by a budget of
+    ``steps`` training steps where that is set; ``warm``: the study its first trials start
+    from (``tuner.warm_start``), if any."""
 
     seed: int
     samples: int
@@ -87,18 +94,24 @@ class Spec:
     question: str = "mlp"
     min_batch: int = 0
     max_steps: int = 0
+    steps: int = 0
+    warm: str = ""
 
     @property
     def name(self) -> str:
         """``ladder-s0-n2500-t8``, with the target's digits after it when it is not `TARGET`
         (``ladder-s0-n5000-t8-06`` for ``val_accuracy>=0.6``), ``ladder-cnn-...`` for the CNN,
         ``-b64`` when the batch sizes below 64 were left out, ``-m1000`` with a trial budget of
-        1,000 steps instead of the file's."""
+        1,000 steps instead of the file's, ``-a3500`` when allocated by 3,500 training steps,
+        ``-w`` when warm-started from the rung before."""
         tag = "" if self.target == TARGET else "-" + re.sub(r"[^0-9]", "", self.target)
         prefix = "ladder" if self.question == "mlp" else f"ladder-{self.question}"
         floor = f"-b{self.min_batch}" if self.min_batch else ""
         cap = f"-m{self.max_steps}" if self.max_steps else ""
-        return f"{prefix}-s{self.seed}-n{self.samples}-t{self.trials}{tag}{floor}{cap}"
+        budget = f"-a{self.steps}" if self.steps else ""
+        warm = "-w" if self.warm else ""
+        sizes = f"-s{self.seed}-n{self.samples}-t{self.trials}"
+        return f"{prefix}{sizes}{tag}{floor}{cap}{budget}{warm}"
 
     def write(self, workdir: Path) -> Path:
         """The study file, written into ``workdir``."""
@@ -114,8 +127,12 @@ class Spec:
             target=self.target,
             seed=self.seed,
             trials_per_stratum=self.trials,
-            tuner={**config["tuner"], "seed": self.seed},
-            allocation=EVEN,
+            tuner={
+                **config["tuner"],
+                "seed": self.seed,
+                **({"warm_start": self.warm} if self.warm else {}),
+            },
+            allocation={"mode": "steps", "steps": self.steps} if self.steps else EVEN,
         )
         path = workdir / f"{self.name}.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -125,11 +142,13 @@ class Spec:
 def plan(args: argparse.Namespace, seed: int) -> tuple[list[Spec], Spec]:
     """One seed's rungs and its verifying study."""
     common = {"seed": seed, "target": args.target, "question": args.question}
-    rungs = [
-        Spec(samples=n, trials=args.rung_trials, min_batch=args.rung_min_batch,
-             max_steps=args.rung_max_steps, **common)
-        for n in args.rungs
-    ]  # fmt: skip
+    rungs: list[Spec] = []
+    for n in args.rungs:
+        warm = rungs[-1].name if rungs and args.rung_warm else ""
+        rungs.append(
+            Spec(samples=n, trials=args.rung_trials, min_batch=args.rung_min_batch,
+                 max_steps=args.rung_max_steps, steps=args.rung_steps, warm=warm, **common)
+        )  # fmt: skip
     return rungs, Spec(samples=args.verify, trials=args.verify_trials, **common)
 
 
@@ -175,7 +194,9 @@ def run_all(args: argparse.Namespace, results: dict[str, Any]) -> None:
         rungs, verify = plan(args, seed)
         for spec in [*rungs, verify]:
             name = spec.name
-            if name in runs and is_complete(args.workdir, name):
+            if is_complete(args.workdir, name):  # run before (its wall time kept if recorded)
+                runs.setdefault(name, {"seed": seed, "wall_seconds": None})
+                runs[name].update(study_cost(args.workdir, name))
                 continue
             file = spec.write(args.workdir)
             started = time.perf_counter()
@@ -187,6 +208,7 @@ def run_all(args: argparse.Namespace, results: dict[str, Any]) -> None:
                 "trials_per_stratum": spec.trials,
                 "min_batch": spec.min_batch,
                 "max_steps": spec.max_steps or None,
+                "allocation_steps": spec.steps or None,
                 "target": args.target,
                 "wall_seconds": round(wall, 1),
                 **study_cost(args.workdir, name),
@@ -281,6 +303,8 @@ def variant(results: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
         f"rungs {'+'.join(map(str, args.rungs))} x{args.rung_trials}"
         + (f" from batch {args.rung_min_batch}" if args.rung_min_batch else "")
         + (f" budget {args.rung_max_steps}" if args.rung_max_steps else "")
+        + (f" by {args.rung_steps} steps" if args.rung_steps else "")
+        + (" warm-started" if args.rung_warm else "")
         + ", "
         f"verify {args.verify} x{args.verify_trials}, {args.target}"
     )
@@ -293,6 +317,8 @@ def variant(results: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
         "rung_trials_per_stratum": args.rung_trials,
         "rung_min_batch": args.rung_min_batch,
         "rung_max_steps": args.rung_max_steps or None,
+        "rung_allocation_steps": args.rung_steps or None,
+        "rung_warm_start": bool(args.rung_warm),
         "verify_trials_per_stratum": args.verify_trials,
     }
     return out
@@ -322,7 +348,7 @@ def save(results: dict[str, Any]) -> None:
     for entry in results.get("variants", {}).values():
         entry["totals"] = totals(list(entry["ladders"].values()))
     results["wall_seconds"] = round(
-        sum(s["wall_seconds"] for s in results.get("studies", {}).values()), 1
+        sum(s["wall_seconds"] or 0 for s in results.get("studies", {}).values()), 1
     )
     OUT.write_text(json.dumps(clean(results), indent=1, allow_nan=False) + "\n")
 
@@ -347,6 +373,17 @@ def main() -> None:
         default=0,
         help="the rungs' trial budget in steps (default: the file's `budget.max_steps`)",
     )
+    parser.add_argument(
+        "--rung-steps",
+        type=int,
+        default=0,
+        help="allocate each rung by this many training steps (default: even allocation)",
+    )
+    parser.add_argument(
+        "--rung-warm",
+        action="store_true",
+        help="start each rung after the first at the rung before's best rates (tuner.warm_start)",
+    )
     parser.add_argument("--target", default=TARGET)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/data-ladder-real"))
     parser.add_argument("--only", choices=("report",), help="read the stored studies only")
@@ -354,7 +391,7 @@ def main() -> None:
     results: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() else {}
     results["setup"] = {
         "questions": {name: path.name for name, path in QUESTIONS.items()},
-        "allocation": "even",
+        "allocation": "even (rungs: by steps where a variant says so)",
         "workers": 1,
         "accelerators": ACCELERATORS,
     }

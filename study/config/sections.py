@@ -26,6 +26,7 @@ from study.config.study import (
     Oracle,
     Sampler,
     TunerSettings,
+    WarmStart,
 )
 from study.config.target import Target
 from study.config.trial import JIT_COMPILE, PRECISIONS, Budget, EvalCadence, TrialSettings
@@ -61,8 +62,10 @@ TUNER_KEYS = (
     "design",
     "fit_ahead",
     "confirm",
+    "warm_start",
 )
 CONFIRM_KEYS = ("top", "seeds")
+WARM_START_KEYS = ("study", "storage")
 HOLD_KEYS = ("fraction", "min_steps")
 HEARTBEAT_KEYS = ("interval", "grace")
 ALLOCATION_KEYS = ("mode", "rounds", "steps")
@@ -216,6 +219,7 @@ def read_tuner(r: Reader, value: Any) -> TunerSettings:
         seed=None if seed is None else r.integer(seed, "tuner.seed", rule=">= 0"),
         prune_slack=_prune_slack(r, tuner.get("prune_slack")),
         confirm=_confirm(r, tuner.get("confirm")),
+        warm_start=_warm_start(r, tuner.get("warm_start")),
         **flags,
     )
 
@@ -242,6 +246,21 @@ def _confirm(r: Reader, value: Any) -> Confirmation:
     return Confirmation(
         top=r.integer(confirm["top"], "tuner.confirm.top", rule=">= 1"),
         seeds=r.integer(confirm["seeds"], "tuner.confirm.seeds", rule=">= 1"),
+    )
+
+
+def _warm_start(r: Reader, value: Any) -> WarmStart | None:
+    """``tuner.warm_start``: a finished study's name, or ``{study: NAME, storage: URL}``
+    (storage optional: this study's own); null for none."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = {"study": value}
+    warm = r.keys(value, "tuner.warm_start", WARM_START_KEYS, ("study",))
+    storage = warm.get("storage")
+    return WarmStart(
+        study=r.string(warm["study"], "tuner.warm_start.study"),
+        storage=None if storage is None else r.string(storage, "tuner.warm_start.storage"),
     )
 
 

@@ -105,6 +105,27 @@ class Confirmation:
 
 
 @dataclass(frozen=True)
+class WarmStart:
+    """Where a study's first trials come from (``tuner.warm_start``): each batch size's first
+    trial takes the best learning rate that the finished study ``study`` found at that batch
+    size (or, where it ran none, the rate its best rates predict there), read from ``storage``
+    (None: this study's own storage). Useful where the earlier study asked the same question at
+    another scale: a smaller training set (the rungs of a data ladder), an easier target.
+
+    Example: ``WarmStart("mnist1d-d4000")``.
+    """
+
+    study: str
+    storage: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.study, str) or not self.study.strip():
+            raise UsageError(
+                f"tuner.warm_start.study must name a finished study (got {self.study!r})"
+            )
+
+
+@dataclass(frozen=True)
 class TunerSettings:
     """How each stratum is searched (Optuna sampler or KerasTuner oracle) and when to give up.
 
@@ -115,7 +136,8 @@ class TunerSettings:
     third on, bracketing the stratum's best rate first, then at the learning rate whose outcome
     narrows the answer most (`study.tuners.design`); ``fit_ahead`` fits that model in the background while a trial
     trains, and decides from the trials finished before the latest one (`study.tuners.fit_ahead`);
-    ``confirm`` adds confirmation trials (`Confirmation`). With ``pruning`` a trial still short
+    ``confirm`` adds confirmation trials (`Confirmation`); ``warm_start`` starts each batch
+    size's search at another study's best rate there (`WarmStart`). With ``pruning`` a trial still short
     of the target after ``prune_slack`` times its stratum's best steps so far is stopped: 1 stops
     it at the best itself, which leaves the largest batch sizes (a few dozen steps, a jagged
     response to the rate) one or two exact crossings each and B_noise to them; 1.5 lets the
@@ -133,6 +155,7 @@ class TunerSettings:
     design: bool = True
     fit_ahead: bool = False
     confirm: Confirmation = field(default_factory=Confirmation)
+    warm_start: WarmStart | None = None
 
     def __post_init__(self) -> None:
         slack = self.prune_slack

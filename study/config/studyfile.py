@@ -60,6 +60,9 @@ the tuner runs ``trials_per_stratum`` trials, each minimising the steps needed t
                                        #   B_noise and the recommendation
       confirm: {top: 2, seeds: 2}      # optional; re-run each stratum's 2 best points under 2
                                        #   other seeds (+top*seeds trials per stratum; default off)
+      warm_start: d4000                # optional; each batch size's first trial at the best
+                                       #   rate this finished study found there (or
+                                       #   {study: NAME, storage: URL}; default none)
     heartbeat: {interval: 10, grace: 60}   # optional; seconds: running trials are stamped every
                                        #   interval; a stamp older than grace (>= 2 x interval)
                                        #   means its host died: the trial is interrupted, rerun

@@ -126,10 +126,10 @@ class LedgerTrial:
         return (math.inf if steps is None else steps, self.learning_rate, self.number)
 
 
-Origin = Literal["sampler", "transfer", "retry", "confirm", "design"]
+Origin = Literal["sampler", "transfer", "retry", "confirm", "design", "warm"]
 """Who proposed a trial (`study.tuners.base.Proposal`): the backend's search, the rate predicted
 from other batch sizes, a re-run of an interrupted proposal, a best point under another seed,
-or the design tuner."""
+the design tuner, or another study's best (``tuner.warm_start``)."""
 
 #: The origin of a confirmation trial (see `study.tuners.confirm`).
 CONFIRM: Origin = "confirm"

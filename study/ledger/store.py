@@ -110,6 +110,11 @@ class Ledger:
         database once per process, so reading a stratum costs its open and new trials."""
         return cls(open_storage(url, create=create, retry=retry, now=clock.now), name, clock)
 
+    def sibling(self, name: str) -> Ledger:
+        """The ledger of study ``name`` in this ledger's storage (read it with `require`
+        first: it may not exist)."""
+        return Ledger(self.storage, name, self.clock)
+
     def record(self) -> StudyRecord | None:
         """The study's record, or None if no study of this name is stored."""
         attrs = self.access.study_attrs(self.name)

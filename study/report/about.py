@@ -25,7 +25,7 @@ from typing import Any
 
 from study.analysis.answers import ANSWER_MODEL
 from study.analysis.fitting import as_number
-from study.analysis.table import BATCH_SIZE, STATE, STRATEGY, TUNER
+from study.analysis.table import BATCH_SIZE, ORIGIN, STATE, STRATEGY, TUNER
 from study.config.space import CategoricalParam, Param
 from study.config.study import StudyConfig
 from study.report.formatting import display_path, fmt, join_words
@@ -249,7 +249,18 @@ def _tuners(report: ScalingReport) -> str:
     pruning = (
         f"pruning at {slack}each batch size's best steps" if settings.pruning else "pruning off"
     )
-    return f"{text}; {pruning}" if text else ""
+    text = f"{text}; {pruning}" if text else ""
+    if settings.warm_start is not None and text:
+        text += f"; {_warm_start(report, settings.warm_start.study)}"
+    return text
+
+
+def _warm_start(report: ScalingReport, study: str) -> str:
+    """How many first trials the warm start proposed, from which study."""
+    column = report.table.get(ORIGIN)
+    warm = int((column == "warm").sum()) if column is not None else 0
+    first = "first trial" if warm == 1 else "first trials"
+    return f"warm start from study {study!r} ({warm} {first} at its best rates)"
 
 
 def _trials(report: ScalingReport) -> str:

@@ -36,8 +36,9 @@ class Proposal:
     """Metaparameters for one trial and who proposed them.
 
     ``origin``: ``sampler`` (the backend's search), ``transfer`` (the rate predicted from what
-    other batch sizes found), ``retry`` (re-running an interrupted proposal) or ``confirm`` (a
-    stratum's best point again under another ``seed``; None: the study's seed).
+    other batch sizes found), ``retry`` (re-running an interrupted proposal), ``confirm`` (a
+    stratum's best point again under another ``seed``; None: the study's seed), ``design`` (the
+    model of every trial's) or ``warm`` (another study's best, ``tuner.warm_start``).
     ``budget_fraction`` below 1 asks for a shorter trial (Hyperband, capped confirmations).
     ``extras`` is bookkeeping the backend wants stored with the trial; ``handle`` is private to
     the backend.

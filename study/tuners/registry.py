@@ -48,7 +48,9 @@ def backend_class(name: str) -> type[TunerBackend]:
 class Lineup:
     """The backends of a run: ``rotation`` takes turns by trial number; ``fallback`` proposes
     when the backend whose turn it is has nothing to propose; ``confirmer`` (if any) goes first
-    and proposes the confirmation trials of strata whose search is spent."""
+    and proposes the confirmation trials of strata whose search is spent; ``warm_starter`` (if
+    any) proposes each stratum's first trial from another study (``tuner.warm_start``) and
+    ``designer`` the designed ones."""
 
     def __init__(
         self,
@@ -56,34 +58,37 @@ class Lineup:
         fallback: TunerBackend,
         confirmer: TunerBackend | None = None,
         designer: TunerBackend | None = None,
+        warm_starter: TunerBackend | None = None,
     ) -> None:
         self.rotation = tuple(rotation)
         self.fallback = fallback
         self.confirmer = confirmer
         self.designer = designer
+        self.warm_starter = warm_starter
 
     @property
     def backends(self) -> list[TunerBackend]:
         """Every backend once."""
-        extra = [b for b in (self.confirmer, self.designer) if b is not None]
+        extra = [b for b in (self.confirmer, self.warm_starter, self.designer) if b is not None]
         return list(dict.fromkeys([*self.rotation, self.fallback, *extra]))
 
     def for_slot(self, slot: Slot) -> TunerBackend:
         return self.rotation[slot.number % len(self.rotation)]
 
     def propose(self, slot: Slot, history: History) -> tuple[TunerBackend, Proposal]:
-        """The first proposal of the confirmer, the designer (recorded under the name of the
-        backend whose turn it is), the backend whose turn it is, the fallback.
+        """The first proposal of the confirmer, the warm start, the designer (these two recorded
+        under the name of the backend whose turn it is), the backend whose turn it is, the
+        fallback.
 
         Raises:
             RuntimeError: none of them proposed (the fallback always should).
         """
         turn = self.for_slot(slot)
-        for backend in (self.confirmer, self.designer, turn, self.fallback):
+        for backend in (self.confirmer, self.warm_starter, self.designer, turn, self.fallback):
             if backend is not None:
                 proposal = backend.propose(slot, history)
                 if proposal is not None:
-                    if backend is self.designer:
+                    if backend is self.designer or backend is self.warm_starter:
                         proposal = dataclasses.replace(proposal, tuner=turn.name)
                     return backend, proposal
         raise RuntimeError(f"no tuner proposed a trial for {slot.stratum}#{slot.number}")
@@ -111,17 +116,19 @@ def build_lineup(
         raise _unknown(choice)
     from study.tuners.confirm import Confirmer
     from study.tuners.designer import Designer
+    from study.tuners.warm_start import WarmStarter
 
     confirmer = Confirmer(config, ledger) if config.tuner.confirm.enabled else None
     designer = Designer(config, ledger) if config.tuner.design else None
+    warm = WarmStarter(config, ledger) if config.tuner.warm_start is not None else None
     optuna = backend_class("optuna")(config, ledger)
     if choice == "optuna":
-        return Lineup([optuna], optuna, confirmer, designer)
+        return Lineup([optuna], optuna, confirmer, designer, warm)
     options = {} if oracle is None else {"oracle": oracle}
     keras_tuner = backend_class("keras-tuner")(config, ledger, **options)  # type: ignore[call-arg]
     if choice == "keras-tuner":
-        return Lineup([keras_tuner], optuna, confirmer, designer)
-    return Lineup([optuna, keras_tuner], optuna, confirmer, designer)
+        return Lineup([keras_tuner], optuna, confirmer, designer, warm)
+    return Lineup([optuna, keras_tuner], optuna, confirmer, designer, warm)
 
 
 def _unknown(name: str) -> FieldError:

@@ -10,6 +10,8 @@ import re
 
 import pytest
 
+from study.analysis.table import ORIGIN
+from study.config.study import WarmStart
 from study.report.about import about_dict, about_rows, headline, trial_states
 from study.report.html import render_html
 from study.report.json import render_json
@@ -46,6 +48,21 @@ def test_a_study_file_says_what_was_trained_and_searched(facts_report) -> None:
     assert rows["trials ran with"] == "tensorflow 2.21.0, keras 3.15.1"
     assert rows["packages"] == "study 0.1.0, tensorflow 2.21.0, keras 3.15.1, python 3.11.7"
     assert headline(facts_report) == "mnist1d · mlp · nesterov"
+
+
+def test_a_warm_start_names_its_study_and_how_many_first_trials_it_gave(make_report, table) -> None:
+    config = study_facts().config
+    tuner = dataclasses.replace(config.tuner, warm_start=WarmStart("d4000"))
+    facts = study_facts(config=dataclasses.replace(config, tuner=tuner))
+    table = table.copy()
+    table[ORIGIN] = "sampler"
+    table.loc[table.index[:3], ORIGIN] = "warm"
+
+    rows = dict(about_rows(make_report(table, facts=facts)))
+    assert rows["tuners"] == (
+        "optuna (tpe sampler); pruning at 1.5x each batch size's best steps; warm start from "
+        "study 'd4000' (3 first trials at its best rates)"
+    )
 
 
 def test_the_workloads_default_model_is_named(make_report, table) -> None:
