@@ -48,7 +48,8 @@ import numpy as np  # noqa: E402
 from sim.simulate import StudyDesign, StudyTruth, simulate_trials  # noqa: E402
 
 from study.analysis.answers import Answers, scaling_answers  # noqa: E402
-from study.analysis.data_ladder import Rung, fit_ladder  # noqa: E402
+from study.analysis.data_ladder import fit_ladder  # noqa: E402
+from study.analysis.data_law import Rung  # noqa: E402
 from study.analysis.surrogate import fit_surrogate  # noqa: E402
 from study.analysis.target_law import agrees  # noqa: E402
 

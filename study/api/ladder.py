@@ -22,7 +22,8 @@ from study.errors import FieldError, UsageError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from study.analysis.data_ladder import DataLadder, DataLaw, LadderPrediction
+    from study.analysis.data_ladder import DataLadder, LadderPrediction
+    from study.analysis.data_law import DataLaw
     from study.api.studies import Study
     from study.config.target import Target
 

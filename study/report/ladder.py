@@ -22,7 +22,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from study.analysis.data_ladder import NAMES, QUANTITIES, DataLadder, LadderPrediction
+from study.analysis.data_ladder import DataLadder, LadderPrediction
+from study.analysis.data_law import NAMES, QUANTITIES
 from study.analysis.target_law import MAX_DISTANCE
 from study.errors import FieldError
 from study.report.formatting import percent
@@ -127,7 +128,8 @@ def stored_ladder(
             recorded), on ``target`` (rungs with different targets or overheads).
     """
     from study.analysis.answers import study_answers
-    from study.analysis.data_ladder import MIN_RUNGS, Rung, fit_ladder
+    from study.analysis.data_ladder import fit_ladder
+    from study.analysis.data_law import MIN_RUNGS, Rung
     from study.report.build import default_accelerators
 
     if len(ledgers) < MIN_RUNGS:

@@ -11,13 +11,8 @@ import pytest
 from scipy import stats
 
 from study.analysis.answers import Answer, Answers
-from study.analysis.data_ladder import (
-    GRID_SIGMA,
-    QUANTITIES,
-    Rung,
-    fit_data_law,
-    fit_ladder,
-)
+from study.analysis.data_ladder import WIDE, fit_ladder
+from study.analysis.data_law import GRID_SIGMA, QUANTITIES, Rung, fit_data_law
 from study.analysis.target_law import MAX_DISTANCE, agrees
 
 Z95 = float(stats.norm.ppf(0.975))
@@ -220,3 +215,26 @@ def test_the_law_band_narrows_inside_the_rungs() -> None:
     mid, low, high = law.curve(np.array([2000.0, 16000.0]))
     assert np.all(low < mid) and np.all(mid < high)
     assert (high[0] / low[0]) < (high[1] / low[1])
+
+
+def test_a_prediction_too_wide_to_act_on_says_so_and_names_the_rung_to_improve() -> None:
+    sharp = [
+        Rung("d4000", 4000.0, answers_of(300, 0.1)),
+        Rung("d6000", 6000.0, answers_of(350, 0.1)),
+    ]
+    prediction = fit_ladder(sharp).predict(8000)
+    assert prediction.caution == ""
+    assert "Too wide" not in prediction.line()
+
+    # the larger rung's interval spans a factor of 50: extrapolated past it, it carries nearly all
+    wide = [
+        Rung("d4000", 4000.0, answers_of(300, 0.1)),
+        Rung("d6000", 6000.0, answers_of(350, 1.0)),
+    ]
+    prediction = fit_ladder(wide).predict(8000)
+    critical = prediction.critical_batch
+    assert critical.high / critical.low > WIDE
+    assert "rung 'd6000' (6,000 examples, its own 9.86-497)" in prediction.caution
+    assert re.search(r"spans a factor of 818; 100% of its variance", prediction.caution)
+    assert prediction.line().endswith(f". Too wide to act on: {prediction.caution}")
+    assert prediction.to_dict()["caution"] == prediction.caution
