@@ -61,11 +61,14 @@ def read_points(warm: WarmStart, ledger: Ledger, strategy: str) -> tuple[WarmPoi
             f"tuner.warm_start names this study itself ({warm.study!r}); name a finished study "
             "of the same question at another scale"
         )
-    source = (
-        ledger.sibling(warm.study)
-        if warm.storage is None
-        else Ledger.open(warm.storage, warm.study, create=False)
-    )
+    try:
+        source = (
+            ledger.sibling(warm.study)
+            if warm.storage is None
+            else Ledger.open(warm.storage, warm.study, create=False)
+        )
+    except UsageError as err:  # a storage that cannot be opened: say which key named it
+        raise UsageError(f"tuner.warm_start.storage: {err}") from None
     try:
         source.require()
     except StudyNotFound:

@@ -194,3 +194,10 @@ def test_a_wrong_name_stops_the_lineup_before_anything_trains(tmp_path: Path):
     ledger = Ledger.open(url, "d8000")
     with pytest.raises(UsageError, match="no study named 'nope'"):
         build_lineup("optuna", config_of(warm_start="nope"), ledger)
+
+
+def test_a_storage_that_cannot_be_opened_names_the_key(tmp_path: Path):
+    ledger = Ledger.open(earlier(tmp_path), "d8000")
+    unreachable = WarmStart("d4000", "postgresql://study@127.0.0.1:1/nowhere")
+    with pytest.raises(UsageError, match=r"^tuner.warm_start.storage: .*cannot open"):
+        read_points(unreachable, ledger, "default")
