@@ -14,7 +14,7 @@ from scipy import stats
 
 from study.analysis.answers import Answer, Answers
 from study.analysis.fitting import CONFIDENCE
-from study.analysis.target_law import law_band, weighted_least_squares
+from study.analysis.target_law import law_band, log_distance, weighted_least_squares
 
 LadderQuantity = Literal["b_noise", "critical_batch", "recommended_batch", "recommended_lr"]
 QUANTITIES: tuple[LadderQuantity, ...] = (
@@ -110,9 +110,7 @@ class DataLaw:
     def distance(self, size: float) -> float:
         """How far ``size`` lies beyond the fitted rungs, in fitted ranges of ``log D`` (0
         inside them)."""
-        low, high = np.log(self.size_range)
-        lx = math.log(size)
-        return max(0.0, low - lx, lx - high) / max(high - low, 1e-12)
+        return log_distance(size, self.size_range)
 
     def text(self) -> str:
         """``"B_noise ~ D^0.41 (0.22 to 0.60)"``, or why there is no law."""

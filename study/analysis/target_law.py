@@ -119,10 +119,7 @@ class TargetLaw:
     def distance(self, x0: float) -> float:
         """How far ``x0`` lies beyond the fitted levels, in fitted ranges of ``log x`` (0
         inside them)."""
-        low, high = np.log(self.x_range)
-        span = max(high - low, 1e-12)
-        lx = math.log(x0)
-        return max(0.0, low - lx, lx - high) / span
+        return log_distance(x0, self.x_range)
 
     def curve(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The law at ``x`` with the interval of its value there (`interval`)."""
@@ -246,6 +243,17 @@ def _fit(
         exponent=exponent,
         confidence=confidence,
     )
+
+
+def log_distance(x0: float, fitted: tuple[float, float]) -> float:
+    """How far ``x0`` lies beyond ``fitted`` (smallest, largest), in fitted ranges of its log
+    (0 inside them).
+
+    Example: 40,000 beyond (10,000, 20,000) is 1.0: one more doubling past a range of one.
+    """
+    low, high = np.log(fitted)
+    lx = math.log(x0)
+    return max(0.0, low - lx, lx - high) / max(high - low, 1e-12)
 
 
 def weighted_least_squares(
