@@ -88,6 +88,7 @@ def study_params(
         "oracle": config.tuner.oracle.value,
         "pruning": config.tuner.pruning,
         "prune_slack": config.prune_slack,
+        **({"warm_start": warm.study} if (warm := config.tuner.warm_start) is not None else {}),
     }
 
 

@@ -43,6 +43,12 @@ def test_the_parent_run_names_the_hold_rule_and_the_seeding() -> None:
     assert params_of(target_hold="off")["target_hold"] == "off"
 
 
+def test_the_parent_run_names_the_study_a_warm_start_came_from() -> None:
+    assert "warm_start" not in params_of()
+    tuner = {**BASE.get("tuner", {}), "warm_start": "d4000"}
+    assert params_of(tuner=tuner)["warm_start"] == "d4000"
+
+
 # The pages a study's runs show, on a tracking server
 
 
