@@ -158,8 +158,7 @@ class StudyTracker:
         self._jobs.flush()
 
     def close(self, wait: float = 0.0) -> None:
-        """Log what is queued and stop; a tracking server that is away is waited for up to
-        ``wait`` seconds (`BackgroundJobs.close`)."""
+        """Log what is queued and stop, waiting up to ``wait`` s for an away server."""
         self._jobs.close(wait)
 
     # -- the parent run -------------------------------------------------------------------
