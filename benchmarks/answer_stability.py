@@ -38,6 +38,10 @@ is written to the cached summary.
 Usage: python benchmarks/answer_stability.py [--only grid|runs|report ...]
     [--questions mlp-nesterov cnn-adam] [--runs 6] [--rates 24] [--grid-seeds 0 1 2]
     [--workdir DIR] [--keep-trials B=N,...] [--stop-slower K] [--allocation steps|even]
+    [--workers 2]
+
+``--workers 2`` runs every study with two trials at once (``study run --workers 2``), cached apart
+(``_w2``).
 """
 
 from __future__ import annotations
@@ -237,14 +241,21 @@ def pooled_truth(grid: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def runs_path(question: str, allocation: str = "steps") -> Path:
-    tag = "" if allocation == "even" else f"_{allocation}"
+def runs_path(question: str, allocation: str = "steps", workers: int = 1) -> Path:
+    tag = ("" if allocation == "even" else f"_{allocation}") + _workers_tag(workers)
     return RESULTS / f"answer_stability_{question}{tag}_runs.json"
 
 
-def table_path(question: str, k: int, allocation: str = "steps") -> Path:
-    tag = "" if allocation == "even" else f"{allocation}_"
+def table_path(question: str, k: int, allocation: str = "steps", workers: int = 1) -> Path:
+    tag = ("" if allocation == "even" else f"{allocation}_") + _workers_tag(workers, "_")
     return RESULTS / "answer_stability" / f"{question}_{tag}run{k}.csv.gz"
+
+
+def _workers_tag(workers: int, after: str = "") -> str:
+    """``w2`` for runs with two workers (nothing for one): their caches stand apart."""
+    if workers == 1:
+        return ""
+    return f"w{workers}{after}" if after else f"_w{workers}"
 
 
 def allocation_of(allocation: str) -> dict[str, Any]:
@@ -256,22 +267,28 @@ def allocation_of(allocation: str) -> dict[str, Any]:
 
 
 def run_studies(
-    question: str, runs: int, workdir: Path, allocation: str = "steps", first: int = 0
+    question: str,
+    runs: int,
+    workdir: Path,
+    allocation: str = "steps",
+    first: int = 0,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Runs ``first`` to ``runs - 1`` of the question's study file (run k: ``seed: k``,
     ``tuner.seed: k``, and the keys of `allocation_of`); each run's measurement table is cached
     (`table_path`) with its wall time and training steps, so the answers are read again by the
     report phase with the analysis of the day. Two processes may run disjoint runs of one
-    question at once (``--first``): each adds its own runs to the cache as it writes it."""
+    question at once (``--first``): each adds its own runs to the cache as it writes it.
+    ``workers``: ``study run --workers`` (runs with more than one are cached apart)."""
     import yaml
     from study_bench import run_variant
 
-    cache = runs_path(question, allocation)
+    cache = runs_path(question, allocation, workers)
     done: dict[str, Any] = json.loads(cache.read_text()) if cache.exists() else {}
     file = QUESTIONS[question]
     base = yaml.safe_load(file.read_text())
     for k in range(first, runs):
-        table = table_path(question, k, allocation)
+        table = table_path(question, k, allocation, workers)
         if str(k) in done and table.exists():
             continue
         started = time.perf_counter()
@@ -283,6 +300,7 @@ def run_studies(
                 f"run{k}",
                 seed=k,
                 tuner={**base["tuner"], "seed": k},
+                flags=("--workers", str(workers)),
                 **allocation_of(allocation),
             )
             done[str(k)] = {"wall_seconds": time.perf_counter() - started}
@@ -375,6 +393,7 @@ def analyse_run(
     keep: dict[int, int] | None = None,
     slower: float | None = None,
     allocation: str = "steps",
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Run k's answers (the model of every trial) and its best-trial B_noise, from its table
     (only its first trials at the batch sizes of ``keep``, and trials cut where they fell
@@ -388,7 +407,7 @@ def analyse_run(
     from study.config.studyfile import load_study_file
 
     target = load_study_file(QUESTIONS[question]).target
-    table = pd.read_csv(table_path(question, k, allocation))
+    table = pd.read_csv(table_path(question, k, allocation, workers))
     if keep:
         table = first_trials(table, keep)
     if slower:
@@ -511,6 +530,12 @@ def main() -> None:
         help="runs and report: the question file as it is (steps: its budget of training "
         "steps), or with allocation: {mode: even} (8 trials per batch size); each cached apart",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="runs and report: `study run --workers N` (more than one: cached apart, `_w<N>`)",
+    )
     args = parser.parse_args()
     if args.stop_slower is not None and not args.stop_slower > 1:
         parser.error(f"--stop-slower must be > 1 (got {args.stop_slower})")
@@ -522,13 +547,19 @@ def main() -> None:
         if "grid" in phases:
             run_grid(question, args.rates, args.grid_seeds)
         if "runs" in phases:
-            run_studies(question, args.runs, workdir, args.allocation, args.first)
+            run_studies(question, args.runs, workdir, args.allocation, args.first, args.workers)
         if "report" in phases:
             grid = json.loads(grid_path(question).read_text())
-            meta = json.loads(runs_path(question, args.allocation).read_text())
+            meta = json.loads(runs_path(question, args.allocation, args.workers).read_text())
             runs = [
                 analyse_run(
-                    question, int(k), meta[k], args.keep_trials, args.stop_slower, args.allocation
+                    question,
+                    int(k),
+                    meta[k],
+                    args.keep_trials,
+                    args.stop_slower,
+                    args.allocation,
+                    args.workers,
                 )
                 for k in sorted(meta, key=int)
             ]
@@ -543,7 +574,9 @@ def main() -> None:
     if summary and not (
         args.keep_trials or args.stop_slower
     ):  # the cached summary is the runs as they ran
-        tag = "" if args.allocation == "even" else f"_{args.allocation}"
+        tag = ("" if args.allocation == "even" else f"_{args.allocation}") + _workers_tag(
+            args.workers
+        )
         out = RESULTS / f"answer_stability{tag}.json"
         out.write_text(json.dumps(summary, indent=1, default=str))
 

@@ -12,7 +12,9 @@ can no longer be the best: what the study's pruning does):
   within the file's range);
 - **keras-tuner**: KerasTuner's Bayesian oracle over the learning rate, one per batch size;
 - **study**: ``study run`` on the same question (a subprocess; its file's allocation by steps,
-  or the even allocation when the batch sizes or trials are reduced).
+  or the even allocation when the batch sizes or trials are reduced);
+- **study-w2**: the same with ``--workers 2``: two trials at once, one per core of a 2-core
+  machine (the peers above run one trial at a time, as their loops are written).
 
 Prints and writes (``results/peers.json``) per contestant: trials, training steps, wall seconds
 and CPU seconds (this process and its children: the trainer workers, the subprocess).
@@ -39,7 +41,7 @@ from study_bench import run_study
 
 HERE = Path(__file__).resolve().parent
 FILE = HERE / "mnist1d_compute.yaml"
-CONTESTANTS = ("optuna", "optuna-warm", "keras-tuner", "study")
+CONTESTANTS = ("optuna", "optuna-warm", "keras-tuner", "study", "study-w2")
 
 
 def cpu_seconds() -> tuple[float, float]:
@@ -146,9 +148,11 @@ def run_keras_tuner(train: Trainer, sizes: list[int], per: int, low: float, high
                 oracle.end_trial(trial)
 
 
-def run_study_contestant(data: dict, sizes: list[int], per: int) -> dict[str, Any]:
-    """``study run`` on the question; reduced (other batch sizes or trials), with the even
-    allocation (the file's step budget is the whole question's)."""
+def run_study_contestant(
+    data: dict, sizes: list[int], per: int, workers: int = 1
+) -> dict[str, Any]:
+    """``study run --workers N`` on the question; reduced (other batch sizes or trials), with
+    the even allocation (the file's step budget is the whole question's)."""
     reduced = per != data["trials_per_stratum"] or sizes != data["search_space"]["batch_size"]
     data = {**data, "trials_per_stratum": per}
     data["search_space"] = {**data["search_space"], "batch_size": sizes}
@@ -157,7 +161,7 @@ def run_study_contestant(data: dict, sizes: list[int], per: int) -> dict[str, An
     with tempfile.TemporaryDirectory(prefix="peers-study-") as work:
         file = Path(work) / "question.yaml"
         file.write_text(yaml.safe_dump(data, sort_keys=False))
-        run_study(file, Path(work))
+        run_study(file, Path(work), "--workers", str(workers))
         from study.ledger import Ledger
 
         journal = str(Path(work) / "mlruns" / "optuna.journal")
@@ -174,8 +178,8 @@ def contest(name: str, config: Any, data: dict, sizes: list[int], per: int) -> d
     high = config.space.param("learning_rate").high
     cpu0, wall0 = cpu_seconds(), time.perf_counter()
     row: dict[str, Any] = {"contestant": name}
-    if name == "study":
-        row.update(run_study_contestant(data, sizes, per))
+    if name.startswith("study"):
+        row.update(run_study_contestant(data, sizes, per, 2 if name == "study-w2" else 1))
         workers = 0.0
     else:
         runs: dict[str, Callable[[Trainer], None]] = {
@@ -191,7 +195,7 @@ def contest(name: str, config: Any, data: dict, sizes: list[int], per: int) -> d
         row["best"] = {str(b): s for b, (s, _) in sorted(train.best.items())}
     row["wall"] = time.perf_counter() - wall0
     own, kids = (now - then for now, then in zip(cpu_seconds(), cpu0, strict=True))
-    if name != "study":  # the workers, unless their end counted them among the children
+    if not name.startswith("study"):  # the workers, unless counted among the children
         kids = max(kids, workers)
     row["cpu"] = own + kids
     row["load"] = round(os.getloadavg()[0], 2)

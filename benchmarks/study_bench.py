@@ -44,9 +44,12 @@ DEFAULT_FILES = (
 )
 
 
-def run_variant(file: Path, workdir: Path, suffix: str, **changes: object) -> str:
+def run_variant(
+    file: Path, workdir: Path, suffix: str, *, flags: tuple[str, ...] = (), **changes: object
+) -> str:
     """Run the study of ``file`` with top-level keys changed, named ``<name>-<suffix>``, in
-    ``workdir``; return its name (its ledger is ``workdir/mlruns/optuna.journal``)."""
+    ``workdir`` (``study run`` given ``flags`` too); return its name (its ledger is
+    ``workdir/mlruns/optuna.journal``)."""
     import yaml
 
     config = yaml.safe_load(file.read_text())
@@ -54,7 +57,7 @@ def run_variant(file: Path, workdir: Path, suffix: str, **changes: object) -> st
     config["name"] = f"{config['name']}-{suffix}"
     copy = workdir / f"{config['name']}.yaml"
     copy.write_text(yaml.safe_dump(config, sort_keys=False))
-    run_study(copy, workdir)
+    run_study(copy, workdir, *flags)
     return config["name"]
 
 
