@@ -105,15 +105,12 @@ def warm_params(
     if not points:
         return None
     low, high = lr_range(config)
-    rate = transfer_learning_rate(
-        [(p.batch_size, p.learning_rate) for p in points if p.batch_size != batch_size],
-        batch_size,
-        low,
-        high,
-    )
-    exact = [p for p in points if p.batch_size == batch_size]
-    if exact:
-        rate = min(high, max(low, exact[0].learning_rate))
+    exact = next((p for p in points if p.batch_size == batch_size), None)
+    if exact is not None:
+        rate: float | None = min(high, max(low, exact.learning_rate))
+    else:
+        pairs = [(p.batch_size, p.learning_rate) for p in points]
+        rate = transfer_learning_rate(pairs, batch_size, low, high)
     if rate is None:
         return None
     nearest = min(points, key=lambda p: abs(math.log(p.batch_size / batch_size)))
