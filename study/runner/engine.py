@@ -61,7 +61,7 @@ from study.runner.allocator import Allocator
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
 from study.runner.progress import Progress, StratumProgress
-from study.runner.pruning import Pruning, trial_hook, unbounded_cap
+from study.runner.pruning import Pruning, bound_pending, trial_hook, unbounded_cap
 from study.runner.stopping import exit_status
 from study.runner.timings import timed
 from study.tracking.study_tracker import StudyTracker
@@ -235,21 +235,26 @@ class StudyEngine:
 
     def _claim(self) -> Slot | None:
         """The next slot: in the first pass, of the first stratum (in visiting order) below its
-        `first_pass` quota; then of the first stratum with budget left. None once this process
-        ran ``max_trials``, and once the allocator is exhausted (by steps: the study's steps
-        are spent; its untaken slots are then taken back: `Allocator.close`)."""
+        `first_pass` quota; then of the first stratum with budget left; with pruning, a stratum
+        whose running trial will set its first bound (`bound_pending`) after all others. None
+        once this process ran ``max_trials``, and once the allocator is exhausted (by steps:
+        the study's steps are spent; its untaken slots are then taken back: `Allocator.close`)."""
         if self.allocator is not None and self.allocator.exhausted():
             with self._round_lock:
                 self._grow(self.allocator.close())
             return None
         with self._claim_lock, self.ledger.recent():  # each stratum read about once
-            for first in (True, False):
-                for stratum in self.strata:
+            pending = []  # strata whose running trial will set their bound: after the others
+            for first in (True, False, None):
+                for stratum in self.strata if first is not None else pending:
                     if stratum in self._full or self._stop.is_set() or self._limit_reached():
                         continue
                     budget = self.budgets[stratum]
                     counted = self.ledger.taken(stratum, budget)
                     if first and counted >= first_pass(self.config, budget):
+                        continue
+                    if first is not None and self.pruning and bound_pending(self.ledger, stratum):
+                        pending.append(stratum)
                         continue
                     slot = None
                     if counted < budget:
