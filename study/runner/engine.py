@@ -58,35 +58,22 @@ from study.phases import PHASES, Mark, Phase
 from study.results import WALL, TrialResult, TrialState
 from study.runner import fleet
 from study.runner.allocator import Allocator
+from study.runner.claim_order import bound_anywhere, bound_pending, first_pass
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
 from study.runner.progress import Progress, StratumProgress
-from study.runner.pruning import Pruning, bound_pending, trial_hook, unbounded_cap
+from study.runner.pruning import Pruning, trial_hook, unbounded_cap
 from study.runner.stopping import exit_status
 from study.runner.timings import timed
 from study.tracking.study_tracker import StudyTracker
 from study.tuners import fit_ahead
 from study.tuners.base import Outcome, Proposal
-from study.tuners.confirm import search_budget
 from study.tuners.history import read_history
 from study.tuners.objective import explain, score
 from study.tuners.registry import Lineup
 
 #: The step limit assumed for scoring when a budget has no step or example limit (`Budget`'s).
 DEFAULT_STEP_LIMIT: int = default_of(Budget, "max_steps")
-
-
-def first_pass(config: StudyConfig, budget: int) -> int:
-    """How many trials each stratum runs before any stratum runs more: half its search budget
-    (rounded up) when learning rates transfer between batch sizes, so every stratum's later
-    trials are centred on what all the others found, the first-visited ones too; the whole
-    budget otherwise (each stratum is searched in one go).
-
-    Example: 8 trials per stratum and transfer on: 4 in the first pass, 4 in the second.
-    """
-    if not config.tuner.transfer or len(config.space.batch_sizes) < 2:
-        return budget
-    return math.ceil(search_budget(budget, config.tuner.confirm) / 2)
 
 
 class StudyEngine:
@@ -124,6 +111,7 @@ class StudyEngine:
         self._stop = threading.Event()
         self._claim_lock = threading.Lock()
         self._full: set[Stratum] = set()
+        self._bounded = False  # a trial of the study reached the target (`_claim`)
         self._claimed = 0
         self._active: dict[tuple[Stratum, int], Slot] = {}
         self._active_lock = threading.Condition()
@@ -211,8 +199,6 @@ class StudyEngine:
                     if self._in_flight_round(seen) or self._wait_for_others() or self._next_round():
                         continue
                     return
-                with self._active_lock:
-                    self._active[(slot.stratum, slot.number)] = slot
                 try:
                     with self.ledger.recent():  # its set-up reads each stratum about once
                         self._run_slot(slot)
@@ -234,37 +220,59 @@ class StudyEngine:
             self._stop.set()
 
     def _claim(self) -> Slot | None:
-        """The next slot: in the first pass, of the first stratum (in visiting order) below its
-        `first_pass` quota; then of the first stratum with budget left; with pruning, a stratum
-        whose running trial will set its first bound (`bound_pending`) after all others. None
-        once this process ran ``max_trials``, and once the allocator is exhausted (by steps:
-        the study's steps are spent; its untaken slots are then taken back: `Allocator.close`)."""
+        """The next slot, in `study.runner.claim_order`'s order (registered as running), after
+        waiting for this process's running trial while nothing bounds a new one. None once
+        this process ran ``max_trials``, and once the allocator is exhausted (by steps: the
+        study's steps are spent; its untaken slots are then taken back: `Allocator.close`)."""
         if self.allocator is not None and self.allocator.exhausted():
             with self._round_lock:
                 self._grow(self.allocator.close())
             return None
-        with self._claim_lock, self.ledger.recent():  # each stratum read about once
-            pending = []  # strata whose running trial will set their bound: after the others
-            for first in (True, False, None):
-                for stratum in self.strata if first is not None else pending:
-                    if stratum in self._full or self._stop.is_set() or self._limit_reached():
-                        continue
-                    budget = self.budgets[stratum]
-                    counted = self.ledger.taken(stratum, budget)
-                    if first and counted >= first_pass(self.config, budget):
-                        continue
-                    if first is not None and self.pruning and bound_pending(self.ledger, stratum):
-                        pending.append(stratum)
-                        continue
-                    slot = None
-                    if counted < budget:
-                        slot = self.ledger.claim(stratum, budget, grace=self.heartbeat.grace)
-                    if slot is None:
-                        self._full.add(stratum)
-                        continue
-                    self._claimed += 1
-                    return slot
+        while True:
+            seen = self._ended
+            with self._claim_lock, self.ledger.recent():  # each stratum read about once
+                if self._bounded or not self.pruning or not self._running():
+                    return self._claim_next()
+                self._bounded = bound_anywhere(self.ledger, self.strata)
+                if self._bounded:
+                    return self._claim_next()
+            self._wait_for_end(seen)
+            if self._stop.is_set():
+                return None
+
+    def _claim_next(self) -> Slot | None:
+        pending = []  # strata whose running trial will set their bound: after the others
+        for first in (True, False, None):
+            for stratum in self.strata if first is not None else pending:
+                if stratum in self._full or self._stop.is_set() or self._limit_reached():
+                    continue
+                budget = self.budgets[stratum]
+                counted = self.ledger.taken(stratum, budget)
+                if first and counted >= first_pass(self.config, budget):
+                    continue
+                if first is not None and self.pruning and bound_pending(self.ledger, stratum):
+                    pending.append(stratum)
+                    continue
+                slot = None
+                if counted < budget:
+                    slot = self.ledger.claim(stratum, budget, grace=self.heartbeat.grace)
+                if slot is None:
+                    self._full.add(stratum)
+                    continue
+                self._claimed += 1
+                with self._active_lock:
+                    self._active[(slot.stratum, slot.number)] = slot
+                return slot
         return None
+
+    def _wait_for_end(self, seen: int) -> None:
+        """Wait until another of this process's trials ends (``seen``: how many had ended), none
+        runs, or the run stops (at most a heartbeat's interval)."""
+        with self._active_lock:
+            self._active_lock.wait_for(
+                lambda: self._ended != seen or not self._active or self._stop.is_set(),
+                timeout=self.heartbeat.interval,
+            )
 
     def _limit_reached(self) -> bool:
         return self.max_trials is not None and self._claimed >= self.max_trials
@@ -296,11 +304,7 @@ class StudyEngine:
             return False
         if self._next_round(in_flight=True):
             return True
-        with self._active_lock:
-            self._active_lock.wait_for(
-                lambda: self._ended != seen or not self._active or self._stop.is_set(),
-                timeout=self.heartbeat.interval,
-            )
+        self._wait_for_end(seen)
         return True
 
     def _next_round(self, *, in_flight: bool = False) -> bool:

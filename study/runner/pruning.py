@@ -18,7 +18,6 @@ from collections.abc import Callable
 from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.ledger import Ledger
-from study.ledger.records import best_of
 from study.results import Measurement
 from study.tuners.base import History, Proposal
 from study.tuners.history import SCALING_SLACK, step_bound
@@ -68,17 +67,6 @@ class Pruning:
         """The trainer's measurement hook: go on while the step is below ``slack`` times the
         stratum's best."""
         return lambda m: m.step < self.slack * self.best(stratum)
-
-
-def bound_pending(ledger: Ledger, stratum: Stratum) -> bool:
-    """Whether a trial of ``stratum`` is running while none of its trials has reached the
-    target: a second trial started there now races nothing of its own stratum's, and would run
-    to its looser bound. The engine then gives a free worker another stratum first, so a
-    study with several trials in flight prunes as one with one does (`StudyEngine._claim`)."""
-    trials = ledger.trials(stratum)
-    if best_of(trials) is not None:
-        return False
-    return any(t.result is None and t.status.counts() for t in trials)
 
 
 def unbounded_cap(config: StudyConfig) -> float:

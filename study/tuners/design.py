@@ -64,6 +64,7 @@ from study.ledger import LedgerTrial
 from study.ledger.records import Origin
 from study.phases import PHASES, Phase
 from study.results import TrialState
+from study.tuners.seen import narrowed
 
 #: The origin of a trial the designer proposed.
 DESIGN: Origin = "design"
@@ -210,13 +211,12 @@ class DesignModel:
 
 #: Fits `design_model` keeps (the latest, by the trials they were fitted to).
 FITS_KEPT = 4
-#: Up to this many trials, every new set of trials is fitted anew (a study of tens of trials
-#: decides as it always did).
-REFIT_ALL_BELOW = 100
-#: Beyond `REFIT_ALL_BELOW`, a kept fit serves trials it did not see until they are this share
-#: of the trials it was fitted to, or `SURPRISE_SHARE` of them when one of the new outcomes
-#: lies outside the fit's `SURPRISE_Z` interval (or at a batch size it did not see).
-REFIT_SHARE = 0.05
+#: Up to this many trials, every new set of trials is fitted anew.
+REFIT_ALL_BELOW = 10
+#: Beyond `REFIT_ALL_BELOW`, a kept fit serves trials it did not see (counting them as seen:
+#: `study.tuners.seen.narrowed`) until they are this share of the trials it was fitted to, or
+#: `SURPRISE_SHARE` of them when one of the new outcomes surprises it (`_surprises`).
+REFIT_SHARE = 0.1
 SURPRISE_SHARE = 0.01
 SURPRISE_Z = 2.576
 
@@ -240,18 +240,24 @@ def design_model(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | N
     after it; designed proposals while no trial finished): the trials are put in one order
     first, since the order of the sums changes the fit in its last digits.
 
-    A study of more than `REFIT_ALL_BELOW` trials is not refitted at every trial (the fit's
-    cost grows with the trials, so a study's would grow with their square): a kept fit to a
-    subset of ``trials`` serves until the trials it did not see are `REFIT_SHARE` of those it
-    saw, or `SURPRISE_SHARE` when one of them surprises it (`_surprises`). Its refit starts
-    from the kept fit's parameters too (`fit_surrogate`'s ``start``)."""
+    A study of more than `REFIT_ALL_BELOW` trials is not refitted at every trial (a fit
+    takes as long as a short trial, and its cost grows with the trials, so a study's would grow
+    with their square): a kept fit to a subset of ``trials`` serves, its covariance narrowed by
+    the new trials that reached the target (`narrowed`), until the trials it did not see are
+    `REFIT_SHARE` of those it saw, or `SURPRISE_SHARE` when one of them surprises it
+    (`_surprises`). Its refit starts from the kept fit's parameters too (`fit_surrogate`'s
+    ``start``)."""
     trials, hashes, key = fit_key(trials, accelerators)
     with _FITS_LOCK:
         kept = _FITS.get(key)
         older = None if kept is not None else _older(trials, hashes, accelerators)
-    if kept is not None or (older is not None and not _stale(older, trials, hashes)):
+    if kept is not None:
         PHASES.add(Phase.FITS_KEPT, 0.0)
-        return (kept or older).model  # type: ignore[union-attr]
+        return kept.model
+    if older is not None and not _stale(older, trials, hashes):
+        PHASES.add(Phase.FITS_KEPT, 0.0)
+        new = trials[~np.isin(hashes, older.rows) & np.isfinite(trials["steps_to_target"])]
+        return narrowed(older.model, new[BATCH_SIZE].to_numpy(), new[LEARNING_RATE].to_numpy())
     start = older.model.surrogate.theta if older is not None and older.model else None
     with PHASES.timing(Phase.FITS):
         model = _fit_design_model(trials, accelerators, start)
@@ -299,21 +305,25 @@ def _stale(kept: _Kept, trials: pd.DataFrame, hashes: np.ndarray) -> bool:
 
 
 def _surprises(model: DesignModel | None, trials: pd.DataFrame) -> bool:
-    """Whether a trial of ``trials`` lies outside ``model``'s `SURPRISE_Z` interval of log
-    steps (a reached one), or at a batch size it was not fitted to (always, with no model)."""
+    """Whether an outcome of ``trials`` lies outside ``model``'s `SURPRISE_Z` interval of log
+    steps (a reached trial's steps; a trial that did not reach the target where it ran past
+    the interval's top), or at a batch size it was not fitted to (always, with no model)."""
     if model is None:
         return True
     surrogate = model.surrogate
-    if not np.isin(trials[BATCH_SIZE].to_numpy(float), surrogate.batch_sizes).all():
+    b = trials[BATCH_SIZE].to_numpy(float)
+    if not np.isin(b, surrogate.batch_sizes).all():
         return True
     steps = trials["steps_to_target"].to_numpy(float)
     reached = np.isfinite(steps)
-    if not reached.any():
-        return False
-    b = trials[BATCH_SIZE].to_numpy(float)[reached]
-    lr = trials[LEARNING_RATE].to_numpy(float)[reached]
-    mu = mean_log_steps(surrogate.theta, b, np.log(lr), surrogate.b_ref)
-    return bool(np.any(np.abs(np.log(steps[reached]) - mu) > SURPRISE_Z * surrogate.sigma))
+    ran = trials[LAST_STEP].to_numpy(float) if LAST_STEP in trials else np.zeros(len(trials))
+    seen = np.where(reached, steps, ran)
+    lr = trials[LEARNING_RATE].to_numpy(float)
+    with np.errstate(divide="ignore"):
+        z = (np.log(seen) - mean_log_steps(surrogate.theta, b, np.log(lr), surrogate.b_ref)) / (
+            surrogate.sigma
+        )
+    return bool(np.any(np.where(reached, np.abs(z), z) > SURPRISE_Z))
 
 
 @one_blas_thread

@@ -40,16 +40,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
-from study.analysis.surrogate import mean_log_steps_gradient
 from study.ledger import LedgerTrial
 from study.phases import PHASES, Phase
 from study.results import TrialState
 from study.tuners.design import DesignModel, design_model, fit_key, ledger_frame
+from study.tuners.seen import narrowed
 
 #: The fits asked for that are kept (their futures), the latest by when they were asked for.
 KEPT = 8
@@ -143,26 +142,12 @@ def lagged_fit(
 
 def seen(model: DesignModel | None, latest: LedgerTrial | None) -> DesignModel | None:
     """``model`` with its parameters' covariance narrowed by the ``latest`` trial it was not
-    fitted to, when that one reached the target. Under the model's normal approximation an
-    observation of log steps at a batch size and rate narrows the covariance by ``S g g' S /
-    (sigma**2 + g' S g)`` (``g = d mu / d theta`` there) whatever its value, so a decision's
-    gains count the latest trial as seen even though its outcome is not in the fit yet: trial
-    after trial does not go where the latest one already looked."""
+    fitted to, when that one reached the target (`study.tuners.seen.narrowed`): a decision's
+    gains count the latest trial as seen even though its outcome is not in the fit yet, so
+    trial after trial does not go where the latest one already looked."""
     if model is None or latest is None or latest.steps_to_target is None:
         return model
-    surrogate = model.surrogate
-    theta, cov = surrogate.theta, surrogate.covariance
-    b = np.array([float(latest.stratum.batch_size)])
-    log_lr = np.log([latest.learning_rate])
-    if not np.all(np.isfinite(log_lr)):
-        return model
-    grad = np.zeros(theta.size)
-    free = np.flatnonzero(np.diag(cov) > 0)  # as `information_gain` differentiates
-    grad[free] = mean_log_steps_gradient(theta, free, b, log_lr, surrogate.b_ref)[:, 0]
-    spread = cov @ grad
-    narrowed = cov - np.outer(spread, spread) / (surrogate.sigma**2 + float(grad @ spread))
-    narrowed = (narrowed + narrowed.T) / 2
-    return replace(model, surrogate=replace(surrogate, covariance=narrowed))
+    return narrowed(model, np.array([latest.stratum.batch_size]), np.array([latest.learning_rate]))
 
 
 def lagged_frame(trials: Sequence[LedgerTrial], *, ahead: bool = True) -> pd.DataFrame:

@@ -1,31 +1,43 @@
-"""Which slot a free worker claims while other trials run (`StudyEngine._claim`): with pruning,
-a stratum whose only trials are still running (nothing there has reached the target, so a second
-trial would race nothing of its own stratum's) comes after every other stratum with room."""
+"""Which slot a free worker claims while other trials run (`study.runner.claim_order`): with
+pruning, a stratum whose only trials are still running (nothing there has reached the target, so
+a second trial would race nothing of its own stratum's) comes after every other stratum with
+room, and while no trial of the study has reached the target a free worker waits for the one
+running instead of starting a trial that nothing bounds."""
 
 from __future__ import annotations
 
+import itertools
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from study.config.space import Stratum
 from study.config.studyfile import parse_study
-from study.ledger import Ledger, StudyRecord
-from study.results import TrialResult, TrialState
+from study.config.trial import TrialSpec
+from study.ledger import Ledger, Slot, StudyRecord
+from study.results import Measurement, TrialResult, TrialState
+from study.runner.claim_order import bound_pending
 from study.runner.engine import StudyEngine
 from study.runner.failures import FailurePolicy
 from study.runner.launch import budgets, visiting_order
 from study.runner.progress import Progress
-from study.runner.pruning import bound_pending
 from study.tuners.registry import build_lineup
 from tests.runner.conftest import tiny_study
-from tests.tuners.test_no_duplicates import QuietTracker, SyntheticPool
+from tests.tuners.test_no_duplicates import QuietTracker, SyntheticPool, synthetic
 
-LARGE, SMALL = Stratum(128, "default"), Stratum(32, "default")
+LARGE, MIDDLE, SMALL = (Stratum(b, "default") for b in (256, 128, 32))
 
 
-def engine_of(tmp_path: Path, **tuner: object) -> StudyEngine:
-    config = parse_study(tiny_study(tuner={"sampler": "random", **tuner}), "tiny.yaml")
+def engine_of(tmp_path: Path, pool: object = None, **tuner: object) -> StudyEngine:
+    data = tiny_study(
+        target="val_accuracy>=0.6",
+        search_space={"batch_size": [32, 128, 256]},
+        tuner={"sampler": "random", **tuner},
+    )
+    config = parse_study(data, "tiny.yaml")
     ledger = Ledger.open(str(tmp_path / "optuna.journal"), config.name)
-    ledger.create(StudyRecord(name=config.name, config_text="x", trials_total=6))
+    ledger.create(StudyRecord(name=config.name, config_text="x", trials_total=9))
     plan = budgets(visiting_order(config), config.total_trials)
     lineup = build_lineup("optuna", config, ledger)
     progress = Progress.from_ledger(ledger, plan, config.name, live=False)
@@ -34,49 +46,96 @@ def engine_of(tmp_path: Path, **tuner: object) -> StudyEngine:
         ledger,
         lineup,
         QuietTracker(),  # type: ignore[arg-type]
-        SyntheticPool(),  # type: ignore[arg-type]
+        pool or SyntheticPool(),  # type: ignore[arg-type]
         plan,
         progress,
         FailurePolicy(5),
     )
 
 
-def reached(steps: int) -> TrialResult:
-    return TrialResult(state=TrialState.REACHED, steps_run=steps, steps_to_target=steps)
+def reach(engine: StudyEngine, slot: Slot | None, steps: int = 40) -> None:
+    """``slot`` recorded as a trial that reached the target in ``steps``."""
+    assert slot is not None
+    engine.ledger.start(slot, tuner="optuna", origin="sampler")
+    result = TrialResult(state=TrialState.REACHED, steps_run=steps, steps_to_target=steps)
+    engine.ledger.finish(slot, result, float(steps))
+    with engine._active_lock:
+        engine._active.pop((slot.stratum, slot.number))
 
 
-def test_a_second_worker_goes_where_no_running_trial_sets_the_bound(tmp_path: Path) -> None:
+def test_a_free_worker_goes_where_no_running_trial_is_to_set_the_bound(tmp_path: Path) -> None:
     engine = engine_of(tmp_path)
     ledger = engine.ledger
-    assert engine.strata == [LARGE, SMALL]  # the largest batch size is visited first
-    first = engine._claim()
-    assert first is not None and first.stratum == LARGE
-    assert bound_pending(ledger, LARGE) and not bound_pending(ledger, SMALL)
-    second = engine._claim()  # LARGE's first trial runs and nothing there reached the target
-    assert second is not None and second.stratum == SMALL
-    ledger.start(first, tuner="optuna", origin="sampler")
-    ledger.finish(first, reached(40), 40.0)
-    assert not bound_pending(ledger, LARGE)  # its best bounds the next trial there
-    third = engine._claim()
-    assert third is not None and third.stratum == LARGE and third.number == 1
+    assert engine.strata == [LARGE, MIDDLE, SMALL]  # the largest batch size is visited first
+    reach(engine, engine._claim())  # LARGE#0: every batch size has a bound now
+    second = engine._claim()
+    assert second is not None and (second.stratum, second.number) == (LARGE, 1)
+    third = engine._claim()  # LARGE's first pass (2 of 3) is taken
+    assert third is not None and third.stratum == MIDDLE
+    assert bound_pending(ledger, MIDDLE) and not bound_pending(ledger, LARGE)
+    fourth = engine._claim()  # MIDDLE runs its first trial, nothing there reached the target
+    assert fourth is not None and fourth.stratum == SMALL
+    reach(engine, third)
+    fifth = engine._claim()
+    assert fifth is not None and (fifth.stratum, fifth.number) == (MIDDLE, 1)
 
 
-def test_a_pending_bound_only_orders_the_claims_it_never_leaves_a_worker_idle(
-    tmp_path: Path,
-) -> None:
+def test_a_pending_bound_orders_the_claims_and_never_leaves_a_worker_idle(tmp_path: Path) -> None:
     engine = engine_of(tmp_path)
-    claimed = [engine._claim() for _ in range(6)]  # nothing finishes: every slot is pending
+    reach(engine, engine._claim())
+    claimed = [engine._claim() for _ in range(8)]  # nothing else finishes
     assert all(slot is not None for slot in claimed)
     order = [(slot.stratum, slot.number) for slot in claimed if slot is not None]
-    assert order[:2] == [(LARGE, 0), (SMALL, 0)]
+    assert order[:3] == [(LARGE, 1), (MIDDLE, 0), (SMALL, 0)]
     assert sorted(order, key=str) == sorted(
-        [(s, n) for s in (LARGE, SMALL) for n in range(3)], key=str
+        [(s, n) for s in (LARGE, MIDDLE, SMALL) for n in range(3) if (s, n) != (LARGE, 0)],
+        key=str,
     )
     assert engine._claim() is None
 
 
 def test_without_pruning_the_claims_keep_the_visiting_order(tmp_path: Path) -> None:
     engine = engine_of(tmp_path, pruning=False)
-    first, second = engine._claim(), engine._claim()
+    first, second = engine._claim(), engine._claim()  # nothing reached: no wait either
     assert first is not None and second is not None
     assert (first.stratum, second.stratum) == (LARGE, LARGE)
+
+
+class TimedPool:
+    """Synthetic trials that take a little wall time, each recorded as (start, end, reached)."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[float, float, bool]] = []
+        self.lock = threading.Lock()
+
+    def run(
+        self, spec: TrialSpec, hook: Callable[[Measurement], bool] | None = None
+    ) -> TrialResult:
+        start = time.perf_counter()
+        result = synthetic(spec, hook)
+        time.sleep(0.05)
+        with self.lock:
+            self.spans.append((start, time.perf_counter(), result.state is TrialState.REACHED))
+        return result
+
+    def close(self) -> None:
+        pass
+
+
+def test_two_workers_run_one_trial_at_a_time_until_one_reaches_the_target(
+    tmp_path: Path,
+) -> None:
+    pool = TimedPool()
+    engine = engine_of(tmp_path, pool)
+    try:
+        assert engine.run(2) == 0
+    finally:
+        engine.lineup.close()
+    spans = sorted(pool.spans)
+    assert len(spans) == 9 and any(reached for _, _, reached in spans)
+    first_reach = min(end for _, end, reached in spans if reached)
+    for start, end, _ in spans:
+        if start < first_reach:  # nothing else ran beside it
+            assert not any(s < end and start < e for s, e, _ in spans if (s, e) != (start, end))
+    overlaps = sum(s2 < e1 for (_, e1, _), (s2, _, _) in itertools.pairwise(spans))
+    assert overlaps >= 1  # after that, both workers train at once

@@ -222,12 +222,12 @@ def test_a_fit_to_the_same_trials_in_any_order_is_not_made_again(tmp_path):
     assert other is not None and other is not model
 
 
-def test_past_a_hundred_trials_a_fit_serves_until_enough_new_ones_or_a_surprise(
+def test_a_kept_fit_serves_new_trials_as_seen_until_enough_of_them_or_a_surprise(
     tmp_path, monkeypatch
 ):
     from study.tuners import design
 
-    monkeypatch.setattr(design, "REFIT_ALL_BELOW", 5)  # 15 trials stand for a large study
+    monkeypatch.setattr(design, "REFIT_ALL_BELOW", 5)
     monkeypatch.setattr(design, "REFIT_SHARE", 0.1)
     monkeypatch.setattr(design, "SURPRISE_SHARE", 0.05)
     ledger = ledger_with(tmp_path)
@@ -241,10 +241,16 @@ def test_past_a_hundred_trials_a_fit_serves_until_enough_new_ones_or_a_surprise(
         row = {**frame.iloc[0].to_dict(), "batch_size": 64.0, "learning_rate": lr}
         return pd.DataFrame([{**row, "steps_to_target": steps, "last_step": 2 * steps}])
 
-    # One new trial (under 10% of 15), where the model expects it: the fit serves.
+    # One new trial (under 10% of 15), where the model expects it: the fit serves, and its
+    # covariance counts the new trial as seen (the same parameters, narrower at batch 64).
     usual = pd.concat([frame, at_median(0.02)], ignore_index=True)
     assert not design._surprises(model, usual.iloc[-1:])
-    assert design.design_model(usual) is model
+    served = design.design_model(usual)
+    assert served is not None and served.surrogate.trials == model.surrogate.trials == 15
+    assert np.array_equal(served.surrogate.theta, model.surrogate.theta)
+    before, after = model.surrogate.covariance, served.surrogate.covariance
+    assert np.all(np.diag(after) <= np.diag(before) + 1e-12)
+    assert np.trace(after) < np.trace(before)
     # Two new ones (over 10%): fitted anew, from the kept fit's parameters among the starts.
     refit = design.design_model(pd.concat([usual, at_median(0.03)], ignore_index=True))
     assert refit is not None and refit is not model and refit.surrogate.trials == 17
@@ -253,6 +259,14 @@ def test_past_a_hundred_trials_a_fit_serves_until_enough_new_ones_or_a_surprise(
     odd["steps_to_target"] = odd["steps_to_target"] * math.exp(10 * model.surrogate.sigma)
     assert design._surprises(model, odd)
     assert design._surprises(model, odd.assign(batch_size=2048.0, steps_to_target=math.inf))
+    # A trial that did not reach the target surprises it only when it ran past the interval's
+    # top (the model was sure it would have reached by then), not when it was stopped early.
+    median = float(usual["steps_to_target"].iloc[-1])
+    missed = usual.iloc[-1:].assign(steps_to_target=math.inf, last_step=0.9 * median)
+    assert not design._surprises(model, missed)
+    assert design._surprises(
+        model, missed.assign(last_step=median * math.exp(10 * model.surrogate.sigma))
+    )
 
 
 def test_a_start_given_to_the_fit_can_only_make_it_better(tmp_path):
