@@ -211,12 +211,14 @@ class DesignModel:
 
 #: Fits `design_model` keeps (the latest, by the trials they were fitted to).
 FITS_KEPT = 4
-#: Up to this many trials, every new set of trials is fitted anew.
-REFIT_ALL_BELOW = 10
+#: Up to this many trials, every new set of trials is fitted anew (a study of tens of trials
+#: decides as it always did: serving kept fits from 10 trials on, refitted at 10% new ones,
+#: made the MNIST-1D MLP question's answers less stable over its six runs).
+REFIT_ALL_BELOW = 100
 #: Beyond `REFIT_ALL_BELOW`, a kept fit serves trials it did not see (counting them as seen:
 #: `study.tuners.seen.narrowed`) until they are this share of the trials it was fitted to, or
 #: `SURPRISE_SHARE` of them when one of the new outcomes surprises it (`_surprises`).
-REFIT_SHARE = 0.1
+REFIT_SHARE = 0.05
 SURPRISE_SHARE = 0.01
 SURPRISE_Z = 2.576
 
@@ -240,13 +242,12 @@ def design_model(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | N
     after it; designed proposals while no trial finished): the trials are put in one order
     first, since the order of the sums changes the fit in its last digits.
 
-    A study of more than `REFIT_ALL_BELOW` trials is not refitted at every trial (a fit
-    takes as long as a short trial, and its cost grows with the trials, so a study's would grow
-    with their square): a kept fit to a subset of ``trials`` serves, its covariance narrowed by
-    the new trials that reached the target (`narrowed`), until the trials it did not see are
-    `REFIT_SHARE` of those it saw, or `SURPRISE_SHARE` when one of them surprises it
-    (`_surprises`). Its refit starts from the kept fit's parameters too (`fit_surrogate`'s
-    ``start``)."""
+    A study of more than `REFIT_ALL_BELOW` trials is not refitted at every trial (the fit's
+    cost grows with the trials, so a study's would grow with their square): a kept fit to a
+    subset of ``trials`` serves, its covariance narrowed by the new trials that reached the
+    target (`narrowed`), until the trials it did not see are `REFIT_SHARE` of those it saw, or
+    `SURPRISE_SHARE` when one of them surprises it (`_surprises`). Its refit starts from the
+    kept fit's parameters too (`fit_surrogate`'s ``start``)."""
     trials, hashes, key = fit_key(trials, accelerators)
     with _FITS_LOCK:
         kept = _FITS.get(key)
