@@ -423,6 +423,7 @@ def analyse_run(
             for n in RUN_ANSWERS
             if getattr(answers, n) is not None
         },
+        "reason": "" if answers.ok else answers.surrogate.reason,
         "lr_shape": answers.surrogate.shape if answers.ok else "",
         "misfits": bool(answers.surrogate.misfits) if answers.ok else None,
         "best_trial_b_noise": best.b_noise if best.ok else math.nan,
@@ -442,6 +443,11 @@ def report(question: str, truth: dict[str, Any], runs: list[dict[str, Any]]) -> 
     print("|---|---|---|---|---|---|---|---|")
     for k, r in enumerate(runs):
         a = r["answers"]
+        if "b_noise" not in a:  # the model could not be fitted: a run with no answer
+            cells = [f"no answer ({r.get('reason', '')})", "-", "-", "-", "-"]
+            cells += [f"{r['training_steps']:,}", f"{r['best_trial_b_noise']:.0f}"]
+            print(f"| {k} | " + " | ".join(cells) + " |")
+            continue
         cells = [f"{a['b_noise'][0]:.0f} ({a['b_noise'][1]:.0f}-{a['b_noise'][2]:.0f})"]
         cells.append(f"{a['alpha'][0]:.2f} ({a['alpha'][1]:.2f}-{a['alpha'][2]:.2f})")
         for key in ("perfect_end", "max_parallel_start", "recommended_batch"):
@@ -454,12 +460,14 @@ def report(question: str, truth: dict[str, Any], runs: list[dict[str, Any]]) -> 
         v = r["answers"].get(key)
         return v is not None and v[1] <= truth[key] <= v[2]
 
-    estimates = [r["answers"]["b_noise"][0] for r in runs]
+    estimates = [r["answers"]["b_noise"][0] for r in runs if "b_noise" in r["answers"]]
     checks = {
+        "answered": len(estimates),
         "b_noise_covered": sum(covers(r, "b_noise") for r in runs),
-        "b_noise_ratio": max(estimates) / min(estimates),
+        "b_noise_ratio": max(estimates) / min(estimates) if estimates else math.nan,
         "alpha_within_0.15": sum(
-            abs(r["answers"]["alpha"][0] - truth["alpha"]) <= 0.15 for r in runs
+            "alpha" in r["answers"] and abs(r["answers"]["alpha"][0] - truth["alpha"]) <= 0.15
+            for r in runs
         ),
         "alpha_covered": sum(covers(r, "alpha") for r in runs),
         "perfect_end_covered": sum(covers(r, "perfect_end") for r in runs),
