@@ -74,6 +74,20 @@ class Trials:
         return np.unique(self.b, return_inverse=True)
 
     @functools.cached_property
+    def best_lr_x(self) -> tuple[np.ndarray, np.ndarray]:
+        """``log(B / B_ref)``, the best rate's argument, per trial and per distinct batch size
+        (rows), each computed as `log_best_lr` computes it."""
+        return tuple(
+            np.log(np.asarray(b, dtype=float) / self.b_ref)[None, :]
+            for b in (self.b, self.sizes[0])
+        )
+
+    @functools.cached_property
+    def kinds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The indices of the observed, censored and bracketed trials."""
+        return tuple(np.flatnonzero(self.kind == k) for k in (OBSERVED, CENSORED, BRACKET))
+
+    @functools.cached_property
     def log_rate_cap(self) -> np.ndarray:
         """Per distinct batch size, the log of `RATE_CAP` times the highest rate tried there."""
         return np.array([self.log_lr[self.b == s].max() for s in self.sizes[0]]) + math.log(
@@ -198,9 +212,15 @@ def _mean_log_steps(
     log_lr: np.ndarray,
     b_ref: float,
     sizes: tuple[np.ndarray, np.ndarray] | None = None,
+    best: np.ndarray | None = None,
 ) -> np.ndarray:
+    """The mean log steps (rows: ``thetas``, columns: trials); ``best``: the best log rate at
+    each trial's batch size, when known (`capped_log_likelihoods` makes it from the trials'
+    cached ``log(B / B_ref)``: the same numbers)."""
     log_c, log_slope, log_k = _columns(thetas, Param.LOG_C_LOW, Param.LOG_SLOPE_LOW, Param.LOG_K)
-    u = log_lr - log_best_lr(thetas, b, b_ref)
+    if best is None:
+        best = log_best_lr(thetas, b, b_ref)
+    u = log_lr - best
     # A parameter draw far in a tail can make the penalty overflow: inf log steps is what such
     # a draw means (the target out of reach there), not an error.
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
@@ -232,16 +252,26 @@ _RATE_CAP_SCALE = 0.02
 """How steeply the fit is pushed back below `RATE_CAP` (log units: 2% past it costs 1/2)."""
 
 
-def rate_cap_penalty(thetas: np.ndarray, data: Trials) -> np.ndarray:
+def rate_cap_penalty(
+    thetas: np.ndarray, data: Trials, best: np.ndarray | None = None
+) -> np.ndarray:
     """For each parameter vector (row), the squared excess of ``log lr*(B)`` over `RATE_CAP`
-    times the highest rate tried at each measured batch size, halved and scaled."""
-    over = log_best_lr(np.atleast_2d(thetas), data.sizes[0], data.b_ref) - data.log_rate_cap
+    times the highest rate tried at each measured batch size, halved and scaled (``best``:
+    ``log lr*`` at the distinct batch sizes, when known)."""
+    if best is None:
+        best = log_best_lr(np.atleast_2d(thetas), data.sizes[0], data.b_ref)
+    over = best - data.log_rate_cap
     return 0.5 * np.sum(np.square(np.maximum(over, 0.0) / _RATE_CAP_SCALE), axis=1)
 
 
 def capped_log_likelihoods(thetas: np.ndarray, data: Trials) -> np.ndarray:
-    """`log_likelihoods` less `rate_cap_penalty`: what the fit maximises."""
-    return log_likelihoods(thetas, data) - rate_cap_penalty(thetas, data)
+    """`log_likelihoods` less `rate_cap_penalty`: what the fit maximises (the best rates at the
+    distinct batch sizes made once for both)."""
+    thetas = np.atleast_2d(thetas)
+    level, alpha, beta = _columns(thetas, Param.LR_LEVEL, Param.ALPHA, Param.BETA)
+    best = [level + alpha * x + beta * x**2 for x in data.best_lr_x]
+    trials = trial_log_likelihoods(thetas, data, best=best[0])
+    return np.sum(trials, axis=1) - rate_cap_penalty(thetas, data, best[1])
 
 
 def log_likelihoods(
@@ -253,10 +283,14 @@ def log_likelihoods(
 
 
 def trial_log_likelihoods(
-    thetas: np.ndarray, data: Trials, offsets: np.ndarray | None = None
+    thetas: np.ndarray,
+    data: Trials,
+    offsets: np.ndarray | None = None,
+    best: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The log-likelihood of each trial (rows: parameter vectors, columns: trials)."""
-    mu = _mean_log_steps(thetas, data.b, data.log_lr, data.b_ref, data.sizes)
+    """The log-likelihood of each trial (rows: parameter vectors, columns: trials); ``best``:
+    as `_mean_log_steps` takes it."""
+    mu = _mean_log_steps(thetas, data.b, data.log_lr, data.b_ref, data.sizes, best)
     if offsets is not None:
         mu = mu + offsets
     (log_sigma,), (tau,) = (c.T for c in _columns(thetas, Param.LOG_SIGMA, Param.TAIL))
@@ -264,12 +298,10 @@ def trial_log_likelihoods(
     scale = (np.exp(log_sigma) * np.sqrt(1.0 - 2.0 * tau[:, 0]))[:, None]
     z_high = (data.high - mu) / scale
     out = np.empty_like(z_high)
-    observed = data.kind == OBSERVED
+    observed, censored, bracket = data.kinds
     out[:, observed] = _log_density(z_high[:, observed], tau) - np.log(scale)
-    censored = data.kind == CENSORED
     out[:, censored] = _log_cdf(-z_high[:, censored], tau)
-    bracket = data.kind == BRACKET
-    if bracket.any():
+    if bracket.size:
         z_low = (data.low[bracket] - mu[:, bracket]) / scale
         out[:, bracket] = _log_between(z_low, z_high[:, bracket], tau)
     return out
