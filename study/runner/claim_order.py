@@ -1,16 +1,18 @@
 """The order in which a worker claims slots (`study.runner.engine.StudyEngine._claim`).
 
 Strata are visited in the study's order (largest batch first). With transfer on they are
-visited twice, half their search budget each (`first_pass`). With pruning, two rules keep a
-study with several trials in flight as thrifty as one with one trial at a time:
+visited twice, half their search budget each (`first_pass`). Two rules keep a study with
+several trials in flight close to one that runs one trial at a time:
 
-- a trial bounds the next ones by its steps (`study.runner.pruning`), so while no trial of the
-  study has reached the target (`bound_anywhere` is False) and one runs, a free worker waits
-  for it instead of starting a trial that only the cap of `unbounded_cap` would stop (on the
-  MNIST-1D MLP question with two workers, two first trials at once took 1,500 steps where
-  one after the other took 66);
-- a stratum whose only trials are running (`bound_pending`) comes after every other stratum
-  with room: a second trial there would race nothing of its own stratum's.
+- with pruning, a trial bounds the next ones by its steps (`study.runner.pruning`), so while
+  no trial of the study has reached the target (`bound_anywhere` is False) and one runs, a
+  free worker waits for it instead of starting a trial that only the cap of `unbounded_cap`
+  would stop (on the MNIST-1D MLP question with two workers, batch 512's first trial beside
+  batch 1024's ran 1,546 steps; after it, 1024's 66 steps bounded it);
+- a stratum with a trial running (`running_in`) comes after every other stratum with room: a
+  trial proposed there now would be proposed, and pruned, without that trial's outcome (with
+  two workers, six runs of each benchmark question: B_noise covered the truth in 12 of 12 this
+  way, 11 of 12 when only strata none of whose trials had reached the target waited).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from study.ledger import Ledger
 from study.ledger.records import best_of
 from study.tuners.confirm import search_budget
 
-__all__ = ["bound_anywhere", "bound_pending", "first_pass"]
+__all__ = ["bound_anywhere", "first_pass", "running_in"]
 
 
 def first_pass(config: StudyConfig, budget: int) -> int:
@@ -40,13 +42,10 @@ def first_pass(config: StudyConfig, budget: int) -> int:
     return math.ceil(search_budget(budget, config.tuner.confirm) / 2)
 
 
-def bound_pending(ledger: Ledger, stratum: Stratum) -> bool:
-    """Whether a trial of ``stratum`` is running while none of its trials has reached the
-    target: a second trial started there now would run to its looser bound."""
-    trials = ledger.trials(stratum)
-    if best_of(trials) is not None:
-        return False
-    return any(t.result is None and t.status.counts() for t in trials)
+def running_in(ledger: Ledger, stratum: Stratum) -> bool:
+    """Whether a trial of ``stratum`` is running: a trial proposed there now would be proposed
+    without its outcome (the stratum's own history and best), so another stratum goes first."""
+    return any(t.result is None and t.status.counts() for t in ledger.trials(stratum))
 
 
 def bound_anywhere(ledger: Ledger, strata: Sequence[Stratum]) -> bool:

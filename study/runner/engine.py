@@ -58,7 +58,7 @@ from study.phases import PHASES, Mark, Phase
 from study.results import WALL, TrialResult, TrialState
 from study.runner import fleet
 from study.runner.allocator import Allocator
-from study.runner.claim_order import bound_anywhere, bound_pending, first_pass
+from study.runner.claim_order import bound_anywhere, first_pass, running_in
 from study.runner.failures import FailurePolicy
 from study.runner.pool import WorkerPool
 from study.runner.progress import Progress, StratumProgress
@@ -241,7 +241,7 @@ class StudyEngine:
                 return None
 
     def _claim_next(self) -> Slot | None:
-        pending = []  # strata whose running trial will set their bound: after the others
+        pending = []  # strata with a trial running: after the others
         for first in (True, False, None):
             for stratum in self.strata if first is not None else pending:
                 if stratum in self._full or self._stop.is_set() or self._limit_reached():
@@ -250,7 +250,7 @@ class StudyEngine:
                 counted = self.ledger.taken(stratum, budget)
                 if first and counted >= first_pass(self.config, budget):
                     continue
-                if first is not None and self.pruning and bound_pending(self.ledger, stratum):
+                if first is not None and running_in(self.ledger, stratum):
                     pending.append(stratum)
                     continue
                 slot = None

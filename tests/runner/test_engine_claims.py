@@ -1,8 +1,7 @@
-"""Which slot a free worker claims while other trials run (`study.runner.claim_order`): with
-pruning, a stratum whose only trials are still running (nothing there has reached the target, so
-a second trial would race nothing of its own stratum's) comes after every other stratum with
-room, and while no trial of the study has reached the target a free worker waits for the one
-running instead of starting a trial that nothing bounds."""
+"""Which slot a free worker claims while other trials run (`study.runner.claim_order`): a
+stratum with a trial running comes after every other stratum with room, and with pruning, while
+no trial of the study has reached the target, a free worker waits for the one running instead
+of starting a trial that nothing bounds."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ from study.config.studyfile import parse_study
 from study.config.trial import TrialSpec
 from study.ledger import Ledger, Slot, StudyRecord
 from study.results import Measurement, TrialResult, TrialState
-from study.runner.claim_order import bound_pending
+from study.runner.claim_order import running_in
 from study.runner.engine import StudyEngine
 from study.runner.failures import FailurePolicy
 from study.runner.launch import budgets, visiting_order
@@ -63,7 +62,7 @@ def reach(engine: StudyEngine, slot: Slot | None, steps: int = 40) -> None:
         engine._active.pop((slot.stratum, slot.number))
 
 
-def test_a_free_worker_goes_where_no_running_trial_is_to_set_the_bound(tmp_path: Path) -> None:
+def test_a_free_worker_goes_where_no_trial_is_running(tmp_path: Path) -> None:
     engine = engine_of(tmp_path)
     ledger = engine.ledger
     assert engine.strata == [LARGE, MIDDLE, SMALL]  # the largest batch size is visited first
@@ -72,15 +71,16 @@ def test_a_free_worker_goes_where_no_running_trial_is_to_set_the_bound(tmp_path:
     assert second is not None and (second.stratum, second.number) == (LARGE, 1)
     third = engine._claim()  # LARGE's first pass (2 of 3) is taken
     assert third is not None and third.stratum == MIDDLE
-    assert bound_pending(ledger, MIDDLE) and not bound_pending(ledger, LARGE)
-    fourth = engine._claim()  # MIDDLE runs its first trial, nothing there reached the target
+    assert running_in(ledger, MIDDLE) and running_in(ledger, LARGE)
+    assert not running_in(ledger, SMALL)
+    fourth = engine._claim()  # MIDDLE runs its first trial: SMALL, where none runs, goes first
     assert fourth is not None and fourth.stratum == SMALL
     reach(engine, third)
-    fifth = engine._claim()
+    fifth = engine._claim()  # LARGE still runs one, MIDDLE none
     assert fifth is not None and (fifth.stratum, fifth.number) == (MIDDLE, 1)
 
 
-def test_a_pending_bound_orders_the_claims_and_never_leaves_a_worker_idle(tmp_path: Path) -> None:
+def test_running_trials_order_the_claims_and_never_leave_a_worker_idle(tmp_path: Path) -> None:
     engine = engine_of(tmp_path)
     reach(engine, engine._claim())
     claimed = [engine._claim() for _ in range(8)]  # nothing else finishes
@@ -94,11 +94,11 @@ def test_a_pending_bound_orders_the_claims_and_never_leaves_a_worker_idle(tmp_pa
     assert engine._claim() is None
 
 
-def test_without_pruning_the_claims_keep_the_visiting_order(tmp_path: Path) -> None:
+def test_without_pruning_nothing_waits_for_a_bound(tmp_path: Path) -> None:
     engine = engine_of(tmp_path, pruning=False)
-    first, second = engine._claim(), engine._claim()  # nothing reached: no wait either
+    first, second = engine._claim(), engine._claim()  # nothing reached, and no wait
     assert first is not None and second is not None
-    assert (first.stratum, second.stratum) == (LARGE, LARGE)
+    assert (first.stratum, second.stratum) == (LARGE, MIDDLE)
 
 
 class TimedPool:
