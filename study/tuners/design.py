@@ -42,7 +42,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -258,7 +258,10 @@ def design_model(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | N
     if older is not None and not _stale(older, trials, hashes):
         PHASES.add(Phase.FITS_KEPT, 0.0)
         new = trials[~np.isin(hashes, older.rows) & np.isfinite(trials["steps_to_target"])]
-        return narrowed(older.model, new[BATCH_SIZE].to_numpy(), new[LEARNING_RATE].to_numpy())
+        if older.model is None:
+            return None
+        seen = narrowed(older.model.surrogate, new[BATCH_SIZE].to_numpy(), new[LEARNING_RATE])
+        return replace(older.model, surrogate=seen)
     start = older.model.surrogate.theta if older is not None and older.model else None
     with PHASES.timing(Phase.FITS):
         model = _fit_design_model(trials, accelerators, start)

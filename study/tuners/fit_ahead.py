@@ -40,6 +40,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -147,7 +148,8 @@ def seen(model: DesignModel | None, latest: LedgerTrial | None) -> DesignModel |
     trial after trial does not go where the latest one already looked."""
     if model is None or latest is None or latest.steps_to_target is None:
         return model
-    return narrowed(model, np.array([latest.stratum.batch_size]), np.array([latest.learning_rate]))
+    b, lr = np.array([latest.stratum.batch_size]), np.array([latest.learning_rate])
+    return replace(model, surrogate=narrowed(model.surrogate, b, lr))
 
 
 def lagged_frame(trials: Sequence[LedgerTrial], *, ahead: bool = True) -> pd.DataFrame:

@@ -11,24 +11,18 @@ counts the newer trials as seen, and does not send the next trial where one alre
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from study.analysis.surrogate import mean_log_steps_gradient
-
-if TYPE_CHECKING:  # pragma: no cover
-    from study.tuners.design import DesignModel
+from study.analysis.surrogate import Surrogate, mean_log_steps_gradient
 
 __all__ = ["narrowed"]
 
 
-def narrowed(
-    model: DesignModel | None, batch_sizes: np.ndarray, rates: np.ndarray
-) -> DesignModel | None:
-    """``model`` with its covariance narrowed by one observation at each ``(batch_sizes[i],
-    rates[i])`` in turn (rates that are not positive and finite are skipped); ``model`` itself
-    when there is none.
+def narrowed(surrogate: Surrogate, batch_sizes: np.ndarray, rates: np.ndarray) -> Surrogate:
+    """``surrogate`` with its covariance narrowed by one observation at each
+    ``(batch_sizes[i], rates[i])`` in turn (rates that are not positive and finite are
+    skipped).
 
     Example: a trial at the batch size and rate where the model's B_noise is least certain
     narrows B_noise's variance; a second one there narrows it less than the first did.
@@ -37,9 +31,8 @@ def narrowed(
     with np.errstate(divide="ignore", invalid="ignore"):
         log_lr = np.log(np.asarray(rates, dtype=float))
     keep = np.isfinite(log_lr) & np.isfinite(b)
-    if model is None or not keep.any():
-        return model
-    surrogate = model.surrogate
+    if not keep.any():
+        return surrogate
     theta, cov = surrogate.theta, surrogate.covariance
     free = np.flatnonzero(np.diag(cov) > 0)  # as `information_gain` differentiates
     grads = np.zeros((theta.size, int(keep.sum())))
@@ -48,4 +41,4 @@ def narrowed(
         spread = cov @ grad
         cov = cov - np.outer(spread, spread) / (surrogate.sigma**2 + float(grad @ spread))
         cov = (cov + cov.T) / 2
-    return replace(model, surrogate=replace(surrogate, covariance=cov))
+    return replace(surrogate, covariance=cov)
