@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
+from study.analysis import descents
 from study.analysis.covariance import (
     SHARP_PENALTY,
     SOFT_PENALTY,
@@ -63,13 +64,11 @@ from study.analysis.covariance import (
     residual_dof,
     sample,
 )
-from study.analysis.fitting import value_and_gradient
 from study.analysis.likelihood import (
     CENSORED,
     LAST_STEP,
     MIN_REACHED,
     Trials,
-    capped_log_likelihoods,
     log_best_lr,
     mean_log_steps,
     mean_log_steps_gradient,
@@ -431,15 +430,7 @@ def _fit(
     if start is None and extra is not None and np.all(np.isfinite(extra)):
         starts.append(np.asarray(extra, dtype=float))
     best = None
-    lower = np.array([lo for lo, _ in bounds])
-    upper = np.array([hi for _, hi in bounds])
-
-    def objective(t: np.ndarray) -> tuple[float, np.ndarray]:
-        return value_and_gradient(lambda p: -capped_log_likelihoods(p, data), t, upper)
-
-    for x0 in starts:
-        x0 = np.clip(x0, lower, upper)
-        result = optimize.minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds)
+    for result in descents.run(data, bounds, starts):
         if best is None or result.fun < best.fun:
             best = result
     return best

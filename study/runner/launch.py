@@ -28,6 +28,7 @@ from study.host import environment_info
 from study.ledger import Ledger, StudyRecord
 from study.paths import masked, tracking_uri
 from study.phases import PHASES, Phase
+from study.runner import fit_helper
 from study.runner.allocator import allocator_class
 from study.runner.engine import StudyEngine
 from study.runner.failures import FailurePolicy
@@ -219,7 +220,8 @@ def run_study(config: StudyConfig, options: RunOptions) -> int:
         require_same_code(config.name, existing.code_version)
     with WorkerPool(options.workers) as pool:
         preflight(config, pool)
-        return _run(config, options, uri, pool)
+        with fit_helper.installed(options.workers):  # half of each fit on the idle core
+            return _run(config, options, uri, pool)
 
 
 def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -> int:
