@@ -42,15 +42,28 @@ class FitHelper:
         ctx = spawning.context()
         self._conn, child = ctx.Pipe()
         self._process = spawning.process(_serve, (child,), "study-fit-helper")
-        spawning.start(self._process)
-        child.close()
+        self._child = child
+        self._started = spawning.start_soon(self._process)  # off the run's path
         self._lock = threading.Lock()
         self.broken = False
+
+    def ready(self) -> bool:
+        """Whether the helper process has started (its start failed: `broken`)."""
+        if not self._started.done():
+            return False
+        child, self._child = self._child, None
+        if child is not None:
+            child.close()  # its copy lives in the helper
+            self.broken = self.broken or self._started.exception() is not None
+        return not self.broken
 
     def __call__(
         self, data: Trials, bounds: descents.Bounds, starts: Sequence[np.ndarray]
     ) -> list[optimize.OptimizeResult]:
-        if self.broken or not self._lock.acquire(blocking=False):
+        if not self._lock.acquire(blocking=False):
+            return descents.descend(data, bounds, starts)
+        if not self.ready():
+            self._lock.release()
             return descents.descend(data, bounds, starts)
         try:
             half = (len(starts) + 1) // 2
@@ -72,10 +85,16 @@ class FitHelper:
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid
+        """The helper's process id, once it has started."""
+        return self._process.pid if self.ready() else None
 
     def close(self) -> None:
         """Ask the helper to end and wait a little for it (then end it)."""
+        with contextlib.suppress(Exception):
+            self._started.result(timeout=30)
+        if not self.ready():
+            self._conn.close()
+            return
         with contextlib.suppress(OSError, ValueError):
             self._conn.send(None)
         self._process.join(timeout=5)

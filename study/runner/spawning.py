@@ -30,7 +30,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing import reduction
 from typing import Any
 
@@ -78,7 +78,12 @@ def process(target: Callable[..., Any], args: tuple[Any, ...], name: str) -> Any
 def start(process: Any) -> None:
     """``process.start()`` (a `multiprocessing` process) on the process-wide spawner thread;
     its exception, if any, is raised here."""
-    _spawner().submit(process.start).result()
+    start_soon(process).result()
+
+
+def start_soon(process: Any) -> Future[None]:
+    """``process.start()`` on the spawner thread, without waiting for it: its future."""
+    return _spawner().submit(process.start)
 
 
 def warm() -> None:

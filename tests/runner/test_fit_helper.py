@@ -25,6 +25,8 @@ def test_the_helper_gives_the_descents_made_here_and_survives_its_death() -> Non
     here = descents.descend(data, bounds, starts)
     helper = fit_helper.FitHelper()
     try:
+        assert same(helper(data, bounds, starts), here)  # here, or helped once it started
+        wait_until(helper.ready, 60, "the helper to start")
         assert same(helper(data, bounds, starts), here) and not helper.broken
         assert helper.pid is not None
         os.kill(helper.pid, signal.SIGKILL)
@@ -60,6 +62,7 @@ def test_installed_helps_the_fits_of_the_run_and_leaves_nothing_behind(
     try:
         with fit_helper.installed(1) as helper:
             assert helper is not None and descents._installed is helper
+            wait_until(helper.ready, 60, "the helper to start")
             helped = fit_surrogate(frame)
             pid = helper.pid
         assert descents._installed is None
