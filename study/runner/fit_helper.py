@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -107,7 +108,9 @@ class FitHelper:
 @one_blas_thread
 def _serve(conn: Any) -> None:
     """The helper's loop: descents in, ``(x, fun)`` of each out, until None or the pipe closes
-    (the run that started it ended)."""
+    (the run that started it ended). Ctrl-C, which reaches the whole process group, is the
+    run's to handle: the helper ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
             asked = conn.recv()

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-import pandas as pd
 import pytest
 import threadpoolctl
 
 from study.analysis.surrogate import fit_surrogate
 from study.analysis.threads import one_blas_thread
+from tests.analysis.test_descents import trials_frame
 
 
 def blas_threads() -> set[int]:
@@ -51,21 +50,8 @@ def test_the_surrogate_fit_runs_on_one_blas_thread(monkeypatch: pytest.MonkeyPat
         return fit(*args, **kwargs)
 
     monkeypatch.setattr(surrogate, "_fit", watched)
-    rng = np.random.default_rng(0)
-    rows = [
-        {
-            "batch_size": b,
-            "learning_rate": lr,
-            "steps_to_target": 100 * (1 + 256 / b) * f,
-            "state": "reached",
-        }
-        for b in (16, 64, 256, 1024)
-        for lr, f in zip(
-            0.01 * (b / 16) ** 0.5 * np.exp(rng.normal(0, 0.4, 5)), np.exp(rng.normal(0, 0.1, 5))
-        )
-    ]
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
-        result = fit_surrogate(pd.DataFrame(rows))
+        result = fit_surrogate(trials_frame())
         assert blas_threads() == {2}
     assert result.ok and seen and all(s == {1} for s in seen)
 
