@@ -5,9 +5,7 @@ of starting a trial that nothing bounds."""
 
 from __future__ import annotations
 
-import itertools
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -101,21 +99,33 @@ def test_without_pruning_nothing_waits_for_a_bound(tmp_path: Path) -> None:
     assert (first.stratum, second.stratum) == (LARGE, MIDDLE)
 
 
-class TimedPool:
-    """Synthetic trials that take a little wall time, each recorded as (start, end, reached)."""
+class WatchedPool:
+    """Synthetic trials, each start recorded with how many trials ran beside it and whether one
+    had reached the target; a trial waits a while for another to run beside it."""
 
     def __init__(self) -> None:
-        self.spans: list[tuple[float, float, bool]] = []
         self.lock = threading.Lock()
+        self.running = 0
+        self.reached = False
+        self.starts: list[tuple[int, bool]] = []
+        self.together = threading.Event()
 
     def run(
         self, spec: TrialSpec, hook: Callable[[Measurement], bool] | None = None
     ) -> TrialResult:
-        start = time.perf_counter()
-        result = synthetic(spec, hook)
-        time.sleep(0.05)
         with self.lock:
-            self.spans.append((start, time.perf_counter(), result.state is TrialState.REACHED))
+            self.starts.append((self.running, self.reached))
+            self.running += 1
+            if self.running > 1:
+                self.together.set()
+            reached = self.reached
+        result = synthetic(spec, hook)
+        # Long enough for a second worker to start beside it: it should not before a trial
+        # reached the target (the wait times out), and should once one has.
+        self.together.wait(10 if reached else 0.5)
+        with self.lock:
+            self.running -= 1
+            self.reached = self.reached or result.state is TrialState.REACHED
         return result
 
     def close(self) -> None:
@@ -125,17 +135,12 @@ class TimedPool:
 def test_two_workers_run_one_trial_at_a_time_until_one_reaches_the_target(
     tmp_path: Path,
 ) -> None:
-    pool = TimedPool()
+    pool = WatchedPool()
     engine = engine_of(tmp_path, pool)
     try:
         assert engine.run(2) == 0
     finally:
         engine.lineup.close()
-    spans = sorted(pool.spans)
-    assert len(spans) == 9 and any(reached for _, _, reached in spans)
-    first_reach = min(end for _, end, reached in spans if reached)
-    for start, end, _ in spans:
-        if start < first_reach:  # nothing else ran beside it
-            assert not any(s < end and start < e for s, e, _ in spans if (s, e) != (start, end))
-    overlaps = sum(s2 < e1 for (_, e1, _), (s2, _, _) in itertools.pairwise(spans))
-    assert overlaps >= 1  # after that, both workers train at once
+    assert len(pool.starts) == 9 and pool.reached
+    assert all(beside == 0 for beside, reached in pool.starts if not reached)
+    assert any(beside > 0 for beside, _ in pool.starts)  # then both workers train at once
