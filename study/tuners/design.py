@@ -257,11 +257,11 @@ def design_model(trials: pd.DataFrame, accelerators: int = 8) -> DesignModel | N
         return kept.model
     if older is not None and not _stale(older, trials, hashes):
         PHASES.add(Phase.FITS_KEPT, 0.0)
-        new = trials[~np.isin(hashes, older.rows) & np.isfinite(trials["steps_to_target"])]
         if older.model is None:
             return None
-        seen = narrowed(older.model.surrogate, new[BATCH_SIZE].to_numpy(), new[LEARNING_RATE])
-        return replace(older.model, surrogate=seen)
+        new = trials[~np.isin(hashes, older.rows) & np.isfinite(trials["steps_to_target"])]
+        b, lr = new[BATCH_SIZE].to_numpy(), new[LEARNING_RATE].to_numpy()
+        return replace(older.model, surrogate=narrowed(older.model.surrogate, b, lr))
     start = older.model.surrogate.theta if older is not None and older.model else None
     with PHASES.timing(Phase.FITS):
         model = _fit_design_model(trials, accelerators, start)
