@@ -31,7 +31,8 @@ from study.runner import spawning
 
 __all__ = ["FitHelper", "installed", "wanted"]
 
-#: ``STUDY_FIT_HELPER=0`` keeps every descent in the process that fits.
+#: ``STUDY_FIT_HELPER=0`` (or ``false``, ``no``, ``off``) keeps every descent in the process
+#: that fits.
 ENV = "STUDY_FIT_HELPER"
 
 
@@ -125,8 +126,9 @@ def _serve(conn: Any) -> None:
 
 def wanted(workers: int) -> bool:
     """Whether a run of ``workers`` trials at a time gets a helper: one worker, a core to spare
-    beside it, and not switched off (``STUDY_FIT_HELPER=0``)."""
-    return workers == 1 and (os.cpu_count() or 1) > 1 and os.environ.get(ENV, "1") != "0"
+    beside it, and not switched off (``STUDY_FIT_HELPER=0``, ``false``, ``no`` or ``off``)."""
+    switched_off = os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off")
+    return workers == 1 and (os.cpu_count() or 1) > 1 and not switched_off
 
 
 @contextlib.contextmanager

@@ -44,8 +44,9 @@ def test_a_run_installs_a_helper_only_with_one_worker_and_a_core_to_spare(
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     monkeypatch.delenv(fit_helper.ENV, raising=False)
     assert fit_helper.wanted(1) and not fit_helper.wanted(2)
-    monkeypatch.setenv(fit_helper.ENV, "0")
-    assert not fit_helper.wanted(1)
+    for off in ("0", "false", "No", " off "):
+        monkeypatch.setenv(fit_helper.ENV, off)
+        assert not fit_helper.wanted(1)
     monkeypatch.setenv(fit_helper.ENV, "1")
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
     assert not fit_helper.wanted(1)
