@@ -248,7 +248,7 @@ highest tried at batch 4096 (the MNIST-1D MLP example), steps far below any meas
 B_noise 60,600 where the dense grid reads perfect scaling to 256. With trials spread around the
 best rate (the benchmarks' studies) the cap does not bind and no answer moves."""
 
-_RATE_CAP_SCALE = 0.02
+RATE_CAP_SCALE = 0.02
 """How steeply the fit is pushed back below `RATE_CAP` (log units: 2% past it costs 1/2)."""
 
 
@@ -261,7 +261,7 @@ def rate_cap_penalty(
     if best is None:
         best = log_best_lr(np.atleast_2d(thetas), data.sizes[0], data.b_ref)
     over = best - data.log_rate_cap
-    return 0.5 * np.sum(np.square(np.maximum(over, 0.0) / _RATE_CAP_SCALE), axis=1)
+    return 0.5 * np.sum(np.square(np.maximum(over, 0.0) / RATE_CAP_SCALE), axis=1)
 
 
 def capped_log_likelihoods(thetas: np.ndarray, data: Trials) -> np.ndarray:

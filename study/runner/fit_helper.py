@@ -112,6 +112,7 @@ def _serve(conn: Any) -> None:
     (the run that started it ended). Ctrl-C, which reaches the whole process group, is the
     run's to handle: the helper ignores it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    descents.warm_soon()
     while True:
         try:
             asked = conn.recv()

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from study.analysis import descents
 from study.config.hold import DEFAULT_HOLD
 from study.config.sections import SETTING_KEYS
 from study.config.space import CategoricalParam, Stratum
@@ -218,6 +219,7 @@ def run_study(config: StudyConfig, options: RunOptions) -> int:
     ).record()
     if existing is not None:
         require_same_code(config.name, existing.code_version)
+    descents.warm_soon()  # the fits' compiled likelihood, while the trainer's server starts
     with WorkerPool(options.workers) as pool:
         preflight(config, pool)
         with fit_helper.installed(options.workers):  # half of each fit on the idle core
