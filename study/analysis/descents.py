@@ -24,6 +24,7 @@ from types import ModuleType
 import numpy as np
 from scipy import optimize
 
+from study.adapters.scipy_internals import lbfgsb
 from study.analysis.fitting import value_and_gradient
 from study.analysis.likelihood import Trials, capped_log_likelihoods
 from study.analysis.parameters import Param
@@ -49,12 +50,7 @@ def descend(
     lower = np.array([lo for lo, _ in bounds])
     upper = np.array([hi for _, hi in bounds])
     objective = _objective(data, bounds, upper)
-    return [
-        optimize.minimize(
-            objective, np.clip(x0, lower, upper), jac=True, method="L-BFGS-B", bounds=bounds
-        )
-        for x0 in starts
-    ]
+    return [lbfgsb(objective, np.clip(x0, lower, upper), bounds) for x0 in starts]
 
 
 def _objective(

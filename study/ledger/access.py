@@ -11,6 +11,7 @@ and reached only through its methods."""
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 import weakref
@@ -118,6 +119,8 @@ class StorageAccess:
         self._strata_of: dict[int, Stratum] = {}
         #: Strata studies known to carry their attributes (`study` need not check them).
         self._labelled: set[str] = set()
+        #: When `learn_studies` last read every study (monotonic time).
+        self._learnt_at = -math.inf
         #: When this process last stamped each of its running trials (`Liveness.beat`).
         self._stamped: dict[int, float] = {}
         self._local = threading.local()
@@ -266,6 +269,7 @@ class StorageAccess:
         """Read every study of the storage (one read); note the ids of this study and its
         strata, and which strata carry their attributes already. Returns them."""
         studies = self.storage.get_all_studies()
+        self._learnt_at = time.monotonic()
         for study in studies:
             name = study.study_name
             if name == self.name or name.startswith(f"{self.name}/"):
@@ -340,8 +344,11 @@ class StorageAccess:
         last = self._reads.get(stratum) if self.in_recent() else None
         if last is not None and now - last[0] <= RECENT_S:
             return self.with_held(last[1])
+        name = self.stratum_name(stratum)
+        if self.in_recent() and name not in self._ids and now - self._learnt_at <= RECENT_S:
+            return []  # not made when every study was read, less than RECENT_S ago
         try:
-            study_id = self.study_id(self.stratum_name(stratum))
+            study_id = self.study_id(name)
         except KeyError:
             return []
         trials = self.storage.get_all_trials(study_id, deepcopy=False)

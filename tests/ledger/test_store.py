@@ -268,6 +268,30 @@ def test_a_closed_trial_is_decoded_once_and_a_running_one_at_every_read(ledger: 
     assert ledger.trials(stratum)[1].status is TrialState.NOT_REACHED  # closed since: read anew
 
 
+def test_strata_not_made_yet_read_every_study_once_a_recent_window(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside `recent`, a stratum with no study yet (the first pass's) does not read every
+    study of the storage at each read; outside it, or once `RECENT_S` passed, it does."""
+    run_one(ledger, S32, 0.1, result(TrialState.REACHED), 50.0)
+    reads = []
+    real = ledger.storage.get_all_studies
+    monkeypatch.setattr(ledger.storage, "get_all_studies", lambda: reads.append(1) or real())
+    unmade = [Stratum(b, "default") for b in (64, 128, 256)]
+    ledger.access._learnt_at -= 11.0  # the last read of every study: RECENT_S ago
+    with ledger.recent():
+        for _ in range(3):
+            assert [ledger.trials(s) for s in unmade] == [[], [], []]
+        assert len(ledger.trials(S32)) == 1
+    assert len(reads) == 1
+    assert ledger.trials(S64) == []  # outside `recent`: read again
+    assert len(reads) == 2
+    with ledger.recent():
+        ledger.access._learnt_at -= 11.0  # RECENT_S ago
+        assert ledger.trials(S64) == []
+    assert len(reads) == 3
+
+
 def test_the_ledger_is_its_parts_not_a_chain_of_classes(ledger: Ledger) -> None:
     """`Ledger` and each of its parts inherit nothing; a ledger of other trials
     (`ScheduleLedger`) overrides nothing (how it names its strata is a `StratumNaming`)."""
