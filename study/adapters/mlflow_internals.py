@@ -1,4 +1,5 @@
-"""MLflow's private names `study` uses: its SQL store's schema revision and table creation, a
+"""MLflow's private names `study` uses: its SQL store's schema revision (and the migration
+scripts' folder, fingerprinted) and table creation, a
 client's store, the SQL store's run check and latest-metrics update, its tables (to write whole
 finished runs in one transaction) and its batch validation.
 
@@ -8,9 +9,11 @@ Checked at MLflow 3.7 (the oldest ``pyproject.toml`` allows) through 3.17; the c
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -22,6 +25,24 @@ def latest_schema_revision() -> str:
     from mlflow.store.db.utils import _get_latest_schema_revision
 
     return str(_get_latest_schema_revision())
+
+
+def migrations_fingerprint() -> str | None:
+    """A fingerprint of MLflow's schema migrations (each script's name and size): the same
+    while `latest_schema_revision` is, without loading them (Alembic reads every script).
+
+    Uses the layout ``mlflow/store/db_migrations/versions/*.py``. Fallback: None where that
+    folder is missing (the caller then asks `latest_schema_revision`)."""
+    import mlflow
+
+    folder = Path(mlflow.__file__).parent / "store" / "db_migrations" / "versions"
+    scripts = sorted(folder.glob("*.py")) if folder.is_dir() else []
+    if not scripts:
+        return None
+    digest = hashlib.sha256()
+    for script in scripts:
+        digest.update(f"{script.name}:{script.stat().st_size}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def create_tables(url: str) -> None:

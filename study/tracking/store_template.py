@@ -4,7 +4,8 @@ MLflow creates a SQLite tracking store by running every schema migration it has 
 about 1.2 CPU-seconds and 1.4-3 s of wall time here (`benchmarks/store_template.py`), a fifth
 of what a small ``study run`` spends in its own process. So the first local store made with an
 MLflow version is migrated once more into ``cache_dir()/mlflow-stores/<version>-<head>.db``,
-with no experiment in it, and every new local store is a copy of that file. MLflow opens the
+with no experiment in it, and every new local store is a copy of that file. The head revision
+itself is kept beside it (``<version>-<fingerprint of the migration scripts>.head``). MLflow opens the
 copy as the store it would have made: its tables and schema revision are the same, and it adds
 the Default experiment then, with the new store's own artifact root.
 
@@ -33,12 +34,28 @@ _KNOWN: dict[str, Path] = {}
 
 
 def _version_key() -> str:
-    """The installed MLflow version and the schema revision its migrations end at."""
+    """The installed MLflow version and the schema revision its migrations end at (read once
+    per version and set of migration scripts, then kept beside the templates: Alembic loads
+    every script to find it, about half a second)."""
     import mlflow
 
-    from study.adapters.mlflow_internals import latest_schema_revision
+    from study.adapters.mlflow_internals import latest_schema_revision, migrations_fingerprint
 
-    return f"{mlflow.__version__}-{latest_schema_revision()}"
+    version, fingerprint = mlflow.__version__, migrations_fingerprint()
+    kept = cache_dir() / "mlflow-stores" / f"{version}-{fingerprint}.head"
+    if fingerprint is not None:
+        with contextlib.suppress(OSError):
+            head = kept.read_text().strip()
+            if head:
+                return f"{version}-{head}"
+    head = latest_schema_revision()
+    if fingerprint is not None:
+        with contextlib.suppress(OSError):
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            scratch = _scratch(kept)
+            scratch.write_text(head)
+            os.replace(scratch, kept)
+    return f"{version}-{head}"
 
 
 def template_path() -> Path:

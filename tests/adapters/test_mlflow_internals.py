@@ -19,6 +19,16 @@ def test_the_private_functions_exist_with_the_shape_used() -> None:
     assert list(inspect.signature(db_utils._initialize_tables).parameters) == ["engine"]
 
 
+def test_the_migrations_are_scripts_whose_last_is_the_head() -> None:
+    """The fingerprinted folder holds the scripts Alembic reads, one of them the head."""
+    fingerprint = mlflow_internals.migrations_fingerprint()
+    assert fingerprint is not None and len(fingerprint) == 16
+    assert mlflow_internals.migrations_fingerprint() == fingerprint
+    folder = Path(db_utils.__file__).parents[1] / "db_migrations" / "versions"
+    head = mlflow_internals.latest_schema_revision()
+    assert any(head in script.read_text() for script in folder.glob("*.py"))
+
+
 def test_created_tables_stand_at_the_latest_revision(tmp_path: Path) -> None:
     revision = mlflow_internals.latest_schema_revision()
     assert revision

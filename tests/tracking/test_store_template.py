@@ -168,3 +168,28 @@ def test_a_new_store_keeps_a_write_ahead_log(migrations: list[str], tmp_path: Pa
         assert con.execute("SELECT value FROM metrics").fetchall() == [(0.25,)]
     finally:
         con.close()
+
+
+def test_the_head_revision_is_read_once_then_kept(
+    migrations: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Alembic loads every migration script to name the head; a new process finds it kept
+    beside the templates instead, under the scripts' fingerprint."""
+    from study.adapters import mlflow_internals
+
+    monkeypatch.setenv("STUDY_CACHE_DIR", str(tmp_path / "fresh-cache"))
+    asked: list[str] = []
+    real = mlflow_internals.latest_schema_revision
+
+    def counted() -> str:
+        asked.append(real())
+        return asked[-1]
+
+    monkeypatch.setattr(mlflow_internals, "latest_schema_revision", counted)
+    first = store_template._version_key()
+    kept = list((tmp_path / "fresh-cache" / "mlflow-stores").glob("*.head"))
+    assert len(asked) == 1 and first.endswith(f"-{asked[0]}")
+    assert [path.read_text() for path in kept] == [asked[0]]
+    assert store_template._version_key() == first and len(asked) == 1  # read from the file
+    monkeypatch.setattr(mlflow_internals, "migrations_fingerprint", lambda: "another-set")
+    assert store_template._version_key() == first and len(asked) == 2  # other scripts: asked
