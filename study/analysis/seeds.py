@@ -79,8 +79,8 @@ def best_over_seeds(
     candidates = confirmed or {(p, i): [i] for p, rows in groups.items() for i in rows}
     best: tuple[float, float] | None = None
     chosen: list[int] = []
-    for rows in candidates.values():
-        median = float(np.median(values[rows]))
+    for rows in candidates.values():  # one row (most points): its value is its median
+        median = float(values[rows[0]]) if len(rows) == 1 else float(np.median(values[rows]))
         key = (median if not math.isnan(median) else math.inf, float(rates[rows[0]]))
         if best is None or key < best:
             best, chosen = key, rows
