@@ -64,6 +64,7 @@ from study.ledger import LedgerTrial
 from study.ledger.records import Origin
 from study.phases import PHASES, Phase
 from study.results import TrialState
+from study.tuners.same_trials import SameTrials
 from study.tuners.seen import narrowed
 
 #: The origin of a trial the designer proposed.
@@ -102,7 +103,12 @@ class Design:
 
 
 def ledger_frame(trials: Sequence[LedgerTrial]) -> pd.DataFrame:
-    """Finished trials as the model reads them (`fit_surrogate`'s columns)."""
+    """Finished trials as the model reads them (`fit_surrogate`'s columns); the frame of the
+    last call again (a copy) while ``trials`` are the same objects (`SameTrials`)."""
+    return _frames(trials).copy()
+
+
+def _ledger_frame(trials: Sequence[LedgerTrial]) -> pd.DataFrame:
     rows = [row for row in map(_frame_row, trials) if row is not None]
     numbers = np.array([row[1:] for row in rows], dtype=float).reshape(len(rows), 4)
     states = [row[0] for row in rows]
@@ -116,6 +122,9 @@ def ledger_frame(trials: Sequence[LedgerTrial]) -> pd.DataFrame:
             LAST_STEP: numbers[:, 3],
         }
     )
+
+
+_frames = SameTrials(_ledger_frame, keep=4)
 
 
 def _frame_row(t: LedgerTrial) -> tuple[str, float, float, float, float] | None:

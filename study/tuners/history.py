@@ -18,6 +18,7 @@ from study.ledger import Ledger, LedgerTrial
 from study.results import TrialState
 from study.tuners.base import History
 from study.tuners.points import SEED
+from study.tuners.same_trials import SameTrials
 from study.tuners.transfer import BestRate, Window, search_window
 
 #: Outcomes that say on which side of the optimum a trial's rate lies (a crash says nothing).
@@ -72,13 +73,18 @@ def best_rate(trials: Sequence[LedgerTrial]) -> BestRate | None:
     )
 
 
+#: `best_rate` of each stratum, computed again only when its trials change (`SameTrials`).
+_best_rates = SameTrials(best_rate)
+
+
 def neighbours(ledger: Ledger, config: StudyConfig, stratum: Stratum) -> list[BestRate]:
     """The best rate (`best_rate`) of every other batch size with the same strategy whose
     trials reached the target."""
     found = []
     for batch in config.space.batch_sizes:
         if batch != stratum.batch_size:
-            best = best_rate(ledger.trials(Stratum(batch, stratum.strategy)))
+            other = Stratum(batch, stratum.strategy)
+            best = _best_rates(ledger.trials(other), other)
             if best is not None:
                 found.append(best)
     return found
