@@ -58,13 +58,10 @@ from study.analysis.surrogate import (
     mean_log_steps,
     mean_log_steps_gradient,
 )
-from study.analysis.table import BATCH_SIZE, LEARNING_RATE, STATE
+from study.analysis.table import BATCH_SIZE, LEARNING_RATE
 from study.analysis.threads import one_blas_thread
-from study.ledger import LedgerTrial
 from study.ledger.records import Origin
 from study.phases import PHASES, Phase
-from study.results import TrialState
-from study.tuners.same_trials import SameTrials
 from study.tuners.seen import narrowed
 
 #: The origin of a trial the designer proposed.
@@ -100,46 +97,6 @@ class Design:
     steps: float
     reach: float
     cost: float = math.nan
-
-
-def ledger_frame(trials: Sequence[LedgerTrial]) -> pd.DataFrame:
-    """Finished trials as the model reads them (`fit_surrogate`'s columns); the frame of the
-    last call again (a copy) while ``trials`` are the same objects (`SameTrials`)."""
-    return _frames(trials).copy()
-
-
-def _ledger_frame(trials: Sequence[LedgerTrial]) -> pd.DataFrame:
-    rows = [row for row in map(_frame_row, trials) if row is not None]
-    numbers = np.array([row[1:] for row in rows], dtype=float).reshape(len(rows), 4)
-    states = [row[0] for row in rows]
-    # Typed even with no rows (parallel workers claim a designed slot before any trial ends).
-    return pd.DataFrame(
-        {
-            BATCH_SIZE: numbers[:, 0],
-            LEARNING_RATE: numbers[:, 1],
-            STATE: pd.Series(states, dtype=None if states else object),
-            "steps_to_target": numbers[:, 2],
-            LAST_STEP: numbers[:, 3],
-        }
-    )
-
-
-_frames = SameTrials(_ledger_frame, keep=4)
-
-
-def _frame_row(t: LedgerTrial) -> tuple[str, float, float, float, float] | None:
-    """``(state, batch size, rate, steps to target, steps run)`` of a trial the model reads."""
-    if t.result is None or not t.status.counts() or t.status is TrialState.FAILED:
-        return None
-    reached = t.status is TrialState.REACHED and t.result.steps_to_target is not None
-    steps = float(t.result.steps_to_target) if reached else math.inf  # type: ignore[arg-type]
-    return (
-        t.status.value,
-        float(t.stratum.batch_size),
-        float(t.learning_rate),
-        steps,
-        float(t.result.steps_run),
-    )
 
 
 def information_gain(

@@ -48,8 +48,9 @@ import pandas as pd
 from study.ledger import LedgerTrial
 from study.phases import PHASES, Phase
 from study.results import TrialState
-from study.tuners.design import DesignModel, design_model, fit_key, ledger_frame
+from study.tuners.design import DesignModel, design_model, fit_key
 from study.tuners.seen import narrowed
+from study.tuners.trial_frame import ledger_frame
 
 #: The fits asked for that are kept (their futures), the latest by when they were asked for.
 KEPT = 8

@@ -84,7 +84,8 @@ def neighbours(ledger: Ledger, config: StudyConfig, stratum: Stratum) -> list[Be
     for batch in config.space.batch_sizes:
         if batch != stratum.batch_size:
             other = Stratum(batch, stratum.strategy)
-            best = _best_rates(ledger.trials(other), other)
+            finished = [t for t in ledger.trials(other) if t.result is not None]
+            best = _best_rates(finished, other)  # a running trial counts for nothing
             if best is not None:
                 found.append(best)
     return found

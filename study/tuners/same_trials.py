@@ -2,7 +2,7 @@
 
 A proposal reads every other batch size's best rate (`study.tuners.history.neighbours`), and
 a decision and the designer read every trial as the model's frame
-(`study.tuners.design.ledger_frame`): each a pass over every trial of the study. Between two
+(`study.tuners.trial_frame.ledger_frame`): each a pass over every trial of the study. Between two
 trials only the stratum that ran changes, and a closed trial reads back as the same
 `LedgerTrial` object (`study.ledger.access.StorageAccess.decode`), so the pass over an
 unchanged list of trials can be the last one's. A running trial is decoded anew at each read,

@@ -29,10 +29,10 @@ from study.tuners.design import (
     design_rate,
     designed,
     information_gain,
-    ledger_frame,
 )
 from study.tuners.designer import Designer
 from study.tuners.registry import build_lineup
+from study.tuners.trial_frame import ledger_frame
 from tests.fakes import finished_trial, rising_curve, write_ledger
 
 TARGET = Target.parse("val_accuracy>=0.6")

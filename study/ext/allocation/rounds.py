@@ -34,10 +34,12 @@ from study.ext.allocation.plan import (
     tried_range,
 )
 from study.ext.allocation.step_plan import MOST_SHARES, StepView, in_flight_steps, plan_step
-from study.ledger import AllocationState, Decision, Ledger
+from study.ledger import AllocationState, Decision, Ledger, LedgerTrial
+from study.ledger.records import best_of
 from study.runner.allocator import Allocator
 from study.tuners.fit_ahead import fit_next, lagged_fit, lagged_frame
 from study.tuners.points import lr_range
+from study.tuners.same_trials import SameTrials
 
 if TYPE_CHECKING:  # pragma: no cover
     from study.runner.pool import WorkerPool
@@ -49,6 +51,18 @@ CLAIM_WAIT = 60.0
 #: The latest decisions (after the grid's, round 0) the stored state keeps: a study of
 #: thousands of rounds would otherwise write and read all of them at every round (each is
 #: printed when made).
+#: Per stratum, its finished trials' best (`best_of`, as `Ledger.best` reads it) and training
+#: steps, computed again only when they change (`SameTrials`): at thousands of trials each is
+#: a pass over them at every round.
+_BEST = SameTrials(best_of)
+_STEPS = SameTrials(lambda trials: sum(t.result.steps_run for t in trials))
+
+
+def _finished(trials: list[LedgerTrial]) -> list[LedgerTrial]:
+    """The trials with a result (a running one is read anew each time and counts for none)."""
+    return [t for t in trials if t.result is not None]
+
+
 KEPT_DECISIONS = 200
 
 
@@ -249,12 +263,7 @@ class RoundAllocator(Allocator):
 
     def spent(self) -> int:
         """The training steps of the study's trials so far (every state, pruned too)."""
-        return sum(
-            t.result.steps_run
-            for stratum in self.budgets
-            for t in self.ledger.trials(stratum)
-            if t.result is not None
-        )
+        return sum(_STEPS(_finished(self.ledger.trials(s)), s) for s in self.budgets)
 
     def _plan_step(self, number: int) -> tuple[Decision, bool]:
         """Round ``number`` of an allocation by steps: one trial where the answer narrows most
@@ -265,7 +274,7 @@ class RoundAllocator(Allocator):
         views, running = [], []
         for stratum in self.budgets:
             trials = self.ledger.trials(stratum)
-            best = self.ledger.best(stratum)
+            best = _BEST(_finished(trials), stratum)  # the ledger's best, kept while the same
             limit = config.settings.budget.step_limit(stratum.batch_size)
             views.append(
                 StepView(

@@ -125,7 +125,7 @@ def plan_step(
 ) -> tuple[Decision, bool]:
     """The next trial's batch size as a decision of round ``number``, and whether it is one
     (False: the study stops, and the decision says why). ``trials``: the finished trials the
-    model is fitted to (`study.tuners.design.ledger_frame`), by ``fit`` (`design_model`, or the
+    model is fitted to (`study.tuners.trial_frame.ledger_frame`), by ``fit`` (`design_model`, or the
     fit made ahead: `study.tuners.fit_ahead.model_for`), asked only when the decision can use
     it; ``left``: the training steps left of the budget.
 

@@ -14,7 +14,8 @@ from study.config.space import Stratum
 from study.ext.allocation.rounds import RoundAllocator
 from study.ext.allocation.step_plan import StepView, in_flight_steps, plan_step
 from study.ledger import Ledger, open_storage
-from study.tuners.design import BATCH_ANSWERS, best_design, design_model, ledger_frame
+from study.tuners.design import BATCH_ANSWERS, best_design, design_model
+from study.tuners.trial_frame import ledger_frame
 from tests.ext.allocation.test_adaptive_allocation import new_ledger
 from tests.inprocess import study_here
 from tests.runner.conftest import tiny_study, write_study
