@@ -126,6 +126,8 @@ class StorageAccess:
         self._local = threading.local()
         #: Closed trials decoded, by trial id, with the stored object they came from (`decode`).
         self._decoded: dict[int, tuple[FrozenTrial, LedgerTrial]] = {}
+        #: Each stratum's last list of stored trials and its decoding (`decode_all`).
+        self._decoded_lists: dict[Stratum, tuple[list[FrozenTrial], list[LedgerTrial]]] = {}
         self._sampler_storage = SamplerStorage(self)
 
     def use_sampler(self, sampler_for: Callable[[Stratum], Any]) -> None:
@@ -413,6 +415,17 @@ class StorageAccess:
         if closed:
             self._decoded[id_of_trial(frozen)] = (frozen, decoded)
         return decoded
+
+    def decode_all(self, stratum: Stratum, frozen: list[FrozenTrial]) -> list[LedgerTrial]:
+        """`decode` of every trial of ``frozen``; the list decoded last for the stratum again
+        (a copy) when ``frozen`` is the very same list (a read inside `recent`, nothing held:
+        the same trial objects, and a stored trial object never changes)."""
+        kept = self._decoded_lists.get(stratum)
+        if kept is not None and kept[0] is frozen:
+            return list(kept[1])
+        decoded = [self.decode(stratum, t) for t in frozen]
+        self._decoded_lists[stratum] = (frozen, decoded)
+        return list(decoded)
 
     @staticmethod
     def _decode_now(stratum: Stratum, frozen: FrozenTrial) -> LedgerTrial:

@@ -39,7 +39,7 @@ class TrialReader:
 
     def trials(self, stratum: Stratum) -> list[LedgerTrial]:
         """Every trial of a stratum, in number order (empty before the stratum exists)."""
-        return [self._access.decode(stratum, t) for t in self._access.frozen(stratum)]
+        return self._access.decode_all(stratum, self._access.frozen(stratum))
 
     def fresh_trials(self, stratum: Stratum) -> list[LedgerTrial]:
         """`trials` as read less than `access.FRESH_S` ago (e.g. by the last claim), else read

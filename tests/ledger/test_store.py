@@ -268,6 +268,30 @@ def test_a_closed_trial_is_decoded_once_and_a_running_one_at_every_read(ledger: 
     assert ledger.trials(stratum)[1].status is TrialState.NOT_REACHED  # closed since: read anew
 
 
+def test_a_recent_read_again_is_decoded_once(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside `recent` a stratum read again is the same stored list: its trials, the running one
+    too, are decoded once; a copy of the list is returned, so a caller may change its own."""
+    run_one(ledger, S32, 0.1, result(TrialState.REACHED), 50.0)
+    assert ledger.claim(S32, 5) is not None
+    decoded = []
+    real = StorageAccess._decode_now
+    monkeypatch.setattr(
+        StorageAccess, "_decode_now", staticmethod(lambda s, f: decoded.append(f) or real(s, f))
+    )
+    ledger.access._decoded.clear()
+    with ledger.recent():
+        first = ledger.trials(S32)
+        first.clear()
+        second, third = ledger.trials(S32), ledger.trials(S32)
+    assert len(decoded) == 2 and len(second) == 2
+    assert all(a is b for a, b in zip(second, third, strict=True))
+    assert second[1].status is TrialState.RUNNING
+    ledger.trials(S32)  # outside `recent`: read again, the running trial decoded again
+    assert len(decoded) == 3
+
+
 def test_strata_not_made_yet_read_every_study_once_a_recent_window(
     ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
