@@ -5,9 +5,9 @@ a decision and the designer read every trial as the model's frame
 (`study.tuners.trial_frame.ledger_frame`): each a pass over every trial of the study. Between two
 trials only the stratum that ran changes, and a closed trial reads back as the same
 `LedgerTrial` object (the ledger decodes a closed trial once), so the pass over an
-unchanged list of trials can be the last one's. A running trial is decoded anew at each read,
-so a list holding one is computed again. The trials of the last call are kept, so their ids
-cannot be taken by other objects while they serve as its key.
+unchanged list of trials can be the last one's. Callers leave running trials out (each read
+may decode one anew, and they count for none of these). The trials of the last call are kept,
+so their ids cannot be taken by other objects while they serve as its key.
 
 Example: ``best = SameTrials(best_rate)``; ``best(trials, stratum)`` computes once, and again
 only when ``trials`` holds another object (a trial closed, added or read anew).
