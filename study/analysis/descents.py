@@ -99,7 +99,6 @@ def install(helper: Descents | None) -> Descents | None:
 def warm_soon() -> threading.Thread:
     """Compile (or load from numba's cache) the compiled likelihood in a thread of its own, so
     that a study's first fit does not wait for it; the thread, started."""
-
     thread = threading.Thread(target=_kernel, name="study-warm-likelihood", daemon=True)
     thread.start()
     return thread

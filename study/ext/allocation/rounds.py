@@ -48,9 +48,6 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Seconds a process that lost a round's claim waits for the winner's decisions before it
 #: decides the round itself (the winner died between its claim and its write).
 CLAIM_WAIT = 60.0
-#: The latest decisions (after the grid's, round 0) the stored state keeps: a study of
-#: thousands of rounds would otherwise write and read all of them at every round (each is
-#: printed when made).
 #: Per stratum, its finished trials' best (`best_of`, as `Ledger.best` reads it) and training
 #: steps, computed again only when they change (`SameTrials`): at thousands of trials each is
 #: a pass over them at every round.
@@ -63,6 +60,9 @@ def _finished(trials: list[LedgerTrial]) -> list[LedgerTrial]:
     return [t for t in trials if t.result is not None]
 
 
+#: The latest decisions (after the grid's, round 0) the stored state keeps: a study of
+#: thousands of rounds would otherwise write and read all of them at every round (each is
+#: printed when made).
 KEPT_DECISIONS = 200
 
 
