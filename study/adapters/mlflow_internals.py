@@ -45,6 +45,15 @@ def migrations_fingerprint() -> str | None:
     return digest.hexdigest()[:16]
 
 
+def import_sql_store() -> None:
+    """Import MLflow's SQL tracking store (SQLAlchemy and MLflow's table models: about a
+    second), as `mlflow.MlflowClient` does on its first use of a database URI.
+
+    Uses the module ``mlflow.store.tracking.sqlalchemy_store``. Fallback: none here; the caller
+    (`study.tracking.mlflow_logger.warm_soon`) ignores any error, and the client imports it."""
+    import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+
+
 def create_tables(url: str) -> None:
     """Create MLflow's tracking tables in the empty database ``url`` and run every migration,
     as MLflow does when it opens a new SQL store.

@@ -39,6 +39,7 @@ from study.runner.progress import Progress, summarize
 from study.tracking.descriptions import question_note
 from study.tracking.jobs import CLOSE_WAIT_S, patiently
 from study.tracking.mlflow_logger import study_timing_metrics
+from study.tracking.mlflow_logger import warm_soon as warm_tracking_store
 from study.tracking.server import browse_hint, check_answers
 from study.tracking.study_tracker import StudyTracker, study_params
 from study.tuners.registry import TUNERS, build_lineup
@@ -220,6 +221,7 @@ def run_study(config: StudyConfig, options: RunOptions) -> int:
     if existing is not None:
         require_same_code(config.name, existing.code_version)
     descents.warm_soon()  # the fits' compiled likelihood, while the trainer's server starts
+    warm_tracking_store(uri)  # MLflow's SQL store, imported meanwhile
     with WorkerPool(options.workers) as pool:
         preflight(config, pool)
         with fit_helper.installed(options.workers):  # half of each fit on the idle core

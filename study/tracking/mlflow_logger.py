@@ -39,6 +39,7 @@ import fcntl
 import json
 import logging
 import math
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from study.adapters.mlflow_internals import import_sql_store
 from study.config.trial import TrialSpec
 from study.ledger.records import TIMING_KEYS, TimingSummary
 from study.paths import artifact_root, sqlite_file
@@ -316,6 +318,26 @@ def summary_points(summary: Mapping[str, Any]) -> list[Metric]:
             if v is not None and math.isfinite(v)
         ]
     return points
+
+
+#: The URI schemes of MLflow's SQL stores (a driver may follow: ``postgresql+psycopg``).
+_DATABASES = ("sqlite", "postgresql", "mysql", "mssql")
+
+
+def warm_soon(uri: str) -> threading.Thread | None:
+    """Where ``uri`` is a database, import MLflow's SQL store in a thread now (about a second),
+    so that the run's tracker, made after the slow preflight, does not wait for it; the thread,
+    started, or None."""
+    if uri.split(":", 1)[0].split("+", 1)[0].lower() not in _DATABASES:
+        return None
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # the client imports it when it needs it
+            import_sql_store()
+
+    thread = threading.Thread(target=load, name="study-warm-mlflow", daemon=True)
+    thread.start()
+    return thread
 
 
 @contextlib.contextmanager

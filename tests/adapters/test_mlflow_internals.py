@@ -105,3 +105,11 @@ def test_the_models_have_the_columns_whole_runs_fill() -> None:
     }
     for model, used in columns.items():
         assert used <= set(model.__table__.columns.keys()), model
+
+
+def test_the_sql_store_is_the_module_a_client_imports() -> None:
+    import sys
+
+    mlflow_internals.import_sql_store()
+    module = sys.modules["mlflow.store.tracking.sqlalchemy_store"]
+    assert hasattr(module, "SqlAlchemyStore")
