@@ -21,6 +21,7 @@ import threading
 import numpy as np
 from numba import njit
 
+from study.analysis.fitting import FORWARD_STEP
 from study.analysis.likelihood import CENSORED, OBSERVED, RATE_CAP_SCALE, Trials
 from study.analysis.parameters import PARAMS
 
@@ -29,8 +30,6 @@ __all__ = ["KernelData", "kernel_data", "log_ndtr", "objective", "warm"]
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT1_2 = math.sqrt(0.5)
 _EPSILON = 2.220446049250313e-16
-#: The relative forward-difference step (`study.analysis.fitting`'s ``_STEP``).
-_STEP = 1.49e-8
 
 #: The trials as the kernel reads them: log of each distinct batch size, ``log(B / B_ref)``
 #: per distinct size and per trial, each trial's index into the sizes, log rate, kind, log
@@ -141,7 +140,7 @@ def _value_and_gradient(
     gradient = np.empty(x.size)
     point = x.copy()
     for j in range(x.size):
-        h = _STEP * max(1.0, abs(x[j]))
+        h = FORWARD_STEP * max(1.0, abs(x[j]))
         if x[j] + h > upper[j]:
             h = -h
         point[j] = x[j] + h

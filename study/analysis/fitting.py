@@ -50,7 +50,7 @@ def percentile_interval(samples: np.ndarray, confidence: float) -> tuple[float, 
 
 #: The relative step of the forward differences that give the optimiser its gradient (the
 #: step scipy's own finite differences take: the square root of the float64 epsilon).
-_STEP = 1.49e-8
+FORWARD_STEP = 1.49e-8
 
 
 def value_and_gradient(
@@ -59,7 +59,7 @@ def value_and_gradient(
     """``values`` at ``x`` and its forward-difference gradient, every point in one call
     (``values`` maps rows of points to their values); a step that would pass ``upper`` goes
     the other way."""
-    h = _STEP * np.maximum(1.0, np.abs(x))
+    h = FORWARD_STEP * np.maximum(1.0, np.abs(x))
     if upper is not None:
         h = np.where(x + h > upper, -h, h)
     v = values(np.vstack([x, x + np.diag(h)]))
