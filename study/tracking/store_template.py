@@ -5,9 +5,9 @@ about 1.2 CPU-seconds and 1.4-3 s of wall time here (`benchmarks/store_template.
 of what a small ``study run`` spends in its own process. So the first local store made with an
 MLflow version is migrated once more into ``cache_dir()/mlflow-stores/<version>-<head>.db``,
 with no experiment in it, and every new local store is a copy of that file. The head revision
-itself is kept beside it (``<version>-<fingerprint of the migration scripts>.head``). MLflow opens the
-copy as the store it would have made: its tables and schema revision are the same, and it adds
-the Default experiment then, with the new store's own artifact root.
+itself is kept beside it (``<version>-<fingerprint of the migration scripts>.head``). MLflow
+opens the copy as the store it would have made: its tables and schema revision are the same,
+and it adds the Default experiment then, with the new store's own artifact root.
 
 Anything that goes wrong on this path (an MLflow without the internals `study.adapters.mlflow_internals` uses, a cache that cannot
 be written) leaves the store for MLflow to create as before.

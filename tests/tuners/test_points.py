@@ -153,3 +153,33 @@ def test_two_slots_that_reserved_one_point_at_once_never_both_keep_it(tmp_path):
     points = [p for _, p in ledger.tuning.points(S)]
     assert len(points) == 2 and not same_point(points[0], points[1])
     assert not same_point(point_of(kept_a), point_of(kept_b))
+
+
+def test_the_rate_index_answers_as_clashes_does():
+    """`free` and `nudge` check proposals against taken points indexed by log rate; on points
+    at and just past the tolerance, under two seeds, with another parameter and without a
+    rate, the index says what `clashes` says."""
+    import random
+
+    from study.tuners.points import LR_TOLERANCE, _Taken, clashes
+
+    rng = random.Random(3)
+    taken = [
+        point_of({"learning_rate": 0.1 * math.exp(rng.uniform(-0.05, 0.05)), "momentum": m}, s)
+        for m in (0.9, 0.99)
+        for s in (None, 1)
+        for _ in range(40)
+    ] + [point_of({"momentum": 0.9}), point_of({"learning_rate": 0.0, "momentum": 0.9})]
+    index = _Taken(taken)
+    asked = [
+        point_of({"learning_rate": p["learning_rate"] * math.exp(d), "momentum": m}, s)
+        for p in taken[:80:7]
+        for d in (0.0, LR_TOLERANCE * 0.999, -LR_TOLERANCE * 1.001, 0.02)
+        for m in (0.9, 0.95)
+        for s in (None, 2)
+    ] + [point_of({"momentum": 0.9}), point_of({"learning_rate": 0.1})]
+    far = point_of({"learning_rate": 5.0, "momentum": 0.9})  # only the point without a rate
+    assert index.clashes(far) and clashes(far, taken)
+    answers = [index.clashes(p) for p in asked]
+    assert answers == [clashes(p, taken) for p in asked]
+    assert any(answers) and not all(answers)
