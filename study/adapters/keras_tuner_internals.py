@@ -1,4 +1,5 @@
-"""KerasTuner's private names `study` uses: an oracle's trial saving and Hyperband's brackets.
+"""KerasTuner's private names `study` uses: an oracle's trial saving, its Gaussian process and
+Hyperband's brackets.
 
 Checked at KerasTuner 1.4.2 (the oldest ``pyproject.toml`` allows: the first whose public
 ``keras_tuner.engine.trial`` exists) through 1.4.8; the contract test is
@@ -12,7 +13,10 @@ from typing import Any
 
 from keras_tuner.engine.trial import Trial, TrialStatus
 
+from study.adapters.sklearn_internals import lean
+
 __all__ = [
+    "LeanGaussianProcess",
     "Trial",
     "TrialStatus",
     "Unsaved",
@@ -33,6 +37,17 @@ class Unsaved:
 
     def _save_trial(self, trial: Trial) -> None:
         """Nothing to save."""
+
+
+class LeanGaussianProcess:
+    """Mixin for a Bayesian-optimisation oracle whose Gaussian process predicts without
+    re-validating each point (`study.adapters.sklearn_internals.LeanGaussianProcess`: the same
+    numbers, about three times faster a draw). Uses ``BayesianOptimizationOracle._make_gpr``
+    (called by ``__init__`` and ``set_state``). Fallback: should KerasTuner rename it, the
+    oracle keeps scikit-learn's own process (the contract test catches it)."""
+
+    def _make_gpr(self) -> Any:
+        return lean(super()._make_gpr())  # type: ignore[misc]
 
 
 def hyperband_brackets(oracle: Any) -> list[dict[str, Any]]:

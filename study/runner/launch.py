@@ -42,7 +42,7 @@ from study.tracking.mlflow_logger import study_timing_metrics
 from study.tracking.mlflow_logger import warm_soon as warm_tracking_store
 from study.tracking.server import browse_hint, check_answers
 from study.tracking.study_tracker import StudyTracker, study_params
-from study.tuners.registry import TUNERS, build_lineup
+from study.tuners.registry import TUNERS, build_lineup, uses_keras_tuner
 from study.version import code_version, require_same_code
 
 LOG = logging.getLogger(__name__)
@@ -222,13 +222,28 @@ def run_study(config: StudyConfig, options: RunOptions) -> int:
         require_same_code(config.name, existing.code_version)
     descents.warm_soon()  # the fits' compiled likelihood, while the trainer's server starts
     warm_tracking_store(uri)  # MLflow's SQL store, imported meanwhile
-    with WorkerPool(options.workers) as pool:
-        preflight(config, pool)
-        with fit_helper.installed(options.workers):  # half of each fit on the idle core
-            return _run(config, options, uri, pool)
+    # KerasTuner's oracle in a process of its own (the host never imports TensorFlow), started
+    # now: its import of KerasTuner overlaps the preflight instead of the first trials.
+    oracle = OracleProcess(config) if uses_keras_tuner(options.tuner) else None
+    try:
+        if oracle is not None:
+            oracle.warm()
+        with WorkerPool(options.workers) as pool:
+            preflight(config, pool)
+            with fit_helper.installed(options.workers):  # half of each fit on the idle core
+                return _run(config, options, uri, pool, oracle)
+    finally:
+        if oracle is not None:
+            oracle.close()
 
 
-def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -> int:
+def _run(
+    config: StudyConfig,
+    options: RunOptions,
+    uri: str,
+    pool: WorkerPool,
+    oracle: OracleProcess | None = None,
+) -> int:
     rounds = allocator_class(config)  # before the ledger records anything
     ledger, record = open_study(config, options)
     order = visiting_order(config)
@@ -243,9 +258,9 @@ def _run(config: StudyConfig, options: RunOptions, uri: str, pool: WorkerPool) -
         plan = allocator.start(pool)
         order = list(plan)
     with ledger.recent():  # the set-up reads each stratum once (the tuners, repair, progress)
-        # KerasTuner's oracle in a process of its own: the host never imports TensorFlow.
-        lineup = build_lineup(options.tuner, config, ledger, oracle=OracleProcess)
-        lineup.warm()  # KerasTuner's oracle process starts while the set-up and first trials run
+        made = OracleProcess if oracle is None else lambda _config: oracle
+        lineup = build_lineup(options.tuner, config, ledger, oracle=made)
+        lineup.warm()  # an oracle not started yet starts while the set-up and first trials run
         try:
             # A tracking server that goes away while the run starts is waited for, like the storage.
             tracker = patiently(lambda: StudyTracker(uri, config.name), masked(uri), uri)

@@ -2,7 +2,8 @@
 
 `WorkerPool.run` hands a trial to an idle worker whose device configuration matches the trial's
 strategy (starting one if needed, retiring an idle one of another configuration when the pool
-is full) and relays every measurement to the caller's hook, so the study engine can prune.
+is full). The study engine prunes with a `study.runner.step_limit.StepLimit`, which the worker
+checks at each evaluation itself; any other hook is asked at every measurement.
 Thread-safe: the engine runs ``--workers N`` trials at once from N threads.
 
 A ``multi_worker_mirrored:W`` trial runs on a `study.runner.cluster.WorkerGroup` of W
@@ -25,6 +26,7 @@ from study.config.trial import TrialSpec
 from study.results import Measurement, TrialResult, TrialState
 from study.runner import spawning
 from study.runner.cluster import GroupError, WorkerGroup
+from study.runner.step_limit import FOLLOW_S, LimitedTrial, StepLimit
 from study.strategies import StrategySpec, device_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,6 +43,7 @@ class _Worker:
     busy: bool = False
     trials: int = 0
     info: dict = field(default_factory=dict)
+    serial: int = 0  # trials sent with a step limit
 
     def alive(self) -> bool:
         return self.process.is_alive()
@@ -82,15 +85,19 @@ class _Worker:
     def run(
         self, spec: TrialSpec, hook: Callable[[Measurement], bool] | None
     ) -> tuple[TrialResult, bool]:
-        """Run one trial, relaying measurements to ``hook``; a death becomes a failed result."""
+        """Run one trial: with a `StepLimit` (or no hook) the worker checks the limit itself,
+        sent again when it moves; another hook is asked at every measurement. A death becomes
+        a failed result."""
         started = time.monotonic()
+        limit = StepLimit.unbounded() if hook is None else hook
         try:
+            if isinstance(limit, StepLimit):
+                return self._run_limited(spec, limit), True
             self.conn.send(("trial", spec))
             while True:
                 kind, payload = self.conn.recv()
                 if kind == "measurement":
-                    keep_going = True if hook is None else bool(hook(payload))
-                    self.conn.send(("prune", keep_going))
+                    self.conn.send(("prune", bool(limit(payload))))
                     continue
                 return payload, True
         except (EOFError, OSError, BrokenPipeError):
@@ -101,6 +108,21 @@ class _Worker:
                 f"{time.monotonic() - started:.1f} s"
             )
             return TrialResult(state=TrialState.FAILED, error=error), False
+
+    def _run_limited(self, spec: TrialSpec, limit: StepLimit) -> TrialResult:
+        """The trial with its step limit, followed every `FOLLOW_S` until the result is back."""
+        self.serial += 1
+        sent = limit.limit()
+        self.conn.send(("trial", LimitedTrial(spec, self.serial, sent)))
+        while not self.conn.poll(FOLLOW_S):
+            now = limit.limit()
+            if now != sent:
+                self.conn.send(("limit", (self.serial, now)))
+                sent = now
+        kind, payload = self.conn.recv()
+        if kind != "result":
+            raise OSError(f"trainer worker sent {kind!r} during a trial with a step limit")
+        return payload
 
 
 class WorkerError(RuntimeError):

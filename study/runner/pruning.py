@@ -13,12 +13,11 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
 
 from study.config.space import Stratum
 from study.config.study import StudyConfig
 from study.ledger import Ledger
-from study.results import Measurement
+from study.runner.step_limit import StepLimit
 from study.tuners.base import History, Proposal
 from study.tuners.history import SCALING_SLACK, step_bound
 
@@ -63,10 +62,10 @@ class Pruning:
             old, at = self._best.get(stratum, (math.inf, time.monotonic()))
             self._best[stratum] = (min(old, steps), at)
 
-    def hook(self, stratum: Stratum) -> Callable[[Measurement], bool]:
+    def hook(self, stratum: Stratum) -> StepLimit:
         """The trainer's measurement hook: go on while the step is below ``slack`` times the
         stratum's best."""
-        return lambda m: m.step < self.slack * self.best(stratum)
+        return StepLimit(lambda: self.slack * self.best(stratum))
 
 
 def unbounded_cap(config: StudyConfig) -> float:
@@ -93,18 +92,23 @@ def trial_hook(
     proposal: Proposal,
     history: History,
     cap: float = math.inf,
-) -> Callable[[Measurement], bool] | None:
-    """The pruning hook of a trial: stop it once it has taken its slack times its stratum's
-    best steps (`Pruning`), or, before the stratum has one, `SCALING_SLACK` times the most the other
-    batch sizes' results allow (`step_bound`), or, before any batch size has one, at ``cap``
-    steps (`unbounded_cap`). None without pruning, and for a trial under another seed (a
-    confirmation is not racing the stratum's best)."""
+) -> StepLimit | None:
+    """The pruning rule of a trial, as a `StepLimit`: stop it once it has taken its slack times
+    its stratum's best steps (`Pruning`), or, before the stratum has one, `SCALING_SLACK` times
+    the most the other batch sizes' results allow (`step_bound`), or, before any batch size has
+    one, at ``cap`` steps (`unbounded_cap`). None without pruning, and for a trial under another
+    seed (a confirmation is not racing the stratum's best)."""
     if pruning is None or proposal.seed is not None:
         return None
-    best = pruning.hook(stratum)
     bound = step_bound(stratum.batch_size, history.neighbour_steps, SCALING_SLACK)
-    if math.isfinite(bound):
-        return lambda m: m.step < bound and best(m)
-    if not math.isfinite(cap):
-        return best
-    return lambda m: (m.step < cap or math.isfinite(pruning.best(stratum))) and best(m)
+
+    def limit() -> float:
+        best = pruning.best(stratum)
+        own = pruning.slack * best
+        if math.isfinite(bound):
+            return min(bound, own)
+        if math.isfinite(cap) and not math.isfinite(best):
+            return min(cap, own)
+        return own
+
+    return StepLimit(limit)

@@ -13,9 +13,11 @@ It also keeps the last trial's model, optimizer and compiled functions (a
 `study.trainer.session.SessionCache`): a following trial with the same model, batch size,
 strategy and optimizer re-initialises them instead of building and tracing anew.
 
-Protocol over a `multiprocessing` pipe (parent -> worker: ``("trial", spec)``, ``("check",
-spec)``, ``("job", job)`` (work an extension sends besides trials, a `Job`),
-``("prune", bool)``, ``("exit", None)``; worker -> parent: ``("ready", info)``,
+Protocol over a `multiprocessing` pipe (parent -> worker: ``("trial", spec)`` (each
+measurement is sent and waits for ``("prune", bool)``), ``("trial", LimitedTrial)`` (the worker
+checks the step limit itself; ``("limit", (serial, value))`` moves it,
+`study.runner.step_limit`), ``("check", spec)``, ``("job", job)`` (work an extension sends
+besides trials, a `Job`), ``("exit", None)``; worker -> parent: ``("ready", info)``,
 ``("measurement", m)``, ``("result", result)``, ``("checked", None | "one-line error")``).
 A check loads the data and builds the model once without training: it finds a target the
 model does not report, a bad loss or labels, a missing file before a study records anything.
@@ -35,6 +37,7 @@ from study.config.trial import TrialSpec
 from study.deps import quiet_stderr, without_keras_extras
 from study.errors import InfeasibleError, UsageError, summary_line
 from study.results import DataDescription, ErrorKind, TrialResult, TrialState
+from study.runner.step_limit import LimitedTrial, WorkerLimit
 from study.strategies import StrategyKind
 
 
@@ -302,5 +305,10 @@ def worker_main(
         if kind == "job":
             conn.send(("result", job_safely(runtime, payload)))
             continue
-        result = run_trial_safely(runtime, payload, hook)
+        if kind == "limit":  # a finished trial's limit, sent as it ended
+            continue
+        if isinstance(payload, LimitedTrial):
+            result = run_trial_safely(runtime, payload.spec, WorkerLimit(conn, payload))
+        else:
+            result = run_trial_safely(runtime, payload, hook)
         conn.send(("result", result))

@@ -29,6 +29,7 @@ from typing import Any
 import keras_tuner
 
 from study.adapters.keras_tuner_internals import (
+    LeanGaussianProcess,
     TrialStatus,
     Unsaved,
     hyperband_brackets,
@@ -75,7 +76,9 @@ class RandomOracle(_LedgerFed, keras_tuner.oracles.RandomSearchOracle):
     """Random search derived from the ledger."""
 
 
-class BayesianOracle(_LedgerFed, keras_tuner.oracles.BayesianOptimizationOracle):
+class BayesianOracle(
+    _LedgerFed, LeanGaussianProcess, keras_tuner.oracles.BayesianOptimizationOracle
+):
     """Gaussian-process Bayesian optimisation derived from the ledger."""
 
 

@@ -37,6 +37,12 @@ BOTH = "both"
 TUNERS = (*BACKENDS, BOTH)
 
 
+def uses_keras_tuner(choice: str) -> bool:
+    """Whether the lineup of tuner choice ``choice`` holds KerasTuner (whose oracle a run starts
+    early: `study.runner.launch`)."""
+    return choice in (BOTH, "keras-tuner")
+
+
 def backend_class(name: str) -> type[TunerBackend]:
     """The backend class registered as ``name`` (imported on first use)."""
     if name not in BACKENDS:

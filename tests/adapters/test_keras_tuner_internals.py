@@ -10,6 +10,7 @@ import keras_tuner
 import pytest
 
 from study.adapters.keras_tuner_internals import (
+    LeanGaussianProcess,
     Trial,
     TrialStatus,
     Unsaved,
@@ -81,3 +82,40 @@ def test_hyperband_brackets_read_and_restored_place_the_next_trial_alike() -> No
         trial.trial_id,
         following.trial_id,
     ]
+
+
+class _Bayesian(Unsaved, keras_tuner.oracles.BayesianOptimizationOracle):
+    pass
+
+
+class _LeanBayesian(Unsaved, LeanGaussianProcess, keras_tuner.oracles.BayesianOptimizationOracle):
+    pass
+
+
+def _proposals(oracle_class: type) -> tuple[list[float], object]:
+    """Ten trials of a Bayesian oracle on a bowl in log rate: the rates it proposed."""
+    import math
+
+    oracle = oracle_class(
+        objective=OBJECTIVE, hyperparameters=_space(), max_trials=50, seed=3, num_initial_points=3
+    )
+    oracle.verbose = 0
+    rates = []
+    for _ in range(10):
+        trial = oracle.create_trial("t")
+        rate = trial.hyperparameters.get("learning_rate")
+        rates.append(rate)
+        oracle.update_trial(trial.trial_id, {"score": (math.log(rate / 0.01)) ** 2})
+        trial.status = TrialStatus.COMPLETED
+        oracle.end_trial(trial)
+    return rates, oracle.gpr
+
+
+def test_the_lean_gaussian_process_proposes_what_kerastuner_does() -> None:
+    """``BayesianOptimizationOracle._make_gpr`` makes the process that the oracle fits and
+    asks; the lean one gives the same proposals."""
+    own, own_process = _proposals(_Bayesian)
+    lean, lean_process = _proposals(_LeanBayesian)
+    assert type(lean_process).__name__ == "LeanGaussianProcess"
+    assert type(own_process).__name__ == "GaussianProcessRegressor"
+    assert lean == own

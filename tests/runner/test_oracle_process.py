@@ -203,3 +203,40 @@ def test_closing_a_warmed_process_that_never_answered_does_not_wait_for_it() -> 
     assert oracle.pid is None
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+@pytest.mark.parametrize(
+    ("tuner", "starts"), [("both", True), ("keras-tuner", True), ("optuna", False)]
+)
+def test_a_run_starts_keras_tuners_oracle_while_its_preflight_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tuner: str, starts: bool
+) -> None:
+    """KerasTuner's import overlaps the preflight; a preflight that fails ends the process."""
+    from study.errors import UsageError
+    from study.runner import launch
+
+    made: list[OracleProcess] = []
+    pids: list[int | None] = []
+
+    class Recorded(OracleProcess):
+        def __init__(self, config) -> None:
+            super().__init__(config)
+            made.append(self)
+
+    def preflight(config: object, pool: object) -> None:
+        pids.extend(started_pid(oracle) for oracle in made)
+        raise UsageError("oracle.yaml: stopped by the test after its preflight")
+
+    monkeypatch.setattr(launch, "OracleProcess", Recorded)
+    monkeypatch.setattr(launch, "preflight", preflight)
+    options = launch.RunOptions(
+        tuner=tuner,
+        storage=str(tmp_path / "j.journal"),
+        tracking_uri=(tmp_path / "mlruns").as_uri(),
+    )
+    with pytest.raises(UsageError, match="stopped by the test"):
+        launch.run_study(parse_study(STUDY, "oracle.yaml"), options)
+
+    assert len(made) == int(starts)
+    assert all(pid is not None for pid in pids) and len(pids) == int(starts)
+    assert all(oracle.pid is None for oracle in made)  # closed with the failed run

@@ -12,6 +12,7 @@ import os
 import signal
 import textwrap
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from study.config.target import Target
 from study.config.trial import Budget, TrialSpec
 from study.results import Measurement, TrialResult, TrialState
 from study.runner import WorkerPool, spawning
+from study.runner.step_limit import StepLimit
 from study.strategies import tpu_hint
 from tests.fakes import tabular_spec
 from tests.waiting import wait_until
@@ -329,6 +331,33 @@ def test_hook_that_keeps_going_sees_the_whole_curve(pool: WorkerPool) -> None:
 
     assert result.state is TrialState.NOT_REACHED
     assert steps == [m.step for m in result.curve] == [0, 10, 20, 30]
+
+
+def test_a_step_limit_prunes_in_the_worker_as_the_hook_did(pool: WorkerPool) -> None:
+    asked = pool.run(make_spec(budget=Budget(max_steps=1000)), lambda m: m.step < 20)
+    limited = pool.run(make_spec(budget=Budget(max_steps=1000)), StepLimit(lambda: 20.0))
+
+    assert limited.state is asked.state is TrialState.PRUNED
+    assert limited.steps_run == asked.steps_run == 20
+    same = [(m.step, m.train_loss, m.metrics) for m in limited.curve[1:]]
+    assert same == [(m.step, m.train_loss, m.metrics) for m in asked.curve[1:]]
+
+
+def test_a_limit_that_moves_reaches_the_running_trial(pool: WorkerPool) -> None:
+    """The parent sends a moved limit while the trial trains; a late one, sent as the trial
+    ended, does not reach the next trial."""
+    started = time.monotonic()
+
+    def falls_after_a_while() -> float:  # moves on every read until it falls
+        return 20.0 if time.monotonic() - started > 0.5 else 1e9 + time.monotonic()
+
+    long = make_spec(budget=Budget(max_steps=200_000))
+    result = pool.run(long, StepLimit(falls_after_a_while))
+    following = pool.run(make_spec(budget=Budget(max_steps=1000)), StepLimit(lambda: 30.0))
+
+    assert result.state is TrialState.PRUNED
+    assert result.steps_run < 200_000
+    assert following.state is TrialState.PRUNED and following.steps_run == 30
 
 
 # The streamed input path and a compiled user model, on both strategies
