@@ -16,11 +16,20 @@ can no longer be the best: what the study's pruning does):
 - **study-w2**: the same with ``--workers 2``: two trials at once, one per core of a 2-core
   machine (the peers above run one trial at a time, as their loops are written).
 
+Each contestant runs as a whole process of its own, timed from its start to its exit, as the
+issue's table measured them (``wall (whole process)``): Python's start, the imports, the trainer
+worker's start with TensorFlow's import, the trials. With ``--in-process`` the peers run in
+this process instead, one after the other, timed from their first proposal with the trainer's
+server (TensorFlow imported) kept from the contestant before: only the first peer pays that
+start, and ``study`` still runs as its own process.
+
 Prints and writes (``results/peers.json``) per contestant: trials, training steps, wall seconds
-and CPU seconds (this process and its children: the trainer workers, the subprocess).
+and CPU seconds (the peer's process and its trainer workers; left out for ``study``, whose
+workers are children of a forkserver no process waits for), and how it was timed (``timed``:
+``process`` or ``in-process``).
 
 Usage: python benchmarks/peers.py [--trials-per-batch 8] [--batch-sizes 16 32 ...]
-       [--only optuna study]
+       [--only optuna study] [--in-process]
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ import json
 import math
 import os
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -151,8 +162,9 @@ def run_keras_tuner(train: Trainer, sizes: list[int], per: int, low: float, high
 def run_study_contestant(
     data: dict, sizes: list[int], per: int, workers: int = 1
 ) -> dict[str, Any]:
-    """``study run --workers N`` on the question; reduced (other batch sizes or trials), with
-    the even allocation (the file's step budget is the whole question's)."""
+    """``study run --workers N`` on the question, timed as a whole process; reduced (other
+    batch sizes or trials), with the even allocation (the file's step budget is the whole
+    question's)."""
     reduced = per != data["trials_per_stratum"] or sizes != data["search_space"]["batch_size"]
     data = {**data, "trials_per_stratum": per}
     data["search_space"] = {**data["search_space"], "batch_size": sizes}
@@ -161,13 +173,14 @@ def run_study_contestant(
     with tempfile.TemporaryDirectory(prefix="peers-study-") as work:
         file = Path(work) / "question.yaml"
         file.write_text(yaml.safe_dump(data, sort_keys=False))
-        run_study(file, Path(work), "--workers", str(workers))
+        _, wall = run_study(file, Path(work), "--workers", str(workers))
         from study.ledger import Ledger
 
         journal = str(Path(work) / "mlruns" / "optuna.journal")
         ledger = Ledger.open(journal, data["name"], create=False)
         done = [t for s in ledger.strata() for t in ledger.trials(s) if t.result is not None]
-    return {"trials": len(done), "steps": sum(t.result.steps_run for t in done)}
+    steps = sum(t.result.steps_run for t in done)
+    return {"trials": len(done), "steps": steps, "wall": wall}  # the process's, not the reading
 
 
 def contest(name: str, config: Any, data: dict, sizes: list[int], per: int) -> dict[str, Any]:
@@ -193,12 +206,30 @@ def contest(name: str, config: Any, data: dict, sizes: list[int], per: int) -> d
             workers = workers_cpu(pool)
         row.update(trials=train.trials, steps=train.steps)
         row["best"] = {str(b): s for b, (s, _) in sorted(train.best.items())}
-    row["wall"] = time.perf_counter() - wall0
+    row.setdefault("wall", time.perf_counter() - wall0)
     own, kids = (now - then for now, then in zip(cpu_seconds(), cpu0, strict=True))
     if not name.startswith("study"):  # the workers, unless counted among the children
         kids = max(kids, workers)
     row["cpu"] = own + kids
     row["load"] = round(os.getloadavg()[0], 2)
+    return row
+
+
+def as_process(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One peer in a process of its own (this script with ``--contestant``), its wall timed
+    around the whole process."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--contestant", name]
+    command += ["--trials-per-batch", str(args.trials_per_batch)]
+    if args.batch_sizes:
+        command += ["--batch-sizes", *map(str, args.batch_sizes)]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        sys.exit(f"{name} exited with {done.returncode}:\n{done.stderr[-3000:]}")
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    row.update(wall=wall, load=round(os.getloadavg()[0], 2), timed="process")
     return row
 
 
@@ -209,6 +240,8 @@ def main() -> None:
     parser.add_argument("--trials-per-batch", type=int, default=8)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=None)
     parser.add_argument("--only", nargs="+", choices=CONTESTANTS, default=list(CONTESTANTS))
+    parser.add_argument("--in-process", action="store_true", help="the peers in this process")
+    parser.add_argument("--contestant", choices=CONTESTANTS, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "peers.json")
     args = parser.parse_args()
     data = yaml.safe_load(FILE.read_text())
@@ -216,9 +249,16 @@ def main() -> None:
     base = load_study_file(FILE)
     mapping = {**data, "search_space": {**data["search_space"], "batch_size": sizes}}
     config = parse_study(mapping, str(FILE), text=base.text)
+    if args.contestant:  # one contestant, in this process: its row on the last line
+        print(json.dumps(contest(args.contestant, config, data, sizes, args.trials_per_batch)))
+        return
     rows = []
     for name in args.only:
-        row = contest(name, config, data, sizes, args.trials_per_batch)
+        if args.in_process or name.startswith("study"):  # `study run` is a process anyway
+            row = {**contest(name, config, data, sizes, args.trials_per_batch)}
+            row["timed"] = "process" if name.startswith("study") else "in-process"
+        else:
+            row = as_process(name, args)
         print(json.dumps(row), flush=True)
         rows.append(row)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -226,9 +266,10 @@ def main() -> None:
     print("| contestant | trials | training steps | wall (s) | CPU (s) |")
     print("|---|---|---|---|---|")
     for row in rows:
+        cpu = f"{row['cpu']:.1f}" if "cpu" in row else "-"
         print(
             f"| {row['contestant']} | {row['trials']} | {row['steps']:,} | "
-            f"{row['wall']:.1f} | {row['cpu']:.1f} |"
+            f"{row['wall']:.1f} | {cpu} |"
         )
 
 
