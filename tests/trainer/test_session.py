@@ -176,3 +176,45 @@ def test_the_least_recently_used_session_goes_first(data: Dataset, default_strat
     assert [r.environment["reused"] for r in results] == [False, False, False]
     assert len(cache) == 1 and cache.session is not None
     assert cache.session.key == session_key(specs[2], Task.multiclass())
+
+
+def _opened(data: Dataset, strategy: Any) -> Any:
+    from study.trainer.session import open_session
+
+    spec = tabular_spec(seed=3)
+    session, _, _ = open_session(
+        spec, data, lambda: dropout_mlp(data), *strategy, Task.multiclass(), SessionCache()
+    )
+    session.start(spec.settings.seed)
+    return session
+
+
+def _state(session: Any) -> list[np.ndarray]:
+    return [v.numpy() for v in list(session.model.variables) + list(session.optimizer.variables)]
+
+
+def test_a_snapshot_reads_every_variable_in_one_call_and_keeps_them(
+    data: Dataset, default_strategy
+) -> None:
+    session = _opened(data, default_strategy)
+    session.run(session.args(5))
+    values, position = session.snapshot()
+    kept = [v.copy() for v in values]
+    expected = _state(session)
+    assert session.reader not in (None, False)  # the compiled read was used
+    assert [(v.dtype, v.tobytes()) for v in values] == [(v.dtype, v.tobytes()) for v in expected]
+
+    session.run(session.args(20))  # training on does not touch what was taken
+    assert [v.tobytes() for v in values] == [v.tobytes() for v in kept]
+    assert [v.tobytes() for v in _state(session)] != [v.tobytes() for v in kept]
+    session.restore((values, position))
+    assert [v.tobytes() for v in _state(session)] == [v.tobytes() for v in kept]
+
+
+def test_a_snapshot_reads_variables_one_by_one_where_it_cannot_compile(
+    data: Dataset, default_strategy
+) -> None:
+    session = _opened(data, default_strategy)
+    session.reader = False  # what a variable kind that does not trace leaves
+    values, _ = session.snapshot()
+    assert [v.tobytes() for v in values] == [v.tobytes() for v in _state(session)]
