@@ -5,9 +5,10 @@ a host, which only proposes and records, would pay on top of its trainer workers
 `OracleProcess` (a `study.tuners.keras_tuner_backend.OracleClient`) runs a
 `study.tuners.keras_tuner_oracle.OracleWorker` in a worker process started like the trainer
 workers (`study.runner.spawning`: on Linux forked from the server that imported TensorFlow
-already, so it is ready in a fraction of a second). A run starts it in the background as its
-trials begin (`warm`: KerasTuner's import, about a second, then overlaps the first trials instead
-of holding up the first KerasTuner proposal); otherwise the first call starts it. It ends with
+already, so it is ready in a fraction of a second). `study run` starts it in the background
+before its preflight (`warm`: KerasTuner's import, about a second, then overlaps the preflight
+instead of holding up the first KerasTuner proposal, which waited 0.8 s for it when the start
+came after the preflight); otherwise the first call starts it. It ends with
 the run (or with the host: its end of the pipe closes). A call whose process died
 (killed with the host's process group, say) starts another and is asked once more; a redraw,
 which needs the draw the dead process held, fails naming the process's end.
