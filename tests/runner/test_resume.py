@@ -276,11 +276,13 @@ def test_restart_repairs_runs_a_dead_process_left_behind(
 # runs in the ledger and its MLflow run exists, and under load the MLflow run (started on a
 # background thread) came late enough that a 4,000-step trial had finished by then and was
 # rightly recorded as not reached, which is not what this test is about.
+# Its trials take about 5 s each on 2 cores: long enough to be caught running, with its MLflow
+# run open, by polls that take a while under load (at 12,000 steps, 2 s, one was missed).
 CTRL_C = tiny_study(
     name="ctrl-c",
     trials_per_stratum=2,
     target="val_accuracy>=0.999",
-    budget={"max_steps": 12000},
+    budget={"max_steps": 30000},
     eval_every=100,
     search_space={"batch_size": [128]},
     tuner={"pruning": False},
