@@ -101,14 +101,14 @@ def trial_hook(
     if pruning is None or proposal.seed is not None:
         return None
     bound = step_bound(stratum.batch_size, history.neighbour_steps, SCALING_SLACK)
+    if not math.isfinite(bound) and not math.isfinite(cap):
+        return pruning.hook(stratum)
 
     def limit() -> float:
         best = pruning.best(stratum)
         own = pruning.slack * best
         if math.isfinite(bound):
             return min(bound, own)
-        if math.isfinite(cap) and not math.isfinite(best):
-            return min(cap, own)
-        return own
+        return own if math.isfinite(best) else min(cap, own)  # the cap, until a best
 
     return StepLimit(limit)
