@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +29,10 @@ from study.config.hold import Crossings
 from study.config.trial import TrialSpec
 from study.errors import UsageError
 from study.results import Measurement, TrialResult, TrialState
-from study.strategies import ResolvedStrategy, check_batch_divisible
+from study.strategies import ResolvedStrategy, StrategyKind, check_batch_divisible
 from study.trainer.inputs import IndexStream
 from study.trainer.noise import NoiseScale
+from study.trainer.replay import Replayer, replayer
 from study.trainer.session import (
     Session,
     SessionCache,
@@ -109,7 +111,8 @@ def train(
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
     }
-    run = _run(spec, session, hook)
+    one_host = resolved.kind is not StrategyKind.MULTI_WORKER_MIRRORED
+    run = _run(spec, session, hook, replayer(session) if one_host else None)
     environment["replay_steps"] = run.spent.replay_steps
     environment["discarded_steps"] = run.spent.discarded_steps
     reached = None
@@ -180,7 +183,12 @@ class _Scan:
     pace: float
 
 
-def _run(spec: TrialSpec, session: Session, hook: MeasurementHook | None) -> _Outcome:
+def _run(
+    spec: TrialSpec,
+    session: Session,
+    hook: MeasurementHook | None,
+    replay: Replayer | None = None,
+) -> _Outcome:
     """The cadence loop: evaluate, decide, train to the next evaluation step.
 
     Steps to target follow the target's hold rule (`study.config.hold`): the first step from
@@ -191,8 +199,9 @@ def _run(spec: TrialSpec, session: Session, hook: MeasurementHook | None) -> _Ou
     the same at any cadence. Evaluations are then never further apart than a window
     (`Hold.max_gap`), so no window that holds lies unseen between two that fail; without exact
     steps the rule reads the cadence's own evaluations (a crossing holds once every evaluation
-    through its window met the target).
-
+    through its window met the target). With a ``replay`` (`study.trainer.replay`) the steps
+    through the one that met the target are trained and evaluated in one call, then looked at
+    one by one as before: a trial that ends among them ends at its step.
     """
     settings, target = spec.settings, spec.target
     step_limit = spec.step_limit()
@@ -204,15 +213,21 @@ def _run(spec: TrialSpec, session: Session, hook: MeasurementHook | None) -> _Ou
     step, seconds, pending_losses = 0, 0.0, []
     last = _Progress()
     scan: _Scan | None = None
+    replayed: deque[tuple[float, dict[str, float], float]] = deque()  # trained ahead
     while True:
-        train_loss = float(np.mean(pending_losses)) if pending_losses else math.nan
-        pending_losses = []
-        start = time.perf_counter()
-        metrics = session.evaluate()
-        if scan:
-            spent.replay += time.perf_counter() - start
+        if replayed:  # a step the replay's call trained and evaluated
+            train_loss, metrics, pace = replayed.popleft()
+            step, seconds = step + 1, seconds + pace
+            spent.replay_steps += 1
         else:
-            spent.evaluate += time.perf_counter() - start
+            train_loss = float(np.mean(pending_losses)) if pending_losses else math.nan
+            pending_losses = []
+            start = time.perf_counter()
+            metrics = session.evaluate()
+            if scan:
+                spent.replay += time.perf_counter() - start
+            else:
+                spent.evaluate += time.perf_counter() - start
         estimate = noise.estimate() if noise is not None else {}
         m = Measurement(
             step, spec.examples_at(step), seconds, train_loss, metrics, estimate, scan is not None
@@ -236,6 +251,17 @@ def _run(spec: TrialSpec, session: Session, hook: MeasurementHook | None) -> _Ou
                 return _Outcome(state, step, seconds, spent, curve, crossings)
             if scan is not None and step >= scan.until and not crossings.open:
                 scan = None  # the crossing fell back: on with the cadence
+        if replayed:
+            continue
+        if scan is not None and replay is not None and noise is None:
+            # Through the step that met the target in one call; past it one step a call (the
+            # crossing may fall back there, and the cadence go on from that step).
+            count = stages.enter(step, max(scan.until, step + 1))
+            start = time.perf_counter()
+            losses, rows = replay.run(session.args(count))
+            spent.replay += time.perf_counter() - start
+            replayed.extend((loss, row, scan.pace) for loss, row in zip(losses.tolist(), rows))
+            continue
         stop = _next_stop(spec, step, step_limit, one=scan is not None or crossings.open)
         if scan is None and settings.exact_steps and stop - step > 1 and not met:
             last = _Progress(step, seconds, session.snapshot(), copy.deepcopy(noise))

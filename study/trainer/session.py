@@ -12,11 +12,10 @@ gives exactly the curve a fresh one does (tested).
 
 Example::
 
-    cache = SessionCache()
     session, timings, reused = open_session(spec, data, build, strategy, resolved, task, cache)
     session.start(spec.settings.seed)
-    losses, _ = session.run(session.args(100))   # 100 steps, one compiled call
-    session.evaluate()                        # {"val_loss": ..., "val_accuracy": ...}
+    losses, _ = session.run(session.args(100))  # 100 steps, one compiled call
+    session.evaluate()  # {"val_loss": ..., "val_accuracy": ...}
 """
 
 from __future__ import annotations
@@ -76,6 +75,8 @@ class Session:
     jit: bool
     #: Reads `snapshot`'s variables in one call (made on first use; False: cannot be traced).
     reader: Any = None
+    #: Exact steps' replay in one call (`study.trainer.replay`; False: it does not apply).
+    replayer: Any = None
 
     def start(self, seed: int, batch_size: int | None = None) -> None:
         """Begin a trial's example order at its batch size."""
