@@ -15,14 +15,15 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from study.config.hold import DEFAULT_HOLD
 from study.config.target import Target
-from study.config.trial import Budget, TrialSpec
+from study.config.trial import Budget, EvalCadence, OptimizerSpec, TrialSpec
 from study.results import Measurement, TrialResult, TrialState
 from study.runner import WorkerPool, spawning
 from study.runner.step_limit import StepLimit
@@ -191,6 +192,27 @@ def test_reused_worker_repeats_a_trial_exactly(equivalence: Equivalence) -> None
     assert [m.step for m in a] == [m.step for m in b]
     assert [m.train_loss for m in a[1:]] == [m.train_loss for m in b[1:]]
     assert [dict(m.metrics) for m in a] == [dict(m.metrics) for m in b]
+
+
+def test_a_replay_on_mirrored_gives_the_every_step_runs_evaluations(pool: WorkerPool) -> None:
+    """Exact steps on ``mirrored:2``: the replayed steps, trained and evaluated in one compiled
+    call (`study.trainer.replay`), are those of a run that evaluates every step, to the bit."""
+    noisy = {
+        "batch_size": 16,
+        "optimizer": OptimizerSpec("nesterov", 0.1),
+        "target": replace(Target.parse("val_accuracy>=0.8"), hold=DEFAULT_HOLD),
+        "budget": Budget(max_steps=600),
+    }
+    exact = pool.run(make_spec("mirrored:2", cadence=EvalCadence.parse("geometric:1.05"), **noisy))
+    every = pool.run(make_spec("mirrored:2", cadence=EvalCadence.parse("1"), **noisy))
+    assert exact.state is every.state is TrialState.REACHED, (exact.error, every.error)
+    assert exact.steps_to_target == every.steps_to_target
+    fine = [m for m in exact.curve if m.fine]
+    assert len(fine) > 1 and exact.environment["replay_steps"] == len(fine)
+    by_step = {m.step: m for m in every.curve}
+    assert [(m.train_loss, dict(m.metrics)) for m in fine] == [
+        (by_step[m.step].train_loss, dict(by_step[m.step].metrics)) for m in fine
+    ]
 
 
 def test_a_worker_outlives_the_thread_that_started_it() -> None:
