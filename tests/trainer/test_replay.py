@@ -92,6 +92,17 @@ def test_one_call_replays_the_trial_one_call_a_step_does(
     assert paces and all(p > 0 for p in paces)
 
 
+def test_the_replay_of_an_xla_compiled_step_is_the_same_trial(
+    tabular, default_strategy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast = run(spec("geometric:1.05", jit_compile="on"), tabular, default_strategy)
+    with monkeypatch.context() as patch:
+        without_replayer(patch)
+        slow = run(spec("geometric:1.05", jit_compile="on"), tabular, default_strategy)
+    assert fast.environment["jit_compile"] and fast.environment["replay_steps"] > 1
+    same_trial(fast, slow)
+
+
 def test_a_trial_pruned_among_the_replayed_steps_ends_at_that_step(
     tabular, default_strategy, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,6 +15,7 @@ from study.config.target import Target
 from study.config.trial import Budget, EvalCadence, OptimizerSpec
 from study.errors import UsageError
 from study.results import TrialResult
+from study.trainer import loop
 from study.trainer import session as session_module
 from study.trainer.loop import train
 from tests.fakes import spec_of
@@ -76,17 +77,17 @@ def run(
         initial.append(np.asarray(built(data.x_val)).astype(np.float64))
         return built
 
-    spec = spec_of(
-        workload="tasks",
-        model=model,
-        batch_size=32,
-        optimizer=OptimizerSpec(name="adam", learning_rate=0.01),
-        target=Target.parse(target),
-        budget=Budget(max_steps=40),
-        cadence=EvalCadence(kind="fixed", every=20),
-        strategy="default",
-        **changes,
-    )
+    fields: dict[str, Any] = {
+        "workload": "tasks",
+        "model": model,
+        "batch_size": 32,
+        "optimizer": OptimizerSpec(name="adam", learning_rate=0.01),
+        "target": Target.parse(target),
+        "budget": Budget(max_steps=40),
+        "cadence": EvalCadence(kind="fixed", every=20),
+        "strategy": "default",
+    }
+    spec = spec_of(**{**fields, **changes})
     result = train(spec, data, build, *strategy, task=workload.task)
     return result, initial[0], data
 
@@ -159,3 +160,29 @@ def test_target_the_model_does_not_report_fails_before_any_step(
         "val_error, val_top2"
     )
     assert calls == []
+
+
+def test_a_compiled_models_own_metrics_replay_as_one_call_a_step_does(
+    models: str, default_strategy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exact steps with the model's own metrics: the replay in one compiled call
+    (`study.trainer.replay`) resets and folds them at every step, as separate evaluations do."""
+
+    def replayed() -> TrialResult:
+        result, _, _ = run(
+            TaskWorkload("multiclass"),
+            f"{models}:compiled",
+            default_strategy,
+            "val_top2>=0.9",
+            budget=Budget(max_steps=300),
+            cadence=EvalCadence.parse("geometric:1.3"),
+        )
+        return result
+
+    fast = replayed()
+    monkeypatch.setattr(loop, "replayer", lambda session: None)
+    slow = replayed()
+    assert fast.steps_to_target is not None and any(m.fine for m in fast.curve)
+    assert [(m.step, m.train_loss, dict(m.metrics)) for m in fast.curve] == [
+        (m.step, m.train_loss, dict(m.metrics)) for m in slow.curve
+    ]
