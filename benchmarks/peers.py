@@ -14,7 +14,14 @@ can no longer be the best: what the study's pruning does):
 - **study**: ``study run`` on the same question (a subprocess; its file's allocation by steps,
   or the even allocation when the batch sizes or trials are reduced);
 - **study-w2**: the same with ``--workers 2``: two trials at once, one per core of a 2-core
-  machine (the peers above run one trial at a time, as their loops are written).
+  machine (the peers above run one trial at a time, as their loops are written);
+- **by-hand**: the optuna-warm search, each trial trained as one writes it by hand without
+  `study`'s trainer (`ByHand`): a fresh Keras model, ``model.fit`` with a callback that runs
+  ``model.evaluate`` on the validation set at the study's cadence and stops at the first
+  evaluation that meets the target (no hold rule, no exact steps) or at the batch size's best
+  steps so far, each trial an MLflow run nested under the contestant's (its parameters, its
+  steps and its evaluations in one batch, in a local SQLite store): the kind of peer the
+  issue's table timed.
 
 Each contestant runs as a whole process of its own, timed from its start to its exit, as the
 issue's table measured them (``wall (whole process)``): Python's start, the imports, the trainer
@@ -52,7 +59,7 @@ from study_bench import run_study
 
 HERE = Path(__file__).resolve().parent
 FILE = HERE / "mnist1d_compute.yaml"
-CONTESTANTS = ("optuna", "optuna-warm", "keras-tuner", "study", "study-w2")
+CONTESTANTS = ("optuna", "optuna-warm", "keras-tuner", "study", "study-w2", "by-hand")
 
 
 def cpu_seconds() -> tuple[float, float]:
@@ -109,6 +116,114 @@ class Trainer:
         if reached is not None and reached < best:
             self.best[batch] = (float(reached), lr)
         return float(reached) if reached is not None else math.inf
+
+
+class ByHand:
+    """`Trainer`'s interface, each trial trained without `study`'s trainer: Keras ``fit`` with a
+    callback that evaluates at the study's cadence and stops at the first evaluation meeting the
+    target (or at the batch size's best steps so far); each trial an MLflow run nested under
+    ``parent``."""
+
+    def __init__(self, config: Any, tracking: str, parent: str) -> None:
+        from study.workloads import get_workload
+
+        self.config, self.tracking, self.parent = config, tracking, parent
+        spec = config.trial_spec(config.strata[0], {"learning_rate": 0.1})
+        self.workload = get_workload(spec.workload, spec.workload_options)
+        self.data = self.workload.load()
+        self.trials = 0
+        self.steps = 0
+        self.best: dict[int, tuple[float, float]] = {}
+
+    def __call__(self, batch: int, lr: float, number: int) -> float:
+        import keras
+        from mlflow.entities import Metric, Param
+        from mlflow.tracking import MlflowClient
+
+        from study.config.space import Stratum
+
+        stratum = Stratum(batch, "default")
+        spec = self.config.trial_spec(stratum, {"learning_rate": lr}, number=number)
+        limit = spec.settings.budget.step_limit(batch) or 5000
+        best = self.best.get(batch, (math.inf, math.nan))[0]
+        limit = int(min(limit, best))
+        keras.utils.set_random_seed(spec.settings.seed)
+        data = self.data
+        model = self.workload.build_model(spec.model, data)
+        model.compile(
+            optimizer=keras.optimizers.SGD(lr, momentum=spec.optimizer.momentum, nesterov=True),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
+        stop = stop_at_target(spec, limit, data.x_val, data.y_val)
+        epochs = math.ceil(limit * batch / len(data.x_train)) + 1
+        model.fit(
+            data.x_train, data.y_train, batch_size=batch, epochs=epochs, shuffle=True,
+            verbose=0, callbacks=[stop],
+        )  # fmt: skip
+        client = MlflowClient(self.tracking)
+        experiment = client.get_run(self.parent).info.experiment_id
+        run = client.create_run(experiment, tags={"mlflow.parentRunId": self.parent})
+        now = int(time.time() * 1000)
+        client.log_batch(
+            run.info.run_id,
+            metrics=[
+                Metric(k, float(v), now, step) for step, metrics in stop.curve
+                for k, v in metrics.items()
+            ]
+            + [Metric("steps_run", float(stop.step), now, 0)],
+            params=[Param("learning_rate", repr(lr)), Param("batch_size", str(batch))],
+        )  # fmt: skip
+        client.set_terminated(run.info.run_id)
+        self.trials += 1
+        self.steps += stop.step
+        if stop.reached is not None and stop.reached < best:
+            self.best[batch] = (float(stop.reached), lr)
+        return float(stop.reached) if stop.reached is not None else math.inf
+
+
+def stop_at_target(spec: Any, limit: int, x_val: Any, y_val: Any) -> Any:
+    """The callback one writes: evaluate at the cadence's steps, stop at the first that meets
+    the target or at ``limit`` steps; keeps the evaluations (``curve``)."""
+    import keras
+
+    class StopAtTarget(keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.step, self.reached = 0, None
+            self.next = spec.settings.cadence.next_step(0)
+            self.curve: list[tuple[int, dict[str, float]]] = []
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            self.step += 1
+            if self.step >= limit:
+                self.model.stop_training = True
+            if self.step < self.next and self.step < limit:
+                return
+            out = self.model.evaluate(x_val, y_val, batch_size=len(x_val), verbose=0,
+                                      return_dict=True)  # fmt: skip
+            metrics = {"val_loss": float(out["loss"]), "val_accuracy": float(out["accuracy"])}
+            self.curve.append((self.step, metrics))
+            if spec.target.met_by(metrics):
+                self.reached = self.step
+                self.model.stop_training = True
+            self.next = spec.settings.cadence.next_step(self.step)
+
+    return StopAtTarget()
+
+
+def run_by_hand(config: Any, sizes: list[int], per: int, low: float, high: float) -> ByHand:
+    """The by-hand contestant: optuna-warm's search over `ByHand` trials, logged to MLflow."""
+    import mlflow
+
+    with tempfile.TemporaryDirectory(prefix="peers-by-hand-") as work:
+        tracking = f"sqlite:///{work}/mlflow.db"
+        mlflow.set_tracking_uri(tracking)
+        mlflow.set_experiment("by-hand")
+        with mlflow.start_run(run_name="by-hand") as parent:
+            train = ByHand(config, tracking, parent.info.run_id)
+            run_optuna(train, sizes, per, low, high, warm=True)  # type: ignore[arg-type]
+    return train
 
 
 def penalty(steps: float, limit: float) -> float:
@@ -194,6 +309,11 @@ def contest(name: str, config: Any, data: dict, sizes: list[int], per: int) -> d
     if name.startswith("study"):
         row.update(run_study_contestant(data, sizes, per, 2 if name == "study-w2" else 1))
         workers = 0.0
+    elif name == "by-hand":  # no trainer workers: Keras trains in this process
+        hand = run_by_hand(config, sizes, per, low, high)
+        row.update(trials=hand.trials, steps=hand.steps)
+        row["best"] = {str(b): s for b, (s, _) in sorted(hand.best.items())}
+        workers = 0.0
     else:
         runs: dict[str, Callable[[Trainer], None]] = {
             "optuna": lambda t: run_optuna(t, sizes, per, low, high, warm=False),
@@ -208,7 +328,7 @@ def contest(name: str, config: Any, data: dict, sizes: list[int], per: int) -> d
         row["best"] = {str(b): s for b, (s, _) in sorted(train.best.items())}
     row.setdefault("wall", time.perf_counter() - wall0)
     own, kids = (now - then for now, then in zip(cpu_seconds(), cpu0, strict=True))
-    if not name.startswith("study"):  # the workers, unless counted among the children
+    if name not in ("study", "study-w2", "by-hand"):  # the workers, unless counted already
         kids = max(kids, workers)
     row["cpu"] = own + kids
     row["load"] = round(os.getloadavg()[0], 2)
