@@ -32,7 +32,7 @@ from study.results import Measurement, TrialResult, TrialState
 from study.strategies import ResolvedStrategy, StrategyKind, check_batch_divisible
 from study.trainer.inputs import IndexStream
 from study.trainer.noise import NoiseScale
-from study.trainer.replay import Replayer, replayer
+from study.trainer.replay import replayer
 from study.trainer.session import (
     Session,
     SessionCache,
@@ -111,8 +111,7 @@ def train(
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
     }
-    one_host = resolved.kind is not StrategyKind.MULTI_WORKER_MIRRORED
-    run = _run(spec, session, hook, replayer(session) if one_host else None)
+    run = _run(spec, session, hook, fused=resolved.kind is not StrategyKind.MULTI_WORKER_MIRRORED)
     environment["replay_steps"] = run.spent.replay_steps
     environment["discarded_steps"] = run.spent.discarded_steps
     reached = None
@@ -187,7 +186,8 @@ def _run(
     spec: TrialSpec,
     session: Session,
     hook: MeasurementHook | None,
-    replay: Replayer | None = None,
+    *,
+    fused: bool = False,
 ) -> _Outcome:
     """The cadence loop: evaluate, decide, train to the next evaluation step.
 
@@ -199,9 +199,10 @@ def _run(
     the same at any cadence. Evaluations are then never further apart than a window
     (`Hold.max_gap`), so no window that holds lies unseen between two that fail; without exact
     steps the rule reads the cadence's own evaluations (a crossing holds once every evaluation
-    through its window met the target). With a ``replay`` (`study.trainer.replay`) the steps
-    through the one that met the target are trained and evaluated in one call, then looked at
-    one by one as before: a trial that ends among them ends at its step.
+    through its window met the target). With ``fused`` (one host) a replay that applies
+    (`study.trainer.replay`, traced at the session's first replay) trains and evaluates the
+    steps through the one that met the target in one call, then they are looked at one by one
+    as before: a trial that ends among them ends at its step.
     """
     settings, target = spec.settings, spec.target
     step_limit = spec.step_limit()
@@ -253,7 +254,7 @@ def _run(
                 scan = None  # the crossing fell back: on with the cadence
         if replayed:
             continue
-        if scan is not None and replay is not None and noise is None:
+        if scan and fused and noise is None and (replay := replayer(session)) is not None:
             # Through the step that met the target in one call; past it one step a call (the
             # crossing may fall back there, and the cadence go on from that step).
             count = stages.enter(step, max(scan.until, step + 1))
