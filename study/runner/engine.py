@@ -138,32 +138,31 @@ class StudyEngine:
         Raises:
             StorageUnavailable: the storage stayed away past its retry window; the trials
                 that were running stay open in it and run again on resume."""
+        # Each thread sets its own event as it ends: after a Ctrl-C has interrupted a
+        # `Thread.join`, Python 3.11 reports the thread ended while it still records its trial.
+        ended = [threading.Event() for _ in range(workers)]
+        loop, name = self._guarded_loop, "study-worker-{}"
         threads = [
-            threading.Thread(target=self._guarded_loop, name=f"study-worker-{i}", daemon=True)
-            for i in range(workers)
+            threading.Thread(target=loop, args=(e,), name=name.format(i), daemon=True)
+            for i, e in enumerate(ended)
         ]
         beating = threading.Event()
-        heart = threading.Thread(
-            target=fleet.beat_loop,
-            args=(self.ledger, self._running, self.heartbeat, beating),
-            name="study-heartbeat",
-            daemon=True,
-        )
-        heart.start()
+        beat = (self.ledger, self._running, self.heartbeat, beating)
+        threading.Thread(
+            target=fleet.beat_loop, args=beat, name="study-heartbeat", daemon=True
+        ).start()
         status = 0
         try:  # the fits of worker and background threads on one BLAS thread (see threads)
             with one_blas_thread_everywhere(), self.progress.display:
                 for t in threads:
                     t.start()
-                while any(t.is_alive() for t in threads):
-                    for t in threads:
-                        t.join(timeout=0.5)
+                while not all(e.wait(timeout=0.5) for e in ended):
                     self.progress.display.refresh()
         except KeyboardInterrupt as interrupt:
             self._stop.set()
             self.pool.close()
-            for t in threads:
-                t.join(timeout=30)
+            for e in ended:  # each records its stopped trial, in the ledger and for MLflow
+                e.wait(timeout=30)
             status = exit_status(interrupt)
         finally:
             beating.set()
@@ -180,13 +179,14 @@ class StudyEngine:
         """Whether every stratum's budget is spent and no live process still runs a trial."""
         return fleet.complete(self.ledger, self.budgets)
 
-    def _guarded_loop(self) -> None:
+    def _guarded_loop(self, ended: threading.Event) -> None:
         started, self._local.trials = time.perf_counter(), 0.0
         try:
             self._loop()
         finally:  # this thread's time outside trials: claims, rounds, proposals, recording
             spent = time.perf_counter() - started - self._local.trials
             PHASES.add(Phase.DECISIONS, spent, count=0)
+            ended.set()
 
     def _loop(self) -> None:
         try:

@@ -26,7 +26,9 @@ from tests.tuners.test_no_duplicates import QuietTracker, SyntheticPool, synthet
 LARGE, MIDDLE, SMALL = (Stratum(b, "default") for b in (256, 128, 32))
 
 
-def engine_of(tmp_path: Path, pool: object = None, **tuner: object) -> StudyEngine:
+def engine_of(
+    tmp_path: Path, pool: object = None, tracker: object = None, **tuner: object
+) -> StudyEngine:
     data = tiny_study(
         target="val_accuracy>=0.6",
         search_space={"batch_size": [32, 128, 256]},
@@ -42,7 +44,7 @@ def engine_of(tmp_path: Path, pool: object = None, **tuner: object) -> StudyEngi
         config,
         ledger,
         lineup,
-        QuietTracker(),  # type: ignore[arg-type]
+        tracker or QuietTracker(),  # type: ignore[arg-type]
         pool or SyntheticPool(),  # type: ignore[arg-type]
         plan,
         progress,

@@ -1,0 +1,77 @@
+"""Ctrl-C while a trial runs: `StudyEngine.run` returns 130 only once every worker thread has
+recorded its stopped trial, in the ledger and for MLflow, so that the run's closing (the
+tracker's last flush) logs it. Python 3.11 reports a thread ended once a Ctrl-C has
+interrupted a `Thread.join` on it, while it still runs; a trial recorded after the tracker
+closed stayed RUNNING in MLflow."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from study.config.trial import TrialSpec
+from study.ledger import LedgerTrial
+from study.results import Measurement, TrialResult, TrialState
+from tests.runner.conftest import status
+from tests.runner.test_engine_claims import engine_of
+from tests.tuners.test_no_duplicates import QuietTracker
+
+
+class StoppingPool:
+    """A trial that trains until the pool closes, then takes a while to come back (a worker
+    stopping under load)."""
+
+    def __init__(self, slow: float) -> None:
+        self.slow = slow
+        self.running = threading.Event()
+        self.closed = threading.Event()
+
+    def run(
+        self, spec: TrialSpec, hook: Callable[[Measurement], bool] | None = None
+    ) -> TrialResult:
+        self.running.set()
+        self.closed.wait(60)
+        time.sleep(self.slow)
+        return TrialResult(state=TrialState.FAILED, error="trainer worker died (exit code -9)")
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+class RecordingTracker(QuietTracker):
+    """The trials handed to MLflow at their end, and when."""
+
+    def __init__(self) -> None:
+        self.finished: list[tuple[LedgerTrial, float]] = []
+
+    def finish_trial(self, trial: LedgerTrial, spec: TrialSpec, result: TrialResult) -> None:
+        self.finished.append((trial, time.monotonic()))
+
+
+def test_ctrl_c_returns_once_the_stopped_trial_is_recorded(tmp_path: Path) -> None:
+    pool, tracker = StoppingPool(slow=0.5), RecordingTracker()
+    engine = engine_of(tmp_path, pool, tracker)
+    main = threading.main_thread()
+    assert threading.current_thread() is main  # Ctrl-C lands in the main thread
+
+    def ctrl_c() -> None:
+        assert pool.running.wait(30)
+        time.sleep(0.2)  # the engine waits on its workers by now
+        signal.pthread_kill(main.ident or 0, signal.SIGINT)
+
+    threading.Thread(target=ctrl_c, daemon=True).start()
+    try:
+        code = engine.run(1)
+        returned = time.monotonic()
+    finally:
+        engine.lineup.close()
+
+    assert code == 130
+    [(trial, handed)] = tracker.finished
+    assert trial.status is TrialState.INTERRUPTED and handed <= returned
+    recorded = [t for s in engine.strata for t in engine.ledger.trials(s)]
+    assert [status(t) for t in recorded] == ["interrupted"]
+    assert not any(t.open for t in recorded)
