@@ -36,6 +36,7 @@ from study.adapters.keras_tuner_internals import (
     hyperband_iteration,
     set_hyperband_state,
 )
+from study.analysis.threads import one_blas_thread
 from study.config.space import Stratum
 from study.config.study import Oracle, StudyConfig
 from study.ledger import LedgerTrial
@@ -151,6 +152,7 @@ class OracleWorker:
         self.config = config
         self._current: Derived | None = None
 
+    @one_blas_thread  # the GP's fits: in the oracle's process, BLAS' threads spun by default
     def draw(self, request: DrawRequest) -> Draw | None:
         """The oracle's proposal for the slot; None when it has nothing to propose now
         (Hyperband between brackets)."""
@@ -167,6 +169,7 @@ class OracleWorker:
             extras[HYPERBAND] = _place(derived, kt_trial.trial_id)
         return Draw(clean_params(kt_trial.hyperparameters.values), extras)
 
+    @one_blas_thread
     def redraw(self, attempt: int) -> dict[str, Any]:
         """Another draw of the oracle of the last `draw` (random search, Bayesian
         optimisation)."""
