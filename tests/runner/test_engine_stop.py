@@ -9,8 +9,10 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 from study.config.trial import TrialSpec
 from study.ledger import LedgerTrial
@@ -33,8 +35,8 @@ class StoppingPool:
         self, spec: TrialSpec, hook: Callable[[Measurement], bool] | None = None
     ) -> TrialResult:
         self.running.set()
-        self.closed.wait(60)
-        time.sleep(self.slow)
+        if self.closed.wait(10):
+            time.sleep(self.slow)
         return TrialResult(state=TrialState.FAILED, error="trainer worker died (exit code -9)")
 
     def close(self) -> None:
@@ -51,7 +53,17 @@ class RecordingTracker(QuietTracker):
         self.finished.append((trial, time.monotonic()))
 
 
-def test_ctrl_c_returns_once_the_stopped_trial_is_recorded(tmp_path: Path) -> None:
+@pytest.fixture
+def python_ctrl_c() -> Iterator[None]:
+    """Python's own Ctrl-C in this process, whatever an earlier test left."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_returns_once_the_stopped_trial_is_recorded(
+    tmp_path: Path, python_ctrl_c: None
+) -> None:
     pool, tracker = StoppingPool(slow=0.5), RecordingTracker()
     engine = engine_of(tmp_path, pool, tracker)
     main = threading.main_thread()
