@@ -35,6 +35,12 @@ def _blas() -> threadpoolctl.ThreadpoolController:
         return _controller
 
 
+def find_blas() -> None:
+    """Find this process's BLAS libraries now, ahead of `one_blas_thread`'s first call (15-20
+    ms in a process that has imported TensorFlow: many libraries to look through)."""
+    _blas()
+
+
 def one_blas_thread(func: Callable[P, R]) -> Callable[P, R]:
     """``func`` run with BLAS limited to one thread (nested calls keep the limit)."""
 

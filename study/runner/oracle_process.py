@@ -121,12 +121,14 @@ def serve(conn: Any, config: StudyConfig) -> None:
     """The oracle process: answer ``(method, args)`` requests with ``(True, result)`` or
     ``(False, "Error: message")`` until the pipe closes (Ctrl-C is ignored: the host stops
     and closes the pipe)."""
+    from study.analysis.threads import find_blas
     from study.deps import quiet_stderr, without_keras_extras
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the host's to handle; it closes us
     # Forked from the server, TensorFlow is imported already; spawned, it is imported here.
     with quiet_stderr(), without_keras_extras(("matplotlib",)):
         from study.tuners.keras_tuner_oracle import OracleWorker
+    find_blas()  # before the first draw, which runs on one BLAS thread
     worker = OracleWorker(config)
     while True:
         try:
