@@ -73,7 +73,7 @@ def test_the_limit_set_from_the_main_thread_holds_in_every_thread() -> None:
 
 def test_kerastuners_draws_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     """In the oracle's process nothing else limits BLAS: its GP's fits spun OpenBLAS' threads
-    (a draw of the MLP question took 230-450 CPU-ms instead of 22-65)."""
+    (the MLP question's draws took 48-450 CPU-ms each instead of 21-74)."""
     import study.tuners.keras_tuner_oracle as kt_oracle
     from study.config.space import Stratum
     from study.config.studyfile import parse_study
