@@ -75,9 +75,9 @@ def test_kerastuners_draws_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatc
     """In the oracle's process nothing else limits BLAS: its GP's fits spun OpenBLAS' threads
     (the MLP question's draws took 48-450 CPU-ms each instead of 21-74)."""
     import study.tuners.keras_tuner_oracle as kt_oracle
-    from study.config.space import Stratum
     from study.config.studyfile import parse_study
     from study.tuners.keras_tuner_records import DrawRequest
+    from tests.runner.test_oracle_process import STRATUM, STUDY
 
     seen: list[set[int]] = []
     derive = kt_oracle.derive
@@ -87,17 +87,9 @@ def test_kerastuners_draws_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatc
         return derive(*args, **kwargs)
 
     monkeypatch.setattr(kt_oracle, "derive", watched)
-    study = {
-        "name": "draws",
-        "workload": "tabular",
-        "target": "val_accuracy>=0.9",
-        "budget": {"max_steps": 100},
-        "trials_per_stratum": 8,
-        "search_space": {"batch_size": [32], "learning_rate": {"low": 0.01, "high": 1.0}},
-    }
-    worker = kt_oracle.OracleWorker(parse_study(study, "draws.yaml"))
+    worker = kt_oracle.OracleWorker(parse_study(STUDY, "oracle.yaml"))
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
-        draw = worker.draw(DrawRequest(Stratum(32, "auto"), None, 0, ()))
+        draw = worker.draw(DrawRequest(STRATUM, None, 0, ()))
         seen.append(blas_threads())
         worker.redraw(1)
         assert blas_threads() == {2}
