@@ -175,9 +175,13 @@ class Outage:
                 )
             return self.since
 
-    def answered(self) -> None:
+    def answered(self, begun: float) -> None:
+        """Note a call begun at ``begun`` (monotonic seconds) that answered: the outage is over,
+        unless the call began before it did (its answer says nothing about the storage now: a
+        restart's first fault, then a call that was under way, then the next fault would
+        otherwise be two outages)."""
         with self._lock:
-            if self.since is not None:
+            if self.since is not None and begun >= self.since:
                 seconds = self.monotonic() - self.since
                 self.since = None
                 self.back_at = self.now()
@@ -362,14 +366,15 @@ class RetryingStorage(BaseStorage, BaseHeartbeat):
         attempt = 0
         retried = False
         while True:
+            begun = self.outage.monotonic()
             try:
                 if retried and check is not None and (done := check()) is not None:
-                    self.outage.answered()
+                    self.outage.answered(begun)
                     return done.value
                 result = call()
             except Exception as exc:
                 if retried and (done := refused(exc)) is not None:
-                    self.outage.answered()
+                    self.outage.answered(begun)
                     return done.value
                 cause = transient_cause(exc, self.faults)
                 if cause is None:
@@ -387,7 +392,7 @@ class RetryingStorage(BaseStorage, BaseHeartbeat):
                 attempt += 1
                 retried = True
                 continue
-            self.outage.answered()
+            self.outage.answered(begun)
             return result
 
 

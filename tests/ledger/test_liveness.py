@@ -146,7 +146,7 @@ def test_heartbeats_missed_during_an_outage_are_excused_for_one_grace(
     outage = other.storage.outage
     outage.now = clock.now
     outage.since = outage.monotonic() - 80.0
-    outage.answered()  # host-b saw it come back now
+    outage.answered(outage.monotonic())  # host-b saw it come back now
     assert other.liveness.alive(running) and other.liveness.recover_stale([S32]) == []
     clock.advance(GRACE)
     assert other.liveness.alive(running)  # one grace from when it answered

@@ -12,7 +12,7 @@ from optuna.study import StudyDirection
 from optuna.trial import TrialState as OptunaState
 
 from study.errors import StorageUnavailable
-from study.ledger.retry import RetryingStorage, is_transient
+from study.ledger.retry import Outage, RetryingStorage, is_transient
 
 
 class FakeTime:
@@ -152,6 +152,24 @@ def test_threads_share_one_outage_and_one_warning() -> None:
     for t in threads:
         t.join()
     assert len([line for line in said if "warning" in line]) == 1
+
+
+def test_a_call_under_way_when_the_outage_began_does_not_end_it() -> None:
+    """A restart: one call's connection drops, another call that was under way still answers,
+    the next one finds the server shutting down. One outage, one warning, one line when back."""
+    clock, said = FakeTime(), []
+    outage = Outage("db", 60.0, said.append, monotonic=clock.monotonic, now=lambda: clock.now)
+    under_way = clock.monotonic()
+    clock.sleep(0.1)
+    outage.failed("OperationalError: server closed the connection unexpectedly")
+    clock.sleep(0.1)
+    outage.answered(under_way)
+    assert outage.since is not None and len(said) == 1
+    outage.failed("OperationalError: the database system is shutting down")
+    clock.sleep(7.0)
+    outage.answered(clock.monotonic() - 0.5)  # begun after the outage did
+    assert outage.since is None and outage.back_at == clock.now
+    assert len(said) == 2 and said[1] == "study: the storage db answers again (after 7 s)"
 
 
 def test_what_counts_as_transient() -> None:

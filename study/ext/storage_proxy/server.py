@@ -195,11 +195,13 @@ class _Database:
                     "unavailable and retry"
                 )
 
-    def answered(self) -> None:
+    def answered(self, begun: float) -> None:
+        """A call begun at ``begun`` (monotonic seconds) answered: the database is back, unless
+        the call began before it went away (it was under way, and says nothing of now)."""
         if self.away_since is None:  # the common case: no lock
             return
         with self._lock:
-            if self.away_since is not None:
+            if self.away_since is not None and begun >= self.away_since:
                 seconds = time.monotonic() - self.away_since
                 self.away_since = None
                 self.say(
@@ -283,6 +285,7 @@ def _unavailable(database: _Database) -> Any:
             inner = handler.unary_unary
 
             def call(request: Any, context: Any) -> Any:
+                begun = time.monotonic()
                 try:
                     reply = inner(request, context)
                 except Exception as exc:
@@ -291,7 +294,7 @@ def _unavailable(database: _Database) -> Any:
                     database.failed(exc)
                     first = " ".join(str(exc).split())[:300]
                     context.abort(grpc.StatusCode.UNAVAILABLE, f"database: {first}")
-                database.answered()
+                database.answered(begun)
                 return reply
 
             return grpc.unary_unary_rpc_method_handler(

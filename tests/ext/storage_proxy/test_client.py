@@ -18,7 +18,7 @@ import pytest
 from study.config.space import Stratum
 from study.errors import UsageError
 from study.ext.storage_proxy import client as proxy_module
-from study.ext.storage_proxy.server import ProxyServer, start_proxy
+from study.ext.storage_proxy.server import ProxyServer, _Database, start_proxy
 from study.ledger import Ledger, StudyRecord, open_storage
 from study.ledger.owners import HOST_ENV
 from study.ledger.retry import RetryingStorage
@@ -290,3 +290,14 @@ def test_a_proxy_away_past_the_window_is_storage_unavailable(
     assert "\n" not in message and "run the command again" in message
     err = capfd.readouterr().err
     assert err.count("is not answering") == 1 and "(gRPC UNAVAILABLE: " in err, err
+
+
+def test_a_call_under_way_when_the_database_went_away_does_not_say_it_is_back() -> None:
+    said: list[str] = []
+    database = _Database("db", said.append)
+    under_way = time.monotonic()
+    database.failed(ConnectionResetError(104, "Connection reset by peer"))
+    database.answered(under_way)  # it was answered before the fault: nothing said
+    assert database.away_since is not None and len(said) == 1
+    database.answered(time.monotonic())
+    assert database.away_since is None and len(said) == 2 and "answers again" in said[1]
