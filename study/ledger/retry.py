@@ -5,7 +5,8 @@ fault (`is_transient`: the connection refused, reset or lost, the server shuttin
 starting, a serialization failure or deadlock, a pool timeout; and the wrapped storage's own,
 `OwnFaults`, e.g. a storage proxy unavailable) with jittered exponential backoff (0.5 s
 doubling to 10 s, each wait drawn between half and all of it) for up to ``window`` seconds. The first fault of an outage prints one warning line and the
-first call that succeeds after it one line saying the storage is back; calls from several
+first call begun after it that succeeds one line saying the storage is back (a call that was
+under way when it began says nothing of the storage now); calls from several
 threads (the engine and the heartbeat thread) share one outage. Beyond the window the call
 raises `StorageUnavailable` (exit status 75, "try again later"): the storage's records are as
 they were before the outage, so ``study resume`` continues.
