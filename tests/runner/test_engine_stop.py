@@ -55,7 +55,7 @@ class RecordingTracker(QuietTracker):
 
 @pytest.fixture
 def python_ctrl_c() -> Iterator[None]:
-    """Python's own Ctrl-C in this process, whatever an earlier test left."""
+    """Python's own Ctrl-C in this process (in a full run's xdist workers SIGINT is ignored)."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
