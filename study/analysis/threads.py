@@ -36,7 +36,7 @@ def _blas() -> threadpoolctl.ThreadpoolController:
 
 
 def find_blas() -> None:
-    """Find this process's BLAS libraries now, ahead of `one_blas_thread`'s first call (15-20
+    """Find this process's BLAS libraries now, ahead of `one_blas_thread`'s first call (13-20
     ms in a process that has imported TensorFlow: many libraries to look through)."""
     _blas()
 
