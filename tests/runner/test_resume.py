@@ -308,6 +308,7 @@ def test_ctrl_c_stops_with_130_and_the_study_resumes(
         ),
         180,
         "a trial to run after the first finished",
+        detail=job.text,
     )
     job.signal_group(signal.SIGINT)  # delivered when the group continues
     job.signal_group(signal.SIGCONT)
