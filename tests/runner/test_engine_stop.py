@@ -7,6 +7,7 @@ closed stayed RUNNING in MLflow."""
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,27 +21,36 @@ from study.results import Measurement, TrialResult, TrialState
 from tests.runner.conftest import status
 from tests.runner.test_engine_claims import engine_of
 from tests.tuners.test_no_duplicates import QuietTracker
+from tests.waiting import wait_until
 
 
 class StoppingPool:
-    """A trial that trains until the pool closes, then takes a while to come back (a worker
-    stopping under load)."""
+    """A trial that trains until the pool closes, then comes back only once ``returned`` is set
+    (the engine's `run` has returned) or ``late`` seconds have passed: a worker that stops
+    after the run it belongs to would have closed its MLflow logging."""
 
-    def __init__(self, slow: float) -> None:
-        self.slow = slow
+    def __init__(self, late: float) -> None:
+        self.late = late
         self.running = threading.Event()
         self.closed = threading.Event()
+        self.returned = threading.Event()
 
     def run(
         self, spec: TrialSpec, hook: Callable[[Measurement], bool] | None = None
     ) -> TrialResult:
         self.running.set()
         if self.closed.wait(10):
-            time.sleep(self.slow)
+            self.returned.wait(self.late)
         return TrialResult(state=TrialState.FAILED, error="trainer worker died (exit code -9)")
 
     def close(self) -> None:
         self.closed.set()
+
+
+def waiting_on_its_workers(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is blocked in a wait (an `Event`'s, a `Thread.join`'s)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    return frame is not None and frame.f_code.co_name in ("wait", "_wait_for_tstate_lock")
 
 
 class RecordingTracker(QuietTracker):
@@ -64,20 +74,21 @@ def python_ctrl_c() -> Iterator[None]:
 def test_ctrl_c_returns_once_the_stopped_trial_is_recorded(
     tmp_path: Path, python_ctrl_c: None
 ) -> None:
-    pool, tracker = StoppingPool(slow=0.5), RecordingTracker()
+    pool, tracker = StoppingPool(late=1.0), RecordingTracker()
     engine = engine_of(tmp_path, pool, tracker)
     main = threading.main_thread()
     assert threading.current_thread() is main  # Ctrl-C lands in the main thread
 
     def ctrl_c() -> None:
         assert pool.running.wait(30)
-        time.sleep(0.2)  # the engine waits on its workers by now
+        wait_until(lambda: waiting_on_its_workers(main), 30, "the engine waiting on its worker")
         signal.pthread_kill(main.ident or 0, signal.SIGINT)
 
     threading.Thread(target=ctrl_c, daemon=True).start()
     try:
         code = engine.run(1)
         returned = time.monotonic()
+        pool.returned.set()
     finally:
         engine.lineup.close()
 
