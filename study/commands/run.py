@@ -77,10 +77,15 @@ def stored_study(storage: str | None, name: str) -> tuple[StudyConfig, StudyReco
 def run_config(config: StudyConfig, args: argparse.Namespace, *, tuner: str) -> int:
     """Run ``config`` with the options of ``args`` (``--trials`` where the command has it),
     SIGTERM stopping it as Ctrl-C does; return the exit status."""
-    from study.paths import where
-    from study.runner import spawning
+    from study.runner import heap, spawning
 
     spawning.warm()  # TensorFlow's import in the worker server overlaps the host's imports
+    with heap.paused():  # until the preflight has passed (`run_study`)
+        return _run_config(config, args, tuner=tuner)
+
+
+def _run_config(config: StudyConfig, args: argparse.Namespace, *, tuner: str) -> int:
+    from study.paths import where
     from study.runner.launch import RunOptions, run_study
     from study.runner.stopping import sigterm_interrupts
 

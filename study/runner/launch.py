@@ -29,7 +29,7 @@ from study.host import environment_info
 from study.ledger import Ledger, StudyRecord
 from study.paths import masked, tracking_uri
 from study.phases import PHASES, Phase
-from study.runner import fit_helper
+from study.runner import fit_helper, heap
 from study.runner.allocator import allocator_class
 from study.runner.engine import StudyEngine
 from study.runner.failures import FailurePolicy
@@ -230,6 +230,7 @@ def run_study(config: StudyConfig, options: RunOptions) -> int:
             oracle.warm()
         with WorkerPool(options.workers) as pool:
             preflight(config, pool)
+            heap.settle()  # the start's objects frozen, the collector on again
             with fit_helper.installed(options.workers):  # half of each fit on the idle core
                 return _run(config, options, uri, pool, oracle)
     finally:
