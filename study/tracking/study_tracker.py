@@ -45,10 +45,10 @@ from study.ledger.records import SEED
 from study.paths import masked
 from study.results import TrialResult, TrialState
 from study.tracking.dataset_input import dataset_input, log_dataset
-from study.tracking.descriptions import NOTE, with_answer, with_question
+from study.tracking.descriptions import NOTE, with_answer
 from study.tracking.jobs import BackgroundJobs, Job
 from study.tracking.mlflow_logger import RUN_STATUS, MlflowLogger, summary_points
-from study.tracking.parents import PARENT_ROLE, parent_runs, settled_parent
+from study.tracking.parents import ensure_parent_run, parent_runs, settled_parent
 from study.tracking.trial_runs import (
     NAME_TAG,
     TRIAL_ROLE,
@@ -100,8 +100,9 @@ class StudyTracker:
         self.study = study
         self.experiment_id = self.logger.experiment_id(study)
         self.parent_run_id: str | None = None
-        #: The parent run this process created, until `settled_parent` has confirmed it.
-        self._unsettled: str | None = None
+        #: The parent run this process chose, and whether it created it, until
+        #: `settled_parent` has confirmed it.
+        self._unsettled: tuple[str, bool] | None = None
         self._runs: dict[str, str] = {}
         #: Keys of the trials this tracker logged (or found logged): each is logged once.
         self._logged: set[str] = set()
@@ -141,13 +142,13 @@ class StudyTracker:
         self._jobs.catch_up = lambda: self.repair(ledger, config, strata())
 
     def submit(self, job: Job, key: str | None = None) -> None:
-        """Run ``job`` in the background, after settling a parent run this process created
+        """Run ``job`` in the background, after settling the parent run this process chose
         (`settled_parent`); with a ``key``, only the newest queued job of that key runs."""
 
         def settled() -> None:
-            mine, self._unsettled = self._unsettled, None
-            parent = mine and settled_parent(self.logger.client, self.experiment_id, mine)
-            if parent and parent != mine:
+            chosen, self._unsettled = self._unsettled, None
+            parent = chosen and settled_parent(self.logger.client, self.experiment_id, *chosen)
+            if chosen and parent != chosen[0]:
                 self.parent_run_id = parent
                 self._ensure_view(parent)
             job()
@@ -165,39 +166,20 @@ class StudyTracker:
     def ensure_parent(
         self, params: Mapping[str, Any], artifacts: Mapping[str, str], note: str | None = None
     ) -> str:
-        """Find or create the study's parent run (exactly one, even with racing processes).
+        """Find or create the study's parent run (exactly one, even with racing processes:
+        `study.tracking.parents.ensure_parent_run`) and set it RUNNING.
 
         ``note`` (a `question_note`) becomes its description; an existing run's description
         gets the new question and keeps its answer.
         """
-        client = self.logger.client
-        existing = self._parents()
-        if not existing:
-            tags = {"study.role": PARENT_ROLE, "study.name": self.study}
-            run_id = self.logger.start_run(
-                self.experiment_id, self.study, tags={**tags, **({NOTE: note} if note else {})}
-            )
-            existing = self._parents()
-            keep = existing[0].info.run_id if existing else run_id
-            if keep != run_id:
-                client.delete_run(run_id)
-            else:
-                self._unsettled = run_id
-                self.logger.log_params(run_id, params)
-                for path, text in artifacts.items():
-                    client.log_text(run_id, text, path)
-        run = existing[0] if existing else None
-        run_id = run.info.run_id if run else run_id
-        if run is not None:
-            inputs = run.inputs.dataset_inputs if run.inputs else []
-            self._parent_data = {(i.dataset.name, i.dataset.digest) for i in inputs}
-            old = run.data.tags.get(NOTE)
-            if note and with_question(old, note) != old:
-                client.set_tag(run_id, NOTE, with_question(old, note))
-        client.update_run(run_id, status="RUNNING")
-        self.parent_run_id = run_id
-        self._ensure_view(run_id)
-        return run_id
+        parent = ensure_parent_run(
+            self.logger, self.experiment_id, self.study, params, artifacts, note
+        )
+        self._parent_data = set(parent.datasets)
+        self._unsettled = (parent.run_id, parent.created)
+        self.parent_run_id = parent.run_id
+        self._ensure_view(parent.run_id)
+        return parent.run_id
 
     def _ensure_view(self, run_id: str) -> None:
         """Give the experiment the study's saved view unfolding this parent run (`views`)."""

@@ -149,3 +149,59 @@ def test_a_parent_run_no_other_process_raced_is_kept(tmp_path) -> None:
     tracker.close()
     assert tracker.parent_run_id == mine
     assert MlflowClient(uri).get_run(mine).info.lifecycle_stage == "active"
+
+
+def other_parent(client: MlflowClient, experiment_id: str, name: str, start_time: int) -> str:
+    """A parent run of study ``name`` as another process creates it."""
+    tags = {"study.role": "parent", "study.name": name}
+    run = client.create_run(experiment_id, start_time=start_time, tags=tags)
+    return run.info.run_id
+
+
+def test_a_parent_run_deleted_while_it_is_adopted_is_given_up_for_the_oldest(tmp_path) -> None:
+    # Several processes start at once: this one finds another's run and adopts it, and that
+    # process, settling, deletes it for a run older still (a traceback in the chaos test).
+    uri = f"sqlite:///{tmp_path / 'race.db'}"
+    name = "race"
+    tracker = StudyTracker(uri, name)
+    client = MlflowClient(uri)
+    found = other_parent(client, tracker.experiment_id, name, start_time=2_000_000)
+    older: list[str] = []
+    update_run = tracker.logger.client.update_run
+
+    def deleted_first(run_id: str, *args: object, **kwargs: object) -> None:
+        if not older:  # the other process settles: an older run, its own deleted
+            older.append(other_parent(client, tracker.experiment_id, name, 1_000_000))
+            client.delete_run(found)
+        update_run(run_id, *args, **kwargs)
+
+    tracker.logger.client.update_run = deleted_first  # type: ignore[method-assign]
+    parent = tracker.ensure_parent({"study": name}, {})
+    tracker.close()
+
+    assert parent == older[0] == tracker.parent_run_id
+    assert client.get_run(parent).info.status == "RUNNING"
+    assert client.get_run(found).info.lifecycle_stage == "deleted"
+
+
+def test_a_parent_run_adopted_when_an_older_lands_after_is_left_for_the_older(tmp_path) -> None:
+    # This process adopted another's run; a run older still landed just after its search.
+    # It moves to the oldest and leaves the run it adopted to its creator (no delete here).
+    uri = f"sqlite:///{tmp_path / 'race.db'}"
+    name = "race"
+    tracker = StudyTracker(uri, name)
+    client = MlflowClient(uri)
+    adopted = other_parent(client, tracker.experiment_id, name, start_time=2_000_000)
+    assert tracker.ensure_parent({"study": name}, {}) == adopted
+    oldest = other_parent(client, tracker.experiment_id, name, start_time=1_000_000)
+    tracker.finish_trial(finished(0), tabular_spec(batch_size=64))
+    tracker.close()
+
+    assert tracker.parent_run_id == oldest
+    assert client.get_run(adopted).info.lifecycle_stage == "active"
+    (trial,) = [
+        r
+        for r in client.search_runs([tracker.experiment_id])
+        if r.data.tags.get("study.role") != "parent"
+    ]
+    assert trial.data.tags["mlflow.parentRunId"] == oldest
