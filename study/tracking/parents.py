@@ -57,59 +57,49 @@ def ensure_parent_run(
     a found one gets ``note``'s question in its description, its answer kept. A found run that
     a racing process deletes before it is set RUNNING is given up for the oldest left.
     """
-    for attempt in range(1, ATTEMPTS + 1):
-        parent = _find_or_create(logger, experiment_id, study, params, artifacts, note)
-        if parent is not None or attempt == ATTEMPTS:
-            break
-    if parent is None:
-        raise MlflowException(
-            f"the parent run of study {study!r} was deleted {ATTEMPTS} times while this "
-            "process adopted it; start the run again"
-        )
-    return parent
-
-
-def _find_or_create(
-    logger: MlflowLogger,
-    experiment_id: str,
-    study: str,
-    params: Mapping[str, Any],
-    artifacts: Mapping[str, str],
-    note: str | None,
-) -> ParentRun | None:
-    """One attempt of `ensure_parent_run`; None when the run found was deleted under it."""
     client = logger.client
-    existing, created = parent_runs(client, experiment_id), False
-    if not existing:
-        tags = {"study.role": PARENT_ROLE, "study.name": study}
-        run_id = logger.start_run(
-            experiment_id, study, tags={**tags, **({NOTE: note} if note else {})}
-        )
-        existing = parent_runs(client, experiment_id)
-        keep = existing[0].info.run_id if existing else run_id
-        if keep != run_id:
-            client.delete_run(run_id)
-        else:
-            created = True
-            logger.log_params(run_id, params)
-            for path, text in artifacts.items():
-                client.log_text(run_id, text, path)
-    run = existing[0] if existing else None
-    run_id = run.info.run_id if run else run_id
-    datasets: frozenset[tuple[str, str]] = frozenset()
-    try:
-        if run is not None:
-            inputs = run.inputs.dataset_inputs if run.inputs else []
-            datasets = frozenset((i.dataset.name, i.dataset.digest) for i in inputs)
-            old = run.data.tags.get(NOTE)
-            if note and with_question(old, note) != old:
-                client.set_tag(run_id, NOTE, with_question(old, note))
-        client.update_run(run_id, status="RUNNING")
-    except MlflowException:
-        if created or not _deleted(client, run_id):
-            raise
-        return None
-    return ParentRun(run_id, created, datasets)
+
+    def attempt() -> ParentRun | None:  # None: the run found was deleted under it
+        existing, created = parent_runs(client, experiment_id), False
+        if not existing:
+            tags = {"study.role": PARENT_ROLE, "study.name": study}
+            run_id = logger.start_run(
+                experiment_id, study, tags={**tags, **({NOTE: note} if note else {})}
+            )
+            existing = parent_runs(client, experiment_id)
+            keep = existing[0].info.run_id if existing else run_id
+            if keep != run_id:
+                client.delete_run(run_id)
+            else:
+                created = True
+                logger.log_params(run_id, params)
+                for path, text in artifacts.items():
+                    client.log_text(run_id, text, path)
+        run = existing[0] if existing else None
+        run_id = run.info.run_id if run else run_id
+        datasets: frozenset[tuple[str, str]] = frozenset()
+        try:
+            if run is not None:
+                inputs = run.inputs.dataset_inputs if run.inputs else []
+                datasets = frozenset((i.dataset.name, i.dataset.digest) for i in inputs)
+                old = run.data.tags.get(NOTE)
+                if note and with_question(old, note) != old:
+                    client.set_tag(run_id, NOTE, with_question(old, note))
+            client.update_run(run_id, status="RUNNING")
+        except MlflowException:
+            if created or not _deleted(client, run_id):
+                raise
+            return None
+        return ParentRun(run_id, created, datasets)
+
+    for _ in range(ATTEMPTS):
+        parent = attempt()
+        if parent is not None:
+            return parent
+    raise MlflowException(
+        f"the parent run of study {study!r} was deleted {ATTEMPTS} times while this process "
+        "adopted it; start the run again"
+    )
 
 
 def _deleted(client: MlflowClient, run_id: str) -> bool:

@@ -14,15 +14,9 @@ from study.commands.run import run_config
 from study.config.studyfile import parse_study
 from study.errors import UsageError
 from study.runner import heap, launch, spawning
+from tests.runner.test_oracle_process import STUDY as ORACLE_STUDY
 
-STUDY = {
-    "name": "heap",
-    "workload": "tabular",
-    "target": "val_accuracy>=0.9",
-    "budget": {"max_steps": 100},
-    "trials_per_stratum": 2,
-    "search_space": {"batch_size": [32], "learning_rate": {"low": 0.01, "high": 1.0}},
-}
+STUDY = {**ORACLE_STUDY, "name": "heap"}  # nothing trains: the preflight and run are replaced
 
 
 @pytest.fixture(autouse=True)
