@@ -3,9 +3,9 @@
 A run's host imports MLflow, SQLAlchemy, Optuna, pandas, SciPy and numba (some of it in warm-up
 threads while the trainer's server imports TensorFlow): some 400,000 objects, none of them
 garbage. Python's collector traverses them all in each full pass, and the growing heap
-triggers several during the start, each longer than the last (18 ms to 310 ms measured on
-2 cores, about 0.8 s in all); one often fell between the preflight and the first trial, where the run
-waits on the host alone.
+triggers several during the start, each longer than the last (18 ms to 310 ms measured on 2
+cores, about 0.8 s in all); one often fell between the preflight and the first trial, where
+the run waits on the host alone.
 
 `paused` turns the collector off for the start (reference counting still frees what is not
 in a cycle); `settle`, called once the preflight has passed, freezes every object that exists
