@@ -22,7 +22,8 @@ STUDY = {**ORACLE_STUDY, "name": "heap"}  # nothing trains: the preflight and ru
 @pytest.fixture(autouse=True)
 def frozen() -> Iterator[int]:
     """How many objects were frozen before the test (a test process forked from a frozen
-    parent has some), the collector on; after the test it is as it was, and what the test
+    parent has some; a frozen object freed since lowers the count, so "nothing frozen" reads
+    as at most that many), the collector on; after the test it is as it was, and what the test
     froze is thawed if nothing was frozen before."""
     was_on, before = gc.isenabled(), gc.get_freeze_count()
     gc.enable()
@@ -36,7 +37,7 @@ def test_paused_turns_the_collector_off_and_on_again(frozen: int) -> None:
     with heap.paused():
         assert not gc.isenabled()
     assert gc.isenabled()
-    assert gc.get_freeze_count() == frozen  # nothing settled: nothing frozen
+    assert gc.get_freeze_count() <= frozen  # nothing settled: nothing frozen
 
 
 def test_settle_freezes_what_exists_and_turns_the_collector_on(frozen: int) -> None:
@@ -54,7 +55,7 @@ def test_a_failed_start_turns_the_collector_on_again(frozen: int) -> None:
     with pytest.raises(UsageError), heap.paused():
         raise UsageError("study.yaml: target: unknown metric")
     assert gc.isenabled()
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() <= frozen
 
 
 def test_a_collector_the_caller_turned_off_stays_off(frozen: int) -> None:
@@ -62,14 +63,14 @@ def test_a_collector_the_caller_turned_off_stays_off(frozen: int) -> None:
     with heap.paused():
         heap.settle()
         assert not gc.isenabled()
-        assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() <= frozen
     assert not gc.isenabled()
 
 
 def test_settle_outside_a_pause_does_nothing(frozen: int) -> None:
     heap.settle()
     assert gc.isenabled()
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() <= frozen
 
 
 def run_args(tmp_path: Path) -> argparse.Namespace:
@@ -118,4 +119,4 @@ def test_a_failed_preflight_leaves_the_collector_on_and_nothing_frozen(
     with pytest.raises(UsageError, match="val_top5"):
         run_config(parse_study(STUDY, "heap.yaml"), run_args(tmp_path), tuner="optuna")
     assert gc.isenabled()
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() <= frozen
