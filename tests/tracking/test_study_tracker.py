@@ -119,23 +119,14 @@ def test_a_parent_run_another_process_created_in_the_same_moment_is_adopted(tmp_
     mine = tracker.ensure_parent({"study": name}, {})
     client = MlflowClient(uri)
     started = client.get_run(mine).info.start_time
-    other = client.create_run(
-        tracker.experiment_id,
-        start_time=started - 1000,
-        tags={"study.role": "parent", "study.name": name},
-    ).info.run_id
+    other = other_parent(client, tracker.experiment_id, name, start_time=started - 1000)
     tracker.finish_trial(finished(0), tabular_spec(batch_size=64))
     tracker.end_parent("FINISHED")
     tracker.close()
 
     assert tracker.parent_run_id == other
     assert client.get_run(mine).info.lifecycle_stage == "deleted"
-    (trial,) = [
-        r
-        for r in client.search_runs([tracker.experiment_id])
-        if r.data.tags.get("study.role") != "parent"
-    ]
-    assert trial.data.tags["mlflow.parentRunId"] == other
+    assert trial_parent(client, tracker.experiment_id) == other
     assert client.get_run(other).info.status == "FINISHED"
     # The experiment's saved view unfolds the parent that stays.
     assert other in client.get_experiment(tracker.experiment_id).tags[view_tag()]
@@ -151,6 +142,20 @@ def test_a_parent_run_no_other_process_raced_is_kept(tmp_path) -> None:
     assert MlflowClient(uri).get_run(mine).info.lifecycle_stage == "active"
 
 
+def trial_parent(client: MlflowClient, experiment_id: str) -> str:
+    """The parent run id of the experiment's one trial run."""
+    (trial,) = [
+        r for r in client.search_runs([experiment_id]) if r.data.tags.get("study.role") != "parent"
+    ]
+    return trial.data.tags["mlflow.parentRunId"]
+
+
+def racing(tmp_path) -> tuple[StudyTracker, MlflowClient]:
+    """A tracker of study ``race`` on a fresh SQLite store, and a client of that store."""
+    uri = f"sqlite:///{tmp_path / 'race.db'}"
+    return StudyTracker(uri, "race"), MlflowClient(uri)
+
+
 def other_parent(client: MlflowClient, experiment_id: str, name: str, start_time: int) -> str:
     """A parent run of study ``name`` as another process creates it."""
     tags = {"study.role": "parent", "study.name": name}
@@ -161,10 +166,8 @@ def other_parent(client: MlflowClient, experiment_id: str, name: str, start_time
 def test_a_parent_run_deleted_while_it_is_adopted_is_given_up_for_the_oldest(tmp_path) -> None:
     # Several processes start at once: this one finds another's run and adopts it, and that
     # process, settling, deletes it for a run older still (a traceback in the chaos test).
-    uri = f"sqlite:///{tmp_path / 'race.db'}"
-    name = "race"
-    tracker = StudyTracker(uri, name)
-    client = MlflowClient(uri)
+    tracker, client = racing(tmp_path)
+    name = tracker.study
     found = other_parent(client, tracker.experiment_id, name, start_time=2_000_000)
     older: list[str] = []
     update_run = tracker.logger.client.update_run
@@ -187,10 +190,8 @@ def test_a_parent_run_deleted_while_it_is_adopted_is_given_up_for_the_oldest(tmp
 def test_a_parent_run_adopted_when_an_older_lands_after_is_left_for_the_older(tmp_path) -> None:
     # This process adopted another's run; a run older still landed just after its search.
     # It moves to the oldest and leaves the run it adopted to its creator (no delete here).
-    uri = f"sqlite:///{tmp_path / 'race.db'}"
-    name = "race"
-    tracker = StudyTracker(uri, name)
-    client = MlflowClient(uri)
+    tracker, client = racing(tmp_path)
+    name = tracker.study
     adopted = other_parent(client, tracker.experiment_id, name, start_time=2_000_000)
     assert tracker.ensure_parent({"study": name}, {}) == adopted
     oldest = other_parent(client, tracker.experiment_id, name, start_time=1_000_000)
@@ -199,9 +200,4 @@ def test_a_parent_run_adopted_when_an_older_lands_after_is_left_for_the_older(tm
 
     assert tracker.parent_run_id == oldest
     assert client.get_run(adopted).info.lifecycle_stage == "active"
-    (trial,) = [
-        r
-        for r in client.search_runs([tracker.experiment_id])
-        if r.data.tags.get("study.role") != "parent"
-    ]
-    assert trial.data.tags["mlflow.parentRunId"] == oldest
+    assert trial_parent(client, tracker.experiment_id) == oldest
