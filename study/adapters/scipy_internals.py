@@ -7,20 +7,28 @@ evaluation (its scalar function, memoised gradient and checks) cost about twice 
 ``scipy.optimize._lbfgsb_py._minimize_lbfgsb`` and ``minimize``'s default options, so it visits
 the same points and returns the same optimum, bit for bit, without those wrappers.
 
+`lbfgsb_numeric` is the same loop for an objective without a gradient: ``minimize``'s forward
+difference (``scipy.optimize._numdiff.approx_derivative``, ``method="2-point"``, L-BFGS-B's
+absolute step ``eps=1e-8``, the step turned or shortened at a bound) computed in place of its
+scalar function's machinery, which costs several times the few-microsecond objectives it wraps
+(KerasTuner's acquisition: `study.adapters.keras_tuner_internals`).
+
 Checked at SciPy 1.15 through 1.17; the contract test is
 ``tests/adapters/test_scipy_internals.py``. Fallback: where ``setulb`` is not the routine this
-loop drives (another SciPy), `lbfgsb` is ``scipy.optimize.minimize(..., method="L-BFGS-B")``.
+loop drives (another SciPy), `lbfgsb` and `lbfgsb_numeric` are
+``scipy.optimize.minimize(..., method="L-BFGS-B")``.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import optimize
 
-__all__ = ["lbfgsb"]
+__all__ = ["lbfgsb", "lbfgsb_numeric"]
 
 Objective = Callable[[np.ndarray], tuple[float, np.ndarray]]
 
@@ -33,6 +41,10 @@ _MAXCOR, _FTOL, _GTOL, _MAXLS, _MAXITER, _MAXFUN = (
     15000,
     15000,
 )
+#: L-BFGS-B's default absolute step of its forward difference (``minimize``'s ``eps``).
+_EPS_STEP = 1e-8
+#: The relative step ``approx_derivative`` takes where ``x + eps`` rounds back to ``x``.
+_REL_STEP = float(np.finfo(np.float64).eps ** 0.5)
 #: ``setulb``'s ``task`` codes: evaluate f and g at x; a new iteration; converged.
 _FG, _NEW_X, _CONVERGED = 3, 1, 4
 #: The arguments of SciPy 1.15's C ``setulb`` (its docstring's signature).
@@ -87,3 +99,50 @@ def lbfgsb(
     return optimize.OptimizeResult(
         x=x, fun=float(f), nfev=nfev, nit=nit, success=bool(task[0] == _CONVERGED)
     )
+
+
+def lbfgsb_numeric(
+    fun: Callable[[np.ndarray], Any], x0: np.ndarray, bounds: Sequence[tuple[float, float]]
+) -> optimize.OptimizeResult:
+    """``minimize(fun, x0, method="L-BFGS-B", bounds=bounds)`` for a ``fun`` that returns a
+    scalar (or a one-element array): `lbfgsb` on the value and ``minimize``'s forward-difference
+    gradient (see the module), bit for bit. ``nfev`` counts the points where the gradient was
+    asked for, not the difference's evaluations."""
+    lower = np.array([lo for lo, _ in bounds], dtype=np.float64)
+    upper = np.array([hi for _, hi in bounds], dtype=np.float64)
+    if _setulb() is None or not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
+        return optimize.minimize(fun, x0, method="L-BFGS-B", bounds=bounds)
+
+    def value(x: np.ndarray) -> float:
+        fx = fun(np.copy(x))
+        return fx if np.isscalar(fx) else np.asarray(fx).item()
+
+    def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+        f = value(x)
+        steps = np.diag(_forward_steps(x, lower, upper))
+        gradient = np.empty(x.size)
+        for i, step in enumerate(steps):
+            moved = x + step
+            gradient[i] = (value(moved) - f) / (moved[i] - x[i])
+        return f, gradient
+
+    return lbfgsb(objective, x0, bounds)
+
+
+def _forward_steps(x: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """``approx_derivative``'s forward steps at ``x`` (absolute step `_EPS_STEP`; a relative one
+    where it vanishes), turned back where a step would leave the bounds and fits the other way,
+    else cut to the farther bound."""
+    sign = (x >= 0).astype(float) * 2 - 1
+    step = np.where(
+        (x + _EPS_STEP) - x == 0, _REL_STEP * sign * np.maximum(1.0, np.abs(x)), _EPS_STEP
+    )
+    below, above = x - lower, upper - x
+    moved = x + step
+    fitting = np.abs(step) <= np.maximum(below, above)
+    step[((moved < lower) | (moved > upper)) & fitting] *= -1
+    forward = (above >= below) & ~fitting
+    step[forward] = above[forward]
+    backward = (above < below) & ~fitting
+    step[backward] = -below[backward]
+    return step

@@ -8,7 +8,13 @@ for an input that already is what it would make (a finite float64 array of the f
 features) and computes the posterior mean and standard deviation as
 ``GaussianProcessRegressor.predict`` does, bit for bit, from its fitted attributes
 (``kernel_``, ``X_train_``, ``alpha_``, ``L_``, ``_y_train_mean``, ``_y_train_std``) and the
-module's ``GPR_CHOLESKY_LOWER``.
+module's ``GPR_CHOLESKY_LOWER``, its triangular solve the LAPACK call ``solve_triangular``
+makes (``dtrtrs``) without that function's checks.
+
+Its fit restarts its hyperparameters' optimiser 21 times per draw, each a
+``scipy.optimize.minimize(..., method="L-BFGS-B", jac=True)``: `lean` hands it
+`study.adapters.scipy_internals.lbfgsb` (the same optimum, bit for bit, without ``minimize``'s
+wrappers) through the process's public ``optimizer`` parameter, where it is the default.
 
 Checked at scikit-learn 1.3 through 1.9; the contract test is
 ``tests/adapters/test_sklearn_internals.py``. Fallback: any other input, an unfitted process,
@@ -21,13 +27,17 @@ import warnings
 from typing import Any
 
 import numpy as np
-from scipy.linalg import solve_triangular
+from scipy.linalg import lapack, solve_triangular
 from sklearn.gaussian_process import GaussianProcessRegressor, _gpr
 
-__all__ = ["LeanGaussianProcess", "lean"]
+from study.adapters.scipy_internals import lbfgsb
+
+__all__ = ["LeanGaussianProcess", "lbfgsb_optimizer", "lean"]
 
 _FITTED = ("kernel_", "X_train_", "alpha_", "L_", "_y_train_mean", "_y_train_std")
 _LOWER = getattr(_gpr, "GPR_CHOLESKY_LOWER", None)
+#: ``GaussianProcessRegressor``'s default ``optimizer``: L-BFGS-B through ``minimize``.
+_DEFAULT_OPTIMIZER = "fmin_l_bfgs_b"
 
 
 class LeanGaussianProcess(GaussianProcessRegressor):
@@ -42,7 +52,7 @@ class LeanGaussianProcess(GaussianProcessRegressor):
         y_mean = self._y_train_std * y_mean + self._y_train_mean
         if y_mean.ndim > 1 and y_mean.shape[1] == 1:
             y_mean = np.squeeze(y_mean, axis=1)
-        V = solve_triangular(self.L_, K_trans.T, lower=_LOWER, check_finite=False)
+        V = _solve_triangular(self.L_, K_trans.T, lower=bool(_LOWER))
         y_var = self.kernel_.diag(X).copy()
         y_var -= np.einsum("ij,ji->i", V.T, V)
         y_var_negative = y_var < 0
@@ -69,6 +79,39 @@ class LeanGaussianProcess(GaussianProcessRegressor):
         )
 
 
+def _solve_triangular(a: np.ndarray, b: np.ndarray, *, lower: bool) -> np.ndarray:
+    """``scipy.linalg.solve_triangular(a, b, lower=lower, check_finite=False)`` for float64
+    arrays, as its LAPACK call (``trtrs``, on ``a`` or its transpose as the routine expects
+    Fortran order) without its checks and batching (half of a one-point prediction's time);
+    any failure is left to ``solve_triangular`` to report."""
+    if a.dtype == np.float64 and b.dtype == np.float64 and a.ndim == 2 and b.ndim == 2:
+        if a.flags.f_contiguous:
+            x, info = lapack.dtrtrs(a, b, lower=lower, trans=0)
+        else:
+            x, info = lapack.dtrtrs(a.T, b, lower=not lower, trans=1)
+        if info == 0:
+            return x
+    return solve_triangular(a, b, lower=lower, check_finite=False)
+
+
 def lean(process: GaussianProcessRegressor) -> LeanGaussianProcess:
-    """A `LeanGaussianProcess` with ``process``'s parameters (unfitted, as given)."""
-    return LeanGaussianProcess(**process.get_params(deep=False))
+    """A `LeanGaussianProcess` with ``process``'s parameters (unfitted, as given), its default
+    optimiser (``"fmin_l_bfgs_b"``) run as `lbfgsb_optimizer`."""
+    params = process.get_params(deep=False)
+    if params.get("optimizer") == _DEFAULT_OPTIMIZER:
+        params["optimizer"] = lbfgsb_optimizer
+    return LeanGaussianProcess(**params)
+
+
+def lbfgsb_optimizer(
+    obj_func: Any, initial_theta: np.ndarray, bounds: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """scikit-learn's default optimiser as a callable ``optimizer``: L-BFGS-B on the negative
+    log-marginal likelihood and its gradient from ``initial_theta`` within ``bounds``, as
+    ``GaussianProcessRegressor._constrained_optimization`` runs ``minimize`` (bit for bit)."""
+    result = lbfgsb(
+        lambda theta: obj_func(theta, eval_gradient=True),
+        np.asarray(initial_theta, dtype=np.float64),
+        [(float(lo), float(hi)) for lo, hi in bounds],
+    )
+    return result.x, result.fun

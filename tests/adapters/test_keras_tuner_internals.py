@@ -1,13 +1,20 @@
 """`study.adapters.keras_tuner_internals` against the installed KerasTuner: ``Oracle`` saves a
-trial through ``_save_trial``, and ``HyperbandOracle`` keeps its brackets, current bracket and
-iteration in ``_brackets``, ``_current_bracket`` and ``_current_iteration``, shaped as used."""
+trial through ``_save_trial``, ``HyperbandOracle`` keeps its brackets, current bracket and
+iteration in ``_brackets``, ``_current_bracket`` and ``_current_iteration``, shaped as used, and
+``BayesianOptimizationOracle`` makes its process in ``_make_gpr`` and reaches
+``scipy.optimize.minimize`` through its module's ``scipy``."""
 
 from __future__ import annotations
 
+import math
+import sys
 from pathlib import Path
 
 import keras_tuner
+import numpy as np
 import pytest
+import scipy
+from scipy import optimize
 
 from study.adapters.keras_tuner_internals import (
     LeanGaussianProcess,
@@ -16,6 +23,7 @@ from study.adapters.keras_tuner_internals import (
     Unsaved,
     hyperband_brackets,
     hyperband_iteration,
+    lean_acquisition,
     set_hyperband_state,
 )
 
@@ -92,30 +100,75 @@ class _LeanBayesian(Unsaved, LeanGaussianProcess, keras_tuner.oracles.BayesianOp
     pass
 
 
-def _proposals(oracle_class: type) -> tuple[list[float], object]:
-    """Ten trials of a Bayesian oracle on a bowl in log rate: the rates it proposed."""
-    import math
+def _space_2d() -> keras_tuner.HyperParameters:
+    hp = _space()
+    hp.Float("dropout", 0.0, 0.5)
+    return hp
 
+
+def _proposals(oracle_class: type, space=_space) -> tuple[list[list[float]], object]:
+    """Ten trials of a Bayesian oracle on a bowl in log rate (and dropout): what it proposed."""
     oracle = oracle_class(
-        objective=OBJECTIVE, hyperparameters=_space(), max_trials=50, seed=3, num_initial_points=3
+        objective=OBJECTIVE, hyperparameters=space(), max_trials=50, seed=3, num_initial_points=3
     )
     oracle.verbose = 0
-    rates = []
+    proposed = []
     for _ in range(10):
         trial = oracle.create_trial("t")
-        rate = trial.hyperparameters.get("learning_rate")
-        rates.append(rate)
-        oracle.update_trial(trial.trial_id, {"score": (math.log(rate / 0.01)) ** 2})
+        values = trial.hyperparameters.values
+        proposed.append(list(values.values()))
+        score = math.log(values["learning_rate"] / 0.01) ** 2 + (values.get("dropout", 0.2) - 0.2)
+        oracle.update_trial(trial.trial_id, {"score": score})
         trial.status = TrialStatus.COMPLETED
         oracle.end_trial(trial)
-    return rates, oracle.gpr
+    return proposed, oracle.gpr
 
 
-def test_the_lean_gaussian_process_proposes_what_kerastuner_does() -> None:
+def _bayesian_module():
+    return sys.modules[keras_tuner.oracles.BayesianOptimizationOracle.__module__]
+
+
+@pytest.mark.parametrize("space", [_space, _space_2d])
+def test_the_lean_oracle_proposes_what_kerastuner_does(
+    space, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``BayesianOptimizationOracle._make_gpr`` makes the process that the oracle fits and
-    asks; the lean one gives the same proposals."""
-    own, own_process = _proposals(_Bayesian)
-    lean, lean_process = _proposals(_LeanBayesian)
+    asks, and its acquisition is minimised with its module's ``scipy.optimize.minimize``; the
+    lean process and descents give the same proposals, bit for bit."""
+    monkeypatch.setattr(_bayesian_module(), "scipy", scipy)  # KerasTuner as installed
+    own, own_process = _proposals(_Bayesian, space)
+    assert _bayesian_module().scipy is scipy
+    lean, lean_process = _proposals(_LeanBayesian, space)
+    assert type(_bayesian_module().scipy).__name__ == "_LeanScipy"
     assert type(lean_process).__name__ == "LeanGaussianProcess"
     assert type(own_process).__name__ == "GaussianProcessRegressor"
     assert lean == own
+
+
+def test_the_lean_scipy_runs_only_the_acquisitions_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_bayesian_module(), "scipy", scipy)
+    assert lean_acquisition() and lean_acquisition()  # installed once, then found
+    lean = _bayesian_module().scipy
+    assert lean.optimize.rosen is optimize.rosen and lean.stats is scipy.stats
+
+    def bowl(x: np.ndarray) -> np.ndarray:
+        return np.array([((x - 0.3) ** 2).sum()])
+
+    ours = lean.optimize.minimize(
+        bowl, x0=np.array([0.9, 0.1]), bounds=[(0, 1)] * 2, method="L-BFGS-B"
+    )
+    theirs = optimize.minimize(
+        bowl, x0=np.array([0.9, 0.1]), bounds=[(0, 1)] * 2, method="L-BFGS-B"
+    )
+    assert np.array_equal(ours.x, theirs.x) and ours.fun == theirs.fun
+    other = lean.optimize.minimize(bowl, x0=np.array([0.9, 0.1]), method="Nelder-Mead")
+    assert (
+        other.message
+        == optimize.minimize(bowl, x0=np.array([0.9, 0.1]), method="Nelder-Mead").message
+    )
+
+
+def test_a_module_without_scipy_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(_bayesian_module(), "scipy")
+    assert lean_acquisition() is False
+    assert not hasattr(_bayesian_module(), "scipy")

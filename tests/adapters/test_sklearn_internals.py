@@ -1,7 +1,8 @@
 """`study.adapters.sklearn_internals` against the installed scikit-learn: a fitted Gaussian
 process keeps ``kernel_``, ``X_train_``, ``alpha_``, ``L_``, ``_y_train_mean`` and
-``_y_train_std``, and `LeanGaussianProcess.predict` gives scikit-learn's own numbers, bit for
-bit, or defers to it."""
+``_y_train_std``, `LeanGaussianProcess.predict` gives scikit-learn's own numbers, bit for
+bit, or defers to it, and a callable ``optimizer`` (`lbfgsb_optimizer`) fits as the default
+one does."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, Matern
 
-from study.adapters.sklearn_internals import LeanGaussianProcess, lean
+from study.adapters.sklearn_internals import LeanGaussianProcess, lbfgsb_optimizer, lean
 
 
 def _fitted(process: GaussianProcessRegressor, seed: int, features: int = 1):
@@ -73,5 +74,28 @@ def test_lean_keeps_the_parameters() -> None:
     process = _kt_like(seed=7)
     made = lean(process)
     assert isinstance(made, LeanGaussianProcess)
-    assert made.get_params(deep=False).keys() == process.get_params(deep=False).keys()
+    params, given = made.get_params(deep=False), process.get_params(deep=False)
+    assert params.keys() == given.keys()
     assert made.random_state == 7 and made.n_restarts_optimizer == 20 and made.normalize_y
+    assert params.pop("optimizer") is lbfgsb_optimizer and given.pop("optimizer") == "fmin_l_bfgs_b"
+    assert {k: v for k, v in params.items() if k != "kernel"} == {
+        k: v for k, v in given.items() if k != "kernel"
+    }
+
+
+def test_a_chosen_optimizer_is_kept() -> None:
+    process = _kt_like()
+    process.set_params(optimizer=None)
+    assert lean(process).optimizer is None
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("features", [1, 3])
+def test_the_lean_fit_is_scikit_learns_bit_for_bit(seed: int, features: int) -> None:
+    """21 descents of the log-marginal likelihood (KerasTuner's restarts) through `lbfgsb`: the
+    same hyperparameters, likelihood and predictions as ``minimize``'s."""
+    own = _fitted(_kt_like(seed), seed, features)
+    ours = _fitted(lean(_kt_like(seed)), seed, features)
+    assert ours.kernel_.theta.tobytes() == own.kernel_.theta.tobytes()
+    assert ours.log_marginal_likelihood_value_ == own.log_marginal_likelihood_value_
+    assert ours.alpha_.tobytes() == own.alpha_.tobytes()
