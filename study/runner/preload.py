@@ -10,25 +10,33 @@ one does, rather than the server failing to start.
 The server also ignores SIGTERM (`multiprocessing` has it ignore SIGINT): a signal to the
 process group must not end it, since its death would end every worker it forked. It exits
 when the process that started it does. Each worker restores SIGTERM's default
-(`study.runner.spawning`). What the server imported is frozen (`gc.freeze`): no worker's
-garbage collector traverses TensorFlow's objects again.
+(`study.runner.spawning`).
+
+The garbage collector is off while the server imports, as Python's documentation advises
+before forking without exec: TensorFlow's import makes some 400,000 objects, none of them
+garbage, and the collector's full passes over them took 0.5-0.65 s of its 3.7 s (measured on
+2 cores), on the path of every study's first trial. What the server imported is then frozen
+(`gc.freeze`: no worker's collector traverses TensorFlow's objects, nor copies them on write)
+and the collector turned on again, for the server and every worker it forks. No collection
+runs first: after the import it found nothing to free and took 0.19 s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import signal
 
-import study.runner.worker  # noqa: F401  (imports no TensorFlow itself)
-from study.deps import quiet_stderr, without_keras_extras
+gc.disable()  # before the imports below: see the module docstring
+
+import contextlib  # noqa: E402
+import signal  # noqa: E402
+
+import study.runner.worker  # noqa: E402, F401  (imports no TensorFlow itself)
+from study.deps import quiet_stderr, without_keras_extras  # noqa: E402
 
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 with quiet_stderr(), without_keras_extras(), contextlib.suppress(Exception):
     import tensorflow  # noqa: F401
 
-# What every worker inherits, a worker's garbage collector never traverses (nor copies on
-# write): frozen, as Python's documentation advises before forking without exec.
-gc.collect()
 gc.freeze()
+gc.enable()
