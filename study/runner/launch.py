@@ -188,7 +188,8 @@ def _written(ledger: Ledger, record: StudyRecord) -> StudyRecord:
 
 
 def preflight(config: StudyConfig, pool: WorkerPool) -> None:
-    """Load the data and build the model of the study's first trial in a worker, untrained.
+    """Load the data and build the model of the study's first trial in a worker, untrained;
+    then start the pool's other workers on it in the background (`WorkerPool.prestart`).
 
     What only the trainer can see fails here, before the ledger or MLflow record anything: a
     target the user's compiled model does not report, a file that does not parse, labels that
@@ -200,12 +201,14 @@ def preflight(config: StudyConfig, pool: WorkerPool) -> None:
     stratum = visiting_order(config)[0]
     param = config.space.param("learning_rate")
     rate = param.choices[0] if isinstance(param, CategoricalParam) else param.low
-    problem = pool.check(config.trial_spec(stratum, {"learning_rate": rate}))
+    spec = config.trial_spec(stratum, {"learning_rate": rate})
+    problem = pool.check(spec)
     for source in trial_sources(config):  # an extension's trials (schedule trials, ...)
         if problem is None and source.check is not None:
             problem = pool.check(source.check)
     if problem is not None:
         raise UsageError(f"{config.source}: {problem}")
+    pool.prestart(spec)  # with --workers N, the others start while the run sets up
 
 
 def run_study(config: StudyConfig, options: RunOptions) -> int:

@@ -279,6 +279,56 @@ class WorkerPool:
         finally:
             self._release(worker, healthy)
 
+    def prestart(self, spec: TrialSpec) -> list[threading.Thread]:
+        """Start the workers the pool has room for, in the background, each checked on ``spec``
+        (`check`: its data loaded, its session built and traced): with ``--workers N`` the
+        other trial threads then find them ready, instead of each paying its worker's start
+        (TensorFlow's runtime, the process's first graph optimisation) inside its first trial.
+        A worker that fails to start is dropped: the trial that needs one starts its own and
+        says why. Only single-process strategies; returns the threads (to join in tests)."""
+        if StrategySpec.parse(spec.strategy).workers:
+            return []
+        with self._lock:
+            room = self.max_workers - len(self._workers) - self._starting
+        threads = [
+            threading.Thread(
+                target=self._start_spare, args=(spec,), daemon=True, name="study-spare"
+            )
+            for _ in range(max(0, room))
+        ]
+        for thread in threads:
+            thread.start()
+        return threads
+
+    def _start_spare(self, spec: TrialSpec) -> None:
+        """One more worker for ``spec``'s configuration, if there is room, checked on ``spec``
+        and left idle."""
+        with self._lock:
+            if self._closed or len(self._workers) + self._starting >= self.max_workers:
+                return
+            self._starting += 1
+        worker = None
+        try:
+            worker = self._spawn(device_key(spec.strategy), StrategySpec.parse(spec.strategy))
+        except WorkerError:
+            return
+        finally:
+            with self._lock:
+                self._starting -= 1
+                closed = self._closed
+                if worker is not None and not closed:
+                    worker.busy = True
+                    self._workers.append(worker)
+                self._lock.notify_all()
+        if closed:
+            worker.stop()
+            return
+        healthy = False
+        try:
+            _problem, healthy = worker.check(spec)
+        finally:
+            self._release(worker, healthy)
+
     def run_job(self, job: Job) -> Any:
         """Run an extension's `Job` (e.g. a branch trial, `study.ext.branch.jobs`) in a worker
         of its strategy; its outcome, or its failed outcome (`Job.failed`) when the worker

@@ -230,6 +230,37 @@ def test_a_worker_outlives_the_thread_that_started_it() -> None:
         assert workers.pids() == started and workers.started == 1
 
 
+def test_prestarted_workers_serve_the_trials_of_every_thread() -> None:
+    """``prestart`` after a preflight's check starts the other slots' workers, checked and idle:
+    two trials at once then run on them, no worker started inside a trial."""
+    with WorkerPool(max_workers=2) as workers:
+        assert workers.check(make_spec()) is None
+        for thread in workers.prestart(make_spec()):
+            thread.join(120)
+        assert workers.started == 2
+        assert [w.busy for w in workers._workers] == [False, False]
+        assert workers.prestart(make_spec()) == []  # no room left
+        results: list[TrialResult] = []
+        threads = [threading.Thread(target=lambda: results.append(workers.run(make_spec())))
+                   for _ in range(2)]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert all(r.state not in (TrialState.FAILED, TrialState.INFEASIBLE) for r in results)
+        assert len(results) == 2
+        assert workers.started == 2
+
+
+def test_a_prestart_on_a_closed_pool_or_a_worker_group_starts_nothing() -> None:
+    workers = WorkerPool(max_workers=2)
+    workers.close()
+    for thread in workers.prestart(make_spec()):
+        thread.join(60)
+    assert workers.started == 0
+    assert WorkerPool(max_workers=2).prestart(make_spec("multi_worker_mirrored:2")) == []
+
+
 def die_at_start(conn: Any, *args: Any) -> None:
     """A worker's entry point that ends before it says it is ready."""
     os._exit(3)
