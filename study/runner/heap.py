@@ -11,7 +11,8 @@ the run waits on the host alone.
 in a cycle); `settle`, called once the preflight has passed, freezes every object that exists
 (`gc.freeze`: later passes skip them, as ``study.runner.preload`` does in the trainer's
 server) and turns the collector back on. Leaving `paused` turns it back on in any case, so a
-start that fails leaves the process as it found it.
+start that fails leaves the process as it found it. The trainer's server pauses its own
+collector with them while it imports TensorFlow (`study.runner.preload`).
 """
 
 from __future__ import annotations

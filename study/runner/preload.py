@@ -16,27 +16,25 @@ The garbage collector is off while the server imports, as Python's documentation
 before forking without exec: TensorFlow's import makes some 400,000 objects, none of them
 garbage, and the collector's full passes over them took 0.5-0.65 s of its 3.7 s (measured on
 2 cores), on the path of every study's first trial. What the server imported is then frozen
-(`gc.freeze`: no worker's collector traverses TensorFlow's objects, nor copies them on write)
+(`study.runner.heap.settle`, `gc.freeze`: no worker's collector traverses TensorFlow's objects, nor copies them on write)
 and the collector turned on again, for the server and every worker it forks. No collection
 runs first: after the import it found nothing to free and took 0.19 s.
 """
 
 from __future__ import annotations
 
-import gc
+import contextlib
+import signal
 
-gc.disable()  # before the imports below: see the module docstring
+from study.runner import heap  # the collector's pause, as a run's host uses it
 
-import contextlib  # noqa: E402
-import signal  # noqa: E402
+with heap.paused():  # before the imports below: see the module docstring
+    import study.runner.worker  # noqa: F401  (imports no TensorFlow itself)
+    from study.deps import quiet_stderr, without_keras_extras
 
-import study.runner.worker  # noqa: E402, F401  (imports no TensorFlow itself)
-from study.deps import quiet_stderr, without_keras_extras  # noqa: E402
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with quiet_stderr(), without_keras_extras(), contextlib.suppress(Exception):
+        import tensorflow  # noqa: F401
 
-with quiet_stderr(), without_keras_extras(), contextlib.suppress(Exception):
-    import tensorflow  # noqa: F401
-
-gc.freeze()
-gc.enable()
+    heap.settle()  # frozen, the collector on again
