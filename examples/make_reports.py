@@ -14,15 +14,24 @@ Every report.json says which answer model made it (``about.answer_model``,
 `study.analysis.answers.ANSWER_MODEL`); ``tests/examples`` fails when an example was made by
 another one than the code's.
 
+On x86-64 the reports are computed with OpenBLAS's AVX2 kernels (``OPENBLAS_CORETYPE=Haswell``,
+as ``tests/conftest.py`` pins them), so that the shipped numbers are what the tests compute to
+their last digit on any CPU; another CPU's kernels move them by a few parts in 10,000.
+
 Usage: python examples/make_reports.py [quickstart mnist1d_mlp shapes_resnet]
 """
 
 from __future__ import annotations
 
+import os
+import platform
+
+if platform.machine() in ("x86_64", "AMD64"):  # before NumPy loads: see above
+    os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+
 import argparse
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent

@@ -48,10 +48,11 @@ OVERHEAD = DEFAULT_OVERHEAD
 much above perfect scaling's, ``S(B) = (1 + overhead) E_min / B`` (`overhead_batch_size`)."""
 
 ANSWER_MODEL = (
-    "10: knee q, overhead under the knee, batch up to the critical batch size, Student-t draws "
+    "11: knee q, overhead under the knee, batch up to the critical batch size, Student-t draws "
     "(at least 1.5 degrees of freedom, no n/(n-p) factor) mixed with the knee held at q = 1 "
     "and at q = 8 by their likelihoods (q = 1 one unit less; their sandwiches without flat "
-    "directions), sandwich through each trial's leverage (HC2), best rate capped at twice the "
+    "directions; each held fit descended again until it settles), each component's share by "
+    "largest remainders from a stream of its own, sandwich through each trial's leverage (HC2), best rate capped at twice the "
     "highest rate tried, S(B)'s intervals open where B_noise's draws reach its search range"
 )
 """The version of the answers' model and rules, stamped in every report.json

@@ -288,7 +288,7 @@ def sample(
     the bound, not the tail's); every parameter is then clipped to its bounds.
     """
     cov = part.covariance
-    deviation = rng.multivariate_normal(np.zeros(part.theta.size), cov, size=n, method="eigh")
+    deviation = rng.standard_normal((n, part.theta.size)) @ square_root(cov)
     dof = max(part.dof, DOF_FLOOR)
     if math.isfinite(dof):  # else a normal
         deviation /= np.sqrt(rng.chisquare(dof, size=n) / dof)[:, None]
@@ -298,6 +298,58 @@ def sample(
             beyond = np.clip(draws[:, i], *bounds[i]) - draws[:, i]
             draws += np.outer(beyond, cov[:, i] / cov[i, i])
     return np.clip(draws, bounds[:, 0], bounds[:, 1])
+
+
+def sample_mixture(
+    parts: Sequence[Component],
+    n: int,
+    rng: np.random.Generator | int,
+    bounds: np.ndarray,
+    *,
+    project: Sequence[int] = (),
+) -> np.ndarray:
+    """``n`` draws (rows) of the mixture of ``parts`` in their weights' shares, each part's as
+    `sample` draws it, in random order.
+
+    The shares are rounded by largest remainders (`apportion`), and each part's draws are the
+    first of ``n`` drawn from a stream of its own (`streams`), shuffled by another: a weight a
+    rounding away moves a few draws from one part to another, and the rest stay as they were.
+    (From one stream, a count one different reshuffles every later draw.)"""
+    *own, order = streams(rng, len(parts) + 1)
+    counts = apportion(n, [p.weight for p in parts])
+    draws = [
+        sample(p, n, stream, bounds, project=project)[:k]
+        for p, k, stream in zip(parts, counts, own)
+        if k
+    ]
+    return np.vstack(draws)[order.permutation(n)]
+
+
+def apportion(n: int, weights: Sequence[float]) -> list[int]:
+    """``n`` split in proportion to ``weights`` (a negative one, rounding's, as 0; not all 0) by
+    largest remainders (Hamilton's method): each gets the floor of its share, and the largest
+    fractions one more until the counts add up to ``n`` (ties to the first)."""
+    weights = np.maximum(np.asarray(weights, float), 0.0)
+    shares = n * weights / weights.sum()
+    counts = np.floor(shares).astype(int)
+    counts[np.argsort(-(shares - counts), kind="stable")[: n - int(counts.sum())]] += 1
+    return counts.tolist()
+
+
+def streams(rng: np.random.Generator | int, k: int) -> list[np.random.Generator]:
+    """``k`` independent generators from a seed or from a generator (`numpy.random.Generator.spawn`)."""
+    if isinstance(rng, np.random.Generator):
+        return rng.spawn(k)
+    return [np.random.default_rng(s) for s in np.random.SeedSequence(rng).spawn(k)]
+
+
+def square_root(cov: np.ndarray) -> np.ndarray:
+    """The symmetric square root of the covariance ``cov`` (its negative eigenvalues, rounding's,
+    taken as 0): the one root that moves continuously with ``cov``, so that a covariance a few
+    roundings away (another CPU's kernels) turns the same normals into nearly the same draws,
+    where an eigenvector basis may flip a sign."""
+    values, vectors = np.linalg.eigh(0.5 * (cov + cov.T))
+    return (vectors * np.sqrt(np.maximum(values, 0.0))) @ vectors.T
 
 
 def at_least(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -62,7 +62,7 @@ from study.analysis.covariance import (
     parameter_covariance,
     ratio_p_value,
     residual_dof,
-    sample,
+    sample_mixture,
 )
 from study.analysis.likelihood import (
     CENSORED,
@@ -218,8 +218,10 @@ class Surrogate:
         """``n`` parameter vectors (rows, `PARAMS`): `study.analysis.covariance.sample`'s
         Student-t around the estimate, mixed with `knee_held` and `knee_sharp` in their weights'
         share of the draws, within `bounds` (the knee's q from McCandlish et al.'s 1 to a
-        corner: beyond them is the approximation's tail, not a curve)."""
-        rng = np.random.default_rng(rng)
+        corner: beyond them is the approximation's tail, not a curve).
+
+        A weight a rounding away (another CPU's kernels on a flat likelihood) moves a few
+        draws, not every one of them (`study.analysis.covariance.sample_mixture`)."""
         parts = [Component(1.0, self.theta, self.covariance, self.dof)]
         held = [c for c in (self.knee_held, self.knee_sharp) if c is not None]
         if held:
@@ -227,11 +229,7 @@ class Surrogate:
             parts.extend(held)
         bounds = np.array(self.bounds or [(-math.inf, math.inf)] * len(PARAMS))
         bounds[Param.LOG_KNEE] = np.clip(bounds[Param.LOG_KNEE], *_KNEE_BOUNDS)
-        counts = rng.multinomial(n, [p.weight for p in parts])
-        draws = [
-            sample(p, k, rng, bounds, project=(Param.LOG_KNEE,)) for p, k in zip(parts, counts)
-        ]
-        return np.vstack(draws)[rng.permutation(n)]
+        return sample_mixture(parts, n, rng, bounds, project=(Param.LOG_KNEE,))
 
 
 def censored_trials(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
@@ -365,7 +363,7 @@ def _knee_readings(
         held_opts = dataclasses.replace(opts, knee=False, knee_at=log_q)
         start = chosen.x.copy()
         start[Param.LOG_KNEE] = log_q
-        held = _fit(data, held_opts, start=start)
+        held = _settled(data, held_opts, _fit(data, held_opts, start=start))
         bounds = _bounds(data, held_opts)
         covariance, _ = parameter_covariance(data, held.x, bounds, pinned=True)
         _, dof = residual_dof(data, held.x, _free(held.x, bounds))
@@ -434,6 +432,21 @@ def _fit(
         if best is None or result.fun < best.fun:
             best = result
     return best
+
+
+def _settled(
+    data: Trials, options: _Options, fit: optimize.OptimizeResult, restarts: int = 3
+) -> optimize.OptimizeResult:
+    """``fit`` descended again from where it stopped, while that gains (up to ``restarts``
+    times): on a flat likelihood L-BFGS-B can stop short on its own curvature estimate, at a
+    point that rounding (another CPU's kernels) moves; a fresh descent goes on to the
+    minimum."""
+    for _ in range(restarts):
+        again = _fit(data, options, start=fit.x)
+        if not again.fun < fit.fun - 1e-9 * max(1.0, abs(fit.fun)):
+            break
+        fit = again
+    return fit
 
 
 def _misfit(data: Trials, fit: optimize.OptimizeResult, options: _Options) -> float:

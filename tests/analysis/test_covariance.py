@@ -20,6 +20,7 @@ from study.analysis.covariance import (
     FLOORED,
     LEVERAGE_MAX,
     Component,
+    apportion,
     at_least,
     is_free,
     leverages,
@@ -27,6 +28,8 @@ from study.analysis.covariance import (
     ratio_p_value,
     residual_dof,
     sample,
+    sample_mixture,
+    square_root,
 )
 from study.analysis.fitting import hessian
 from study.analysis.likelihood import PARAMS, Trials, log_likelihoods
@@ -214,3 +217,61 @@ def test_draws_are_student_t_with_the_fits_degrees_of_freedom_within_bounds():
     assert np.mean(np.abs(draws[held, 1]) == 1.0) == pytest.approx(
         2 * stats.norm.sf(1 / 3**0.5), abs=0.03
     )
+
+
+def test_the_square_root_is_symmetric_and_moves_with_the_covariance_not_its_eigenbasis():
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(4, 4))
+    cov = a @ a.T
+    cov[3, :] = cov[:, 3] = 0.0  # a parameter held: a zero eigenvalue
+    root = square_root(cov)
+    np.testing.assert_allclose(root, root.T, atol=1e-12)
+    np.testing.assert_allclose(root @ root, cov, atol=1e-10)
+    # A covariance a rounding away: eigh's basis may flip a sign, the root does not move.
+    noise = 1e-12 * rng.normal(size=cov.shape)
+    nudged = square_root(cov + noise + noise.T)
+    assert np.abs(nudged - root).max() < 1e-6 * np.abs(root).max()
+    # A rounding's negative eigenvalue reads as 0, never as NaN.
+    assert np.all(np.isfinite(square_root(np.array([[1.0, 1.0], [1.0, 1.0 - 1e-15]]))))
+
+
+@pytest.mark.parametrize(
+    ("n", "weights"),
+    [(4000, (0.5668, 0.0965, 0.3367)), (7, (1, 1, 1)), (10, (1.0, -1e-17)), (3, (0.2, 0.8))],
+)
+def test_apportion_gives_every_share_its_floor_and_the_largest_remainders_the_rest(n, weights):
+    counts = apportion(n, weights)
+    shares = n * np.maximum(weights, 0) / np.sum(np.maximum(weights, 0))
+    assert sum(counts) == n
+    assert all(math.floor(s) <= c <= math.floor(s) + 1 for s, c in zip(shares, counts))
+    assert apportion(n, weights) == counts  # no randomness
+
+
+def _mixture(weights: tuple[float, ...], n: int = 4000, seed: int | np.random.Generator = 5):
+    parts = [
+        Component(w, np.array([100.0 * k, -100.0 * k]), np.diag([1.0, 0.25]), 8.0)
+        for k, w in enumerate(weights)
+    ]
+    bounds = np.array([(-np.inf, np.inf)] * 2)
+    return sample_mixture(parts, n, seed, bounds)
+
+
+def test_a_mixture_weight_a_rounding_away_moves_a_few_draws_not_all():
+    before = _mixture((0.5668, 0.0965, 0.3367))
+    after = _mixture((0.5689, 0.0969, 0.3342))  # another CPU's held fits
+    assert before.shape == after.shape == (4000, 2)
+    kept = {tuple(r) for r in before.tolist()} & {tuple(r) for r in after.tolist()}
+    assert len(kept) >= 4000 - 15  # 10 draws change component; the rest are the same draws
+    for q in (0.025, 0.5, 0.975):
+        assert np.quantile(after[:, 0], q) == pytest.approx(np.quantile(before[:, 0], q), abs=0.1)
+    # Each component in its share (the components lie 100 apart), shuffled.
+    component = np.round(before[:, 0] / 100.0).astype(int)
+    assert np.bincount(component).tolist() == apportion(4000, (0.5668, 0.0965, 0.3367))
+    assert np.any(np.diff(component) < 0)  # shuffled, not stacked in component order
+    # The same draws again from the same seed or generator, others from another.
+    np.testing.assert_array_equal(before, _mixture((0.5668, 0.0965, 0.3367)))
+    np.testing.assert_array_equal(
+        _mixture((0.5, 0.5), seed=np.random.default_rng(9)),
+        _mixture((0.5, 0.5), seed=np.random.default_rng(9)),
+    )
+    assert not np.array_equal(_mixture((0.5, 0.5), seed=1), _mixture((0.5, 0.5), seed=2))
