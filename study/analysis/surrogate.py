@@ -434,15 +434,11 @@ def _fit(
     return best
 
 
-def _settled(
-    data: Trials, options: _Options, fit: optimize.OptimizeResult, restarts: int = 3
-) -> optimize.OptimizeResult:
-    """``fit`` descended again from where it stopped, while that gains (up to ``restarts``
-    times): on a flat likelihood L-BFGS-B can stop short on its own curvature estimate, at a
-    point that rounding (another CPU's kernels) moves; a fresh descent goes on to the
-    minimum."""
-    for _ in range(restarts):
-        again = _fit(data, options, start=fit.x)
+def _settled(data: Trials, opts: _Options, fit: optimize.OptimizeResult) -> optimize.OptimizeResult:
+    """``fit`` descended again from where it stopped while that gains (at most 3 times): on a
+    flat likelihood L-BFGS-B can stop short, at a point that rounding moves."""
+    for _ in range(3):
+        again = _fit(data, opts, start=fit.x)
         if not again.fun < fit.fun - 1e-9 * max(1.0, abs(fit.fun)):
             break
         fit = again

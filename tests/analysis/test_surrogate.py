@@ -348,3 +348,29 @@ def test_a_fit_without_readings_has_the_same_estimate_and_covariance():
     assert bare.knee_held is None and bare.knee_sharp is None
     np.testing.assert_array_equal(bare.theta, fit.theta)
     np.testing.assert_array_equal(bare.covariance, fit.covariance)
+
+
+def test_a_held_fit_is_descended_again_while_that_gains(monkeypatch):
+    """`surrogate._settled`: a descent that stopped short (as one did on a flat likelihood
+    under another CPU's kernels) is restarted from where it stopped until a restart gains
+    nothing, at most three times."""
+    from scipy import optimize
+
+    from study.analysis import surrogate as module
+
+    values = iter([-4.5737, -4.57371, -4.57371 - 1e-12, -9.0])  # the last one is never asked
+    starts = []
+
+    def descent(data, options, *, start=None, extra=None):
+        starts.append(start.copy())
+        return optimize.OptimizeResult(x=start + 1.0, fun=next(values))
+
+    monkeypatch.setattr(module, "_fit", descent)
+    first = optimize.OptimizeResult(x=np.zeros(2), fun=-4.5626)
+    settled = module._settled(None, None, first)
+    assert settled.fun == -4.57371 and settled.x.tolist() == [2.0, 2.0]
+    assert [s.tolist() for s in starts] == [[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]
+
+    values = iter([-5.0, -6.0, -7.0, -8.0])
+    starts.clear()
+    assert module._settled(None, None, first).fun == -7.0 and len(starts) == 3
