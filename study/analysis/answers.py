@@ -52,8 +52,9 @@ ANSWER_MODEL = (
     "(at least 1.5 degrees of freedom, no n/(n-p) factor) mixed with the knee held at q = 1 "
     "and at q = 8 by their likelihoods (q = 1 one unit less; their sandwiches without flat "
     "directions; each held fit descended again until it settles), each component's share by "
-    "largest remainders from a stream of its own, sandwich through each trial's leverage (HC2), best rate capped at twice the "
-    "highest rate tried, S(B)'s intervals open where B_noise's draws reach its search range"
+    "largest remainders from a stream of its own, sandwich through each trial's leverage (HC2), "
+    "best rate capped at twice the highest rate tried, S(B)'s intervals open where B_noise's "
+    "draws reach its search range"
 )
 """The version of the answers' model and rules, stamped in every report.json
 (``about.answer_model``): raise it whenever a change moves an answer, so that a report made by

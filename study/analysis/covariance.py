@@ -337,7 +337,8 @@ def apportion(n: int, weights: Sequence[float]) -> list[int]:
 
 
 def streams(rng: np.random.Generator | int, k: int) -> list[np.random.Generator]:
-    """``k`` independent generators from a seed or from a generator (`numpy.random.Generator.spawn`)."""
+    """``k`` independent generators from a seed, or from a generator
+    (`numpy.random.Generator.spawn`)."""
     if isinstance(rng, np.random.Generator):
         return rng.spawn(k)
     return [np.random.default_rng(s) for s in np.random.SeedSequence(rng).spawn(k)]
