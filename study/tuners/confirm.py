@@ -62,6 +62,11 @@ def slowest(trials: Sequence[LedgerTrial], trial: LedgerTrial) -> float:
     return max(steps)
 
 
+def _undecided(trial: LedgerTrial) -> bool:
+    """A claimed slot whose proposal is not recorded yet (no origin: `Ledger.start` not run)."""
+    return trial.open and trial.origin is None
+
+
 class Confirmer(TunerBackend):
     """Proposes the confirmation trials of a stratum whose search budget is spent, at most
     `Confirmation.trials` of them however the best points move (else None)."""
@@ -72,18 +77,18 @@ class Confirmer(TunerBackend):
         settings = self.config.tuner.confirm
         if not settings.enabled or history.budget is None:
             return None
+        counted = [t for t in history.trials if t.number != slot.number and t.status.counts()]
+        # A slot claimed after this one whose proposal is not recorded yet (another process's,
+        # between its claim and its start) is decided after it, in claim order: counting it as
+        # a search trial would make this one a confirmation and the last search slot a search.
         searched = [
             t
-            for t in history.trials
-            if t.number != slot.number and t.status.counts() and SEED not in t.extras
+            for t in counted
+            if SEED not in t.extras and not (_undecided(t) and t.number > slot.number)
         ]
         if len(searched) < search_budget(history.budget, settings):
             return None
-        confirming = [
-            t
-            for t in history.trials
-            if t.number != slot.number and t.status.counts() and SEED in t.extras
-        ]
+        confirming = [t for t in counted if SEED in t.extras]
         if len(confirming) >= settings.trials:  # two processes' confirmations, one budget
             return None
         best = top_points(history.trials, settings.top)

@@ -157,3 +157,25 @@ def test_two_slots_that_reserved_one_pair_at_once_pick_different_ones_next(tmp_p
     assert again[0] is not None and again[1] is not None
     assert again[0] != again[1]
     assert one not in again  # the clashing pair is taken by the other slot for each of them
+
+
+def test_a_slot_claimed_after_the_last_search_slot_does_not_make_it_a_confirmation(
+    tmp_path: Path,
+):
+    """Two processes claim the last search slot (3) and the first confirmation slot (4) at
+    once, each proposing before the other's proposal is recorded: slot 3 stays a search trial
+    and slot 4 confirms, whichever proposes first (the race a two-process study met)."""
+    config = parse_study(STUDY, "confirm.yaml")
+    ledger = Ledger.open(str(tmp_path / "j.journal"), "confirm")
+    searched = [trial(0, 0.1, 300), trial(1, 0.2, 200), trial(2, 0.4, None)]
+    write_ledger(ledger, StudyRecord(name="confirm"), searched)
+    confirmer = Confirmer(config, ledger)
+    last_search, first_confirm = ledger.claim(S, budget=8), ledger.claim(S, budget=8)
+    assert (last_search.number, first_confirm.number) == (3, 4)
+    pending = {t.number: t for t in ledger.trials(S)}
+    assert pending[4].open and pending[4].origin is None  # claimed, its proposal not recorded
+
+    history = History(S, tuple(ledger.trials(S)), budget=8)
+    assert confirmer.propose(last_search, history) is None  # slot 4 is decided after it
+    proposal = confirmer.propose(first_confirm, history)  # slot 3, undecided, is searched
+    assert proposal is not None and proposal.origin == CONFIRM
