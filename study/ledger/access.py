@@ -116,6 +116,10 @@ class StorageAccess:
         self._writes_lock = threading.Lock()
         #: The last read of each stratum (monotonic time, trials), for readers inside `recent`.
         self._reads: dict[Stratum, tuple[float, list[FrozenTrial]]] = {}
+        #: Each stratum's changes known to this process so far (`_changed_read`): a read that
+        #: began before one is not kept, so it cannot undo it (`frozen`).
+        self._generation: dict[Stratum, int] = {}
+        self._reads_lock = threading.Lock()
         self._strata_of: dict[int, Stratum] = {}
         #: Strata studies known to carry their attributes (`study` need not check them).
         self._labelled: set[str] = set()
@@ -199,16 +203,27 @@ class StorageAccess:
 
     def forget_read(self, stratum: Stratum) -> None:
         """Read ``stratum`` afresh next time (e.g. a slot of it was freed)."""
-        self._reads.pop(stratum, None)
+        with self._reads_lock:
+            self._changed_read(stratum)
+            self._reads.pop(stratum, None)
 
     def _closed(self, trial_id: int, now: FrozenTrial) -> None:
         """This process closed the trial ``trial_id`` as ``now``: its stratum's last read says
         so (no read afresh: the rest of that read is as old as it was; a claim reads afresh)."""
         stratum = self._strata_of.get(trial_id)
-        last = self._reads.get(stratum) if stratum is not None else None
-        if stratum is not None and last is not None:
-            trials = [now if id_of_trial(t) == trial_id else t for t in last[1]]
-            self._reads[stratum] = (last[0], trials)
+        if stratum is None:
+            return
+        with self._reads_lock:  # two threads closing trials of one stratum keep both
+            self._changed_read(stratum)
+            last = self._reads.get(stratum)
+            if last is not None:
+                trials = [now if id_of_trial(t) == trial_id else t for t in last[1]]
+                self._reads[stratum] = (last[0], trials)
+
+    def _changed_read(self, stratum: Stratum) -> None:
+        """This process changed ``stratum`` (under ``_reads_lock``): a read of it under way
+        began before the change and is not kept (`frozen`)."""
+        self._generation[stratum] = self._generation.get(stratum, 0) + 1
 
     def stratum_name(self, stratum: Stratum) -> str:
         """The Optuna study name of ``stratum`` (by the ledger's `StratumNaming`)."""
@@ -244,7 +259,7 @@ class StorageAccess:
                 self._labelled.add(name)
                 self._studies[stratum] = study
                 self._ids[name] = id_of_study(study)  # (re)loaded: e.g. made again after a delete
-                self._reads.pop(stratum, None)
+                self.forget_read(stratum)
             return study
 
     def study_id(self, name: str) -> int:
@@ -353,8 +368,14 @@ class StorageAccess:
             study_id = self.study_id(name)
         except KeyError:
             return []
+        generation = self._generation.get(stratum, 0)
         trials = self.storage.get_all_trials(study_id, deepcopy=False)
-        self._reads[stratum] = (now, trials)
+        with self._reads_lock:
+            # A trial this process closed while the storage was read is open in this read:
+            # kept, it would read as running (a round by steps then counted its steps as still
+            # to come and ended the study early) until the read aged.
+            if self._generation.get(stratum, 0) == generation:
+                self._reads[stratum] = (now, trials)
         return self.with_held(trials)
 
     def with_held(self, trials: list[FrozenTrial]) -> list[FrozenTrial]:

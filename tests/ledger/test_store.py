@@ -4,6 +4,7 @@ Optuna view, recovery of trials whose process died, summaries, measurement rows,
 from __future__ import annotations
 
 import ast
+import copy
 import threading
 from pathlib import Path
 
@@ -348,3 +349,42 @@ def test_a_claim_through_the_claims_part_is_read_by_the_reader(ledger: Ledger) -
     assert slot is not None and ledger.claims.claim(S32, budget=1) is None
     assert [t.number for t in ledger.reader.counted(S32)] == [slot.number]
     assert ledger.taken(S32, 1) == 1 and ledger.remaining(S32, 1) == 0
+
+
+def test_a_read_under_way_when_this_process_closes_a_trial_is_not_kept(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One thread reads a stratum inside `recent` while another closes a trial of it: the
+    read, begun before the close, is not kept for the readers after it, who see the trial
+    closed (kept, it read as running for `RECENT_S`: a round by steps counted its steps as
+    still to come and ended a two-worker study early)."""
+    run_one(ledger, S32, 0.1, result(TrialState.REACHED), 50.0)
+    running = ledger.claim(S32, 5)
+    assert running is not None
+    read, resume = threading.Event(), threading.Event()
+    real = ledger.storage.get_all_trials
+
+    def slow_read(*args, **kwargs):
+        trials = copy.deepcopy(real(*args, **kwargs))  # as stored before the close
+        if threading.current_thread().name == "reader":
+            read.set()
+            assert resume.wait(10)
+        return trials
+
+    monkeypatch.setattr(ledger.storage, "get_all_trials", slow_read)
+    ledger.access.forget_read(S32)  # the claim's own read: the reader reads the storage
+    seen = []
+
+    def reader() -> None:
+        with ledger.recent():
+            seen.append(ledger.trials(S32)[1].status)
+
+    thread = threading.Thread(target=reader, name="reader")
+    thread.start()
+    assert read.wait(10)
+    ledger.finish(running, result(TrialState.NOT_REACHED), 900.0)
+    resume.set()
+    thread.join(10)
+    assert seen == [TrialState.RUNNING]  # its own read: taken before the close
+    with ledger.recent():
+        assert ledger.trials(S32)[1].status is TrialState.NOT_REACHED
