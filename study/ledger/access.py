@@ -34,6 +34,7 @@ from study.ledger import batch, records
 from study.ledger.batch import TrialWrites
 from study.ledger.clock import SYSTEM_CLOCK, Clock
 from study.ledger.naming import SEARCH_STRATA, StratumNaming
+from study.ledger.reads import KeptReads
 from study.ledger.records import LedgerTrial, decode_trial, merge_stored
 from study.ledger.sampler_storage import SamplerStorage
 from study.results import TrialState
@@ -115,11 +116,7 @@ class StorageAccess:
         self._written: dict[int, FrozenTrial] = {}
         self._writes_lock = threading.Lock()
         #: The last read of each stratum (monotonic time, trials), for readers inside `recent`.
-        self._reads: dict[Stratum, tuple[float, list[FrozenTrial]]] = {}
-        #: Each stratum's changes known to this process so far (`_changed_read`): a read that
-        #: began before one is not kept, so it cannot undo it (`frozen`).
-        self._generation: dict[Stratum, int] = {}
-        self._reads_lock = threading.Lock()
+        self._reads: KeptReads[Stratum] = KeptReads(id_of_trial)
         self._strata_of: dict[int, Stratum] = {}
         #: Strata studies known to carry their attributes (`study` need not check them).
         self._labelled: set[str] = set()
@@ -203,27 +200,14 @@ class StorageAccess:
 
     def forget_read(self, stratum: Stratum) -> None:
         """Read ``stratum`` afresh next time (e.g. a slot of it was freed)."""
-        with self._reads_lock:
-            self._changed_read(stratum)
-            self._reads.pop(stratum, None)
+        self._reads.forget(stratum)
 
     def _closed(self, trial_id: int, now: FrozenTrial) -> None:
         """This process closed the trial ``trial_id`` as ``now``: its stratum's last read says
         so (no read afresh: the rest of that read is as old as it was; a claim reads afresh)."""
         stratum = self._strata_of.get(trial_id)
-        if stratum is None:
-            return
-        with self._reads_lock:  # two threads closing trials of one stratum keep both
-            self._changed_read(stratum)
-            last = self._reads.get(stratum)
-            if last is not None:
-                trials = [now if id_of_trial(t) == trial_id else t for t in last[1]]
-                self._reads[stratum] = (last[0], trials)
-
-    def _changed_read(self, stratum: Stratum) -> None:
-        """This process changed ``stratum`` (under ``_reads_lock``): a read of it under way
-        began before the change and is not kept (`frozen`)."""
-        self._generation[stratum] = self._generation.get(stratum, 0) + 1
+        if stratum is not None:
+            self._reads.closed(stratum, now)
 
     def stratum_name(self, stratum: Stratum) -> str:
         """The Optuna study name of ``stratum`` (by the ledger's `StratumNaming`)."""
@@ -368,14 +352,10 @@ class StorageAccess:
             study_id = self.study_id(name)
         except KeyError:
             return []
-        generation = self._generation.get(stratum, 0)
+        generation = self._reads.generation(stratum)
         trials = self.storage.get_all_trials(study_id, deepcopy=False)
-        with self._reads_lock:
-            # A trial this process closed while the storage was read is open in this read:
-            # kept, it would read as running (a round by steps then counted its steps as still
-            # to come and ended the study early) until the read aged.
-            if self._generation.get(stratum, 0) == generation:
-                self._reads[stratum] = (now, trials)
+        # Not kept if this process closed a trial of it meanwhile: it would read as running.
+        self._reads.keep(stratum, generation, now, trials)
         return self.with_held(trials)
 
     def with_held(self, trials: list[FrozenTrial]) -> list[FrozenTrial]:

@@ -296,10 +296,9 @@ class StudyEngine:
 
     def _in_flight_round(self, seen: int) -> bool:
         """An allocator that decides in flight (by steps), while this process's other trials
-        run: the next round now, decided from the trials finished so far, so every worker
-        trains while the model decides; when it has nothing to give yet, wait until another of
-        this process's trials ends (``seen``: how many had ended). False when none runs (`_wait_for_others` then waits for other
-        processes' trials, and `_next_round` decides from every result)."""
+        run: the next round now, from the trials finished so far, so every worker trains while
+        the model decides; with nothing to give yet, wait until another of this process's
+        trials ends (``seen``: how many had ended). False when none runs."""
         if self.allocator is None or not self.allocator.decides_in_flight or not self._running():
             return False
         if self._next_round(in_flight=True):
@@ -309,15 +308,17 @@ class StudyEngine:
 
     def _next_round(self, *, in_flight: bool = False) -> bool:
         """With every budget spent and nothing open (or, ``in_flight``, only this process's
-        trials): the allocator's next round; whether there is one. Another thread may have
-        opened it already."""
+        trials): the allocator's next round; whether there is one (or, a trial of this process
+        claimed since the caller looked, to look again). Another thread may have opened it."""
         if self.allocator is None or self._stop.is_set():
             return False
         with self._round_lock:
             if not any(len(self.ledger.counted(s)) < budget for s, budget in self.budgets.items()):
-                budgets = self.allocator.next_round(in_flight=in_flight)
+                with self._claim_lock:  # a trial claimed since the caller looked is in flight
+                    running = self.allocator.decides_in_flight and bool(self._running())
+                    budgets = self.allocator.next_round(in_flight=in_flight or running)
                 if budgets is None:
-                    return False
+                    return running and not in_flight
                 self._grow(budgets)
             with self._claim_lock:
                 self._full.clear()

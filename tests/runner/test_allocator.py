@@ -119,11 +119,28 @@ def test_two_extensions_cannot_add_one_mode(toy: None, monkeypatch: pytest.Monke
         allocation_modes()
 
 
-def run_toy(tmp_path: Path, config: StudyConfig) -> tuple[Toy, StudyEngine]:
-    """The engine on ``config`` with its toy allocator, trials trained synthetically."""
+class InFlightToy(Toy):
+    """`Toy` deciding in flight: asked while this process runs trials, it has nothing yet."""
+
+    @property
+    def decides_in_flight(self) -> bool:
+        return True
+
+    def next_round(self, *, in_flight: bool = False) -> dict[Stratum, int] | None:
+        if in_flight:
+            self.asked.append(in_flight)
+            return None
+        return super().next_round(in_flight=in_flight)
+
+
+def toy_engine(
+    tmp_path: Path, config: StudyConfig, kind: type[Toy] = Toy
+) -> tuple[Toy, StudyEngine, Any]:
+    """The engine on ``config`` with its toy allocator, trials trained synthetically; its
+    lineup (to close)."""
     ledger = Ledger.open(str(tmp_path / "optuna.journal"), config.name)
     ledger.create(StudyRecord(name=config.name, config_text="x", trials_total=1))
-    toy = Toy(config, ledger, config.total_trials, say=lambda _line: None)
+    toy = kind(config, ledger, config.total_trials, say=lambda _line: None)
     plan = toy.start(SyntheticPool())  # type: ignore[arg-type]
     lineup = build_lineup("optuna", config, ledger)
     progress = Progress.from_ledger(ledger, plan, config.name, live=False)
@@ -138,11 +155,40 @@ def run_toy(tmp_path: Path, config: StudyConfig) -> tuple[Toy, StudyEngine]:
         FailurePolicy(5),
         allocator=toy,
     )
+    return toy, engine, lineup
+
+
+def run_toy(tmp_path: Path, config: StudyConfig) -> tuple[Toy, StudyEngine]:
+    """The engine on ``config`` with its toy allocator, run with one worker."""
+    toy, engine, lineup = toy_engine(tmp_path, config)
     try:
         assert engine.run(1) == 0
     finally:
         lineup.close()
     return toy, engine
+
+
+def test_a_round_asked_while_another_thread_runs_a_trial_is_decided_in_flight(
+    tmp_path: Path, toy: None
+) -> None:
+    """A worker thread that found no trial of its process running asks for the next round, but
+    the other thread has claimed a slot since (from a round it opened meanwhile). The round is
+    asked in flight: asked as if nothing ran, a round by steps counted that trial's steps as
+    still to come and ended a two-worker study for good, 2,214 of its 21,000 steps unspent. With
+    nothing to give yet, the thread looks again instead of leaving."""
+    config = parse_study(tabular({"mode": "toy", "rounds": 2}), "toy.yaml")
+    allocator, engine, lineup = toy_engine(tmp_path, config, InFlightToy)
+    try:
+        for stratum, budget in engine.budgets.items():  # every budget taken
+            slot = engine.ledger.claim(stratum, budget)
+        assert slot is not None
+        engine._active[(slot.stratum, slot.number)] = slot  # the other thread's, running
+        assert engine._next_round() is True  # look again: not the study's end
+        assert allocator.asked == [True]
+        engine._active.clear()  # it ended: the round is decided from every result
+        assert engine._next_round() is True and allocator.asked == [True, False]
+    finally:
+        lineup.close()
 
 
 def tabular(allocation: dict[str, Any]) -> dict[str, Any]:
