@@ -32,11 +32,19 @@ start, and ``study`` still runs as its own process.
 
 Prints and writes (``results/peers.json``) per contestant: trials, training steps, wall seconds
 and CPU seconds (the peer's process and its trainer workers; left out for ``study``, whose
-workers are children of a forkserver no process waits for), and how it was timed (``timed``:
-``process`` or ``in-process``).
+workers are children of a forkserver no process waits for), how it was timed (``timed``:
+``process`` or ``in-process``), and the whole machine's busy and idle CPU seconds while it ran
+(``machine_busy``, ``machine_idle``: Linux's ``/proc/stat``, every process counted, the
+forkserver's workers too; absent elsewhere). Busy plus idle is the wall times the cores: a
+contestant whose idle is near 0 was bound by CPU, and no reordering of its work shortens it.
+
+``--rounds N`` runs the contestants N times, one after the other in each round (``optuna-warm
+study study-w2``, then again), as the issue's "one run each, back to back" does once; it prints
+per round each ``study`` contestant's wall over the round's best peer's, then their median and
+range, and writes every row with its ``round``.
 
 Usage: python benchmarks/peers.py [--trials-per-batch 8] [--batch-sizes 16 32 ...]
-       [--only optuna study] [--in-process]
+       [--only optuna study] [--in-process] [--rounds 1]
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ import json
 import math
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,6 +76,43 @@ def cpu_seconds() -> tuple[float, float]:
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+def machine_cpu() -> tuple[float, float] | None:
+    """The whole machine's busy and idle CPU seconds since boot (Linux ``/proc/stat``: user,
+    nice, system, irq and softirq; idle and iowait), or None where it cannot be read."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except (OSError, IndexError):
+        return None
+    ticks = [int(f) for f in fields[:7]]
+    hertz = os.sysconf("SC_CLK_TCK")
+    busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]
+    return busy / hertz, (ticks[3] + ticks[4]) / hertz
+
+
+def with_machine(row: dict[str, Any], before: tuple[float, float] | None) -> dict[str, Any]:
+    """``row`` with the machine's busy and idle CPU seconds since ``before`` (`machine_cpu`)."""
+    after = machine_cpu()
+    if before is not None and after is not None:
+        row["machine_busy"] = round(after[0] - before[0], 2)
+        row["machine_idle"] = round(after[1] - before[1], 2)
+    return row
+
+
+def ratios(rows: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Per ``study`` contestant, its wall over the best peer's of the same round, round by
+    round (rounds without a peer or without it are left out)."""
+    out: dict[str, list[float]] = {}
+    for number in sorted({row.get("round", 1) for row in rows}):
+        round_rows = [row for row in rows if row.get("round", 1) == number]
+        peers = [row["wall"] for row in round_rows if not row["contestant"].startswith("study")]
+        if not peers:
+            continue
+        for row in round_rows:
+            if row["contestant"].startswith("study"):
+                out.setdefault(row["contestant"], []).append(row["wall"] / min(peers))
+    return out
 
 
 def workers_cpu(pool: Any) -> float:
@@ -361,6 +407,7 @@ def main() -> None:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=None)
     parser.add_argument("--only", nargs="+", choices=CONTESTANTS, default=list(CONTESTANTS))
     parser.add_argument("--in-process", action="store_true", help="the peers in this process")
+    parser.add_argument("--rounds", type=int, default=1, help="the contestants this many times")
     parser.add_argument("--contestant", choices=CONTESTANTS, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "peers.json")
     args = parser.parse_args()
@@ -372,24 +419,44 @@ def main() -> None:
     if args.contestant:  # one contestant, in this process: its row on the last line
         print(json.dumps(contest(args.contestant, config, data, sizes, args.trials_per_batch)))
         return
+    if args.rounds < 1:
+        parser.error(f"--rounds: at least 1 (got {args.rounds})")
     rows = []
-    for name in args.only:
-        if args.in_process or name.startswith("study"):  # `study run` is a process anyway
-            row = {**contest(name, config, data, sizes, args.trials_per_batch)}
-            row["timed"] = "process" if name.startswith("study") else "in-process"
-        else:
-            row = as_process(name, args)
-        print(json.dumps(row), flush=True)
-        rows.append(row)
+    for number in range(1, args.rounds + 1):
+        for name in args.only:
+            before = machine_cpu()
+            if args.in_process or name.startswith("study"):  # `study run` is a process anyway
+                row = {**contest(name, config, data, sizes, args.trials_per_batch)}
+                row["timed"] = "process" if name.startswith("study") else "in-process"
+            else:
+                row = as_process(name, args)
+            row = with_machine(row, before)
+            if args.rounds > 1:
+                row["round"] = number
+            print(json.dumps(row), flush=True)
+            rows.append(row)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=2) + "\n")
-    print("| contestant | trials | training steps | wall (s) | CPU (s) |")
-    print("|---|---|---|---|---|")
+    print(
+        "| round | contestant | trials | training steps | wall (s) | CPU (s) | machine busy / idle (s) |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for row in rows:
         cpu = f"{row['cpu']:.1f}" if "cpu" in row else "-"
+        machine = (
+            f"{row['machine_busy']:.1f} / {row['machine_idle']:.1f}"
+            if "machine_busy" in row
+            else "-"
+        )
         print(
-            f"| {row['contestant']} | {row['trials']} | {row['steps']:,} | "
-            f"{row['wall']:.1f} | {cpu} |"
+            f"| {row.get('round', 1)} | {row['contestant']} | {row['trials']} | "
+            f"{row['steps']:,} | {row['wall']:.1f} | {cpu} | {machine} |"
+        )
+    for name, values in ratios(rows).items():
+        shown = ", ".join(f"{v:.2f}x" for v in values)
+        print(
+            f"{name}: {shown} the round's best peer (median {statistics.median(values):.2f}x; "
+            f"{sum(v <= 0.5 for v in values)} of {len(values)} rounds at most 0.5x)"
         )
 
 
