@@ -40,8 +40,8 @@ contestant whose idle is near 0 was bound by CPU, and no reordering of its work 
 
 ``--rounds N`` runs the contestants N times, one after the other in each round (``optuna-warm
 study study-w2``, then again), as the issue's "one run each, back to back" does once; it prints
-per round each ``study`` contestant's wall over the round's best peer's, then their median and
-range, and writes every row with its ``round``.
+per round each ``study`` contestant's wall over the round's best peer's, their median and how
+many rounds were at most 0.5x, and writes every row with its ``round``.
 
 Usage: python benchmarks/peers.py [--trials-per-batch 8] [--batch-sizes 16 32 ...]
        [--only optuna study] [--in-process] [--rounds 1]
