@@ -102,7 +102,7 @@ def with_machine(row: dict[str, Any], before: tuple[float, float] | None) -> dic
 
 def ratios(rows: list[dict[str, Any]]) -> dict[str, list[float]]:
     """Per ``study`` contestant, its wall over the best peer's of the same round, round by
-    round (rounds without a peer or without it are left out)."""
+    round (a round without a peer, or without that contestant, adds nothing)."""
     out: dict[str, list[float]] = {}
     for number in sorted({row.get("round", 1) for row in rows}):
         round_rows = [row for row in rows if row.get("round", 1) == number]
